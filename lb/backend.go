@@ -1,0 +1,223 @@
+package lb
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// DefaultBackendWeight is the weight of a backend whose source gives none.
+// Weights are relative: a backend of weight 200 gets twice the new flows of
+// one of weight 100. Weight 0 means no new flows.
+const DefaultBackendWeight = 100
+
+// BackendParams is what one source says about one backend of one service.
+// It is the input to the Writer's backend operations.
+type BackendParams struct {
+	Address L3n4Addr `json:"address" yaml:"address"`
+
+	// PortNames are the service port names this address serves. A backend
+	// with no port names serves every frontend of its protocol.
+	PortNames []string `json:"portNames,omitempty" yaml:"portNames,omitempty"`
+
+	// Weight is the share of new flows, relative to the other backends
+	// (0-65535; 0 means no new flows). Decoding JSON or YAML without a
+	// weight gives DefaultBackendWeight; a Go literal must set it.
+	Weight uint16 `json:"weight" yaml:"weight"`
+
+	NodeName string `json:"nodeName,omitempty" yaml:"nodeName,omitempty"`
+	Zone     string `json:"zone,omitempty" yaml:"zone,omitempty"`
+
+	// ForZones and ForNodes are topology hints (EndpointSlice forZones and
+	// forNodes): the zones and nodes whose clients should prefer this
+	// backend when the service asks for topology-aware routing.
+	ForZones []string `json:"forZones,omitempty" yaml:"forZones,omitempty"`
+	ForNodes []string `json:"forNodes,omitempty" yaml:"forNodes,omitempty"`
+
+	ClusterID uint32       `json:"clusterID,omitempty" yaml:"clusterID,omitempty"`
+	State     BackendState `json:"state,omitempty" yaml:"state,omitempty"`
+}
+
+// UnmarshalJSON decodes a backend, defaulting a missing weight to
+// DefaultBackendWeight. Unknown fields are errors, so that a misspelt
+// field is not silently replaced by its default.
+func (p *BackendParams) UnmarshalJSON(b []byte) error {
+	type plain BackendParams
+	v := plain{Weight: DefaultBackendWeight}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return fmt.Errorf("backend: %w", err)
+	}
+	*p = BackendParams(v)
+	return nil
+}
+
+// Validate reports what is wrong with the backend, naming its address.
+func (p *BackendParams) Validate() error {
+	if err := p.Address.Validate(); err != nil {
+		return fmt.Errorf("backend address: %w", err)
+	}
+	if p.Address.Addr().IsUnspecified() {
+		return fmt.Errorf("backend %s: address: unspecified address", p.Address)
+	}
+	if p.Address.Scope() != ScopeExternal {
+		return fmt.Errorf("backend %s: address: backends have no scope", p.Address)
+	}
+	if !backendStateNames.Valid(p.State) {
+		return fmt.Errorf("backend %s: state: value out of range", p.Address)
+	}
+	for i, n := range p.PortNames {
+		if n == "" {
+			return fmt.Errorf("backend %s: portNames[%d]: empty name", p.Address, i)
+		}
+	}
+	return nil
+}
+
+// MatchesPort reports whether the backend serves a frontend port named
+// portName with protocol proto.
+func (p *BackendParams) MatchesPort(portName string, proto Protocol) bool {
+	if proto != ProtoAny && p.Address.Protocol() != ProtoAny && proto != p.Address.Protocol() {
+		return false
+	}
+	return len(p.PortNames) == 0 || slices.Contains(p.PortNames, portName)
+}
+
+// BackendInstance is one source's view of a backend for one service.
+type BackendInstance struct {
+	Service ServiceName   `json:"service" yaml:"service"`
+	Source  Source        `json:"source" yaml:"source"`
+	Params  BackendParams `json:"params" yaml:"params"`
+}
+
+// Backend is a row of the backends table: one backend address, shared by
+// every service and source that uses it.
+type Backend struct {
+	Address L3n4Addr `json:"address" yaml:"address"`
+
+	// Instances are sorted by service, then by source priority.
+	Instances []BackendInstance `json:"instances" yaml:"instances"`
+
+	// Unhealthy is set by health checking; an unhealthy active backend is
+	// treated as quarantined.
+	Unhealthy bool `json:"unhealthy,omitempty" yaml:"unhealthy,omitempty"`
+}
+
+func compareInstanceKey(inst BackendInstance, name ServiceName, src Source) int {
+	if c := inst.Service.Compare(name); c != 0 {
+		return c
+	}
+	return int(inst.Source) - int(src)
+}
+
+// Instance returns the instance for the service from the source.
+func (b *Backend) Instance(name ServiceName, src Source) (*BackendInstance, bool) {
+	i, found := slices.BinarySearchFunc(b.Instances, name, func(inst BackendInstance, n ServiceName) int {
+		return compareInstanceKey(inst, n, src)
+	})
+	if !found {
+		return nil, false
+	}
+	return &b.Instances[i], true
+}
+
+// ForService returns the instance in force for a service: the one from the
+// highest-priority source that has one.
+func (b *Backend) ForService(name ServiceName) (*BackendInstance, bool) {
+	for i := range b.Instances {
+		if b.Instances[i].Service == name {
+			return &b.Instances[i], true
+		}
+	}
+	return nil, false
+}
+
+// WithInstance returns a copy of b with inst added or replacing the
+// instance of the same service and source.
+func (b *Backend) WithInstance(inst BackendInstance) *Backend {
+	c := *b
+	i, found := slices.BinarySearchFunc(b.Instances, inst, func(e, t BackendInstance) int {
+		return compareInstanceKey(e, t.Service, t.Source)
+	})
+	c.Instances = slices.Clone(b.Instances)
+	if found {
+		c.Instances[i] = inst
+	} else {
+		c.Instances = slices.Insert(c.Instances, i, inst)
+	}
+	return &c
+}
+
+// Without returns a copy of b without the instances for which drop is true.
+func (b *Backend) Without(drop func(*BackendInstance) bool) *Backend {
+	c := *b
+	c.Instances = slices.DeleteFunc(slices.Clone(b.Instances), func(i BackendInstance) bool { return drop(&i) })
+	return &c
+}
+
+// Services lists the services that use this backend, each once.
+func (b *Backend) Services() []ServiceName {
+	var out []ServiceName
+	for _, inst := range b.Instances {
+		if len(out) == 0 || out[len(out)-1] != inst.Service {
+			out = append(out, inst.Service)
+		}
+	}
+	return out
+}
+
+func (b *Backend) TableHeader() []string {
+	return []string{"Address", "Instances", "Health"}
+}
+
+func (b *Backend) TableRow() []string {
+	insts := make([]string, len(b.Instances))
+	for i, inst := range b.Instances {
+		insts[i] = inst.String()
+	}
+	health := "healthy"
+	if b.Unhealthy {
+		health = "unhealthy"
+	}
+	return []string{b.Address.String(), strings.Join(insts, ", "), health}
+}
+
+// String prints the instance compactly: the service and source, then the
+// fields that differ from their defaults.
+func (inst *BackendInstance) String() string {
+	var attrs []string
+	p := &inst.Params
+	if len(p.PortNames) > 0 {
+		attrs = append(attrs, "ports="+strings.Join(p.PortNames, "+"))
+	}
+	if p.Weight != DefaultBackendWeight {
+		attrs = append(attrs, "weight="+strconv.Itoa(int(p.Weight)))
+	}
+	if p.State != BackendActive {
+		attrs = append(attrs, p.State.String())
+	}
+	if p.NodeName != "" {
+		attrs = append(attrs, "node="+p.NodeName)
+	}
+	if p.Zone != "" {
+		attrs = append(attrs, "zone="+p.Zone)
+	}
+	if len(p.ForZones) > 0 {
+		attrs = append(attrs, "forZones="+strings.Join(p.ForZones, "+"))
+	}
+	if len(p.ForNodes) > 0 {
+		attrs = append(attrs, "forNodes="+strings.Join(p.ForNodes, "+"))
+	}
+	if p.ClusterID != 0 {
+		attrs = append(attrs, "cluster="+strconv.FormatUint(uint64(p.ClusterID), 10))
+	}
+	s := inst.Service.String() + " [" + inst.Source.String()
+	if len(attrs) > 0 {
+		s += "; " + strings.Join(attrs, " ")
+	}
+	return s + "]"
+}

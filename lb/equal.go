@@ -1,0 +1,31 @@
+package lb
+
+import "slices"
+
+// Equal reports whether p and o declare the same service the same way.
+func (p *ServiceParams) Equal(o *ServiceParams) bool {
+	return p.Name == o.Name &&
+		p.Source == o.Source &&
+		slices.Equal(p.Frontends, o.Frontends) &&
+		p.ExtTrafficPolicy == o.ExtTrafficPolicy &&
+		p.IntTrafficPolicy == o.IntTrafficPolicy &&
+		p.TrafficDistribution == o.TrafficDistribution &&
+		p.SessionAffinity == o.SessionAffinity &&
+		p.SessionAffinityTimeout == o.SessionAffinityTimeout &&
+		slices.Equal(p.SourceRanges, o.SourceRanges) &&
+		p.Algorithm == o.Algorithm &&
+		p.HealthCheckNodePort == o.HealthCheckNodePort
+}
+
+// Equal reports whether p and o describe the same backend the same way.
+func (p *BackendParams) Equal(o *BackendParams) bool {
+	return p.Address == o.Address &&
+		slices.Equal(p.PortNames, o.PortNames) &&
+		p.Weight == o.Weight &&
+		p.NodeName == o.NodeName &&
+		p.Zone == o.Zone &&
+		slices.Equal(p.ForZones, o.ForZones) &&
+		slices.Equal(p.ForNodes, o.ForNodes) &&
+		p.ClusterID == o.ClusterID &&
+		p.State == o.State
+}

@@ -1,0 +1,97 @@
+package lb
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/cilium/statedb/reconciler"
+)
+
+// BackendRef is a backend as one frontend uses it: the result of backend
+// selection, with everything the datapath needs.
+type BackendRef struct {
+	Address L3n4Addr `json:"address" yaml:"address"`
+
+	// Weight is the effective weight. Backends kept only for the flows
+	// they already carry (terminating while active ones exist, quarantined,
+	// maintenance) have weight 0.
+	Weight uint16 `json:"weight" yaml:"weight"`
+
+	// State is the effective state: an unhealthy active backend shows as
+	// quarantined.
+	State     BackendState `json:"state" yaml:"state"`
+	ClusterID uint32       `json:"clusterID,omitempty" yaml:"clusterID,omitempty"`
+	Zone      string       `json:"zone,omitempty" yaml:"zone,omitempty"`
+}
+
+func (r BackendRef) String() string {
+	s := r.Address.String()
+	var attrs []string
+	if r.State != BackendActive {
+		attrs = append(attrs, r.State.String())
+	}
+	if r.Weight != DefaultBackendWeight {
+		attrs = append(attrs, "weight="+strconv.Itoa(int(r.Weight)))
+	}
+	if len(attrs) > 0 {
+		s += " (" + strings.Join(attrs, " ") + ")"
+	}
+	return s
+}
+
+// Frontend is a row of the frontends table: one address the datapath
+// matches, the service that owns it, and the backends selected for it.
+// The Writer derives frontends from services, backends and the local node;
+// the reconciler writes them into the datapath's maps and records Status.
+type Frontend struct {
+	FrontendParams `yaml:",inline"`
+
+	Service ServiceName `json:"service" yaml:"service"`
+
+	// Policy is the owning service's declaration in force. It is shared
+	// with the services table and must not be modified.
+	Policy *ServiceParams `json:"policy" yaml:"policy"`
+
+	// RedirectedTo names the service whose backends replace this
+	// service's, when a redirect is set.
+	RedirectedTo ServiceName `json:"redirectedTo,omitzero" yaml:"redirectedTo,omitempty"`
+
+	// Backends are the selected backends, the ones taking new flows (weight
+	// above 0) first, each group sorted by address.
+	Backends []BackendRef `json:"backends" yaml:"backends"`
+
+	Status reconciler.Status `json:"status" yaml:"status"`
+}
+
+// Clone returns a shallow copy.
+func (f *Frontend) Clone() *Frontend {
+	c := *f
+	return &c
+}
+
+// GetStatus and SetStatus let statedb's reconciler track the frontend.
+func (f *Frontend) GetStatus() reconciler.Status { return f.Status }
+
+func (f *Frontend) SetStatus(s reconciler.Status) *Frontend {
+	f.Status = s
+	return f
+}
+
+func (f *Frontend) TableHeader() []string {
+	return []string{"Address", "Type", "Service", "PortName", "Backends", "RedirectTo", "Status"}
+}
+
+func (f *Frontend) TableRow() []string {
+	backends := make([]string, len(f.Backends))
+	for i, b := range f.Backends {
+		backends[i] = b.String()
+	}
+	redirect := ""
+	if !f.RedirectedTo.IsZero() {
+		redirect = f.RedirectedTo.String()
+	}
+	return []string{
+		f.Address.String(), f.Type.String(), f.Service.String(), f.PortName,
+		strings.Join(backends, ", "), redirect, f.Status.Kind.String(),
+	}
+}

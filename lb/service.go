@@ -1,0 +1,290 @@
+package lb
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// DefaultAffinityTimeout is the session affinity timeout used when a service
+// asks for affinity without a timeout, as in Kubernetes (3 hours).
+const DefaultAffinityTimeout = 10800
+
+// ServiceParams is what one source declares about a service: its frontends
+// and the policy they share. It is the input to Writer.UpsertService.
+type ServiceParams struct {
+	Name   ServiceName `json:"name" yaml:"name"`
+	Source Source      `json:"source" yaml:"source"`
+
+	// Frontends are the addresses the datapath matches for this service.
+	Frontends []FrontendParams `json:"frontends,omitempty" yaml:"frontends,omitempty"`
+
+	// ExtTrafficPolicy applies to external frontends (NodePort,
+	// LoadBalancer, ExternalIP, HostPort), IntTrafficPolicy to ClusterIP
+	// frontends and to the internal-scope twins of external ones.
+	ExtTrafficPolicy TrafficPolicy `json:"extTrafficPolicy,omitempty" yaml:"extTrafficPolicy,omitempty"`
+	IntTrafficPolicy TrafficPolicy `json:"intTrafficPolicy,omitempty" yaml:"intTrafficPolicy,omitempty"`
+
+	// TrafficDistribution turns on topology-aware selection using the
+	// backends' zone or node hints.
+	TrafficDistribution TrafficDistribution `json:"trafficDistribution,omitempty" yaml:"trafficDistribution,omitempty"`
+
+	// SessionAffinity pins a client address to one backend for
+	// SessionAffinityTimeout seconds (0 means DefaultAffinityTimeout).
+	SessionAffinity        bool   `json:"sessionAffinity,omitempty" yaml:"sessionAffinity,omitempty"`
+	SessionAffinityTimeout uint32 `json:"sessionAffinityTimeout,omitempty" yaml:"sessionAffinityTimeout,omitempty"`
+
+	// SourceRanges, when set, limits external frontends to clients in
+	// these prefixes (loadBalancerSourceRanges).
+	SourceRanges []netip.Prefix `json:"sourceRanges,omitempty" yaml:"sourceRanges,omitempty"`
+
+	Algorithm Algorithm `json:"algorithm,omitempty" yaml:"algorithm,omitempty"`
+
+	// HealthCheckNodePort is where an external load balancer probes
+	// whether this node has local backends (ExtTrafficPolicy Local).
+	HealthCheckNodePort uint16 `json:"healthCheckNodePort,omitempty" yaml:"healthCheckNodePort,omitempty"`
+}
+
+// FrontendParams is one address of a service that the datapath matches.
+type FrontendParams struct {
+	Address L3n4Addr `json:"address" yaml:"address"`
+	Type    SVCType  `json:"type" yaml:"type"`
+	// PortName selects the backends whose port names include it. Empty
+	// matches backends that name no port (a single-port service).
+	PortName string `json:"portName,omitempty" yaml:"portName,omitempty"`
+}
+
+// AffinityTimeout is the effective session affinity timeout in seconds, or
+// 0 when the service has no session affinity.
+func (p *ServiceParams) AffinityTimeout() uint32 {
+	switch {
+	case !p.SessionAffinity:
+		return 0
+	case p.SessionAffinityTimeout == 0:
+		return DefaultAffinityTimeout
+	}
+	return p.SessionAffinityTimeout
+}
+
+// Validate reports the first problem with the declaration, naming the
+// service and the field.
+func (p *ServiceParams) Validate() error {
+	if err := p.validate(); err != nil {
+		return fmt.Errorf("service %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+func (p *ServiceParams) validate() error {
+	if err := p.Name.Validate(); err != nil {
+		return fmt.Errorf("name: %w", err)
+	}
+	if !p.Source.Valid() {
+		return fmt.Errorf("source: unknown source %s", p.Source)
+	}
+	for _, check := range []struct {
+		field string
+		ok    bool
+	}{
+		{"extTrafficPolicy", trafficPolicyNames.Valid(p.ExtTrafficPolicy)},
+		{"intTrafficPolicy", trafficPolicyNames.Valid(p.IntTrafficPolicy)},
+		{"trafficDistribution", trafficDistributionNames.Valid(p.TrafficDistribution)},
+		{"algorithm", algorithmNames.Valid(p.Algorithm)},
+	} {
+		if !check.ok {
+			return fmt.Errorf("%s: value out of range", check.field)
+		}
+	}
+	seen := make(map[L3n4Addr]struct{}, len(p.Frontends))
+	for i, fe := range p.Frontends {
+		if err := fe.Validate(); err != nil {
+			return fmt.Errorf("frontends[%d]: %w", i, err)
+		}
+		if _, dup := seen[fe.Address]; dup {
+			return fmt.Errorf("frontends[%d]: address %s listed twice", i, fe.Address)
+		}
+		seen[fe.Address] = struct{}{}
+	}
+	for i, r := range p.SourceRanges {
+		if !r.IsValid() {
+			return fmt.Errorf("sourceRanges[%d]: invalid prefix", i)
+		}
+		if r != r.Masked() {
+			return fmt.Errorf("sourceRanges[%d]: %s has host bits set (want %s)", i, r, r.Masked())
+		}
+	}
+	return nil
+}
+
+// Validate reports what is wrong with the frontend.
+func (f FrontendParams) Validate() error {
+	if err := f.Address.Validate(); err != nil {
+		return fmt.Errorf("address: %w", err)
+	}
+	if !svcTypeNames.Valid(f.Type) {
+		return fmt.Errorf("%s: type: missing or unknown service type (want one of %s)", f.Address, svcTypeNames.choices())
+	}
+	return nil
+}
+
+// Redirect replaces the backends of a service's frontends with those of
+// another service, e.g. a local redirect policy sending traffic for a
+// service to a node-local pod. It is kept beside the service, so it
+// survives later upserts, and clearing it restores the original backends.
+type Redirect struct {
+	Source Source      `json:"source" yaml:"source"`
+	To     ServiceName `json:"to" yaml:"to"`
+}
+
+func (r Redirect) String() string { return r.To.String() + " (" + r.Source.String() + ")" }
+
+// FrontendConflict records that a service declares a frontend address that
+// another service owns.
+type FrontendConflict struct {
+	Address L3n4Addr    `json:"address" yaml:"address"`
+	Owner   ServiceName `json:"owner" yaml:"owner"`
+}
+
+func (c FrontendConflict) Error() string {
+	return fmt.Sprintf("frontend %s is owned by service %s", c.Address, c.Owner)
+}
+
+// Service is a row of the services table: every source's declaration of
+// one service, the redirect override if any, and the frontends it could
+// not claim.
+type Service struct {
+	Name ServiceName `json:"name" yaml:"name"`
+
+	// Params has one declaration per source, highest priority first. The
+	// first one is in force. It is empty for a service that exists only
+	// because a redirect names it.
+	Params []ServiceParams `json:"params,omitempty" yaml:"params,omitempty"`
+
+	Redirect *Redirect `json:"redirect,omitempty" yaml:"redirect,omitempty"`
+
+	// Conflicts lists the frontends this service declares but another
+	// service owns.
+	Conflicts []FrontendConflict `json:"conflicts,omitempty" yaml:"conflicts,omitempty"`
+}
+
+// Policy returns the declaration in force, or nil if no source declares the
+// service.
+func (s *Service) Policy() *ServiceParams {
+	if len(s.Params) == 0 {
+		return nil
+	}
+	return &s.Params[0]
+}
+
+// Sources lists the sources that declare the service, highest priority
+// first.
+func (s *Service) Sources() []Source {
+	out := make([]Source, len(s.Params))
+	for i := range s.Params {
+		out[i] = s.Params[i].Source
+	}
+	return out
+}
+
+// Clone returns a shallow copy whose slices may be replaced safely.
+func (s *Service) Clone() *Service {
+	c := *s
+	return &c
+}
+
+// WithParams returns a copy with p in place of the same source's
+// declaration.
+func (s *Service) WithParams(p ServiceParams) *Service {
+	c := s.Clone()
+	c.Params = slices.Clone(s.Params)
+	i, found := slices.BinarySearchFunc(c.Params, p.Source, func(e ServiceParams, src Source) int {
+		return int(e.Source) - int(src)
+	})
+	if found {
+		c.Params[i] = p
+	} else {
+		c.Params = slices.Insert(c.Params, i, p)
+	}
+	return c
+}
+
+// WithoutSource returns a copy without the source's declaration.
+func (s *Service) WithoutSource(src Source) *Service {
+	c := s.Clone()
+	c.Params = slices.DeleteFunc(slices.Clone(s.Params), func(p ServiceParams) bool { return p.Source == src })
+	return c
+}
+
+func (s *Service) TableHeader() []string {
+	return []string{"Name", "Sources", "Frontends", "Policy", "Redirect", "Conflicts"}
+}
+
+func (s *Service) TableRow() []string {
+	sources := make([]string, len(s.Params))
+	for i, p := range s.Params {
+		sources[i] = p.Source.String()
+	}
+	redirect := ""
+	if s.Redirect != nil {
+		redirect = s.Redirect.String()
+	}
+	conflicts := make([]string, len(s.Conflicts))
+	for i, c := range s.Conflicts {
+		conflicts[i] = c.Address.String() + " owned by " + c.Owner.String()
+	}
+	frontends, policy := "", ""
+	if p := s.Policy(); p != nil {
+		frontends = strconv.Itoa(len(p.Frontends))
+		policy = p.policySummary()
+	}
+	return []string{s.Name.String(), strings.Join(sources, ", "), frontends, policy, redirect, strings.Join(conflicts, ", ")}
+}
+
+// policySummary lists the policy settings that differ from the defaults.
+func (p *ServiceParams) policySummary() string {
+	var out []string
+	if p.ExtTrafficPolicy != TrafficPolicyCluster {
+		out = append(out, "ExtTrafficPolicy="+p.ExtTrafficPolicy.String())
+	}
+	if p.IntTrafficPolicy != TrafficPolicyCluster {
+		out = append(out, "IntTrafficPolicy="+p.IntTrafficPolicy.String())
+	}
+	if p.TrafficDistribution != TrafficDistributionDefault {
+		out = append(out, "TrafficDistribution="+p.TrafficDistribution.String())
+	}
+	if t := p.AffinityTimeout(); t != 0 {
+		out = append(out, "SessionAffinity="+strconv.FormatUint(uint64(t), 10)+"s")
+	}
+	if len(p.SourceRanges) > 0 {
+		ranges := make([]string, len(p.SourceRanges))
+		for i, r := range p.SourceRanges {
+			ranges[i] = r.String()
+		}
+		out = append(out, "SourceRanges="+strings.Join(ranges, "+"))
+	}
+	if p.Algorithm != AlgorithmDefault {
+		out = append(out, "Algorithm="+p.Algorithm.String())
+	}
+	if p.HealthCheckNodePort != 0 {
+		out = append(out, "HealthCheckNodePort="+strconv.Itoa(int(p.HealthCheckNodePort)))
+	}
+	return strings.Join(out, ", ")
+}
+
+// Validate reports what is wrong with a redirect of service name.
+func (r Redirect) Validate(name ServiceName) error {
+	switch {
+	case !r.Source.Valid():
+		return fmt.Errorf("service %s: redirect source: unknown source %s", name, r.Source)
+	case r.To.IsZero():
+		return fmt.Errorf("service %s: redirect target: missing service name", name)
+	case r.To == name:
+		return fmt.Errorf("service %s: redirect target: a service cannot redirect to itself", name)
+	}
+	if err := r.To.Validate(); err != nil {
+		return fmt.Errorf("service %s: redirect target: %w", name, err)
+	}
+	return nil
+}

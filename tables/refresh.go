@@ -1,0 +1,179 @@
+package tables
+
+import (
+	"slices"
+
+	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/reconciler"
+
+	"github.com/lbstate/lbstate/lb"
+)
+
+// changes collects what one Writer call affected, so that the derived
+// state (frontend rows, their backends, conflicts) is refreshed once, at
+// the end of the call.
+type changes struct {
+	services map[lb.ServiceName]struct{} // re-select these services' frontends
+	addrs    map[lb.L3n4Addr]struct{}    // re-decide who owns these addresses
+	err      error
+}
+
+func (w *Writer) changes() *changes {
+	return &changes{
+		services: map[lb.ServiceName]struct{}{},
+		addrs:    map[lb.L3n4Addr]struct{}{},
+	}
+}
+
+func (ch *changes) fail(err error) {
+	if ch.err == nil {
+		ch.err = err
+	}
+}
+
+// flush refreshes what ch recorded:
+//  1. each recorded address goes to the service that outranks the other
+//     claimants (higher source priority, then smaller name), or its
+//     frontend row is deleted when no service claims it any more;
+//  2. the frontends of each recorded service, where it owns them, get
+//     their backends selected again;
+//  3. every service that took part in an address decision gets its list
+//     of conflicts (addresses it declares but another service owns)
+//     brought up to date.
+func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
+	if ch.err != nil {
+		return ch.err
+	}
+	owners := make(map[lb.L3n4Addr]lb.ServiceName, len(ch.addrs))
+	contenders := map[lb.ServiceName]struct{}{}
+	for addr := range ch.addrs {
+		var winner *lb.Service
+		for s := range w.t.Services.List(txn, ServiceByFrontend.Query(addr)) {
+			contenders[s.Name] = struct{}{}
+			if winner == nil || outranks(s, winner) {
+				winner = s
+			}
+		}
+		cur, _, found := w.t.Frontends.Get(txn, FrontendByAddress.Query(addr))
+		if found {
+			contenders[cur.Service] = struct{}{}
+		}
+		if winner == nil {
+			if found {
+				_, _, err := w.t.Frontends.Delete(txn, cur)
+				ch.fail(err)
+			}
+			continue
+		}
+		owners[addr] = winner.Name
+		ch.services[winner.Name] = struct{}{}
+	}
+
+	node, _ := w.localNode(txn)
+	for name := range ch.services {
+		w.refreshService(txn, ch, name, owners, node)
+	}
+	for name := range contenders {
+		w.refreshConflicts(txn, ch, name)
+	}
+	return ch.err
+}
+
+// outranks reports whether service a wins a frontend address over b.
+func outranks(a, b *lb.Service) bool {
+	pa, pb := a.Policy(), b.Policy()
+	if pa.Source != pb.Source {
+		return pa.Source.Outranks(pb.Source)
+	}
+	return a.Name.Compare(b.Name) < 0
+}
+
+// refreshService re-derives the frontend rows that service name owns.
+// owners holds the addresses decided in this flush; for the others the
+// current row says who owns them.
+func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, owners map[lb.L3n4Addr]lb.ServiceName, node *lb.Node) {
+	svc, found := w.service(txn, name)
+	if !found || svc.Policy() == nil {
+		return
+	}
+	policy := svc.Policy()
+	target, redirectedTo := name, lb.ServiceName{}
+	if svc.Redirect != nil {
+		target, redirectedTo = svc.Redirect.To, svc.Redirect.To
+	}
+	cands := w.candidates(txn, target)
+	for _, params := range policy.Frontends {
+		cur, _, found := w.t.Frontends.Get(txn, FrontendByAddress.Query(params.Address))
+		owner, decided := owners[params.Address]
+		if !decided && found {
+			owner = cur.Service
+		}
+		if owner != name {
+			continue
+		}
+		next := &lb.Frontend{
+			FrontendParams: params,
+			Service:        name,
+			Policy:         policy,
+			RedirectedTo:   redirectedTo,
+			Backends:       SelectBackends(params, policy, node, svc.Redirect != nil, cands),
+		}
+		if found && sameFrontend(cur, next) {
+			continue
+		}
+		next.Status = reconciler.StatusPending()
+		_, _, err := w.t.Frontends.Insert(txn, next)
+		ch.fail(err)
+	}
+}
+
+// candidates returns the backends of a service, each with the parameters
+// of the highest-priority source that declares it for that service.
+func (w *Writer) candidates(txn statedb.ReadTxn, name lb.ServiceName) []Candidate {
+	var cands []Candidate
+	for b := range w.t.Backends.List(txn, BackendByService.Query(name)) {
+		if inst, ok := b.ForService(name); ok {
+			cands = append(cands, Candidate{Params: &inst.Params, Unhealthy: b.Unhealthy})
+		}
+	}
+	return cands
+}
+
+func sameFrontend(a, b *lb.Frontend) bool {
+	return a.FrontendParams == b.FrontendParams &&
+		a.Service == b.Service &&
+		a.RedirectedTo == b.RedirectedTo &&
+		(a.Policy == b.Policy || a.Policy.Equal(b.Policy)) &&
+		slices.Equal(a.Backends, b.Backends)
+}
+
+// refreshConflicts brings a service's list of lost frontend addresses up to
+// date and logs each new one.
+func (w *Writer) refreshConflicts(txn statedb.WriteTxn, ch *changes, name lb.ServiceName) {
+	svc, found := w.service(txn, name)
+	if !found {
+		return
+	}
+	var conflicts []lb.FrontendConflict
+	if p := svc.Policy(); p != nil {
+		for _, fe := range p.Frontends {
+			cur, _, found := w.t.Frontends.Get(txn, FrontendByAddress.Query(fe.Address))
+			if found && cur.Service != name {
+				conflicts = append(conflicts, lb.FrontendConflict{Address: fe.Address, Owner: cur.Service})
+			}
+		}
+	}
+	if slices.Equal(conflicts, svc.Conflicts) {
+		return
+	}
+	for _, c := range conflicts {
+		if !slices.Contains(svc.Conflicts, c) {
+			w.log.Warn("Frontend address conflict: the service does not get the address",
+				"service", name, "address", c.Address, "owner", c.Owner)
+		}
+	}
+	next := svc.Clone()
+	next.Conflicts = conflicts
+	_, _, err := w.t.Services.Insert(txn, next)
+	ch.fail(err)
+}

@@ -1,0 +1,149 @@
+package tables
+
+import (
+	"slices"
+
+	"github.com/lbstate/lbstate/lb"
+)
+
+// Candidate is a backend a frontend might use: the parameters in force for
+// the frontend's service and the backend's health.
+type Candidate struct {
+	Params    *lb.BackendParams
+	Unhealthy bool
+}
+
+// SelectBackends picks the backends of one frontend from its service's
+// candidates. It is a pure function of its inputs; node may be nil when
+// the local node is not known yet.
+//
+// The steps, in order:
+//  1. Port: the backend must serve the frontend's port name and protocol.
+//  2. Traffic policy Local (external policy for external-scope frontends
+//     of external types, internal policy otherwise): only this node's
+//     backends.
+//  3. Topology, with policy Cluster and a TrafficDistribution: keep the
+//     active backends hinted for this node (PreferSameNode) or its zone,
+//     unless some active backend has no hints or none is hinted for us,
+//     in which case all are kept (the Kubernetes safeguards).
+//  4. State: the best tier present takes new flows: active, else
+//     terminating, else quarantined (an unhealthy active backend counts as
+//     quarantined). The others stay with weight 0, so the flows they carry
+//     can finish; maintenance backends never take new flows.
+//
+// Redirected frontends (redirected is true) and LocalRedirect frontends
+// skip steps 2 and 3: the redirect chose their backends.
+//
+// The result has the backends taking new flows first, each group sorted
+// by address.
+func SelectBackends(fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.Node, redirected bool, cands []Candidate) []lb.BackendRef {
+	var local lb.Node
+	if node != nil {
+		local = *node
+	}
+	policy := svc.IntTrafficPolicy
+	if fe.Type.IsExternal() && fe.Address.Scope() == lb.ScopeExternal {
+		policy = svc.ExtTrafficPolicy
+	}
+	filtered := redirected || fe.Type == lb.SVCTypeLocalRedirect
+
+	pool := make([]lb.BackendRef, 0, len(cands))
+	hints := make([]*lb.BackendParams, 0, len(cands))
+	for _, c := range cands {
+		p := c.Params
+		if !p.MatchesPort(fe.PortName, fe.Address.Protocol()) {
+			continue
+		}
+		if !filtered && policy == lb.TrafficPolicyLocal && (local.Name == "" || p.NodeName != local.Name) {
+			continue
+		}
+		state := p.State
+		if state == lb.BackendActive && c.Unhealthy {
+			state = lb.BackendQuarantined
+		}
+		pool = append(pool, lb.BackendRef{
+			Address: p.Address, Weight: p.Weight, State: state,
+			ClusterID: p.ClusterID, Zone: p.Zone,
+		})
+		hints = append(hints, p)
+	}
+
+	if !filtered && policy == lb.TrafficPolicyCluster && svc.TrafficDistribution != lb.TrafficDistributionDefault {
+		if keep := topologyFilter(pool, hints, svc.TrafficDistribution, &local); keep != nil {
+			pool = slices.DeleteFunc(pool, func(r lb.BackendRef) bool {
+				return r.State == lb.BackendActive && !keep[r.Address]
+			})
+		}
+	}
+
+	best := tierNone
+	for _, r := range pool {
+		best = min(best, tier(r.State))
+	}
+	for i := range pool {
+		if tier(pool[i].State) != best {
+			pool[i].Weight = 0
+		}
+	}
+	slices.SortFunc(pool, func(a, b lb.BackendRef) int {
+		if (a.Weight > 0) != (b.Weight > 0) {
+			if a.Weight > 0 {
+				return -1
+			}
+			return 1
+		}
+		return a.Address.Compare(b.Address)
+	})
+	return pool
+}
+
+const tierNone = 3
+
+// tier orders states by preference; maintenance is never preferred.
+func tier(s lb.BackendState) int {
+	switch s {
+	case lb.BackendActive:
+		return 0
+	case lb.BackendTerminating:
+		return 1
+	case lb.BackendQuarantined:
+		return 2
+	}
+	return tierNone
+}
+
+// topologyFilter returns the active backends to keep for this node, or nil
+// to keep them all. pool and hints are parallel slices.
+func topologyFilter(pool []lb.BackendRef, hints []*lb.BackendParams, mode lb.TrafficDistribution, node *lb.Node) map[lb.L3n4Addr]bool {
+	if mode == lb.TrafficDistributionPreferSameNode {
+		if keep := hinted(pool, hints, node.Name, func(p *lb.BackendParams) []string { return p.ForNodes }); keep != nil {
+			return keep
+		}
+	}
+	return hinted(pool, hints, node.Zone, func(p *lb.BackendParams) []string { return p.ForZones })
+}
+
+// hinted returns the active backends whose hints include want, or nil when
+// want is empty, some active backend has no hints, or none matches.
+func hinted(pool []lb.BackendRef, hints []*lb.BackendParams, want string, hintsOf func(*lb.BackendParams) []string) map[lb.L3n4Addr]bool {
+	if want == "" {
+		return nil
+	}
+	keep := map[lb.L3n4Addr]bool{}
+	for i, r := range pool {
+		if r.State != lb.BackendActive {
+			continue
+		}
+		h := hintsOf(hints[i])
+		if len(h) == 0 {
+			return nil
+		}
+		if slices.Contains(h, want) {
+			keep[r.Address] = true
+		}
+	}
+	if len(keep) == 0 {
+		return nil
+	}
+	return keep
+}

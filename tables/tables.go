@@ -1,0 +1,219 @@
+package tables
+
+import (
+	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/index"
+
+	"github.com/lbstate/lbstate/lb"
+)
+
+// Table names, as db/show and the HTTP API know them.
+const (
+	ServicesTableName  = "services"
+	FrontendsTableName = "frontends"
+	BackendsTableName  = "backends"
+	NodeTableName      = "node"
+)
+
+func serviceNameKey(n lb.ServiceName) index.Key { return index.String(n.String()) }
+
+func serviceNameFromString(s string) (index.Key, error) {
+	n, err := lb.ParseServiceName(s)
+	if err != nil {
+		return nil, err
+	}
+	return serviceNameKey(n), nil
+}
+
+func addrKey(a lb.L3n4Addr) index.Key { return a.Key() }
+
+func addrFromString(s string) (index.Key, error) {
+	a, err := lb.ParseL3n4Addr(s)
+	if err != nil {
+		return nil, err
+	}
+	return addrKey(a), nil
+}
+
+func sourceKey(s lb.Source) index.Key { return index.Key{byte(s)} }
+
+func sourceFromString(s string) (index.Key, error) {
+	src, err := lb.ParseSource(s)
+	if err != nil {
+		return nil, err
+	}
+	return sourceKey(src), nil
+}
+
+// ServiceByName is the primary index of services.
+var ServiceByName = statedb.Index[*lb.Service, lb.ServiceName]{
+	Name: "name",
+	FromObject: func(s *lb.Service) index.KeySet {
+		return index.NewKeySet(serviceNameKey(s.Name))
+	},
+	FromKey:    serviceNameKey,
+	FromString: serviceNameFromString,
+	Unique:     true,
+}
+
+// ServiceByFrontend finds the services whose declaration in force claims
+// a frontend address. More than one means a conflict.
+var ServiceByFrontend = statedb.Index[*lb.Service, lb.L3n4Addr]{
+	Name: "frontend",
+	FromObject: func(s *lb.Service) index.KeySet {
+		p := s.Policy()
+		if p == nil {
+			return index.NewKeySet()
+		}
+		keys := make([]index.Key, len(p.Frontends))
+		for i, fe := range p.Frontends {
+			keys[i] = addrKey(fe.Address)
+		}
+		return index.NewKeySet(keys...)
+	},
+	FromKey:    addrKey,
+	FromString: addrFromString,
+}
+
+// ServiceBySource finds the services a source declares or redirects.
+var ServiceBySource = statedb.Index[*lb.Service, lb.Source]{
+	Name: "source",
+	FromObject: func(s *lb.Service) index.KeySet {
+		keys := make([]index.Key, 0, len(s.Params)+1)
+		for _, p := range s.Params {
+			keys = append(keys, sourceKey(p.Source))
+		}
+		if s.Redirect != nil {
+			keys = append(keys, sourceKey(s.Redirect.Source))
+		}
+		return index.NewKeySet(keys...)
+	},
+	FromKey:    sourceKey,
+	FromString: sourceFromString,
+}
+
+// ServiceByRedirectTarget finds the services redirected to a service.
+var ServiceByRedirectTarget = statedb.Index[*lb.Service, lb.ServiceName]{
+	Name: "redirect-to",
+	FromObject: func(s *lb.Service) index.KeySet {
+		if s.Redirect == nil {
+			return index.NewKeySet()
+		}
+		return index.NewKeySet(serviceNameKey(s.Redirect.To))
+	},
+	FromKey:    serviceNameKey,
+	FromString: serviceNameFromString,
+}
+
+// FrontendByAddress is the primary index of frontends.
+var FrontendByAddress = statedb.Index[*lb.Frontend, lb.L3n4Addr]{
+	Name: "address",
+	FromObject: func(f *lb.Frontend) index.KeySet {
+		return index.NewKeySet(addrKey(f.Address))
+	},
+	FromKey:    addrKey,
+	FromString: addrFromString,
+	Unique:     true,
+}
+
+// FrontendByService finds the frontends a service owns.
+var FrontendByService = statedb.Index[*lb.Frontend, lb.ServiceName]{
+	Name: "service",
+	FromObject: func(f *lb.Frontend) index.KeySet {
+		return index.NewKeySet(serviceNameKey(f.Service))
+	},
+	FromKey:    serviceNameKey,
+	FromString: serviceNameFromString,
+}
+
+// BackendByAddress is the primary index of backends.
+var BackendByAddress = statedb.Index[*lb.Backend, lb.L3n4Addr]{
+	Name: "address",
+	FromObject: func(b *lb.Backend) index.KeySet {
+		return index.NewKeySet(addrKey(b.Address))
+	},
+	FromKey:    addrKey,
+	FromString: addrFromString,
+	Unique:     true,
+}
+
+// BackendByService finds the backends of a service, from every source.
+var BackendByService = statedb.Index[*lb.Backend, lb.ServiceName]{
+	Name: "service",
+	FromObject: func(b *lb.Backend) index.KeySet {
+		names := b.Services()
+		keys := make([]index.Key, len(names))
+		for i, n := range names {
+			keys[i] = serviceNameKey(n)
+		}
+		return index.NewKeySet(keys...)
+	},
+	FromKey:    serviceNameKey,
+	FromString: serviceNameFromString,
+}
+
+// BackendBySource finds the backends a source contributed to.
+var BackendBySource = statedb.Index[*lb.Backend, lb.Source]{
+	Name: "source",
+	FromObject: func(b *lb.Backend) index.KeySet {
+		var keys []index.Key
+		var seen [256]bool
+		for _, inst := range b.Instances {
+			if !seen[inst.Source] {
+				seen[inst.Source] = true
+				keys = append(keys, sourceKey(inst.Source))
+			}
+		}
+		return index.NewKeySet(keys...)
+	},
+	FromKey:    sourceKey,
+	FromString: sourceFromString,
+}
+
+// NodeByName is the primary index of the node table.
+var NodeByName = statedb.Index[*lb.Node, string]{
+	Name: "name",
+	FromObject: func(n *lb.Node) index.KeySet {
+		return index.NewKeySet(index.String(n.Name))
+	},
+	FromKey:    index.String,
+	FromString: index.FromString,
+	Unique:     true,
+}
+
+// Tables holds the load-balancing tables. Read them through the
+// statedb.Table views; change them only through a Writer.
+type Tables struct {
+	Services  statedb.RWTable[*lb.Service]
+	Frontends statedb.RWTable[*lb.Frontend]
+	Backends  statedb.RWTable[*lb.Backend]
+	Node      statedb.RWTable[*lb.Node]
+}
+
+// NewTables creates the tables and registers them with db.
+func NewTables(db *statedb.DB) (*Tables, error) {
+	var (
+		t   Tables
+		err error
+	)
+	if t.Services, err = statedb.NewTable(db, ServicesTableName,
+		ServiceByName, ServiceByFrontend, ServiceBySource, ServiceByRedirectTarget); err != nil {
+		return nil, err
+	}
+	if t.Frontends, err = statedb.NewTable(db, FrontendsTableName,
+		FrontendByAddress, FrontendByService); err != nil {
+		return nil, err
+	}
+	if t.Backends, err = statedb.NewTable(db, BackendsTableName,
+		BackendByAddress, BackendByService, BackendBySource); err != nil {
+		return nil, err
+	}
+	if t.Node, err = statedb.NewTable(db, NodeTableName, NodeByName); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+func (t *Tables) all() []statedb.TableMeta {
+	return []statedb.TableMeta{t.Services, t.Frontends, t.Backends, t.Node}
+}

@@ -1,0 +1,353 @@
+package tables
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	"github.com/cilium/statedb"
+
+	"github.com/lbstate/lbstate/lb"
+)
+
+// Writer is the only way to change the load-balancing tables. Every method
+// works inside the caller's write transaction (from WriteTxn, or from
+// db.WriteTxn over Tables() and the caller's own tables) and leaves the
+// tables consistent when it returns: the frontends it affects are
+// re-derived before it returns, so later reads in the same transaction see
+// them.
+//
+// The transaction must lock Tables(). A method that returns an error for
+// bad input has changed nothing; any other error (a transaction that does
+// not lock the tables, or is already committed) leaves the transaction to
+// be aborted.
+type Writer struct {
+	db  *statedb.DB
+	t   *Tables
+	log *slog.Logger
+}
+
+// New creates the tables in db and returns their Writer.
+func New(db *statedb.DB, log *slog.Logger) (*Writer, error) {
+	t, err := NewTables(db)
+	if err != nil {
+		return nil, err
+	}
+	return NewWriter(db, t, log), nil
+}
+
+// NewWriter returns the Writer for tables already created with NewTables.
+func NewWriter(db *statedb.DB, t *Tables, log *slog.Logger) *Writer {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Writer{db: db, t: t, log: log}
+}
+
+// WriteTxn starts a write transaction over the load-balancing tables and
+// any extra tables the caller wants to change in the same transaction.
+func (w *Writer) WriteTxn(extra ...statedb.TableMeta) statedb.WriteTxn {
+	return w.db.WriteTxn(slices.Concat(w.t.all(), extra)...)
+}
+
+// Tables lists the tables a write transaction must lock for the Writer.
+func (w *Writer) Tables() []statedb.TableMeta { return w.t.all() }
+
+func (w *Writer) Services() statedb.Table[*lb.Service]   { return w.t.Services }
+func (w *Writer) Frontends() statedb.Table[*lb.Frontend] { return w.t.Frontends }
+func (w *Writer) Backends() statedb.Table[*lb.Backend]   { return w.t.Backends }
+func (w *Writer) Node() statedb.Table[*lb.Node]          { return w.t.Node }
+
+// RegisterInitializer registers a source that has yet to finish its
+// initial sync. The tables report Initialized only after every registered
+// source has called its done function. Register before the source starts.
+func (w *Writer) RegisterInitializer(name string) (done func(statedb.WriteTxn)) {
+	txn := w.WriteTxn()
+	defer txn.Commit()
+	dones := []func(statedb.WriteTxn){
+		w.t.Services.RegisterInitializer(txn, name),
+		w.t.Frontends.RegisterInitializer(txn, name),
+		w.t.Backends.RegisterInitializer(txn, name),
+	}
+	return func(txn statedb.WriteTxn) {
+		for _, d := range dones {
+			d(txn)
+		}
+	}
+}
+
+// UpsertService sets source's declaration of a service: its frontends and
+// policy. The declaration of the highest-priority source is in force.
+func (w *Writer) UpsertService(txn statedb.WriteTxn, params lb.ServiceParams) error {
+	if err := params.Validate(); err != nil {
+		return err
+	}
+	old, found := w.service(txn, params.Name)
+	if !found {
+		old = &lb.Service{Name: params.Name}
+	}
+	for i := range old.Params {
+		if old.Params[i].Source == params.Source && old.Params[i].Equal(&params) {
+			return nil
+		}
+	}
+	ch := w.changes()
+	w.putService(txn, ch, old, old.WithParams(params))
+	return w.flush(txn, ch)
+}
+
+// DeleteService removes source's declaration of a service. Its frontends
+// go with it unless another source still declares the service. Backends
+// stay: they belong to their own sources.
+func (w *Writer) DeleteService(txn statedb.WriteTxn, name lb.ServiceName, src lb.Source) error {
+	old, found := w.service(txn, name)
+	if !found || !slices.Contains(old.Sources(), src) {
+		return nil
+	}
+	ch := w.changes()
+	w.putService(txn, ch, old, old.WithoutSource(src))
+	return w.flush(txn, ch)
+}
+
+// UpsertBackends adds or updates source's backends of a service. Backends
+// may arrive before their service.
+func (w *Writer) UpsertBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.Source, backends ...lb.BackendParams) error {
+	if err := validateBackends(name, src, backends); err != nil {
+		return err
+	}
+	ch := w.changes()
+	w.upsertBackends(txn, ch, name, src, backends)
+	return w.flush(txn, ch)
+}
+
+// SetBackends makes backends the whole set of source's backends of a
+// service: those not listed are released.
+func (w *Writer) SetBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.Source, backends ...lb.BackendParams) error {
+	if err := validateBackends(name, src, backends); err != nil {
+		return err
+	}
+	keep := make(map[lb.L3n4Addr]bool, len(backends))
+	for _, b := range backends {
+		keep[b.Address] = true
+	}
+	var stale []lb.L3n4Addr
+	for b := range w.t.Backends.List(txn, BackendByService.Query(name)) {
+		if _, ok := b.Instance(name, src); ok && !keep[b.Address] {
+			stale = append(stale, b.Address)
+		}
+	}
+	ch := w.changes()
+	w.releaseBackends(txn, ch, name, src, stale)
+	w.upsertBackends(txn, ch, name, src, backends)
+	return w.flush(txn, ch)
+}
+
+// ReleaseBackends removes source's backends of a service at the given
+// addresses. A backend no source or service uses any more is deleted.
+func (w *Writer) ReleaseBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.Source, addrs ...lb.L3n4Addr) error {
+	ch := w.changes()
+	w.releaseBackends(txn, ch, name, src, addrs)
+	return w.flush(txn, ch)
+}
+
+// DeleteSource removes everything a source contributed: its declarations
+// of services, its backends and the redirects it set. What other sources
+// contributed stays.
+func (w *Writer) DeleteSource(txn statedb.WriteTxn, src lb.Source) error {
+	ch := w.changes()
+	for _, old := range statedb.Collect(w.t.Services.List(txn, ServiceBySource.Query(src))) {
+		next := old.WithoutSource(src)
+		if next.Redirect != nil && next.Redirect.Source == src {
+			next.Redirect = nil
+		}
+		w.putService(txn, ch, old, next)
+	}
+	for _, old := range statedb.Collect(w.t.Backends.List(txn, BackendBySource.Query(src))) {
+		for _, inst := range old.Instances {
+			if inst.Source == src {
+				w.backendsChanged(txn, ch, inst.Service)
+			}
+		}
+		w.putBackend(txn, ch, old.Without(func(i *lb.BackendInstance) bool { return i.Source == src }))
+	}
+	return w.flush(txn, ch)
+}
+
+// SetBackendHealth records a health check's verdict on a backend address.
+// An unhealthy active backend is treated as quarantined by every service.
+func (w *Writer) SetBackendHealth(txn statedb.WriteTxn, addr lb.L3n4Addr, healthy bool) error {
+	old, _, found := w.t.Backends.Get(txn, BackendByAddress.Query(addr))
+	if !found {
+		return fmt.Errorf("backend %s: not found", addr)
+	}
+	if old.Unhealthy == !healthy {
+		return nil
+	}
+	next := *old
+	next.Unhealthy = !healthy
+	ch := w.changes()
+	w.putBackend(txn, ch, &next)
+	for _, name := range old.Services() {
+		w.backendsChanged(txn, ch, name)
+	}
+	return w.flush(txn, ch)
+}
+
+// SetRedirect makes the frontends of a service use the backends of
+// another (r.To) until the redirect is cleared. The redirect is kept
+// beside the service: it may come before the service is declared and
+// survives every later upsert.
+func (w *Writer) SetRedirect(txn statedb.WriteTxn, name lb.ServiceName, r lb.Redirect) error {
+	if err := r.Validate(name); err != nil {
+		return err
+	}
+	old, found := w.service(txn, name)
+	if !found {
+		old = &lb.Service{Name: name}
+	} else if old.Redirect != nil && *old.Redirect == r {
+		return nil
+	}
+	next := old.Clone()
+	next.Redirect = &r
+	ch := w.changes()
+	w.putService(txn, ch, old, next)
+	return w.flush(txn, ch)
+}
+
+// ClearRedirect removes the redirect that source set on a service,
+// restoring its own backends. A redirect set by another source stays.
+func (w *Writer) ClearRedirect(txn statedb.WriteTxn, name lb.ServiceName, src lb.Source) error {
+	old, found := w.service(txn, name)
+	if !found || old.Redirect == nil || old.Redirect.Source != src {
+		return nil
+	}
+	next := old.Clone()
+	next.Redirect = nil
+	ch := w.changes()
+	w.putService(txn, ch, old, next)
+	return w.flush(txn, ch)
+}
+
+// SetLocalNode records the node the agent runs on. Changing its name or
+// zone re-selects the backends of every frontend.
+func (w *Writer) SetLocalNode(txn statedb.WriteTxn, node lb.Node) error {
+	if node.Name == "" {
+		return errors.New("local node: name: empty")
+	}
+	old, hadOld := w.localNode(txn)
+	if err := w.t.Node.DeleteAll(txn); err != nil {
+		return err
+	}
+	if _, _, err := w.t.Node.Insert(txn, &node); err != nil {
+		return err
+	}
+	if hadOld && old.Name == node.Name && old.Zone == node.Zone {
+		return nil // labels and addresses do not affect selection
+	}
+	ch := w.changes()
+	for svc := range w.t.Services.All(txn) {
+		ch.services[svc.Name] = struct{}{}
+	}
+	return w.flush(txn, ch)
+}
+
+func validateBackends(name lb.ServiceName, src lb.Source, backends []lb.BackendParams) error {
+	if err := name.Validate(); err != nil {
+		return err
+	}
+	if !src.Valid() {
+		return fmt.Errorf("service %s: backends: unknown source %s", name, src)
+	}
+	for i := range backends {
+		if err := backends[i].Validate(); err != nil {
+			return fmt.Errorf("service %s (%s): %w", name, src, err)
+		}
+	}
+	return nil
+}
+
+func (w *Writer) service(txn statedb.ReadTxn, name lb.ServiceName) (*lb.Service, bool) {
+	s, _, found := w.t.Services.Get(txn, ServiceByName.Query(name))
+	return s, found
+}
+
+func (w *Writer) localNode(txn statedb.ReadTxn) (*lb.Node, bool) {
+	for n := range w.t.Node.All(txn) {
+		return n, true
+	}
+	return nil, false
+}
+
+func (w *Writer) upsertBackends(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, src lb.Source, backends []lb.BackendParams) {
+	changed := false
+	for _, params := range backends {
+		old, _, found := w.t.Backends.Get(txn, BackendByAddress.Query(params.Address))
+		if !found {
+			old = &lb.Backend{Address: params.Address}
+		} else if inst, ok := old.Instance(name, src); ok && inst.Params.Equal(&params) {
+			continue
+		}
+		w.putBackend(txn, ch, old.WithInstance(lb.BackendInstance{Service: name, Source: src, Params: params}))
+		changed = true
+	}
+	if changed {
+		w.backendsChanged(txn, ch, name)
+	}
+}
+
+func (w *Writer) releaseBackends(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, src lb.Source, addrs []lb.L3n4Addr) {
+	for _, addr := range addrs {
+		old, _, found := w.t.Backends.Get(txn, BackendByAddress.Query(addr))
+		if !found {
+			continue
+		}
+		if _, ok := old.Instance(name, src); !ok {
+			continue
+		}
+		w.putBackend(txn, ch, old.Without(func(i *lb.BackendInstance) bool {
+			return i.Service == name && i.Source == src
+		}))
+		w.backendsChanged(txn, ch, name)
+	}
+}
+
+// putBackend inserts b, or deletes it when no instance is left.
+func (w *Writer) putBackend(txn statedb.WriteTxn, ch *changes, b *lb.Backend) {
+	if len(b.Instances) == 0 {
+		_, _, err := w.t.Backends.Delete(txn, b)
+		ch.fail(err)
+		return
+	}
+	_, _, err := w.t.Backends.Insert(txn, b)
+	ch.fail(err)
+}
+
+// putService replaces old with next (deleting it when nothing is left of
+// it) and records what the change affects.
+func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Service) {
+	for _, s := range []*lb.Service{old, next} {
+		if p := s.Policy(); p != nil {
+			for _, fe := range p.Frontends {
+				ch.addrs[fe.Address] = struct{}{}
+			}
+		}
+	}
+	ch.services[next.Name] = struct{}{}
+	if len(next.Params) == 0 && next.Redirect == nil {
+		_, _, err := w.t.Services.Delete(txn, old)
+		ch.fail(err)
+		return
+	}
+	_, _, err := w.t.Services.Insert(txn, next)
+	ch.fail(err)
+}
+
+// backendsChanged records that the backends of a service changed, which
+// affects it and every service redirected to it.
+func (w *Writer) backendsChanged(txn statedb.ReadTxn, ch *changes, name lb.ServiceName) {
+	ch.services[name] = struct{}{}
+	for s := range w.t.Services.List(txn, ServiceByRedirectTarget.Query(name)) {
+		ch.services[s.Name] = struct{}{}
+	}
+}
