@@ -216,17 +216,26 @@ func (a L3n4Addr) Validate() error {
 }
 
 // L3n4AddrKeyLen is the length of L3n4Addr.Key.
-const L3n4AddrKeyLen = 16 + 2 + 1 + 1
+const L3n4AddrKeyLen = 1 + 16 + 2 + 1 + 1
 
-// Key returns a fixed-size binary form that sorts by address, then port,
-// protocol and scope. It is the index key for frontends and backends.
+// Key returns a fixed-size binary form that sorts the way Compare does:
+// by family (IPv4 first), address, port, protocol and scope. It is the
+// index key for frontends and backends.
 func (a L3n4Addr) Key() []byte {
 	return a.AppendKey(make([]byte, 0, L3n4AddrKeyLen))
 }
 
 // AppendKey appends the Key form of a to b.
 func (a L3n4Addr) AppendKey(b []byte) []byte {
+	family := byte(0)
+	switch {
+	case a.addr.Is4():
+		family = 4
+	case a.addr.Is6():
+		family = 6
+	}
 	a16 := a.addr.As16()
+	b = append(b, family)
 	b = append(b, a16[:]...)
 	b = binary.BigEndian.AppendUint16(b, a.port)
 	return append(b, byte(a.proto), byte(a.scope))

@@ -45,6 +45,9 @@ type BackendParams struct {
 // DefaultBackendWeight. Unknown fields are errors, so that a misspelt
 // field is not silently replaced by its default.
 func (p *BackendParams) UnmarshalJSON(b []byte) error {
+	if string(bytes.TrimSpace(b)) == "null" {
+		return nil // as encoding/json does: null leaves the value alone
+	}
 	type plain BackendParams
 	v := plain{Weight: DefaultBackendWeight}
 	dec := json.NewDecoder(bytes.NewReader(b))

@@ -22,13 +22,22 @@ type serviceNameParts struct {
 
 // NewServiceName returns the name of a service in the local cluster.
 func NewServiceName(namespace, name string) ServiceName {
-	return ServiceName{unique.Make(serviceNameParts{namespace: namespace, name: name})}
+	return makeServiceName(serviceNameParts{namespace: namespace, name: name})
 }
 
 // WithCluster returns the same name in another cluster ("" is local).
 func (n ServiceName) WithCluster(cluster string) ServiceName {
 	p := n.parts()
 	p.cluster = cluster
+	return makeServiceName(p)
+}
+
+// makeServiceName interns p; all-empty parts give the zero value, so that
+// there is one empty name.
+func makeServiceName(p serviceNameParts) ServiceName {
+	if p == (serviceNameParts{}) {
+		return ServiceName{}
+	}
 	return ServiceName{unique.Make(p)}
 }
 
@@ -73,7 +82,7 @@ func ParseServiceName(s string) (ServiceName, error) {
 	if p.namespace == "" || p.name == "" {
 		return ServiceName{}, fmt.Errorf("service name %q: empty namespace or name", s)
 	}
-	return ServiceName{unique.Make(p)}, nil
+	return makeServiceName(p), nil
 }
 
 // MustParseServiceName is ParseServiceName that panics on error.

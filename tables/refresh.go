@@ -13,15 +13,17 @@ import (
 // state (frontend rows, their backends, conflicts) is refreshed once, at
 // the end of the call.
 type changes struct {
-	services map[lb.ServiceName]struct{} // re-select these services' frontends
-	addrs    map[lb.L3n4Addr]struct{}    // re-decide who owns these addresses
-	err      error
+	services   map[lb.ServiceName]struct{} // re-select these services' frontends
+	addrs      map[lb.L3n4Addr]struct{}    // re-decide who owns these addresses
+	contenders map[lb.ServiceName]struct{} // bring these services' conflicts up to date
+	err        error
 }
 
 func (w *Writer) changes() *changes {
 	return &changes{
-		services: map[lb.ServiceName]struct{}{},
-		addrs:    map[lb.L3n4Addr]struct{}{},
+		services:   map[lb.ServiceName]struct{}{},
+		addrs:      map[lb.L3n4Addr]struct{}{},
+		contenders: map[lb.ServiceName]struct{}{},
 	}
 }
 
@@ -37,15 +39,15 @@ func (ch *changes) fail(err error) {
 //     frontend row is deleted when no service claims it any more;
 //  2. the frontends of each recorded service, where it owns them, get
 //     their backends selected again;
-//  3. every service that took part in an address decision gets its list
-//     of conflicts (addresses it declares but another service owns)
-//     brought up to date.
+//  3. every service that changed or took part in an address decision gets
+//     its list of conflicts (addresses it declares but another service
+//     owns) brought up to date.
 func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	if ch.err != nil {
 		return ch.err
 	}
 	owners := make(map[lb.L3n4Addr]lb.ServiceName, len(ch.addrs))
-	contenders := map[lb.ServiceName]struct{}{}
+	contenders := ch.contenders
 	for addr := range ch.addrs {
 		var winner *lb.Service
 		for s := range w.t.Services.List(txn, ServiceByFrontend.Query(addr)) {

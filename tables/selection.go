@@ -81,7 +81,7 @@ func SelectBackends(fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.Node, 
 		best = min(best, tier(r.State))
 	}
 	for i := range pool {
-		if tier(pool[i].State) != best {
+		if t := tier(pool[i].State); t != best || t == tierNone {
 			pool[i].Weight = 0
 		}
 	}

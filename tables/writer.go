@@ -334,6 +334,7 @@ func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Ser
 		}
 	}
 	ch.services[next.Name] = struct{}{}
+	ch.contenders[next.Name] = struct{}{}
 	if len(next.Params) == 0 && next.Redirect == nil {
 		_, _, err := w.t.Services.Delete(txn, old)
 		ch.fail(err)

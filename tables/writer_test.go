@@ -1,0 +1,389 @@
+package tables
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cilium/statedb"
+
+	"github.com/lbstate/lbstate/lb"
+)
+
+func newTestWriter(t testing.TB) *Writer {
+	t.Helper()
+	w, err := New(statedb.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// mustWrite runs fn in a write transaction and commits it.
+func mustWrite(t testing.TB, w *Writer, fn func(txn statedb.WriteTxn) error) {
+	t.Helper()
+	txn := w.WriteTxn()
+	defer txn.Abort()
+	if err := fn(txn); err != nil {
+		t.Fatal(err)
+	}
+	txn.Commit()
+}
+
+// opGen turns a byte stream (from the fuzzer or a PRNG) into Writer
+// operations over a small universe of names and addresses, small enough
+// that conflicts, shared backends and redirect chains happen often.
+type opGen struct {
+	data []byte
+	pos  int
+}
+
+func (g *opGen) next(n int) int {
+	if g.pos >= len(g.data) {
+		return 0
+	}
+	b := g.data[g.pos]
+	g.pos++
+	return int(b) % n
+}
+
+func (g *opGen) done() bool { return g.pos >= len(g.data) }
+
+var (
+	genNames = []lb.ServiceName{
+		lb.NewServiceName("default", "a"), lb.NewServiceName("default", "b"),
+		lb.NewServiceName("default", "c"), lb.NewServiceName("other", "a").WithCluster("c2"),
+	}
+	genSources  = []lb.Source{lb.SourceAPI, lb.SourceK8s, lb.SourceKVStore, lb.SourceRedirect}
+	genFrontEnd = []lb.L3n4Addr{
+		lb.MustParseL3n4Addr("10.96.0.1:80/TCP"), lb.MustParseL3n4Addr("10.96.0.2:80/TCP"),
+		lb.MustParseL3n4Addr("0.0.0.0:30000/TCP"), lb.MustParseL3n4Addr("0.0.0.0:30000/TCP/i"),
+		lb.MustParseL3n4Addr("[fd00::1]:53/UDP"),
+	}
+	genBackends = []lb.L3n4Addr{
+		lb.MustParseL3n4Addr("10.0.0.1:80/TCP"), lb.MustParseL3n4Addr("10.0.0.2:80/TCP"),
+		lb.MustParseL3n4Addr("10.0.0.3:80/TCP"), lb.MustParseL3n4Addr("10.0.0.1:53/UDP"),
+		lb.MustParseL3n4Addr("[fd00:1::1]:53/UDP"), lb.MustParseL3n4Addr("10.0.0.4:80/ANY"),
+	}
+	genNodes     = []string{"n1", "n2", "n3"}
+	genZones     = []string{"", "z1", "z2"}
+	genPortNames = []string{"", "http", "dns"}
+)
+
+func (g *opGen) serviceParams() lb.ServiceParams {
+	p := lb.ServiceParams{
+		Name:                genNames[g.next(len(genNames))],
+		Source:              genSources[g.next(len(genSources))],
+		ExtTrafficPolicy:    lb.TrafficPolicy(g.next(2)),
+		IntTrafficPolicy:    lb.TrafficPolicy(g.next(2)),
+		TrafficDistribution: lb.TrafficDistribution(g.next(3)),
+		Algorithm:           lb.Algorithm(g.next(3)),
+	}
+	for i, addr := range genFrontEnd {
+		if g.next(2) == 1 {
+			typ := lb.SVCTypeClusterIP
+			if i >= 2 {
+				typ = lb.SVCTypeNodePort
+			}
+			p.Frontends = append(p.Frontends, lb.FrontendParams{Address: addr, Type: typ, PortName: genPortNames[g.next(3)]})
+		}
+	}
+	return p
+}
+
+func (g *opGen) backends() []lb.BackendParams {
+	var out []lb.BackendParams
+	for _, addr := range genBackends {
+		if g.next(2) == 0 {
+			continue
+		}
+		b := lb.BackendParams{
+			Address:  addr,
+			Weight:   []uint16{0, 1, 100, 65535}[g.next(4)],
+			NodeName: genNodes[g.next(3)],
+			Zone:     genZones[g.next(3)],
+			State:    lb.BackendState(g.next(4)),
+		}
+		if n := genPortNames[g.next(3)]; n != "" {
+			b.PortNames = []string{n}
+		}
+		if z := genZones[g.next(3)]; z != "" {
+			b.ForZones = []string{z}
+		}
+		if n := g.next(4); n < 3 {
+			b.ForNodes = []string{genNodes[n]}
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func (g *opGen) addrs() []lb.L3n4Addr {
+	var out []lb.L3n4Addr
+	for _, a := range genBackends {
+		if g.next(2) == 1 {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// step applies one generated operation and returns a description of it
+// and, for DeleteSource, the source deleted.
+func (g *opGen) step(t testing.TB, w *Writer, txn statedb.WriteTxn) (string, lb.Source) {
+	name := func() lb.ServiceName { return genNames[g.next(len(genNames))] }
+	src := func() lb.Source { return genSources[g.next(len(genSources))] }
+	var (
+		desc string
+		err  error
+		del  lb.Source
+	)
+	switch g.next(10) {
+	case 0, 1:
+		p := g.serviceParams()
+		desc = fmt.Sprintf("UpsertService(%s, %s, %d frontends)", p.Name, p.Source, len(p.Frontends))
+		err = w.UpsertService(txn, p)
+	case 2:
+		n, s := name(), src()
+		desc = fmt.Sprintf("DeleteService(%s, %s)", n, s)
+		err = w.DeleteService(txn, n, s)
+	case 3:
+		n, s, bs := name(), src(), g.backends()
+		desc = fmt.Sprintf("UpsertBackends(%s, %s, %d)", n, s, len(bs))
+		err = w.UpsertBackends(txn, n, s, bs...)
+	case 4:
+		n, s, bs := name(), src(), g.backends()
+		desc = fmt.Sprintf("SetBackends(%s, %s, %d)", n, s, len(bs))
+		err = w.SetBackends(txn, n, s, bs...)
+	case 5:
+		n, s, as := name(), src(), g.addrs()
+		desc = fmt.Sprintf("ReleaseBackends(%s, %s, %v)", n, s, as)
+		err = w.ReleaseBackends(txn, n, s, as...)
+	case 6:
+		del = src()
+		desc = fmt.Sprintf("DeleteSource(%s)", del)
+		err = w.DeleteSource(txn, del)
+	case 7:
+		a, healthy := genBackends[g.next(len(genBackends))], g.next(2) == 1
+		desc = fmt.Sprintf("SetBackendHealth(%s, %v)", a, healthy)
+		if err = w.SetBackendHealth(txn, a, healthy); err != nil && strings.HasSuffix(err.Error(), "not found") {
+			err = nil
+		}
+	case 8:
+		n, to, s := name(), name(), src()
+		desc = fmt.Sprintf("SetRedirect(%s -> %s, %s)", n, to, s)
+		if err = w.SetRedirect(txn, n, lb.Redirect{Source: s, To: to}); err != nil && n == to {
+			err = nil // rejected, as it should be
+		}
+	case 9:
+		if g.next(2) == 0 {
+			n, s := name(), src()
+			desc = fmt.Sprintf("ClearRedirect(%s, %s)", n, s)
+			err = w.ClearRedirect(txn, n, s)
+		} else {
+			node := lb.Node{Name: genNodes[g.next(3)], Zone: genZones[g.next(3)]}
+			desc = fmt.Sprintf("SetLocalNode(%s, %s)", node.Name, node.Zone)
+			err = w.SetLocalNode(txn, node)
+		}
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", desc, err)
+	}
+	return desc, del
+}
+
+// runOps applies the operations encoded in data, checking the invariants
+// after each one.
+func runOps(t testing.TB, data []byte) {
+	w := newTestWriter(t)
+	g := &opGen{data: data}
+	var history []string
+	for !g.done() {
+		txn := w.WriteTxn()
+		desc, deleted := g.step(t, w, txn)
+		history = append(history, desc)
+		rtxn := txn.Commit()
+		err := checkInvariants(w, rtxn, deleted)
+		if err == nil && (g.done() || len(history)%50 == 0) {
+			err = compareWithRebuild(w, rtxn)
+		}
+		if err != nil {
+			t.Fatalf("after %d ops: %v\nops:\n  %s", len(history), err, strings.Join(history, "\n  "))
+		}
+	}
+}
+
+// checkInvariants checks the relations between the tables that the Writer
+// promises.
+func checkInvariants(w *Writer, txn statedb.ReadTxn, deleted lb.Source) error {
+	for b := range w.Backends().All(txn) {
+		if len(b.Instances) == 0 {
+			return fmt.Errorf("backend %s has no instance", b.Address)
+		}
+		for _, inst := range b.Instances {
+			if deleted != 0 && inst.Source == deleted {
+				return fmt.Errorf("backend %s keeps an instance of deleted source %s", b.Address, deleted)
+			}
+		}
+	}
+	for s := range w.Services().All(txn) {
+		if len(s.Params) == 0 && s.Redirect == nil {
+			return fmt.Errorf("service %s: empty row left behind", s.Name)
+		}
+		for _, p := range s.Params {
+			if deleted != 0 && p.Source == deleted {
+				return fmt.Errorf("service %s keeps a declaration of deleted source %s", s.Name, deleted)
+			}
+		}
+		if deleted != 0 && s.Redirect != nil && s.Redirect.Source == deleted {
+			return fmt.Errorf("service %s keeps a redirect of deleted source %s", s.Name, deleted)
+		}
+	}
+	for fe := range w.Frontends().All(txn) {
+		svc, _, found := w.Services().Get(txn, ServiceByName.Query(fe.Service))
+		if !found || svc.Policy() == nil {
+			return fmt.Errorf("frontend %s: owner %s is not a declared service", fe.Address, fe.Service)
+		}
+		if !slices.ContainsFunc(svc.Policy().Frontends, func(p lb.FrontendParams) bool { return p == fe.FrontendParams }) {
+			return fmt.Errorf("frontend %s: not declared as such by its owner %s", fe.Address, fe.Service)
+		}
+		from := fe.Service
+		if !fe.RedirectedTo.IsZero() {
+			from = fe.RedirectedTo
+		}
+		for _, ref := range fe.Backends {
+			b, _, found := w.Backends().Get(txn, BackendByAddress.Query(ref.Address))
+			if !found {
+				return fmt.Errorf("frontend %s: backend %s is not in the backends table", fe.Address, ref.Address)
+			}
+			if _, ok := b.ForService(from); !ok {
+				return fmt.Errorf("frontend %s: backend %s has no instance for %s", fe.Address, ref.Address, from)
+			}
+		}
+		// The owner outranks every other claimant.
+		for other := range w.Services().List(txn, ServiceByFrontend.Query(fe.Address)) {
+			if other.Name != fe.Service && outranks(other, svc) {
+				return fmt.Errorf("frontend %s: owned by %s but %s outranks it", fe.Address, fe.Service, other.Name)
+			}
+		}
+	}
+	for s := range w.Services().All(txn) {
+		p := s.Policy()
+		if p == nil {
+			continue
+		}
+		for _, fe := range p.Frontends {
+			if _, _, found := w.Frontends().Get(txn, FrontendByAddress.Query(fe.Address)); !found {
+				return fmt.Errorf("service %s: claimed address %s has no frontend row", s.Name, fe.Address)
+			}
+		}
+	}
+	return nil
+}
+
+// compareWithRebuild replays the base state (declarations, redirects,
+// backend instances, health, node) into fresh tables and compares the
+// derived state: it must not depend on the order things arrived in.
+func compareWithRebuild(w *Writer, txn statedb.ReadTxn) error {
+	fresh, err := New(statedb.New(), nil)
+	if err != nil {
+		return err
+	}
+	wtxn := fresh.WriteTxn()
+	defer wtxn.Abort()
+	for n := range w.Node().All(txn) {
+		if err := fresh.SetLocalNode(wtxn, *n); err != nil {
+			return err
+		}
+	}
+	for b := range w.Backends().All(txn) {
+		for _, inst := range b.Instances {
+			if err := fresh.UpsertBackends(wtxn, inst.Service, inst.Source, inst.Params); err != nil {
+				return err
+			}
+		}
+		if b.Unhealthy {
+			if err := fresh.SetBackendHealth(wtxn, b.Address, false); err != nil {
+				return err
+			}
+		}
+	}
+	for s := range w.Services().All(txn) {
+		for _, p := range s.Params {
+			if err := fresh.UpsertService(wtxn, p); err != nil {
+				return err
+			}
+		}
+		if s.Redirect != nil {
+			if err := fresh.SetRedirect(wtxn, s.Name, *s.Redirect); err != nil {
+				return err
+			}
+		}
+	}
+	if got, want := frontendsDump(w, txn), frontendsDump(fresh, wtxn); got != want {
+		return fmt.Errorf("frontends differ from a rebuild:\n--- incremental\n%s--- rebuild\n%s", got, want)
+	}
+	if got, want := conflictsDump(w, txn), conflictsDump(fresh, wtxn); got != want {
+		return fmt.Errorf("conflicts differ from a rebuild:\n--- incremental\n%s--- rebuild\n%s", got, want)
+	}
+	return nil
+}
+
+func frontendsDump(w *Writer, txn statedb.ReadTxn) string {
+	var sb strings.Builder
+	for fe := range w.Frontends().All(txn) {
+		row := fe.TableRow()
+		fmt.Fprintf(&sb, "%s policy=%s\n", strings.Join(row[:len(row)-1], " | "), fe.Policy.Source)
+	}
+	return sb.String()
+}
+
+func conflictsDump(w *Writer, txn statedb.ReadTxn) string {
+	var sb strings.Builder
+	for s := range w.Services().All(txn) {
+		fmt.Fprintf(&sb, "%s %v\n", s.Name, s.Conflicts)
+	}
+	return sb.String()
+}
+
+// FuzzWriter applies random Writer operations, checks the invariants after
+// each one, and compares with a rebuild from scratch every 50 operations
+// and at the end.
+func FuzzWriter(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3})
+	f.Add([]byte{0, 0, 1, 1, 1, 1, 1, 3, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 8, 1, 0, 2, 6, 1})
+	for seed := range uint64(8) {
+		f.Add(randomBytes(seed, 400))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 1500 {
+			data = data[:1500]
+		}
+		runOps(t, data)
+	})
+}
+
+// TestWriterRandomOps runs long random operation sequences, so that plain
+// `go test` covers what the fuzzer explores.
+func TestWriterRandomOps(t *testing.T) {
+	seeds := 20
+	if testing.Short() {
+		seeds = 3
+	}
+	for seed := range uint64(seeds) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			runOps(t, randomBytes(seed, 3000))
+		})
+	}
+}
+
+func randomBytes(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, 42))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.UintN(256))
+	}
+	return b
+}
