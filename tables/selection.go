@@ -18,7 +18,8 @@ type Candidate struct {
 // the local node is not known yet.
 //
 // The steps, in order:
-//  1. Port: the backend must serve the frontend's port name and protocol.
+//  1. Port: the backend must be of the frontend's address family (IPv4 or
+//     IPv6) and serve its port name and protocol.
 //  2. Traffic policy Local (external policy for external-scope frontends
 //     of external types, internal policy otherwise): only this node's
 //     backends.
@@ -51,7 +52,7 @@ func SelectBackends(fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.Node, 
 	hints := make([]*lb.BackendParams, 0, len(cands))
 	for _, c := range cands {
 		p := c.Params
-		if !p.MatchesPort(fe.PortName, fe.Address.Protocol()) {
+		if p.Address.Addr().Is4() != fe.Address.Addr().Is4() || !p.MatchesPort(fe.PortName, fe.Address.Protocol()) {
 			continue
 		}
 		if !filtered && policy == lb.TrafficPolicyLocal && (local.Name == "" || p.NodeName != local.Name) {

@@ -264,19 +264,27 @@ func selCases() []selCase {
 
 		// Ordering.
 		{
-			name: "taking new flows first, each group by address, IPv4 before IPv6", fe: feClusterIP, svc: svcCluster, node: node1,
+			name: "taking new flows first, each group by address", fe: feClusterIP, svc: svcCluster, node: node1,
 			cands: selCands(
-				selBE("[2001:db8::2]:80/TCP", selTerminating),
-				selBE("[2001:db8::1]:80/TCP"),
 				selBE("10.0.0.10:80/TCP"),
 				selBE("10.0.0.9:80/TCP", selTerminating),
 				selBE("10.0.0.2:80/TCP"),
 				selBE("10.0.0.1:80/TCP", selMaintenance),
 			),
 			want: []string{
-				"10.0.0.2:80/TCP", "10.0.0.10:80/TCP", "[2001:db8::1]:80/TCP",
-				"10.0.0.1:80/TCP (maintenance weight=0)", "10.0.0.9:80/TCP (terminating weight=0)", "[2001:db8::2]:80/TCP (terminating weight=0)",
+				"10.0.0.2:80/TCP", "10.0.0.10:80/TCP",
+				"10.0.0.1:80/TCP (maintenance weight=0)", "10.0.0.9:80/TCP (terminating weight=0)",
 			},
+		},
+		{
+			name: "IPv4 frontend uses only IPv4 backends", fe: feClusterIP, svc: svcCluster, node: node1,
+			cands: selCands(selBE("[2001:db8::1]:80/TCP"), selBE("10.0.0.1:80/TCP"), selBE("[::ffff:10.0.0.2]:80/TCP")),
+			want:  []string{"10.0.0.1:80/TCP", "10.0.0.2:80/TCP"},
+		},
+		{
+			name: "IPv6 frontend uses only IPv6 backends, in address order", fe: selFE("[fd00::1]:80/TCP", lb.SVCTypeClusterIP, ""), svc: svcCluster, node: node1,
+			cands: selCands(selBE("[2001:db8::2]:80/TCP", selTerminating), selBE("10.0.0.1:80/TCP"), selBE("[2001:db8::9]:80/TCP"), selBE("[2001:db8::1]:80/TCP")),
+			want:  []string{"[2001:db8::1]:80/TCP", "[2001:db8::9]:80/TCP", "[2001:db8::2]:80/TCP (terminating weight=0)"},
 		},
 		{
 			name: "same address sorted by port", fe: feClusterIP, svc: svcCluster, node: node1,

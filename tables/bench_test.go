@@ -1,0 +1,102 @@
+package tables
+
+import (
+	"net/netip"
+	"runtime"
+	"strconv"
+	"testing"
+
+	"github.com/cilium/statedb"
+
+	"github.com/lbstate/lbstate/lb"
+)
+
+// benchService returns the i'th service of a benchmark: one ClusterIP
+// frontend and n backends.
+func benchService(i, n int) (lb.ServiceParams, []lb.BackendParams) {
+	name := lb.NewServiceName("bench", "svc-"+strconv.Itoa(i))
+	p := lb.ServiceParams{Name: name, Source: lb.SourceK8s, Frontends: []lb.FrontendParams{
+		{Address: lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{10, byte(96 + i>>16), byte(i >> 8), byte(i)}), 80, lb.ScopeExternal), Type: lb.SVCTypeClusterIP},
+	}}
+	bes := make([]lb.BackendParams, n)
+	for j := range bes {
+		k := i*n + j
+		bes[j] = lb.BackendParams{
+			Address: lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{11, byte(k >> 16), byte(k >> 8), byte(k)}), 8080, lb.ScopeExternal),
+			Weight:  lb.DefaultBackendWeight,
+		}
+	}
+	return p, bes
+}
+
+// BenchmarkWriterUpsertService measures declaring services with one
+// frontend and one backend each, 500 per write transaction, and the heap
+// the tables hold per service afterwards.
+func BenchmarkWriterUpsertService(b *testing.B) {
+	b.ReportAllocs()
+	w, err := New(statedb.New(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	inputs := make([]struct {
+		p   lb.ServiceParams
+		bes []lb.BackendParams
+	}, b.N)
+	for i := range inputs {
+		inputs[i].p, inputs[i].bes = benchService(i, 1)
+	}
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	b.ResetTimer()
+
+	for i := 0; i < b.N; {
+		txn := w.WriteTxn()
+		for end := min(i+500, b.N); i < end; i++ {
+			if err := w.UpsertService(txn, inputs[i].p); err != nil {
+				b.Fatal(err)
+			}
+			if err := w.UpsertBackends(txn, inputs[i].p.Name, lb.SourceK8s, inputs[i].bes...); err != nil {
+				b.Fatal(err)
+			}
+		}
+		txn.Commit()
+	}
+
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "services/s")
+	inputs = nil
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(b.N), "heap-B/service")
+	b.ReportMetric(float64(int64(after.HeapObjects)-int64(before.HeapObjects))/float64(b.N), "heap-objs/service")
+	runtime.KeepAlive(w)
+}
+
+// BenchmarkWriterUpsertBackendLargeService measures changing one backend
+// (its weight) of a service with 1000 backends, one write transaction per
+// change: each change re-selects the service's frontend, so its cost grows
+// with the size of the service.
+func BenchmarkWriterUpsertBackendLargeService(b *testing.B) {
+	b.ReportAllocs()
+	w, err := New(statedb.New(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, bes := benchService(0, 1000)
+	mustWrite(b, w, func(txn statedb.WriteTxn) error {
+		if err := w.UpsertService(txn, p); err != nil {
+			return err
+		}
+		return w.UpsertBackends(txn, p.Name, lb.SourceK8s, bes...)
+	})
+	b.ResetTimer()
+	for i := range b.N {
+		be := bes[i%len(bes)]
+		be.Weight = uint16(1 + i%2)
+		mustWrite(b, w, func(txn statedb.WriteTxn) error {
+			return w.UpsertBackends(txn, p.Name, lb.SourceK8s, be)
+		})
+	}
+}

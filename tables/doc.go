@@ -1,0 +1,15 @@
+// Package tables holds the load-balancing state in StateDB tables:
+// services (every source's declaration of each service), frontends (the
+// addresses the datapath matches, each with its selected backends) and
+// backends (one row per backend address, with one instance per service and
+// source), plus the local node that selection reads.
+//
+// A Writer is the only way to change them. Sources declare services and
+// backends; the Writer derives the frontends on every change: which
+// service owns each address, and which backends each frontend uses
+// (SelectBackends). Readers take snapshots without locks and watch for
+// changes, as with any StateDB table.
+//
+// ScriptCommands exports lb/* commands for script tests (txtar), to use
+// beside statedb's db/* commands.
+package tables
