@@ -1,0 +1,151 @@
+package bpf
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/lbstate/lbstate/lb"
+)
+
+// The Go forms of the structs in include/lb.h, byte for byte (abi_test.go
+// checks them against the types bpf2go derives from the object's BTF).
+// Ports are kept as network-order bytes, addresses as 16 bytes with IPv4
+// mapped into IPv6.
+
+// ServiceKey is a key of lb_services.
+type ServiceKey struct {
+	Addr  [16]byte
+	Port  [2]byte
+	Slot  uint16
+	Proto uint8
+	Scope uint8
+	Pad   [2]uint8
+}
+
+// ServiceValue is a value of lb_services: a master entry (slot 0) or a
+// backend slot.
+type ServiceValue struct {
+	BackendID       uint32
+	RevNatID        uint32
+	AffinityTimeout uint32
+	Count           uint16
+	Standby         uint16
+	Type            uint8
+	Flags           uint8
+	Algorithm       uint8
+	Pad             uint8
+}
+
+// Backend is a value of lb_backends.
+type Backend struct {
+	Addr      [16]byte
+	Port      [2]byte
+	Proto     uint8
+	State     uint8
+	ClusterID uint32
+	Zone      uint8
+	Pad       [3]uint8
+}
+
+// RevNatValue is a value of lb_rev_nat.
+type RevNatValue struct {
+	Addr [16]byte
+	Port [2]byte
+	Pad  [2]uint8
+}
+
+// AffinityKey is a key of lb_affinity.
+type AffinityKey struct {
+	Client   [16]byte
+	RevNatID uint32
+}
+
+// AffinityValue is a value of lb_affinity.
+type AffinityValue struct {
+	BackendID uint32
+	LastUsed  uint32
+}
+
+// SourceRangeKey is a key of lb_src_range.
+type SourceRangeKey struct {
+	PrefixLen uint32
+	RevNatID  uint32
+	Addr      [16]byte
+}
+
+// Flag bits of ServiceValue.Flags, as in lb.h.
+const (
+	FlagExtLocal     = 1 << 0
+	FlagIntLocal     = 1 << 1
+	FlagAffinity     = 1 << 2
+	FlagSourceRanges = 1 << 3
+	FlagRedirected   = 1 << 4
+)
+
+// Algorithms of ServiceValue.Algorithm, as in lb.h.
+const (
+	AlgorithmRandom = 1
+	AlgorithmMaglev = 2
+)
+
+// NewServiceKey returns the key of a frontend's slot.
+func NewServiceKey(addr lb.L3n4Addr, slot uint16) ServiceKey {
+	k := ServiceKey{Addr: addr.Addr().As16(), Slot: slot, Proto: uint8(addr.Protocol()), Scope: uint8(addr.Scope())}
+	binary.BigEndian.PutUint16(k.Port[:], addr.Port())
+	return k
+}
+
+// L3n4Addr returns the frontend address of the key.
+func (k ServiceKey) L3n4Addr() lb.L3n4Addr {
+	return lb.NewL3n4Addr(lb.Protocol(k.Proto), netip.AddrFrom16(k.Addr), binary.BigEndian.Uint16(k.Port[:]), lb.Scope(k.Scope))
+}
+
+// NewBackend returns the lb_backends value for a selected backend.
+func NewBackend(ref lb.BackendRef, zone uint8) Backend {
+	b := Backend{
+		Addr:      ref.Address.Addr().As16(),
+		Proto:     uint8(ref.Address.Protocol()),
+		State:     uint8(ref.State),
+		ClusterID: ref.ClusterID,
+		Zone:      zone,
+	}
+	binary.BigEndian.PutUint16(b.Port[:], ref.Address.Port())
+	return b
+}
+
+// L3n4Addr returns the backend's address.
+func (b Backend) L3n4Addr() lb.L3n4Addr {
+	return lb.NewL3n4Addr(lb.Protocol(b.Proto), netip.AddrFrom16(b.Addr), binary.BigEndian.Uint16(b.Port[:]), lb.ScopeExternal)
+}
+
+// NewRevNatValue returns the lb_rev_nat value of a frontend.
+func NewRevNatValue(addr lb.L3n4Addr) RevNatValue {
+	v := RevNatValue{Addr: addr.Addr().As16()}
+	binary.BigEndian.PutUint16(v.Port[:], addr.Port())
+	return v
+}
+
+// AddrPort returns the frontend address and port of the entry.
+func (v RevNatValue) AddrPort() netip.AddrPort {
+	return netip.AddrPortFrom(netip.AddrFrom16(v.Addr).Unmap(), binary.BigEndian.Uint16(v.Port[:]))
+}
+
+// NewSourceRangeKey returns the lb_src_range key admitting prefix for a
+// frontend.
+func NewSourceRangeKey(revNatID uint32, prefix netip.Prefix) SourceRangeKey {
+	bits := prefix.Bits()
+	if prefix.Addr().Is4() {
+		bits += 96
+	}
+	return SourceRangeKey{PrefixLen: 32 + uint32(bits), RevNatID: revNatID, Addr: prefix.Addr().As16()}
+}
+
+// Prefix returns the client prefix of the key.
+func (k SourceRangeKey) Prefix() netip.Prefix {
+	addr := netip.AddrFrom16(k.Addr)
+	bits := int(k.PrefixLen) - 32
+	if addr.Is4In6() && bits >= 96 {
+		return netip.PrefixFrom(addr.Unmap(), bits-96)
+	}
+	return netip.PrefixFrom(addr, bits)
+}

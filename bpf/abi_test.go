@@ -1,0 +1,107 @@
+package bpf
+
+import (
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/lbstate/lbstate/lb"
+)
+
+// TestABIMatchesC checks every Go struct against the type bpf2go derived
+// from the BTF that clang emitted for include/lb.h: the same size, and the
+// same fields at the same offsets with the same sizes.
+func TestABIMatchesC(t *testing.T) {
+	for _, pair := range []struct{ ours, generated any }{
+		{ServiceKey{}, lbLbServiceKey{}},
+		{ServiceValue{}, lbLbServiceValue{}},
+		{Backend{}, lbLbBackend{}},
+		{RevNatValue{}, lbLbRevNatValue{}},
+		{AffinityKey{}, lbLbAffinityKey{}},
+		{AffinityValue{}, lbLbAffinityValue{}},
+		{SourceRangeKey{}, lbLbSrcRangeKey{}},
+	} {
+		ours, gen := reflect.TypeOf(pair.ours), reflect.TypeOf(pair.generated)
+		t.Run(ours.Name(), func(t *testing.T) {
+			if ours.Size() != gen.Size() {
+				t.Fatalf("size %d, C has %d", ours.Size(), gen.Size())
+			}
+			var cFields []reflect.StructField
+			for i := range gen.NumField() {
+				if f := gen.Field(i); f.Name != "_" {
+					cFields = append(cFields, f)
+				}
+			}
+			if ours.NumField() != len(cFields) {
+				t.Fatalf("%d fields, C has %d", ours.NumField(), len(cFields))
+			}
+			for i, cf := range cFields {
+				of := ours.Field(i)
+				if !strings.EqualFold(of.Name, cf.Name) {
+					t.Errorf("field %d is %s, C has %s", i, of.Name, cf.Name)
+				}
+				if of.Offset != cf.Offset || of.Type.Size() != cf.Type.Size() {
+					t.Errorf("field %s at %d (size %d), C has it at %d (size %d)",
+						of.Name, of.Offset, of.Type.Size(), cf.Offset, cf.Type.Size())
+				}
+			}
+		})
+	}
+}
+
+// TestMapSpecsMatchABI checks the map specs in the object against the Go
+// key and value sizes.
+func TestMapSpecsMatchABI(t *testing.T) {
+	spec, err := loadLb()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][2]uintptr{
+		"lb_services":  {reflect.TypeFor[ServiceKey]().Size(), reflect.TypeFor[ServiceValue]().Size()},
+		"lb_backends":  {4, reflect.TypeFor[Backend]().Size()},
+		"lb_rev_nat":   {4, reflect.TypeFor[RevNatValue]().Size()},
+		"lb_affinity":  {reflect.TypeFor[AffinityKey]().Size(), reflect.TypeFor[AffinityValue]().Size()},
+		"lb_src_range": {reflect.TypeFor[SourceRangeKey]().Size(), 1},
+		"lb_maglev":    {4, 4},
+	} {
+		m, ok := spec.Maps[name]
+		if !ok {
+			t.Errorf("map %s missing from the object", name)
+			continue
+		}
+		if uintptr(m.KeySize) != want[0] || uintptr(m.ValueSize) != want[1] {
+			t.Errorf("map %s: key/value size %d/%d, Go has %d/%d", name, m.KeySize, m.ValueSize, want[0], want[1])
+		}
+	}
+}
+
+func TestKeyConversions(t *testing.T) {
+	for _, s := range []string{"10.96.0.1:80/TCP", "[fd00::1]:53/UDP/i", "0.0.0.0:30000/SCTP", "10.0.0.1:0/ANY"} {
+		a := lb.MustParseL3n4Addr(s)
+		k := NewServiceKey(a, 3)
+		if k.L3n4Addr() != a || k.Slot != 3 {
+			t.Errorf("%s: key round trip gives %s slot %d", s, k.L3n4Addr(), k.Slot)
+		}
+		if got := NewRevNatValue(a).AddrPort(); got != a.AddrPort() {
+			t.Errorf("%s: rev-NAT round trip gives %s", s, got)
+		}
+	}
+	k := NewServiceKey(lb.MustParseL3n4Addr("10.0.0.1:8080/TCP"), 0)
+	if k.Port != [2]byte{0x1f, 0x90} {
+		t.Errorf("port bytes %x, want network order 1f90", k.Port)
+	}
+	if k.Addr[10] != 0xff || k.Addr[11] != 0xff || k.Addr[12] != 10 {
+		t.Errorf("IPv4 not mapped into IPv6: %x", k.Addr)
+	}
+	for _, p := range []string{"10.0.0.0/8", "192.0.2.1/32", "0.0.0.0/0", "2001:db8::/32", "::/0"} {
+		prefix := netip.MustParsePrefix(p)
+		key := NewSourceRangeKey(7, prefix)
+		if key.Prefix() != prefix || key.RevNatID != 7 {
+			t.Errorf("%s: source range key round trip gives %s", p, key.Prefix())
+		}
+	}
+	if got := NewSourceRangeKey(1, netip.MustParsePrefix("10.0.0.0/8")).PrefixLen; got != 32+96+8 {
+		t.Errorf("IPv4 /8 prefix length %d, want %d", got, 32+96+8)
+	}
+}

@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The lbstate map ABI: the keys and values of the maps that lbstate's
+ * reconciler writes and a datapath reads.
+ *
+ * One set of maps serves IPv4 and IPv6: every address is 16 bytes, IPv6 as
+ * is and IPv4 as an IPv4-mapped IPv6 address (::ffff:a.b.c.d). Ports are in
+ * network byte order, everything else in host byte order. IDs are 32 bits
+ * so that more than 65535 frontends fit.
+ */
+#ifndef __LBSTATE_LB_H
+#define __LBSTATE_LB_H
+
+#include <linux/types.h>
+
+/* Frontend types (lb_service_value.type). */
+enum {
+	LB_SVC_CLUSTER_IP     = 1,
+	LB_SVC_NODE_PORT      = 2,
+	LB_SVC_LOAD_BALANCER  = 3,
+	LB_SVC_EXTERNAL_IP    = 4,
+	LB_SVC_HOST_PORT      = 5,
+	LB_SVC_LOCAL_REDIRECT = 6,
+};
+
+/* Frontend flags (lb_service_value.flags). */
+enum {
+	LB_F_EXT_LOCAL     = 1 << 0, /* external traffic policy Local */
+	LB_F_INT_LOCAL     = 1 << 1, /* internal traffic policy Local */
+	LB_F_AFFINITY      = 1 << 2, /* session affinity by client address */
+	LB_F_SOURCE_RANGES = 1 << 3, /* clients must match lb_src_range */
+	LB_F_REDIRECTED    = 1 << 4, /* backends come from a redirect */
+};
+
+/* Backend selection (lb_service_value.algorithm). */
+enum {
+	LB_ALG_RANDOM = 1, /* a random slot among 1..count */
+	LB_ALG_MAGLEV = 2, /* lb_maglev[rev_nat_id][hash(flow) % M] */
+};
+
+/* Frontend scopes (lb_service_key.scope). */
+enum {
+	LB_SCOPE_EXTERNAL = 0,
+	LB_SCOPE_INTERNAL = 1,
+};
+
+/* Backend states (lb_backend.state). */
+enum {
+	LB_BACKEND_ACTIVE      = 0,
+	LB_BACKEND_TERMINATING = 1,
+	LB_BACKEND_QUARANTINED = 2,
+	LB_BACKEND_MAINTENANCE = 3,
+};
+
+/*
+ * lb_services: one master entry (slot 0) per frontend and one entry per
+ * backend slot. Slots 1..count take new flows, each backend in proportion
+ * to its weight; slots count+1..count+standby hold backends that only
+ * carry the flows they already have (terminating, quarantined, drained).
+ */
+struct lb_service_key {
+	__u8   addr[16];
+	__be16 port;
+	__u16  slot;
+	__u8   proto; /* IPPROTO_TCP, _UDP, _SCTP, or 0 for any */
+	__u8   scope; /* LB_SCOPE_* */
+	__u8   pad[2];
+};
+
+struct lb_service_value {
+	__u32 backend_id;       /* slot > 0: the backend in this slot */
+	__u32 rev_nat_id;       /* the frontend's ID: key of lb_rev_nat, lb_maglev */
+	__u32 affinity_timeout; /* master: session affinity in seconds */
+	__u16 count;            /* master: slots taking new flows */
+	__u16 standby;          /* master: slots after them, for existing flows */
+	__u8  type;             /* master: LB_SVC_* */
+	__u8  flags;            /* master: LB_F_* */
+	__u8  algorithm;        /* master: LB_ALG_* */
+	__u8  pad;
+};
+
+/* lb_backends: backend ID -> backend. */
+struct lb_backend {
+	__u8   addr[16];
+	__be16 port;
+	__u8   proto;
+	__u8   state; /* LB_BACKEND_* */
+	__u32  cluster_id;
+	__u8   zone;  /* zone ID from the agent's zone mapping, 0 if unknown */
+	__u8   pad[3];
+};
+
+/* lb_rev_nat: rev_nat_id -> the frontend, to rewrite replies. */
+struct lb_rev_nat_value {
+	__u8   addr[16];
+	__be16 port;
+	__u8   pad[2];
+};
+
+/*
+ * lb_maglev: rev_nat_id -> an inner array with one element, the whole
+ * lookup table of M backend IDs, so that a table is replaced in one write.
+ */
+
+/* lb_affinity (LRU, written by the datapath): client and frontend -> backend. */
+struct lb_affinity_key {
+	__u8  client[16];
+	__u32 rev_nat_id;
+};
+
+struct lb_affinity_value {
+	__u32 backend_id;
+	__u32 last_used; /* seconds, datapath clock */
+};
+
+/*
+ * lb_src_range (LPM trie): the client prefixes a frontend with
+ * LB_F_SOURCE_RANGES admits. prefixlen counts rev_nat_id's 32 bits plus
+ * the address prefix (an IPv4 /n is 96 + n bits of the mapped address).
+ */
+struct lb_src_range_key {
+	__u32 prefixlen;
+	__u32 rev_nat_id;
+	__u8  addr[16];
+};
+
+#endif /* __LBSTATE_LB_H */

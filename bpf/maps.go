@@ -1,0 +1,121 @@
+package bpf
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/lbstate/lbstate/lb/maglev"
+)
+
+// Map is one BPF map with typed keys and values. The kernel and in-memory
+// implementations behave the same: Update of a new key fails when the map
+// is full (an LRU map evicts instead), Delete of a missing key succeeds,
+// and errors name the map.
+type Map[K comparable, V any] interface {
+	Name() string
+	Lookup(K) (V, bool, error)
+	Update(K, V) error
+	Delete(K) error
+	// BatchUpdate and BatchDelete apply many entries in few syscalls where
+	// the kernel allows. On error, a prefix of the entries may have been
+	// applied.
+	BatchUpdate([]K, []V) error
+	BatchDelete([]K) error
+	// Iterate calls fn for every entry, in no particular order, until fn
+	// returns false.
+	Iterate(fn func(K, V) bool) error
+}
+
+// MaglevMap holds one Maglev lookup table (TableSize backend IDs) per
+// frontend ID. Update replaces a table in one step: a reader sees the old
+// table or the new one, never a mix.
+type MaglevMap interface {
+	Name() string
+	TableSize() int
+	Lookup(revNatID uint32) ([]uint32, bool, error)
+	Update(revNatID uint32, table []uint32) error
+	Delete(revNatID uint32) error
+	Iterate(fn func(revNatID uint32, table []uint32) bool) error
+}
+
+// Maps is the set of maps the reconciler writes, kernel or in-memory.
+type Maps struct {
+	// Kind is "kernel" or "memory".
+	Kind         string
+	Services     Map[ServiceKey, ServiceValue]
+	Backends     Map[uint32, Backend]
+	RevNat       Map[uint32, RevNatValue]
+	Maglev       MaglevMap
+	Affinity     Map[AffinityKey, AffinityValue]
+	SourceRanges Map[SourceRangeKey, uint8]
+
+	close func() error
+}
+
+// Close releases the maps. Kernel maps stay pinned.
+func (m *Maps) Close() error {
+	if m.close == nil {
+		return nil
+	}
+	return m.close()
+}
+
+// Config sizes the maps and says where kernel maps are pinned.
+type Config struct {
+	LBPinDir          string
+	LBRecreateMaps    bool
+	LBServicesMax     uint32
+	LBBackendsMax     uint32
+	LBRevNatMax       uint32
+	LBMaglevMax       uint32
+	LBAffinityMax     uint32
+	LBSourceRangesMax uint32
+	LBMaglevTableSize uint32
+}
+
+// DefaultConfig is the default map configuration.
+var DefaultConfig = Config{
+	LBPinDir:          "/sys/fs/bpf/lbstate",
+	LBServicesMax:     65536,
+	LBBackendsMax:     65536,
+	LBRevNatMax:       65536,
+	LBMaglevMax:       65536,
+	LBAffinityMax:     65536,
+	LBSourceRangesMax: 16384,
+	LBMaglevTableSize: maglev.DefaultTableSize,
+}
+
+// Flags registers the configuration's flags.
+func (def Config) Flags(flags *pflag.FlagSet) {
+	flags.String("lb-pin-dir", def.LBPinDir, "bpffs directory where the load-balancing maps are pinned")
+	flags.Bool("lb-recreate-maps", def.LBRecreateMaps, "Recreate pinned maps whose layout does not match this version (their entries are lost)")
+	flags.Uint32("lb-services-max", def.LBServicesMax, "Capacity of lb_services: frontends times (1 + backend slots)")
+	flags.Uint32("lb-backends-max", def.LBBackendsMax, "Capacity of lb_backends")
+	flags.Uint32("lb-rev-nat-max", def.LBRevNatMax, "Capacity of lb_rev_nat: frontends")
+	flags.Uint32("lb-maglev-max", def.LBMaglevMax, "Capacity of lb_maglev: frontends using Maglev")
+	flags.Uint32("lb-affinity-max", def.LBAffinityMax, "Capacity of lb_affinity (LRU)")
+	flags.Uint32("lb-source-ranges-max", def.LBSourceRangesMax, "Capacity of lb_src_range")
+	flags.Uint32("lb-maglev-table-size", def.LBMaglevTableSize, "Maglev lookup table size, a prime up to 131071")
+}
+
+// Validate reports what is wrong with the configuration.
+func (c Config) Validate() error {
+	if err := maglev.ValidateTableSize(int(c.LBMaglevTableSize)); err != nil {
+		return fmt.Errorf("--lb-maglev-table-size: %w", err)
+	}
+	for name, v := range map[string]uint32{
+		"--lb-services-max": c.LBServicesMax, "--lb-backends-max": c.LBBackendsMax,
+		"--lb-rev-nat-max": c.LBRevNatMax, "--lb-maglev-max": c.LBMaglevMax,
+		"--lb-affinity-max": c.LBAffinityMax, "--lb-source-ranges-max": c.LBSourceRangesMax,
+	} {
+		if v == 0 {
+			return fmt.Errorf("%s: must be above 0", name)
+		}
+	}
+	return nil
+}
+
+// ErrMapFull is returned (wrapped) when a new entry does not fit.
+var ErrMapFull = errors.New("map full")
