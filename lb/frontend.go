@@ -60,6 +60,10 @@ type Frontend struct {
 	// above 0) first, each group sorted by address.
 	Backends []BackendRef `json:"backends" yaml:"backends"`
 
+	// ID is the frontend's ID in the datapath (its rev-NAT ID), set by the
+	// reconciler; 0 until the frontend is first reconciled.
+	ID uint32 `json:"id,omitempty" yaml:"id,omitempty"`
+
 	Status reconciler.Status `json:"status" yaml:"status"`
 }
 
@@ -78,7 +82,7 @@ func (f *Frontend) SetStatus(s reconciler.Status) *Frontend {
 }
 
 func (f *Frontend) TableHeader() []string {
-	return []string{"Address", "Type", "Service", "PortName", "Backends", "RedirectTo", "Status"}
+	return []string{"Address", "Type", "Service", "PortName", "Backends", "RedirectTo", "ID", "Status"}
 }
 
 func (f *Frontend) TableRow() []string {
@@ -90,8 +94,12 @@ func (f *Frontend) TableRow() []string {
 	if !f.RedirectedTo.IsZero() {
 		redirect = f.RedirectedTo.String()
 	}
+	id := ""
+	if f.ID != 0 {
+		id = strconv.FormatUint(uint64(f.ID), 10)
+	}
 	return []string{
 		f.Address.String(), f.Type.String(), f.Service.String(), f.PortName,
-		strings.Join(backends, ", "), redirect, f.Status.Kind.String(),
+		strings.Join(backends, ", "), redirect, id, f.Status.Kind.String(),
 	}
 }

@@ -159,10 +159,12 @@ type Service struct {
 
 	// Params has one declaration per source, highest priority first. The
 	// first one is in force. It is empty for a service that exists only
-	// because a redirect names it.
+	// because a redirect was set on it.
 	Params []ServiceParams `json:"params,omitempty" yaml:"params,omitempty"`
 
-	Redirect *Redirect `json:"redirect,omitempty" yaml:"redirect,omitempty"`
+	// Redirects has at most one redirect per source, highest priority
+	// first; the first one is in force.
+	Redirects []Redirect `json:"redirects,omitempty" yaml:"redirects,omitempty"`
 
 	// Conflicts lists the frontends this service declares but another
 	// service owns.
@@ -176,6 +178,14 @@ func (s *Service) Policy() *ServiceParams {
 		return nil
 	}
 	return &s.Params[0]
+}
+
+// Redirect returns the redirect in force, or nil.
+func (s *Service) Redirect() *Redirect {
+	if len(s.Redirects) == 0 {
+		return nil
+	}
+	return &s.Redirects[0]
 }
 
 // Sources lists the sources that declare the service, highest priority
@@ -217,6 +227,29 @@ func (s *Service) WithoutSource(src Source) *Service {
 	return c
 }
 
+// WithRedirect returns a copy with r in place of the same source's
+// redirect.
+func (s *Service) WithRedirect(r Redirect) *Service {
+	c := s.Clone()
+	c.Redirects = slices.Clone(s.Redirects)
+	i, found := slices.BinarySearchFunc(c.Redirects, r.Source, func(e Redirect, src Source) int {
+		return int(e.Source) - int(src)
+	})
+	if found {
+		c.Redirects[i] = r
+	} else {
+		c.Redirects = slices.Insert(c.Redirects, i, r)
+	}
+	return c
+}
+
+// WithoutRedirect returns a copy without the source's redirect.
+func (s *Service) WithoutRedirect(src Source) *Service {
+	c := s.Clone()
+	c.Redirects = slices.DeleteFunc(slices.Clone(s.Redirects), func(r Redirect) bool { return r.Source == src })
+	return c
+}
+
 func (s *Service) TableHeader() []string {
 	return []string{"Name", "Sources", "Frontends", "Policy", "Redirect", "Conflicts"}
 }
@@ -226,10 +259,11 @@ func (s *Service) TableRow() []string {
 	for i, p := range s.Params {
 		sources[i] = p.Source.String()
 	}
-	redirect := ""
-	if s.Redirect != nil {
-		redirect = s.Redirect.String()
+	redirects := make([]string, len(s.Redirects))
+	for i, r := range s.Redirects {
+		redirects[i] = r.String()
 	}
+	redirect := strings.Join(redirects, ", ")
 	conflicts := make([]string, len(s.Conflicts))
 	for i, c := range s.Conflicts {
 		conflicts[i] = c.Address.String() + " owned by " + c.Owner.String()

@@ -22,6 +22,9 @@ var Cell = cell.Module(
 		func(db *statedb.DB, t *Tables, log *slog.Logger) *Writer { return NewWriter(db, t, log) },
 		func(t *Tables) statedb.Table[*lb.Service] { return t.Services },
 		func(t *Tables) statedb.Table[*lb.Frontend] { return t.Frontends },
+		// The writable frontends table is for a reconciler's status
+		// write-back (statedb/reconciler needs it); sources use the Writer.
+		func(t *Tables) statedb.RWTable[*lb.Frontend] { return t.Frontends },
 		func(t *Tables) statedb.Table[*lb.Backend] { return t.Backends },
 		func(t *Tables) statedb.Table[*lb.Node] { return t.Node },
 		func(w *Writer) hive.ScriptCmdsOut { return hive.NewScriptCmds(ScriptCommands(w)) },

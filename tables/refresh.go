@@ -100,8 +100,8 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	}
 	policy := svc.Policy()
 	target, redirectedTo := name, lb.ServiceName{}
-	if svc.Redirect != nil {
-		target, redirectedTo = svc.Redirect.To, svc.Redirect.To
+	if r := svc.Redirect(); r != nil {
+		target, redirectedTo = r.To, r.To
 	}
 	cands := w.candidates(txn, target)
 	for _, params := range policy.Frontends {
@@ -118,10 +118,13 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 			Service:        name,
 			Policy:         policy,
 			RedirectedTo:   redirectedTo,
-			Backends:       SelectBackends(params, policy, node, svc.Redirect != nil, cands),
+			Backends:       SelectBackends(params, policy, node, !redirectedTo.IsZero(), cands),
 		}
-		if found && sameFrontend(cur, next) {
-			continue
+		if found {
+			if sameFrontend(cur, next) {
+				continue
+			}
+			next.ID = cur.ID // the reconciler's, kept until it reconciles again
 		}
 		next.Status = reconciler.StatusPending()
 		_, _, err := w.t.Frontends.Insert(txn, next)

@@ -318,11 +318,15 @@ func (in *initializers) registerCmd() script.Cmd {
 		func(s *script.State, args ...string) (script.WaitFunc, error) {
 			in.mu.Lock()
 			defer in.mu.Unlock()
+			if err := in.check(args, false); err != nil {
+				return result(err)
+			}
 			for _, name := range args {
-				if _, ok := in.done[name]; ok {
-					return nil, fmt.Errorf("initializer %q already registered", name)
+				done, err := in.w.RegisterInitializer(name)
+				if err != nil {
+					return result(err)
 				}
-				in.done[name] = in.w.RegisterInitializer(name)
+				in.done[name] = done
 			}
 			return nil, nil
 		})
@@ -334,17 +338,40 @@ func (in *initializers) doneCmd() script.Cmd {
 		func(s *script.State, args ...string) (script.WaitFunc, error) {
 			in.mu.Lock()
 			defer in.mu.Unlock()
+			// Check every name first: a done function works once, so none
+			// may be spent in a transaction that is then aborted.
+			if err := in.check(args, true); err != nil {
+				return result(err)
+			}
 			return write(in.w, func(txn statedb.WriteTxn) error {
 				for _, name := range args {
-					done, ok := in.done[name]
-					if !ok {
-						return fmt.Errorf("initializer %q not registered", name)
-					}
-					done(txn)
+					in.done[name](txn)
 				}
 				return nil
 			})
 		})
+}
+
+// check reports a name listed twice, or one that is (registered false) or
+// is not (registered true) already registered.
+func (in *initializers) check(names []string, registered bool) error {
+	if len(names) == 0 {
+		return script.ErrUsage
+	}
+	seen := map[string]bool{}
+	for _, name := range names {
+		if seen[name] {
+			return fmt.Errorf("initializer %q listed twice", name)
+		}
+		seen[name] = true
+		if _, ok := in.done[name]; ok != registered {
+			if registered {
+				return fmt.Errorf("initializer %q not registered", name)
+			}
+			return fmt.Errorf("initializer %q already registered", name)
+		}
+	}
+	return nil
 }
 
 // forEachDoc decodes every YAML document of every file into a T and calls

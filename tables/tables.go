@@ -1,6 +1,8 @@
 package tables
 
 import (
+	"slices"
+
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/index"
 
@@ -79,12 +81,14 @@ var ServiceByFrontend = statedb.Index[*lb.Service, lb.L3n4Addr]{
 var ServiceBySource = statedb.Index[*lb.Service, lb.Source]{
 	Name: "source",
 	FromObject: func(s *lb.Service) index.KeySet {
-		keys := make([]index.Key, 0, len(s.Params)+1)
+		keys := make([]index.Key, 0, len(s.Params)+len(s.Redirects))
 		for _, p := range s.Params {
 			keys = append(keys, sourceKey(p.Source))
 		}
-		if s.Redirect != nil {
-			keys = append(keys, sourceKey(s.Redirect.Source))
+		for _, r := range s.Redirects {
+			if !slices.ContainsFunc(s.Params, func(p lb.ServiceParams) bool { return p.Source == r.Source }) {
+				keys = append(keys, sourceKey(r.Source))
+			}
 		}
 		return index.NewKeySet(keys...)
 	},
@@ -92,14 +96,15 @@ var ServiceBySource = statedb.Index[*lb.Service, lb.Source]{
 	FromString: sourceFromString,
 }
 
-// ServiceByRedirectTarget finds the services redirected to a service.
+// ServiceByRedirectTarget finds the services whose redirect in force
+// points at a service.
 var ServiceByRedirectTarget = statedb.Index[*lb.Service, lb.ServiceName]{
 	Name: "redirect-to",
 	FromObject: func(s *lb.Service) index.KeySet {
-		if s.Redirect == nil {
-			return index.NewKeySet()
+		if r := s.Redirect(); r != nil {
+			return index.NewKeySet(serviceNameKey(r.To))
 		}
-		return index.NewKeySet(serviceNameKey(s.Redirect.To))
+		return index.NewKeySet()
 	},
 	FromKey:    serviceNameKey,
 	FromString: serviceNameFromString,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 
 	"github.com/cilium/statedb"
 
@@ -26,6 +27,9 @@ type Writer struct {
 	db  *statedb.DB
 	t   *Tables
 	log *slog.Logger
+
+	mu           sync.Mutex
+	initializers map[string]bool
 }
 
 // New creates the tables in db and returns their Writer.
@@ -42,7 +46,7 @@ func NewWriter(db *statedb.DB, t *Tables, log *slog.Logger) *Writer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Writer{db: db, t: t, log: log}
+	return &Writer{db: db, t: t, log: log, initializers: map[string]bool{}}
 }
 
 // WriteTxn starts a write transaction over the load-balancing tables and
@@ -61,20 +65,29 @@ func (w *Writer) Node() statedb.Table[*lb.Node]          { return w.t.Node }
 
 // RegisterInitializer registers a source that has yet to finish its
 // initial sync. The tables report Initialized only after every registered
-// source has called its done function. Register before the source starts.
-func (w *Writer) RegisterInitializer(name string) (done func(statedb.WriteTxn)) {
+// source has called its done function (in a write transaction over
+// Tables()). Register before the source starts, outside any write
+// transaction on these tables; a name can be registered once.
+func (w *Writer) RegisterInitializer(name string) (done func(statedb.WriteTxn), err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.initializers[name] {
+		return nil, fmt.Errorf("initializer %q: already registered", name)
+	}
+	w.initializers[name] = true
 	txn := w.WriteTxn()
 	defer txn.Commit()
 	dones := []func(statedb.WriteTxn){
 		w.t.Services.RegisterInitializer(txn, name),
 		w.t.Frontends.RegisterInitializer(txn, name),
 		w.t.Backends.RegisterInitializer(txn, name),
+		w.t.Node.RegisterInitializer(txn, name),
 	}
 	return func(txn statedb.WriteTxn) {
 		for _, d := range dones {
 			d(txn)
 		}
-	}
+	}, nil
 }
 
 // UpsertService sets source's declaration of a service: its frontends and
@@ -83,6 +96,7 @@ func (w *Writer) UpsertService(txn statedb.WriteTxn, params lb.ServiceParams) er
 	if err := params.Validate(); err != nil {
 		return err
 	}
+	params = params.Clone()
 	old, found := w.service(txn, params.Name)
 	if !found {
 		old = &lb.Service{Name: params.Name}
@@ -101,6 +115,9 @@ func (w *Writer) UpsertService(txn statedb.WriteTxn, params lb.ServiceParams) er
 // go with it unless another source still declares the service. Backends
 // stay: they belong to their own sources.
 func (w *Writer) DeleteService(txn statedb.WriteTxn, name lb.ServiceName, src lb.Source) error {
+	if err := validateRef(name, src); err != nil {
+		return err
+	}
 	old, found := w.service(txn, name)
 	if !found || !slices.Contains(old.Sources(), src) {
 		return nil
@@ -146,6 +163,9 @@ func (w *Writer) SetBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.S
 // ReleaseBackends removes source's backends of a service at the given
 // addresses. A backend no source or service uses any more is deleted.
 func (w *Writer) ReleaseBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.Source, addrs ...lb.L3n4Addr) error {
+	if err := validateRef(name, src); err != nil {
+		return err
+	}
 	ch := w.changes()
 	w.releaseBackends(txn, ch, name, src, addrs)
 	return w.flush(txn, ch)
@@ -155,13 +175,12 @@ func (w *Writer) ReleaseBackends(txn statedb.WriteTxn, name lb.ServiceName, src 
 // of services, its backends and the redirects it set. What other sources
 // contributed stays.
 func (w *Writer) DeleteSource(txn statedb.WriteTxn, src lb.Source) error {
+	if !src.Valid() {
+		return fmt.Errorf("source: unknown source %s", src)
+	}
 	ch := w.changes()
 	for _, old := range statedb.Collect(w.t.Services.List(txn, ServiceBySource.Query(src))) {
-		next := old.WithoutSource(src)
-		if next.Redirect != nil && next.Redirect.Source == src {
-			next.Redirect = nil
-		}
-		w.putService(txn, ch, old, next)
+		w.putService(txn, ch, old, old.WithoutSource(src).WithoutRedirect(src))
 	}
 	for _, old := range statedb.Collect(w.t.Backends.List(txn, BackendBySource.Query(src))) {
 		for _, inst := range old.Instances {
@@ -195,37 +214,42 @@ func (w *Writer) SetBackendHealth(txn statedb.WriteTxn, addr lb.L3n4Addr, health
 }
 
 // SetRedirect makes the frontends of a service use the backends of
-// another (r.To) until the redirect is cleared. The redirect is kept
-// beside the service: it may come before the service is declared and
-// survives every later upsert.
+// another (r.To), until r.Source clears it. Each source has at most one
+// redirect per service; the highest-priority source's is in force. A
+// redirect is kept beside the service: it may come before the service is
+// declared and survives every later upsert. Redirects do not chain: the
+// frontends use r.To's own backends even if r.To is redirected too.
 func (w *Writer) SetRedirect(txn statedb.WriteTxn, name lb.ServiceName, r lb.Redirect) error {
+	if err := validateRef(name, r.Source); err != nil {
+		return err
+	}
 	if err := r.Validate(name); err != nil {
 		return err
 	}
 	old, found := w.service(txn, name)
 	if !found {
 		old = &lb.Service{Name: name}
-	} else if old.Redirect != nil && *old.Redirect == r {
+	} else if slices.Contains(old.Redirects, r) {
 		return nil
 	}
-	next := old.Clone()
-	next.Redirect = &r
 	ch := w.changes()
-	w.putService(txn, ch, old, next)
+	w.putService(txn, ch, old, old.WithRedirect(r))
 	return w.flush(txn, ch)
 }
 
-// ClearRedirect removes the redirect that source set on a service,
-// restoring its own backends. A redirect set by another source stays.
+// ClearRedirect removes the redirect that source set on a service. The
+// next source's redirect, if any, comes into force; otherwise the service
+// gets its own backends back.
 func (w *Writer) ClearRedirect(txn statedb.WriteTxn, name lb.ServiceName, src lb.Source) error {
+	if err := validateRef(name, src); err != nil {
+		return err
+	}
 	old, found := w.service(txn, name)
-	if !found || old.Redirect == nil || old.Redirect.Source != src {
+	if !found || !slices.ContainsFunc(old.Redirects, func(r lb.Redirect) bool { return r.Source == src }) {
 		return nil
 	}
-	next := old.Clone()
-	next.Redirect = nil
 	ch := w.changes()
-	w.putService(txn, ch, old, next)
+	w.putService(txn, ch, old, old.WithoutRedirect(src))
 	return w.flush(txn, ch)
 }
 
@@ -236,6 +260,10 @@ func (w *Writer) SetLocalNode(txn statedb.WriteTxn, node lb.Node) error {
 		return errors.New("local node: name: empty")
 	}
 	old, hadOld := w.localNode(txn)
+	if hadOld && old.Equal(&node) {
+		return nil
+	}
+	node = node.Clone()
 	if err := w.t.Node.DeleteAll(txn); err != nil {
 		return err
 	}
@@ -252,12 +280,20 @@ func (w *Writer) SetLocalNode(txn statedb.WriteTxn, node lb.Node) error {
 	return w.flush(txn, ch)
 }
 
-func validateBackends(name lb.ServiceName, src lb.Source, backends []lb.BackendParams) error {
+// validateRef reports a service name or source that is not valid.
+func validateRef(name lb.ServiceName, src lb.Source) error {
 	if err := name.Validate(); err != nil {
 		return err
 	}
 	if !src.Valid() {
-		return fmt.Errorf("service %s: backends: unknown source %s", name, src)
+		return fmt.Errorf("service %s: source: unknown source %s", name, src)
+	}
+	return nil
+}
+
+func validateBackends(name lb.ServiceName, src lb.Source, backends []lb.BackendParams) error {
+	if err := validateRef(name, src); err != nil {
+		return err
 	}
 	for i := range backends {
 		if err := backends[i].Validate(); err != nil {
@@ -288,7 +324,7 @@ func (w *Writer) upsertBackends(txn statedb.WriteTxn, ch *changes, name lb.Servi
 		} else if inst, ok := old.Instance(name, src); ok && inst.Params.Equal(&params) {
 			continue
 		}
-		w.putBackend(txn, ch, old.WithInstance(lb.BackendInstance{Service: name, Source: src, Params: params}))
+		w.putBackend(txn, ch, old.WithInstance(lb.BackendInstance{Service: name, Source: src, Params: params.Clone()}))
 		changed = true
 	}
 	if changed {
@@ -335,7 +371,7 @@ func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Ser
 	}
 	ch.services[next.Name] = struct{}{}
 	ch.contenders[next.Name] = struct{}{}
-	if len(next.Params) == 0 && next.Redirect == nil {
+	if len(next.Params) == 0 && len(next.Redirects) == 0 {
 		_, _, err := w.t.Services.Delete(txn, old)
 		ch.fail(err)
 		return

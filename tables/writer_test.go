@@ -229,7 +229,7 @@ func checkInvariants(w *Writer, txn statedb.ReadTxn, deleted lb.Source) error {
 		}
 	}
 	for s := range w.Services().All(txn) {
-		if len(s.Params) == 0 && s.Redirect == nil {
+		if len(s.Params) == 0 && len(s.Redirects) == 0 {
 			return fmt.Errorf("service %s: empty row left behind", s.Name)
 		}
 		for _, p := range s.Params {
@@ -237,7 +237,7 @@ func checkInvariants(w *Writer, txn statedb.ReadTxn, deleted lb.Source) error {
 				return fmt.Errorf("service %s keeps a declaration of deleted source %s", s.Name, deleted)
 			}
 		}
-		if deleted != 0 && s.Redirect != nil && s.Redirect.Source == deleted {
+		if deleted != 0 && slices.ContainsFunc(s.Redirects, func(r lb.Redirect) bool { return r.Source == deleted }) {
 			return fmt.Errorf("service %s keeps a redirect of deleted source %s", s.Name, deleted)
 		}
 	}
@@ -316,8 +316,8 @@ func compareWithRebuild(w *Writer, txn statedb.ReadTxn) error {
 				return err
 			}
 		}
-		if s.Redirect != nil {
-			if err := fresh.SetRedirect(wtxn, s.Name, *s.Redirect); err != nil {
+		for _, r := range s.Redirects {
+			if err := fresh.SetRedirect(wtxn, s.Name, r); err != nil {
 				return err
 			}
 		}
@@ -334,8 +334,8 @@ func compareWithRebuild(w *Writer, txn statedb.ReadTxn) error {
 func frontendsDump(w *Writer, txn statedb.ReadTxn) string {
 	var sb strings.Builder
 	for fe := range w.Frontends().All(txn) {
-		row := fe.TableRow()
-		fmt.Fprintf(&sb, "%s policy=%s\n", strings.Join(row[:len(row)-1], " | "), fe.Policy.Source)
+		row := fe.TableRow()[:6] // what the Writer derives: up to RedirectTo
+		fmt.Fprintf(&sb, "%s policy=%s\n", strings.Join(row, " | "), fe.Policy.Source)
 	}
 	return sb.String()
 }

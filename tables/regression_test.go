@@ -1,7 +1,7 @@
 package tables
 
-// Review tests: each demonstrates a suspected bug and FAILS on the current
-// code. See the report for the expected behaviour.
+// Regression tests for bugs a review found: per-source redirects, input
+// validation, caller slices kept in rows, initializer registration.
 
 import (
 	"fmt"
@@ -27,16 +27,16 @@ func rvState(w *Writer) string {
 	txn := w.db.ReadTxn()
 	var redirects string
 	for s := range w.Services().All(txn) {
-		if s.Redirect != nil {
-			redirects += fmt.Sprintf("%s -> %s\n", s.Name, s.Redirect)
+		for _, r := range s.Redirects {
+			redirects += fmt.Sprintf("%s -> %s\n", s.Name, r)
 		}
 	}
 	return frontendsDump(w, txn) + conflictsDump(w, txn) + redirects
 }
 
-// Two sources setting a redirect on one service: the outcome depends on
-// the order ("every order of the same inputs gives the same tables").
-func TestReviewRedirectTwoSourcesOrderDependent(t *testing.T) {
+// Two sources setting a redirect on one service give the same tables in
+// either order: the higher-priority source's redirect is in force.
+func TestRedirectsFromTwoSourcesInEitherOrder(t *testing.T) {
 	setup := func() *Writer {
 		w := newTestWriter(t)
 		mustWrite(t, w, func(txn statedb.WriteTxn) error {
@@ -67,12 +67,9 @@ func TestReviewRedirectTwoSourcesOrderDependent(t *testing.T) {
 	}
 }
 
-// A redirect set by one source is silently dropped when another source
-// sets one; deleting the second source then leaves no redirect at all,
-// although the first source never cleared its redirect ("Only the source
-// that set a redirect can clear it"; "DeleteSource removes that source's
-// ... redirects, and nothing else").
-func TestReviewRedirectOverwrittenByOtherSource(t *testing.T) {
+// A redirect set by one source survives another source setting and then
+// dropping its own: only the source that set a redirect can clear it.
+func TestRedirectSurvivesOtherSource(t *testing.T) {
 	w := newTestWriter(t)
 	mustWrite(t, w, func(txn statedb.WriteTxn) error {
 		if err := w.UpsertService(txn, lb.ServiceParams{Name: rvA, Source: lb.SourceK8s,
@@ -99,11 +96,10 @@ func TestReviewRedirectOverwrittenByOtherSource(t *testing.T) {
 	}
 }
 
-// SetRedirect does not validate the redirected service's name. A zero
-// name is accepted and written, and a name whose parts contain '/' prints
-// like (and is looked up as) a different, real service, which then gets
-// the redirect. DeleteService has the same aliasing.
-func TestReviewUnvalidatedServiceName(t *testing.T) {
+// Service names are validated: a zero name is rejected, and so is a name
+// whose parts contain '/', which would print like (and be looked up as) a
+// different, real service.
+func TestServiceNamesValidated(t *testing.T) {
 	t.Run("zero name", func(t *testing.T) {
 		w := newTestWriter(t)
 		txn := w.WriteTxn()
@@ -116,7 +112,7 @@ func TestReviewUnvalidatedServiceName(t *testing.T) {
 	})
 
 	real := lb.NewServiceName("other", "a").WithCluster("c2") // c2/other/a
-	bogus := lb.NewServiceName("c2", "other/a")                // also prints c2/other/a; Validate rejects it
+	bogus := lb.NewServiceName("c2", "other/a")               // also prints c2/other/a; Validate rejects it
 	if bogus.Validate() == nil {
 		t.Fatal("precondition: bogus name should be invalid")
 	}
@@ -139,7 +135,7 @@ func TestReviewUnvalidatedServiceName(t *testing.T) {
 		err := w.SetRedirect(txn, bogus, lb.Redirect{Source: lb.SourceRedirect, To: rvB})
 		svc, _, _ := w.Services().Get(txn, ServiceByName.Query(real))
 		if err == nil {
-			t.Fatalf("SetRedirect(%q (invalid)) returned no error; service %s now has redirect %v", bogus, real, svc.Redirect)
+			t.Fatalf("SetRedirect(%q (invalid)) returned no error; service %s now has redirects %v", bogus, real, svc.Redirects)
 		}
 	})
 
@@ -155,10 +151,8 @@ func TestReviewUnvalidatedServiceName(t *testing.T) {
 	})
 }
 
-// Bad input (an unknown source) to the delete/release methods is not an
-// error; README: "Bad input returns an error that names the object and
-// field".
-func TestReviewBadSourceNotRejected(t *testing.T) {
+// An unknown source is bad input, an error, for every method.
+func TestUnknownSourceRejected(t *testing.T) {
 	w := newTestWriter(t)
 	txn := w.WriteTxn()
 	defer txn.Abort()
@@ -174,12 +168,10 @@ func TestReviewBadSourceNotRejected(t *testing.T) {
 	}
 }
 
-// The Writer keeps the caller's slices (ServiceParams.Frontends,
-// BackendParams.PortNames, ...) in the rows it inserts. A caller reusing
-// its params value mutates rows already in the table, outside any
-// transaction, and the next upsert of the (changed) params is then
-// skipped as "equal": the tables are left inconsistent.
-func TestReviewCallerSlicesAliasedIntoRows(t *testing.T) {
+// The Writer keeps copies of the caller's slices (ServiceParams.Frontends,
+// BackendParams.PortNames, ...), so a caller reusing and changing its
+// params value changes nothing in the tables until it upserts again.
+func TestCallerSlicesNotKeptInRows(t *testing.T) {
 	t.Run("ServiceParams.Frontends", func(t *testing.T) {
 		w := newTestWriter(t)
 		params := lb.ServiceParams{Name: rvA, Source: lb.SourceK8s,
@@ -215,15 +207,13 @@ func TestReviewCallerSlicesAliasedIntoRows(t *testing.T) {
 	})
 }
 
-// RegisterInitializer panics (inside statedb) when a name is registered
-// twice, instead of reporting it.
-func TestReviewRegisterInitializerTwicePanics(t *testing.T) {
+// Registering an initializer name twice is an error, not a panic.
+func TestRegisterInitializerTwice(t *testing.T) {
 	w := newTestWriter(t)
-	w.RegisterInitializer("k8s")
-	defer func() {
-		if r := recover(); r != nil {
-			t.Fatalf("RegisterInitializer(%q) twice panics: %v", "k8s", r)
-		}
-	}()
-	w.RegisterInitializer("k8s")
+	if _, err := w.RegisterInitializer("k8s"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.RegisterInitializer("k8s"); err == nil || err.Error() != `initializer "k8s": already registered` {
+		t.Fatalf("second registration: %v", err)
+	}
 }

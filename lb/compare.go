@@ -1,6 +1,9 @@
 package lb
 
-import "slices"
+import (
+	"maps"
+	"slices"
+)
 
 // Equal reports whether p and o declare the same service the same way.
 func (p *ServiceParams) Equal(o *ServiceParams) bool {
@@ -28,4 +31,31 @@ func (p *BackendParams) Equal(o *BackendParams) bool {
 		slices.Equal(p.ForNodes, o.ForNodes) &&
 		p.ClusterID == o.ClusterID &&
 		p.State == o.State
+}
+
+// Clone returns a deep copy, sharing nothing with p.
+func (p ServiceParams) Clone() ServiceParams {
+	p.Frontends = slices.Clone(p.Frontends)
+	p.SourceRanges = slices.Clone(p.SourceRanges)
+	return p
+}
+
+// Clone returns a deep copy, sharing nothing with p.
+func (p BackendParams) Clone() BackendParams {
+	p.PortNames = slices.Clone(p.PortNames)
+	p.ForZones = slices.Clone(p.ForZones)
+	p.ForNodes = slices.Clone(p.ForNodes)
+	return p
+}
+
+// Clone returns a deep copy, sharing nothing with n.
+func (n Node) Clone() Node {
+	n.Labels = maps.Clone(n.Labels)
+	n.Addresses = slices.Clone(n.Addresses)
+	return n
+}
+
+// Equal reports whether n and o describe the node the same way.
+func (n *Node) Equal(o *Node) bool {
+	return n.Name == o.Name && n.Zone == o.Zone && maps.Equal(n.Labels, o.Labels) && slices.Equal(n.Addresses, o.Addresses)
 }
