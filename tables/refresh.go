@@ -1,6 +1,7 @@
 package tables
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/cilium/statedb"
@@ -48,7 +49,9 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	}
 	owners := make(map[lb.L3n4Addr]lb.ServiceName, len(ch.addrs))
 	contenders := ch.contenders
-	for addr := range ch.addrs {
+	// Sorted, so that rows are written (and later numbered by the
+	// reconciler) in the same order every time.
+	for _, addr := range slices.SortedFunc(maps.Keys(ch.addrs), lb.L3n4Addr.Compare) {
 		var winner *lb.Service
 		for s := range w.t.Services.List(txn, ServiceByFrontend.Query(addr)) {
 			contenders[s.Name] = struct{}{}
@@ -72,7 +75,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	}
 
 	node, _ := w.localNode(txn)
-	for name := range ch.services {
+	for _, name := range slices.SortedFunc(maps.Keys(ch.services), lb.ServiceName.Compare) {
 		w.refreshService(txn, ch, name, owners, node)
 	}
 	for name := range contenders {

@@ -18,12 +18,19 @@ import (
 // BPFFSRoot is where bpffs is expected to be mounted.
 const BPFFSRoot = "/sys/fs/bpf"
 
+// Available reports why the process cannot create BPF maps and pin them
+// under BPFFSRoot, or nil if it can.
+func Available() error { return probe() }
+
+// Required reports whether CI demands kernel maps (LBSTATE_REQUIRE_BPF=1).
+func Required() bool { return os.Getenv("LBSTATE_REQUIRE_BPF") == "1" }
+
 // Require skips (or, with LBSTATE_REQUIRE_BPF=1, fails) the test unless
 // the process can create BPF maps and pin them under BPFFSRoot.
 func Require(t testing.TB) {
 	t.Helper()
 	if err := probe(); err != nil {
-		if os.Getenv("LBSTATE_REQUIRE_BPF") == "1" {
+		if Required() {
 			t.Fatalf("kernel BPF maps required (LBSTATE_REQUIRE_BPF=1): %v", err)
 		}
 		t.Skipf("kernel BPF maps unavailable: %v", err)

@@ -1,0 +1,68 @@
+package bpf
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/cilium/hive"
+	"github.com/cilium/hive/cell"
+	"github.com/spf13/pflag"
+)
+
+// Cell provides *Maps: kernel maps pinned in --lb-pin-dir when the process
+// can create BPF maps, in-memory maps otherwise (--lb-maps chooses), and
+// says which in one log line. It also provides the lb/maps-* script
+// commands.
+var Cell = cell.Module(
+	"lb-maps",
+	"Load-balancing BPF maps",
+
+	cell.Config(DefaultConfig),
+	cell.Config(defaultModeConfig),
+	cell.Provide(
+		newCellMaps,
+		func(m *Maps) hive.ScriptCmdsOut { return hive.NewScriptCmds(ScriptCommands(m)) },
+	),
+)
+
+// ModeConfig chooses kernel or in-memory maps.
+type ModeConfig struct {
+	// LBMaps is "auto" (kernel maps if possible), "kernel" or "memory".
+	LBMaps string
+}
+
+var defaultModeConfig = ModeConfig{LBMaps: "auto"}
+
+func (def ModeConfig) Flags(flags *pflag.FlagSet) {
+	flags.String("lb-maps", def.LBMaps, "Maps to reconcile into: auto (kernel if the process can create BPF maps), kernel or memory")
+}
+
+func newCellMaps(lc cell.Lifecycle, log *slog.Logger, cfg Config, mode ModeConfig) (*Maps, error) {
+	var (
+		maps *Maps
+		err  error
+	)
+	switch mode.LBMaps {
+	case "kernel":
+		maps, err = NewKernelMaps(cfg)
+	case "memory":
+		maps, err = NewMemoryMaps(cfg, nil)
+	case "auto":
+		if maps, err = NewKernelMaps(cfg); err != nil {
+			log.Info("Cannot use kernel BPF maps, using in-memory maps", "reason", err)
+			maps, err = NewMemoryMaps(cfg, nil)
+		}
+	default:
+		return nil, fmt.Errorf("--lb-maps %q: want auto, kernel or memory", mode.LBMaps)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if maps.Kind == "kernel" {
+		log.Info("Using kernel BPF maps", "pin-dir", cfg.LBPinDir)
+	} else {
+		log.Info("Using in-memory maps")
+	}
+	lc.Append(cell.Hook{OnStop: func(cell.HookContext) error { return maps.Close() }})
+	return maps, nil
+}

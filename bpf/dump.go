@@ -1,0 +1,253 @@
+package bpf
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"maps"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/lbstate/lbstate/lb"
+)
+
+// Dump is a snapshot of all maps in a readable, sorted form: the same for
+// kernel and in-memory maps with the same contents. WriteText prints one
+// line per entry:
+//
+//	backend ID ADDR STATE [cluster=N] [zone=N]
+//	maglev REVNAT size=M sum=FNV32 ID:SLOTS...
+//	revnat REVNAT ADDR:PORT
+//	service FRONTEND master revnat=ID type=T algorithm=A count=N standby=N [affinity=S] [flags=F,...]
+//	service FRONTEND slot=N backend=ID
+//	srcrange REVNAT PREFIX
+//	affinity REVNAT CLIENT backend=ID
+//
+// sorted by map, then by key (IDs numerically, frontends by address, then
+// slot).
+type Dump struct {
+	Backends     []BackendEntry     `json:"backends"`
+	Maglev       []MaglevEntry      `json:"maglev"`
+	RevNat       []RevNatEntry      `json:"revnat"`
+	Services     []ServiceEntry     `json:"services"`
+	SourceRanges []SourceRangeEntry `json:"sourceRanges"`
+	Affinity     []AffinityEntry    `json:"affinity"`
+}
+
+type BackendEntry struct {
+	ID        uint32      `json:"id"`
+	Address   lb.L3n4Addr `json:"address"`
+	State     string      `json:"state"`
+	ClusterID uint32      `json:"clusterID,omitempty"`
+	Zone      uint8       `json:"zone,omitempty"`
+}
+
+type MaglevEntry struct {
+	RevNatID uint32 `json:"revNatID"`
+	Size     int    `json:"size"`
+	// Sum is an FNV-32a checksum of the table, so that dumps tell tables
+	// apart without listing every slot.
+	Sum uint32 `json:"sum"`
+	// Slots counts the slots of each backend ID.
+	Slots map[uint32]int `json:"slots"`
+}
+
+type RevNatEntry struct {
+	RevNatID uint32         `json:"revNatID"`
+	Address  netip.AddrPort `json:"address"`
+}
+
+type ServiceEntry struct {
+	Frontend        lb.L3n4Addr `json:"frontend"`
+	Slot            uint16      `json:"slot"`
+	BackendID       uint32      `json:"backendID,omitempty"`
+	RevNatID        uint32      `json:"revNatID,omitempty"`
+	Type            string      `json:"type,omitempty"`
+	Algorithm       string      `json:"algorithm,omitempty"`
+	Count           uint16      `json:"count,omitempty"`
+	Standby         uint16      `json:"standby,omitempty"`
+	AffinityTimeout uint32      `json:"affinityTimeout,omitempty"`
+	Flags           []string    `json:"flags,omitempty"`
+}
+
+type SourceRangeEntry struct {
+	RevNatID uint32       `json:"revNatID"`
+	Prefix   netip.Prefix `json:"prefix"`
+}
+
+type AffinityEntry struct {
+	RevNatID  uint32     `json:"revNatID"`
+	Client    netip.Addr `json:"client"`
+	BackendID uint32     `json:"backendID"`
+}
+
+var flagNames = []struct {
+	bit  uint8
+	name string
+}{
+	{FlagExtLocal, "ext-local"}, {FlagIntLocal, "int-local"}, {FlagAffinity, "affinity"},
+	{FlagSourceRanges, "source-ranges"}, {FlagRedirected, "redirected"},
+}
+
+// TakeDump reads every map of m.
+func TakeDump(m *Maps) (*Dump, error) {
+	d := &Dump{}
+	err := m.Backends.Iterate(func(id uint32, b Backend) bool {
+		d.Backends = append(d.Backends, BackendEntry{
+			ID: id, Address: b.L3n4Addr(), State: lb.BackendState(b.State).String(), ClusterID: b.ClusterID, Zone: b.Zone,
+		})
+		return true
+	})
+	if err == nil {
+		err = m.Maglev.Iterate(func(id uint32, table []uint32) bool {
+			e := MaglevEntry{RevNatID: id, Size: len(table), Slots: map[uint32]int{}}
+			h := fnv.New32a()
+			for _, b := range table {
+				e.Slots[b]++
+				h.Write([]byte{byte(b), byte(b >> 8), byte(b >> 16), byte(b >> 24)})
+			}
+			e.Sum = h.Sum32()
+			d.Maglev = append(d.Maglev, e)
+			return true
+		})
+	}
+	if err == nil {
+		err = m.RevNat.Iterate(func(id uint32, v RevNatValue) bool {
+			d.RevNat = append(d.RevNat, RevNatEntry{RevNatID: id, Address: v.AddrPort()})
+			return true
+		})
+	}
+	if err == nil {
+		err = m.Services.Iterate(func(k ServiceKey, v ServiceValue) bool {
+			d.Services = append(d.Services, serviceEntry(k, v))
+			return true
+		})
+	}
+	if err == nil {
+		err = m.SourceRanges.Iterate(func(k SourceRangeKey, _ uint8) bool {
+			d.SourceRanges = append(d.SourceRanges, SourceRangeEntry{RevNatID: k.RevNatID, Prefix: k.Prefix()})
+			return true
+		})
+	}
+	if err == nil {
+		err = m.Affinity.Iterate(func(k AffinityKey, v AffinityValue) bool {
+			d.Affinity = append(d.Affinity, AffinityEntry{RevNatID: k.RevNatID, Client: netip.AddrFrom16(k.Client).Unmap(), BackendID: v.BackendID})
+			return true
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	d.sort()
+	return d, nil
+}
+
+func serviceEntry(k ServiceKey, v ServiceValue) ServiceEntry {
+	e := ServiceEntry{Frontend: k.L3n4Addr(), Slot: k.Slot}
+	if k.Slot > 0 {
+		e.BackendID = v.BackendID
+		return e
+	}
+	e.RevNatID, e.Count, e.Standby, e.AffinityTimeout = v.RevNatID, v.Count, v.Standby, v.AffinityTimeout
+	e.Type = lb.SVCType(v.Type).String()
+	switch v.Algorithm {
+	case AlgorithmRandom:
+		e.Algorithm = "random"
+	case AlgorithmMaglev:
+		e.Algorithm = "maglev"
+	default:
+		e.Algorithm = strconv.Itoa(int(v.Algorithm))
+	}
+	for _, f := range flagNames {
+		if v.Flags&f.bit != 0 {
+			e.Flags = append(e.Flags, f.name)
+		}
+	}
+	return e
+}
+
+func (d *Dump) sort() {
+	slices.SortFunc(d.Backends, func(a, b BackendEntry) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(d.Maglev, func(a, b MaglevEntry) int { return cmp.Compare(a.RevNatID, b.RevNatID) })
+	slices.SortFunc(d.RevNat, func(a, b RevNatEntry) int { return cmp.Compare(a.RevNatID, b.RevNatID) })
+	slices.SortFunc(d.Services, func(a, b ServiceEntry) int {
+		if c := a.Frontend.Compare(b.Frontend); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Slot, b.Slot)
+	})
+	slices.SortFunc(d.SourceRanges, func(a, b SourceRangeEntry) int {
+		if c := cmp.Compare(a.RevNatID, b.RevNatID); c != 0 {
+			return c
+		}
+		if c := a.Prefix.Addr().Compare(b.Prefix.Addr()); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Prefix.Bits(), b.Prefix.Bits())
+	})
+	slices.SortFunc(d.Affinity, func(a, b AffinityEntry) int {
+		if c := cmp.Compare(a.RevNatID, b.RevNatID); c != 0 {
+			return c
+		}
+		return a.Client.Compare(b.Client)
+	})
+}
+
+// WriteText writes the dump in the line format described on Dump.
+func (d *Dump) WriteText(w io.Writer) error {
+	var sb strings.Builder
+	for _, b := range d.Backends {
+		fmt.Fprintf(&sb, "backend %d %s %s", b.ID, b.Address, b.State)
+		if b.ClusterID != 0 {
+			fmt.Fprintf(&sb, " cluster=%d", b.ClusterID)
+		}
+		if b.Zone != 0 {
+			fmt.Fprintf(&sb, " zone=%d", b.Zone)
+		}
+		sb.WriteByte('\n')
+	}
+	for _, m := range d.Maglev {
+		fmt.Fprintf(&sb, "maglev %d size=%d sum=%08x", m.RevNatID, m.Size, m.Sum)
+		for _, id := range slices.Sorted(maps.Keys(m.Slots)) {
+			fmt.Fprintf(&sb, " %d:%d", id, m.Slots[id])
+		}
+		sb.WriteByte('\n')
+	}
+	for _, r := range d.RevNat {
+		fmt.Fprintf(&sb, "revnat %d %s\n", r.RevNatID, r.Address)
+	}
+	for _, s := range d.Services {
+		if s.Slot > 0 {
+			fmt.Fprintf(&sb, "service %s slot=%d backend=%d\n", s.Frontend, s.Slot, s.BackendID)
+			continue
+		}
+		fmt.Fprintf(&sb, "service %s master revnat=%d type=%s algorithm=%s count=%d standby=%d",
+			s.Frontend, s.RevNatID, s.Type, s.Algorithm, s.Count, s.Standby)
+		if s.AffinityTimeout != 0 {
+			fmt.Fprintf(&sb, " affinity=%d", s.AffinityTimeout)
+		}
+		if len(s.Flags) > 0 {
+			fmt.Fprintf(&sb, " flags=%s", strings.Join(s.Flags, ","))
+		}
+		sb.WriteByte('\n')
+	}
+	for _, r := range d.SourceRanges {
+		fmt.Fprintf(&sb, "srcrange %d %s\n", r.RevNatID, r.Prefix)
+	}
+	for _, a := range d.Affinity {
+		fmt.Fprintf(&sb, "affinity %d %s backend=%d\n", a.RevNatID, a.Client, a.BackendID)
+	}
+	_, err := io.WriteString(w, sb.String())
+	return err
+}
+
+// WriteJSON writes the dump as one indented JSON object.
+func (d *Dump) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(d)
+}

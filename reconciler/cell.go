@@ -1,0 +1,59 @@
+package reconciler
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/reconciler"
+
+	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/lb"
+)
+
+// Cell reconciles the frontends table into the maps (*bpf.Maps, from
+// bpf.Cell). It provides the statedb reconciler (for WaitUntilReconciled
+// and Prune) and the *Metrics it records.
+// It needs statedb.Cell, job.Cell, a cell.Health provider, tables.Cell and
+// bpf.Cell.
+var Cell = cell.Module(
+	"lb-reconciler",
+	"Writes the frontends into the BPF maps",
+
+	cell.Config(DefaultConfig),
+	cell.ProvidePrivate(
+		job.Registry.NewGroup,
+		newCellOps,
+	),
+	cell.Provide(
+		NewMetrics,
+		register,
+	),
+	// Providers are built on demand: make sure the reconciler is.
+	cell.Invoke(func(reconciler.Reconciler[*lb.Frontend]) {}),
+)
+
+func newCellOps(cfg Config, maps *bpf.Maps, log *slog.Logger) (*ops, error) {
+	s, err := cfg.settings()
+	if err != nil {
+		return nil, err
+	}
+	return newOps(maps, s, log)
+}
+
+func register(p reconciler.Params, frontends statedb.RWTable[*lb.Frontend], o *ops, m *Metrics) (reconciler.Reconciler[*lb.Frontend], error) {
+	return reconciler.Register(
+		p,
+		frontends,
+		(*lb.Frontend).Clone,
+		(*lb.Frontend).SetStatus,
+		(*lb.Frontend).GetStatus,
+		o,
+		nil,
+		reconciler.WithMetrics(m),
+		reconciler.WithPruning(30*time.Minute),
+		reconciler.WithRetry(50*time.Millisecond, 30*time.Second),
+	)
+}

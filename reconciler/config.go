@@ -1,0 +1,81 @@
+package reconciler
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/pflag"
+
+	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/lb"
+)
+
+// Config is the reconciler's configuration (hive flags).
+type Config struct {
+	// LBAlgorithm is used by services that do not choose one.
+	LBAlgorithm string
+	// LBMaglevSeed seeds Maglev's hashing; every node must use the same.
+	LBMaglevSeed uint32
+	// LBMaxWeightedSlots bounds the slots of a service using the random
+	// algorithm with unequal weights.
+	LBMaxWeightedSlots uint32
+	// LBZoneIDs maps zone names to the IDs written into lb_backends.
+	LBZoneIDs map[string]string
+}
+
+// DefaultConfig is the default reconciler configuration.
+var DefaultConfig = Config{
+	LBAlgorithm:        "random",
+	LBMaxWeightedSlots: 256,
+}
+
+// Flags registers the configuration's flags.
+func (def Config) Flags(flags *pflag.FlagSet) {
+	flags.String("lb-algorithm", def.LBAlgorithm, "Backend selection for services that do not choose one: random or maglev")
+	flags.Uint32("lb-maglev-seed", def.LBMaglevSeed, "Seed of Maglev's hashing (the same on every node)")
+	flags.Uint32("lb-max-weighted-slots", def.LBMaxWeightedSlots, "Slots a random-algorithm service with unequal weights may use")
+	flags.StringToString("lb-zone-ids", def.LBZoneIDs, "Zone IDs for lb_backends, zone=id (1-255),...")
+}
+
+// settings is Config parsed.
+type settings struct {
+	defaultAlgorithm uint8
+	maglevSeed       uint32
+	maxSlots         int
+	zoneIDs          map[string]uint8
+}
+
+func (c Config) settings() (settings, error) {
+	s := settings{maglevSeed: c.LBMaglevSeed, maxSlots: int(c.LBMaxWeightedSlots), zoneIDs: map[string]uint8{}}
+	var alg lb.Algorithm
+	if err := alg.UnmarshalText([]byte(c.LBAlgorithm)); err != nil || alg == lb.AlgorithmDefault {
+		return s, fmt.Errorf("--lb-algorithm %q: want random or maglev", c.LBAlgorithm)
+	}
+	s.defaultAlgorithm = algorithmOf(alg)
+	if s.maxSlots < 1 {
+		return s, fmt.Errorf("--lb-max-weighted-slots: must be at least 1")
+	}
+	for zone, idStr := range c.LBZoneIDs {
+		id, err := strconv.ParseUint(idStr, 10, 8)
+		if err != nil || id == 0 {
+			return s, fmt.Errorf("--lb-zone-ids: zone %q: ID %q is not a number from 1 to 255", zone, idStr)
+		}
+		s.zoneIDs[zone] = uint8(id)
+	}
+	return s, nil
+}
+
+func algorithmOf(a lb.Algorithm) uint8 {
+	if a == lb.AlgorithmMaglev {
+		return bpf.AlgorithmMaglev
+	}
+	return bpf.AlgorithmRandom
+}
+
+// algorithm returns the datapath algorithm of a service's choice.
+func (s settings) algorithm(a lb.Algorithm) uint8 {
+	if a == lb.AlgorithmDefault {
+		return s.defaultAlgorithm
+	}
+	return algorithmOf(a)
+}

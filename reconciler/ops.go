@@ -1,0 +1,716 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/cilium/statedb"
+
+	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/lb/maglev"
+)
+
+// ops writes frontends into the maps. statedb's reconciler calls it from
+// one goroutine; the mutex is for readers (IDs, tests).
+type ops struct {
+	mu   sync.Mutex
+	maps *bpf.Maps
+	cfg  settings
+	log  *slog.Logger
+
+	frontends map[lb.L3n4Addr]*frontendState
+	backends  map[lb.L3n4Addr]*backendState
+	feIDs     *idAllocator
+	beIDs     *idAllocator
+
+	// What the pinned maps held at start and no frontend has claimed yet.
+	restoredFrontends map[lb.L3n4Addr]*frontendState
+	restoredBackends  map[lb.L3n4Addr]*backendState
+}
+
+// frontendState is what may be in the maps for one frontend.
+type frontendState struct {
+	id uint32
+	// backends are the backends whose IDs this frontend's entries may
+	// name. While an update is under way it holds the old and the new
+	// backends; they are released only once nothing names them.
+	backends map[lb.L3n4Addr]struct{}
+	slots    int  // slots 1..slots may exist
+	maglev   bool // a Maglev table may exist
+	affinity bool // affinity entries may exist
+	ranges   map[bpf.SourceRangeKey]struct{}
+}
+
+type backendState struct {
+	id      uint32
+	refs    int // frontends whose backends include this one
+	value   bpf.Backend
+	written bool // value is in lb_backends
+}
+
+func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger) (*ops, error) {
+	o := &ops{
+		maps:              maps,
+		cfg:               cfg,
+		log:               log,
+		frontends:         map[lb.L3n4Addr]*frontendState{},
+		backends:          map[lb.L3n4Addr]*backendState{},
+		feIDs:             newIDAllocator("frontend"),
+		beIDs:             newIDAllocator("backend"),
+		restoredFrontends: map[lb.L3n4Addr]*frontendState{},
+		restoredBackends:  map[lb.L3n4Addr]*backendState{},
+	}
+	return o, o.restore()
+}
+
+// FrontendID returns the ID the frontend has in the maps, if any.
+func (o *ops) FrontendID(addr lb.L3n4Addr) (uint32, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if st, ok := o.frontends[addr]; ok {
+		return st.id, true
+	}
+	return 0, false
+}
+
+// Update writes one frontend so that a packet never sees it half-written:
+//  1. the backends it uses (lb_backends);
+//  2. its Maglev table, swapped in whole;
+//  3. its backend slots;
+//  4. its master entry and reverse-NAT entry (the master's count never
+//     exceeds the slots present: slots are written before and deleted
+//     after it);
+//  5. the surplus slots of a shrunk frontend, and a Maglev table it no
+//     longer needs;
+//  6. source ranges; affinity entries of backends it dropped;
+//  7. backends that no frontend uses any more.
+//
+// A failure leaves what was written in place and the state describing it;
+// the retry carries on from there.
+func (o *ops) Update(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, fe *lb.Frontend) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	st, err := o.claimFrontend(fe.Address)
+	if err != nil {
+		return err
+	}
+	fe.ID = st.id
+
+	if err := o.writeBackends(st, fe.Backends); err != nil {
+		return err
+	}
+
+	algorithm := o.cfg.algorithm(fe.Policy.Algorithm)
+	var rotation, standby []lb.BackendRef
+	for _, b := range fe.Backends {
+		if b.Weight > 0 {
+			rotation = append(rotation, b)
+		} else {
+			standby = append(standby, b)
+		}
+	}
+	useMaglev := algorithm == bpf.AlgorithmMaglev && len(rotation) > 0
+	if useMaglev {
+		if err := o.writeMaglev(st, rotation); err != nil {
+			return err
+		}
+	}
+
+	slotIDs := o.slotIDs(algorithm, rotation, standby)
+	if len(slotIDs) > 0xffff {
+		return fmt.Errorf("frontend %s: %d backend slots, at most 65535", fe.Address, len(slotIDs))
+	}
+	if err := o.writeSlots(st, fe.Address, slotIDs); err != nil {
+		return err
+	}
+
+	master := bpf.ServiceValue{
+		RevNatID:        st.id,
+		AffinityTimeout: fe.Policy.AffinityTimeout(),
+		Count:           uint16(len(slotIDs) - len(standby)),
+		Standby:         uint16(len(standby)),
+		Type:            uint8(fe.Type),
+		Flags:           flags(fe),
+		Algorithm:       algorithm,
+	}
+	if err := o.maps.Services.Update(bpf.NewServiceKey(fe.Address, 0), master); err != nil {
+		return err
+	}
+	if err := o.maps.RevNat.Update(st.id, bpf.NewRevNatValue(fe.Address)); err != nil {
+		return err
+	}
+	st.affinity = st.affinity || master.AffinityTimeout > 0
+
+	if err := o.deleteSlots(st, fe.Address, len(slotIDs)); err != nil {
+		return err
+	}
+	if st.maglev && !useMaglev {
+		if err := o.maps.Maglev.Delete(st.id); err != nil {
+			return err
+		}
+		st.maglev = false
+	}
+	if err := o.writeSourceRanges(st, sourceRanges(fe)); err != nil {
+		return err
+	}
+	return o.releaseUnused(st, fe.Backends)
+}
+
+// Delete removes a frontend, master entry first, so that the datapath
+// stops matching it before anything it names goes away.
+func (o *ops) Delete(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, fe *lb.Frontend) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, known := o.frontends[fe.Address]
+	_, restored := o.restoredFrontends[fe.Address]
+	if !known && !restored {
+		return nil
+	}
+	st, err := o.claimFrontend(fe.Address)
+	if err != nil {
+		return err
+	}
+	if err := o.removeFrontend(fe.Address, st); err != nil {
+		return err
+	}
+	delete(o.frontends, fe.Address)
+	return nil
+}
+
+func (o *ops) removeFrontend(addr lb.L3n4Addr, st *frontendState) error {
+	if err := o.maps.Services.Delete(bpf.NewServiceKey(addr, 0)); err != nil {
+		return err
+	}
+	if err := o.deleteSlots(st, addr, 0); err != nil {
+		return err
+	}
+	if st.maglev {
+		if err := o.maps.Maglev.Delete(st.id); err != nil {
+			return err
+		}
+		st.maglev = false
+	}
+	if err := o.maps.RevNat.Delete(st.id); err != nil {
+		return err
+	}
+	if err := o.writeSourceRanges(st, nil); err != nil {
+		return err
+	}
+	if st.affinity {
+		if err := o.clearAffinity(st.id, nil); err != nil {
+			return err
+		}
+		st.affinity = false
+	}
+	if err := o.releaseUnused(st, nil); err != nil {
+		return err
+	}
+	o.feIDs.free(st.id)
+	return nil
+}
+
+// claimFrontend returns the frontend's state, adopting what the pinned
+// maps held for its address, or allocating a new ID.
+func (o *ops) claimFrontend(addr lb.L3n4Addr) (*frontendState, error) {
+	if st, ok := o.frontends[addr]; ok {
+		return st, nil
+	}
+	st, ok := o.restoredFrontends[addr]
+	if ok {
+		// The pinned slots name these backends: count them as this
+		// frontend's until its update releases them.
+		delete(o.restoredFrontends, addr)
+		for baddr := range st.backends {
+			o.adoptBackend(baddr).refs++
+		}
+	} else {
+		id, err := o.feIDs.alloc()
+		if err != nil {
+			return nil, fmt.Errorf("frontend %s: %w", addr, err)
+		}
+		st = newFrontendState(id)
+	}
+	o.frontends[addr] = st
+	return st, nil
+}
+
+func newFrontendState(id uint32) *frontendState {
+	return &frontendState{id: id, backends: map[lb.L3n4Addr]struct{}{}, ranges: map[bpf.SourceRangeKey]struct{}{}}
+}
+
+// writeBackends makes every backend of the frontend present in lb_backends
+// with its current value, and counts the frontend's references.
+func (o *ops) writeBackends(st *frontendState, refs []lb.BackendRef) error {
+	var (
+		ids  []uint32
+		vals []bpf.Backend
+		todo []*backendState
+	)
+	for _, ref := range refs {
+		be, err := o.claimBackend(st, ref.Address)
+		if err != nil {
+			return err
+		}
+		v := bpf.NewBackend(ref, o.cfg.zoneIDs[ref.Zone])
+		if !be.written || be.value != v {
+			ids, vals, todo = append(ids, be.id), append(vals, v), append(todo, be)
+		}
+	}
+	if err := o.maps.Backends.BatchUpdate(ids, vals); err != nil {
+		return err
+	}
+	for i, be := range todo {
+		be.value, be.written = vals[i], true
+	}
+	return nil
+}
+
+// claimBackend returns the backend's state, counting st's reference once.
+func (o *ops) claimBackend(st *frontendState, addr lb.L3n4Addr) (*backendState, error) {
+	be := o.adoptBackend(addr)
+	if be == nil {
+		id, err := o.beIDs.alloc()
+		if err != nil {
+			return nil, fmt.Errorf("backend %s: %w", addr, err)
+		}
+		be = &backendState{id: id}
+		o.backends[addr] = be
+	}
+	if _, counted := st.backends[addr]; !counted {
+		st.backends[addr] = struct{}{}
+		be.refs++
+	}
+	return be, nil
+}
+
+// adoptBackend returns the state of a known backend, taking a restored
+// one over, or nil.
+func (o *ops) adoptBackend(addr lb.L3n4Addr) *backendState {
+	if be, ok := o.backends[addr]; ok {
+		return be
+	}
+	be, ok := o.restoredBackends[addr]
+	if ok {
+		delete(o.restoredBackends, addr)
+		o.backends[addr] = be
+	}
+	return be
+}
+
+func (o *ops) writeMaglev(st *frontendState, rotation []lb.BackendRef) error {
+	mb := make([]maglev.Backend, len(rotation))
+	for i, b := range rotation {
+		mb[i] = maglev.Backend{Key: b.Address.Key(), Weight: b.Weight}
+	}
+	table, err := maglev.Compute(mb, o.maps.Maglev.TableSize(), o.cfg.maglevSeed)
+	if err != nil {
+		return err
+	}
+	for i, idx := range table {
+		table[i] = o.backends[rotation[idx].Address].id
+	}
+	if err := o.maps.Maglev.Update(st.id, table); err != nil {
+		return err
+	}
+	st.maglev = true
+	return nil
+}
+
+// slotIDs lays out the backend IDs of slots 1..n: the rotation (weighted
+// for random, one each for Maglev, whose table carries the weights), then
+// the standby backends.
+func (o *ops) slotIDs(algorithm uint8, rotation, standby []lb.BackendRef) []uint32 {
+	ids := make([]uint32, 0, len(rotation)+len(standby))
+	if algorithm == bpf.AlgorithmRandom {
+		weights := make([]uint16, len(rotation))
+		for i, b := range rotation {
+			weights[i] = b.Weight
+		}
+		for i, n := range weightedSlots(weights, o.cfg.maxSlots) {
+			for range n {
+				ids = append(ids, o.backends[rotation[i].Address].id)
+			}
+		}
+	} else {
+		for _, b := range rotation {
+			ids = append(ids, o.backends[b.Address].id)
+		}
+	}
+	for _, b := range standby {
+		ids = append(ids, o.backends[b.Address].id)
+	}
+	return ids
+}
+
+func (o *ops) writeSlots(st *frontendState, addr lb.L3n4Addr, ids []uint32) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	keys := make([]bpf.ServiceKey, len(ids))
+	vals := make([]bpf.ServiceValue, len(ids))
+	for i, id := range ids {
+		keys[i] = bpf.NewServiceKey(addr, uint16(i+1))
+		vals[i] = bpf.ServiceValue{BackendID: id, RevNatID: st.id}
+	}
+	if err := o.maps.Services.BatchUpdate(keys, vals); err != nil {
+		return err
+	}
+	st.slots = max(st.slots, len(ids))
+	return nil
+}
+
+// deleteSlots deletes slots keep+1.. of a frontend.
+func (o *ops) deleteSlots(st *frontendState, addr lb.L3n4Addr, keep int) error {
+	if st.slots <= keep {
+		return nil
+	}
+	keys := make([]bpf.ServiceKey, 0, st.slots-keep)
+	for slot := keep + 1; slot <= st.slots; slot++ {
+		keys = append(keys, bpf.NewServiceKey(addr, uint16(slot)))
+	}
+	if err := o.maps.Services.BatchDelete(keys); err != nil {
+		return err
+	}
+	st.slots = keep
+	return nil
+}
+
+func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]struct{}) error {
+	for k := range want {
+		if _, ok := st.ranges[k]; ok {
+			continue
+		}
+		k.RevNatID = st.id
+		if err := o.maps.SourceRanges.Update(k, 1); err != nil {
+			return err
+		}
+		st.ranges[k] = struct{}{}
+	}
+	for k := range st.ranges {
+		if _, ok := want[k]; ok {
+			continue
+		}
+		if err := o.maps.SourceRanges.Delete(k); err != nil {
+			return err
+		}
+		delete(st.ranges, k)
+	}
+	return nil
+}
+
+// releaseUnused drops the frontend's references to backends it no longer
+// uses, clearing their affinity entries, and deletes the backends no
+// frontend uses any more.
+func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef) error {
+	wanted := make(map[lb.L3n4Addr]struct{}, len(keep))
+	for _, b := range keep {
+		wanted[b.Address] = struct{}{}
+	}
+	var dropped []lb.L3n4Addr
+	for addr := range st.backends {
+		if _, ok := wanted[addr]; !ok {
+			dropped = append(dropped, addr)
+		}
+	}
+	if len(dropped) == 0 {
+		return nil
+	}
+	if st.affinity {
+		ids := make(map[uint32]bool, len(dropped))
+		for _, addr := range dropped {
+			ids[o.backends[addr].id] = true
+		}
+		if err := o.clearAffinity(st.id, ids); err != nil {
+			return err
+		}
+	}
+	for _, addr := range dropped {
+		be := o.backends[addr]
+		if be.refs == 1 {
+			if err := o.maps.Backends.Delete(be.id); err != nil {
+				return err
+			}
+			o.beIDs.free(be.id)
+			delete(o.backends, addr)
+		} else {
+			be.refs--
+		}
+		delete(st.backends, addr)
+	}
+	return nil
+}
+
+// clearAffinity deletes a frontend's affinity entries that name one of
+// backendIDs (all of them when backendIDs is nil).
+func (o *ops) clearAffinity(revNatID uint32, backendIDs map[uint32]bool) error {
+	var stale []bpf.AffinityKey
+	err := o.maps.Affinity.Iterate(func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
+		if k.RevNatID == revNatID && (backendIDs == nil || backendIDs[v.BackendID]) {
+			stale = append(stale, k)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return o.maps.Affinity.BatchDelete(stale)
+}
+
+func flags(fe *lb.Frontend) uint8 {
+	var f uint8
+	p := fe.Policy
+	if p.ExtTrafficPolicy == lb.TrafficPolicyLocal {
+		f |= bpf.FlagExtLocal
+	}
+	if p.IntTrafficPolicy == lb.TrafficPolicyLocal {
+		f |= bpf.FlagIntLocal
+	}
+	if p.AffinityTimeout() > 0 {
+		f |= bpf.FlagAffinity
+	}
+	if len(sourceRanges(fe)) > 0 {
+		f |= bpf.FlagSourceRanges
+	}
+	if !fe.RedirectedTo.IsZero() {
+		f |= bpf.FlagRedirected
+	}
+	return f
+}
+
+// sourceRanges returns the source range keys of a frontend (RevNatID left
+// 0): loadBalancerSourceRanges restrict the external frontends.
+func sourceRanges(fe *lb.Frontend) map[bpf.SourceRangeKey]struct{} {
+	if !fe.Type.IsExternal() || fe.Address.Scope() != lb.ScopeExternal || len(fe.Policy.SourceRanges) == 0 {
+		return nil
+	}
+	out := make(map[bpf.SourceRangeKey]struct{}, len(fe.Policy.SourceRanges))
+	for _, p := range fe.Policy.SourceRanges {
+		out[bpf.NewSourceRangeKey(0, p)] = struct{}{}
+	}
+	return out
+}
+
+// Prune deletes what the maps hold that no frontend claims: restored
+// frontends and backends nobody took back, and any entry with an unknown
+// key. statedb's reconciler calls it only once the tables are initialized,
+// that is, once every source has declared what it has.
+func (o *ops) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	desired := map[lb.L3n4Addr]struct{}{}
+	for fe := range objs {
+		desired[fe.Address] = struct{}{}
+	}
+	var errs []error
+	for addr, st := range o.frontends {
+		if _, ok := desired[addr]; !ok {
+			if err := o.removeFrontend(addr, st); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			delete(o.frontends, addr)
+		}
+	}
+	// Restored frontends nobody claimed yet: a desired one is adopted
+	// (its update is on the way), with the backends its slots name; the
+	// others are removed.
+	for addr := range o.restoredFrontends {
+		st, err := o.claimFrontend(addr)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, ok := desired[addr]; ok {
+			continue
+		}
+		if err := o.removeFrontend(addr, st); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(o.frontends, addr)
+	}
+	for addr, be := range o.restoredBackends {
+		if err := o.maps.Backends.Delete(be.id); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		o.beIDs.free(be.id)
+		delete(o.restoredBackends, addr)
+	}
+	errs = append(errs, o.pruneUnknown())
+	return errors.Join(errs...)
+}
+
+// pruneUnknown deletes entries that no state accounts for (left behind by
+// a crash between a write and its bookkeeping, or written by someone
+// else).
+func (o *ops) pruneUnknown() error {
+	byID := make(map[uint32]*frontendState, len(o.frontends))
+	for _, st := range o.frontends {
+		byID[st.id] = st
+	}
+	backendIDs := make(map[uint32]bool, len(o.backends))
+	for _, be := range o.backends {
+		backendIDs[be.id] = true
+	}
+
+	var staleSlots []bpf.ServiceKey
+	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
+		st, ok := o.frontends[k.L3n4Addr()]
+		if !ok || int(k.Slot) > st.slots {
+			staleSlots = append(staleSlots, k)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	// Masters first, so that no master outlives its slots.
+	slices.SortFunc(staleSlots, func(a, b bpf.ServiceKey) int { return int(a.Slot) - int(b.Slot) })
+	if err := o.maps.Services.BatchDelete(staleSlots); err != nil {
+		return err
+	}
+	if err := pruneMap(o.maps.RevNat, func(id uint32, _ bpf.RevNatValue) bool { return byID[id] != nil }); err != nil {
+		return err
+	}
+	if err := pruneMap(o.maps.Backends, func(id uint32, _ bpf.Backend) bool { return backendIDs[id] }); err != nil {
+		return err
+	}
+	if err := pruneMap(o.maps.SourceRanges, func(k bpf.SourceRangeKey, _ uint8) bool {
+		st := byID[k.RevNatID]
+		if st == nil {
+			return false
+		}
+		k.RevNatID = 0
+		_, ok := st.ranges[k]
+		return ok
+	}); err != nil {
+		return err
+	}
+	if err := pruneMap(o.maps.Affinity, func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
+		return byID[k.RevNatID] != nil && backendIDs[v.BackendID]
+	}); err != nil {
+		return err
+	}
+	var staleTables []uint32
+	if err := o.maps.Maglev.Iterate(func(id uint32, _ []uint32) bool {
+		if st := byID[id]; st == nil || !st.maglev {
+			staleTables = append(staleTables, id)
+		}
+		return true
+	}); err != nil {
+		return err
+	}
+	for _, id := range staleTables {
+		if err := o.maps.Maglev.Delete(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pruneMap deletes the entries of m for which keep returns false.
+func pruneMap[K comparable, V any](m bpf.Map[K, V], keep func(K, V) bool) error {
+	var stale []K
+	if err := m.Iterate(func(k K, v V) bool {
+		if !keep(k, v) {
+			stale = append(stale, k)
+		}
+		return true
+	}); err != nil {
+		return err
+	}
+	return m.BatchDelete(stale)
+}
+
+// restore reads the pinned maps, so that frontends and backends get back
+// the IDs that live flows carry. What nobody claims is pruned later.
+func (o *ops) restore() error {
+	slotBackends := map[*frontendState][]uint32{}
+	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
+		addr := k.L3n4Addr()
+		st, ok := o.restoredFrontends[addr]
+		if !ok {
+			st = newFrontendState(0)
+			o.restoredFrontends[addr] = st
+		}
+		if k.Slot == 0 {
+			st.id = v.RevNatID
+			st.affinity = v.AffinityTimeout > 0
+		} else {
+			slotBackends[st] = append(slotBackends[st], v.BackendID)
+		}
+		st.slots = max(st.slots, int(k.Slot))
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	byID := map[uint32]*frontendState{}
+	for addr, st := range o.restoredFrontends {
+		if st.id == 0 { // slots without a master: nothing to adopt
+			delete(o.restoredFrontends, addr)
+			continue
+		}
+		o.feIDs.reserve(st.id)
+		byID[st.id] = st
+	}
+	if err := o.maps.Maglev.Iterate(func(id uint32, _ []uint32) bool {
+		if st := byID[id]; st != nil {
+			st.maglev = true
+		}
+		return true
+	}); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if err := o.maps.SourceRanges.Iterate(func(k bpf.SourceRangeKey, _ uint8) bool {
+		if st := byID[k.RevNatID]; st != nil {
+			k.RevNatID = 0
+			st.ranges[k] = struct{}{}
+		}
+		return true
+	}); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	backendAddrs := map[uint32]lb.L3n4Addr{}
+	if err := o.maps.Backends.Iterate(func(id uint32, v bpf.Backend) bool {
+		o.restoredBackends[v.L3n4Addr()] = &backendState{id: id, value: v, written: true}
+		backendAddrs[id] = v.L3n4Addr()
+		o.beIDs.reserve(id)
+		return true
+	}); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	for st, ids := range slotBackends {
+		for _, id := range ids {
+			if addr, ok := backendAddrs[id]; ok {
+				st.backends[addr] = struct{}{}
+			}
+		}
+	}
+	if n := len(o.restoredFrontends); n > 0 {
+		o.log.Info("Restored IDs from pinned maps", "frontends", n, "backends", len(o.restoredBackends))
+	}
+	return nil
+}
+
+// ids returns the frontend and backend IDs in use, for tests.
+func (o *ops) ids() (frontends, backends map[lb.L3n4Addr]uint32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	frontends = make(map[lb.L3n4Addr]uint32, len(o.frontends))
+	for addr, st := range o.frontends {
+		frontends[addr] = st.id
+	}
+	backends = make(map[lb.L3n4Addr]uint32, len(o.backends))
+	for addr, be := range o.backends {
+		backends[addr] = be.id
+	}
+	return frontends, backends
+}
