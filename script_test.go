@@ -21,49 +21,51 @@ import (
 )
 
 // TestScript runs every testdata/*.txtar script against a fresh hive with
-// the whole pipeline: tables, Writer, reconciler and maps (kernel maps
-// pinned in a throwaway bpffs directory when the process may create them,
-// in-memory maps otherwise; LBSTATE_REQUIRE_BPF=1 demands kernel maps).
-// Scripts use statedb's db/* commands and lbstate's lb/* commands.
+// the whole pipeline (tables, Writer, reconciler, maps), twice: on kernel
+// maps pinned in a throwaway bpffs directory, and on in-memory maps, which
+// must give the same dumps. Without the privileges for kernel maps that
+// half is skipped, unless LBSTATE_REQUIRE_BPF=1 demands it. Scripts use
+// statedb's db/* commands and lbstate's lb/* commands.
 func TestScript(t *testing.T) {
-	if err := bpftest.Available(); err != nil {
-		if bpftest.Required() {
-			t.Fatalf("kernel BPF maps required (LBSTATE_REQUIRE_BPF=1): %v", err)
-		}
-		t.Logf("kernel BPF maps unavailable, scripts use in-memory maps: %v", err)
-	}
-	scripttest.Test(t, context.Background(), newScriptEngine, nil, "testdata/*.txtar")
+	t.Run("kernel", func(t *testing.T) {
+		bpftest.Require(t)
+		scripttest.Test(t, context.Background(), engineFor("kernel"), nil, "testdata/*.txtar")
+	})
+	t.Run("memory", func(t *testing.T) {
+		scripttest.Test(t, context.Background(), engineFor("memory"), nil, "testdata/*.txtar")
+	})
 }
 
-func newScriptEngine(t testing.TB, args []string) *script.Engine {
-	log := hivetest.Logger(t)
-	h := hive.New(
-		statedb.Cell,
-		job.Cell,
-		cell.SimpleHealthCell,
-		tables.Cell,
-		bpf.Cell,
-		reconciler.Cell,
-	)
-	mode := "memory"
-	pinDir := ""
-	if bpftest.Available() == nil {
-		mode, pinDir = "kernel", filepath.Join(bpftest.PinDir(t), "maps")
-	}
-	hive.AddConfigOverride(h, func(c *bpf.ModeConfig) { c.LBMaps = mode })
-	hive.AddConfigOverride(h, func(c *bpf.Config) {
-		c.LBPinDir = pinDir
-		c.LBMaglevTableSize = 251 // small tables keep dumps and tests quick
-	})
-	cmds, err := h.ScriptCommands(log)
-	if err != nil {
-		t.Fatalf("ScriptCommands: %v", err)
-	}
-	maps.Insert(cmds, maps.All(scripttest.DefaultCmds()))
-	t.Cleanup(func() {
-		if err := h.Stop(log, context.Background()); err != nil {
-			t.Errorf("hive stop: %v", err)
+func engineFor(mode string) func(t testing.TB, args []string) *script.Engine {
+	return func(t testing.TB, args []string) *script.Engine {
+		log := hivetest.Logger(t)
+		h := hive.New(
+			statedb.Cell,
+			job.Cell,
+			cell.SimpleHealthCell,
+			tables.Cell,
+			bpf.Cell,
+			reconciler.Cell,
+		)
+		pinDir := ""
+		if mode == "kernel" {
+			pinDir = filepath.Join(bpftest.PinDir(t), "maps")
 		}
-	})
-	return &script.Engine{Cmds: cmds, Conds: scripttest.DefaultConds()}
+		hive.AddConfigOverride(h, func(c *bpf.ModeConfig) { c.LBMaps = mode })
+		hive.AddConfigOverride(h, func(c *bpf.Config) {
+			c.LBPinDir = pinDir
+			c.LBMaglevTableSize = 251 // small tables keep dumps and tests quick
+		})
+		cmds, err := h.ScriptCommands(log)
+		if err != nil {
+			t.Fatalf("ScriptCommands: %v", err)
+		}
+		maps.Insert(cmds, maps.All(scripttest.DefaultCmds()))
+		t.Cleanup(func() {
+			if err := h.Stop(log, context.Background()); err != nil {
+				t.Errorf("hive stop: %v", err)
+			}
+		})
+		return &script.Engine{Cmds: cmds, Conds: scripttest.DefaultConds()}
+	}
 }

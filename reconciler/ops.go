@@ -381,13 +381,18 @@ func (o *ops) deleteSlots(st *frontendState, addr lb.L3n4Addr, keep int) error {
 	return nil
 }
 
+// writeSourceRanges makes the frontend's lb_src_range entries the wanted
+// ones. Keys in want and st.ranges leave RevNatID 0; the map's carry the ID.
 func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]struct{}) error {
+	withID := func(k bpf.SourceRangeKey) bpf.SourceRangeKey {
+		k.RevNatID = st.id
+		return k
+	}
 	for k := range want {
 		if _, ok := st.ranges[k]; ok {
 			continue
 		}
-		k.RevNatID = st.id
-		if err := o.maps.SourceRanges.Update(k, 1); err != nil {
+		if err := o.maps.SourceRanges.Update(withID(k), 1); err != nil {
 			return err
 		}
 		st.ranges[k] = struct{}{}
@@ -396,7 +401,7 @@ func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]s
 		if _, ok := want[k]; ok {
 			continue
 		}
-		if err := o.maps.SourceRanges.Delete(k); err != nil {
+		if err := o.maps.SourceRanges.Delete(withID(k)); err != nil {
 			return err
 		}
 		delete(st.ranges, k)
@@ -465,10 +470,14 @@ func (o *ops) clearAffinity(revNatID uint32, backendIDs map[uint32]bool) error {
 func flags(fe *lb.Frontend) uint8 {
 	var f uint8
 	p := fe.Policy
-	if p.ExtTrafficPolicy == lb.TrafficPolicyLocal {
-		f |= bpf.FlagExtLocal
-	}
-	if p.IntTrafficPolicy == lb.TrafficPolicyLocal {
+	// Each traffic policy applies where selection applied it: the external
+	// one to external-scope frontends of external types, the internal one
+	// to the others.
+	if fe.Type.IsExternal() && fe.Address.Scope() == lb.ScopeExternal {
+		if p.ExtTrafficPolicy == lb.TrafficPolicyLocal {
+			f |= bpf.FlagExtLocal
+		}
+	} else if p.IntTrafficPolicy == lb.TrafficPolicyLocal {
 		f |= bpf.FlagIntLocal
 	}
 	if p.AffinityTimeout() > 0 {
