@@ -14,6 +14,14 @@ type Faults struct {
 	mu          sync.Mutex
 	probability float64
 	rng         *rand.Rand
+	injected    int
+}
+
+// Injected returns how many failures have been injected.
+func (f *Faults) Injected() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.injected
 }
 
 // NewFaults returns a fault injector with a fixed seed, so failures repeat.
@@ -35,6 +43,7 @@ func (f *Faults) fail(mapName, op string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.probability > 0 && f.rng.Float64() < f.probability {
+		f.injected++
 		return fmt.Errorf("%s: %s: injected fault", mapName, op)
 	}
 	return nil

@@ -43,7 +43,7 @@ func newCellOps(cfg Config, maps *bpf.Maps, log *slog.Logger) (*ops, error) {
 	return newOps(maps, s, log)
 }
 
-func register(p reconciler.Params, frontends statedb.RWTable[*lb.Frontend], o *ops, m *Metrics) (reconciler.Reconciler[*lb.Frontend], error) {
+func register(p reconciler.Params, cfg Config, frontends statedb.RWTable[*lb.Frontend], o *ops, m *Metrics) (reconciler.Reconciler[*lb.Frontend], error) {
 	return reconciler.Register(
 		p,
 		frontends,
@@ -54,6 +54,6 @@ func register(p reconciler.Params, frontends statedb.RWTable[*lb.Frontend], o *o
 		nil,
 		reconciler.WithMetrics(m),
 		reconciler.WithPruning(30*time.Minute),
-		reconciler.WithRetry(50*time.Millisecond, 30*time.Second),
+		reconciler.WithRetry(50*time.Millisecond, max(50*time.Millisecond, cfg.LBRetryMaxBackoff)),
 	)
 }

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -21,12 +22,16 @@ type Config struct {
 	LBMaxWeightedSlots uint32
 	// LBZoneIDs maps zone names to the IDs written into lb_backends.
 	LBZoneIDs map[string]string
+	// LBRetryMaxBackoff bounds the wait before retrying a frontend whose
+	// reconciliation failed (the wait doubles from 50ms on each failure).
+	LBRetryMaxBackoff time.Duration
 }
 
 // DefaultConfig is the default reconciler configuration.
 var DefaultConfig = Config{
 	LBAlgorithm:        "random",
 	LBMaxWeightedSlots: 256,
+	LBRetryMaxBackoff:  30 * time.Second,
 }
 
 // Flags registers the configuration's flags.
@@ -35,6 +40,7 @@ func (def Config) Flags(flags *pflag.FlagSet) {
 	flags.Uint32("lb-maglev-seed", def.LBMaglevSeed, "Seed of Maglev's hashing (the same on every node)")
 	flags.Uint32("lb-max-weighted-slots", def.LBMaxWeightedSlots, "Slots a random-algorithm service with unequal weights may use")
 	flags.StringToString("lb-zone-ids", def.LBZoneIDs, "Zone IDs for lb_backends, zone=id (1-255),...")
+	flags.Duration("lb-retry-max-backoff", def.LBRetryMaxBackoff, "Longest wait before retrying a frontend that failed to reconcile")
 }
 
 // settings is Config parsed.

@@ -1,11 +1,13 @@
 package reconciler
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 
@@ -34,7 +36,8 @@ type ops struct {
 	restoredBackends  map[lb.L3n4Addr]*backendState
 }
 
-// frontendState is what may be in the maps for one frontend.
+// frontendState is what may be in the maps for one frontend, and what is
+// known to be there, so that an update writes only what changed.
 type frontendState struct {
 	id uint32
 	// backends are the backends whose IDs this frontend's entries may
@@ -45,6 +48,14 @@ type frontendState struct {
 	maglev   bool // a Maglev table may exist
 	affinity bool // affinity entries may exist
 	ranges   map[bpf.SourceRangeKey]struct{}
+
+	// Known contents, nil or zero when unknown (after a failure, or for a
+	// restored frontend).
+	written       []uint32               // backend IDs of slots 1..len(written)
+	master        *bpf.ServiceValue      // slot 0
+	revNatWritten bool                   // lb_rev_nat entry
+	maglevInput   []maglev.Backend       // what the Maglev table was computed from
+	maglevIDs     map[lb.L3n4Addr]uint32 // and the IDs it names
 }
 
 type backendState struct {
@@ -139,11 +150,18 @@ func (o *ops) Update(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revis
 		Flags:           flags(fe),
 		Algorithm:       algorithm,
 	}
-	if err := o.maps.Services.Update(bpf.NewServiceKey(fe.Address, 0), master); err != nil {
-		return err
+	if st.master == nil || *st.master != master {
+		st.master = nil
+		if err := o.maps.Services.Update(bpf.NewServiceKey(fe.Address, 0), master); err != nil {
+			return err
+		}
+		st.master = &master
 	}
-	if err := o.maps.RevNat.Update(st.id, bpf.NewRevNatValue(fe.Address)); err != nil {
-		return err
+	if !st.revNatWritten {
+		if err := o.maps.RevNat.Update(st.id, bpf.NewRevNatValue(fe.Address)); err != nil {
+			return err
+		}
+		st.revNatWritten = true
 	}
 	st.affinity = st.affinity || master.AffinityTimeout > 0
 
@@ -154,7 +172,7 @@ func (o *ops) Update(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revis
 		if err := o.maps.Maglev.Delete(st.id); err != nil {
 			return err
 		}
-		st.maglev = false
+		st.maglev, st.maglevInput = false, nil
 	}
 	if err := o.writeSourceRanges(st, sourceRanges(fe)); err != nil {
 		return err
@@ -184,6 +202,7 @@ func (o *ops) Delete(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revis
 }
 
 func (o *ops) removeFrontend(addr lb.L3n4Addr, st *frontendState) error {
+	st.master = nil
 	if err := o.maps.Services.Delete(bpf.NewServiceKey(addr, 0)); err != nil {
 		return err
 	}
@@ -199,6 +218,7 @@ func (o *ops) removeFrontend(addr lb.L3n4Addr, st *frontendState) error {
 	if err := o.maps.RevNat.Delete(st.id); err != nil {
 		return err
 	}
+	st.revNatWritten = false
 	if err := o.writeSourceRanges(st, nil); err != nil {
 		return err
 	}
@@ -303,23 +323,36 @@ func (o *ops) adoptBackend(addr lb.L3n4Addr) *backendState {
 	return be
 }
 
+// writeMaglev computes and swaps in the frontend's Maglev table, unless
+// the table in place was computed from the same backends and IDs.
 func (o *ops) writeMaglev(st *frontendState, rotation []lb.BackendRef) error {
 	mb := make([]maglev.Backend, len(rotation))
+	ids := make(map[lb.L3n4Addr]uint32, len(rotation))
 	for i, b := range rotation {
 		mb[i] = maglev.Backend{Key: b.Address.Key(), Weight: b.Weight}
+		ids[b.Address] = o.backends[b.Address].id
+	}
+	if st.maglev && slices.EqualFunc(mb, st.maglevInput, sameMaglevBackend) && maps.Equal(ids, st.maglevIDs) {
+		return nil
 	}
 	table, err := maglev.Compute(mb, o.maps.Maglev.TableSize(), o.cfg.maglevSeed)
 	if err != nil {
 		return err
 	}
 	for i, idx := range table {
-		table[i] = o.backends[rotation[idx].Address].id
+		table[i] = ids[rotation[idx].Address]
 	}
+	st.maglevInput = nil
+	st.maglev = true // from here on a table may exist
 	if err := o.maps.Maglev.Update(st.id, table); err != nil {
 		return err
 	}
-	st.maglev = true
+	st.maglevInput, st.maglevIDs = mb, ids
 	return nil
+}
+
+func sameMaglevBackend(a, b maglev.Backend) bool {
+	return a.Weight == b.Weight && bytes.Equal(a.Key, b.Key)
 }
 
 // slotIDs lays out the backend IDs of slots 1..n: the rotation (weighted
@@ -348,20 +381,28 @@ func (o *ops) slotIDs(algorithm uint8, rotation, standby []lb.BackendRef) []uint
 	return ids
 }
 
+// writeSlots writes the slots whose backend ID changed.
 func (o *ops) writeSlots(st *frontendState, addr lb.L3n4Addr, ids []uint32) error {
-	if len(ids) == 0 {
+	var (
+		keys []bpf.ServiceKey
+		vals []bpf.ServiceValue
+	)
+	for i, id := range ids {
+		if i < len(st.written) && st.written[i] == id {
+			continue
+		}
+		keys = append(keys, bpf.NewServiceKey(addr, uint16(i+1)))
+		vals = append(vals, bpf.ServiceValue{BackendID: id, RevNatID: st.id})
+	}
+	if len(keys) == 0 {
 		return nil
 	}
-	keys := make([]bpf.ServiceKey, len(ids))
-	vals := make([]bpf.ServiceValue, len(ids))
-	for i, id := range ids {
-		keys[i] = bpf.NewServiceKey(addr, uint16(i+1))
-		vals[i] = bpf.ServiceValue{BackendID: id, RevNatID: st.id}
-	}
+	st.slots = max(st.slots, len(ids))
 	if err := o.maps.Services.BatchUpdate(keys, vals); err != nil {
+		st.written = nil // some may have been written
 		return err
 	}
-	st.slots = max(st.slots, len(ids))
+	st.written = slices.Clone(ids)
 	return nil
 }
 
@@ -378,6 +419,9 @@ func (o *ops) deleteSlots(st *frontendState, addr lb.L3n4Addr, keep int) error {
 		return err
 	}
 	st.slots = keep
+	if len(st.written) > keep {
+		st.written = st.written[:keep]
+	}
 	return nil
 }
 

@@ -1,0 +1,498 @@
+package reconciler_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cilium/hive"
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/hivetest"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/statedb"
+	statedbreconciler "github.com/cilium/statedb/reconciler"
+
+	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/bpf/bpftest"
+	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/reconciler"
+	"github.com/lbstate/lbstate/tables"
+)
+
+// agent is one running instance of the pipeline over given maps.
+type agent struct {
+	h         *hive.Hive
+	log       *slog.Logger
+	db        *statedb.DB
+	w         *tables.Writer
+	frontends statedb.Table[*lb.Frontend]
+	rec       statedbreconciler.Reconciler[*lb.Frontend]
+}
+
+// newAgent builds (but does not start) the pipeline over maps. setup runs
+// before the start, e.g. to register initializers.
+func newAgent(t testing.TB, maps *bpf.Maps, cfg func(*reconciler.Config)) *agent {
+	a := &agent{log: hivetest.Logger(t, hivetest.LogLevel(slog.LevelWarn))}
+	a.h = hive.New(
+		statedb.Cell,
+		job.Cell,
+		cell.SimpleHealthCell,
+		tables.Cell,
+		cell.Provide(func() *bpf.Maps { return maps }),
+		reconciler.Cell,
+		cell.Invoke(func(db *statedb.DB, w *tables.Writer, fes statedb.Table[*lb.Frontend], r statedbreconciler.Reconciler[*lb.Frontend]) {
+			a.db, a.w, a.frontends, a.rec = db, w, fes, r
+		}),
+	)
+	if cfg != nil {
+		hive.AddConfigOverride(a.h, cfg)
+	}
+	if err := a.h.Populate(a.log); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func (a *agent) start(t testing.TB) {
+	t.Helper()
+	if err := a.h.Start(a.log, context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (a *agent) stop(t testing.TB) {
+	t.Helper()
+	if err := a.h.Stop(a.log, context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (a *agent) write(t testing.TB, fn func(txn statedb.WriteTxn) error) {
+	t.Helper()
+	txn := a.w.WriteTxn()
+	defer txn.Abort()
+	if err := fn(txn); err != nil {
+		t.Fatal(err)
+	}
+	txn.Commit()
+}
+
+// waitDone waits until the reconciler has processed every change so far,
+// deletions included, and every frontend is reconciled without error.
+func (a *agent) waitDone(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	rev := a.frontends.Revision(a.db.ReadTxn())
+	for {
+		done, retryLow, err := a.rec.WaitUntilReconciled(ctx, rev)
+		if err != nil {
+			t.Fatalf("changes up to revision %d not reconciled after %s: %v", rev, timeout, err)
+		}
+		if done >= rev && (retryLow == 0 || retryLow > rev) { // 0: no retries pending
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		pending, failing := 0, ""
+		for fe := range a.frontends.All(a.db.ReadTxn()) {
+			if fe.Status.Kind != statedbreconciler.StatusKindDone {
+				pending++
+				if fe.Status.Kind == statedbreconciler.StatusKindError {
+					failing = fmt.Sprintf("%s: %s", fe.Address, fe.Status.GetError())
+				}
+			}
+		}
+		if pending == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d frontends not reconciled after %s (e.g. %s)", pending, timeout, failing)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func dumpText(t testing.TB, m *bpf.Maps) string {
+	t.Helper()
+	d, err := bpf.TakeDump(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := d.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+func addr(s string) lb.L3n4Addr { return lb.MustParseL3n4Addr(s) }
+
+// declare writes n services, each with a ClusterIP frontend and k
+// backends, the odd ones using Maglev.
+func declare(t testing.TB, a *agent, first, n, k int) {
+	a.write(t, func(txn statedb.WriteTxn) error {
+		for i := first; i < first+n; i++ {
+			if err := declareOne(a.w, txn, i, k, uint16(lb.DefaultBackendWeight)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func serviceName(i int) lb.ServiceName { return lb.NewServiceName("test", fmt.Sprintf("svc-%d", i)) }
+
+func declareOne(w *tables.Writer, txn statedb.WriteTxn, i, k int, weight uint16) error {
+	alg := lb.AlgorithmRandom
+	if i%2 == 1 {
+		alg = lb.AlgorithmMaglev
+	}
+	name := serviceName(i)
+	err := w.UpsertService(txn, lb.ServiceParams{Name: name, Source: lb.SourceK8s, Algorithm: alg,
+		Frontends: []lb.FrontendParams{{
+			Address: lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), 80, lb.ScopeExternal),
+			Type:    lb.SVCTypeClusterIP,
+		}}})
+	if err != nil {
+		return err
+	}
+	bes := make([]lb.BackendParams, k)
+	for j := range bes {
+		bes[j] = lb.BackendParams{
+			Address: lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{10, 1, byte(i), byte(j)}), 8080, lb.ScopeExternal),
+			Weight:  weight,
+		}
+	}
+	return w.SetBackends(txn, name, lb.SourceK8s, bes...)
+}
+
+func smallMapsConfig() bpf.Config {
+	cfg := bpf.DefaultConfig
+	cfg.LBMaglevTableSize = 251
+	return cfg
+}
+
+// A restarted agent keeps the IDs live flows use: the maps never lose a
+// desired entry across the restart, and entries of services that went
+// away while the agent was down are pruned only once every source has
+// synced.
+func TestRestartKeepsIDsAndPrunesAfterSync(t *testing.T) {
+	cfg := smallMapsConfig()
+	cfg.LBPinDir = bpftest.Config(t).LBPinDir
+
+	maps1 := bpftest.KernelMaps(t, cfg)
+	a1 := newAgent(t, maps1, nil)
+	a1.start(t)
+	declare(t, a1, 0, 20, 3)
+	a1.waitDone(t, 10*time.Second)
+	before := dumpText(t, maps1)
+	a1.stop(t)
+	maps1.Close()
+
+	// The new agent's source declares services 0..17 again, not 18 and 19.
+	maps2 := bpftest.KernelMaps(t, cfg)
+	a2 := newAgent(t, maps2, nil)
+	done, err := a2.w.RegisterInitializer("k8s")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// From the restart on, a checker reads the maps: every entry of the
+	// services still declared stays exactly as it was.
+	var keep []string
+	for _, line := range splitLines(before) {
+		if !isOfService(line, 18) && !isOfService(line, 19) {
+			keep = append(keep, line)
+		}
+	}
+	stopCheck := make(chan struct{})
+	var missing atomic.Value
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stopCheck:
+				return
+			default:
+			}
+			now := dumpText(t, maps2)
+			for _, line := range keep {
+				if !bytes.Contains([]byte(now), []byte(line+"\n")) {
+					missing.Store(line)
+				}
+			}
+		}
+	}()
+
+	a2.start(t)
+	declare(t, a2, 0, 18, 3)
+	a2.waitDone(t, 10*time.Second)
+	if got := dumpText(t, maps2); got != before {
+		t.Fatalf("before the sources synced, the maps changed:\n--- before restart\n%s--- now\n%s", before, got)
+	}
+
+	// The source finishes its sync: 18 and 19 are pruned, the rest stays.
+	a2.write(t, func(txn statedb.WriteTxn) error { done(txn); return nil })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := dumpText(t, maps2)
+		if got == joinLines(keep) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stale entries not pruned:\n--- want\n%s--- got\n%s", joinLines(keep), got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(stopCheck)
+	wg.Wait()
+	if line := missing.Load(); line != nil {
+		t.Fatalf("entry missing during the restart: %s", line)
+	}
+	// New IDs continue after the restored ones.
+	declare(t, a2, 100, 1, 1)
+	a2.waitDone(t, 10*time.Second)
+	fe, _, _ := a2.frontends.Get(a2.db.ReadTxn(), tables.FrontendByService.Query(serviceName(100)))
+	if fe.ID <= 20 {
+		t.Errorf("a new frontend got ID %d, which the restored frontends used", fe.ID)
+	}
+	a2.stop(t)
+}
+
+// isOfService reports whether a dump line belongs to service i's frontend
+// (ID i+1, address 10.96.0.i) or its backends (10.1.i.*).
+func isOfService(line string, i int) bool {
+	for _, s := range []string{
+		fmt.Sprintf("10.96.0.%d:80/TCP ", i), fmt.Sprintf("10.96.0.%d:80\n", i), fmt.Sprintf("10.1.%d.", i),
+		fmt.Sprintf("maglev %d ", i+1),
+	} {
+		if bytes.Contains([]byte(line+"\n"), []byte(s)) {
+			return true
+		}
+	}
+	return false
+}
+
+func splitLines(s string) []string {
+	var out []string
+	for _, l := range bytes.Split([]byte(s), []byte("\n")) {
+		if len(l) > 0 {
+			out = append(out, string(l))
+		}
+	}
+	return out
+}
+
+func joinLines(lines []string) string {
+	var sb bytes.Buffer
+	for _, l := range lines {
+		sb.WriteString(l + "\n")
+	}
+	return sb.String()
+}
+
+// Under heavy churn, a reader of the kernel maps never sees a slot or a
+// Maglev table naming a backend ID absent from lb_backends, nor a master
+// entry counting more slots than are present.
+func TestNoHalfWrittenServiceUnderChurn(t *testing.T) {
+	cfg := smallMapsConfig()
+	cfg.LBPinDir = bpftest.Config(t).LBPinDir
+	maps := bpftest.KernelMaps(t, cfg)
+	a := newAgent(t, maps, nil)
+	a.start(t)
+	defer a.stop(t)
+
+	stop := make(chan struct{})
+	violations := make(chan string, 10)
+	checks := atomic.Int64{}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if v := checkMaps(maps); v != "" {
+				select {
+				case violations <- v:
+				default:
+				}
+			}
+			checks.Add(1)
+		}
+	}()
+
+	r := rand.New(rand.NewPCG(7, 7))
+	const services, ops = 40, 3000
+	for op := range ops {
+		i := r.IntN(services)
+		a.write(t, func(txn statedb.WriteTxn) error {
+			switch r.IntN(4) {
+			case 0:
+				return a.w.DeleteService(txn, serviceName(i), lb.SourceK8s)
+			case 1:
+				return declareOne(a.w, txn, i, r.IntN(6), uint16(1+r.IntN(300)))
+			default:
+				return declareOne(a.w, txn, i, 1+r.IntN(12), lb.DefaultBackendWeight)
+			}
+		})
+		if op%500 == 0 {
+			time.Sleep(time.Millisecond) // let the reconciler catch up at times
+		}
+	}
+	a.waitDone(t, 20*time.Second)
+	close(stop)
+	wg.Wait()
+	select {
+	case v := <-violations:
+		t.Fatalf("the datapath could have seen a half-written service: %s", v)
+	default:
+	}
+	if v := checkMaps(maps); v != "" {
+		t.Fatalf("at rest: %s", v)
+	}
+	t.Logf("%d operations, %d full checks of the maps during them", ops, checks.Load())
+	if checks.Load() < 10 {
+		t.Fatalf("only %d checks ran", checks.Load())
+	}
+}
+
+// checkMaps reads the maps the way a datapath would and reports a
+// violation it can prove: an entry naming a missing backend, read again
+// after finding the backend missing (IDs are not reused, so a backend
+// that was missing cannot come back), or a master counting a slot that is
+// missing while the master stayed the same.
+func checkMaps(m *bpf.Maps) string {
+	type slotRef struct {
+		key bpf.ServiceKey
+		id  uint32
+	}
+	var slots []slotRef
+	masters := map[bpf.ServiceKey]bpf.ServiceValue{}
+	m.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
+		if k.Slot == 0 {
+			masters[k] = v
+		} else {
+			slots = append(slots, slotRef{k, v.BackendID})
+		}
+		return true
+	})
+	tables := map[uint32][]uint32{}
+	m.Maglev.Iterate(func(id uint32, table []uint32) bool {
+		tables[id] = table
+		return true
+	})
+	backends := map[uint32]bool{}
+	m.Backends.Iterate(func(id uint32, _ bpf.Backend) bool {
+		backends[id] = true
+		return true
+	})
+	for _, s := range slots {
+		if backends[s.id] {
+			continue
+		}
+		if v, ok, _ := m.Services.Lookup(s.key); ok && v.BackendID == s.id {
+			return fmt.Sprintf("slot %d of %s names backend %d, which is not in lb_backends", s.key.Slot, s.key.L3n4Addr(), s.id)
+		}
+	}
+	for id, table := range tables {
+		for _, b := range table {
+			if backends[b] {
+				continue
+			}
+			if again, ok, _ := m.Maglev.Lookup(id); ok && contains(again, b) {
+				return fmt.Sprintf("Maglev table %d names backend %d, which is not in lb_backends", id, b)
+			}
+			break
+		}
+	}
+	for k, v := range masters {
+		for slot := 1; slot <= int(v.Count)+int(v.Standby); slot++ {
+			sk := k
+			sk.Slot = uint16(slot)
+			if _, ok, _ := m.Services.Lookup(sk); ok {
+				continue
+			}
+			if again, ok, _ := m.Services.Lookup(k); ok && again == v {
+				return fmt.Sprintf("master of %s counts %d slots but slot %d is missing", k.L3n4Addr(), v.Count+v.Standby, slot)
+			}
+			break
+		}
+	}
+	return ""
+}
+
+func contains(xs []uint32, x uint32) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// With 10% of map operations failing, the reconciler retries until the
+// maps hold exactly what they hold without faults.
+func TestFaultInjectionConverges(t *testing.T) {
+	run := func(faults *bpf.Faults) string {
+		maps, err := bpf.NewMemoryMaps(smallMapsConfig(), faults)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := newAgent(t, maps, func(c *reconciler.Config) { c.LBRetryMaxBackoff = 200 * time.Millisecond })
+		// Declare everything before the reconciler starts, so that both
+		// runs reconcile the same objects in the same order.
+		declare(t, a, 0, 60, 4)
+		a.start(t)
+		defer a.stop(t)
+		a.waitDone(t, 60*time.Second)
+		// Then churn: shrink some, delete some, grow some.
+		a.write(t, func(txn statedb.WriteTxn) error {
+			for i := 0; i < 60; i += 3 {
+				if err := declareOne(a.w, txn, i, 2, 50); err != nil {
+					return err
+				}
+				if err := a.w.DeleteService(txn, serviceName(i+1), lb.SourceK8s); err != nil {
+					return err
+				}
+				if err := declareOne(a.w, txn, i+2, 7, lb.DefaultBackendWeight); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		a.waitDone(t, 60*time.Second)
+		if faults != nil {
+			faults.SetProbability(0)
+		}
+		return dumpText(t, maps)
+	}
+	want := run(nil)
+	faults := bpf.NewFaults(0.10, 42)
+	got := run(faults)
+	t.Logf("%d faults injected", faults.Injected())
+	if faults.Injected() < 50 {
+		t.Fatalf("only %d faults injected", faults.Injected())
+	}
+	if got != want {
+		t.Fatalf("with faults the maps differ:\n--- without faults\n%s--- with faults\n%s", want, got)
+	}
+	if len(splitLines(want)) < 200 {
+		t.Fatalf("the dump has only %d lines; the test declares too little", len(splitLines(want)))
+	}
+}
