@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,6 +35,7 @@ type agent struct {
 	w         *tables.Writer
 	frontends statedb.Table[*lb.Frontend]
 	rec       statedbreconciler.Reconciler[*lb.Frontend]
+	metrics   *reconciler.Metrics
 }
 
 // newAgent builds (but does not start) the pipeline over maps. setup runs
@@ -47,8 +49,9 @@ func newAgent(t testing.TB, maps *bpf.Maps, cfg func(*reconciler.Config)) *agent
 		tables.Cell,
 		cell.Provide(func() *bpf.Maps { return maps }),
 		reconciler.Cell,
-		cell.Invoke(func(db *statedb.DB, w *tables.Writer, fes statedb.Table[*lb.Frontend], r statedbreconciler.Reconciler[*lb.Frontend]) {
-			a.db, a.w, a.frontends, a.rec = db, w, fes, r
+		cell.Invoke(func(db *statedb.DB, w *tables.Writer, fes statedb.Table[*lb.Frontend],
+			r statedbreconciler.Reconciler[*lb.Frontend], m *reconciler.Metrics) {
+			a.db, a.w, a.frontends, a.rec, a.metrics = db, w, fes, r, m
 		}),
 	)
 	if cfg != nil {
@@ -494,5 +497,43 @@ func TestFaultInjectionConverges(t *testing.T) {
 	}
 	if len(splitLines(want)) < 200 {
 		t.Fatalf("the dump has only %d lines; the test declares too little", len(splitLines(want)))
+	}
+}
+
+// The reconciler's metrics come out in the Prometheus text format, with
+// the update operations it ran counted.
+func TestMetrics(t *testing.T) {
+	maps, err := bpf.NewMemoryMaps(smallMapsConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAgent(t, maps, nil)
+	declare(t, a, 0, 5, 1)
+	a.start(t)
+	defer a.stop(t)
+	a.waitDone(t, 10*time.Second)
+
+	var buf bytes.Buffer
+	if err := a.metrics.WritePrometheus(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"# TYPE lbstate_reconciler_duration_seconds summary",
+		`lbstate_reconciler_duration_seconds_count{module="lb-reconciler",name="",operation="update"} `,
+		"# TYPE lbstate_reconciler_errors gauge",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("metrics lack %q:\n%s", want, out)
+		}
+	}
+	var count int
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, `lbstate_reconciler_duration_seconds_count{module="lb-reconciler",name="",operation="update"}`) {
+			fmt.Sscanf(line[strings.LastIndex(line, " ")+1:], "%d", &count)
+		}
+	}
+	if count < 1 {
+		t.Errorf("no update operations counted:\n%s", out)
 	}
 }

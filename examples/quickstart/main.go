@@ -1,9 +1,11 @@
 // Command quickstart embeds lbstate the way an agent does: it composes the
-// StateDB and lbstate cells with hive, declares a few services and their
-// backends through the Writer, and prints the tables, showing which
-// backends each frontend selected on this node.
+// StateDB, tables, maps and reconciler cells with hive, declares a few
+// services and their backends through the Writer, waits until the
+// reconciler has written them into the maps, and prints the tables and
+// the maps. It uses real BPF maps, pinned in --pin-dir, when it can create
+// them (as root), and in-memory maps otherwise, and says which.
 //
-//	go run ./examples/quickstart [--node-name N] [--zone Z]
+//	go run ./examples/quickstart [--node-name N] [--zone Z] [--keep-maps]
 package main
 
 import (
@@ -14,31 +16,50 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/reconciler"
 
+	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/lb"
+	lbreconciler "github.com/lbstate/lbstate/reconciler"
 	"github.com/lbstate/lbstate/tables"
 )
 
 func main() {
 	node := flag.String("node-name", "node-a", "The local node's name (traffic policy Local)")
 	zone := flag.String("zone", "zone-a", "The local node's zone (topology-aware routing)")
+	pinDir := flag.String("pin-dir", "/sys/fs/bpf/lbstate-quickstart", "Where kernel maps are pinned")
+	keep := flag.Bool("keep-maps", false, "Leave the pinned maps in place at exit, as an agent does")
 	flag.Parse()
 
-	var w *tables.Writer
+	var (
+		db        *statedb.DB
+		w         *tables.Writer
+		maps      *bpf.Maps
+		frontends statedb.Table[*lb.Frontend]
+		rec       reconciler.Reconciler[*lb.Frontend]
+	)
 	h := hive.New(
 		statedb.Cell,
+		job.Cell,
+		cell.SimpleHealthCell,
 		tables.Cell,
-		cell.Invoke(func(wr *tables.Writer) { w = wr }),
+		bpf.Cell,
+		lbreconciler.Cell,
+		cell.Invoke(func(d *statedb.DB, wr *tables.Writer, m *bpf.Maps, fes statedb.Table[*lb.Frontend], r reconciler.Reconciler[*lb.Frontend]) {
+			db, w, maps, frontends, rec = d, wr, m, fes, r
+		}),
 	)
+	hive.AddConfigOverride(h, func(c *bpf.Config) { c.LBPinDir = *pinDir })
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if err := h.Start(log, context.Background()); err != nil {
 		fail(err)
 	}
-	defer h.Stop(log, context.Background())
 
 	txn := w.WriteTxn()
 	if err := declare(w, txn, lb.Node{Name: *node, Zone: *zone}); err != nil {
@@ -46,11 +67,50 @@ func main() {
 		fail(err)
 	}
 	rtxn := txn.Commit()
+	if err := waitReconciled(rec, frontends.Revision(rtxn)); err != nil {
+		fail(err)
+	}
 
-	fmt.Printf("Node %s in zone %s. No BPF maps yet: this shows the tables the\nreconciler will write into them.\n\n", *node, *zone)
+	if maps.Kind == "kernel" {
+		fmt.Printf("Maps: kernel BPF maps, pinned in %s\n", *pinDir)
+	} else {
+		fmt.Println("Maps: in memory (this process cannot create BPF maps; run as root for kernel maps)")
+	}
+	fmt.Printf("Node %s in zone %s.\n\n", *node, *zone)
+	rtxn = db.ReadTxn()
 	printTable(w.Services().All(rtxn))
 	fmt.Println()
 	printTable(w.Frontends().All(rtxn))
+	fmt.Println()
+	d, err := bpf.TakeDump(maps)
+	if err != nil {
+		fail(err)
+	}
+	d.WriteText(os.Stdout)
+
+	if err := h.Stop(log, context.Background()); err != nil {
+		fail(err)
+	}
+	if maps.Kind == "kernel" && !*keep {
+		os.RemoveAll(*pinDir)
+	}
+}
+
+// waitReconciled waits until the reconciler has processed the frontends up
+// to rev.
+func waitReconciled(rec reconciler.Reconciler[*lb.Frontend], rev statedb.Revision) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		done, retryLow, err := rec.WaitUntilReconciled(ctx, rev)
+		if err != nil {
+			return fmt.Errorf("waiting for the reconciler: %w", err)
+		}
+		if done >= rev && (retryLow == 0 || retryLow > rev) {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // declare writes what a Kubernetes source would for three services: a web
