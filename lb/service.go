@@ -208,22 +208,14 @@ func (s *Service) Clone() *Service {
 // declaration.
 func (s *Service) WithParams(p ServiceParams) *Service {
 	c := s.Clone()
-	c.Params = slices.Clone(s.Params)
-	i, found := slices.BinarySearchFunc(c.Params, p.Source, func(e ServiceParams, src Source) int {
-		return int(e.Source) - int(src)
-	})
-	if found {
-		c.Params[i] = p
-	} else {
-		c.Params = slices.Insert(c.Params, i, p)
-	}
+	c.Params = withBySource(s.Params, p, ServiceParams.source)
 	return c
 }
 
 // WithoutSource returns a copy without the source's declaration.
 func (s *Service) WithoutSource(src Source) *Service {
 	c := s.Clone()
-	c.Params = slices.DeleteFunc(slices.Clone(s.Params), func(p ServiceParams) bool { return p.Source == src })
+	c.Params = withoutSource(s.Params, src, ServiceParams.source)
 	return c
 }
 
@@ -231,23 +223,37 @@ func (s *Service) WithoutSource(src Source) *Service {
 // redirect.
 func (s *Service) WithRedirect(r Redirect) *Service {
 	c := s.Clone()
-	c.Redirects = slices.Clone(s.Redirects)
-	i, found := slices.BinarySearchFunc(c.Redirects, r.Source, func(e Redirect, src Source) int {
-		return int(e.Source) - int(src)
-	})
-	if found {
-		c.Redirects[i] = r
-	} else {
-		c.Redirects = slices.Insert(c.Redirects, i, r)
-	}
+	c.Redirects = withBySource(s.Redirects, r, Redirect.source)
 	return c
 }
 
 // WithoutRedirect returns a copy without the source's redirect.
 func (s *Service) WithoutRedirect(src Source) *Service {
 	c := s.Clone()
-	c.Redirects = slices.DeleteFunc(slices.Clone(s.Redirects), func(r Redirect) bool { return r.Source == src })
+	c.Redirects = withoutSource(s.Redirects, src, Redirect.source)
 	return c
+}
+
+func (p ServiceParams) source() Source { return p.Source }
+func (r Redirect) source() Source      { return r.Source }
+
+// withBySource returns a copy of xs, kept sorted by source priority, with
+// x in place of the element from x's source.
+func withBySource[T any](xs []T, x T, source func(T) Source) []T {
+	out := slices.Clone(xs)
+	i, found := slices.BinarySearchFunc(out, source(x), func(e T, src Source) int {
+		return int(source(e)) - int(src)
+	})
+	if found {
+		out[i] = x
+		return out
+	}
+	return slices.Insert(out, i, x)
+}
+
+// withoutSource returns a copy of xs without the element from src.
+func withoutSource[T any](xs []T, src Source, source func(T) Source) []T {
+	return slices.DeleteFunc(slices.Clone(xs), func(x T) bool { return source(x) == src })
 }
 
 func (s *Service) TableHeader() []string {
