@@ -537,3 +537,56 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("no update operations counted:\n%s", out)
 	}
 }
+
+// Affinity entries are the datapath's, but when a frontend drops a
+// backend the reconciler deletes the entries pinning clients to it, and
+// only those.
+func TestAffinityClearedForDroppedBackends(t *testing.T) {
+	maps, err := bpf.NewMemoryMaps(smallMapsConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAgent(t, maps, nil)
+	a.start(t)
+	defer a.stop(t)
+	name := lb.NewServiceName("default", "sticky")
+	vip := addr("10.96.0.1:80/TCP")
+	b1, b2 := addr("10.0.0.1:80/TCP"), addr("10.0.0.2:80/TCP")
+	a.write(t, func(txn statedb.WriteTxn) error {
+		if err := a.w.UpsertService(txn, lb.ServiceParams{Name: name, Source: lb.SourceK8s, SessionAffinity: true,
+			Frontends: []lb.FrontendParams{{Address: vip, Type: lb.SVCTypeClusterIP}}}); err != nil {
+			return err
+		}
+		return a.w.UpsertBackends(txn, name, lb.SourceK8s,
+			lb.BackendParams{Address: b1, Weight: 100}, lb.BackendParams{Address: b2, Weight: 100})
+	})
+	a.waitDone(t, 10*time.Second)
+	fe, _, _ := a.frontends.Get(a.db.ReadTxn(), tables.FrontendByAddress.Query(vip))
+	ids := map[lb.L3n4Addr]uint32{}
+	maps.Backends.Iterate(func(id uint32, v bpf.Backend) bool { ids[v.L3n4Addr()] = id; return true })
+
+	// The datapath pinned two clients, one to each backend, and a client
+	// of another frontend to b1.
+	client := func(s string) bpf.AffinityKey {
+		return bpf.AffinityKey{Client: netip.MustParseAddr(s).As16(), RevNatID: fe.ID}
+	}
+	other := client("192.0.2.3")
+	other.RevNatID = fe.ID + 100
+	for k, backend := range map[bpf.AffinityKey]uint32{client("192.0.2.1"): ids[b1], client("192.0.2.2"): ids[b2], other: ids[b1]} {
+		if err := maps.Affinity.Update(k, bpf.AffinityValue{BackendID: backend}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	a.write(t, func(txn statedb.WriteTxn) error { return a.w.ReleaseBackends(txn, name, lb.SourceK8s, b1) })
+	a.waitDone(t, 10*time.Second)
+	if _, ok, _ := maps.Affinity.Lookup(client("192.0.2.1")); ok {
+		t.Error("the client pinned to the dropped backend is still pinned")
+	}
+	if _, ok, _ := maps.Affinity.Lookup(client("192.0.2.2")); !ok {
+		t.Error("the client pinned to the remaining backend lost its entry")
+	}
+	if _, ok, _ := maps.Affinity.Lookup(other); !ok {
+		t.Error("another frontend's entry was deleted")
+	}
+}
