@@ -1,9 +1,11 @@
 package bpf
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
 	"github.com/spf13/pflag"
@@ -48,7 +50,10 @@ func newCellMaps(lc cell.Lifecycle, log *slog.Logger, cfg Config, mode ModeConfi
 	case "memory":
 		maps, err = NewMemoryMaps(cfg, nil)
 	case "auto":
-		if maps, err = NewKernelMaps(cfg); err != nil {
+		// Only a process that cannot create BPF maps falls back; pinned maps
+		// of another layout are an error to act on, not a reason to stop
+		// programming the datapath.
+		if maps, err = NewKernelMaps(cfg); err != nil && !errors.Is(err, ebpf.ErrMapIncompatible) {
 			log.Info("Cannot use kernel BPF maps, using in-memory maps", "reason", err)
 			maps, err = NewMemoryMaps(cfg, nil)
 		}

@@ -50,8 +50,8 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 	}
 
 	maps := &Maps{Kind: "kernel", close: closeAll}
-	names := []string{lbMapLbServices, lbMapLbBackends, lbMapLbRevNat, lbMapLbMaglev, lbMapLbAffinity, lbMapLbSrcRange}
-	sizes := []uint32{cfg.LBServicesMax, cfg.LBBackendsMax, cfg.LBRevNatMax, cfg.LBMaglevMax, cfg.LBAffinityMax, cfg.LBSourceRangesMax}
+	names := []string{lbMapLbServices, lbMapLbBackends, lbMapLbRevNat, lbMapLbMaglev, lbMapLbAffinity, lbMapLbSrcRange, lbMapLbIdMarks}
+	sizes := []uint32{cfg.LBServicesMax, cfg.LBBackendsMax, cfg.LBRevNatMax, cfg.LBMaglevMax, cfg.LBAffinityMax, cfg.LBSourceRangesMax, 2}
 	ms := make([]*ebpf.Map, len(names))
 	for i, name := range names {
 		if ms[i], err = open(name, sizes[i]); err != nil {
@@ -65,6 +65,7 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 	maps.Maglev = &kernelMaglev{outer: ms[3], inner: innerSpec(spec, cfg), size: int(cfg.LBMaglevTableSize)}
 	maps.Affinity = &kernelMap[AffinityKey, AffinityValue]{m: ms[4], name: names[4]}
 	maps.SourceRanges = &kernelMap[SourceRangeKey, uint8]{m: ms[5], name: names[5]}
+	maps.IDMarks = &kernelMap[uint32, uint32]{m: ms[6], name: names[6]}
 	return maps, nil
 }
 
@@ -94,14 +95,17 @@ func openPinned(ms *ebpf.MapSpec, cfg Config) (*ebpf.Map, error) {
 	return m, nil
 }
 
-// checkInnerMaps reports ErrMapIncompatible if the first inner map of a
-// map-in-map has another value size than the spec (the Maglev table size
-// changed).
+// checkInnerMaps reports ErrMapIncompatible if the outer map takes no inner
+// map of the spec's size (the Maglev table size changed): it looks at the
+// first inner map, or, with none, tries inserting one.
 func checkInnerMaps(outer *ebpf.Map, inner *ebpf.MapSpec) error {
 	var key, id uint32
 	it := outer.Iterate()
 	if !it.Next(&key, &id) {
-		return it.Err()
+		if err := it.Err(); err != nil {
+			return err
+		}
+		return probeInnerMap(outer, inner)
 	}
 	m, err := ebpf.NewMapFromID(ebpf.MapID(id))
 	if err != nil {
@@ -121,6 +125,25 @@ func innerSpec(spec *ebpf.CollectionSpec, cfg Config) *ebpf.MapSpec {
 	inner.ValueSize = 4 * cfg.LBMaglevTableSize
 	inner.Pinning = ebpf.PinNone
 	return inner
+}
+
+// probeInnerMap inserts (and removes) an inner map of the spec into an
+// empty outer map; the kernel refuses one that does not match the outer
+// map's template.
+func probeInnerMap(outer *ebpf.Map, inner *ebpf.MapSpec) error {
+	m, err := ebpf.NewMap(inner)
+	if err != nil {
+		return fmt.Errorf("map %s: probing inner map: %w", outer.String(), err)
+	}
+	defer m.Close()
+	const probeKey = ^uint32(0)
+	if err := outer.Update(probeKey, m, ebpf.UpdateAny); err != nil {
+		if errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("%w: inner tables of %d bytes do not fit: %w", ebpf.ErrMapIncompatible, inner.ValueSize, err)
+		}
+		return fmt.Errorf("map %s: probing inner map: %w", outer.String(), err)
+	}
+	return outer.Delete(probeKey)
 }
 
 type kernelMap[K comparable, V any] struct {
@@ -157,7 +180,7 @@ func (m *kernelMap[K, V]) wrap(op string, err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, unix.E2BIG):
+	case errors.Is(err, unix.E2BIG), errors.Is(err, unix.ENOSPC): // hash maps say E2BIG, LPM tries ENOSPC
 		return fmt.Errorf("%s: %s: %w (%d entries): %w", m.name, op, ErrMapFull, m.m.MaxEntries(), err)
 	}
 	return fmt.Errorf("%s: %s: %w", m.name, op, err)
@@ -262,20 +285,26 @@ func (m *kernelMaglev) Delete(id uint32) error {
 	return nil
 }
 
+// Lookup reads a frontend's table. A concurrent Update may free the inner
+// map between reading its ID and opening it; then the lookup starts over.
 func (m *kernelMaglev) Lookup(id uint32) ([]uint32, bool, error) {
-	var innerID uint32
-	err := m.outer.Lookup(id, &innerID)
-	if errors.Is(err, ebpf.ErrKeyNotExist) {
-		return nil, false, nil
+	for attempt := 0; ; attempt++ {
+		var innerID uint32
+		err := m.outer.Lookup(id, &innerID)
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("%s: lookup %d: %w", lbMapLbMaglev, id, err)
+		}
+		table, err := m.readInner(innerID)
+		if err == nil {
+			return table, true, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) || attempt == 10 {
+			return nil, false, fmt.Errorf("%s: lookup %d: %w", lbMapLbMaglev, id, err)
+		}
 	}
-	if err != nil {
-		return nil, false, fmt.Errorf("%s: lookup %d: %w", lbMapLbMaglev, id, err)
-	}
-	table, err := m.readInner(innerID)
-	if err != nil {
-		return nil, false, fmt.Errorf("%s: lookup %d: %w", lbMapLbMaglev, id, err)
-	}
-	return table, true, nil
 }
 
 func (m *kernelMaglev) readInner(innerID uint32) ([]uint32, error) {
@@ -299,9 +328,12 @@ func (m *kernelMaglev) Iterate(fn func(uint32, []uint32) bool) error {
 	var id, innerID uint32
 	it := m.outer.Iterate()
 	for it.Next(&id, &innerID) {
-		table, err := m.readInner(innerID)
+		table, ok, err := m.Lookup(id) // by key: the table may have been swapped
 		if err != nil {
-			return fmt.Errorf("%s: iterate: %d: %w", lbMapLbMaglev, id, err)
+			return fmt.Errorf("%s: iterate: %w", lbMapLbMaglev, err)
+		}
+		if !ok {
+			continue // deleted meanwhile
 		}
 		if !fn(id, table) {
 			break

@@ -79,6 +79,7 @@ type lbLbSrcRangeKey struct {
 const (
 	lbMapLbAffinity = "lb_affinity"
 	lbMapLbBackends = "lb_backends"
+	lbMapLbIdMarks  = "lb_id_marks"
 	lbMapLbMaglev   = "lb_maglev"
 	lbMapLbRevNat   = "lb_rev_nat"
 	lbMapLbServices = "lb_services"
@@ -135,6 +136,7 @@ type lbProgramSpecs struct {
 type lbMapSpecs struct {
 	LbAffinity *ebpf.MapSpec `ebpf:"lb_affinity"`
 	LbBackends *ebpf.MapSpec `ebpf:"lb_backends"`
+	LbIdMarks  *ebpf.MapSpec `ebpf:"lb_id_marks"`
 	LbMaglev   *ebpf.MapSpec `ebpf:"lb_maglev"`
 	LbRevNat   *ebpf.MapSpec `ebpf:"lb_rev_nat"`
 	LbServices *ebpf.MapSpec `ebpf:"lb_services"`
@@ -169,6 +171,7 @@ func (o *lbObjects) Close() error {
 type lbMaps struct {
 	LbAffinity *ebpf.Map `ebpf:"lb_affinity"`
 	LbBackends *ebpf.Map `ebpf:"lb_backends"`
+	LbIdMarks  *ebpf.Map `ebpf:"lb_id_marks"`
 	LbMaglev   *ebpf.Map `ebpf:"lb_maglev"`
 	LbRevNat   *ebpf.Map `ebpf:"lb_rev_nat"`
 	LbServices *ebpf.Map `ebpf:"lb_services"`
@@ -179,6 +182,7 @@ func (m *lbMaps) Close() error {
 	return _LbClose(
 		m.LbAffinity,
 		m.LbBackends,
+		m.LbIdMarks,
 		m.LbMaglev,
 		m.LbRevNat,
 		m.LbServices,

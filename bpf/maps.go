@@ -50,9 +50,18 @@ type Maps struct {
 	Maglev       MaglevMap
 	Affinity     Map[AffinityKey, AffinityValue]
 	SourceRanges Map[SourceRangeKey, uint8]
+	// IDMarks holds, per kind of ID (IDMarkFrontend, IDMarkBackend), an ID
+	// above every ID handed out.
+	IDMarks Map[uint32, uint32]
 
 	close func() error
 }
+
+// Keys of Maps.IDMarks.
+const (
+	IDMarkFrontend = 0
+	IDMarkBackend  = 1
+)
 
 // Close releases the maps. Kernel maps stay pinned.
 func (m *Maps) Close() error {

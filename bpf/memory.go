@@ -62,7 +62,8 @@ func NewMemoryMaps(cfg Config, faults *Faults) (*Maps, error) {
 		RevNat:       newMemMap[uint32, RevNatValue]("lb_rev_nat", cfg.LBRevNatMax, false, faults),
 		Maglev:       &memMaglev{m: newMemMap[uint32, []uint32]("lb_maglev", cfg.LBMaglevMax, false, faults), size: int(cfg.LBMaglevTableSize)},
 		Affinity:     newMemMap[AffinityKey, AffinityValue]("lb_affinity", cfg.LBAffinityMax, true, faults),
-		SourceRanges: newMemMap[SourceRangeKey, uint8]("lb_src_range", cfg.LBSourceRangesMax, false, faults),
+		SourceRanges: &memLPM{newMemMap[SourceRangeKey, uint8]("lb_src_range", cfg.LBSourceRangesMax, false, faults)},
+		IDMarks:      newMemMap[uint32, uint32]("lb_id_marks", 2, false, faults),
 	}, nil
 }
 
@@ -187,3 +188,27 @@ func (m *memMaglev) Update(id uint32, table []uint32) error {
 func (m *memMaglev) Delete(id uint32) error { return m.m.Delete(id) }
 
 func (m *memMaglev) Iterate(fn func(uint32, []uint32) bool) error { return m.m.Iterate(fn) }
+
+// memLPM is the in-memory lb_src_range: Lookup finds the longest stored
+// prefix containing the key, as the kernel's LPM trie does.
+type memLPM struct {
+	*memMap[SourceRangeKey, uint8]
+}
+
+func (m *memLPM) Lookup(k SourceRangeKey) (uint8, bool, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var (
+		best  uint8
+		found bool
+		bits  uint32
+	)
+	want := k.Prefix()
+	for e, v := range m.entries {
+		p := e.Prefix()
+		if e.RevNatID == k.RevNatID && e.PrefixLen <= k.PrefixLen && p.Contains(want.Addr()) && (!found || e.PrefixLen > bits) {
+			best, found, bits = v, true, e.PrefixLen
+		}
+	}
+	return best, found, nil
+}

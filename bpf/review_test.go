@@ -1,6 +1,10 @@
 package bpf_test
 
+// Regression tests from a review of the maps. Each test's comment
+// describes the bug it caught (fixed since).
+
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"strings"
@@ -8,6 +12,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cilium/hive"
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/hivetest"
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
@@ -96,7 +104,7 @@ func TestReviewDumpDuringMaglevSwaps(t *testing.T) {
 			}()
 		}
 		defer func() { stop.Store(true); wg.Wait() }()
-		deadline := time.Now().Add(8 * time.Second)
+		deadline := time.Now().Add(3 * time.Second)
 		n := 0
 		for ; time.Now().Before(deadline); n++ {
 			if err := m.Maglev.Iterate(func(uint32, []uint32) bool { return true }); err != nil {
@@ -116,3 +124,61 @@ func TestReviewDumpDuringMaglevSwaps(t *testing.T) {
 }
 
 var _ = netip.Prefix{}
+
+// lb_src_range is an LPM trie: Lookup returns the longest stored prefix
+// that contains the key, in the kernel and in memory alike.
+func TestSourceRangeLookupIsLongestPrefixInBoth(t *testing.T) {
+	implementations(t, smallConfig(), func(t *testing.T, m *bpf.Maps) {
+		if err := m.SourceRanges.Update(bpf.NewSourceRangeKey(1, mustPrefix("10.0.0.0/8")), 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, err := m.SourceRanges.Lookup(bpf.NewSourceRangeKey(1, mustPrefix("10.1.0.0/16"))); !ok || err != nil {
+			t.Errorf("Lookup(1, 10.1.0.0/16) with 10.0.0.0/8 stored: found=%v err=%v, want found", ok, err)
+		}
+		for _, miss := range []bpf.SourceRangeKey{bpf.NewSourceRangeKey(2, mustPrefix("10.1.0.0/16")), bpf.NewSourceRangeKey(1, mustPrefix("11.0.0.0/16"))} {
+			if _, ok, _ := m.SourceRanges.Lookup(miss); ok {
+				t.Errorf("Lookup(%d, %s) found a range of another frontend or address", miss.RevNatID, miss.Prefix())
+			}
+		}
+		// Batch delete on the trie (no kernel batch support), with a missing key.
+		keys := []bpf.SourceRangeKey{bpf.NewSourceRangeKey(1, mustPrefix("10.0.0.0/8")), bpf.NewSourceRangeKey(1, mustPrefix("10.9.0.0/16"))}
+		if err := m.SourceRanges.BatchDelete(keys); err != nil {
+			t.Errorf("BatchDelete: %v", err)
+		}
+	})
+}
+
+// --lb-maps auto falls back to in-memory maps when the process "cannot
+// create" kernel maps; but it also falls back when the pinned maps exist
+// and merely have another layout, which without --lb-recreate-maps is
+// meant to be "an error that says so". The agent then runs on in-memory
+// maps (only an Info log line), programming no datapath at all.
+func TestReviewAutoModeDoesNotHideIncompatibleMaps(t *testing.T) {
+	cfg := smallConfig()
+	cfg.LBPinDir = bpftest.Config(t).LBPinDir
+	m, err := bpf.NewKernelMaps(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+
+	changed := cfg
+	changed.LBServicesMax = cfg.LBServicesMax * 2 // another layout
+	var got *bpf.Maps
+	h := hive.New(
+		bpf.Cell,
+		cell.Invoke(func(m *bpf.Maps) { got = m }),
+	)
+	hive.AddConfigOverride(h, func(c *bpf.Config) { *c = changed })
+	log := hivetest.Logger(t)
+	if err := h.Populate(log); err != nil {
+		if !strings.Contains(err.Error(), "--lb-recreate-maps") {
+			t.Fatalf("populate: %v", err)
+		}
+		return // the error that says so
+	}
+	defer h.Stop(log, context.Background())
+	if got.Kind != "kernel" {
+		t.Fatalf("pinned maps of another layout silently gave %s maps instead of an error", got.Kind)
+	}
+}

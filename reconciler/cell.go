@@ -44,7 +44,7 @@ func newCellOps(cfg Config, maps *bpf.Maps, log *slog.Logger) (*ops, error) {
 }
 
 func register(p reconciler.Params, cfg Config, frontends statedb.RWTable[*lb.Frontend], o *ops, m *Metrics) (reconciler.Reconciler[*lb.Frontend], error) {
-	return reconciler.Register(
+	r, err := reconciler.Register(
 		p,
 		frontends,
 		(*lb.Frontend).Clone,
@@ -56,4 +56,10 @@ func register(p reconciler.Params, cfg Config, frontends statedb.RWTable[*lb.Fro
 		reconciler.WithPruning(30*time.Minute),
 		reconciler.WithRetry(50*time.Millisecond, max(50*time.Millisecond, cfg.LBRetryMaxBackoff)),
 	)
+	if err == nil {
+		o.mu.Lock()
+		o.requestPrune = r.Prune
+		o.mu.Unlock()
+	}
+	return r, err
 }

@@ -57,6 +57,9 @@ func (m *Metrics) ReconciliationErrors(id cell.FullModuleID, name string, new, c
 }
 
 func (m *Metrics) PruneError(id cell.FullModuleID, name string, err error) {
+	if err == nil {
+		return // statedb reports every prune, failed or not
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.pruneErrs[metricKey{id.String(), name, ""}]++

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/cilium/statedb"
 
@@ -31,9 +32,22 @@ type ops struct {
 	feIDs     *idAllocator
 	beIDs     *idAllocator
 
-	// What the pinned maps held at start and no frontend has claimed yet.
+	// What the pinned maps held at start and no frontend has claimed yet,
+	// and, until the tables are initialized, backends no frontend uses any
+	// more (parked: their entries and IDs stay, so a source that has yet
+	// to declare them gets them back).
 	restoredFrontends map[lb.L3n4Addr]*frontendState
 	restoredBackends  map[lb.L3n4Addr]*backendState
+	// IDs found in the maps at start that no master entry accounts for;
+	// kept out of use until the first prune has cleaned up after them.
+	orphanFrontendIDs, orphanBackendIDs []uint32
+
+	initialized bool // the first prune has run: the sources have synced
+
+	// requestPrune asks statedb's reconciler for a prune; a failed prune
+	// asks again after pruneBackoff.
+	requestPrune func()
+	pruneBackoff time.Duration
 }
 
 // frontendState is what may be in the maps for one frontend, and what is
@@ -63,6 +77,29 @@ type backendState struct {
 	refs    int // frontends whose backends include this one
 	value   bpf.Backend
 	written bool // value is in lb_backends
+	// views are the frontends' views of the backend, by frontend ID; the
+	// lb_backends value is derived from all of them (backendValue).
+	views map[uint32]lb.BackendRef
+}
+
+// backendValue is the lb_backends value of a backend: the most available
+// state any frontend sees it in, and the cluster and zone as the frontend
+// with the lowest ID sees them, so that it does not depend on which
+// frontend was reconciled last.
+func (o *ops) backendValue(be *backendState) bpf.Backend {
+	var (
+		first   lb.BackendRef
+		firstID uint32
+		state   = lb.BackendMaintenance
+	)
+	for id, ref := range be.views {
+		if firstID == 0 || id < firstID {
+			first, firstID = ref, id
+		}
+		state = min(state, ref.State)
+	}
+	first.State = state
+	return bpf.NewBackend(first, o.cfg.zoneIDs[first.Zone])
 }
 
 func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger) (*ops, error) {
@@ -150,6 +187,7 @@ func (o *ops) Update(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revis
 		Flags:           flags(fe),
 		Algorithm:       algorithm,
 	}
+	st.affinity = st.affinity || master.AffinityTimeout > 0 // before entries can exist
 	if st.master == nil || *st.master != master {
 		st.master = nil
 		if err := o.maps.Services.Update(bpf.NewServiceKey(fe.Address, 0), master); err != nil {
@@ -163,16 +201,16 @@ func (o *ops) Update(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revis
 		}
 		st.revNatWritten = true
 	}
-	st.affinity = st.affinity || master.AffinityTimeout > 0
 
 	if err := o.deleteSlots(st, fe.Address, len(slotIDs)); err != nil {
 		return err
 	}
 	if st.maglev && !useMaglev {
+		st.maglevInput = nil
 		if err := o.maps.Maglev.Delete(st.id); err != nil {
 			return err
 		}
-		st.maglev, st.maglevInput = false, nil
+		st.maglev = false
 	}
 	if err := o.writeSourceRanges(st, sourceRanges(fe)); err != nil {
 		return err
@@ -210,15 +248,16 @@ func (o *ops) removeFrontend(addr lb.L3n4Addr, st *frontendState) error {
 		return err
 	}
 	if st.maglev {
+		st.maglevInput = nil
 		if err := o.maps.Maglev.Delete(st.id); err != nil {
 			return err
 		}
 		st.maglev = false
 	}
+	st.revNatWritten = false
 	if err := o.maps.RevNat.Delete(st.id); err != nil {
 		return err
 	}
-	st.revNatWritten = false
 	if err := o.writeSourceRanges(st, nil); err != nil {
 		return err
 	}
@@ -243,12 +282,7 @@ func (o *ops) claimFrontend(addr lb.L3n4Addr) (*frontendState, error) {
 	}
 	st, ok := o.restoredFrontends[addr]
 	if ok {
-		// The pinned slots name these backends: count them as this
-		// frontend's until its update releases them.
-		delete(o.restoredFrontends, addr)
-		for baddr := range st.backends {
-			o.adoptBackend(baddr).refs++
-		}
+		delete(o.restoredFrontends, addr) // its backends' references were counted at restore
 	} else {
 		id, err := o.feIDs.alloc()
 		if err != nil {
@@ -277,7 +311,11 @@ func (o *ops) writeBackends(st *frontendState, refs []lb.BackendRef) error {
 		if err != nil {
 			return err
 		}
-		v := bpf.NewBackend(ref, o.cfg.zoneIDs[ref.Zone])
+		if be.views == nil {
+			be.views = map[uint32]lb.BackendRef{}
+		}
+		be.views[st.id] = ref
+		v := o.backendValue(be)
 		if !be.written || be.value != v {
 			ids, vals, todo = append(ids, be.id), append(vals, v), append(todo, be)
 		}
@@ -416,6 +454,7 @@ func (o *ops) deleteSlots(st *frontendState, addr lb.L3n4Addr, keep int) error {
 		keys = append(keys, bpf.NewServiceKey(addr, uint16(slot)))
 	}
 	if err := o.maps.Services.BatchDelete(keys); err != nil {
+		st.written = nil // some may be gone
 		return err
 	}
 	st.slots = keep
@@ -481,14 +520,27 @@ func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef) error {
 	}
 	for _, addr := range dropped {
 		be := o.backends[addr]
-		if be.refs == 1 {
+		delete(be.views, st.id)
+		switch {
+		case be.refs > 1:
+			if v := o.backendValue(be); be.written && v != be.value {
+				if err := o.maps.Backends.Update(be.id, v); err != nil {
+					return err
+				}
+				be.value = v
+			}
+			be.refs--
+		case !o.initialized:
+			// Park it: a source that has yet to sync may declare it again.
+			be.refs = 0
+			delete(o.backends, addr)
+			o.restoredBackends[addr] = be
+		default:
 			if err := o.maps.Backends.Delete(be.id); err != nil {
 				return err
 			}
 			o.beIDs.free(be.id)
 			delete(o.backends, addr)
-		} else {
-			be.refs--
 		}
 		delete(st.backends, addr)
 	}
@@ -556,6 +608,20 @@ func sourceRanges(fe *lb.Frontend) map[bpf.SourceRangeKey]struct{} {
 func (o *ops) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.initialized = true
+	err := o.prune(objs)
+	switch {
+	case err == nil:
+		o.pruneBackoff = 0
+	case o.requestPrune != nil:
+		// statedb's next prune is the periodic one; do not wait that long.
+		o.pruneBackoff = min(max(2*o.pruneBackoff, 200*time.Millisecond), time.Minute)
+		time.AfterFunc(o.pruneBackoff, o.requestPrune)
+	}
+	return err
+}
+
+func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 	desired := map[lb.L3n4Addr]struct{}{}
 	for fe := range objs {
 		desired[fe.Address] = struct{}{}
@@ -596,8 +662,45 @@ func (o *ops) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[*lb
 		o.beIDs.free(be.id)
 		delete(o.restoredBackends, addr)
 	}
-	errs = append(errs, o.pruneUnknown())
+	if err := o.pruneUnknown(); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	// What the orphan IDs named is gone now.
+	for _, id := range o.orphanFrontendIDs {
+		if !o.frontendIDInUse(id) {
+			o.feIDs.free(id)
+		}
+	}
+	for _, id := range o.orphanBackendIDs {
+		if !o.backendIDInUse(id) {
+			o.beIDs.free(id)
+		}
+	}
+	o.orphanFrontendIDs, o.orphanBackendIDs = nil, nil
 	return errors.Join(errs...)
+}
+
+func (o *ops) frontendIDInUse(id uint32) bool {
+	for _, st := range o.frontends {
+		if st.id == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (o *ops) backendIDInUse(id uint32) bool {
+	for _, be := range o.backends {
+		if be.id == id {
+			return true
+		}
+	}
+	for _, be := range o.restoredBackends {
+		if be.id == id {
+			return true
+		}
+	}
+	return false
 }
 
 // pruneUnknown deletes entries that no state accounts for (left behind by
@@ -685,6 +788,14 @@ func pruneMap[K comparable, V any](m bpf.Map[K, V], keep func(K, V) bool) error 
 // restore reads the pinned maps, so that frontends and backends get back
 // the IDs that live flows carry. What nobody claims is pruned later.
 func (o *ops) restore() error {
+	for key, a := range map[uint32]*idAllocator{bpf.IDMarkFrontend: o.feIDs, bpf.IDMarkBackend: o.beIDs} {
+		mark, _, err := o.maps.IDMarks.Lookup(key)
+		if err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		a.resume(mark)
+		a.persist = func(mark uint32) error { return o.maps.IDMarks.Update(key, mark) }
+	}
 	slotBackends := map[*frontendState][]uint32{}
 	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
 		addr := k.L3n4Addr()
@@ -740,12 +851,46 @@ func (o *ops) restore() error {
 	}); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	// A restored frontend holds references on the backends its slots name,
+	// so that no other frontend's update can delete them from under it.
 	for st, ids := range slotBackends {
-		for _, id := range ids {
-			if addr, ok := backendAddrs[id]; ok {
-				st.backends[addr] = struct{}{}
-			}
+		if st.id == 0 {
+			continue
 		}
+		for _, id := range ids {
+			addr, ok := backendAddrs[id]
+			if _, counted := st.backends[addr]; !ok || counted {
+				continue
+			}
+			st.backends[addr] = struct{}{}
+			o.adoptBackend(addr).refs++
+		}
+	}
+	// IDs that other maps still use keep out of new hands until pruned.
+	reserveOrphan := func(id uint32) {
+		if _, ok := byID[id]; !ok && !o.feIDs.inUse(id) {
+			o.feIDs.reserve(id)
+			o.orphanFrontendIDs = append(o.orphanFrontendIDs, id)
+		}
+	}
+	if err := o.maps.RevNat.Iterate(func(id uint32, _ bpf.RevNatValue) bool { reserveOrphan(id); return true }); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if err := o.maps.Maglev.Iterate(func(id uint32, _ []uint32) bool { reserveOrphan(id); return true }); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if err := o.maps.SourceRanges.Iterate(func(k bpf.SourceRangeKey, _ uint8) bool { reserveOrphan(k.RevNatID); return true }); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if err := o.maps.Affinity.Iterate(func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
+		reserveOrphan(k.RevNatID)
+		if _, ok := backendAddrs[v.BackendID]; !ok && !o.beIDs.inUse(v.BackendID) {
+			o.beIDs.reserve(v.BackendID)
+			o.orphanBackendIDs = append(o.orphanBackendIDs, v.BackendID)
+		}
+		return true
+	}); err != nil {
+		return fmt.Errorf("restore: %w", err)
 	}
 	if n := len(o.restoredFrontends); n > 0 {
 		o.log.Info("Restored IDs from pinned maps", "frontends", n, "backends", len(o.restoredBackends))

@@ -561,17 +561,28 @@ func TestAffinityClearedForDroppedBackends(t *testing.T) {
 			lb.BackendParams{Address: b1, Weight: 100}, lb.BackendParams{Address: b2, Weight: 100})
 	})
 	a.waitDone(t, 10*time.Second)
+	// Another service with the same backend b1.
+	a.write(t, func(txn statedb.WriteTxn) error {
+		other := lb.NewServiceName("default", "other")
+		if err := a.w.UpsertService(txn, lb.ServiceParams{Name: other, Source: lb.SourceK8s, SessionAffinity: true,
+			Frontends: []lb.FrontendParams{{Address: addr("10.96.0.2:80/TCP"), Type: lb.SVCTypeClusterIP}}}); err != nil {
+			return err
+		}
+		return a.w.UpsertBackends(txn, other, lb.SourceK8s, lb.BackendParams{Address: b1, Weight: 100})
+	})
+	a.waitDone(t, 10*time.Second)
 	fe, _, _ := a.frontends.Get(a.db.ReadTxn(), tables.FrontendByAddress.Query(vip))
+	otherFE, _, _ := a.frontends.Get(a.db.ReadTxn(), tables.FrontendByAddress.Query(addr("10.96.0.2:80/TCP")))
 	ids := map[lb.L3n4Addr]uint32{}
 	maps.Backends.Iterate(func(id uint32, v bpf.Backend) bool { ids[v.L3n4Addr()] = id; return true })
 
 	// The datapath pinned two clients, one to each backend, and a client
-	// of another frontend to b1.
+	// of the other frontend to b1.
 	client := func(s string) bpf.AffinityKey {
 		return bpf.AffinityKey{Client: netip.MustParseAddr(s).As16(), RevNatID: fe.ID}
 	}
 	other := client("192.0.2.3")
-	other.RevNatID = fe.ID + 100
+	other.RevNatID = otherFE.ID
 	for k, backend := range map[bpf.AffinityKey]uint32{client("192.0.2.1"): ids[b1], client("192.0.2.2"): ids[b2], other: ids[b1]} {
 		if err := maps.Affinity.Update(k, bpf.AffinityValue{BackendID: backend}); err != nil {
 			t.Fatal(err)

@@ -65,4 +65,11 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 } lb_src_range SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(max_entries, 2);
+} lb_id_marks SEC(".maps");
+
 char __license[] SEC("license") = "Dual BSD/GPL";

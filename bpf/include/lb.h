@@ -124,4 +124,14 @@ struct lb_src_range_key {
 	__u8  addr[16];
 };
 
+/*
+ * lb_id_marks (array, the control plane's own): per kind of ID (0:
+ * frontend, 1: backend), an ID above every ID handed out, so that an
+ * agent restarting does not hand out IDs that live flows may still carry.
+ */
+enum {
+	LB_ID_MARK_FRONTEND = 0,
+	LB_ID_MARK_BACKEND  = 1,
+};
+
 #endif /* __LBSTATE_LB_H */
