@@ -17,7 +17,10 @@ import (
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/reconciler"
+	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/tables"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 // TestScript runs every testdata/*.txtar script against a fresh hive with
@@ -36,17 +39,30 @@ func TestScript(t *testing.T) {
 	})
 }
 
-func engineFor(mode string) func(t testing.TB, args []string) *script.Engine {
+// TestScriptK8s runs testdata/k8s/*.txtar with the Kubernetes reflector
+// watching client-go's fake clientset, which the k8s/* commands change;
+// the local node is node-1. Maps are in memory.
+func TestScriptK8s(t *testing.T) {
+	scripttest.Test(t, context.Background(), func(t testing.TB, args []string) *script.Engine {
+		client := fake.NewClientset()
+		e := engineFor("memory", cell.Provide(func() kubernetes.Interface { return client }), k8s.Cell)(t, args)
+		maps.Insert(e.Cmds, maps.All(k8s.ScriptCommands(client)))
+		return e
+	}, nil, "testdata/k8s/*.txtar")
+}
+
+func engineFor(mode string, extra ...cell.Cell) func(t testing.TB, args []string) *script.Engine {
 	return func(t testing.TB, args []string) *script.Engine {
 		log := hivetest.Logger(t)
-		h := hive.New(
+		h := hive.New(append([]cell.Cell{
 			statedb.Cell,
 			job.Cell,
 			cell.SimpleHealthCell,
 			tables.Cell,
 			bpf.Cell,
 			reconciler.Cell,
-		)
+		}, extra...)...)
+		hive.AddConfigOverride(h, func(c *k8s.Config) { c.K8sNodeName = "node-1" })
 		pinDir := ""
 		if mode == "kernel" {
 			pinDir = filepath.Join(bpftest.PinDir(t), "maps")

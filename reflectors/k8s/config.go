@@ -1,0 +1,58 @@
+package k8s
+
+import (
+	"errors"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Config is the Kubernetes reflector's configuration (hive flags).
+type Config struct {
+	// K8sNodeName is the local node's name (default: $NODE_NAME, else
+	// the host name).
+	K8sNodeName string
+	// K8sLoadBalancerClasses are the loadBalancerClasses this agent
+	// implements, besides services without a class.
+	K8sLoadBalancerClasses []string
+	// K8sBatchSize and K8sBatchDelay bound a batch of changes applied in
+	// one transaction.
+	K8sBatchSize  int
+	K8sBatchDelay time.Duration
+}
+
+// DefaultConfig is the default reflector configuration.
+var DefaultConfig = Config{
+	K8sNodeName:   defaultNodeName(),
+	K8sBatchSize:  500,
+	K8sBatchDelay: 10 * time.Millisecond,
+}
+
+func defaultNodeName() string {
+	if n := os.Getenv("NODE_NAME"); n != "" {
+		return n
+	}
+	n, _ := os.Hostname()
+	return n
+}
+
+// Flags registers the configuration's flags.
+func (def Config) Flags(flags *pflag.FlagSet) {
+	flags.String("k8s-node-name", def.K8sNodeName, "The local node's name")
+	flags.StringSlice("k8s-load-balancer-classes", def.K8sLoadBalancerClasses, "loadBalancerClasses this agent implements")
+	flags.Int("k8s-batch-size", def.K8sBatchSize, "Most Kubernetes changes applied in one transaction")
+	flags.Duration("k8s-batch-delay", def.K8sBatchDelay, "Longest wait for a batch of Kubernetes changes to fill")
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.K8sNodeName == "":
+		return errors.New("--k8s-node-name: empty")
+	case c.K8sBatchSize < 1:
+		return errors.New("--k8s-batch-size: must be at least 1")
+	case c.K8sBatchDelay <= 0:
+		return errors.New("--k8s-batch-delay: must be above 0")
+	}
+	return nil
+}

@@ -1,0 +1,319 @@
+package k8s
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/cilium/statedb"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/tables"
+)
+
+// event is one informer notification, or the marker that the initial
+// lists are all in.
+type event struct {
+	obj     any
+	deleted bool
+	synced  bool
+}
+
+// Reflector feeds the tables from a Kubernetes API server: Services,
+// EndpointSlices and the local Node, converted with ConvertService and
+// ConvertEndpointSlice and applied through the Writer in batches.
+type Reflector struct {
+	cfg    Config
+	w      *tables.Writer
+	log    *slog.Logger
+	client kubernetes.Interface
+	events chan event
+	done   func(statedb.WriteTxn)
+
+	// Owned by the loop.
+	services map[lb.ServiceName]*corev1.Service
+	slices   map[sliceKey]*sliceState
+	bySvc    map[lb.ServiceName]map[sliceKey]struct{}
+	node     *corev1.Node
+
+	// Counters of objects and endpoints skipped for bad input.
+	errors atomic.Uint64
+}
+
+type sliceKey struct{ namespace, name string }
+
+type sliceState struct {
+	slice   *discoveryv1.EndpointSlice
+	service lb.ServiceName
+}
+
+// NewReflector returns a reflector over client. It registers its
+// initializer with the Writer, so the tables report initialized only once
+// the initial lists of every informer are applied.
+func NewReflector(cfg Config, w *tables.Writer, client kubernetes.Interface, log *slog.Logger) (*Reflector, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	done, err := w.RegisterInitializer("k8s")
+	if err != nil {
+		return nil, err
+	}
+	return &Reflector{
+		cfg: cfg, w: w, log: log, client: client, done: done,
+		events:   make(chan event, 4096),
+		services: map[lb.ServiceName]*corev1.Service{},
+		slices:   map[sliceKey]*sliceState{},
+		bySvc:    map[lb.ServiceName]map[sliceKey]struct{}{},
+	}, nil
+}
+
+// Errors returns how many objects or endpoints were skipped as invalid.
+func (r *Reflector) Errors() uint64 { return r.errors.Load() }
+
+// Run watches until ctx is done.
+func (r *Reflector) Run(ctx context.Context) error {
+	factory := informers.NewSharedInformerFactoryWithOptions(r.client, 0,
+		informers.WithTransform(dropUnused))
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.events <- event{obj: obj} },
+		UpdateFunc: func(_, obj any) { r.events <- event{obj: obj} },
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			r.events <- event{obj: obj, deleted: true}
+		},
+	}
+	for _, inf := range []cache.SharedIndexInformer{
+		factory.Core().V1().Services().Informer(),
+		factory.Discovery().V1().EndpointSlices().Informer(),
+		factory.Core().V1().Nodes().Informer(),
+	} {
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			return err
+		}
+	}
+	factory.Start(ctx.Done())
+	go func() {
+		factory.WaitForCacheSync(ctx.Done())
+		select {
+		case r.events <- event{synced: true}:
+		case <-ctx.Done():
+		}
+	}()
+	defer factory.Shutdown()
+	return r.loop(ctx)
+}
+
+// dropUnused strips what lbstate never reads from informer objects, to
+// save memory.
+func dropUnused(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+		if a := m.GetAnnotations(); a != nil {
+			delete(a, corev1.LastAppliedConfigAnnotation)
+		}
+	}
+	if n, ok := obj.(*corev1.Node); ok {
+		n.Status.Images = nil
+		n.Status.Conditions = nil
+	}
+	return obj, nil
+}
+
+// loop applies events in batches of at most cfg.K8sBatchSize, waiting at
+// most cfg.K8sBatchDelay for a batch to fill.
+func (r *Reflector) loop(ctx context.Context) error {
+	batch := make([]event, 0, r.cfg.K8sBatchSize)
+	for {
+		batch = batch[:0]
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev := <-r.events:
+			batch = append(batch, ev)
+		}
+		timeout := time.After(r.cfg.K8sBatchDelay)
+	fill:
+		for len(batch) < r.cfg.K8sBatchSize {
+			select {
+			case ev := <-r.events:
+				batch = append(batch, ev)
+			case <-timeout:
+				break fill
+			}
+		}
+		r.apply(batch)
+	}
+}
+
+// apply writes one batch in one transaction.
+func (r *Reflector) apply(batch []event) {
+	txn := r.w.WriteTxn()
+	defer txn.Abort()
+	dirty := map[lb.ServiceName]bool{}     // services whose backends to recompute
+	reconvert := map[lb.ServiceName]bool{} // services to convert again
+	synced := false
+	for _, ev := range batch {
+		switch obj := ev.obj.(type) {
+		case *corev1.Service:
+			name := lb.NewServiceName(obj.Namespace, obj.Name)
+			old := r.services[name]
+			if ev.deleted {
+				delete(r.services, name)
+				r.check(r.w.DeleteService(txn, name, lb.SourceK8s), name.String())
+			} else {
+				r.services[name] = obj
+				reconvert[name] = true
+			}
+			if old == nil || ev.deleted || old.Spec.PublishNotReadyAddresses != obj.Spec.PublishNotReadyAddresses {
+				dirty[name] = true
+			}
+		case *discoveryv1.EndpointSlice:
+			r.applySlice(obj, ev.deleted, dirty)
+		case *corev1.Node:
+			if obj.Name != r.cfg.K8sNodeName {
+				continue
+			}
+			if ev.deleted {
+				continue // keep the last known node: selection needs one
+			}
+			r.node = obj
+			r.check(r.w.SetLocalNode(txn, r.localNode()), "node "+obj.Name)
+			for name := range r.services { // NodePort frontends follow the node's addresses
+				reconvert[name] = true
+			}
+		case nil:
+			synced = synced || ev.synced
+		}
+	}
+	for _, name := range slices.SortedFunc(maps.Keys(reconvert), lb.ServiceName.Compare) {
+		svc, ok := r.services[name]
+		if !ok {
+			continue
+		}
+		params, ok, err := ConvertService(svc, ServiceOptions{Node: r.localNode(), LoadBalancerClasses: r.cfg.K8sLoadBalancerClasses})
+		switch {
+		case err != nil:
+			r.fail(err) // the previous declaration, if any, stays
+		case !ok:
+			r.check(r.w.DeleteService(txn, name, lb.SourceK8s), name.String())
+		default:
+			r.check(r.w.UpsertService(txn, params), name.String())
+		}
+	}
+	for _, name := range slices.SortedFunc(maps.Keys(dirty), lb.ServiceName.Compare) {
+		r.check(r.w.SetBackends(txn, name, lb.SourceK8s, r.backendsOf(name)...), name.String())
+	}
+	if synced {
+		r.done(txn)
+	}
+	txn.Commit()
+}
+
+// applySlice records a slice change and marks the services it affects.
+func (r *Reflector) applySlice(es *discoveryv1.EndpointSlice, deleted bool, dirty map[lb.ServiceName]bool) {
+	key := sliceKey{es.Namespace, es.Name}
+	if old, ok := r.slices[key]; ok {
+		dirty[old.service] = true
+		delete(r.bySvc[old.service], key)
+		delete(r.slices, key)
+	}
+	if deleted {
+		return
+	}
+	name := lb.NewServiceName(es.Namespace, es.Labels[LabelServiceName])
+	if es.Labels[LabelServiceName] == "" {
+		_, _, _, err := ConvertEndpointSlice(es, false)
+		r.fail(err)
+		return
+	}
+	r.slices[key] = &sliceState{slice: es, service: name}
+	if r.bySvc[name] == nil {
+		r.bySvc[name] = map[sliceKey]struct{}{}
+	}
+	r.bySvc[name][key] = struct{}{}
+	dirty[name] = true
+}
+
+// backendsOf merges the backends of all slices of a service. An address
+// in two slices (an endpoint moving between them) keeps its better state.
+func (r *Reflector) backendsOf(name lb.ServiceName) []lb.BackendParams {
+	publishNotReady := false
+	if svc, ok := r.services[name]; ok {
+		publishNotReady = svc.Spec.PublishNotReadyAddresses
+	}
+	var out []lb.BackendParams
+	index := map[lb.L3n4Addr]int{}
+	keys := slices.SortedFunc(maps.Keys(r.bySvc[name]), func(a, b sliceKey) int {
+		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
+	})
+	for _, key := range keys {
+		_, bs, errs, err := ConvertEndpointSlice(r.slices[key].slice, publishNotReady)
+		if err != nil {
+			r.fail(err)
+			continue
+		}
+		for _, e := range errs {
+			r.fail(e)
+		}
+		for _, b := range bs {
+			if i, dup := index[b.Address]; dup {
+				if b.State < out[i].State {
+					out[i] = b
+				}
+				continue
+			}
+			index[b.Address] = len(out)
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// localNode is the local node in the model: name, zone, labels and
+// addresses (internal and external IPs).
+func (r *Reflector) localNode() lb.Node {
+	n := lb.Node{Name: r.cfg.K8sNodeName}
+	if r.node == nil {
+		return n
+	}
+	n.Labels = r.node.Labels
+	n.Zone = r.node.Labels[LabelTopologyZone]
+	for _, a := range r.node.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
+			continue
+		}
+		if ip, err := netip.ParseAddr(a.Address); err == nil && !slices.Contains(n.Addresses, ip.Unmap()) {
+			n.Addresses = append(n.Addresses, ip.Unmap())
+		}
+	}
+	return n
+}
+
+// check logs and counts a Writer error about one object.
+func (r *Reflector) check(err error, object string) {
+	if err != nil {
+		r.errors.Add(1)
+		r.log.Warn("Kubernetes object rejected", "object", object, "error", err)
+	}
+}
+
+// fail logs and counts a conversion error.
+func (r *Reflector) fail(err error) {
+	if err != nil {
+		r.errors.Add(1)
+		r.log.Warn("Kubernetes object skipped", "error", err)
+	}
+}

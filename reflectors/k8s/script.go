@@ -1,0 +1,109 @@
+package k8s
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/cilium/hive/script"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// ScriptCommands returns k8s/add, k8s/update and k8s/delete, which apply
+// Kubernetes manifests (Services, EndpointSlices, Nodes; several per file,
+// separated by ---) to a clientset, typically client-go's fake one, whose
+// informers the reflector watches.
+func ScriptCommands(client kubernetes.Interface) map[string]script.Cmd {
+	cmd := func(verb string) script.Cmd {
+		return script.Command(
+			script.CmdUsage{Summary: verb + " Kubernetes objects from YAML files", Args: "file..."},
+			func(s *script.State, args ...string) (script.WaitFunc, error) {
+				if len(args) == 0 {
+					return nil, script.ErrUsage
+				}
+				for _, file := range args {
+					data, err := os.ReadFile(s.Path(file))
+					if err != nil {
+						return nil, err
+					}
+					objs, err := DecodeManifests(data)
+					if err != nil {
+						return nil, fmt.Errorf("%s: %w", file, err)
+					}
+					for _, obj := range objs {
+						if err := apply(s.Context(), client, verb, obj); err != nil {
+							return nil, fmt.Errorf("%s: %w", file, err)
+						}
+					}
+				}
+				return nil, nil
+			})
+	}
+	return map[string]script.Cmd{
+		"k8s/add":    cmd("add"),
+		"k8s/update": cmd("update"),
+		"k8s/delete": cmd("delete"),
+	}
+}
+
+// DecodeManifests decodes multi-document YAML into Kubernetes objects.
+func DecodeManifests(data []byte) ([]runtime.Object, error) {
+	var out []runtime.Object
+	for i, doc := range bytes.Split(data, []byte("\n---")) {
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		out = append(out, obj)
+	}
+	return out, nil
+}
+
+func apply(ctx context.Context, c kubernetes.Interface, verb string, obj runtime.Object) error {
+	create, update, del := metav1.CreateOptions{}, metav1.UpdateOptions{}, metav1.DeleteOptions{}
+	var err error
+	switch o := obj.(type) {
+	case *corev1.Service:
+		api := c.CoreV1().Services(o.Namespace)
+		switch verb {
+		case "add":
+			_, err = api.Create(ctx, o, create)
+		case "update":
+			_, err = api.Update(ctx, o, update)
+		default:
+			err = api.Delete(ctx, o.Name, del)
+		}
+	case *discoveryv1.EndpointSlice:
+		api := c.DiscoveryV1().EndpointSlices(o.Namespace)
+		switch verb {
+		case "add":
+			_, err = api.Create(ctx, o, create)
+		case "update":
+			_, err = api.Update(ctx, o, update)
+		default:
+			err = api.Delete(ctx, o.Name, del)
+		}
+	case *corev1.Node:
+		api := c.CoreV1().Nodes()
+		switch verb {
+		case "add":
+			_, err = api.Create(ctx, o, create)
+		case "update":
+			_, err = api.Update(ctx, o, update)
+		default:
+			err = api.Delete(ctx, o.Name, del)
+		}
+	default:
+		return fmt.Errorf("%T: not a Service, EndpointSlice or Node", obj)
+	}
+	return err
+}
