@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -95,18 +96,37 @@ func (r *Reflector) Run(ctx context.Context) error {
 			r.events <- event{obj: obj, deleted: true}
 		},
 	}
+	// A registration has synced once its handler has been given every
+	// object of the initial list, which is what marking the source synced
+	// needs (an informer's own sync only says its store is filled).
+	var synced []cache.InformerSynced
 	for _, inf := range []cache.SharedIndexInformer{
 		factory.Core().V1().Services().Informer(),
 		factory.Discovery().V1().EndpointSlices().Informer(),
 		factory.Core().V1().Nodes().Informer(),
 	} {
-		if _, err := inf.AddEventHandler(handler); err != nil {
+		reg, err := inf.AddEventHandler(handler)
+		if err != nil {
 			return err
 		}
+		synced = append(synced, reg.HasSynced)
 	}
+	// Only this node's pods: their host ports are this node's frontends.
+	podFactory := informers.NewSharedInformerFactoryWithOptions(r.client, 0,
+		informers.WithTransform(dropUnused),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName=" + r.cfg.K8sNodeName }))
+	reg, err := podFactory.Core().V1().Pods().Informer().AddEventHandler(handler)
+	if err != nil {
+		return err
+	}
+	synced = append(synced, reg.HasSynced)
 	factory.Start(ctx.Done())
+	podFactory.Start(ctx.Done())
+	defer podFactory.Shutdown()
 	go func() {
-		factory.WaitForCacheSync(ctx.Done())
+		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+			return
+		}
 		select {
 		case r.events <- event{synced: true}:
 		case <-ctx.Done():
@@ -125,9 +145,12 @@ func dropUnused(obj any) (any, error) {
 			delete(a, corev1.LastAppliedConfigAnnotation)
 		}
 	}
-	if n, ok := obj.(*corev1.Node); ok {
-		n.Status.Images = nil
-		n.Status.Conditions = nil
+	switch o := obj.(type) {
+	case *corev1.Node:
+		o.Status.Images = nil
+		o.Status.Conditions = nil
+	case *corev1.Pod:
+		return slimPod(o), nil
 	}
 	return obj, nil
 }
@@ -194,6 +217,8 @@ func (r *Reflector) apply(batch []event) {
 			for name := range r.services { // NodePort frontends follow the node's addresses
 				reconvert[name] = true
 			}
+		case *corev1.Pod:
+			r.applyPod(txn, obj, ev.deleted)
 		case nil:
 			synced = synced || ev.synced
 		}
@@ -220,6 +245,23 @@ func (r *Reflector) apply(batch []event) {
 		r.done(txn)
 	}
 	txn.Commit()
+}
+
+// applyPod declares (or removes) a pod's HostPort service.
+func (r *Reflector) applyPod(txn statedb.WriteTxn, pod *corev1.Pod, deleted bool) {
+	name := HostPortServiceName(pod)
+	params, backends, ok, err := ConvertPod(pod, r.localNode())
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	if deleted || !ok {
+		r.check(r.w.DeleteService(txn, name, lb.SourceK8s), name.String())
+		r.check(r.w.SetBackends(txn, name, lb.SourceK8s), name.String())
+		return
+	}
+	r.check(r.w.UpsertService(txn, params), name.String())
+	r.check(r.w.SetBackends(txn, name, lb.SourceK8s, backends...), name.String())
 }
 
 // applySlice records a slice change and marks the services it affects.

@@ -16,7 +16,7 @@ import (
 )
 
 // ScriptCommands returns k8s/add, k8s/update and k8s/delete, which apply
-// Kubernetes manifests (Services, EndpointSlices, Nodes; several per file,
+// Kubernetes manifests (Services, EndpointSlices, Nodes, Pods; several per file,
 // separated by ---) to a clientset, typically client-go's fake one, whose
 // informers the reflector watches.
 func ScriptCommands(client kubernetes.Interface) map[string]script.Cmd {
@@ -102,8 +102,18 @@ func apply(ctx context.Context, c kubernetes.Interface, verb string, obj runtime
 		default:
 			err = api.Delete(ctx, o.Name, del)
 		}
+	case *corev1.Pod:
+		api := c.CoreV1().Pods(o.Namespace)
+		switch verb {
+		case "add":
+			_, err = api.Create(ctx, o, create)
+		case "update":
+			_, err = api.Update(ctx, o, update)
+		default:
+			err = api.Delete(ctx, o.Name, del)
+		}
 	default:
-		return fmt.Errorf("%T: not a Service, EndpointSlice or Node", obj)
+		return fmt.Errorf("%T: not a Service, EndpointSlice, Node or Pod", obj)
 	}
 	return err
 }

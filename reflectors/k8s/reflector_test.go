@@ -1,0 +1,117 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/cilium/statedb"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/tables"
+)
+
+func TestConvertPod(t *testing.T) {
+	node := lb.Node{Name: "n1"}
+	pod := func(mod func(*corev1.Pod)) *corev1.Pod {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"},
+			Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{
+				Ports: []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080}},
+			}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: "10.0.0.5"}, {IP: "fd00::5"}}},
+		}
+		if mod != nil {
+			mod(p)
+		}
+		return p
+	}
+	params, bes, ok, err := ConvertPod(pod(nil), node)
+	if err != nil || !ok || len(params.Frontends) != 2 || len(bes) != 2 {
+		t.Fatalf("dual-stack pod: ok=%v err=%v frontends=%v backends=%v", ok, err, params.Frontends, bes)
+	}
+	for name, mod := range map[string]func(*corev1.Pod){
+		"other node":   func(p *corev1.Pod) { p.Spec.NodeName = "n2" },
+		"host network": func(p *corev1.Pod) { p.Spec.HostNetwork = true },
+		"no IP yet":    func(p *corev1.Pod) { p.Status.PodIPs = nil },
+		"finished":     func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded },
+		"no host port": func(p *corev1.Pod) { p.Spec.Containers[0].Ports[0].HostPort = 0 },
+	} {
+		if _, _, ok, err := ConvertPod(pod(mod), node); ok || err != nil {
+			t.Errorf("%s: ok=%v err=%v, want ignored", name, ok, err)
+		}
+	}
+	_, _, _, err = ConvertPod(pod(func(p *corev1.Pod) { p.Spec.Containers[0].Ports[0].HostIP = "nope" }), node)
+	if err == nil || err.Error()[:6] != "pod ns" {
+		t.Errorf("bad hostIP: %v", err)
+	}
+}
+
+// 10,000 services with a slice each, listed at start: once the tables are
+// initialized every frontend is there with exactly its own backend.
+func TestReflectorTenThousandServices(t *testing.T) {
+	const n = 10000
+	objs := make([]runtime.Object, 0, 2*n)
+	for i := range n {
+		name := fmt.Sprintf("svc-%d", i)
+		objs = append(objs, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "scale"},
+			Spec: corev1.ServiceSpec{
+				ClusterIP: fmt.Sprintf("10.96.%d.%d", i/256, i%256),
+				Ports:     []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
+			},
+		})
+		port, proto, pname := int32(8080), corev1.ProtocolTCP, "http"
+		objs = append(objs, &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: name + "-1", Namespace: "scale", Labels: map[string]string{LabelServiceName: name}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: &pname, Port: &port, Protocol: &proto}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.1.%d.%d", i/256, i%256)}}},
+		})
+	}
+	db := statedb.New()
+	w, err := tables.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig
+	cfg.K8sNodeName = "node-1"
+	r, err := NewReflector(cfg, w, fake.NewClientset(objs...), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	go r.Run(ctx)
+
+	_, initialized := w.Frontends().Initialized(db.ReadTxn())
+	select {
+	case <-initialized:
+	case <-time.After(60 * time.Second):
+		t.Fatal("tables not initialized after 60s")
+	}
+	t.Logf("%d services and slices applied in %s", n, time.Since(start))
+	txn := db.ReadTxn()
+	if got := w.Frontends().NumObjects(txn); got != n {
+		t.Fatalf("%d frontends, want %d", got, n)
+	}
+	for i := range n {
+		fe, _, found := w.Frontends().Get(txn, tables.FrontendByAddress.Query(
+			lb.MustParseL3n4Addr(fmt.Sprintf("10.96.%d.%d:80/TCP", i/256, i%256))))
+		want := fmt.Sprintf("10.1.%d.%d:8080/TCP", i/256, i%256)
+		if !found || fe.Service.Name() != fmt.Sprintf("svc-%d", i) || len(fe.Backends) != 1 || fe.Backends[0].Address.String() != want {
+			t.Fatalf("service %d: frontend %+v, want backend %s", i, fe, want)
+		}
+	}
+	if r.Errors() != 0 {
+		t.Fatalf("%d errors", r.Errors())
+	}
+}
