@@ -46,12 +46,14 @@ type Reflector struct {
 	services map[lb.ServiceName]*corev1.Service
 	slices   map[sliceKey]*sliceState
 	bySvc    map[lb.ServiceName]map[sliceKey]struct{}
+	pods     map[sliceKey]*corev1.Pod // this node's pods, by namespace and name
 	node     *corev1.Node
 
 	// Counters of objects and endpoints skipped for bad input.
 	errors atomic.Uint64
 }
 
+// sliceKey names a namespaced object (an EndpointSlice or a Pod).
 type sliceKey struct{ namespace, name string }
 
 type sliceState struct {
@@ -76,6 +78,7 @@ func NewReflector(cfg Config, w *tables.Writer, client kubernetes.Interface, log
 		services: map[lb.ServiceName]*corev1.Service{},
 		slices:   map[sliceKey]*sliceState{},
 		bySvc:    map[lb.ServiceName]map[sliceKey]struct{}{},
+		pods:     map[sliceKey]*corev1.Pod{},
 	}, nil
 }
 
@@ -217,6 +220,9 @@ func (r *Reflector) apply(batch []event) {
 			for name := range r.services { // NodePort frontends follow the node's addresses
 				reconvert[name] = true
 			}
+			for _, pod := range r.pods { // and so do HostPort frontends
+				r.applyPod(txn, pod, false)
+			}
 		case *corev1.Pod:
 			r.applyPod(txn, obj, ev.deleted)
 		case nil:
@@ -250,6 +256,11 @@ func (r *Reflector) apply(batch []event) {
 // applyPod declares (or removes) a pod's HostPort service.
 func (r *Reflector) applyPod(txn statedb.WriteTxn, pod *corev1.Pod, deleted bool) {
 	name := HostPortServiceName(pod)
+	if deleted {
+		delete(r.pods, sliceKey{pod.Namespace, pod.Name})
+	} else {
+		r.pods[sliceKey{pod.Namespace, pod.Name}] = pod
+	}
 	params, backends, ok, err := ConvertPod(pod, r.localNode())
 	if err != nil {
 		r.fail(err)
