@@ -31,14 +31,17 @@ type event struct {
 	synced  bool
 }
 
-// Reflector feeds the tables from a Kubernetes API server: Services,
-// EndpointSlices and the local Node, converted with ConvertService and
-// ConvertEndpointSlice and applied through the Writer in batches.
+// Reflector feeds the tables from Kubernetes objects: Services,
+// EndpointSlices, the local Node and its Pods, converted with
+// ConvertService, ConvertEndpointSlice and ConvertPod and applied through
+// the Writer in batches. Run watches an API server; other feeds (a
+// directory of manifests) call Push and Synced instead.
 type Reflector struct {
 	cfg    Config
 	w      *tables.Writer
 	log    *slog.Logger
 	client kubernetes.Interface
+	source lb.Source
 	events chan event
 	done   func(statedb.WriteTxn)
 
@@ -61,19 +64,26 @@ type sliceState struct {
 	service lb.ServiceName
 }
 
-// NewReflector returns a reflector over client. It registers its
-// initializer with the Writer, so the tables report initialized only once
-// the initial lists of every informer are applied.
+// NewReflector returns a reflector over client, declaring as the k8s
+// source. It registers its initializer with the Writer, so the tables
+// report initialized only once the initial lists of every informer are
+// applied.
 func NewReflector(cfg Config, w *tables.Writer, client kubernetes.Interface, log *slog.Logger) (*Reflector, error) {
+	return NewFedReflector(cfg, w, lb.SourceK8s, log, client)
+}
+
+// NewFedReflector returns a reflector declaring as src, fed through Push
+// and Synced (and, with a client, Run). Its initializer is named after src.
+func NewFedReflector(cfg Config, w *tables.Writer, src lb.Source, log *slog.Logger, client kubernetes.Interface) (*Reflector, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	done, err := w.RegisterInitializer("k8s")
+	done, err := w.RegisterInitializer(src.String())
 	if err != nil {
 		return nil, err
 	}
 	return &Reflector{
-		cfg: cfg, w: w, log: log, client: client, done: done,
+		cfg: cfg, w: w, log: log, client: client, done: done, source: src,
 		events:   make(chan event, 4096),
 		services: map[lb.ServiceName]*corev1.Service{},
 		slices:   map[sliceKey]*sliceState{},
@@ -85,7 +95,18 @@ func NewReflector(cfg Config, w *tables.Writer, client kubernetes.Interface, log
 // Errors returns how many objects or endpoints were skipped as invalid.
 func (r *Reflector) Errors() uint64 { return r.errors.Load() }
 
-// Run watches until ctx is done.
+// Push hands the reflector one object that was added or changed (deleted
+// false) or removed (deleted true).
+func (r *Reflector) Push(obj any, deleted bool) { r.events <- event{obj: obj, deleted: deleted} }
+
+// Synced tells the reflector that every object of the initial state has
+// been pushed; once they are applied, its source counts as synced.
+func (r *Reflector) Synced() { r.events <- event{synced: true} }
+
+// Loop applies pushed objects until ctx is done; Run calls it.
+func (r *Reflector) Loop(ctx context.Context) error { return r.loop(ctx) }
+
+// Run watches the API server until ctx is done.
 func (r *Reflector) Run(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(r.client, 0,
 		informers.WithTransform(dropUnused))
@@ -198,7 +219,7 @@ func (r *Reflector) apply(batch []event) {
 			old := r.services[name]
 			if ev.deleted {
 				delete(r.services, name)
-				r.check(r.w.DeleteService(txn, name, lb.SourceK8s), name.String())
+				r.check(r.w.DeleteService(txn, name, r.source), name.String())
 			} else {
 				r.services[name] = obj
 				reconvert[name] = true
@@ -234,18 +255,18 @@ func (r *Reflector) apply(batch []event) {
 		if !ok {
 			continue
 		}
-		params, ok, err := ConvertService(svc, ServiceOptions{Node: r.localNode(), LoadBalancerClasses: r.cfg.K8sLoadBalancerClasses})
+		params, ok, err := ConvertService(svc, ServiceOptions{Node: r.localNode(), LoadBalancerClasses: r.cfg.K8sLoadBalancerClasses, Source: r.source})
 		switch {
 		case err != nil:
 			r.fail(err) // the previous declaration, if any, stays
 		case !ok:
-			r.check(r.w.DeleteService(txn, name, lb.SourceK8s), name.String())
+			r.check(r.w.DeleteService(txn, name, r.source), name.String())
 		default:
 			r.check(r.w.UpsertService(txn, params), name.String())
 		}
 	}
 	for _, name := range slices.SortedFunc(maps.Keys(dirty), lb.ServiceName.Compare) {
-		r.check(r.w.SetBackends(txn, name, lb.SourceK8s, r.backendsOf(name)...), name.String())
+		r.check(r.w.SetBackends(txn, name, r.source, r.backendsOf(name)...), name.String())
 	}
 	if synced {
 		r.done(txn)
@@ -267,12 +288,13 @@ func (r *Reflector) applyPod(txn statedb.WriteTxn, pod *corev1.Pod, deleted bool
 		return
 	}
 	if deleted || !ok {
-		r.check(r.w.DeleteService(txn, name, lb.SourceK8s), name.String())
-		r.check(r.w.SetBackends(txn, name, lb.SourceK8s), name.String())
+		r.check(r.w.DeleteService(txn, name, r.source), name.String())
+		r.check(r.w.SetBackends(txn, name, r.source), name.String())
 		return
 	}
+	params.Source = r.source
 	r.check(r.w.UpsertService(txn, params), name.String())
-	r.check(r.w.SetBackends(txn, name, lb.SourceK8s, backends...), name.String())
+	r.check(r.w.SetBackends(txn, name, r.source, backends...), name.String())
 }
 
 // applySlice records a slice change and marks the services it affects.

@@ -1,0 +1,254 @@
+// Package file is a source of load-balancing state that needs no cluster:
+// a directory of Kubernetes manifests (Services, EndpointSlices, Nodes,
+// Pods; several documents per file). It feeds the same reflector, and so
+// the same conversions, as the Kubernetes source, declaring as the file
+// source, and follows edits, new files and deletions as they happen.
+package file
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/lbstate/lbstate/reflectors/k8s"
+)
+
+// Source reads a manifests directory into a reflector.
+type Source struct {
+	dir string
+	r   *k8s.Reflector
+	log *slog.Logger
+
+	byFile map[string]map[objectKey]runtime.Object // the last good objects of each file
+	known  map[objectKey]runtime.Object            // what the reflector has been given
+	errors atomic.Uint64
+}
+
+type objectKey struct{ kind, namespace, name string }
+
+// New returns a source reading dir into r (a reflector from
+// k8s.NewFedReflector, declaring as the file source).
+func New(dir string, r *k8s.Reflector, log *slog.Logger) *Source {
+	return &Source{dir: dir, r: r, log: log, byFile: map[string]map[objectKey]runtime.Object{}, known: map[objectKey]runtime.Object{}}
+}
+
+// Errors returns how many times a file could not be read or decoded.
+func (s *Source) Errors() uint64 { return s.errors.Load() }
+
+// Run reads the directory, marks the source synced once that is applied,
+// and follows changes until ctx is done.
+func (s *Source) Run(ctx context.Context) error {
+	watcher, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	defer watcher.Close()
+	if err := s.watchDirs(watcher); err != nil {
+		return err
+	}
+	loopDone := make(chan error, 1)
+	go func() { loopDone <- s.r.Loop(ctx) }()
+
+	s.Scan()
+	s.r.Synced()
+	var debounce <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return <-loopDone
+		case ev, ok := <-watcher.Events:
+			if !ok {
+				return <-loopDone
+			}
+			if ev.Has(fsnotify.Create) {
+				if fi, err := os.Stat(ev.Name); err == nil && fi.IsDir() {
+					watcher.Add(ev.Name)
+				}
+			}
+			// Editors write in several steps: wait for them to finish.
+			debounce = time.After(50 * time.Millisecond)
+		case err := <-watcher.Errors:
+			s.log.Warn("Watching the manifests directory", "dir", s.dir, "error", err)
+		case <-debounce:
+			s.Scan()
+		}
+	}
+}
+
+func (s *Source) watchDirs(w *fsnotify.Watcher) error {
+	return filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return w.Add(path)
+		}
+		return nil
+	})
+}
+
+// Scan reads the directory and hands the reflector what changed since the
+// last scan. A file that cannot be decoded is reported by name and line
+// and keeps contributing what it held before; the other files apply.
+func (s *Source) Scan() {
+	current := map[string]map[objectKey]runtime.Object{}
+	err := filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !isManifest(path) {
+			return err
+		}
+		objs, err := readManifests(path)
+		if err != nil {
+			s.errors.Add(1)
+			s.log.Warn("Manifest skipped", "error", err)
+			if old, ok := s.byFile[path]; ok {
+				current[path] = old
+			}
+			return nil
+		}
+		current[path] = objs
+		return nil
+	})
+	if err != nil {
+		s.errors.Add(1)
+		s.log.Warn("Reading the manifests directory", "dir", s.dir, "error", err)
+		return
+	}
+	s.byFile = current
+
+	// The first file (in name order) that defines an object wins.
+	desired := map[objectKey]runtime.Object{}
+	for _, path := range slices.Sorted(maps.Keys(current)) {
+		for key, obj := range current[path] {
+			if _, dup := desired[key]; dup {
+				s.errors.Add(1)
+				s.log.Warn("Manifest object defined twice, the first file wins", "file", path, "object", key.kind+" "+key.namespace+"/"+key.name)
+				continue
+			}
+			desired[key] = obj
+		}
+	}
+	for key, obj := range s.known {
+		if _, ok := desired[key]; !ok {
+			s.r.Push(obj, true)
+			delete(s.known, key)
+		}
+	}
+	for key, obj := range desired {
+		if old, ok := s.known[key]; !ok || !equality.Semantic.DeepEqual(old, obj) {
+			s.r.Push(obj, false)
+			s.known[key] = obj
+		}
+	}
+}
+
+func isManifest(path string) bool {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml", ".json":
+		return !strings.HasPrefix(filepath.Base(path), ".")
+	}
+	return false
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+)`)
+
+// readManifests decodes the Services, EndpointSlices, Nodes and Pods of a
+// file; errors name the file and line.
+func readManifests(path string) (map[objectKey]runtime.Object, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[objectKey]runtime.Object{}
+	line := 1
+	for _, doc := range splitDocuments(data) {
+		start := line
+		line += bytes.Count(doc, []byte("\n")) + 2 // its lines and the "---" after it
+		if len(bytes.TrimSpace(doc)) == 0 || isComment(doc) {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			at := start
+			if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				at = start + n - 1
+			}
+			return nil, fmt.Errorf("%s:%d: %w", path, at, err)
+		}
+		key, ok := keyOf(obj)
+		if !ok {
+			continue // a kind lbstate does not read
+		}
+		out[key] = obj
+	}
+	return out, nil
+}
+
+// splitDocuments splits a YAML stream at its "---" lines, keeping every
+// line so that line numbers can be counted.
+func splitDocuments(data []byte) [][]byte {
+	var docs [][]byte
+	lines := bytes.Split(data, []byte("\n"))
+	var cur [][]byte
+	for _, l := range lines {
+		if bytes.HasPrefix(l, []byte("---")) && len(bytes.TrimSpace(l[3:])) == 0 {
+			docs = append(docs, bytes.Join(cur, []byte("\n")))
+			cur = nil
+			continue
+		}
+		cur = append(cur, l)
+	}
+	return append(docs, bytes.Join(cur, []byte("\n")))
+}
+
+func isComment(doc []byte) bool {
+	for _, l := range bytes.Split(doc, []byte("\n")) {
+		if t := bytes.TrimSpace(l); len(t) > 0 && t[0] != '#' {
+			return false
+		}
+	}
+	return true
+}
+
+// keyOf returns the key of an object lbstate reads, defaulting its
+// namespace.
+func keyOf(obj runtime.Object) (objectKey, bool) {
+	switch o := obj.(type) {
+	case *corev1.Service:
+		defaultNamespace(&o.Namespace)
+		return objectKey{"Service", o.Namespace, o.Name}, true
+	case *discoveryv1.EndpointSlice:
+		defaultNamespace(&o.Namespace)
+		return objectKey{"EndpointSlice", o.Namespace, o.Name}, true
+	case *corev1.Pod:
+		defaultNamespace(&o.Namespace)
+		return objectKey{"Pod", o.Namespace, o.Name}, true
+	case *corev1.Node:
+		return objectKey{"Node", "", o.Name}, true
+	}
+	return objectKey{}, false
+}
+
+func defaultNamespace(ns *string) {
+	if *ns == "" {
+		*ns = "default"
+	}
+}

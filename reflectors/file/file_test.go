@@ -1,0 +1,149 @@
+package file
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/statedb"
+
+	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/tables"
+)
+
+const webYAML = `apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec: {clusterIP: 10.96.0.1, ports: [{port: 80}]}
+---
+# the endpoints
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: web-1
+  labels: {kubernetes.io/service-name: web}
+addressType: IPv4
+ports: [{port: 8080}]
+endpoints: [{addresses: [ENDPOINTS]}]
+`
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// frontends waits until the frontends table reads want (address ->
+// backends), or fails.
+func frontends(t *testing.T, db *statedb.DB, w *tables.Writer, want []string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	var got []string
+	for time.Now().Before(deadline) {
+		got = got[:0]
+		for fe := range w.Frontends().All(db.ReadTxn()) {
+			row := fe.Address.String() + " ->"
+			for _, b := range fe.Backends {
+				row += " " + b.Address.String()
+			}
+			got = append(got, row)
+		}
+		if slices.Equal(got, want) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("frontends\n  got  %q\n  want %q", got, want)
+}
+
+func TestManifestsDirectory(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "web.yaml"), strings.Replace(webYAML, "ENDPOINTS", "10.0.0.1", 1))
+	write(t, filepath.Join(dir, "notes.txt"), "not a manifest")
+
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	db := statedb.New()
+	w, err := tables.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := k8s.DefaultConfig
+	cfg.K8sNodeName = "node-1"
+	r, err := k8s.NewFedReflector(cfg, w, lb.SourceFile, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := New(dir, r, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go src.Run(ctx)
+
+	_, initialized := w.Frontends().Initialized(db.ReadTxn())
+	select {
+	case <-initialized:
+	case <-time.After(5 * time.Second):
+		t.Fatal("not initialized")
+	}
+	frontends(t, db, w, []string{"10.96.0.1:80/TCP -> 10.0.0.1:8080/TCP"})
+	svc, _, _ := w.Services().Get(db.ReadTxn(), tables.ServiceByName.Query(lb.NewServiceName("default", "web")))
+	if svc.Policy().Source != lb.SourceFile {
+		t.Fatalf("declared as %s, want file", svc.Policy().Source)
+	}
+
+	// An edit.
+	write(t, filepath.Join(dir, "web.yaml"), strings.Replace(webYAML, "ENDPOINTS", "10.0.0.1, 10.0.0.2", 1))
+	frontends(t, db, w, []string{"10.96.0.1:80/TCP -> 10.0.0.1:8080/TCP 10.0.0.2:8080/TCP"})
+
+	// A new file, in a new subdirectory.
+	sub := filepath.Join(dir, "more")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the watcher adds the new directory
+	write(t, filepath.Join(sub, "api.yml"), strings.ReplaceAll(strings.Replace(
+		strings.Replace(webYAML, "ENDPOINTS", "10.0.1.1", 1), "10.96.0.1", "10.96.0.2", 1), "web", "api"))
+	frontends(t, db, w, []string{
+		"10.96.0.1:80/TCP -> 10.0.0.1:8080/TCP 10.0.0.2:8080/TCP",
+		"10.96.0.2:80/TCP -> 10.0.1.1:8080/TCP",
+	})
+
+	// A broken edit of web.yaml: reported by file and line, web keeps what
+	// it had; the other file still applies.
+	errorsBefore := src.Errors()
+	write(t, filepath.Join(dir, "web.yaml"), "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {clusterIP: 10.96.0.1, ports: [{port: 80}]\n")
+	write(t, filepath.Join(sub, "api.yml"), strings.ReplaceAll(strings.Replace(
+		strings.Replace(webYAML, "ENDPOINTS", "10.0.1.9", 1), "10.96.0.1", "10.96.0.2", 1), "web", "api"))
+	frontends(t, db, w, []string{
+		"10.96.0.1:80/TCP -> 10.0.0.1:8080/TCP 10.0.0.2:8080/TCP",
+		"10.96.0.2:80/TCP -> 10.0.1.9:8080/TCP",
+	})
+	if src.Errors() == errorsBefore || !strings.Contains(logs.String(), "web.yaml:") {
+		t.Fatalf("the broken file was not reported with its name and line:\n%s", logs.String())
+	}
+
+	// Deleting a file removes what it declared.
+	if err := os.Remove(filepath.Join(dir, "web.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	frontends(t, db, w, []string{"10.96.0.2:80/TCP -> 10.0.1.9:8080/TCP"})
+}
+
+func TestReadManifestsLineNumbers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bad.yaml")
+	write(t, path, "apiVersion: v1\nkind: Service\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: b\n  labels: [oops\n")
+	_, err := readManifests(path)
+	// The second document starts on line 5; its error is on its line 5,
+	// the file's line 9.
+	if err == nil || !strings.Contains(err.Error(), "bad.yaml:9: ") {
+		t.Fatalf("error %v, want it to name bad.yaml line 9", err)
+	}
+}
