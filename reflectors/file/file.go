@@ -7,6 +7,7 @@ package file
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io/fs"
@@ -145,18 +146,25 @@ func (s *Source) Scan() {
 			desired[key] = obj
 		}
 	}
-	for key, obj := range s.known {
+	// In a fixed order, so that the reflector (and the reconciler's IDs)
+	// see the same sequence every time.
+	for _, key := range slices.SortedFunc(maps.Keys(s.known), compareKeys) {
 		if _, ok := desired[key]; !ok {
-			s.r.Push(obj, true)
+			s.r.Push(s.known[key], true)
 			delete(s.known, key)
 		}
 	}
-	for key, obj := range desired {
+	for _, key := range slices.SortedFunc(maps.Keys(desired), compareKeys) {
+		obj := desired[key]
 		if old, ok := s.known[key]; !ok || !equality.Semantic.DeepEqual(old, obj) {
 			s.r.Push(obj, false)
 			s.known[key] = obj
 		}
 	}
+}
+
+func compareKeys(a, b objectKey) int {
+	return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
 }
 
 func isManifest(path string) bool {
@@ -251,4 +259,10 @@ func defaultNamespace(ns *string) {
 	if *ns == "" {
 		*ns = "default"
 	}
+}
+
+// Node returns the Node of that name the directory defines, if any.
+func (s *Source) Node(name string) (*corev1.Node, bool) {
+	n, ok := s.known[objectKey{"Node", "", name}].(*corev1.Node)
+	return n, ok
 }

@@ -1,0 +1,57 @@
+// Command lbctl looks into lbstate: what the balancer believes and where
+// flows go. Subcommands:
+//
+//	lbctl simulate -f DIR [flags]   manifests -> tables -> in-memory maps, offline
+//
+// Run "lbctl SUBCOMMAND --help" for a subcommand's flags.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+type command struct {
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) error
+}
+
+var commands = map[string]command{
+	"simulate": {"Run manifests through tables, reconciler and in-memory maps, and print the result", simulate},
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "lbctl: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	if err := cmd.run(args[1:], stdout, stderr); err != nil {
+		if err == errHelp {
+			return 0
+		}
+		fmt.Fprintf(stderr, "lbctl %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: lbctl COMMAND [flags]\n\nCommands:")
+	for name, c := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", name, c.summary)
+	}
+}

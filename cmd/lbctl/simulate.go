@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cilium/hive"
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/reconciler"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/lb"
+	lbreconciler "github.com/lbstate/lbstate/reconciler"
+	"github.com/lbstate/lbstate/reflectors/file"
+	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/tables"
+)
+
+var errHelp = errors.New("help shown")
+
+// frontendView is one frontend as simulate prints it.
+type frontendView struct {
+	Frontend  string        `json:"frontend"`
+	Type      string        `json:"type"`
+	Service   string        `json:"service"`
+	Algorithm string        `json:"algorithm"`
+	Backends  []backendView `json:"backends"`
+}
+
+type backendView struct {
+	Address string `json:"address"`
+	State   string `json:"state"`
+	Weight  uint16 `json:"weight"`
+	// Slots is how many Maglev table slots (or random-algorithm service
+	// slots) take the backend.
+	Slots int `json:"slots"`
+}
+
+func simulate(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("f", "", "Directory of Kubernetes manifests (required)")
+	nodeName := fs.String("node-name", "node-a", "The local node (its Node manifest, if any, gives zone and addresses)")
+	zone := fs.String("zone", "", "The local node's zone, overriding its manifest's")
+	algorithm := fs.String("algorithm", "random", "Algorithm for services that do not choose one: random or maglev")
+	tableSize := fs.Uint("maglev-table-size", 251, "Maglev table size (a prime)")
+	showMaps := fs.Bool("maps", false, "Also print the maps' dump")
+	output := fs.String("o", "table", "Output format: table or json")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: lbctl simulate -f DIR [flags]\n\nRuns the manifests in DIR through lbstate's tables, reconciler and\nin-memory maps, offline, and prints each frontend with its backends.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return errHelp
+		}
+		return err
+	}
+	if *dir == "" {
+		fs.Usage()
+		return errors.New("-f DIR is required")
+	}
+	if fi, err := os.Stat(*dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("-f %s: not a directory", *dir)
+	}
+	if *output != "table" && *output != "json" {
+		return fmt.Errorf("-o %q: want table or json", *output)
+	}
+
+	var (
+		db        *statedb.DB
+		w         *tables.Writer
+		maps      *bpf.Maps
+		frontends statedb.Table[*lb.Frontend]
+		rec       reconciler.Reconciler[*lb.Frontend]
+	)
+	h := hive.New(
+		statedb.Cell, job.Cell, cell.SimpleHealthCell,
+		tables.Cell, bpf.Cell, lbreconciler.Cell,
+		cell.Invoke(func(d *statedb.DB, wr *tables.Writer, m *bpf.Maps, fes statedb.Table[*lb.Frontend], r reconciler.Reconciler[*lb.Frontend]) {
+			db, w, maps, frontends, rec = d, wr, m, fes, r
+		}),
+	)
+	hive.AddConfigOverride(h, func(c *bpf.ModeConfig) { c.LBMaps = "memory" })
+	hive.AddConfigOverride(h, func(c *bpf.Config) { c.LBMaglevTableSize = uint32(*tableSize) })
+	hive.AddConfigOverride(h, func(c *lbreconciler.Config) { c.LBAlgorithm = *algorithm })
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if err := h.Start(log, context.Background()); err != nil {
+		return err
+	}
+	defer h.Stop(log, context.Background())
+
+	cfg := k8s.DefaultConfig
+	cfg.K8sNodeName = *nodeName
+	r, err := k8s.NewFedReflector(cfg, w, lb.SourceFile, log, nil)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go r.Loop(ctx)
+	src := file.New(*dir, r, log)
+	src.Scan()
+	if *zone != "" {
+		r.Push(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: *nodeName, Labels: map[string]string{k8s.LabelTopologyZone: *zone}},
+			Status: nodeStatus(src, *nodeName)}, false)
+	}
+	r.Synced()
+	if err := waitSettled(db, w, frontends, rec); err != nil {
+		return err
+	}
+
+	views, err := buildViews(db, frontends, maps)
+	if err != nil {
+		return err
+	}
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(views)
+	}
+	printViews(stdout, views)
+	if *showMaps {
+		d, err := bpf.TakeDump(maps)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout)
+		return d.WriteText(stdout)
+	}
+	return nil
+}
+
+// nodeStatus keeps the addresses of the node's manifest, if any, when the
+// zone is overridden.
+func nodeStatus(src *file.Source, name string) corev1.NodeStatus {
+	if n, ok := src.Node(name); ok {
+		return n.Status
+	}
+	return corev1.NodeStatus{}
+}
+
+// waitSettled waits until the file source's objects are in the tables and
+// the reconciler has written every frontend.
+func waitSettled(db *statedb.DB, w *tables.Writer, frontends statedb.Table[*lb.Frontend], rec reconciler.Reconciler[*lb.Frontend]) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, initialized := w.Frontends().Initialized(db.ReadTxn())
+	select {
+	case <-initialized:
+	case <-ctx.Done():
+		return errors.New("the manifests were not applied in 30s")
+	}
+	rev := frontends.Revision(db.ReadTxn())
+	for {
+		done, retryLow, err := rec.WaitUntilReconciled(ctx, rev)
+		if err != nil {
+			return fmt.Errorf("waiting for the reconciler: %w", err)
+		}
+		if done >= rev && (retryLow == 0 || retryLow > rev) {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// buildViews joins each frontend with its slots in the maps.
+func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf.Maps) ([]frontendView, error) {
+	d, err := bpf.TakeDump(maps)
+	if err != nil {
+		return nil, err
+	}
+	addrOf := map[uint32]string{}
+	for _, b := range d.Backends {
+		addrOf[b.ID] = b.Address.String()
+	}
+	maglevSlots := map[uint32]map[string]int{} // by frontend ID
+	for _, m := range d.Maglev {
+		counts := map[string]int{}
+		for id, n := range m.Slots {
+			counts[addrOf[id]] = n
+		}
+		maglevSlots[m.RevNatID] = counts
+	}
+	serviceSlots := map[string]map[string]int{} // by frontend address
+	masters := map[string]bpf.ServiceEntry{}
+	for _, s := range d.Services {
+		if s.Slot == 0 {
+			masters[s.Frontend.String()] = s
+		}
+	}
+	for _, s := range d.Services {
+		fa := s.Frontend.String()
+		if s.Slot == 0 || int(s.Slot) > int(masters[fa].Count) {
+			continue // masters and standby slots take no new flows
+		}
+		if serviceSlots[fa] == nil {
+			serviceSlots[fa] = map[string]int{}
+		}
+		serviceSlots[fa][addrOf[s.BackendID]]++
+	}
+
+	var views []frontendView
+	for fe := range frontends.All(db.ReadTxn()) {
+		fa := fe.Address.String()
+		v := frontendView{Frontend: fa, Type: fe.Type.String(), Service: fe.Service.String(), Algorithm: masters[fa].Algorithm}
+		slots := serviceSlots[fa]
+		if v.Algorithm == "maglev" {
+			slots = maglevSlots[fe.ID]
+		}
+		for _, b := range fe.Backends {
+			v.Backends = append(v.Backends, backendView{
+				Address: b.Address.String(), State: b.State.String(), Weight: b.Weight, Slots: slots[b.Address.String()],
+			})
+		}
+		views = append(views, v)
+	}
+	return views, nil
+}
+
+func printViews(w io.Writer, views []frontendView) {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "FRONTEND\tTYPE\tSERVICE\tALGORITHM\tBACKEND\tSTATE\tWEIGHT\tSLOTS")
+	for _, v := range views {
+		first := []string{v.Frontend, v.Type, v.Service, v.Algorithm}
+		if len(v.Backends) == 0 {
+			fmt.Fprintf(tw, "%s\t(none)\t\t\t\n", strings.Join(first, "\t"))
+			continue
+		}
+		for i, b := range v.Backends {
+			lead := first
+			if i > 0 {
+				lead = []string{"", "", "", ""}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", strings.Join(lead, "\t"), b.Address, b.State, b.Weight, b.Slots)
+		}
+	}
+	tw.Flush()
+}

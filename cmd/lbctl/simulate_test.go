@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// golden compares got with testdata/NAME, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("output differs from %s:\n--- got\n%s--- want\n%s", path, got, want)
+	}
+}
+
+func TestSimulateGolden(t *testing.T) {
+	for _, tc := range []struct {
+		golden string
+		args   []string
+	}{
+		{"simulate-demo.txt", nil},
+		{"simulate-demo-zone-b.txt", []string{"--zone", "zone-b"}},
+		{"simulate-demo.json", []string{"-o", "json"}},
+		{"simulate-demo-maps.txt", []string{"--maps", "--algorithm", "maglev"}},
+	} {
+		t.Run(tc.golden, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"simulate", "-f", "../../examples/demo"}, tc.args...)
+			if code := run(args, &stdout, &stderr); code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr.String())
+			}
+			golden(t, tc.golden, stdout.Bytes())
+		})
+	}
+}
+
+func TestSimulateErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"simulate"}, 1, "-f DIR is required"},
+		{[]string{"simulate", "-f", "/nonexistent"}, 1, "-f /nonexistent: not a directory"},
+		{[]string{"simulate", "-f", "../../examples/demo", "-o", "xml"}, 1, `-o "xml": want table or json`},
+		{[]string{"simulate", "--help"}, 0, "Usage: lbctl simulate -f DIR"},
+		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{nil, 2, "Usage: lbctl COMMAND"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(tc.args, &stdout, &stderr)
+		if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("lbctl %v: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr.String(), tc.code, tc.want)
+		}
+	}
+}
