@@ -344,3 +344,48 @@ func (m *kernelMaglev) Iterate(fn func(uint32, []uint32) bool) error {
 	}
 	return nil
 }
+
+// OpenPinnedMaps opens the maps pinned in dir, read-only in spirit: it
+// creates nothing, and fails with a clear error when they are not there.
+// For tools (lbctl) that look at an agent's maps.
+func OpenPinnedMaps(dir string) (*Maps, error) {
+	names := []string{lbMapLbServices, lbMapLbBackends, lbMapLbRevNat, lbMapLbMaglev, lbMapLbAffinity, lbMapLbSrcRange, lbMapLbIdMarks}
+	var opened []*ebpf.Map
+	closeAll := func() error {
+		var errs []error
+		for _, m := range opened {
+			errs = append(errs, m.Close())
+		}
+		return errors.Join(errs...)
+	}
+	for _, name := range names {
+		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
+		if err != nil {
+			closeAll()
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("no pinned map %s in %s (is an agent running with --lb-pin-dir %s?)", name, dir, dir)
+			}
+			return nil, fmt.Errorf("map %s in %s: %w", name, dir, err)
+		}
+		opened = append(opened, m)
+	}
+	maglev := &kernelMaglev{outer: opened[3]}
+	var key, id uint32
+	if it := opened[3].Iterate(); it.Next(&key, &id) {
+		if inner, err := ebpf.NewMapFromID(ebpf.MapID(id)); err == nil {
+			maglev.size = int(inner.ValueSize() / 4)
+			inner.Close()
+		}
+	}
+	return &Maps{
+		Kind:         "kernel",
+		Services:     &kernelMap[ServiceKey, ServiceValue]{m: opened[0], name: names[0]},
+		Backends:     &kernelMap[uint32, Backend]{m: opened[1], name: names[1]},
+		RevNat:       &kernelMap[uint32, RevNatValue]{m: opened[2], name: names[2]},
+		Maglev:       maglev,
+		Affinity:     &kernelMap[AffinityKey, AffinityValue]{m: opened[4], name: names[4]},
+		SourceRanges: &kernelMap[SourceRangeKey, uint8]{m: opened[5], name: names[5]},
+		IDMarks:      &kernelMap[uint32, uint32]{m: opened[6], name: names[6]},
+		close:        closeAll,
+	}, nil
+}

@@ -1,6 +1,8 @@
 // Command lbctl looks into lbstate: what the balancer believes and where
 // flows go. Subcommands:
 //
+//	lbctl services|frontends|backends [--api URL] [-o table|json|yaml] [--watch]
+//	lbctl maps [--pin-dir DIR] [-o text|json]
 //	lbctl simulate -f DIR [flags]   manifests -> tables -> in-memory maps, offline
 //
 // Run "lbctl SUBCOMMAND --help" for a subcommand's flags.
@@ -9,7 +11,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 )
 
 type command struct {
@@ -17,8 +21,16 @@ type command struct {
 	run     func(args []string, stdout, stderr io.Writer) error
 }
 
-var commands = map[string]command{
-	"simulate": {"Run manifests through tables, reconciler and in-memory maps, and print the result", simulate},
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"simulate":  {"Run manifests through tables, reconciler and in-memory maps, and print the result", simulate},
+		"services":  {"List a running agent's services", servicesCmd},
+		"frontends": {"List a running agent's frontends and their selected backends", frontendsCmd},
+		"backends":  {"List a running agent's backends", backendsCmd},
+		"maps":      {"Dump an agent's pinned maps", mapsCmd},
+	}
 }
 
 func main() {
@@ -51,7 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: lbctl COMMAND [flags]\n\nCommands:")
-	for name, c := range commands {
-		fmt.Fprintf(w, "  %-10s %s\n", name, c.summary)
+	for _, name := range slices.Sorted(maps.Keys(commands)) {
+		fmt.Fprintf(w, "  %-10s %s\n", name, commands[name].summary)
 	}
 }

@@ -80,48 +80,12 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("-o %q: want table or json", *output)
 	}
 
-	var (
-		db        *statedb.DB
-		w         *tables.Writer
-		maps      *bpf.Maps
-		frontends statedb.Table[*lb.Frontend]
-		rec       reconciler.Reconciler[*lb.Frontend]
-	)
-	h := hive.New(
-		statedb.Cell, job.Cell, cell.SimpleHealthCell,
-		tables.Cell, bpf.Cell, lbreconciler.Cell,
-		cell.Invoke(func(d *statedb.DB, wr *tables.Writer, m *bpf.Maps, fes statedb.Table[*lb.Frontend], r reconciler.Reconciler[*lb.Frontend]) {
-			db, w, maps, frontends, rec = d, wr, m, fes, r
-		}),
-	)
-	hive.AddConfigOverride(h, func(c *bpf.ModeConfig) { c.LBMaps = "memory" })
-	hive.AddConfigOverride(h, func(c *bpf.Config) { c.LBMaglevTableSize = uint32(*tableSize) })
-	hive.AddConfigOverride(h, func(c *lbreconciler.Config) { c.LBAlgorithm = *algorithm })
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if err := h.Start(log, context.Background()); err != nil {
-		return err
-	}
-	defer h.Stop(log, context.Background())
-
-	cfg := k8s.DefaultConfig
-	cfg.K8sNodeName = *nodeName
-	r, err := k8s.NewFedReflector(cfg, w, lb.SourceFile, log, nil)
+	p, err := startPipeline(*dir, *nodeName, *zone, *algorithm, uint32(*tableSize), stderr)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go r.Loop(ctx)
-	src := file.New(*dir, r, log)
-	src.Scan()
-	if *zone != "" {
-		r.Push(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: *nodeName, Labels: map[string]string{k8s.LabelTopologyZone: *zone}},
-			Status: nodeStatus(src, *nodeName)}, false)
-	}
-	r.Synced()
-	if err := waitSettled(db, w, frontends, rec); err != nil {
-		return err
-	}
+	defer p.stop()
+	db, frontends, maps := p.db, p.frontends, p.maps
 
 	views, err := buildViews(db, frontends, maps)
 	if err != nil {
@@ -142,6 +106,66 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 		return d.WriteText(stdout)
 	}
 	return nil
+}
+
+// pipeline is lbstate running in this process over in-memory maps, fed by
+// a manifests directory.
+type pipeline struct {
+	db        *statedb.DB
+	frontends statedb.Table[*lb.Frontend]
+	maps      *bpf.Maps
+	stop      func()
+}
+
+// startPipeline reads dir once through the whole pipeline and returns when
+// the reconciler has written everything.
+func startPipeline(dir, nodeName, zone, algorithm string, tableSize uint32, logTo io.Writer) (*pipeline, error) {
+	var (
+		db        *statedb.DB
+		w         *tables.Writer
+		maps      *bpf.Maps
+		frontends statedb.Table[*lb.Frontend]
+		rec       reconciler.Reconciler[*lb.Frontend]
+	)
+	h := hive.New(
+		statedb.Cell, job.Cell, cell.SimpleHealthCell,
+		tables.Cell, bpf.Cell, lbreconciler.Cell,
+		cell.Invoke(func(d *statedb.DB, wr *tables.Writer, m *bpf.Maps, fes statedb.Table[*lb.Frontend], r reconciler.Reconciler[*lb.Frontend]) {
+			db, w, maps, frontends, rec = d, wr, m, fes, r
+		}),
+	)
+	hive.AddConfigOverride(h, func(c *bpf.ModeConfig) { c.LBMaps = "memory" })
+	hive.AddConfigOverride(h, func(c *bpf.Config) { c.LBMaglevTableSize = tableSize })
+	hive.AddConfigOverride(h, func(c *lbreconciler.Config) { c.LBAlgorithm = algorithm })
+	log := slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if err := h.Start(log, context.Background()); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := func() {
+		cancel()
+		h.Stop(log, context.Background())
+	}
+	cfg := k8s.DefaultConfig
+	cfg.K8sNodeName = nodeName
+	r, err := k8s.NewFedReflector(cfg, w, lb.SourceFile, log, nil)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	go r.Loop(ctx)
+	src := file.New(dir, r, log)
+	src.Scan()
+	if zone != "" {
+		r.Push(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{k8s.LabelTopologyZone: zone}},
+			Status: nodeStatus(src, nodeName)}, false)
+	}
+	r.Synced()
+	if err := waitSettled(db, w, frontends, rec); err != nil {
+		stop()
+		return nil, err
+	}
+	return &pipeline{db: db, frontends: frontends, maps: maps, stop: stop}, nil
 }
 
 // nodeStatus keeps the addresses of the node's manifest, if any, when the
