@@ -123,7 +123,7 @@ func TakeDump(m *Maps) (*Dump, error) {
 	}
 	if err == nil {
 		err = m.Services.Iterate(func(k ServiceKey, v ServiceValue) bool {
-			d.Services = append(d.Services, serviceEntry(k, v))
+			d.Services = append(d.Services, NewServiceEntry(k, v))
 			return true
 		})
 	}
@@ -146,7 +146,8 @@ func TakeDump(m *Maps) (*Dump, error) {
 	return d, nil
 }
 
-func serviceEntry(k ServiceKey, v ServiceValue) ServiceEntry {
+// NewServiceEntry is the readable form of one lb_services entry.
+func NewServiceEntry(k ServiceKey, v ServiceValue) ServiceEntry {
 	e := ServiceEntry{Frontend: k.L3n4Addr(), Slot: k.Slot}
 	if k.Slot > 0 {
 		e.BackendID = v.BackendID

@@ -100,6 +100,9 @@ struct lb_rev_nat_value {
 /*
  * lb_maglev: rev_nat_id -> an inner array with one element, the whole
  * lookup table of M backend IDs, so that a table is replaced in one write.
+ * The reference flow hash (what lbctl explain assumes) is FNV-1a 32 over
+ * client addr[16], client port (be16), frontend addr[16], frontend port
+ * (be16) and protocol, modulo M.
  */
 
 /* lb_affinity (LRU, written by the datapath): client and frontend -> backend. */

@@ -3,6 +3,7 @@
 //
 //	lbctl services|frontends|backends [--api URL] [-o table|json|yaml] [--watch]
 //	lbctl maps [--pin-dir DIR] [-o text|json]
+//	lbctl explain FRONTEND [--src ADDR:PORT] [--pin-dir DIR | -f DIR]
 //	lbctl simulate -f DIR [flags]   manifests -> tables -> in-memory maps, offline
 //
 // Run "lbctl SUBCOMMAND --help" for a subcommand's flags.
@@ -30,6 +31,7 @@ func init() {
 		"frontends": {"List a running agent's frontends and their selected backends", frontendsCmd},
 		"backends":  {"List a running agent's backends", backendsCmd},
 		"maps":      {"Dump an agent's pinned maps", mapsCmd},
+		"explain":   {"Walk the maps for a flow to a frontend and say which backends it reaches", explain},
 	}
 }
 

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/lb"
+)
+
+// explain walks the maps the way a datapath does for a flow to FRONTEND
+// and says which backends it can reach, and why.
+func explain(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	src := fs.String("src", "", "The client ADDR:PORT, to decide source ranges, affinity and the Maglev slot")
+	pinDir := fs.String("pin-dir", bpf.DefaultConfig.LBPinDir, "Where the agent pinned its maps")
+	dir := fs.String("f", "", "Explain offline, for a directory of manifests (as lbctl simulate), instead of pinned maps")
+	nodeName := fs.String("node-name", "node-a", "With -f: the local node")
+	zone := fs.String("zone", "", "With -f: the local node's zone")
+	algorithm := fs.String("algorithm", "random", "With -f: the default algorithm")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: lbctl explain FRONTEND [--src ADDR:PORT] [flags]\n\nWalks the maps as a datapath does for a new flow to FRONTEND\n(e.g. 10.96.0.10:80/TCP) and prints the backends it can reach.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	positional, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(positional) != 1 {
+		fs.Usage()
+		return errors.New("give one FRONTEND, e.g. 10.96.0.10:80/TCP")
+	}
+	fe, err := lb.ParseL3n4Addr(positional[0])
+	if err != nil {
+		return err
+	}
+	var client *netip.AddrPort
+	if *src != "" {
+		ap, err := netip.ParseAddrPort(*src)
+		if err != nil {
+			return fmt.Errorf("--src %q: %w", *src, err)
+		}
+		client = &ap
+	}
+	var m *bpf.Maps
+	if *dir != "" {
+		p, err := startPipeline(*dir, *nodeName, *zone, *algorithm, 251, stderr)
+		if err != nil {
+			return err
+		}
+		defer p.stop()
+		m = p.maps
+	} else {
+		if m, err = bpf.OpenPinnedMaps(*pinDir); err != nil {
+			return err
+		}
+		defer m.Close()
+	}
+	return explainFlow(stdout, m, fe, client)
+}
+
+func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPort) error {
+	master, ok, err := m.Services.Lookup(bpf.NewServiceKey(fe, 0))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("no service entry for %s: the datapath does not balance it", fe)
+	}
+	backends := map[uint32]bpf.Backend{}
+	if err := m.Backends.Iterate(func(id uint32, b bpf.Backend) bool { backends[id] = b; return true }); err != nil {
+		return err
+	}
+	name := func(id uint32) string {
+		if b, ok := backends[id]; ok {
+			return fmt.Sprintf("backend %d %s (%s)", id, b.L3n4Addr(), lb.BackendState(b.State))
+		}
+		return fmt.Sprintf("backend %d: MISSING from lb_backends", id)
+	}
+	me := bpf.NewServiceEntry(bpf.NewServiceKey(fe, 0), master)
+	fmt.Fprintf(w, "frontend %s: rev-NAT ID %d, %s, algorithm %s, %d slots taking new flows, %d standby\n",
+		fe, master.RevNatID, me.Type, me.Algorithm, master.Count, master.Standby)
+	if len(me.Flags) > 0 {
+		fmt.Fprintf(w, "  flags: %s\n", strings.Join(me.Flags, ", "))
+	}
+
+	if master.Flags&bpf.FlagSourceRanges != 0 {
+		if client == nil {
+			fmt.Fprintln(w, "source ranges: restricted; give --src to check a client")
+		} else {
+			bits := 128
+			if client.Addr().Unmap().Is4() {
+				bits = 32
+			}
+			_, allowed, err := m.SourceRanges.Lookup(bpf.NewSourceRangeKey(master.RevNatID, netip.PrefixFrom(client.Addr().Unmap(), bits)))
+			if err != nil {
+				return err
+			}
+			if !allowed {
+				fmt.Fprintf(w, "source ranges: %s is not in any range: DROPPED\n", client.Addr())
+				return nil
+			}
+			fmt.Fprintf(w, "source ranges: %s is allowed\n", client.Addr())
+		}
+	}
+	if master.Flags&bpf.FlagAffinity != 0 && client != nil {
+		v, ok, err := m.Affinity.Lookup(bpf.AffinityKey{Client: client.Addr().Unmap().As16(), RevNatID: master.RevNatID})
+		if err != nil {
+			return err
+		}
+		if _, alive := backends[v.BackendID]; ok && alive {
+			fmt.Fprintf(w, "affinity: %s is pinned (for %ds) to %s\n", client.Addr(), master.AffinityTimeout, name(v.BackendID))
+			return nil
+		}
+		fmt.Fprintf(w, "affinity: %s is not pinned yet; the backend picked below will be pinned for %ds\n", client.Addr(), master.AffinityTimeout)
+	}
+	if master.Count == 0 {
+		fmt.Fprintln(w, "no backend takes new flows: new connections are refused")
+	}
+
+	slots := make([]uint32, 0, int(master.Count)+int(master.Standby))
+	for slot := 1; slot <= int(master.Count)+int(master.Standby); slot++ {
+		v, ok, err := m.Services.Lookup(bpf.NewServiceKey(fe, uint16(slot)))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("slot %d of %s is missing: the maps are inconsistent", slot, fe)
+		}
+		slots = append(slots, v.BackendID)
+	}
+	rotation, standby := slots[:master.Count], slots[master.Count:]
+
+	switch master.Algorithm {
+	case bpf.AlgorithmMaglev:
+		table, ok, err := m.Maglev.Lookup(master.RevNatID)
+		if err != nil {
+			return err
+		}
+		if !ok && master.Count > 0 {
+			return fmt.Errorf("no Maglev table for rev-NAT ID %d: the maps are inconsistent", master.RevNatID)
+		}
+		if client != nil && ok {
+			slot := bpf.MaglevSlot(*client, fe, len(table))
+			fmt.Fprintf(w, "maglev: flow %s -> %s hashes to slot %d of %d: %s\n", client, fe, slot, len(table), name(table[slot]))
+			break
+		}
+		counts := map[uint32]int{}
+		for _, id := range table {
+			counts[id]++
+		}
+		fmt.Fprintf(w, "maglev: a flow takes the backend of its hash's slot among %d (give --src for one flow):\n", len(table))
+		for _, id := range slices.Sorted(maps.Keys(counts)) {
+			fmt.Fprintf(w, "  %s: %d of %d slots (%.1f%%)\n", name(id), counts[id], len(table), 100*float64(counts[id])/float64(len(table)))
+		}
+	default:
+		counts := map[uint32]int{}
+		for _, id := range rotation {
+			counts[id]++
+		}
+		fmt.Fprintf(w, "random: a new flow takes a random slot of %d:\n", len(rotation))
+		for _, id := range slices.Sorted(maps.Keys(counts)) {
+			fmt.Fprintf(w, "  %s: %d of %d slots (%.1f%%)\n", name(id), counts[id], len(rotation), 100*float64(counts[id])/float64(len(rotation)))
+		}
+	}
+	for _, id := range standby {
+		fmt.Fprintf(w, "standby (existing flows only): %s\n", name(id))
+	}
+	return nil
+}
+
+// parseInterleaved parses flags that may come before or after positional
+// arguments, and returns the positional ones.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, errHelp
+			}
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
