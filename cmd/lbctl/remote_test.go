@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
@@ -93,4 +95,71 @@ func TestMapsCommand(t *testing.T) {
 	if stdout.String() != wantText.String() || !strings.Contains(stdout.String(), "service 10.96.0.1:80/TCP slot=1 backend=1") {
 		t.Fatalf("lbctl maps:\n%s\nwant:\n%s", stdout.String(), wantText.String())
 	}
+}
+
+// --watch prints the rows as they change.
+func TestRemoteWatch(t *testing.T) {
+	p, err := startPipeline("../../examples/demo", "node-a", "", "random", 251, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.stop()
+	mux := http.NewServeMux()
+	mux.Handle("/statedb/", http.StripPrefix("/statedb", p.db.HTTPHandler()))
+	srv := httptest.NewServer(mux)
+
+	out := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() { done <- run([]string{"frontends", "--api", srv.URL + "/statedb", "--watch"}, out, io.Discard) }()
+	waitFor := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(out.String(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("watch never printed %q:\n%s", want, out.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor("10.96.0.53:53/UDP") // the initial rows
+
+	txn := p.w.WriteTxn()
+	name := lb.NewServiceName("default", "late")
+	if err := p.w.UpsertService(txn, lb.ServiceParams{Name: name, Source: lb.SourceAPI,
+		Frontends: []lb.FrontendParams{{Address: lb.MustParseL3n4Addr("10.96.9.9:80/TCP"), Type: lb.SVCTypeClusterIP}}}); err != nil {
+		t.Fatal(err)
+	}
+	txn.Commit()
+	waitFor("10.96.9.9:80/TCP")
+
+	txn = p.w.WriteTxn()
+	p.w.DeleteService(txn, name, lb.SourceAPI)
+	txn.Commit()
+	waitFor("- 10.96.9.9:80/TCP")
+
+	srv.CloseClientConnections()
+	srv.Close()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch did not end when the agent went away")
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -112,6 +112,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 // a manifests directory.
 type pipeline struct {
 	db        *statedb.DB
+	w         *tables.Writer
 	frontends statedb.Table[*lb.Frontend]
 	maps      *bpf.Maps
 	stop      func()
@@ -165,7 +166,7 @@ func startPipeline(dir, nodeName, zone, algorithm string, tableSize uint32, logT
 		stop()
 		return nil, err
 	}
-	return &pipeline{db: db, frontends: frontends, maps: maps, stop: stop}, nil
+	return &pipeline{db: db, w: w, frontends: frontends, maps: maps, stop: stop}, nil
 }
 
 // nodeStatus keeps the addresses of the node's manifest, if any, when the
