@@ -27,13 +27,6 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 		return nil, err
 	}
 	var opened []*ebpf.Map
-	closeAll := func() error {
-		var errs []error
-		for _, m := range opened {
-			errs = append(errs, m.Close())
-		}
-		return errors.Join(errs...)
-	}
 	open := func(name string, maxEntries uint32) (*ebpf.Map, error) {
 		ms := spec.Maps[name].Copy()
 		ms.MaxEntries = maxEntries
@@ -49,24 +42,40 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 		return m, nil
 	}
 
-	maps := &Maps{Kind: "kernel", close: closeAll}
-	names := []string{lbMapLbServices, lbMapLbBackends, lbMapLbRevNat, lbMapLbMaglev, lbMapLbAffinity, lbMapLbSrcRange, lbMapLbIdMarks}
 	sizes := []uint32{cfg.LBServicesMax, cfg.LBBackendsMax, cfg.LBRevNatMax, cfg.LBMaglevMax, cfg.LBAffinityMax, cfg.LBSourceRangesMax, 2}
-	ms := make([]*ebpf.Map, len(names))
-	for i, name := range names {
-		if ms[i], err = open(name, sizes[i]); err != nil {
-			closeAll()
+	for i, name := range mapNames {
+		if _, err = open(name, sizes[i]); err != nil {
+			closeMaps(opened)
 			return nil, err
 		}
 	}
-	maps.Services = &kernelMap[ServiceKey, ServiceValue]{m: ms[0], name: names[0]}
-	maps.Backends = &kernelMap[uint32, Backend]{m: ms[1], name: names[1]}
-	maps.RevNat = &kernelMap[uint32, RevNatValue]{m: ms[2], name: names[2]}
-	maps.Maglev = &kernelMaglev{outer: ms[3], inner: innerSpec(spec, cfg), size: int(cfg.LBMaglevTableSize)}
-	maps.Affinity = &kernelMap[AffinityKey, AffinityValue]{m: ms[4], name: names[4]}
-	maps.SourceRanges = &kernelMap[SourceRangeKey, uint8]{m: ms[5], name: names[5]}
-	maps.IDMarks = &kernelMap[uint32, uint32]{m: ms[6], name: names[6]}
-	return maps, nil
+	return kernelMaps(opened, &kernelMaglev{outer: opened[3], inner: innerSpec(spec, cfg), size: int(cfg.LBMaglevTableSize)}), nil
+}
+
+// mapNames are the pinned maps, in the order kernelMaps takes them.
+var mapNames = []string{lbMapLbServices, lbMapLbBackends, lbMapLbRevNat, lbMapLbMaglev, lbMapLbAffinity, lbMapLbSrcRange, lbMapLbIdMarks}
+
+// kernelMaps wraps maps opened in mapNames' order.
+func kernelMaps(ms []*ebpf.Map, maglev *kernelMaglev) *Maps {
+	return &Maps{
+		Kind:         "kernel",
+		Services:     &kernelMap[ServiceKey, ServiceValue]{m: ms[0], name: mapNames[0]},
+		Backends:     &kernelMap[uint32, Backend]{m: ms[1], name: mapNames[1]},
+		RevNat:       &kernelMap[uint32, RevNatValue]{m: ms[2], name: mapNames[2]},
+		Maglev:       maglev,
+		Affinity:     &kernelMap[AffinityKey, AffinityValue]{m: ms[4], name: mapNames[4]},
+		SourceRanges: &kernelMap[SourceRangeKey, uint8]{m: ms[5], name: mapNames[5]},
+		IDMarks:      &kernelMap[uint32, uint32]{m: ms[6], name: mapNames[6]},
+		close:        func() error { return closeMaps(ms) },
+	}
+}
+
+func closeMaps(ms []*ebpf.Map) error {
+	var errs []error
+	for _, m := range ms {
+		errs = append(errs, m.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // openPinned opens or creates one pinned map, checking that an existing
@@ -349,19 +358,11 @@ func (m *kernelMaglev) Iterate(fn func(uint32, []uint32) bool) error {
 // creates nothing, and fails with a clear error when they are not there.
 // For tools (lbctl) that look at an agent's maps.
 func OpenPinnedMaps(dir string) (*Maps, error) {
-	names := []string{lbMapLbServices, lbMapLbBackends, lbMapLbRevNat, lbMapLbMaglev, lbMapLbAffinity, lbMapLbSrcRange, lbMapLbIdMarks}
 	var opened []*ebpf.Map
-	closeAll := func() error {
-		var errs []error
-		for _, m := range opened {
-			errs = append(errs, m.Close())
-		}
-		return errors.Join(errs...)
-	}
-	for _, name := range names {
+	for _, name := range mapNames {
 		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
 		if err != nil {
-			closeAll()
+			closeMaps(opened)
 			if errors.Is(err, os.ErrNotExist) {
 				return nil, fmt.Errorf("no pinned map %s in %s (is an agent running with --lb-pin-dir %s?)", name, dir, dir)
 			}
@@ -377,15 +378,5 @@ func OpenPinnedMaps(dir string) (*Maps, error) {
 			inner.Close()
 		}
 	}
-	return &Maps{
-		Kind:         "kernel",
-		Services:     &kernelMap[ServiceKey, ServiceValue]{m: opened[0], name: names[0]},
-		Backends:     &kernelMap[uint32, Backend]{m: opened[1], name: names[1]},
-		RevNat:       &kernelMap[uint32, RevNatValue]{m: opened[2], name: names[2]},
-		Maglev:       maglev,
-		Affinity:     &kernelMap[AffinityKey, AffinityValue]{m: opened[4], name: names[4]},
-		SourceRanges: &kernelMap[SourceRangeKey, uint8]{m: opened[5], name: names[5]},
-		IDMarks:      &kernelMap[uint32, uint32]{m: opened[6], name: names[6]},
-		close:        closeAll,
-	}, nil
+	return kernelMaps(opened, maglev), nil
 }

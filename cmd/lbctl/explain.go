@@ -152,28 +152,27 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 			fmt.Fprintf(w, "maglev: flow %s -> %s hashes to slot %d of %d: %s\n", client, fe, slot, len(table), name(table[slot]))
 			break
 		}
-		counts := map[uint32]int{}
-		for _, id := range table {
-			counts[id]++
-		}
 		fmt.Fprintf(w, "maglev: a flow takes the backend of its hash's slot among %d (give --src for one flow):\n", len(table))
-		for _, id := range slices.Sorted(maps.Keys(counts)) {
-			fmt.Fprintf(w, "  %s: %d of %d slots (%.1f%%)\n", name(id), counts[id], len(table), 100*float64(counts[id])/float64(len(table)))
-		}
+		printShares(w, table, name)
 	default:
-		counts := map[uint32]int{}
-		for _, id := range rotation {
-			counts[id]++
-		}
 		fmt.Fprintf(w, "random: a new flow takes a random slot of %d:\n", len(rotation))
-		for _, id := range slices.Sorted(maps.Keys(counts)) {
-			fmt.Fprintf(w, "  %s: %d of %d slots (%.1f%%)\n", name(id), counts[id], len(rotation), 100*float64(counts[id])/float64(len(rotation)))
-		}
+		printShares(w, rotation, name)
 	}
 	for _, id := range standby {
 		fmt.Fprintf(w, "standby (existing flows only): %s\n", name(id))
 	}
 	return nil
+}
+
+// printShares prints each backend's share of the slots.
+func printShares(w io.Writer, slots []uint32, name func(uint32) string) {
+	counts := map[uint32]int{}
+	for _, id := range slots {
+		counts[id]++
+	}
+	for _, id := range slices.Sorted(maps.Keys(counts)) {
+		fmt.Fprintf(w, "  %s: %d of %d slots (%.1f%%)\n", name(id), counts[id], len(slots), 100*float64(counts[id])/float64(len(slots)))
+	}
 }
 
 // parseInterleaved parses flags that may come before or after positional

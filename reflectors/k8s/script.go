@@ -69,51 +69,36 @@ func DecodeManifests(data []byte) ([]runtime.Object, error) {
 }
 
 func apply(ctx context.Context, c kubernetes.Interface, verb string, obj runtime.Object) error {
-	create, update, del := metav1.CreateOptions{}, metav1.UpdateOptions{}, metav1.DeleteOptions{}
-	var err error
 	switch o := obj.(type) {
 	case *corev1.Service:
-		api := c.CoreV1().Services(o.Namespace)
-		switch verb {
-		case "add":
-			_, err = api.Create(ctx, o, create)
-		case "update":
-			_, err = api.Update(ctx, o, update)
-		default:
-			err = api.Delete(ctx, o.Name, del)
-		}
+		return applyTo(ctx, c.CoreV1().Services(o.Namespace), verb, o)
 	case *discoveryv1.EndpointSlice:
-		api := c.DiscoveryV1().EndpointSlices(o.Namespace)
-		switch verb {
-		case "add":
-			_, err = api.Create(ctx, o, create)
-		case "update":
-			_, err = api.Update(ctx, o, update)
-		default:
-			err = api.Delete(ctx, o.Name, del)
-		}
+		return applyTo(ctx, c.DiscoveryV1().EndpointSlices(o.Namespace), verb, o)
 	case *corev1.Node:
-		api := c.CoreV1().Nodes()
-		switch verb {
-		case "add":
-			_, err = api.Create(ctx, o, create)
-		case "update":
-			_, err = api.Update(ctx, o, update)
-		default:
-			err = api.Delete(ctx, o.Name, del)
-		}
+		return applyTo(ctx, c.CoreV1().Nodes(), verb, o)
 	case *corev1.Pod:
-		api := c.CoreV1().Pods(o.Namespace)
-		switch verb {
-		case "add":
-			_, err = api.Create(ctx, o, create)
-		case "update":
-			_, err = api.Update(ctx, o, update)
-		default:
-			err = api.Delete(ctx, o.Name, del)
-		}
+		return applyTo(ctx, c.CoreV1().Pods(o.Namespace), verb, o)
+	}
+	return fmt.Errorf("%T: not a Service, EndpointSlice, Node or Pod", obj)
+}
+
+// typedClient is what client-go's typed clients (Services(ns), Nodes(),
+// ...) have in common.
+type typedClient[T metav1.Object] interface {
+	Create(context.Context, T, metav1.CreateOptions) (T, error)
+	Update(context.Context, T, metav1.UpdateOptions) (T, error)
+	Delete(context.Context, string, metav1.DeleteOptions) error
+}
+
+func applyTo[T metav1.Object](ctx context.Context, c typedClient[T], verb string, obj T) error {
+	var err error
+	switch verb {
+	case "add":
+		_, err = c.Create(ctx, obj, metav1.CreateOptions{})
+	case "update":
+		_, err = c.Update(ctx, obj, metav1.UpdateOptions{})
 	default:
-		return fmt.Errorf("%T: not a Service, EndpointSlice, Node or Pod", obj)
+		err = c.Delete(ctx, obj.GetName(), metav1.DeleteOptions{})
 	}
 	return err
 }
