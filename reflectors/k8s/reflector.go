@@ -179,10 +179,16 @@ func dropUnused(obj any) (any, error) {
 	return obj, nil
 }
 
-// loop applies events in batches of at most cfg.K8sBatchSize, waiting at
-// most cfg.K8sBatchDelay for a batch to fill.
+// batchIdle is how long a batch waits for one more event before it is
+// applied: bursts coalesce, a lone change goes out at once.
+const batchIdle = time.Millisecond
+
+// loop applies events in batches of at most cfg.K8sBatchSize, gathered
+// while events keep coming (batchIdle apart at most), for at most
+// cfg.K8sBatchDelay.
 func (r *Reflector) loop(ctx context.Context) error {
 	batch := make([]event, 0, r.cfg.K8sBatchSize)
+	idle := time.NewTimer(batchIdle)
 	for {
 		batch = batch[:0]
 		select {
@@ -191,13 +197,25 @@ func (r *Reflector) loop(ctx context.Context) error {
 		case ev := <-r.events:
 			batch = append(batch, ev)
 		}
-		timeout := time.After(r.cfg.K8sBatchDelay)
+		deadline := time.Now().Add(r.cfg.K8sBatchDelay)
 	fill:
 		for len(batch) < r.cfg.K8sBatchSize {
 			select {
 			case ev := <-r.events:
 				batch = append(batch, ev)
-			case <-timeout:
+				continue
+			default:
+			}
+			wait := min(batchIdle, time.Until(deadline))
+			if wait <= 0 {
+				break
+			}
+			idle.Reset(wait)
+			select {
+			case ev := <-r.events:
+				idle.Stop()
+				batch = append(batch, ev)
+			case <-idle.C:
 				break fill
 			}
 		}

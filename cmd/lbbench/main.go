@@ -1,0 +1,344 @@
+// Command lbbench measures the whole pipeline: Kubernetes Services and
+// EndpointSlices handed to the Kubernetes reflector as its informers would
+// hand them (no API server), through the Writer and the reconciler into
+// BPF maps (kernel maps when it can create them, in-memory otherwise).
+//
+//	go run ./cmd/lbbench [-services 50000] [-backends 1] [-iterations 5] [-maps kernel|memory] [-json]
+//	go run ./cmd/lbbench -latency      # update one slice at a time, 1000 times
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"time"
+
+	"github.com/cilium/hive"
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/reconciler"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/bpf/bpftest"
+	"github.com/lbstate/lbstate/lb"
+	lbreconciler "github.com/lbstate/lbstate/reconciler"
+	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/tables"
+)
+
+type options struct {
+	services, backends, iterations, updates int
+	maps                                    string
+	json, latency                           bool
+	cpuProfile, memProfile                  string
+}
+
+// result is the JSON summary, printed as the last line with -json.
+type result struct {
+	Maps                   string  `json:"maps"`
+	Services               int     `json:"services"`
+	BackendsPerService     int     `json:"backends_per_service"`
+	InsertServicesPerSec   stats   `json:"insert_services_per_sec"`
+	DeleteServicesPerSec   stats   `json:"delete_services_per_sec"`
+	InsertServicesPerSecAv float64 `json:"insert_services_per_sec_avg"`
+	DeleteServicesPerSecAv float64 `json:"delete_services_per_sec_avg"`
+	BytesInUsePerService   float64 `json:"bytes_in_use_per_service"`
+	ObjectsPerService      float64 `json:"objects_per_service"`
+	LatencyP50Ms           float64 `json:"latency_p50_ms,omitempty"`
+	LatencyP99Ms           float64 `json:"latency_p99_ms,omitempty"`
+	LatencyMaxMs           float64 `json:"latency_max_ms,omitempty"`
+}
+
+type stats struct{ Min, Avg, Max float64 }
+
+func main() {
+	var o options
+	flag.IntVar(&o.services, "services", 50000, "Services, each one ClusterIP port and one EndpointSlice")
+	flag.IntVar(&o.backends, "backends", 1, "Endpoints per EndpointSlice")
+	flag.IntVar(&o.iterations, "iterations", 5, "Insert/delete rounds")
+	flag.StringVar(&o.maps, "maps", defaultMaps(), "kernel or memory")
+	flag.BoolVar(&o.json, "json", false, "Print a JSON summary as the last line")
+	flag.BoolVar(&o.latency, "latency", false, "With the services loaded, update one EndpointSlice at a time and report latencies")
+	flag.IntVar(&o.updates, "updates", 1000, "Updates in -latency mode")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "Write a CPU profile of the rounds")
+	flag.StringVar(&o.memProfile, "memprofile", "", "Write a heap profile taken with the services loaded")
+	flag.Parse()
+	if err := run(o, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "lbbench:", err)
+		os.Exit(1)
+	}
+}
+
+func defaultMaps() string {
+	if bpftest.Available() == nil {
+		return "kernel"
+	}
+	return "memory"
+}
+
+// bench is one pipeline over fresh maps.
+type bench struct {
+	db        *statedb.DB
+	w         *tables.Writer
+	frontends statedb.Table[*lb.Frontend]
+	backends  statedb.Table[*lb.Backend]
+	rec       reconciler.Reconciler[*lb.Frontend]
+	maps      *bpf.Maps
+	refl      *k8s.Reflector
+	stop      func()
+}
+
+func newBench(o options) (*bench, error) {
+	b := &bench{}
+	cfg := bpf.DefaultConfig
+	n := uint32(o.services)
+	cfg.LBServicesMax = n*uint32(1+o.backends) + 1024
+	cfg.LBBackendsMax = n*uint32(o.backends) + 1024
+	cfg.LBRevNatMax = n + 1024
+	var pinRoot string
+	if o.maps == "kernel" {
+		if err := bpftest.Available(); err != nil {
+			return nil, fmt.Errorf("-maps kernel: %w", err)
+		}
+		dir, err := os.MkdirTemp(bpftest.BPFFSRoot, "lbbench-")
+		if err != nil {
+			return nil, err
+		}
+		pinRoot, cfg.LBPinDir = dir, filepath.Join(dir, "maps")
+	}
+	h := hive.New(
+		statedb.Cell, job.Cell, cell.SimpleHealthCell, tables.Cell, bpf.Cell, lbreconciler.Cell,
+		cell.Invoke(func(db *statedb.DB, w *tables.Writer, fes statedb.Table[*lb.Frontend], bes statedb.Table[*lb.Backend],
+			r reconciler.Reconciler[*lb.Frontend], m *bpf.Maps) {
+			b.db, b.w, b.frontends, b.backends, b.rec, b.maps = db, w, fes, bes, r, m
+		}),
+	)
+	hive.AddConfigOverride(h, func(c *bpf.Config) { *c = cfg })
+	hive.AddConfigOverride(h, func(c *bpf.ModeConfig) { c.LBMaps = o.maps })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if err := h.Start(log, context.Background()); err != nil {
+		return nil, err
+	}
+	kcfg := k8s.DefaultConfig
+	kcfg.K8sNodeName = "bench-node"
+	refl, err := k8s.NewFedReflector(kcfg, b.w, lb.SourceK8s, log, nil)
+	if err != nil {
+		return nil, err
+	}
+	b.refl = refl
+	ctx, cancel := context.WithCancel(context.Background())
+	go refl.Loop(ctx)
+	refl.Synced()
+	b.stop = func() {
+		cancel()
+		h.Stop(log, context.Background())
+		if pinRoot != "" {
+			os.RemoveAll(pinRoot)
+		}
+	}
+	return b, nil
+}
+
+func objects(i, backends int, generation int) (*corev1.Service, *discoveryv1.EndpointSlice) {
+	name := fmt.Sprintf("svc-%d", i)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "bench"},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: fmt.Sprintf("10.%d.%d.%d", 96+i>>16, (i>>8)&255, i&255),
+			Ports:     []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}},
+		},
+	}
+	port, proto := int32(8080+generation), corev1.ProtocolTCP
+	es := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "bench", Labels: map[string]string{k8s.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Port: &port, Protocol: &proto}},
+	}
+	for j := range backends {
+		k := i*backends + j
+		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("11.%d.%d.%d", k>>16, (k>>8)&255, k&255)}})
+	}
+	return svc, es
+}
+
+// settle waits until the tables hold wantFrontends frontends and
+// wantBackends backends and the reconciler has written them.
+func (b *bench) settle(wantFrontends, wantBackends int) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		txn := b.db.ReadTxn()
+		if b.frontends.NumObjects(txn) == wantFrontends && b.backends.NumObjects(txn) == wantBackends {
+			break
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the tables did not settle in 5 minutes")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rev := b.frontends.Revision(b.db.ReadTxn())
+	for {
+		done, retryLow, err := b.rec.WaitUntilReconciled(ctx, rev)
+		if err != nil {
+			return err
+		}
+		if done >= rev && (retryLow == 0 || retryLow > rev) {
+			return nil
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func countEntries[K comparable, V any](m bpf.Map[K, V]) int {
+	n := 0
+	m.Iterate(func(K, V) bool { n++; return true })
+	return n
+}
+
+func run(o options, out io.Writer) error {
+	if o.services < 1 || o.backends < 0 || o.iterations < 1 {
+		return errors.New("-services and -iterations must be at least 1, -backends at least 0")
+	}
+	if o.services >= 1<<20 {
+		return errors.New("-services: at most 1048575")
+	}
+	b, err := newBench(o)
+	if err != nil {
+		return err
+	}
+	defer b.stop()
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
+
+	res := result{Maps: b.maps.Kind, Services: o.services, BackendsPerService: o.backends}
+	fmt.Fprintf(out, "lbbench: %d services x %d backends, %s maps, %d iterations\n", o.services, o.backends, b.maps.Kind, o.iterations)
+	var inserts, deletes []float64
+	for it := range o.iterations {
+		var before runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+
+		start := time.Now()
+		for i := range o.services {
+			svc, es := objects(i, o.backends, 0)
+			b.refl.Push(svc, false)
+			b.refl.Push(es, false)
+		}
+		if err := b.settle(o.services, o.services*o.backends); err != nil {
+			return err
+		}
+		insert := time.Since(start)
+		if got, want := countEntries(b.maps.Services), o.services*(1+o.backends); got != want {
+			return fmt.Errorf("after insert lb_services has %d entries, want %d", got, want)
+		}
+
+		if it == 0 {
+			var after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			res.BytesInUsePerService = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(o.services)
+			res.ObjectsPerService = float64(int64(after.HeapObjects)-int64(before.HeapObjects)) / float64(o.services)
+			if o.memProfile != "" {
+				if f, err := os.Create(o.memProfile); err == nil {
+					pprof.WriteHeapProfile(f)
+					f.Close()
+				}
+			}
+			if o.latency {
+				if err := b.measureLatency(o, &res, out); err != nil {
+					return err
+				}
+			}
+		}
+
+		start = time.Now()
+		for i := range o.services {
+			svc, es := objects(i, o.backends, 0)
+			b.refl.Push(es, true)
+			b.refl.Push(svc, true)
+		}
+		if err := b.settle(0, 0); err != nil {
+			return err
+		}
+		del := time.Since(start)
+		if got := countEntries(b.maps.Services) + countEntries(b.maps.Backends); got != 0 {
+			return fmt.Errorf("after delete the maps hold %d entries", got)
+		}
+		ins, dls := float64(o.services)/insert.Seconds(), float64(o.services)/del.Seconds()
+		inserts, deletes = append(inserts, ins), append(deletes, dls)
+		fmt.Fprintf(out, "  round %d: insert %8.0f services/s (%s), delete %8.0f services/s (%s)\n",
+			it+1, ins, insert.Round(time.Millisecond), dls, del.Round(time.Millisecond))
+	}
+	res.InsertServicesPerSec, res.DeleteServicesPerSec = summarize(inserts), summarize(deletes)
+	res.InsertServicesPerSecAv, res.DeleteServicesPerSecAv = res.InsertServicesPerSec.Avg, res.DeleteServicesPerSec.Avg
+	fmt.Fprintf(out, "insert: min %.0f avg %.0f max %.0f services/s\n", res.InsertServicesPerSec.Min, res.InsertServicesPerSec.Avg, res.InsertServicesPerSec.Max)
+	fmt.Fprintf(out, "delete: min %.0f avg %.0f max %.0f services/s\n", res.DeleteServicesPerSec.Min, res.DeleteServicesPerSec.Avg, res.DeleteServicesPerSec.Max)
+	fmt.Fprintf(out, "heap in use: %.0f bytes and %.1f objects per service\n", res.BytesInUsePerService, res.ObjectsPerService)
+	if o.json {
+		js, _ := json.Marshal(res)
+		fmt.Fprintln(out, string(js))
+	}
+	return nil
+}
+
+// measureLatency updates one EndpointSlice at a time (a new endpoint
+// port) and times each from the hand-over to the frontend being
+// reconciled with it.
+func (b *bench) measureLatency(o options, res *result, out io.Writer) error {
+	var lat []time.Duration
+	for u := range o.updates {
+		i := (u * 7919) % o.services
+		_, es := objects(i, o.backends, u+1)
+		want := uint16(8080 + u + 1)
+		addr := lb.MustParseL3n4Addr(fmt.Sprintf("10.%d.%d.%d:80/TCP", 96+i>>16, (i>>8)&255, i&255))
+		start := time.Now()
+		b.refl.Push(es, false)
+		for {
+			fe, _, watch, found := b.frontends.GetWatch(b.db.ReadTxn(), tables.FrontendByAddress.Query(addr))
+			if found && fe.Status.Kind == reconciler.StatusKindDone && (o.backends == 0 || len(fe.Backends) > 0 && fe.Backends[0].Address.Port() == want) {
+				break
+			}
+			select {
+			case <-watch:
+			case <-time.After(10 * time.Second):
+				return fmt.Errorf("update %d of %s not reconciled in 10s", u, addr)
+			}
+		}
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyMaxMs = ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1])
+	fmt.Fprintf(out, "latency over %d single-slice updates: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", len(lat), res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyMaxMs)
+	return nil
+}
+
+func summarize(xs []float64) stats {
+	s := stats{Min: xs[0], Max: xs[0]}
+	for _, x := range xs {
+		s.Min, s.Max = min(s.Min, x), max(s.Max, x)
+		s.Avg += x / float64(len(xs))
+	}
+	return s
+}

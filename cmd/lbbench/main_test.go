@@ -1,0 +1,32 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// A small run on in-memory maps completes, checks the maps' contents
+// itself, and prints a JSON summary with every field the issue names.
+func TestBenchSmoke(t *testing.T) {
+	var out bytes.Buffer
+	err := run(options{services: 300, backends: 3, iterations: 2, updates: 20, maps: "memory", json: true, latency: true}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var res map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("last line is not JSON: %v\n%s", err, out.String())
+	}
+	for _, k := range []string{"insert_services_per_sec_avg", "delete_services_per_sec_avg", "bytes_in_use_per_service",
+		"objects_per_service", "maps", "services", "backends_per_service", "latency_p99_ms"} {
+		if _, ok := res[k]; !ok {
+			t.Errorf("JSON lacks %s", k)
+		}
+	}
+	if res["maps"] != "memory" || res["services"] != float64(300) || res["insert_services_per_sec_avg"].(float64) <= 0 {
+		t.Errorf("summary %v", res)
+	}
+}
