@@ -93,16 +93,8 @@ func (a *agent) waitDone(t testing.TB, timeout time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	rev := a.frontends.Revision(a.db.ReadTxn())
-	for {
-		done, retryLow, err := a.rec.WaitUntilReconciled(ctx, rev)
-		if err != nil {
-			t.Fatalf("changes up to revision %d not reconciled after %s: %v", rev, timeout, err)
-		}
-		if done >= rev && (retryLow == 0 || retryLow > rev) { // 0: no retries pending
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err := reconciler.WaitReconciled(ctx, a.rec, a.frontends.Revision(a.db.ReadTxn())); err != nil {
+		t.Fatal(err)
 	}
 	deadline := time.Now().Add(timeout)
 	for {

@@ -190,17 +190,7 @@ func (b *bench) settle(wantFrontends, wantBackends int) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rev := b.frontends.Revision(b.db.ReadTxn())
-	for {
-		done, retryLow, err := b.rec.WaitUntilReconciled(ctx, rev)
-		if err != nil {
-			return err
-		}
-		if done >= rev && (retryLow == 0 || retryLow > rev) {
-			return nil
-		}
-		time.Sleep(time.Millisecond)
-	}
+	return lbreconciler.WaitReconciled(ctx, b.rec, b.frontends.Revision(b.db.ReadTxn()))
 }
 
 func countEntries[K comparable, V any](m bpf.Map[K, V]) int {

@@ -189,17 +189,7 @@ func waitSettled(db *statedb.DB, w *tables.Writer, frontends statedb.Table[*lb.F
 	case <-ctx.Done():
 		return errors.New("the manifests were not applied in 30s")
 	}
-	rev := frontends.Revision(db.ReadTxn())
-	for {
-		done, retryLow, err := rec.WaitUntilReconciled(ctx, rev)
-		if err != nil {
-			return fmt.Errorf("waiting for the reconciler: %w", err)
-		}
-		if done >= rev && (retryLow == 0 || retryLow > rev) {
-			return nil
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return lbreconciler.WaitReconciled(ctx, rec, frontends.Revision(db.ReadTxn()))
 }
 
 // buildViews joins each frontend with its slots in the maps.

@@ -67,7 +67,9 @@ func main() {
 		fail(err)
 	}
 	rtxn := txn.Commit()
-	if err := waitReconciled(rec, frontends.Revision(rtxn)); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := lbreconciler.WaitReconciled(ctx, rec, frontends.Revision(rtxn)); err != nil {
 		fail(err)
 	}
 
@@ -93,23 +95,6 @@ func main() {
 	}
 	if maps.Kind == "kernel" && !*keep {
 		os.RemoveAll(*pinDir)
-	}
-}
-
-// waitReconciled waits until the reconciler has processed the frontends up
-// to rev.
-func waitReconciled(rec reconciler.Reconciler[*lb.Frontend], rev statedb.Revision) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
-		done, retryLow, err := rec.WaitUntilReconciled(ctx, rev)
-		if err != nil {
-			return fmt.Errorf("waiting for the reconciler: %w", err)
-		}
-		if done >= rev && (retryLow == 0 || retryLow > rev) {
-			return nil
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
