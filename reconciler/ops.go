@@ -589,9 +589,10 @@ func flags(fe *lb.Frontend) uint8 {
 }
 
 // sourceRanges returns the source range keys of a frontend (RevNatID left
-// 0): loadBalancerSourceRanges restrict the external frontends.
+// 0): loadBalancerSourceRanges restrict the load balancer's addresses, as
+// in kube-proxy, not node ports or external IPs.
 func sourceRanges(fe *lb.Frontend) map[bpf.SourceRangeKey]struct{} {
-	if !fe.Type.IsExternal() || fe.Address.Scope() != lb.ScopeExternal || len(fe.Policy.SourceRanges) == 0 {
+	if fe.Type != lb.SVCTypeLoadBalancer || fe.Address.Scope() != lb.ScopeExternal || len(fe.Policy.SourceRanges) == 0 {
 		return nil
 	}
 	out := make(map[bpf.SourceRangeKey]struct{}, len(fe.Policy.SourceRanges))

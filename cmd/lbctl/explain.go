@@ -25,6 +25,7 @@ func explain(args []string, stdout, stderr io.Writer) error {
 	nodeName := fs.String("node-name", "node-a", "With -f: the local node")
 	zone := fs.String("zone", "", "With -f: the local node's zone")
 	algorithm := fs.String("algorithm", "random", "With -f: the default algorithm")
+	tableSize := fs.Uint("maglev-table-size", uint(bpf.DefaultConfig.LBMaglevTableSize), "With -f: the Maglev table size (the agent's --lb-maglev-table-size)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: lbctl explain FRONTEND [--src ADDR:PORT] [flags]\n\nWalks the maps as a datapath does for a new flow to FRONTEND\n(e.g. 10.96.0.10:80/TCP) and prints the backends it can reach.\n\nFlags:")
 		fs.PrintDefaults()
@@ -51,7 +52,7 @@ func explain(args []string, stdout, stderr io.Writer) error {
 	}
 	var m *bpf.Maps
 	if *dir != "" {
-		p, err := startPipeline(*dir, *nodeName, *zone, *algorithm, 251, stderr)
+		p, err := startPipeline(*dir, *nodeName, *zone, *algorithm, uint32(*tableSize), stderr)
 		if err != nil {
 			return err
 		}
@@ -138,8 +139,10 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 	}
 	rotation, standby := slots[:master.Count], slots[master.Count:]
 
-	switch master.Algorithm {
-	case bpf.AlgorithmMaglev:
+	switch {
+	case master.Count == 0:
+		// Nothing takes new flows (said above).
+	case master.Algorithm == bpf.AlgorithmMaglev:
 		table, ok, err := m.Maglev.Lookup(master.RevNatID)
 		if err != nil {
 			return err

@@ -39,11 +39,15 @@ func remoteTableCmd[Obj row](table string, all statedb.Query[Obj]) func(args []s
 			fmt.Fprintf(stderr, "Usage: lbctl %s [flags]\n\nLists the %s table of a running agent.\n\nFlags:\n", table, table)
 			fs.PrintDefaults()
 		}
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return errHelp
-			}
+		extra, err := parseInterleaved(fs, args)
+		if err != nil {
 			return err
+		}
+		if len(extra) > 0 {
+			return fmt.Errorf("unexpected argument %q", extra[0])
+		}
+		if *output != "table" && *output != "json" && *output != "yaml" {
+			return fmt.Errorf("-o %q: want table, json or yaml", *output)
 		}
 		base, err := url.Parse(*api)
 		if err != nil || base.Scheme == "" || base.Host == "" {

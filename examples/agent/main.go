@@ -107,13 +107,17 @@ var sourceErrors = func() uint64 { return 0 }
 // cluster.
 func startSource(g job.Group, af *agentFlags, cfg k8s.Config, w *tables.Writer, log *slog.Logger) error {
 	if af.manifests != "" {
+		if fi, err := os.Stat(af.manifests); err != nil || !fi.IsDir() {
+			return fmt.Errorf("--manifests %s: not a directory", af.manifests)
+		}
 		r, err := k8s.NewFedReflector(cfg, w, lb.SourceFile, log, nil)
 		if err != nil {
 			return err
 		}
 		src := file.New(af.manifests, r, log)
 		sourceErrors = func() uint64 { return r.Errors() + src.Errors() }
-		g.Add(job.OneShot("manifests", func(ctx context.Context, _ cell.Health) error { return src.Run(ctx) }))
+		// A source that fails stops the agent: without it nothing syncs.
+		g.Add(job.OneShot("manifests", func(ctx context.Context, _ cell.Health) error { return src.Run(ctx) }, job.WithShutdown()))
 		log.Info("Serving a manifests directory", "dir", af.manifests, "node", cfg.K8sNodeName)
 		return nil
 	}
@@ -130,7 +134,7 @@ func startSource(g job.Group, af *agentFlags, cfg k8s.Config, w *tables.Writer, 
 		return err
 	}
 	sourceErrors = r.Errors
-	g.Add(job.OneShot("kubernetes", func(ctx context.Context, _ cell.Health) error { return r.Run(ctx) }))
+	g.Add(job.OneShot("kubernetes", func(ctx context.Context, _ cell.Health) error { return r.Run(ctx) }, job.WithShutdown()))
 	log.Info("Serving a Kubernetes cluster", "server", rc.Host, "node", cfg.K8sNodeName)
 	return nil
 }

@@ -68,8 +68,16 @@ func (s *Source) Run(ctx context.Context) error {
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- s.r.Loop(ctx) }()
 
-	s.Scan()
-	s.r.Synced()
+	// The source counts as synced only after a scan that read the whole
+	// directory: an unreadable one must not look like an empty one.
+	synced := false
+	scan := func() {
+		if s.Scan() == nil && !synced {
+			s.r.Synced()
+			synced = true
+		}
+	}
+	scan()
 	var debounce <-chan time.Time
 	for {
 		select {
@@ -81,7 +89,7 @@ func (s *Source) Run(ctx context.Context) error {
 			}
 			if ev.Has(fsnotify.Create) {
 				if fi, err := os.Stat(ev.Name); err == nil && fi.IsDir() {
-					watcher.Add(ev.Name)
+					addDirs(watcher, ev.Name) // a whole tree may have moved in
 				}
 			}
 			// Editors write in several steps: wait for them to finish.
@@ -89,31 +97,54 @@ func (s *Source) Run(ctx context.Context) error {
 		case err := <-watcher.Errors:
 			s.log.Warn("Watching the manifests directory", "dir", s.dir, "error", err)
 		case <-debounce:
-			s.Scan()
+			scan()
 		}
 	}
 }
 
-func (s *Source) watchDirs(w *fsnotify.Watcher) error {
-	return filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
+func (s *Source) watchDirs(w *fsnotify.Watcher) error { return addDirs(w, s.dir) }
+
+// addDirs watches root and every directory below it.
+func addDirs(w *fsnotify.Watcher, root string) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.IsDir() {
+			if skipDir(path, root) {
+				return filepath.SkipDir
+			}
 			return w.Add(path)
 		}
 		return nil
 	})
 }
 
+// skipDir leaves out kubelet's "..<timestamp>" directories of a mounted
+// ConfigMap: their files are read through the mount's symlinks.
+func skipDir(path, root string) bool {
+	return path != root && strings.HasPrefix(filepath.Base(path), "..")
+}
+
 // Scan reads the directory and hands the reflector what changed since the
 // last scan. A file that cannot be decoded is reported by name and line
-// and keeps contributing what it held before; the other files apply.
-func (s *Source) Scan() {
+// and keeps contributing what it held before; the other files apply. If
+// the directory cannot be read, nothing changes and the error is
+// returned.
+func (s *Source) Scan() error {
 	current := map[string]map[objectKey]runtime.Object{}
 	err := filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !isManifest(path) {
+		if err != nil {
 			return err
+		}
+		if d.IsDir() {
+			if skipDir(path, s.dir) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !isManifest(path) {
+			return nil
 		}
 		objs, err := readManifests(path)
 		if err != nil {
@@ -130,7 +161,7 @@ func (s *Source) Scan() {
 	if err != nil {
 		s.errors.Add(1)
 		s.log.Warn("Reading the manifests directory", "dir", s.dir, "error", err)
-		return
+		return err
 	}
 	s.byFile = current
 
@@ -161,6 +192,7 @@ func (s *Source) Scan() {
 			s.known[key] = obj
 		}
 	}
+	return nil
 }
 
 func compareKeys(a, b objectKey) int {

@@ -167,6 +167,9 @@ func frontends(svc *corev1.Service, p lb.ServiceParams, opts ServiceOptions) ([]
 			if ing.IP == "" {
 				continue // a hostname-only ingress has no address to match
 			}
+			if ing.IPMode != nil && *ing.IPMode == corev1.LoadBalancerIPModeProxy {
+				continue // the load balancer proxies: traffic arrives for the node, not this IP
+			}
 			a, err := netip.ParseAddr(ing.IP)
 			if err != nil {
 				return nil, &fieldError{fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i), err}
@@ -182,8 +185,10 @@ func frontends(svc *corev1.Service, p lb.ServiceParams, opts ServiceOptions) ([]
 		}
 		extIPs = append(extIPs, a.Unmap())
 	}
-	nodePorts := svc.Spec.Type == corev1.ServiceTypeNodePort ||
-		(svc.Spec.Type == corev1.ServiceTypeLoadBalancer && (svc.Spec.AllocateLoadBalancerNodePorts == nil || *svc.Spec.AllocateLoadBalancerNodePorts))
+	// A node port set on a NodePort or LoadBalancer service is served, also
+	// when allocateLoadBalancerNodePorts is false (it then only stops the
+	// API server from allocating one).
+	nodePorts := svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer
 	twins := p.ExtTrafficPolicy != p.IntTrafficPolicy
 
 	var out []lb.FrontendParams

@@ -43,7 +43,10 @@ type Reflector struct {
 	client kubernetes.Interface
 	source lb.Source
 	events chan event
-	done   func(statedb.WriteTxn)
+	// stopped closes when the loop has returned, so that nothing waits
+	// forever to hand it an event.
+	stopped chan struct{}
+	done    func(statedb.WriteTxn)
 
 	// Owned by the loop.
 	services map[lb.ServiceName]*corev1.Service
@@ -85,6 +88,7 @@ func NewFedReflector(cfg Config, w *tables.Writer, src lb.Source, log *slog.Logg
 	return &Reflector{
 		cfg: cfg, w: w, log: log, client: client, done: done, source: src,
 		events:   make(chan event, 4096),
+		stopped:  make(chan struct{}),
 		services: map[lb.ServiceName]*corev1.Service{},
 		slices:   map[sliceKey]*sliceState{},
 		bySvc:    map[lb.ServiceName]map[sliceKey]struct{}{},
@@ -96,12 +100,20 @@ func NewFedReflector(cfg Config, w *tables.Writer, src lb.Source, log *slog.Logg
 func (r *Reflector) Errors() uint64 { return r.errors.Load() }
 
 // Push hands the reflector one object that was added or changed (deleted
-// false) or removed (deleted true).
-func (r *Reflector) Push(obj any, deleted bool) { r.events <- event{obj: obj, deleted: deleted} }
+// false) or removed (deleted true). It waits for room in the queue, but
+// not once the loop has stopped.
+func (r *Reflector) Push(obj any, deleted bool) { r.send(event{obj: obj, deleted: deleted}) }
 
 // Synced tells the reflector that every object of the initial state has
 // been pushed; once they are applied, its source counts as synced.
-func (r *Reflector) Synced() { r.events <- event{synced: true} }
+func (r *Reflector) Synced() { r.send(event{synced: true}) }
+
+func (r *Reflector) send(ev event) {
+	select {
+	case r.events <- ev:
+	case <-r.stopped:
+	}
+}
 
 // Loop applies pushed objects until ctx is done; Run calls it.
 func (r *Reflector) Loop(ctx context.Context) error { return r.loop(ctx) }
@@ -111,13 +123,13 @@ func (r *Reflector) Run(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(r.client, 0,
 		informers.WithTransform(dropUnused))
 	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { r.events <- event{obj: obj} },
-		UpdateFunc: func(_, obj any) { r.events <- event{obj: obj} },
+		AddFunc:    func(obj any) { r.send(event{obj: obj}) },
+		UpdateFunc: func(_, obj any) { r.send(event{obj: obj}) },
 		DeleteFunc: func(obj any) {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj
 			}
-			r.events <- event{obj: obj, deleted: true}
+			r.send(event{obj: obj, deleted: true})
 		},
 	}
 	// A registration has synced once its handler has been given every
@@ -151,10 +163,7 @@ func (r *Reflector) Run(ctx context.Context) error {
 		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 			return
 		}
-		select {
-		case r.events <- event{synced: true}:
-		case <-ctx.Done():
-		}
+		r.Synced()
 	}()
 	defer factory.Shutdown()
 	return r.loop(ctx)
@@ -187,6 +196,7 @@ const batchIdle = time.Millisecond
 // while events keep coming (batchIdle apart at most), for at most
 // cfg.K8sBatchDelay.
 func (r *Reflector) loop(ctx context.Context) error {
+	defer close(r.stopped)
 	batch := make([]event, 0, r.cfg.K8sBatchSize)
 	idle := time.NewTimer(batchIdle)
 	for {
@@ -268,6 +278,11 @@ func (r *Reflector) apply(batch []event) {
 			synced = synced || ev.synced
 		}
 	}
+	// Backends first: a new service's frontends are then derived once, with
+	// their backends (the Writer gives the same result in any order).
+	for _, name := range slices.SortedFunc(maps.Keys(dirty), lb.ServiceName.Compare) {
+		r.check(r.w.SetBackends(txn, name, r.source, r.backendsOf(name)...), name.String())
+	}
 	for _, name := range slices.SortedFunc(maps.Keys(reconvert), lb.ServiceName.Compare) {
 		svc, ok := r.services[name]
 		if !ok {
@@ -283,9 +298,6 @@ func (r *Reflector) apply(batch []event) {
 			r.check(r.w.UpsertService(txn, params), name.String())
 		}
 	}
-	for _, name := range slices.SortedFunc(maps.Keys(dirty), lb.ServiceName.Compare) {
-		r.check(r.w.SetBackends(txn, name, r.source, r.backendsOf(name)...), name.String())
-	}
 	if synced {
 		r.done(txn)
 	}
@@ -295,17 +307,22 @@ func (r *Reflector) apply(batch []event) {
 // applyPod declares (or removes) a pod's HostPort service.
 func (r *Reflector) applyPod(txn statedb.WriteTxn, pod *corev1.Pod, deleted bool) {
 	name := HostPortServiceName(pod)
+	var (
+		params   lb.ServiceParams
+		backends []lb.BackendParams
+		ok       bool
+	)
 	if deleted {
 		delete(r.pods, sliceKey{pod.Namespace, pod.Name})
 	} else {
 		r.pods[sliceKey{pod.Namespace, pod.Name}] = pod
+		var err error
+		if params, backends, ok, err = ConvertPod(pod, r.localNode()); err != nil {
+			r.fail(err) // the previous declaration, if any, stays
+			return
+		}
 	}
-	params, backends, ok, err := ConvertPod(pod, r.localNode())
-	if err != nil {
-		r.fail(err)
-		return
-	}
-	if deleted || !ok {
+	if !ok {
 		r.check(r.w.DeleteService(txn, name, r.source), name.String())
 		r.check(r.w.SetBackends(txn, name, r.source), name.String())
 		return
