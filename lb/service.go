@@ -36,8 +36,9 @@ type ServiceParams struct {
 	SessionAffinity        bool   `json:"sessionAffinity,omitempty" yaml:"sessionAffinity,omitempty"`
 	SessionAffinityTimeout uint32 `json:"sessionAffinityTimeout,omitempty" yaml:"sessionAffinityTimeout,omitempty"`
 
-	// SourceRanges, when set, limits external frontends to clients in
-	// these prefixes (loadBalancerSourceRanges).
+	// SourceRanges, when set, limits the LoadBalancer frontends to clients
+	// in these prefixes (loadBalancerSourceRanges, as kube-proxy applies
+	// them).
 	SourceRanges []netip.Prefix `json:"sourceRanges,omitempty" yaml:"sourceRanges,omitempty"`
 
 	Algorithm Algorithm `json:"algorithm,omitempty" yaml:"algorithm,omitempty"`
