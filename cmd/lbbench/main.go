@@ -206,6 +206,12 @@ func run(o options, out io.Writer) error {
 	if o.services >= 1<<20 {
 		return errors.New("-services: at most 1048575")
 	}
+	if o.services*o.backends >= 1<<24 {
+		return errors.New("-services times -backends: at most 16777215 backends")
+	}
+	if o.latency && o.backends == 0 {
+		return errors.New("-latency needs -backends of at least 1: it times backend changes")
+	}
 	b, err := newBench(o)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 )
@@ -28,5 +29,20 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	if res["maps"] != "memory" || res["services"] != float64(300) || res["insert_services_per_sec_avg"].(float64) <= 0 {
 		t.Errorf("summary %v", res)
+	}
+}
+
+func TestBenchOptionErrors(t *testing.T) {
+	for _, tc := range []struct {
+		o    options
+		want string
+	}{
+		{options{services: 10, backends: 0, iterations: 1, latency: true, maps: "memory"}, "-latency needs -backends"},
+		{options{services: 1 << 19, backends: 64, iterations: 1, maps: "memory"}, "at most 16777215 backends"},
+		{options{services: 0, backends: 1, iterations: 1, maps: "memory"}, "at least 1"},
+	} {
+		if err := run(tc.o, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.o, err, tc.want)
+		}
 	}
 }

@@ -91,6 +91,11 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 	if len(me.Flags) > 0 {
 		fmt.Fprintf(w, "  flags: %s\n", strings.Join(me.Flags, ", "))
 	}
+	if twin := fe.WithScope(lb.ScopeInternal); fe.Scope() == lb.ScopeExternal {
+		if _, ok, _ := m.Services.Lookup(bpf.NewServiceKey(twin, 0)); ok {
+			fmt.Fprintf(w, "  clients inside the cluster use %s (explain that for them)\n", twin)
+		}
+	}
 
 	if master.Flags&bpf.FlagSourceRanges != 0 {
 		if client == nil {

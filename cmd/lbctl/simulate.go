@@ -57,7 +57,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	zone := fs.String("zone", "", "The local node's zone, overriding its manifest's")
 	algorithm := fs.String("algorithm", "random", "Algorithm for services that do not choose one: random or maglev")
 	tableSize := fs.Uint("maglev-table-size", 251, "Maglev table size (a prime)")
-	showMaps := fs.Bool("maps", false, "Also print the maps' dump")
+	showMaps := fs.Bool("maps", false, "Also print the maps' dump (with -o json: {frontends, maps})")
 	output := fs.String("o", "table", "Output format: table or json")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: lbctl simulate -f DIR [flags]\n\nRuns the manifests in DIR through lbstate's tables, reconciler and\nin-memory maps, offline, and prints each frontend with its backends.\n\nFlags:")
@@ -94,7 +94,17 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	if *output == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(views)
+		if !*showMaps {
+			return enc.Encode(views)
+		}
+		d, err := bpf.TakeDump(maps)
+		if err != nil {
+			return err
+		}
+		return enc.Encode(struct {
+			Frontends []frontendView `json:"frontends"`
+			Maps      *bpf.Dump      `json:"maps"`
+		}{views, d})
 	}
 	printViews(stdout, views)
 	if *showMaps {

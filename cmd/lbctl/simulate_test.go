@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -69,5 +70,36 @@ func TestSimulateErrors(t *testing.T) {
 		if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("lbctl %v: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr.String(), tc.code, tc.want)
 		}
+	}
+}
+
+// -o json with --maps gives the view and the dump in one object.
+func TestSimulateJSONWithMaps(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"simulate", "-f", "../../examples/demo", "-o", "json", "--maps"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var out struct {
+		Frontends []frontendView `json:"frontends"`
+		Maps      struct {
+			Services []json.RawMessage `json:"services"`
+		} `json:"maps"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Frontends) != 13 || len(out.Maps.Services) == 0 {
+		t.Fatalf("%d frontends, %d service entries", len(out.Frontends), len(out.Maps.Services))
+	}
+}
+
+// explain points clients inside the cluster to the internal twin.
+func TestExplainInternalTwin(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"explain", "-f", "../../examples/demo", "192.0.2.1:443/TCP"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "clients inside the cluster use 192.0.2.1:443/TCP/i") {
+		t.Errorf("no hint about the internal twin:\n%s", stdout.String())
 	}
 }

@@ -30,8 +30,10 @@ const (
 	// weight, overriding AnnotationWeight: "10.0.0.1=90,10.0.0.2=10".
 	AnnotationWeights = "lbstate.io/weights"
 
-	// AnnotationTopologyMode is Kubernetes' topology-aware routing switch.
-	AnnotationTopologyMode = "service.kubernetes.io/topology-mode"
+	// AnnotationTopologyMode is Kubernetes' topology-aware routing switch;
+	// AnnotationTopologyAwareHints is its deprecated predecessor.
+	AnnotationTopologyMode       = "service.kubernetes.io/topology-mode"
+	AnnotationTopologyAwareHints = "service.kubernetes.io/topology-aware-hints"
 	// LabelServiceName names an EndpointSlice's service.
 	LabelServiceName = discoveryv1.LabelServiceName
 	// LabelTopologyZone is a node's zone.
@@ -130,7 +132,8 @@ func distribution(svc *corev1.Service) string {
 	if d := svc.Spec.TrafficDistribution; d != nil && *d != "" {
 		return *d
 	}
-	if strings.EqualFold(svc.Annotations[AnnotationTopologyMode], "Auto") {
+	if strings.EqualFold(svc.Annotations[AnnotationTopologyMode], "Auto") ||
+		strings.EqualFold(svc.Annotations[AnnotationTopologyAwareHints], "Auto") {
 		return "PreferSameZone"
 	}
 	return "Default"
@@ -173,6 +176,9 @@ func frontends(svc *corev1.Service, p lb.ServiceParams, opts ServiceOptions) ([]
 			a, err := netip.ParseAddr(ing.IP)
 			if err != nil {
 				return nil, &fieldError{fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i), err}
+			}
+			if !slices.Contains(families, a.Unmap().Is4()) {
+				continue // a family the Service does not have, as kube-proxy filters it
 			}
 			lbIPs = append(lbIPs, a.Unmap())
 		}

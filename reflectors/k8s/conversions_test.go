@@ -362,3 +362,29 @@ func FuzzConvertEndpointSlice(f *testing.F) {
 		}
 	})
 }
+
+func TestConvertServiceFamiliesAndDeprecatedHints(t *testing.T) {
+	p, _, err := ConvertService(decodeService(t, `
+metadata:
+  name: web
+  namespace: default
+  annotations: {service.kubernetes.io/topology-aware-hints: auto}
+spec:
+  type: LoadBalancer
+  allocateLoadBalancerNodePorts: false
+  clusterIP: 10.96.0.1
+  ports: [{port: 80}]
+status:
+  loadBalancer:
+    ingress: [{ip: 192.0.2.1}, {ip: "2001:db8::1"}]
+`), ServiceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := frontendStrings(p); !slices.Equal(got, []string{"10.96.0.1:80/TCP ClusterIP", "192.0.2.1:80/TCP LoadBalancer"}) {
+		t.Errorf("an IPv6 ingress IP of an IPv4-only service became a frontend: %q", got)
+	}
+	if p.TrafficDistribution != lb.TrafficDistributionPreferSameZone {
+		t.Errorf("topology-aware-hints: auto gave %s", p.TrafficDistribution)
+	}
+}

@@ -136,10 +136,14 @@ func (r *Reflector) Run(ctx context.Context) error {
 	// object of the initial list, which is what marking the source synced
 	// needs (an informer's own sync only says its store is filled).
 	var synced []cache.InformerSynced
+	// Only this node: its Node and its Pods (host ports).
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(r.client, 0,
+		informers.WithTransform(dropUnused),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + r.cfg.K8sNodeName }))
 	for _, inf := range []cache.SharedIndexInformer{
 		factory.Core().V1().Services().Informer(),
 		factory.Discovery().V1().EndpointSlices().Informer(),
-		factory.Core().V1().Nodes().Informer(),
+		nodeFactory.Core().V1().Nodes().Informer(),
 	} {
 		reg, err := inf.AddEventHandler(handler)
 		if err != nil {
@@ -147,7 +151,6 @@ func (r *Reflector) Run(ctx context.Context) error {
 		}
 		synced = append(synced, reg.HasSynced)
 	}
-	// Only this node's pods: their host ports are this node's frontends.
 	podFactory := informers.NewSharedInformerFactoryWithOptions(r.client, 0,
 		informers.WithTransform(dropUnused),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName=" + r.cfg.K8sNodeName }))
@@ -157,7 +160,9 @@ func (r *Reflector) Run(ctx context.Context) error {
 	}
 	synced = append(synced, reg.HasSynced)
 	factory.Start(ctx.Done())
+	nodeFactory.Start(ctx.Done())
 	podFactory.Start(ctx.Done())
+	defer nodeFactory.Shutdown()
 	defer podFactory.Shutdown()
 	go func() {
 		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
