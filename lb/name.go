@@ -18,6 +18,9 @@ type ServiceName struct {
 
 type serviceNameParts struct {
 	cluster, namespace, name string
+	// text is the String form, derived from the others when interned, so
+	// that printing (and index keys) need not build it each time.
+	text string
 }
 
 // NewServiceName returns the name of a service in the local cluster.
@@ -35,8 +38,14 @@ func (n ServiceName) WithCluster(cluster string) ServiceName {
 // makeServiceName interns p; all-empty parts give the zero value, so that
 // there is one empty name.
 func makeServiceName(p serviceNameParts) ServiceName {
+	p.text = ""
 	if p == (serviceNameParts{}) {
 		return ServiceName{}
+	}
+	if p.cluster != "" {
+		p.text = p.cluster + "/" + p.namespace + "/" + p.name
+	} else {
+		p.text = p.namespace + "/" + p.name
 	}
 	return ServiceName{unique.Make(p)}
 }
@@ -53,16 +62,7 @@ func (n ServiceName) Namespace() string { return n.parts().namespace }
 func (n ServiceName) Name() string      { return n.parts().name }
 func (n ServiceName) IsZero() bool      { return n == ServiceName{} }
 
-func (n ServiceName) String() string {
-	p := n.parts()
-	if p.cluster != "" {
-		return p.cluster + "/" + p.namespace + "/" + p.name
-	}
-	if p.namespace == "" && p.name == "" {
-		return ""
-	}
-	return p.namespace + "/" + p.name
-}
+func (n ServiceName) String() string { return n.parts().text }
 
 // ParseServiceName parses "ns/name" or "cluster/ns/name".
 func ParseServiceName(s string) (ServiceName, error) {

@@ -51,7 +51,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	contenders := ch.contenders
 	// Sorted, so that rows are written (and later numbered by the
 	// reconciler) in the same order every time.
-	for _, addr := range slices.SortedFunc(maps.Keys(ch.addrs), lb.L3n4Addr.Compare) {
+	for _, addr := range sortedKeys(ch.addrs, lb.L3n4Addr.Compare) {
 		var winner *lb.Service
 		for s := range w.t.Services.List(txn, ServiceByFrontend.Query(addr)) {
 			contenders[s.Name] = struct{}{}
@@ -74,9 +74,20 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		ch.services[winner.Name] = struct{}{}
 	}
 
-	node, _ := w.localNode(txn)
-	for _, name := range slices.SortedFunc(maps.Keys(ch.services), lb.ServiceName.Compare) {
-		w.refreshService(txn, ch, name, owners, node)
+	// The node is looked up once, and only if a service's policy needs it.
+	var (
+		node       *lb.Node
+		nodeLooked bool
+	)
+	localNode := func() *lb.Node {
+		if !nodeLooked {
+			node, _ = w.localNode(txn)
+			nodeLooked = true
+		}
+		return node
+	}
+	for _, name := range sortedKeys(ch.services, lb.ServiceName.Compare) {
+		w.refreshService(txn, ch, name, owners, localNode)
 	}
 	for name := range contenders {
 		w.refreshConflicts(txn, ch, name)
@@ -96,12 +107,17 @@ func outranks(a, b *lb.Service) bool {
 // refreshService re-derives the frontend rows that service name owns.
 // owners holds the addresses decided in this flush; for the others the
 // current row says who owns them.
-func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, owners map[lb.L3n4Addr]lb.ServiceName, node *lb.Node) {
+func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, owners map[lb.L3n4Addr]lb.ServiceName, localNode func() *lb.Node) {
 	svc, found := w.service(txn, name)
 	if !found || svc.Policy() == nil {
 		return
 	}
 	policy := svc.Policy()
+	var node *lb.Node // selection reads it only for Local policies and topology
+	if policy.ExtTrafficPolicy == lb.TrafficPolicyLocal || policy.IntTrafficPolicy == lb.TrafficPolicyLocal ||
+		policy.TrafficDistribution != lb.TrafficDistributionDefault {
+		node = localNode()
+	}
 	target, redirectedTo := name, lb.ServiceName{}
 	if r := svc.Redirect(); r != nil {
 		target, redirectedTo = r.To, r.To
@@ -184,4 +200,15 @@ func (w *Writer) refreshConflicts(txn statedb.WriteTxn, ch *changes, name lb.Ser
 	next.Conflicts = conflicts
 	_, _, err := w.t.Services.Insert(txn, next)
 	ch.fail(err)
+}
+
+// sortedKeys returns the keys of m in order, without sorting one key.
+func sortedKeys[K comparable](m map[K]struct{}, cmp func(K, K) int) []K {
+	if len(m) <= 1 {
+		for k := range m {
+			return []K{k}
+		}
+		return nil
+	}
+	return slices.SortedFunc(maps.Keys(m), cmp)
 }
