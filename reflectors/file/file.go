@@ -6,18 +6,14 @@
 package file
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"fmt"
 	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -27,7 +23,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/lbstate/lbstate/reflectors/k8s"
 )
@@ -207,65 +202,24 @@ func isManifest(path string) bool {
 	return false
 }
 
-var yamlLine = regexp.MustCompile(`line (\d+)`)
-
 // readManifests decodes the Services, EndpointSlices, Nodes and Pods of a
-// file; errors name the file and line.
+// file (k8s.DecodeManifests: errors name the file and line).
 func readManifests(path string) (map[objectKey]runtime.Object, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
+	objs, err := k8s.DecodeManifests(path, data)
+	if err != nil {
+		return nil, err
+	}
 	out := map[objectKey]runtime.Object{}
-	line := 1
-	for _, doc := range splitDocuments(data) {
-		start := line
-		line += bytes.Count(doc, []byte("\n")) + 2 // its lines and the "---" after it
-		if len(bytes.TrimSpace(doc)) == 0 || isComment(doc) {
-			continue
+	for _, obj := range objs {
+		if key, ok := keyOf(obj); ok { // other kinds are not lbstate's
+			out[key] = obj
 		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			at := start
-			if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-				n, _ := strconv.Atoi(m[1])
-				at = start + n - 1
-			}
-			return nil, fmt.Errorf("%s:%d: %w", path, at, err)
-		}
-		key, ok := keyOf(obj)
-		if !ok {
-			continue // a kind lbstate does not read
-		}
-		out[key] = obj
 	}
 	return out, nil
-}
-
-// splitDocuments splits a YAML stream at its "---" lines, keeping every
-// line so that line numbers can be counted.
-func splitDocuments(data []byte) [][]byte {
-	var docs [][]byte
-	lines := bytes.Split(data, []byte("\n"))
-	var cur [][]byte
-	for _, l := range lines {
-		if bytes.HasPrefix(l, []byte("---")) && len(bytes.TrimSpace(l[3:])) == 0 {
-			docs = append(docs, bytes.Join(cur, []byte("\n")))
-			cur = nil
-			continue
-		}
-		cur = append(cur, l)
-	}
-	return append(docs, bytes.Join(cur, []byte("\n")))
-}
-
-func isComment(doc []byte) bool {
-	for _, l := range bytes.Split(doc, []byte("\n")) {
-		if t := bytes.TrimSpace(l); len(t) > 0 && t[0] != '#' {
-			return false
-		}
-	}
-	return true
 }
 
 // keyOf returns the key of an object lbstate reads, defaulting its

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"regexp"
+	"strconv"
 
 	"github.com/cilium/hive/script"
 	corev1 "k8s.io/api/core/v1"
@@ -32,9 +34,9 @@ func ScriptCommands(client kubernetes.Interface) map[string]script.Cmd {
 					if err != nil {
 						return nil, err
 					}
-					objs, err := DecodeManifests(data)
+					objs, err := DecodeManifests(file, data)
 					if err != nil {
-						return nil, fmt.Errorf("%s: %w", file, err)
+						return nil, err
 					}
 					for _, obj := range objs {
 						if err := apply(s.Context(), client, verb, obj); err != nil {
@@ -52,20 +54,58 @@ func ScriptCommands(client kubernetes.Interface) map[string]script.Cmd {
 	}
 }
 
-// DecodeManifests decodes multi-document YAML into Kubernetes objects.
-func DecodeManifests(data []byte) ([]runtime.Object, error) {
+// DecodeManifests decodes a multi-document YAML (or JSON) manifest into
+// Kubernetes objects. Errors name the manifest and the line: "name:LINE: ...".
+func DecodeManifests(name string, data []byte) ([]runtime.Object, error) {
 	var out []runtime.Object
-	for i, doc := range bytes.Split(data, []byte("\n---")) {
-		if len(bytes.TrimSpace(doc)) == 0 {
+	line := 1
+	for _, doc := range splitDocuments(data) {
+		start := line
+		line += bytes.Count(doc, []byte("\n")) + 2 // its lines and the "---" after it
+		if isComment(doc) {
 			continue
 		}
 		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
 		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i+1, err)
+			at := start
+			if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				at = start + n - 1
+			}
+			return nil, fmt.Errorf("%s:%d: %w", name, at, err)
 		}
 		out = append(out, obj)
 	}
 	return out, nil
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+)`)
+
+// splitDocuments splits a YAML stream at its "---" lines, keeping every
+// line so that line numbers can be counted.
+func splitDocuments(data []byte) [][]byte {
+	var docs [][]byte
+	var cur [][]byte
+	for _, l := range bytes.Split(data, []byte("\n")) {
+		if bytes.HasPrefix(l, []byte("---")) && len(bytes.TrimSpace(l[3:])) == 0 {
+			docs = append(docs, bytes.Join(cur, []byte("\n")))
+			cur = nil
+			continue
+		}
+		cur = append(cur, l)
+	}
+	return append(docs, bytes.Join(cur, []byte("\n")))
+}
+
+// isComment reports whether a document holds nothing but blank lines and
+// comments.
+func isComment(doc []byte) bool {
+	for _, l := range bytes.Split(doc, []byte("\n")) {
+		if t := bytes.TrimSpace(l); len(t) > 0 && t[0] != '#' {
+			return false
+		}
+	}
+	return true
 }
 
 func apply(ctx context.Context, c kubernetes.Interface, verb string, obj runtime.Object) error {
