@@ -178,13 +178,14 @@ func (o *ops) Update(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revis
 		return err
 	}
 
+	ranges := sourceRanges(fe)
 	master := bpf.ServiceValue{
 		RevNatID:        st.id,
 		AffinityTimeout: fe.Policy.AffinityTimeout(),
 		Count:           uint16(len(slotIDs) - len(standby)),
 		Standby:         uint16(len(standby)),
 		Type:            uint8(fe.Type),
-		Flags:           flags(fe),
+		Flags:           flags(fe, len(ranges) > 0),
 		Algorithm:       algorithm,
 	}
 	st.affinity = st.affinity || master.AffinityTimeout > 0 // before entries can exist
@@ -212,7 +213,7 @@ func (o *ops) Update(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revis
 		}
 		st.maglev = false
 	}
-	if err := o.writeSourceRanges(st, sourceRanges(fe)); err != nil {
+	if err := o.writeSourceRanges(st, ranges); err != nil {
 		return err
 	}
 	return o.releaseUnused(st, fe.Backends)
@@ -563,7 +564,9 @@ func (o *ops) clearAffinity(revNatID uint32, backendIDs map[uint32]bool) error {
 	return o.maps.Affinity.BatchDelete(stale)
 }
 
-func flags(fe *lb.Frontend) uint8 {
+// flags returns the master entry's flags of a frontend; hasRanges says
+// whether source ranges restrict it.
+func flags(fe *lb.Frontend, hasRanges bool) uint8 {
 	var f uint8
 	p := fe.Policy
 	// Each traffic policy applies where selection applied it: the external
@@ -579,7 +582,7 @@ func flags(fe *lb.Frontend) uint8 {
 	if p.AffinityTimeout() > 0 {
 		f |= bpf.FlagAffinity
 	}
-	if len(sourceRanges(fe)) > 0 {
+	if hasRanges {
 		f |= bpf.FlagSourceRanges
 	}
 	if !fe.RedirectedTo.IsZero() {

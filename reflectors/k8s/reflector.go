@@ -288,12 +288,13 @@ func (r *Reflector) apply(batch []event) {
 	for _, name := range slices.SortedFunc(maps.Keys(dirty), lb.ServiceName.Compare) {
 		r.check(r.w.SetBackends(txn, name, r.source, r.backendsOf(name)...), name.String())
 	}
+	node := r.localNode() // once for the batch: every conversion reads it
 	for _, name := range slices.SortedFunc(maps.Keys(reconvert), lb.ServiceName.Compare) {
 		svc, ok := r.services[name]
 		if !ok {
 			continue
 		}
-		params, ok, err := ConvertService(svc, ServiceOptions{Node: r.localNode(), LoadBalancerClasses: r.cfg.K8sLoadBalancerClasses, Source: r.source})
+		params, ok, err := ConvertService(svc, ServiceOptions{Node: node, LoadBalancerClasses: r.cfg.K8sLoadBalancerClasses, Source: r.source})
 		switch {
 		case err != nil:
 			r.fail(err) // the previous declaration, if any, stays
