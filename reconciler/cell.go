@@ -35,12 +35,12 @@ var Cell = cell.Module(
 	cell.Invoke(func(reconciler.Reconciler[*lb.Frontend]) {}),
 )
 
-func newCellOps(cfg Config, maps *bpf.Maps, log *slog.Logger) (*ops, error) {
+func newCellOps(cfg Config, maps *bpf.Maps, log *slog.Logger, frontends statedb.Table[*lb.Frontend]) (*ops, error) {
 	s, err := cfg.settings()
 	if err != nil {
 		return nil, err
 	}
-	return newOps(maps, s, log)
+	return newOps(maps, s, log, frontends)
 }
 
 func register(p reconciler.Params, cfg Config, frontends statedb.RWTable[*lb.Frontend], o *ops, m *Metrics) (reconciler.Reconciler[*lb.Frontend], error) {

@@ -42,7 +42,11 @@ type ops struct {
 	// kept out of use until the first prune has cleaned up after them.
 	orphanFrontendIDs, orphanBackendIDs []uint32
 
-	initialized bool // the first prune has run: the sources have synced
+	// initialized is set once the frontends table is initialized (every
+	// source has synced); from then on unused backends are deleted, not
+	// parked. tableInitialized asks the table.
+	initialized      bool
+	tableInitialized func(statedb.ReadTxn) bool
 
 	// requestPrune asks statedb's reconciler for a prune; a failed prune
 	// asks again after pruneBackoff.
@@ -102,8 +106,12 @@ func (o *ops) backendValue(be *backendState) bpf.Backend {
 	return bpf.NewBackend(first, o.cfg.zoneIDs[first.Zone])
 }
 
-func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger) (*ops, error) {
+func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Table[*lb.Frontend]) (*ops, error) {
 	o := &ops{
+		tableInitialized: func(txn statedb.ReadTxn) bool {
+			init, _ := frontends.Initialized(txn)
+			return init
+		},
 		maps:              maps,
 		cfg:               cfg,
 		log:               log,
@@ -144,6 +152,7 @@ func (o *ops) FrontendID(addr lb.L3n4Addr) (uint32, bool) {
 func (o *ops) Update(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, fe *lb.Frontend) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.noteInitialized(txn)
 	st, err := o.claimFrontend(fe.Address)
 	if err != nil {
 		return err
@@ -219,11 +228,19 @@ func (o *ops) Update(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revis
 	return o.releaseUnused(st, fe.Backends)
 }
 
+// noteInitialized records that the tables are initialized, as of txn.
+func (o *ops) noteInitialized(txn statedb.ReadTxn) {
+	if !o.initialized && o.tableInitialized(txn) {
+		o.initialized = true
+	}
+}
+
 // Delete removes a frontend, master entry first, so that the datapath
 // stops matching it before anything it names goes away.
 func (o *ops) Delete(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, fe *lb.Frontend) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.noteInitialized(txn)
 	_, known := o.frontends[fe.Address]
 	_, restored := o.restoredFrontends[fe.Address]
 	if !known && !restored {
