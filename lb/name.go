@@ -1,88 +1,85 @@
 package lb
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
-	"unique"
 )
 
 // ServiceName names a service: namespace and name, and for a service of
 // another cluster, that cluster's name. It prints as "ns/name" or
 // "cluster/ns/name".
 //
-// A ServiceName is one interned pointer: comparable, cheap to copy and to
-// keep in many objects. The zero value is the empty name.
+// A ServiceName is its text form and where the parts start in it:
+// comparable, 24 bytes, and free to print, order and index. The zero value
+// is the empty name.
 type ServiceName struct {
-	h unique.Handle[serviceNameParts]
-}
-
-type serviceNameParts struct {
-	cluster, namespace, name string
-	// text is the String form, derived from the others when interned, so
-	// that printing (and index keys) need not build it each time.
 	text string
+	// ns and name are where the namespace and the name start in text.
+	ns, name uint32
 }
 
 // NewServiceName returns the name of a service in the local cluster.
 func NewServiceName(namespace, name string) ServiceName {
-	return makeServiceName(serviceNameParts{namespace: namespace, name: name})
+	return makeServiceName("", namespace, name)
 }
 
 // WithCluster returns the same name in another cluster ("" is local).
 func (n ServiceName) WithCluster(cluster string) ServiceName {
-	p := n.parts()
-	p.cluster = cluster
-	return makeServiceName(p)
+	return makeServiceName(cluster, n.Namespace(), n.Name())
 }
 
-// makeServiceName interns p; all-empty parts give the zero value, so that
-// there is one empty name.
-func makeServiceName(p serviceNameParts) ServiceName {
-	p.text = ""
-	if p == (serviceNameParts{}) {
+// makeServiceName joins the parts; all-empty parts give the zero value, so
+// that there is one empty name.
+func makeServiceName(cluster, namespace, name string) ServiceName {
+	switch {
+	case cluster == "" && namespace == "" && name == "":
 		return ServiceName{}
+	case cluster == "":
+		return ServiceName{text: namespace + "/" + name, name: uint32(len(namespace) + 1)}
+	default:
+		ns := uint32(len(cluster) + 1)
+		return ServiceName{text: cluster + "/" + namespace + "/" + name, ns: ns, name: ns + uint32(len(namespace)+1)}
 	}
-	if p.cluster != "" {
-		p.text = p.cluster + "/" + p.namespace + "/" + p.name
-	} else {
-		p.text = p.namespace + "/" + p.name
-	}
-	return ServiceName{unique.Make(p)}
 }
 
-func (n ServiceName) parts() serviceNameParts {
-	if n.IsZero() {
-		return serviceNameParts{}
+func (n ServiceName) Cluster() string {
+	if n.ns == 0 {
+		return ""
 	}
-	return n.h.Value()
+	return n.text[:n.ns-1]
 }
 
-func (n ServiceName) Cluster() string   { return n.parts().cluster }
-func (n ServiceName) Namespace() string { return n.parts().namespace }
-func (n ServiceName) Name() string      { return n.parts().name }
-func (n ServiceName) IsZero() bool      { return n == ServiceName{} }
+func (n ServiceName) Namespace() string {
+	if n.text == "" {
+		return ""
+	}
+	return n.text[n.ns : n.name-1]
+}
 
-func (n ServiceName) String() string { return n.parts().text }
+func (n ServiceName) Name() string   { return n.text[n.name:] }
+func (n ServiceName) IsZero() bool   { return n.text == "" }
+func (n ServiceName) String() string { return n.text }
 
 // ParseServiceName parses "ns/name" or "cluster/ns/name".
 func ParseServiceName(s string) (ServiceName, error) {
 	parts := strings.Split(s, "/")
-	var p serviceNameParts
+	var cluster, namespace, name string
 	switch len(parts) {
 	case 2:
-		p.namespace, p.name = parts[0], parts[1]
+		namespace, name = parts[0], parts[1]
 	case 3:
-		p.cluster, p.namespace, p.name = parts[0], parts[1], parts[2]
-		if p.cluster == "" {
+		cluster, namespace, name = parts[0], parts[1], parts[2]
+		if cluster == "" {
 			return ServiceName{}, fmt.Errorf("service name %q: empty cluster", s)
 		}
 	default:
 		return ServiceName{}, fmt.Errorf("service name %q: want namespace/name or cluster/namespace/name", s)
 	}
-	if p.namespace == "" || p.name == "" {
+	if namespace == "" || name == "" {
 		return ServiceName{}, fmt.Errorf("service name %q: empty namespace or name", s)
 	}
-	return makeServiceName(p), nil
+	return makeServiceName(cluster, namespace, name), nil
 }
 
 // MustParseServiceName is ParseServiceName that panics on error.
@@ -97,11 +94,10 @@ func MustParseServiceName(s string) ServiceName {
 // Validate reports whether the name is complete and printable in a form
 // that parses back to it.
 func (n ServiceName) Validate() error {
-	p := n.parts()
-	if p.namespace == "" || p.name == "" {
+	if n.Namespace() == "" || n.Name() == "" {
 		return fmt.Errorf("service name %q: empty namespace or name", n)
 	}
-	if strings.Contains(p.cluster+p.namespace+p.name, "/") {
+	if strings.Count(n.text, "/") != 1+min(int(n.ns), 1) {
 		return fmt.Errorf("service name %q: parts must not contain '/'", n)
 	}
 	return nil
@@ -109,10 +105,9 @@ func (n ServiceName) Validate() error {
 
 // Compare orders names by their text form.
 func (n ServiceName) Compare(o ServiceName) int {
-	if n == o {
-		return 0
-	}
-	return strings.Compare(n.String(), o.String())
+	// Invalid names (parts holding '/') may share a text; the offsets
+	// still tell them apart.
+	return cmp.Or(strings.Compare(n.text, o.text), cmp.Compare(n.ns, o.ns), cmp.Compare(n.name, o.name))
 }
 
 func (n ServiceName) MarshalText() ([]byte, error) { return []byte(n.String()), nil }
