@@ -48,12 +48,19 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		return ch.err
 	}
 	owners := make(map[lb.L3n4Addr]lb.ServiceName, len(ch.addrs))
+	// The services this call changed; with the row's owner and the
+	// services in conflict over an address, they are its claimants.
+	changed := slices.Collect(maps.Keys(ch.contenders))
 	contenders := ch.contenders
 	// Sorted, so that rows are written (and later numbered by the
 	// reconciler) in the same order every time.
 	for _, addr := range sortedKeys(ch.addrs, lb.L3n4Addr.Compare) {
 		var winner *lb.Service
-		for s := range w.t.Services.List(txn, ServiceByFrontend.Query(addr)) {
+		claim := func(name lb.ServiceName) {
+			s, found := w.service(txn, name)
+			if !found || !claims(s, addr) {
+				return
+			}
 			contenders[s.Name] = struct{}{}
 			if winner == nil || outranks(s, winner) {
 				winner = s
@@ -62,6 +69,13 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		cur, _, found := w.t.Frontends.Get(txn, FrontendByAddress.Query(addr))
 		if found {
 			contenders[cur.Service] = struct{}{}
+			claim(cur.Service)
+		}
+		for s := range w.t.Services.List(txn, ServiceByConflict.Query(addr)) {
+			claim(s.Name)
+		}
+		for _, name := range changed {
+			claim(name)
 		}
 		if winner == nil {
 			if found {
@@ -93,6 +107,13 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		w.refreshConflicts(txn, ch, name)
 	}
 	return ch.err
+}
+
+// claims reports whether the declaration in force of s has a frontend at
+// addr.
+func claims(s *lb.Service, addr lb.L3n4Addr) bool {
+	p := s.Policy()
+	return p != nil && slices.ContainsFunc(p.Frontends, func(fe lb.FrontendParams) bool { return fe.Address == addr })
 }
 
 // outranks reports whether service a wins a frontend address over b.

@@ -1,8 +1,6 @@
 package tables
 
 import (
-	"slices"
-
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/index"
 
@@ -37,16 +35,6 @@ func addrFromString(s string) (index.Key, error) {
 	return addrKey(a), nil
 }
 
-func sourceKey(s lb.Source) index.Key { return index.Key{byte(s)} }
-
-func sourceFromString(s string) (index.Key, error) {
-	src, err := lb.ParseSource(s)
-	if err != nil {
-		return nil, err
-	}
-	return sourceKey(src), nil
-}
-
 // ServiceByName is the primary index of services.
 var ServiceByName = statedb.Index[*lb.Service, lb.ServiceName]{
 	Name: "name",
@@ -58,42 +46,20 @@ var ServiceByName = statedb.Index[*lb.Service, lb.ServiceName]{
 	Unique:     true,
 }
 
-// ServiceByFrontend finds the services whose declaration in force claims
-// a frontend address. More than one means a conflict.
-var ServiceByFrontend = statedb.Index[*lb.Service, lb.L3n4Addr]{
-	Name: "frontend",
+// ServiceByConflict finds the services that declare a frontend address
+// another service owns (their Conflicts). Together with the frontend row's
+// owner they are every service that claims the address.
+var ServiceByConflict = statedb.Index[*lb.Service, lb.L3n4Addr]{
+	Name: "conflict",
 	FromObject: func(s *lb.Service) index.KeySet {
-		p := s.Policy()
-		if p == nil {
-			return index.NewKeySet()
-		}
-		keys := make([]index.Key, len(p.Frontends))
-		for i, fe := range p.Frontends {
-			keys[i] = addrKey(fe.Address)
+		keys := make([]index.Key, len(s.Conflicts))
+		for i, c := range s.Conflicts {
+			keys[i] = addrKey(c.Address)
 		}
 		return index.NewKeySet(keys...)
 	},
 	FromKey:    addrKey,
 	FromString: addrFromString,
-}
-
-// ServiceBySource finds the services a source declares or redirects.
-var ServiceBySource = statedb.Index[*lb.Service, lb.Source]{
-	Name: "source",
-	FromObject: func(s *lb.Service) index.KeySet {
-		keys := make([]index.Key, 0, len(s.Params)+len(s.Redirects))
-		for _, p := range s.Params {
-			keys = append(keys, sourceKey(p.Source))
-		}
-		for _, r := range s.Redirects {
-			if !slices.ContainsFunc(s.Params, func(p lb.ServiceParams) bool { return p.Source == r.Source }) {
-				keys = append(keys, sourceKey(r.Source))
-			}
-		}
-		return index.NewKeySet(keys...)
-	},
-	FromKey:    sourceKey,
-	FromString: sourceFromString,
 }
 
 // ServiceByRedirectTarget finds the services whose redirect in force
@@ -157,24 +123,6 @@ var BackendByService = statedb.Index[*lb.Backend, lb.ServiceName]{
 	FromString: serviceNameFromString,
 }
 
-// BackendBySource finds the backends a source contributed to.
-var BackendBySource = statedb.Index[*lb.Backend, lb.Source]{
-	Name: "source",
-	FromObject: func(b *lb.Backend) index.KeySet {
-		var keys []index.Key
-		var seen [256]bool
-		for _, inst := range b.Instances {
-			if !seen[inst.Source] {
-				seen[inst.Source] = true
-				keys = append(keys, sourceKey(inst.Source))
-			}
-		}
-		return index.NewKeySet(keys...)
-	},
-	FromKey:    sourceKey,
-	FromString: sourceFromString,
-}
-
 // NodeByName is the primary index of the node table.
 var NodeByName = statedb.Index[*lb.Node, string]{
 	Name: "name",
@@ -202,7 +150,7 @@ func NewTables(db *statedb.DB) (*Tables, error) {
 		err error
 	)
 	if t.Services, err = statedb.NewTable(db, ServicesTableName,
-		ServiceByName, ServiceByFrontend, ServiceBySource, ServiceByRedirectTarget); err != nil {
+		ServiceByName, ServiceByConflict, ServiceByRedirectTarget); err != nil {
 		return nil, err
 	}
 	if t.Frontends, err = statedb.NewTable(db, FrontendsTableName,
@@ -210,7 +158,7 @@ func NewTables(db *statedb.DB) (*Tables, error) {
 		return nil, err
 	}
 	if t.Backends, err = statedb.NewTable(db, BackendsTableName,
-		BackendByAddress, BackendByService, BackendBySource); err != nil {
+		BackendByAddress, BackendByService); err != nil {
 		return nil, err
 	}
 	if t.Node, err = statedb.NewTable(db, NodeTableName, NodeByName); err != nil {

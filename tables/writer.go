@@ -178,11 +178,25 @@ func (w *Writer) DeleteSource(txn statedb.WriteTxn, src lb.Source) error {
 	if !src.Valid() {
 		return fmt.Errorf("source: unknown source %s", src)
 	}
+	// A scan, not an index: a source goes away rarely, and an index by
+	// source would cost every row memory and every write time.
 	ch := w.changes()
-	for _, old := range statedb.Collect(w.t.Services.List(txn, ServiceBySource.Query(src))) {
+	var services []*lb.Service
+	for s := range w.t.Services.All(txn) {
+		if slices.ContainsFunc(s.Params, func(p lb.ServiceParams) bool { return p.Source == src }) || slices.ContainsFunc(s.Redirects, func(r lb.Redirect) bool { return r.Source == src }) {
+			services = append(services, s)
+		}
+	}
+	for _, old := range services {
 		w.putService(txn, ch, old, old.WithoutSource(src).WithoutRedirect(src))
 	}
-	for _, old := range statedb.Collect(w.t.Backends.List(txn, BackendBySource.Query(src))) {
+	var backends []*lb.Backend
+	for b := range w.t.Backends.All(txn) {
+		if slices.ContainsFunc(b.Instances, func(i lb.BackendInstance) bool { return i.Source == src }) {
+			backends = append(backends, b)
+		}
+	}
+	for _, old := range backends {
 		for _, inst := range old.Instances {
 			if inst.Source == src {
 				w.backendsChanged(txn, ch, inst.Service)

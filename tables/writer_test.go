@@ -263,8 +263,8 @@ func checkInvariants(w *Writer, txn statedb.ReadTxn, deleted lb.Source) error {
 			}
 		}
 		// The owner outranks every other claimant.
-		for other := range w.Services().List(txn, ServiceByFrontend.Query(fe.Address)) {
-			if other.Name != fe.Service && outranks(other, svc) {
+		for other := range w.Services().All(txn) {
+			if other.Name != fe.Service && claims(other, fe.Address) && outranks(other, svc) {
 				return fmt.Errorf("frontend %s: owned by %s but %s outranks it", fe.Address, fe.Service, other.Name)
 			}
 		}
