@@ -61,16 +61,17 @@ type frontendState struct {
 	// backends are the backends whose IDs this frontend's entries may
 	// name. While an update is under way it holds the old and the new
 	// backends; they are released only once nothing names them.
-	backends map[lb.L3n4Addr]struct{}
+	backends smallSet[lb.L3n4Addr]
 	slots    int  // slots 1..slots may exist
 	maglev   bool // a Maglev table may exist
 	affinity bool // affinity entries may exist
-	ranges   map[bpf.SourceRangeKey]struct{}
+	ranges   smallSet[bpf.SourceRangeKey]
 
 	// Known contents, nil or zero when unknown (after a failure, or for a
 	// restored frontend).
 	written       []uint32               // backend IDs of slots 1..len(written)
-	master        *bpf.ServiceValue      // slot 0
+	master        bpf.ServiceValue       // slot 0, if masterWritten
+	masterWritten bool                   // lb_services slot 0
 	revNatWritten bool                   // lb_rev_nat entry
 	maglevInput   []maglev.Backend       // what the Maglev table was computed from
 	maglevIDs     map[lb.L3n4Addr]uint32 // and the IDs it names
@@ -81,9 +82,9 @@ type backendState struct {
 	refs    int // frontends whose backends include this one
 	value   bpf.Backend
 	written bool // value is in lb_backends
-	// views are the frontends' views of the backend, by frontend ID; the
-	// lb_backends value is derived from all of them (backendValue).
-	views map[uint32]lb.BackendRef
+	// views are the frontends' views of the backend; the lb_backends
+	// value is derived from all of them (backendValue).
+	views []backendView
 }
 
 // backendValue is the lb_backends value of a backend: the most available
@@ -96,11 +97,11 @@ func (o *ops) backendValue(be *backendState) bpf.Backend {
 		firstID uint32
 		state   = lb.BackendMaintenance
 	)
-	for id, ref := range be.views {
-		if firstID == 0 || id < firstID {
-			first, firstID = ref, id
+	for _, v := range be.views {
+		if firstID == 0 || v.frontend < firstID {
+			first, firstID = v.ref, v.frontend
 		}
-		state = min(state, ref.State)
+		state = min(state, v.ref.State)
 	}
 	first.State = state
 	return bpf.NewBackend(first, o.cfg.zoneIDs[first.Zone])
@@ -198,12 +199,12 @@ func (o *ops) Update(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revis
 		Algorithm:       algorithm,
 	}
 	st.affinity = st.affinity || master.AffinityTimeout > 0 // before entries can exist
-	if st.master == nil || *st.master != master {
-		st.master = nil
+	if !st.masterWritten || st.master != master {
+		st.masterWritten = false
 		if err := o.maps.Services.Update(bpf.NewServiceKey(fe.Address, 0), master); err != nil {
 			return err
 		}
-		st.master = &master
+		st.master, st.masterWritten = master, true
 	}
 	if !st.revNatWritten {
 		if err := o.maps.RevNat.Update(st.id, bpf.NewRevNatValue(fe.Address)); err != nil {
@@ -258,7 +259,7 @@ func (o *ops) Delete(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revis
 }
 
 func (o *ops) removeFrontend(addr lb.L3n4Addr, st *frontendState) error {
-	st.master = nil
+	st.masterWritten = false
 	if err := o.maps.Services.Delete(bpf.NewServiceKey(addr, 0)); err != nil {
 		return err
 	}
@@ -313,7 +314,7 @@ func (o *ops) claimFrontend(addr lb.L3n4Addr) (*frontendState, error) {
 }
 
 func newFrontendState(id uint32) *frontendState {
-	return &frontendState{id: id, backends: map[lb.L3n4Addr]struct{}{}, ranges: map[bpf.SourceRangeKey]struct{}{}}
+	return &frontendState{id: id}
 }
 
 // writeBackends makes every backend of the frontend present in lb_backends
@@ -329,10 +330,7 @@ func (o *ops) writeBackends(st *frontendState, refs []lb.BackendRef) error {
 		if err != nil {
 			return err
 		}
-		if be.views == nil {
-			be.views = map[uint32]lb.BackendRef{}
-		}
-		be.views[st.id] = ref
+		be.setView(st.id, ref)
 		v := o.backendValue(be)
 		if !be.written || be.value != v {
 			ids, vals, todo = append(ids, be.id), append(vals, v), append(todo, be)
@@ -358,8 +356,7 @@ func (o *ops) claimBackend(st *frontendState, addr lb.L3n4Addr) (*backendState, 
 		be = &backendState{id: id}
 		o.backends[addr] = be
 	}
-	if _, counted := st.backends[addr]; !counted {
-		st.backends[addr] = struct{}{}
+	if st.backends.add(addr) {
 		be.refs++
 	}
 	return be, nil
@@ -490,22 +487,25 @@ func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]s
 		return k
 	}
 	for k := range want {
-		if _, ok := st.ranges[k]; ok {
+		if st.ranges.has(k) {
 			continue
 		}
 		if err := o.maps.SourceRanges.Update(withID(k), 1); err != nil {
 			return err
 		}
-		st.ranges[k] = struct{}{}
+		st.ranges.add(k)
 	}
-	for k := range st.ranges {
-		if _, ok := want[k]; ok {
-			continue
+	var stale []bpf.SourceRangeKey
+	for k := range st.ranges.all() {
+		if _, ok := want[k]; !ok {
+			stale = append(stale, k)
 		}
+	}
+	for _, k := range stale {
 		if err := o.maps.SourceRanges.Delete(withID(k)); err != nil {
 			return err
 		}
-		delete(st.ranges, k)
+		st.ranges.remove(k)
 	}
 	return nil
 }
@@ -519,7 +519,7 @@ func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef) error {
 		wanted[b.Address] = struct{}{}
 	}
 	var dropped []lb.L3n4Addr
-	for addr := range st.backends {
+	for addr := range st.backends.all() {
 		if _, ok := wanted[addr]; !ok {
 			dropped = append(dropped, addr)
 		}
@@ -538,7 +538,7 @@ func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef) error {
 	}
 	for _, addr := range dropped {
 		be := o.backends[addr]
-		delete(be.views, st.id)
+		be.dropView(st.id)
 		switch {
 		case be.refs > 1:
 			if v := o.backendValue(be); be.written && v != be.value {
@@ -560,7 +560,7 @@ func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef) error {
 			o.beIDs.free(be.id)
 			delete(o.backends, addr)
 		}
-		delete(st.backends, addr)
+		st.backends.remove(addr)
 	}
 	return nil
 }
@@ -765,8 +765,7 @@ func (o *ops) pruneUnknown() error {
 			return false
 		}
 		k.RevNatID = 0
-		_, ok := st.ranges[k]
-		return ok
+		return st.ranges.has(k)
 	}); err != nil {
 		return err
 	}
@@ -857,7 +856,7 @@ func (o *ops) restore() error {
 	if err := o.maps.SourceRanges.Iterate(func(k bpf.SourceRangeKey, _ uint8) bool {
 		if st := byID[k.RevNatID]; st != nil {
 			k.RevNatID = 0
-			st.ranges[k] = struct{}{}
+			st.ranges.add(k)
 		}
 		return true
 	}); err != nil {
@@ -880,11 +879,9 @@ func (o *ops) restore() error {
 		}
 		for _, id := range ids {
 			addr, ok := backendAddrs[id]
-			if _, counted := st.backends[addr]; !ok || counted {
-				continue
+			if ok && st.backends.add(addr) {
+				o.adoptBackend(addr).refs++
 			}
-			st.backends[addr] = struct{}{}
-			o.adoptBackend(addr).refs++
 		}
 	}
 	// IDs that other maps still use keep out of new hands until pruned.
