@@ -50,10 +50,11 @@ type Reflector struct {
 
 	// Owned by the loop.
 	services map[lb.ServiceName]*corev1.Service
-	slices   map[sliceKey]*sliceState
-	bySvc    map[lb.ServiceName]map[sliceKey]struct{}
-	pods     map[sliceKey]*corev1.Pod // this node's pods, by namespace and name
-	node     *corev1.Node
+	slices   map[sliceKey]lb.ServiceName // the service each slice belongs to
+	// bySvc holds each service's slices, by namespace and name.
+	bySvc map[lb.ServiceName][]*discoveryv1.EndpointSlice
+	pods  map[sliceKey]*corev1.Pod // this node's pods, by namespace and name
+	node  *corev1.Node
 
 	// Counters of objects and endpoints skipped for bad input.
 	errors atomic.Uint64
@@ -61,11 +62,6 @@ type Reflector struct {
 
 // sliceKey names a namespaced object (an EndpointSlice or a Pod).
 type sliceKey struct{ namespace, name string }
-
-type sliceState struct {
-	slice   *discoveryv1.EndpointSlice
-	service lb.ServiceName
-}
 
 // NewReflector returns a reflector over client, declaring as the k8s
 // source. It registers its initializer with the Writer, so the tables
@@ -90,8 +86,8 @@ func NewFedReflector(cfg Config, w *tables.Writer, src lb.Source, log *slog.Logg
 		events:   make(chan event, 4096),
 		stopped:  make(chan struct{}),
 		services: map[lb.ServiceName]*corev1.Service{},
-		slices:   map[sliceKey]*sliceState{},
-		bySvc:    map[lb.ServiceName]map[sliceKey]struct{}{},
+		slices:   map[sliceKey]lb.ServiceName{},
+		bySvc:    map[lb.ServiceName][]*discoveryv1.EndpointSlice{},
 		pods:     map[sliceKey]*corev1.Pod{},
 	}, nil
 }
@@ -342,8 +338,13 @@ func (r *Reflector) applyPod(txn statedb.WriteTxn, pod *corev1.Pod, deleted bool
 func (r *Reflector) applySlice(es *discoveryv1.EndpointSlice, deleted bool, dirty map[lb.ServiceName]bool) {
 	key := sliceKey{es.Namespace, es.Name}
 	if old, ok := r.slices[key]; ok {
-		dirty[old.service] = true
-		delete(r.bySvc[old.service], key)
+		dirty[old] = true
+		list := slices.DeleteFunc(r.bySvc[old], func(o *discoveryv1.EndpointSlice) bool { return o.Name == es.Name })
+		if len(list) == 0 {
+			delete(r.bySvc, old)
+		} else {
+			r.bySvc[old] = list
+		}
 		delete(r.slices, key)
 	}
 	if deleted {
@@ -355,11 +356,10 @@ func (r *Reflector) applySlice(es *discoveryv1.EndpointSlice, deleted bool, dirt
 		r.fail(err)
 		return
 	}
-	r.slices[key] = &sliceState{slice: es, service: name}
-	if r.bySvc[name] == nil {
-		r.bySvc[name] = map[sliceKey]struct{}{}
-	}
-	r.bySvc[name][key] = struct{}{}
+	r.slices[key] = name
+	list := r.bySvc[name]
+	i, _ := slices.BinarySearchFunc(list, es.Name, func(o *discoveryv1.EndpointSlice, n string) int { return cmp.Compare(o.Name, n) })
+	r.bySvc[name] = slices.Insert(list, i, es)
 	dirty[name] = true
 }
 
@@ -372,11 +372,8 @@ func (r *Reflector) backendsOf(name lb.ServiceName) []lb.BackendParams {
 	}
 	var out []lb.BackendParams
 	index := map[lb.L3n4Addr]int{}
-	keys := slices.SortedFunc(maps.Keys(r.bySvc[name]), func(a, b sliceKey) int {
-		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
-	})
-	for _, key := range keys {
-		_, bs, errs, err := ConvertEndpointSlice(r.slices[key].slice, publishNotReady)
+	for _, es := range r.bySvc[name] { // in order of name, so the result does not depend on arrival
+		_, bs, errs, err := ConvertEndpointSlice(es, publishNotReady)
 		if err != nil {
 			r.fail(err)
 			continue

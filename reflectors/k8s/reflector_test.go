@@ -115,3 +115,43 @@ func TestReflectorTenThousandServices(t *testing.T) {
 		t.Fatalf("%d errors", r.Errors())
 	}
 }
+
+// The reflector's own state follows slices that move between services and
+// go away: nothing is left of a service once its last slice is deleted,
+// and the backends follow.
+func TestReflectorForgetsDeletedSlices(t *testing.T) {
+	db := statedb.New()
+	w, err := tables.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewFedReflector(DefaultConfig, w, lb.SourceK8s, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slice := func(name, svc, ip string) *discoveryv1.EndpointSlice {
+		port := int32(80)
+		return &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{LabelServiceName: svc}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Port: &port}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}}},
+		}
+	}
+	a1, a2, moved := slice("a-2", "a", "10.0.0.2"), slice("a-1", "a", "10.0.0.1"), slice("a-2", "b", "10.0.0.2")
+	r.apply([]event{{obj: a1}, {obj: a2}})
+	if got := r.bySvc[lb.NewServiceName("ns", "a")]; len(got) != 2 || got[0].Name != "a-1" || got[1].Name != "a-2" {
+		t.Fatalf("service a: slices %v, want a-1 and a-2 in order", got)
+	}
+	r.apply([]event{{obj: moved}})
+	if len(r.bySvc[lb.NewServiceName("ns", "a")]) != 1 || len(r.bySvc[lb.NewServiceName("ns", "b")]) != 1 {
+		t.Fatalf("after a-2 moved to b: %v", r.bySvc)
+	}
+	r.apply([]event{{obj: moved, deleted: true}, {obj: a2, deleted: true}})
+	if len(r.bySvc) != 0 || len(r.slices) != 0 {
+		t.Fatalf("after deleting every slice the reflector still holds %v and %v", r.bySvc, r.slices)
+	}
+	if n := w.Backends().NumObjects(db.ReadTxn()); n != 0 {
+		t.Fatalf("%d backends left", n)
+	}
+}
