@@ -1,8 +1,8 @@
 package tables
 
 import (
-	"maps"
 	"slices"
+	"sync"
 
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
@@ -18,20 +18,58 @@ type changes struct {
 	addrs      map[lb.L3n4Addr]struct{}    // re-decide who owns these addresses
 	contenders map[lb.ServiceName]struct{} // bring these services' conflicts up to date
 	err        error
+
+	// Scratch space of flush.
+	owners     map[lb.L3n4Addr]lb.ServiceName
+	changed    []lb.ServiceName
+	addrList   []lb.L3n4Addr
+	nameList   []lb.ServiceName
+	node       *lb.Node
+	nodeLooked bool
 }
 
-func (w *Writer) changes() *changes {
+// changesPool keeps the maps of earlier calls: a call records a handful
+// of names, and fresh maps for each would cost more than the call.
+var changesPool = sync.Pool{New: func() any {
 	return &changes{
 		services:   map[lb.ServiceName]struct{}{},
 		addrs:      map[lb.L3n4Addr]struct{}{},
 		contenders: map[lb.ServiceName]struct{}{},
+		owners:     map[lb.L3n4Addr]lb.ServiceName{},
 	}
+}}
+
+func (w *Writer) changes() *changes { return changesPool.Get().(*changes) }
+
+// release empties ch and returns it to the pool, unless a big change
+// (a new node, a source going away) grew its maps.
+func (ch *changes) release() {
+	if len(ch.services)+len(ch.addrs)+len(ch.contenders) > 1024 {
+		return
+	}
+	clear(ch.services)
+	clear(ch.addrs)
+	clear(ch.contenders)
+	clear(ch.owners)
+	ch.changed, ch.addrList, ch.nameList = ch.changed[:0], ch.addrList[:0], ch.nameList[:0]
+	ch.err, ch.node, ch.nodeLooked = nil, nil, false
+	changesPool.Put(ch)
 }
 
 func (ch *changes) fail(err error) {
 	if ch.err == nil {
 		ch.err = err
 	}
+}
+
+// localNode looks the node up once per call, and only if a service's
+// policy needs it.
+func (ch *changes) localNode(w *Writer, txn statedb.ReadTxn) *lb.Node {
+	if !ch.nodeLooked {
+		ch.node, _ = w.localNode(txn)
+		ch.nodeLooked = true
+	}
+	return ch.node
 }
 
 // flush refreshes what ch recorded:
@@ -44,38 +82,30 @@ func (ch *changes) fail(err error) {
 //     its list of conflicts (addresses it declares but another service
 //     owns) brought up to date.
 func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
+	defer ch.release()
 	if ch.err != nil {
 		return ch.err
 	}
-	owners := make(map[lb.L3n4Addr]lb.ServiceName, len(ch.addrs))
 	// The services this call changed; with the row's owner and the
 	// services in conflict over an address, they are its claimants.
-	changed := slices.Collect(maps.Keys(ch.contenders))
-	contenders := ch.contenders
+	for name := range ch.contenders {
+		ch.changed = append(ch.changed, name)
+	}
 	// Sorted, so that rows are written (and later numbered by the
 	// reconciler) in the same order every time.
-	for _, addr := range sortedKeys(ch.addrs, lb.L3n4Addr.Compare) {
+	ch.addrList = sortedKeys(ch.addrList, ch.addrs, lb.L3n4Addr.Compare)
+	for _, addr := range ch.addrList {
 		var winner *lb.Service
-		claim := func(name lb.ServiceName) {
-			s, found := w.service(txn, name)
-			if !found || !claims(s, addr) {
-				return
-			}
-			contenders[s.Name] = struct{}{}
-			if winner == nil || outranks(s, winner) {
-				winner = s
-			}
-		}
 		cur, _, found := w.t.Frontends.Get(txn, FrontendByAddress.Query(addr))
 		if found {
-			contenders[cur.Service] = struct{}{}
-			claim(cur.Service)
+			ch.contenders[cur.Service] = struct{}{}
+			winner = w.claimant(txn, ch, addr, cur.Service, winner)
 		}
 		for s := range w.t.Services.List(txn, ServiceByConflict.Query(addr)) {
-			claim(s.Name)
+			winner = w.claimant(txn, ch, addr, s.Name, winner)
 		}
-		for _, name := range changed {
-			claim(name)
+		for _, name := range ch.changed {
+			winner = w.claimant(txn, ch, addr, name, winner)
 		}
 		if winner == nil {
 			if found {
@@ -84,29 +114,32 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 			}
 			continue
 		}
-		owners[addr] = winner.Name
+		ch.owners[addr] = winner.Name
 		ch.services[winner.Name] = struct{}{}
 	}
 
-	// The node is looked up once, and only if a service's policy needs it.
-	var (
-		node       *lb.Node
-		nodeLooked bool
-	)
-	localNode := func() *lb.Node {
-		if !nodeLooked {
-			node, _ = w.localNode(txn)
-			nodeLooked = true
-		}
-		return node
+	ch.nameList = sortedKeys(ch.nameList, ch.services, lb.ServiceName.Compare)
+	for _, name := range ch.nameList {
+		w.refreshService(txn, ch, name)
 	}
-	for _, name := range sortedKeys(ch.services, lb.ServiceName.Compare) {
-		w.refreshService(txn, ch, name, owners, localNode)
-	}
-	for name := range contenders {
+	for name := range ch.contenders {
 		w.refreshConflicts(txn, ch, name)
 	}
 	return ch.err
+}
+
+// claimant returns the better of winner and service name, if name claims
+// addr, and records name as a contender.
+func (w *Writer) claimant(txn statedb.ReadTxn, ch *changes, addr lb.L3n4Addr, name lb.ServiceName, winner *lb.Service) *lb.Service {
+	s, found := w.service(txn, name)
+	if !found || !claims(s, addr) {
+		return winner
+	}
+	ch.contenders[s.Name] = struct{}{}
+	if winner == nil || outranks(s, winner) {
+		return s
+	}
+	return winner
 }
 
 // claims reports whether the declaration in force of s has a frontend at
@@ -126,9 +159,9 @@ func outranks(a, b *lb.Service) bool {
 }
 
 // refreshService re-derives the frontend rows that service name owns.
-// owners holds the addresses decided in this flush; for the others the
+// ch.owners holds the addresses decided in this flush; for the others the
 // current row says who owns them.
-func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, owners map[lb.L3n4Addr]lb.ServiceName, localNode func() *lb.Node) {
+func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.ServiceName) {
 	svc, found := w.service(txn, name)
 	if !found || svc.Policy() == nil {
 		return
@@ -137,7 +170,7 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	var node *lb.Node // selection reads it only for Local policies and topology
 	if policy.ExtTrafficPolicy == lb.TrafficPolicyLocal || policy.IntTrafficPolicy == lb.TrafficPolicyLocal ||
 		policy.TrafficDistribution != lb.TrafficDistributionDefault {
-		node = localNode()
+		node = ch.localNode(w, txn)
 	}
 	target, redirectedTo := name, lb.ServiceName{}
 	if r := svc.Redirect(); r != nil {
@@ -146,7 +179,7 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	cands := w.candidates(txn, target)
 	for _, params := range policy.Frontends {
 		cur, _, found := w.t.Frontends.Get(txn, FrontendByAddress.Query(params.Address))
-		owner, decided := owners[params.Address]
+		owner, decided := ch.owners[params.Address]
 		if !decided && found {
 			owner = cur.Service
 		}
@@ -223,13 +256,11 @@ func (w *Writer) refreshConflicts(txn statedb.WriteTxn, ch *changes, name lb.Ser
 	ch.fail(err)
 }
 
-// sortedKeys returns the keys of m in order, without sorting one key.
-func sortedKeys[K comparable](m map[K]struct{}, cmp func(K, K) int) []K {
-	if len(m) <= 1 {
-		for k := range m {
-			return []K{k}
-		}
-		return nil
+// sortedKeys sets buf to the keys of m in order.
+func sortedKeys[K comparable](buf []K, m map[K]struct{}, cmp func(K, K) int) []K {
+	for k := range m {
+		buf = append(buf, k)
 	}
-	return slices.SortedFunc(maps.Keys(m), cmp)
+	slices.SortFunc(buf, cmp)
+	return buf
 }
