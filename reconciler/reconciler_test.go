@@ -147,6 +147,10 @@ func declare(t testing.TB, a *agent, first, n, k int) {
 
 func serviceName(i int) lb.ServiceName { return lb.NewServiceName("test", fmt.Sprintf("svc-%d", i)) }
 
+func frontendAddr(i int) lb.L3n4Addr {
+	return lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), 80, lb.ScopeExternal)
+}
+
 func declareOne(w *tables.Writer, txn statedb.WriteTxn, i, k int, weight uint16) error {
 	alg := lb.AlgorithmRandom
 	if i%2 == 1 {
@@ -155,7 +159,7 @@ func declareOne(w *tables.Writer, txn statedb.WriteTxn, i, k int, weight uint16)
 	name := serviceName(i)
 	err := w.UpsertService(txn, lb.ServiceParams{Name: name, Source: lb.SourceK8s, Algorithm: alg,
 		Frontends: []lb.FrontendParams{{
-			Address: lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), 80, lb.ScopeExternal),
+			Address: frontendAddr(i),
 			Type:    lb.SVCTypeClusterIP,
 		}}})
 	if err != nil {
@@ -259,7 +263,7 @@ func TestRestartKeepsIDsAndPrunesAfterSync(t *testing.T) {
 	// New IDs continue after the restored ones.
 	declare(t, a2, 100, 1, 1)
 	a2.waitDone(t, 10*time.Second)
-	fe, _, _ := a2.frontends.Get(a2.db.ReadTxn(), tables.FrontendByService.Query(serviceName(100)))
+	fe, _, _ := a2.frontends.Get(a2.db.ReadTxn(), tables.FrontendByAddress.Query(frontendAddr(100)))
 	if fe.ID <= 20 {
 		t.Errorf("a new frontend got ID %d, which the restored frontends used", fe.ID)
 	}

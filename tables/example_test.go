@@ -44,7 +44,7 @@ func Example() {
 	}
 	rtxn := txn.Commit()
 
-	for fe := range w.Frontends().List(rtxn, tables.FrontendByService.Query(web)) {
+	for fe := range w.FrontendsOf(rtxn, web) {
 		fmt.Println(fe.Address, fe.Type)
 		for _, b := range fe.Backends {
 			fmt.Println("  ", b)

@@ -87,16 +87,6 @@ var FrontendByAddress = statedb.Index[*lb.Frontend, lb.L3n4Addr]{
 	Unique:     true,
 }
 
-// FrontendByService finds the frontends a service owns.
-var FrontendByService = statedb.Index[*lb.Frontend, lb.ServiceName]{
-	Name: "service",
-	FromObject: func(f *lb.Frontend) index.KeySet {
-		return index.NewKeySet(serviceNameKey(f.Service))
-	},
-	FromKey:    serviceNameKey,
-	FromString: serviceNameFromString,
-}
-
 // BackendByAddress is the primary index of backends.
 var BackendByAddress = statedb.Index[*lb.Backend, lb.L3n4Addr]{
 	Name: "address",
@@ -154,7 +144,7 @@ func NewTables(db *statedb.DB) (*Tables, error) {
 		return nil, err
 	}
 	if t.Frontends, err = statedb.NewTable(db, FrontendsTableName,
-		FrontendByAddress, FrontendByService); err != nil {
+		FrontendByAddress); err != nil {
 		return nil, err
 	}
 	if t.Backends, err = statedb.NewTable(db, BackendsTableName,

@@ -3,6 +3,7 @@ package tables
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"slices"
 	"sync"
@@ -62,6 +63,25 @@ func (w *Writer) Services() statedb.Table[*lb.Service]   { return w.t.Services }
 func (w *Writer) Frontends() statedb.Table[*lb.Frontend] { return w.t.Frontends }
 func (w *Writer) Backends() statedb.Table[*lb.Backend]   { return w.t.Backends }
 func (w *Writer) Node() statedb.Table[*lb.Node]          { return w.t.Node }
+
+// FrontendsOf yields the frontends a service owns, in the order its
+// declaration lists them. (There is no index of frontends by service: it
+// would cost every frontend row memory and every write time, and the
+// service's row already lists its addresses.)
+func (w *Writer) FrontendsOf(txn statedb.ReadTxn, name lb.ServiceName) iter.Seq[*lb.Frontend] {
+	return func(yield func(*lb.Frontend) bool) {
+		svc, found := w.service(txn, name)
+		if !found || svc.Policy() == nil {
+			return
+		}
+		for _, params := range svc.Policy().Frontends {
+			fe, _, found := w.t.Frontends.Get(txn, FrontendByAddress.Query(params.Address))
+			if found && fe.Service == name && !yield(fe) {
+				return
+			}
+		}
+	}
+}
 
 // RegisterInitializer registers a source that has yet to finish its
 // initial sync. The tables report Initialized only after every registered

@@ -387,3 +387,33 @@ func randomBytes(seed uint64, n int) []byte {
 	}
 	return b
 }
+
+// FrontendsOf yields a service's frontends in declaration order, without
+// the ones another service owns.
+func TestFrontendsOf(t *testing.T) {
+	w := newTestWriter(t)
+	a, b := lb.NewServiceName("ns", "a"), lb.NewServiceName("ns", "b")
+	shared, own := lb.MustParseL3n4Addr("10.96.0.1:80/TCP"), lb.MustParseL3n4Addr("10.96.0.2:80/TCP")
+	fe := func(addr lb.L3n4Addr) lb.FrontendParams { return lb.FrontendParams{Address: addr, Type: lb.SVCTypeClusterIP} }
+	mustWrite(t, w, func(txn statedb.WriteTxn) error {
+		if err := w.UpsertService(txn, lb.ServiceParams{Name: a, Source: lb.SourceAPI, Frontends: []lb.FrontendParams{fe(shared)}}); err != nil {
+			return err
+		}
+		return w.UpsertService(txn, lb.ServiceParams{Name: b, Source: lb.SourceK8s, Frontends: []lb.FrontendParams{fe(own), fe(shared)}})
+	})
+	addrs := func(name lb.ServiceName) (out []string) {
+		for f := range w.FrontendsOf(w.db.ReadTxn(), name) {
+			out = append(out, f.Address.String())
+		}
+		return out
+	}
+	if got := addrs(a); !slices.Equal(got, []string{"10.96.0.1:80/TCP"}) {
+		t.Errorf("FrontendsOf(a) = %v", got)
+	}
+	if got := addrs(b); !slices.Equal(got, []string{"10.96.0.2:80/TCP"}) {
+		t.Errorf("FrontendsOf(b) = %v, want only the address a does not outrank it for", got)
+	}
+	if got := addrs(lb.NewServiceName("ns", "none")); got != nil {
+		t.Errorf("FrontendsOf(unknown) = %v", got)
+	}
+}
