@@ -21,7 +21,7 @@ type changes struct {
 
 	// Scratch space of flush.
 	owners     map[lb.L3n4Addr]lb.ServiceName
-	changed    []lb.ServiceName
+	claimedBy  map[lb.L3n4Addr][]*lb.Service
 	addrList   []lb.L3n4Addr
 	nameList   []lb.ServiceName
 	node       *lb.Node
@@ -36,6 +36,7 @@ var changesPool = sync.Pool{New: func() any {
 		addrs:      map[lb.L3n4Addr]struct{}{},
 		contenders: map[lb.ServiceName]struct{}{},
 		owners:     map[lb.L3n4Addr]lb.ServiceName{},
+		claimedBy:  map[lb.L3n4Addr][]*lb.Service{},
 	}
 }}
 
@@ -51,7 +52,8 @@ func (ch *changes) release() {
 	clear(ch.addrs)
 	clear(ch.contenders)
 	clear(ch.owners)
-	ch.changed, ch.addrList, ch.nameList = ch.changed[:0], ch.addrList[:0], ch.nameList[:0]
+	clear(ch.claimedBy)
+	ch.addrList, ch.nameList = ch.addrList[:0], ch.nameList[:0]
 	ch.err, ch.node, ch.nodeLooked = nil, nil, false
 	changesPool.Put(ch)
 }
@@ -86,10 +88,15 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	if ch.err != nil {
 		return ch.err
 	}
-	// The services this call changed; with the row's owner and the
-	// services in conflict over an address, they are its claimants.
+	// The services this call changed, by the addresses they claim; with
+	// the row's owner and the services in conflict over an address, they
+	// are its claimants.
 	for name := range ch.contenders {
-		ch.changed = append(ch.changed, name)
+		if s, found := w.service(txn, name); found && s.Policy() != nil {
+			for _, fe := range s.Policy().Frontends {
+				ch.claimedBy[fe.Address] = append(ch.claimedBy[fe.Address], s)
+			}
+		}
 	}
 	// Sorted, so that rows are written (and later numbered by the
 	// reconciler) in the same order every time.
@@ -104,8 +111,8 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		for s := range w.t.Services.List(txn, ServiceByConflict.Query(addr)) {
 			winner = w.claimant(txn, ch, addr, s.Name, winner)
 		}
-		for _, name := range ch.changed {
-			winner = w.claimant(txn, ch, addr, name, winner)
+		for _, s := range ch.claimedBy[addr] {
+			winner = better(ch, s, winner)
 		}
 		if winner == nil {
 			if found {
@@ -135,6 +142,12 @@ func (w *Writer) claimant(txn statedb.ReadTxn, ch *changes, addr lb.L3n4Addr, na
 	if !found || !claims(s, addr) {
 		return winner
 	}
+	return better(ch, s, winner)
+}
+
+// better records claimant s as a contender and returns the better of s
+// and winner.
+func better(ch *changes, s, winner *lb.Service) *lb.Service {
 	ch.contenders[s.Name] = struct{}{}
 	if winner == nil || outranks(s, winner) {
 		return s

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cilium/statedb"
 
@@ -31,6 +32,54 @@ type Writer struct {
 
 	mu           sync.Mutex
 	initializers map[string]bool
+
+	// batch is the Batch under way, if any.
+	batch atomic.Pointer[batch]
+}
+
+type batch struct {
+	txn statedb.WriteTxn
+	ch  *changes
+}
+
+// Batch runs fn, in which Writer calls with txn defer the refresh of what
+// they derive (frontend rows and their backends, address ownership,
+// conflicts) to the end of fn, where it is done once: a source applying
+// many objects at once does each service's selection once, however many
+// of its calls touch it. Inside fn, reads of the frontends table and of
+// services' conflicts may be stale; when Batch returns, the tables are
+// consistent, as after any Writer call.
+//
+// Batch returns fn's error, or the first error of the refresh. Calls with
+// bad input inside fn still return their error and change nothing.
+func (w *Writer) Batch(txn statedb.WriteTxn, fn func() error) error {
+	b := &batch{txn: txn, ch: w.changes()}
+	if !w.batch.CompareAndSwap(nil, b) {
+		b.ch.release()
+		return errors.New("Writer.Batch: another batch is under way")
+	}
+	err := func() error {
+		defer w.batch.Store(nil)
+		return fn()
+	}()
+	return errors.Join(err, w.flush(txn, b.ch))
+}
+
+// begin returns where a call records its changes: the batch's, if txn is
+// in one.
+func (w *Writer) begin(txn statedb.WriteTxn) *changes {
+	if b := w.batch.Load(); b != nil && b.txn == txn {
+		return b.ch
+	}
+	return w.changes()
+}
+
+// end refreshes what a call changed, unless a batch will.
+func (w *Writer) end(txn statedb.WriteTxn, ch *changes) error {
+	if b := w.batch.Load(); b != nil && b.ch == ch {
+		return ch.err
+	}
+	return w.flush(txn, ch)
 }
 
 // New creates the tables in db and returns their Writer.
@@ -126,9 +175,9 @@ func (w *Writer) UpsertService(txn statedb.WriteTxn, params lb.ServiceParams) er
 			return nil
 		}
 	}
-	ch := w.changes()
+	ch := w.begin(txn)
 	w.putService(txn, ch, old, old.WithParams(params))
-	return w.flush(txn, ch)
+	return w.end(txn, ch)
 }
 
 // DeleteService removes source's declaration of a service. Its frontends
@@ -142,9 +191,9 @@ func (w *Writer) DeleteService(txn statedb.WriteTxn, name lb.ServiceName, src lb
 	if !found || !slices.Contains(old.Sources(), src) {
 		return nil
 	}
-	ch := w.changes()
+	ch := w.begin(txn)
 	w.putService(txn, ch, old, old.WithoutSource(src))
-	return w.flush(txn, ch)
+	return w.end(txn, ch)
 }
 
 // UpsertBackends adds or updates source's backends of a service. Backends
@@ -153,9 +202,9 @@ func (w *Writer) UpsertBackends(txn statedb.WriteTxn, name lb.ServiceName, src l
 	if err := validateBackends(name, src, backends); err != nil {
 		return err
 	}
-	ch := w.changes()
+	ch := w.begin(txn)
 	w.upsertBackends(txn, ch, name, src, backends)
-	return w.flush(txn, ch)
+	return w.end(txn, ch)
 }
 
 // SetBackends makes backends the whole set of source's backends of a
@@ -174,10 +223,10 @@ func (w *Writer) SetBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.S
 			stale = append(stale, b.Address)
 		}
 	}
-	ch := w.changes()
+	ch := w.begin(txn)
 	w.releaseBackends(txn, ch, name, src, stale)
 	w.upsertBackends(txn, ch, name, src, backends)
-	return w.flush(txn, ch)
+	return w.end(txn, ch)
 }
 
 // ReleaseBackends removes source's backends of a service at the given
@@ -186,9 +235,9 @@ func (w *Writer) ReleaseBackends(txn statedb.WriteTxn, name lb.ServiceName, src 
 	if err := validateRef(name, src); err != nil {
 		return err
 	}
-	ch := w.changes()
+	ch := w.begin(txn)
 	w.releaseBackends(txn, ch, name, src, addrs)
-	return w.flush(txn, ch)
+	return w.end(txn, ch)
 }
 
 // DeleteSource removes everything a source contributed: its declarations
@@ -200,7 +249,7 @@ func (w *Writer) DeleteSource(txn statedb.WriteTxn, src lb.Source) error {
 	}
 	// A scan, not an index: a source goes away rarely, and an index by
 	// source would cost every row memory and every write time.
-	ch := w.changes()
+	ch := w.begin(txn)
 	var services []*lb.Service
 	for s := range w.t.Services.All(txn) {
 		if slices.ContainsFunc(s.Params, func(p lb.ServiceParams) bool { return p.Source == src }) || slices.ContainsFunc(s.Redirects, func(r lb.Redirect) bool { return r.Source == src }) {
@@ -224,7 +273,7 @@ func (w *Writer) DeleteSource(txn statedb.WriteTxn, src lb.Source) error {
 		}
 		w.putBackend(txn, ch, old.Without(func(i *lb.BackendInstance) bool { return i.Source == src }))
 	}
-	return w.flush(txn, ch)
+	return w.end(txn, ch)
 }
 
 // SetBackendHealth records a health check's verdict on a backend address.
@@ -239,12 +288,12 @@ func (w *Writer) SetBackendHealth(txn statedb.WriteTxn, addr lb.L3n4Addr, health
 	}
 	next := *old
 	next.Unhealthy = !healthy
-	ch := w.changes()
+	ch := w.begin(txn)
 	w.putBackend(txn, ch, &next)
 	for _, name := range old.Services() {
 		w.backendsChanged(txn, ch, name)
 	}
-	return w.flush(txn, ch)
+	return w.end(txn, ch)
 }
 
 // SetRedirect makes the frontends of a service use the backends of
@@ -266,9 +315,9 @@ func (w *Writer) SetRedirect(txn statedb.WriteTxn, name lb.ServiceName, r lb.Red
 	} else if slices.Contains(old.Redirects, r) {
 		return nil
 	}
-	ch := w.changes()
+	ch := w.begin(txn)
 	w.putService(txn, ch, old, old.WithRedirect(r))
-	return w.flush(txn, ch)
+	return w.end(txn, ch)
 }
 
 // ClearRedirect removes the redirect that source set on a service. The
@@ -282,9 +331,9 @@ func (w *Writer) ClearRedirect(txn statedb.WriteTxn, name lb.ServiceName, src lb
 	if !found || !slices.ContainsFunc(old.Redirects, func(r lb.Redirect) bool { return r.Source == src }) {
 		return nil
 	}
-	ch := w.changes()
+	ch := w.begin(txn)
 	w.putService(txn, ch, old, old.WithoutRedirect(src))
-	return w.flush(txn, ch)
+	return w.end(txn, ch)
 }
 
 // SetLocalNode records the node the agent runs on. Changing its name or
@@ -307,11 +356,11 @@ func (w *Writer) SetLocalNode(txn statedb.WriteTxn, node lb.Node) error {
 	if hadOld && old.Name == node.Name && old.Zone == node.Zone {
 		return nil // labels and addresses do not affect selection
 	}
-	ch := w.changes()
+	ch := w.begin(txn)
 	for svc := range w.t.Services.All(txn) {
 		ch.services[svc.Name] = struct{}{}
 	}
-	return w.flush(txn, ch)
+	return w.end(txn, ch)
 }
 
 // validateRef reports a service name or source that is not valid.

@@ -234,13 +234,28 @@ func (r *Reflector) loop(ctx context.Context) error {
 	}
 }
 
-// apply writes one batch in one transaction.
+// apply writes one batch in one transaction, as one Writer batch: each
+// service's frontends are derived once for the batch.
 func (r *Reflector) apply(batch []event) {
 	txn := r.w.WriteTxn()
 	defer txn.Abort()
+	synced := false
+	err := r.w.Batch(txn, func() error {
+		synced = r.applyEvents(txn, batch)
+		return nil
+	})
+	r.check(err, "batch")
+	if synced {
+		r.done(txn)
+	}
+	txn.Commit()
+}
+
+// applyEvents records a batch of events and declares what changed; it
+// reports whether the batch holds the synced marker.
+func (r *Reflector) applyEvents(txn statedb.WriteTxn, batch []event) (synced bool) {
 	dirty := map[lb.ServiceName]bool{}     // services whose backends to recompute
 	reconvert := map[lb.ServiceName]bool{} // services to convert again
-	synced := false
 	for _, ev := range batch {
 		switch obj := ev.obj.(type) {
 		case *corev1.Service:
@@ -300,10 +315,7 @@ func (r *Reflector) apply(batch []event) {
 			r.check(r.w.UpsertService(txn, params), name.String())
 		}
 	}
-	if synced {
-		r.done(txn)
-	}
-	txn.Commit()
+	return synced
 }
 
 // applyPod declares (or removes) a pod's HostPort service.
