@@ -1,0 +1,109 @@
+package reconciler
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"testing"
+
+	"github.com/cilium/statedb"
+
+	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/bpf/bpftest"
+	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/tables"
+)
+
+// BenchmarkUpdateDelete measures writing one new frontend with one backend
+// into the maps and deleting it again: the reconciler's cost per service,
+// on in-memory maps (its own work) and on kernel maps (with the
+// syscalls).
+func BenchmarkUpdateDelete(b *testing.B) {
+	for _, kind := range []string{"memory", "kernel"} {
+		b.Run(kind, func(b *testing.B) {
+			cfg := bpf.DefaultConfig
+			cfg.LBServicesMax, cfg.LBBackendsMax, cfg.LBRevNatMax = 1<<17, 1<<17, 1<<17
+			var maps *bpf.Maps
+			if kind == "kernel" {
+				cfg.LBPinDir = bpftest.Config(b).LBPinDir
+				maps = bpftest.KernelMaps(b, cfg)
+			} else {
+				var err error
+				if maps, err = bpf.NewMemoryMaps(cfg, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			benchUpdateDelete(b, maps)
+		})
+	}
+}
+
+func benchUpdateDelete(b *testing.B, maps *bpf.Maps) {
+	db := statedb.New()
+	t, err := tables.NewTables(db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := DefaultConfig.settings()
+	if err != nil {
+		b.Fatal(err)
+	}
+	o, err := newOps(maps, s, slog.New(slog.DiscardHandler), t.Frontends)
+	if err != nil {
+		b.Fatal(err)
+	}
+	policy := &lb.ServiceParams{Name: lb.NewServiceName("bench", "svc"), Source: lb.SourceK8s}
+	const n = 1 << 16 // frontends in the maps at a time
+	fes := make([]*lb.Frontend, n)
+	for i := range fes {
+		fes[i] = &lb.Frontend{
+			FrontendParams: lb.FrontendParams{Type: lb.SVCTypeClusterIP,
+				Address: lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), 80, lb.ScopeExternal)},
+			Policy: policy,
+			Backends: []lb.BackendRef{{Weight: lb.DefaultBackendWeight,
+				Address: lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{11, 0, byte(i >> 8), byte(i)}), 8080, lb.ScopeExternal)}},
+		}
+	}
+	ctx, txn := context.Background(), db.ReadTxn()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		fe := fes[i%n]
+		if i >= n {
+			if err := o.Delete(ctx, txn, 0, fe); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := o.Update(ctx, txn, 0, fe); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkIDAlloc measures allocating an ID with 100,000 in use, freeing
+// the oldest each time (IDs are handed out in increasing order).
+func BenchmarkIDAlloc(b *testing.B) {
+	a := newIDAllocator("bench")
+	marks := 0
+	a.persist = func(uint32) error { marks++; return nil }
+	const inUse = 100000
+	ids := make([]uint32, 0, inUse)
+	for range inUse {
+		id, err := a.alloc()
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		a.free(ids[i%inUse])
+		id, err := a.alloc()
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i%inUse] = id
+	}
+	b.ReportMetric(float64(marks), "marks")
+}
