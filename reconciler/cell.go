@@ -51,7 +51,7 @@ func register(p reconciler.Params, cfg Config, frontends statedb.RWTable[*lb.Fro
 		(*lb.Frontend).SetStatus,
 		(*lb.Frontend).GetStatus,
 		o,
-		nil,
+		o,
 		reconciler.WithMetrics(m),
 		reconciler.WithPruning(30*time.Minute),
 		reconciler.WithRetry(50*time.Millisecond, max(50*time.Millisecond, cfg.LBRetryMaxBackoff)),

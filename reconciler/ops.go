@@ -136,163 +136,6 @@ func (o *ops) FrontendID(addr lb.L3n4Addr) (uint32, bool) {
 	return 0, false
 }
 
-// Update writes one frontend so that a packet never sees it half-written:
-//  1. the backends it uses (lb_backends);
-//  2. its Maglev table, swapped in whole;
-//  3. its backend slots;
-//  4. its master entry and reverse-NAT entry (the master's count never
-//     exceeds the slots present: slots are written before and deleted
-//     after it);
-//  5. the surplus slots of a shrunk frontend, and a Maglev table it no
-//     longer needs;
-//  6. source ranges; affinity entries of backends it dropped;
-//  7. backends that no frontend uses any more.
-//
-// A failure leaves what was written in place and the state describing it;
-// the retry carries on from there.
-func (o *ops) Update(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, fe *lb.Frontend) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.noteInitialized(txn)
-	st, err := o.claimFrontend(fe.Address)
-	if err != nil {
-		return err
-	}
-	fe.ID = st.id
-
-	if err := o.writeBackends(st, fe.Backends); err != nil {
-		return err
-	}
-
-	algorithm := o.cfg.algorithm(fe.Policy.Algorithm)
-	var rotation, standby []lb.BackendRef
-	for _, b := range fe.Backends {
-		if b.Weight > 0 {
-			rotation = append(rotation, b)
-		} else {
-			standby = append(standby, b)
-		}
-	}
-	useMaglev := algorithm == bpf.AlgorithmMaglev && len(rotation) > 0
-	if useMaglev {
-		if err := o.writeMaglev(st, rotation); err != nil {
-			return err
-		}
-	}
-
-	slotIDs := o.slotIDs(algorithm, rotation, standby)
-	if len(slotIDs) > 0xffff {
-		return fmt.Errorf("frontend %s: %d backend slots, at most 65535", fe.Address, len(slotIDs))
-	}
-	if err := o.writeSlots(st, fe.Address, slotIDs); err != nil {
-		return err
-	}
-
-	ranges := sourceRanges(fe)
-	master := bpf.ServiceValue{
-		RevNatID:        st.id,
-		AffinityTimeout: fe.Policy.AffinityTimeout(),
-		Count:           uint16(len(slotIDs) - len(standby)),
-		Standby:         uint16(len(standby)),
-		Type:            uint8(fe.Type),
-		Flags:           flags(fe, len(ranges) > 0),
-		Algorithm:       algorithm,
-	}
-	st.affinity = st.affinity || master.AffinityTimeout > 0 // before entries can exist
-	if !st.masterWritten || st.master != master {
-		st.masterWritten = false
-		if err := o.maps.Services.Update(bpf.NewServiceKey(fe.Address, 0), master); err != nil {
-			return err
-		}
-		st.master, st.masterWritten = master, true
-	}
-	if !st.revNatWritten {
-		if err := o.maps.RevNat.Update(st.id, bpf.NewRevNatValue(fe.Address)); err != nil {
-			return err
-		}
-		st.revNatWritten = true
-	}
-
-	if err := o.deleteSlots(st, fe.Address, len(slotIDs)); err != nil {
-		return err
-	}
-	if st.maglev && !useMaglev {
-		st.maglevInput = nil
-		if err := o.maps.Maglev.Delete(st.id); err != nil {
-			return err
-		}
-		st.maglev = false
-	}
-	if err := o.writeSourceRanges(st, ranges); err != nil {
-		return err
-	}
-	return o.releaseUnused(st, fe.Backends)
-}
-
-// noteInitialized records that the tables are initialized, as of txn.
-func (o *ops) noteInitialized(txn statedb.ReadTxn) {
-	if !o.initialized && o.tableInitialized(txn) {
-		o.initialized = true
-	}
-}
-
-// Delete removes a frontend, master entry first, so that the datapath
-// stops matching it before anything it names goes away.
-func (o *ops) Delete(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, fe *lb.Frontend) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.noteInitialized(txn)
-	_, known := o.frontends[fe.Address]
-	_, restored := o.restoredFrontends[fe.Address]
-	if !known && !restored {
-		return nil
-	}
-	st, err := o.claimFrontend(fe.Address)
-	if err != nil {
-		return err
-	}
-	if err := o.removeFrontend(fe.Address, st); err != nil {
-		return err
-	}
-	delete(o.frontends, fe.Address)
-	return nil
-}
-
-func (o *ops) removeFrontend(addr lb.L3n4Addr, st *frontendState) error {
-	st.masterWritten = false
-	if err := o.maps.Services.Delete(bpf.NewServiceKey(addr, 0)); err != nil {
-		return err
-	}
-	if err := o.deleteSlots(st, addr, 0); err != nil {
-		return err
-	}
-	if st.maglev {
-		st.maglevInput = nil
-		if err := o.maps.Maglev.Delete(st.id); err != nil {
-			return err
-		}
-		st.maglev = false
-	}
-	st.revNatWritten = false
-	if err := o.maps.RevNat.Delete(st.id); err != nil {
-		return err
-	}
-	if err := o.writeSourceRanges(st, nil); err != nil {
-		return err
-	}
-	if st.affinity {
-		if err := o.clearAffinity(st.id, nil); err != nil {
-			return err
-		}
-		st.affinity = false
-	}
-	if err := o.releaseUnused(st, nil); err != nil {
-		return err
-	}
-	o.feIDs.free(st.id)
-	return nil
-}
-
 // claimFrontend returns the frontend's state, adopting what the pinned
 // maps held for its address, or allocating a new ID.
 func (o *ops) claimFrontend(addr lb.L3n4Addr) (*frontendState, error) {
@@ -315,34 +158,6 @@ func (o *ops) claimFrontend(addr lb.L3n4Addr) (*frontendState, error) {
 
 func newFrontendState(id uint32) *frontendState {
 	return &frontendState{id: id}
-}
-
-// writeBackends makes every backend of the frontend present in lb_backends
-// with its current value, and counts the frontend's references.
-func (o *ops) writeBackends(st *frontendState, refs []lb.BackendRef) error {
-	var (
-		ids  []uint32
-		vals []bpf.Backend
-		todo []*backendState
-	)
-	for _, ref := range refs {
-		be, err := o.claimBackend(st, ref.Address)
-		if err != nil {
-			return err
-		}
-		be.setView(st.id, ref)
-		v := o.backendValue(be)
-		if !be.written || be.value != v {
-			ids, vals, todo = append(ids, be.id), append(vals, v), append(todo, be)
-		}
-	}
-	if err := o.maps.Backends.BatchUpdate(ids, vals); err != nil {
-		return err
-	}
-	for i, be := range todo {
-		be.value, be.written = vals[i], true
-	}
-	return nil
 }
 
 // claimBackend returns the backend's state, counting st's reference once.
@@ -432,51 +247,6 @@ func (o *ops) slotIDs(algorithm uint8, rotation, standby []lb.BackendRef) []uint
 		ids = append(ids, o.backends[b.Address].id)
 	}
 	return ids
-}
-
-// writeSlots writes the slots whose backend ID changed.
-func (o *ops) writeSlots(st *frontendState, addr lb.L3n4Addr, ids []uint32) error {
-	var (
-		keys []bpf.ServiceKey
-		vals []bpf.ServiceValue
-	)
-	for i, id := range ids {
-		if i < len(st.written) && st.written[i] == id {
-			continue
-		}
-		keys = append(keys, bpf.NewServiceKey(addr, uint16(i+1)))
-		vals = append(vals, bpf.ServiceValue{BackendID: id, RevNatID: st.id})
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	st.slots = max(st.slots, len(ids))
-	if err := o.maps.Services.BatchUpdate(keys, vals); err != nil {
-		st.written = nil // some may have been written
-		return err
-	}
-	st.written = slices.Clone(ids)
-	return nil
-}
-
-// deleteSlots deletes slots keep+1.. of a frontend.
-func (o *ops) deleteSlots(st *frontendState, addr lb.L3n4Addr, keep int) error {
-	if st.slots <= keep {
-		return nil
-	}
-	keys := make([]bpf.ServiceKey, 0, st.slots-keep)
-	for slot := keep + 1; slot <= st.slots; slot++ {
-		keys = append(keys, bpf.NewServiceKey(addr, uint16(slot)))
-	}
-	if err := o.maps.Services.BatchDelete(keys); err != nil {
-		st.written = nil // some may be gone
-		return err
-	}
-	st.slots = keep
-	if len(st.written) > keep {
-		st.written = st.written[:keep]
-	}
-	return nil
 }
 
 // writeSourceRanges makes the frontend's lb_src_range entries the wanted
@@ -647,33 +417,30 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 	for fe := range objs {
 		desired[fe.Address] = struct{}{}
 	}
-	var errs []error
-	for addr, st := range o.frontends {
+	var (
+		errs []error
+		gone []task
+	)
+	for addr := range o.frontends {
 		if _, ok := desired[addr]; !ok {
-			if err := o.removeFrontend(addr, st); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			delete(o.frontends, addr)
+			gone = append(gone, task{fe: &lb.Frontend{FrontendParams: lb.FrontendParams{Address: addr}}})
 		}
 	}
 	// Restored frontends nobody claimed yet: a desired one is adopted
 	// (its update is on the way), with the backends its slots name; the
 	// others are removed.
 	for addr := range o.restoredFrontends {
-		st, err := o.claimFrontend(addr)
-		if err != nil {
+		if _, ok := desired[addr]; !ok {
+			gone = append(gone, task{fe: &lb.Frontend{FrontendParams: lb.FrontendParams{Address: addr}}})
+		} else if _, err := o.claimFrontend(addr); err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		if _, ok := desired[addr]; ok {
-			continue
+	}
+	o.remove(gone)
+	for _, t := range gone {
+		if t.err != nil {
+			errs = append(errs, t.err)
 		}
-		if err := o.removeFrontend(addr, st); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		delete(o.frontends, addr)
 	}
 	for addr, be := range o.restoredBackends {
 		if err := o.maps.Backends.Delete(be.id); err != nil {

@@ -1,0 +1,402 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/reconciler"
+
+	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/lb"
+)
+
+// Frontends are written in phases, each phase for every frontend of a
+// batch before the next, so that a batch costs a few batched syscalls
+// instead of a few per frontend. The phases keep each frontend's write
+// order, so a packet never sees a frontend half-written:
+//  1. the backends it uses (lb_backends);
+//  2. its Maglev table, swapped in whole;
+//  3. its backend slots;
+//  4. its master entry and reverse-NAT entry (the master's count never
+//     exceeds the slots present: slots are written before and deleted
+//     after it);
+//  5. the surplus slots of a shrunk frontend;
+//  6. a Maglev table it no longer needs, source ranges, affinity entries
+//     of backends it dropped;
+//  7. backends that no frontend uses any more.
+//
+// A frontend whose write fails drops out of the later phases: what was
+// written stays, with the state describing it, and statedb's retry of the
+// frontend alone carries on from there. A failed batched syscall fails
+// every frontend that had a part in it.
+
+// task is one frontend of a batch.
+type task struct {
+	fe  *lb.Frontend
+	st  *frontendState
+	err error
+
+	algorithm         uint8
+	rotation, standby []lb.BackendRef
+	useMaglev         bool
+	slotIDs           []uint32
+	ranges            map[bpf.SourceRangeKey]struct{}
+}
+
+// Update writes one frontend; see UpdateBatch.
+func (o *ops) Update(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, fe *lb.Frontend) error {
+	jobs := []task{{fe: fe}}
+	o.update(txn, jobs)
+	return jobs[0].err
+}
+
+// UpdateBatch writes a batch of frontends (statedb's BatchOperations).
+func (o *ops) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*lb.Frontend]) {
+	jobs := make([]task, len(batch))
+	for i := range batch {
+		jobs[i].fe = batch[i].Object
+	}
+	o.update(txn, jobs)
+	for i := range batch {
+		batch[i].Result = jobs[i].err
+	}
+}
+
+// Delete removes one frontend; see DeleteBatch.
+func (o *ops) Delete(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, fe *lb.Frontend) error {
+	jobs := []task{{fe: fe}}
+	o.delete(txn, jobs)
+	return jobs[0].err
+}
+
+// DeleteBatch removes a batch of frontends, master entries first, so that
+// the datapath stops matching a frontend before anything it names goes
+// away.
+func (o *ops) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*lb.Frontend]) {
+	jobs := make([]task, len(batch))
+	for i := range batch {
+		jobs[i].fe = batch[i].Object
+	}
+	o.delete(txn, jobs)
+	for i := range batch {
+		batch[i].Result = jobs[i].err
+	}
+}
+
+// noteInitialized records that the tables are initialized, as of txn.
+func (o *ops) noteInitialized(txn statedb.ReadTxn) {
+	if !o.initialized && o.tableInitialized(txn) {
+		o.initialized = true
+	}
+}
+
+// live yields the jobs that have not failed.
+func live(jobs []task) func(func(*task) bool) {
+	return func(yield func(*task) bool) {
+		for i := range jobs {
+			if jobs[i].err == nil && !yield(&jobs[i]) {
+				return
+			}
+		}
+	}
+}
+
+func (o *ops) update(txn statedb.ReadTxn, jobs []task) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.noteInitialized(txn)
+
+	o.writeBackends(jobs)
+	for j := range live(jobs) {
+		j.layout(o)
+		if j.useMaglev {
+			j.err = o.writeMaglev(j.st, j.rotation)
+		}
+	}
+	o.writeSlots(jobs)
+	o.writeMasters(jobs)
+	o.deleteSurplusSlots(jobs, func(j *task) int { return len(j.slotIDs) })
+	for j := range live(jobs) {
+		if j.st.maglev && !j.useMaglev {
+			j.err = o.deleteMaglev(j.st)
+		}
+		if j.err == nil {
+			j.err = o.writeSourceRanges(j.st, j.ranges)
+		}
+		if j.err == nil {
+			j.err = o.releaseUnused(j.st, j.fe.Backends)
+		}
+	}
+}
+
+func (o *ops) delete(txn statedb.ReadTxn, jobs []task) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.noteInitialized(txn)
+	o.remove(jobs)
+}
+
+// remove deletes the frontends' entries and releases what they used.
+func (o *ops) remove(jobs []task) {
+	var masters []bpf.ServiceKey
+	for i := range jobs {
+		j := &jobs[i]
+		_, known := o.frontends[j.fe.Address]
+		_, restored := o.restoredFrontends[j.fe.Address]
+		if !known && !restored {
+			j.st = nil // nothing to do
+			continue
+		}
+		if j.st, j.err = o.claimFrontend(j.fe.Address); j.err != nil {
+			continue
+		}
+		j.st.masterWritten = false
+		masters = append(masters, bpf.NewServiceKey(j.fe.Address, 0))
+	}
+	if err := o.maps.Services.BatchDelete(masters); err != nil {
+		fail(jobs, err, func(j *task) bool { return j.st != nil })
+	}
+	o.deleteSurplusSlots(jobs, func(*task) int { return 0 })
+	var revNats []uint32
+	for j := range live(jobs) {
+		if j.st == nil {
+			continue
+		}
+		if j.st.maglev {
+			if j.err = o.deleteMaglev(j.st); j.err != nil {
+				continue
+			}
+		}
+		j.st.revNatWritten = false
+		revNats = append(revNats, j.st.id)
+	}
+	if err := o.maps.RevNat.BatchDelete(revNats); err != nil {
+		fail(jobs, err, func(j *task) bool { return j.st != nil })
+	}
+	for j := range live(jobs) {
+		if j.st == nil {
+			continue
+		}
+		j.err = o.writeSourceRanges(j.st, nil)
+		if j.err == nil && j.st.affinity {
+			if j.err = o.clearAffinity(j.st.id, nil); j.err == nil {
+				j.st.affinity = false
+			}
+		}
+		if j.err == nil {
+			j.err = o.releaseUnused(j.st, nil)
+		}
+		if j.err == nil {
+			o.feIDs.free(j.st.id)
+			delete(o.frontends, j.fe.Address)
+		}
+	}
+}
+
+// fail records err for the live jobs that had a part in a failed syscall.
+func fail(jobs []task, err error, part func(*task) bool) {
+	for j := range live(jobs) {
+		if part(j) {
+			j.err = err
+		}
+	}
+}
+
+// writeBackends claims each frontend's ID and backends, counting its
+// references, and makes every backend they use present in lb_backends
+// with its current value.
+func (o *ops) writeBackends(jobs []task) {
+	var touched []*backendState
+	for j := range live(jobs) {
+		if j.st, j.err = o.claimFrontend(j.fe.Address); j.err != nil {
+			continue
+		}
+		j.fe.ID = j.st.id
+		for _, ref := range j.fe.Backends {
+			be, err := o.claimBackend(j.st, ref.Address)
+			if err != nil {
+				j.err = err
+				break
+			}
+			be.setView(j.st.id, ref)
+			touched = append(touched, be)
+		}
+	}
+	var (
+		ids  []uint32
+		vals []bpf.Backend
+		todo []*backendState
+	)
+	var seen map[*backendState]bool // frontends of a batch may share backends
+	if len(jobs) > 1 {
+		seen = make(map[*backendState]bool, len(touched))
+	}
+	for _, be := range touched {
+		if seen != nil {
+			if seen[be] {
+				continue
+			}
+			seen[be] = true
+		}
+		if v := o.backendValue(be); !be.written || be.value != v {
+			ids, vals, todo = append(ids, be.id), append(vals, v), append(todo, be)
+		}
+	}
+	if err := o.maps.Backends.BatchUpdate(ids, vals); err != nil {
+		fail(jobs, err, func(*task) bool { return true })
+		return
+	}
+	for i, be := range todo {
+		be.value, be.written = vals[i], true
+	}
+}
+
+// layout works out a frontend's algorithm, its backends in rotation and on
+// standby, and its source ranges.
+func (j *task) layout(o *ops) {
+	j.algorithm = o.cfg.algorithm(j.fe.Policy.Algorithm)
+	for _, b := range j.fe.Backends {
+		if b.Weight > 0 {
+			j.rotation = append(j.rotation, b)
+		} else {
+			j.standby = append(j.standby, b)
+		}
+	}
+	j.useMaglev = j.algorithm == bpf.AlgorithmMaglev && len(j.rotation) > 0
+	j.ranges = sourceRanges(j.fe)
+}
+
+// writeSlots writes the slots whose backend ID changed.
+func (o *ops) writeSlots(jobs []task) {
+	var (
+		keys    []bpf.ServiceKey
+		vals    []bpf.ServiceValue
+		changed []*task
+	)
+	for j := range live(jobs) {
+		j.slotIDs = o.slotIDs(j.algorithm, j.rotation, j.standby)
+		if len(j.slotIDs) > 0xffff {
+			j.err = fmt.Errorf("frontend %s: %d backend slots, at most 65535", j.fe.Address, len(j.slotIDs))
+			continue
+		}
+		n := len(keys)
+		for i, id := range j.slotIDs {
+			if i < len(j.st.written) && j.st.written[i] == id {
+				continue
+			}
+			keys = append(keys, bpf.NewServiceKey(j.fe.Address, uint16(i+1)))
+			vals = append(vals, bpf.ServiceValue{BackendID: id, RevNatID: j.st.id})
+		}
+		if len(keys) > n {
+			j.st.slots = max(j.st.slots, len(j.slotIDs))
+			changed = append(changed, j)
+		}
+	}
+	err := o.maps.Services.BatchUpdate(keys, vals)
+	for _, j := range changed {
+		if err != nil {
+			j.st.written, j.err = nil, err // some may have been written
+		} else {
+			j.st.written = slices.Clone(j.slotIDs)
+		}
+	}
+}
+
+// writeMasters writes the master and reverse-NAT entries that changed.
+func (o *ops) writeMasters(jobs []task) {
+	var (
+		keys     []bpf.ServiceKey
+		vals     []bpf.ServiceValue
+		masters  []*task
+		revIDs   []uint32
+		revVals  []bpf.RevNatValue
+		revNatOf []*task
+	)
+	for j := range live(jobs) {
+		master := bpf.ServiceValue{
+			RevNatID:        j.st.id,
+			AffinityTimeout: j.fe.Policy.AffinityTimeout(),
+			Count:           uint16(len(j.slotIDs) - len(j.standby)),
+			Standby:         uint16(len(j.standby)),
+			Type:            uint8(j.fe.Type),
+			Flags:           flags(j.fe, len(j.ranges) > 0),
+			Algorithm:       j.algorithm,
+		}
+		j.st.affinity = j.st.affinity || master.AffinityTimeout > 0 // before entries can exist
+		if !j.st.masterWritten || j.st.master != master {
+			j.st.masterWritten, j.st.master = false, master
+			keys, vals, masters = append(keys, bpf.NewServiceKey(j.fe.Address, 0)), append(vals, master), append(masters, j)
+		}
+		if !j.st.revNatWritten {
+			revIDs, revVals, revNatOf = append(revIDs, j.st.id), append(revVals, bpf.NewRevNatValue(j.fe.Address)), append(revNatOf, j)
+		}
+	}
+	if err := o.maps.Services.BatchUpdate(keys, vals); err != nil {
+		for _, j := range masters {
+			j.err = err
+		}
+	} else {
+		for _, j := range masters {
+			j.st.masterWritten = true
+		}
+	}
+	if err := o.maps.RevNat.BatchUpdate(revIDs, revVals); err != nil {
+		for _, j := range revNatOf {
+			j.err = firstErr(j.err, err)
+		}
+	} else {
+		for _, j := range revNatOf {
+			j.st.revNatWritten = true
+		}
+	}
+}
+
+// firstErr keeps the first error.
+func firstErr(first, next error) error {
+	if first != nil {
+		return first
+	}
+	return next
+}
+
+// deleteSurplusSlots deletes slots keep(j)+1.. of each frontend.
+func (o *ops) deleteSurplusSlots(jobs []task, keep func(*task) int) {
+	var (
+		keys    []bpf.ServiceKey
+		shrunk  []*task
+		keepFor []int
+	)
+	for j := range live(jobs) {
+		if j.st == nil || j.st.slots <= keep(j) {
+			continue
+		}
+		k := keep(j)
+		for slot := k + 1; slot <= j.st.slots; slot++ {
+			keys = append(keys, bpf.NewServiceKey(j.fe.Address, uint16(slot)))
+		}
+		shrunk, keepFor = append(shrunk, j), append(keepFor, k)
+	}
+	err := o.maps.Services.BatchDelete(keys)
+	for i, j := range shrunk {
+		if err != nil {
+			j.st.written, j.err = nil, err // some may be gone
+			continue
+		}
+		j.st.slots = keepFor[i]
+		if len(j.st.written) > keepFor[i] {
+			j.st.written = j.st.written[:keepFor[i]]
+		}
+	}
+}
+
+// deleteMaglev deletes a frontend's Maglev table.
+func (o *ops) deleteMaglev(st *frontendState) error {
+	st.maglevInput = nil
+	if err := o.maps.Maglev.Delete(st.id); err != nil {
+		return err
+	}
+	st.maglev = false
+	return nil
+}
