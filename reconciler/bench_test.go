@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/reconciler"
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
@@ -21,24 +22,37 @@ import (
 func BenchmarkUpdateDelete(b *testing.B) {
 	for _, kind := range []string{"memory", "kernel"} {
 		b.Run(kind, func(b *testing.B) {
-			cfg := bpf.DefaultConfig
-			cfg.LBServicesMax, cfg.LBBackendsMax, cfg.LBRevNatMax = 1<<17, 1<<17, 1<<17
-			var maps *bpf.Maps
-			if kind == "kernel" {
-				cfg.LBPinDir = bpftest.Config(b).LBPinDir
-				maps = bpftest.KernelMaps(b, cfg)
-			} else {
-				var err error
-				if maps, err = bpf.NewMemoryMaps(cfg, nil); err != nil {
-					b.Fatal(err)
-				}
-			}
-			benchUpdateDelete(b, maps)
+			benchUpdateDelete(b, benchMaps(b, kind), 1)
 		})
 	}
 }
 
-func benchUpdateDelete(b *testing.B, maps *bpf.Maps) {
+// BenchmarkUpdateDeleteBatch is BenchmarkUpdateDelete in batches of 100
+// frontends, as statedb's reconciler hands them over under load (ns/op is
+// per frontend).
+func BenchmarkUpdateDeleteBatch(b *testing.B) {
+	for _, kind := range []string{"memory", "kernel"} {
+		b.Run(kind, func(b *testing.B) {
+			benchUpdateDelete(b, benchMaps(b, kind), 100)
+		})
+	}
+}
+
+func benchMaps(b *testing.B, kind string) *bpf.Maps {
+	cfg := bpf.DefaultConfig
+	cfg.LBServicesMax, cfg.LBBackendsMax, cfg.LBRevNatMax = 1<<17, 1<<17, 1<<17
+	if kind == "kernel" {
+		cfg.LBPinDir = bpftest.Config(b).LBPinDir
+		return bpftest.KernelMaps(b, cfg)
+	}
+	maps, err := bpf.NewMemoryMaps(cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return maps
+}
+
+func benchUpdateDelete(b *testing.B, maps *bpf.Maps, batchSize int) {
 	db := statedb.New()
 	t, err := tables.NewTables(db)
 	if err != nil {
@@ -65,17 +79,36 @@ func benchUpdateDelete(b *testing.B, maps *bpf.Maps) {
 		}
 	}
 	ctx, txn := context.Background(), db.ReadTxn()
+	entries := func(first, n int) []reconciler.BatchEntry[*lb.Frontend] {
+		batch := make([]reconciler.BatchEntry[*lb.Frontend], n)
+		for i := range batch {
+			batch[i].Object = fes[(first+i)%len(fes)]
+		}
+		return batch
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	for i := range b.N {
-		fe := fes[i%n]
-		if i >= n {
-			if err := o.Delete(ctx, txn, 0, fe); err != nil {
+	for i := 0; i < b.N; i += batchSize {
+		if batchSize == 1 {
+			if i >= n {
+				if err := o.Delete(ctx, txn, 0, fes[i%n]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := o.Update(ctx, txn, 0, fes[i%n]); err != nil {
 				b.Fatal(err)
 			}
+			continue
 		}
-		if err := o.Update(ctx, txn, 0, fe); err != nil {
-			b.Fatal(err)
+		if i >= n {
+			o.DeleteBatch(ctx, txn, entries(i, batchSize))
+		}
+		batch := entries(i, batchSize)
+		o.UpdateBatch(ctx, txn, batch)
+		for _, e := range batch {
+			if e.Result != nil {
+				b.Fatal(e.Result)
+			}
 		}
 	}
 }
