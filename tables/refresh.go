@@ -19,6 +19,15 @@ type changes struct {
 	contenders map[lb.ServiceName]struct{} // bring these services' conflicts up to date
 	err        error
 
+	// In a Batch: a snapshot of the backends table as it was when the
+	// batch began, for reading the backends of services whose instances
+	// the batch has not changed (instancesChanged), without the cost a
+	// read in the write transaction has (it freezes the index, so that
+	// every later insert copies its path). Nil when the transaction had
+	// changed backends before the batch.
+	snapshot         statedb.ReadTxn
+	instancesChanged map[lb.ServiceName]struct{}
+
 	// Scratch space of flush.
 	owners     map[lb.L3n4Addr]lb.ServiceName
 	claimedBy  map[lb.L3n4Addr][]*lb.Service
@@ -37,6 +46,8 @@ var changesPool = sync.Pool{New: func() any {
 		contenders: map[lb.ServiceName]struct{}{},
 		owners:     map[lb.L3n4Addr]lb.ServiceName{},
 		claimedBy:  map[lb.L3n4Addr][]*lb.Service{},
+
+		instancesChanged: map[lb.ServiceName]struct{}{},
 	}
 }}
 
@@ -53,9 +64,21 @@ func (ch *changes) release() {
 	clear(ch.contenders)
 	clear(ch.owners)
 	clear(ch.claimedBy)
+	clear(ch.instancesChanged)
+	ch.snapshot = nil
 	ch.addrList, ch.nameList = ch.addrList[:0], ch.nameList[:0]
 	ch.err, ch.node, ch.nodeLooked = nil, nil, false
 	changesPool.Put(ch)
+}
+
+// backendsView returns what to read the backends of a service from: the
+// batch's snapshot if this batch has not changed the service's instances,
+// or else txn.
+func (ch *changes) backendsView(txn statedb.ReadTxn, name lb.ServiceName) statedb.ReadTxn {
+	if _, changed := ch.instancesChanged[name]; ch.snapshot != nil && !changed {
+		return ch.snapshot
+	}
+	return txn
 }
 
 func (ch *changes) fail(err error) {

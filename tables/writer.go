@@ -54,6 +54,9 @@ type batch struct {
 // bad input inside fn still return their error and change nothing.
 func (w *Writer) Batch(txn statedb.WriteTxn, fn func() error) error {
 	b := &batch{txn: txn, ch: w.changes()}
+	if snap := w.db.ReadTxn(); w.t.Backends.Revision(snap) == w.t.Backends.Revision(txn) {
+		b.ch.snapshot = snap
+	}
 	if !w.batch.CompareAndSwap(nil, b) {
 		b.ch.release()
 		return errors.New("Writer.Batch: another batch is under way")
@@ -217,13 +220,13 @@ func (w *Writer) SetBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.S
 	for _, b := range backends {
 		keep[b.Address] = true
 	}
+	ch := w.begin(txn)
 	var stale []lb.L3n4Addr
-	for b := range w.t.Backends.List(txn, BackendByService.Query(name)) {
+	for b := range w.t.Backends.List(ch.backendsView(txn, name), BackendByService.Query(name)) {
 		if _, ok := b.Instance(name, src); ok && !keep[b.Address] {
 			stale = append(stale, b.Address)
 		}
 	}
-	ch := w.begin(txn)
 	w.releaseBackends(txn, ch, name, src, stale)
 	w.upsertBackends(txn, ch, name, src, backends)
 	return w.end(txn, ch)
@@ -265,6 +268,7 @@ func (w *Writer) DeleteSource(txn statedb.WriteTxn, src lb.Source) error {
 			backends = append(backends, b)
 		}
 	}
+	ch.snapshot = nil // instances of any service may go
 	for _, old := range backends {
 		for _, inst := range old.Instances {
 			if inst.Source == src {
@@ -411,6 +415,7 @@ func (w *Writer) upsertBackends(txn statedb.WriteTxn, ch *changes, name lb.Servi
 		changed = true
 	}
 	if changed {
+		ch.instancesChanged[name] = struct{}{}
 		w.backendsChanged(txn, ch, name)
 	}
 }
@@ -427,6 +432,7 @@ func (w *Writer) releaseBackends(txn statedb.WriteTxn, ch *changes, name lb.Serv
 		w.putBackend(txn, ch, old.Without(func(i *lb.BackendInstance) bool {
 			return i.Service == name && i.Source == src
 		}))
+		ch.instancesChanged[name] = struct{}{}
 		w.backendsChanged(txn, ch, name)
 	}
 }

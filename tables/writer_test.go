@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/reconciler"
 
 	"github.com/lbstate/lbstate/lb"
 )
@@ -133,65 +134,71 @@ func (g *opGen) addrs() []lb.L3n4Addr {
 // step applies one generated operation and returns a description of it
 // and, for DeleteSource, the source deleted.
 func (g *opGen) step(t testing.TB, w *Writer, txn statedb.WriteTxn) (string, lb.Source) {
-	name := func() lb.ServiceName { return genNames[g.next(len(genNames))] }
-	src := func() lb.Source { return genSources[g.next(len(genSources))] }
-	var (
-		desc string
-		err  error
-		del  lb.Source
-	)
-	switch g.next(10) {
-	case 0, 1:
-		p := g.serviceParams()
-		desc = fmt.Sprintf("UpsertService(%s, %s, %d frontends)", p.Name, p.Source, len(p.Frontends))
-		err = w.UpsertService(txn, p)
-	case 2:
-		n, s := name(), src()
-		desc = fmt.Sprintf("DeleteService(%s, %s)", n, s)
-		err = w.DeleteService(txn, n, s)
-	case 3:
-		n, s, bs := name(), src(), g.backends()
-		desc = fmt.Sprintf("UpsertBackends(%s, %s, %d)", n, s, len(bs))
-		err = w.UpsertBackends(txn, n, s, bs...)
-	case 4:
-		n, s, bs := name(), src(), g.backends()
-		desc = fmt.Sprintf("SetBackends(%s, %s, %d)", n, s, len(bs))
-		err = w.SetBackends(txn, n, s, bs...)
-	case 5:
-		n, s, as := name(), src(), g.addrs()
-		desc = fmt.Sprintf("ReleaseBackends(%s, %s, %v)", n, s, as)
-		err = w.ReleaseBackends(txn, n, s, as...)
-	case 6:
-		del = src()
-		desc = fmt.Sprintf("DeleteSource(%s)", del)
-		err = w.DeleteSource(txn, del)
-	case 7:
-		a, healthy := genBackends[g.next(len(genBackends))], g.next(2) == 1
-		desc = fmt.Sprintf("SetBackendHealth(%s, %v)", a, healthy)
-		if err = w.SetBackendHealth(txn, a, healthy); err != nil && strings.HasSuffix(err.Error(), "not found") {
-			err = nil
-		}
-	case 8:
-		n, to, s := name(), name(), src()
-		desc = fmt.Sprintf("SetRedirect(%s -> %s, %s)", n, to, s)
-		if err = w.SetRedirect(txn, n, lb.Redirect{Source: s, To: to}); err != nil && n == to {
-			err = nil // rejected, as it should be
-		}
-	case 9:
-		if g.next(2) == 0 {
-			n, s := name(), src()
-			desc = fmt.Sprintf("ClearRedirect(%s, %s)", n, s)
-			err = w.ClearRedirect(txn, n, s)
-		} else {
-			node := lb.Node{Name: genNodes[g.next(3)], Zone: genZones[g.next(3)]}
-			desc = fmt.Sprintf("SetLocalNode(%s, %s)", node.Name, node.Zone)
-			err = w.SetLocalNode(txn, node)
-		}
-	}
-	if err != nil {
+	desc, del, apply := g.op()
+	if err := apply(w, txn); err != nil {
 		t.Fatalf("%s: %v", desc, err)
 	}
 	return desc, del
+}
+
+// op generates one operation: its description, the source it deletes (for
+// DeleteSource) and how to apply it to a Writer.
+func (g *opGen) op() (string, lb.Source, func(*Writer, statedb.WriteTxn) error) {
+	name := func() lb.ServiceName { return genNames[g.next(len(genNames))] }
+	src := func() lb.Source { return genSources[g.next(len(genSources))] }
+	switch g.next(10) {
+	case 0, 1:
+		p := g.serviceParams()
+		return fmt.Sprintf("UpsertService(%s, %s, %d frontends)", p.Name, p.Source, len(p.Frontends)), 0,
+			func(w *Writer, txn statedb.WriteTxn) error { return w.UpsertService(txn, p) }
+	case 2:
+		n, s := name(), src()
+		return fmt.Sprintf("DeleteService(%s, %s)", n, s), 0,
+			func(w *Writer, txn statedb.WriteTxn) error { return w.DeleteService(txn, n, s) }
+	case 3:
+		n, s, bs := name(), src(), g.backends()
+		return fmt.Sprintf("UpsertBackends(%s, %s, %d)", n, s, len(bs)), 0,
+			func(w *Writer, txn statedb.WriteTxn) error { return w.UpsertBackends(txn, n, s, bs...) }
+	case 4:
+		n, s, bs := name(), src(), g.backends()
+		return fmt.Sprintf("SetBackends(%s, %s, %d)", n, s, len(bs)), 0,
+			func(w *Writer, txn statedb.WriteTxn) error { return w.SetBackends(txn, n, s, bs...) }
+	case 5:
+		n, s, as := name(), src(), g.addrs()
+		return fmt.Sprintf("ReleaseBackends(%s, %s, %v)", n, s, as), 0,
+			func(w *Writer, txn statedb.WriteTxn) error { return w.ReleaseBackends(txn, n, s, as...) }
+	case 6:
+		del := src()
+		return fmt.Sprintf("DeleteSource(%s)", del), del,
+			func(w *Writer, txn statedb.WriteTxn) error { return w.DeleteSource(txn, del) }
+	case 7:
+		a, healthy := genBackends[g.next(len(genBackends))], g.next(2) == 1
+		return fmt.Sprintf("SetBackendHealth(%s, %v)", a, healthy), 0,
+			func(w *Writer, txn statedb.WriteTxn) error {
+				if err := w.SetBackendHealth(txn, a, healthy); err != nil && !strings.HasSuffix(err.Error(), "not found") {
+					return err
+				}
+				return nil
+			}
+	case 8:
+		n, to, s := name(), name(), src()
+		return fmt.Sprintf("SetRedirect(%s -> %s, %s)", n, to, s), 0,
+			func(w *Writer, txn statedb.WriteTxn) error {
+				if err := w.SetRedirect(txn, n, lb.Redirect{Source: s, To: to}); err != nil && n != to {
+					return err // n == to is rejected, as it should be
+				}
+				return nil
+			}
+	default:
+		if g.next(2) == 0 {
+			n, s := name(), src()
+			return fmt.Sprintf("ClearRedirect(%s, %s)", n, s), 0,
+				func(w *Writer, txn statedb.WriteTxn) error { return w.ClearRedirect(txn, n, s) }
+		}
+		node := lb.Node{Name: genNodes[g.next(3)], Zone: genZones[g.next(3)]}
+		return fmt.Sprintf("SetLocalNode(%s, %s)", node.Name, node.Zone), 0,
+			func(w *Writer, txn statedb.WriteTxn) error { return w.SetLocalNode(txn, node) }
+	}
 }
 
 // runOps applies the operations encoded in data, checking the invariants
@@ -394,7 +401,9 @@ func TestFrontendsOf(t *testing.T) {
 	w := newTestWriter(t)
 	a, b := lb.NewServiceName("ns", "a"), lb.NewServiceName("ns", "b")
 	shared, own := lb.MustParseL3n4Addr("10.96.0.1:80/TCP"), lb.MustParseL3n4Addr("10.96.0.2:80/TCP")
-	fe := func(addr lb.L3n4Addr) lb.FrontendParams { return lb.FrontendParams{Address: addr, Type: lb.SVCTypeClusterIP} }
+	fe := func(addr lb.L3n4Addr) lb.FrontendParams {
+		return lb.FrontendParams{Address: addr, Type: lb.SVCTypeClusterIP}
+	}
 	mustWrite(t, w, func(txn statedb.WriteTxn) error {
 		if err := w.UpsertService(txn, lb.ServiceParams{Name: a, Source: lb.SourceAPI, Frontends: []lb.FrontendParams{fe(shared)}}); err != nil {
 			return err
@@ -419,9 +428,9 @@ func TestFrontendsOf(t *testing.T) {
 }
 
 // Random operations applied in batches (1 to 8 calls in one Writer.Batch)
-// leave the tables as consistent as one call at a time: the invariants
-// hold and the frontends and conflicts equal a from-scratch rebuild after
-// every batch.
+// leave the tables exactly as the same calls made one by one do, and as
+// consistent: the invariants hold and the frontends and conflicts equal a
+// from-scratch rebuild after every batch.
 func TestWriterBatchRandomOps(t *testing.T) {
 	seeds := 10
 	if testing.Short() {
@@ -429,16 +438,22 @@ func TestWriterBatchRandomOps(t *testing.T) {
 	}
 	for seed := range uint64(seeds) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			w := newTestWriter(t)
+			w, ref := newTestWriter(t), newTestWriter(t)
 			g := &opGen{data: randomBytes(1000+seed, 3000)}
 			var history []string
 			for !g.done() {
-				txn := w.WriteTxn()
+				txn, refTxn := w.WriteTxn(), ref.WriteTxn()
 				n := 1 + g.next(8)
 				err := w.Batch(txn, func() error {
 					for range n {
-						desc, _ := g.step(t, w, txn)
+						desc, _, apply := g.op()
 						history = append(history, desc)
+						if err := apply(w, txn); err != nil {
+							return fmt.Errorf("%s: %w", desc, err)
+						}
+						if err := apply(ref, refTxn); err != nil {
+							return fmt.Errorf("%s (unbatched): %w", desc, err)
+						}
 					}
 					return nil
 				})
@@ -446,12 +461,15 @@ func TestWriterBatchRandomOps(t *testing.T) {
 					t.Fatal(err)
 				}
 				history = append(history, "-- batch")
-				rtxn := txn.Commit()
+				rtxn, refRtxn := txn.Commit(), refTxn.Commit()
 				// (A source deleted in a batch may be declared again by a
 				// later call of it: no check for what it left.)
 				err = checkInvariants(w, rtxn, 0)
 				if err == nil {
 					err = compareWithRebuild(w, rtxn)
+				}
+				if err == nil {
+					err = compareTables(w, rtxn, ref, refRtxn)
 				}
 				if err != nil {
 					t.Fatalf("after %d ops: %v\nops:\n  %s", len(history), err, strings.Join(history, "\n  "))
@@ -459,6 +477,30 @@ func TestWriterBatchRandomOps(t *testing.T) {
 			}
 		})
 	}
+}
+
+// compareTables reports how the rows of two Writers' tables differ,
+// revisions and reconciler status aside.
+func compareTables(a *Writer, atxn statedb.ReadTxn, b *Writer, btxn statedb.ReadTxn) error {
+	dump := func(w *Writer, txn statedb.ReadTxn) string {
+		var sb strings.Builder
+		for s := range w.Services().All(txn) {
+			fmt.Fprintf(&sb, "%+v\n", *s)
+		}
+		for be := range w.Backends().All(txn) {
+			fmt.Fprintf(&sb, "%+v\n", *be)
+		}
+		for fe := range w.Frontends().All(txn) {
+			c := *fe
+			c.Policy, c.Status = nil, reconciler.Status{}
+			fmt.Fprintf(&sb, "%+v %+v\n", c, *fe.Policy)
+		}
+		return sb.String()
+	}
+	if da, db := dump(a, atxn), dump(b, btxn); da != db {
+		return fmt.Errorf("batched and unbatched tables differ:\n--- batched\n%s--- unbatched\n%s", da, db)
+	}
+	return nil
 }
 
 func TestWriterBatchNested(t *testing.T) {
