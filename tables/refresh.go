@@ -20,8 +20,8 @@ type changes struct {
 	err        error
 
 	// In a Batch: a snapshot of the backends table as it was when the
-	// batch began, for reading the backends of services whose instances
-	// the batch has not changed (instancesChanged), without the cost a
+	// batch began, for reading the backends of services the batch has not
+	// given instances (instancesChanged), without the cost a
 	// read in the write transaction has (it freezes the index, so that
 	// every later insert copies its path). Nil when the transaction had
 	// changed backends before the batch.
@@ -72,8 +72,9 @@ func (ch *changes) release() {
 }
 
 // backendsView returns what to read the backends of a service from: the
-// batch's snapshot if this batch has not changed the service's instances,
-// or else txn.
+// batch's snapshot if this batch has not added instances for the service,
+// or else txn. (The snapshot may still list an instance the batch has
+// removed since, for DeleteSource; readers re-read each row from txn.)
 func (ch *changes) backendsView(txn statedb.ReadTxn, name lb.ServiceName) statedb.ReadTxn {
 	if _, changed := ch.instancesChanged[name]; ch.snapshot != nil && !changed {
 		return ch.snapshot

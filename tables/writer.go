@@ -268,7 +268,6 @@ func (w *Writer) DeleteSource(txn statedb.WriteTxn, src lb.Source) error {
 			backends = append(backends, b)
 		}
 	}
-	ch.snapshot = nil // instances of any service may go
 	for _, old := range backends {
 		for _, inst := range old.Instances {
 			if inst.Source == src {
