@@ -17,6 +17,7 @@ type changes struct {
 	services   map[lb.ServiceName]struct{} // re-select these services' frontends
 	addrs      map[lb.L3n4Addr]struct{}    // re-decide who owns these addresses
 	contenders map[lb.ServiceName]struct{} // bring these services' conflicts up to date
+	backendsOf map[lb.ServiceName]struct{} // services whose backends changed
 	err        error
 
 	// In a Batch: a snapshot of the backends table as it was when the
@@ -44,6 +45,7 @@ var changesPool = sync.Pool{New: func() any {
 		services:   map[lb.ServiceName]struct{}{},
 		addrs:      map[lb.L3n4Addr]struct{}{},
 		contenders: map[lb.ServiceName]struct{}{},
+		backendsOf: map[lb.ServiceName]struct{}{},
 		owners:     map[lb.L3n4Addr]lb.ServiceName{},
 		claimedBy:  map[lb.L3n4Addr][]*lb.Service{},
 
@@ -62,6 +64,7 @@ func (ch *changes) release() {
 	clear(ch.services)
 	clear(ch.addrs)
 	clear(ch.contenders)
+	clear(ch.backendsOf)
 	clear(ch.owners)
 	clear(ch.claimedBy)
 	clear(ch.instancesChanged)
@@ -112,6 +115,14 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	if ch.err != nil {
 		return ch.err
 	}
+	// Services redirected to one whose backends changed use them too.
+	if len(ch.backendsOf) > 0 && w.anyService(txn, ServiceByRedirectTarget.QueryFromKey(nil)) {
+		for name := range ch.backendsOf {
+			for s := range w.t.Services.List(txn, ServiceByRedirectTarget.Query(name)) {
+				ch.services[s.Name] = struct{}{}
+			}
+		}
+	}
 	// The services this call changed, by the addresses they claim; with
 	// the row's owner and the services in conflict over an address, they
 	// are its claimants.
@@ -125,6 +136,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	// Sorted, so that rows are written (and later numbered by the
 	// reconciler) in the same order every time.
 	ch.addrList = sortedKeys(ch.addrList, ch.addrs, lb.L3n4Addr.Compare)
+	conflicts := len(ch.addrList) > 0 && w.anyService(txn, ServiceByConflict.QueryFromKey(nil))
 	for _, addr := range ch.addrList {
 		var winner *lb.Service
 		cur, _, found := w.t.Frontends.Get(txn, FrontendByAddress.Query(addr))
@@ -132,8 +144,8 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 			ch.contenders[cur.Service] = struct{}{}
 			winner = w.claimant(txn, ch, addr, cur.Service, winner)
 		}
-		for s := range w.t.Services.List(txn, ServiceByConflict.Query(addr)) {
-			winner = w.claimant(txn, ch, addr, s.Name, winner)
+		if conflicts {
+			winner = w.conflictClaimants(txn, ch, addr, winner)
 		}
 		for _, s := range ch.claimedBy[addr] {
 			winner = better(ch, s, winner)
@@ -157,6 +169,15 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		w.refreshConflicts(txn, ch, name)
 	}
 	return ch.err
+}
+
+// conflictClaimants returns the best of winner and the services in
+// conflict over addr.
+func (w *Writer) conflictClaimants(txn statedb.ReadTxn, ch *changes, addr lb.L3n4Addr, winner *lb.Service) *lb.Service {
+	for s := range w.t.Services.List(txn, ServiceByConflict.Query(addr)) {
+		winner = w.claimant(txn, ch, addr, s.Name, winner)
+	}
+	return winner
 }
 
 // claimant returns the better of winner and service name, if name claims

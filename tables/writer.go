@@ -216,14 +216,23 @@ func (w *Writer) SetBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.S
 	if err := validateBackends(name, src, backends); err != nil {
 		return err
 	}
-	keep := make(map[lb.L3n4Addr]bool, len(backends))
-	for _, b := range backends {
-		keep[b.Address] = true
+	var keep map[lb.L3n4Addr]bool // for many backends; a few are searched
+	if len(backends) > 8 {
+		keep = make(map[lb.L3n4Addr]bool, len(backends))
+		for _, b := range backends {
+			keep[b.Address] = true
+		}
+	}
+	kept := func(addr lb.L3n4Addr) bool {
+		if keep != nil {
+			return keep[addr]
+		}
+		return slices.ContainsFunc(backends, func(b lb.BackendParams) bool { return b.Address == addr })
 	}
 	ch := w.begin(txn)
 	var stale []lb.L3n4Addr
 	for b := range w.t.Backends.List(ch.backendsView(txn, name), BackendByService.Query(name)) {
-		if _, ok := b.Instance(name, src); ok && !keep[b.Address] {
+		if _, ok := b.Instance(name, src); ok && !kept(b.Address) {
 			stale = append(stale, b.Address)
 		}
 	}
@@ -271,7 +280,7 @@ func (w *Writer) DeleteSource(txn statedb.WriteTxn, src lb.Source) error {
 	for _, old := range backends {
 		for _, inst := range old.Instances {
 			if inst.Source == src {
-				w.backendsChanged(txn, ch, inst.Service)
+				w.backendsChanged(ch, inst.Service)
 			}
 		}
 		w.putBackend(txn, ch, old.Without(func(i *lb.BackendInstance) bool { return i.Source == src }))
@@ -294,7 +303,7 @@ func (w *Writer) SetBackendHealth(txn statedb.WriteTxn, addr lb.L3n4Addr, health
 	ch := w.begin(txn)
 	w.putBackend(txn, ch, &next)
 	for _, name := range old.Services() {
-		w.backendsChanged(txn, ch, name)
+		w.backendsChanged(ch, name)
 	}
 	return w.end(txn, ch)
 }
@@ -415,7 +424,7 @@ func (w *Writer) upsertBackends(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	}
 	if changed {
 		ch.instancesChanged[name] = struct{}{}
-		w.backendsChanged(txn, ch, name)
+		w.backendsChanged(ch, name)
 	}
 }
 
@@ -432,7 +441,7 @@ func (w *Writer) releaseBackends(txn statedb.WriteTxn, ch *changes, name lb.Serv
 			return i.Service == name && i.Source == src
 		}))
 		ch.instancesChanged[name] = struct{}{}
-		w.backendsChanged(txn, ch, name)
+		w.backendsChanged(ch, name)
 	}
 }
 
@@ -470,9 +479,18 @@ func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Ser
 
 // backendsChanged records that the backends of a service changed, which
 // affects it and every service redirected to it.
-func (w *Writer) backendsChanged(txn statedb.ReadTxn, ch *changes, name lb.ServiceName) {
+// (flush finds the services redirected to it).
+func (w *Writer) backendsChanged(ch *changes, name lb.ServiceName) {
 	ch.services[name] = struct{}{}
-	for s := range w.t.Services.List(txn, ServiceByRedirectTarget.Query(name)) {
-		ch.services[s.Name] = struct{}{}
+	ch.backendsOf[name] = struct{}{}
+}
+
+// anyService reports whether any service is in the index q queries (with
+// an empty key): most services have no conflicts and no redirects, and
+// one look at the index spares a query per service.
+func (w *Writer) anyService(txn statedb.ReadTxn, q statedb.Query[*lb.Service]) bool {
+	for range w.t.Services.Prefix(txn, q) {
+		return true
 	}
+	return false
 }
