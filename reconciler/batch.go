@@ -118,6 +118,7 @@ func (o *ops) update(txn statedb.ReadTxn, jobs []task) {
 	o.writeSlots(jobs)
 	o.writeMasters(jobs)
 	o.deleteSurplusSlots(jobs, func(j *task) int { return len(j.slotIDs) })
+	var doomed []doomedBackend
 	for j := range live(jobs) {
 		if j.st.maglev && !j.useMaglev {
 			j.err = o.deleteMaglev(j.st)
@@ -126,9 +127,10 @@ func (o *ops) update(txn statedb.ReadTxn, jobs []task) {
 			j.err = o.writeSourceRanges(j.st, j.ranges)
 		}
 		if j.err == nil {
-			j.err = o.releaseUnused(j.st, j.fe.Backends)
+			j.err = o.releaseUnused(j.st, j.fe.Backends, &doomed, j)
 		}
 	}
+	o.deleteBackends(doomed)
 }
 
 func (o *ops) delete(txn statedb.ReadTxn, jobs []task) {
@@ -159,7 +161,10 @@ func (o *ops) remove(jobs []task) {
 		fail(jobs, err, func(j *task) bool { return j.st != nil })
 	}
 	o.deleteSurplusSlots(jobs, func(*task) int { return 0 })
-	var revNats []uint32
+	var (
+		revNats []uint32
+		doomed  []doomedBackend
+	)
 	for j := range live(jobs) {
 		if j.st == nil {
 			continue
@@ -186,13 +191,14 @@ func (o *ops) remove(jobs []task) {
 			}
 		}
 		if j.err == nil {
-			j.err = o.releaseUnused(j.st, nil)
+			j.err = o.releaseUnused(j.st, nil, &doomed, j)
 		}
 		if j.err == nil {
 			o.feIDs.free(j.st.id)
 			delete(o.frontends, j.fe.Address)
 		}
 	}
+	o.deleteBackends(doomed)
 }
 
 // fail records err for the live jobs that had a part in a failed syscall.

@@ -281,16 +281,20 @@ func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]s
 }
 
 // releaseUnused drops the frontend's references to backends it no longer
-// uses, clearing their affinity entries, and deletes the backends no
-// frontend uses any more.
-func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef) error {
-	wanted := make(map[lb.L3n4Addr]struct{}, len(keep))
-	for _, b := range keep {
-		wanted[b.Address] = struct{}{}
+// uses, clearing their affinity entries. The backends no frontend uses any
+// more go to doomed, for deleteBackends.
+func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef, doomed *[]doomedBackend, t *task) error {
+	var wanted map[lb.L3n4Addr]bool // for many backends; a few are searched
+	if len(keep) > 8 {
+		wanted = make(map[lb.L3n4Addr]bool, len(keep))
+		for _, b := range keep {
+			wanted[b.Address] = true
+		}
 	}
 	var dropped []lb.L3n4Addr
 	for addr := range st.backends.all() {
-		if _, ok := wanted[addr]; !ok {
+		if wanted != nil && !wanted[addr] ||
+			wanted == nil && !slices.ContainsFunc(keep, func(b lb.BackendRef) bool { return b.Address == addr }) {
 			dropped = append(dropped, addr)
 		}
 	}
@@ -324,15 +328,47 @@ func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef) error {
 			delete(o.backends, addr)
 			o.restoredBackends[addr] = be
 		default:
-			if err := o.maps.Backends.Delete(be.id); err != nil {
-				return err
-			}
-			o.beIDs.free(be.id)
+			be.refs = 0
 			delete(o.backends, addr)
+			*doomed = append(*doomed, doomedBackend{addr, be, t})
 		}
 		st.backends.remove(addr)
 	}
 	return nil
+}
+
+// doomedBackend is a backend no frontend uses any more, and the task
+// that let go of it last.
+type doomedBackend struct {
+	addr lb.L3n4Addr
+	be   *backendState
+	t    *task
+}
+
+// deleteBackends deletes the doomed backends in one batch and frees their
+// IDs. If that fails, they are parked (entries and IDs kept) for a prune
+// to delete, and the tasks that let go of them fail.
+func (o *ops) deleteBackends(doomed []doomedBackend) {
+	if len(doomed) == 0 {
+		return
+	}
+	ids := make([]uint32, len(doomed))
+	for i, d := range doomed {
+		ids[i] = d.be.id
+	}
+	if err := o.maps.Backends.BatchDelete(ids); err != nil {
+		for _, d := range doomed {
+			o.restoredBackends[d.addr] = d.be
+			d.t.err = firstErr(d.t.err, err)
+		}
+		if o.requestPrune != nil {
+			time.AfterFunc(200*time.Millisecond, o.requestPrune)
+		}
+		return
+	}
+	for _, d := range doomed {
+		o.beIDs.free(d.be.id)
+	}
 }
 
 // clearAffinity deletes a frontend's affinity entries that name one of
