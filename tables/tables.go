@@ -102,6 +102,9 @@ var BackendByAddress = statedb.Index[*lb.Backend, lb.L3n4Addr]{
 var BackendByService = statedb.Index[*lb.Backend, lb.ServiceName]{
 	Name: "service",
 	FromObject: func(b *lb.Backend) index.KeySet {
+		if len(b.Instances) == 1 { // the common case, without the slices
+			return index.NewKeySet(serviceNameKey(b.Instances[0].Service))
+		}
 		names := b.Services()
 		keys := make([]index.Key, len(names))
 		for i, n := range names {
