@@ -9,7 +9,7 @@ import (
 )
 
 // smallSetMax is the most elements a smallSet keeps in a slice.
-const smallSetMax = 8
+const smallSetMax = 32
 
 // smallSet is a set kept in a slice while it is small and in a map beyond:
 // most frontends have a few backends and no source ranges, and a map costs

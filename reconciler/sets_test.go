@@ -10,7 +10,17 @@ import (
 func TestSmallSet(t *testing.T) {
 	var s smallSet[int]
 	want := map[int]bool{}
-	for i, op := range []int{1, 2, 3, 2, 4, 5, 6, 7, 8, 9, 10, -3, -1, 11, 1, -10, -2, -4, -5, -6, -7, -8, -9, -11, 12} {
+	n := smallSetMax + 4
+	// Add 1..n (past the switch to a map), remove most, add some back.
+	var ops []int
+	for k := 1; k <= n; k++ {
+		ops = append(ops, k, k) // the second add finds it there
+	}
+	for k := 1; k < n; k++ {
+		ops = append(ops, -k)
+	}
+	ops = append(ops, 3, -n, 5, -3)
+	for i, op := range ops {
 		k := max(op, -op)
 		if op > 0 {
 			if got := s.add(k); got == want[k] {
@@ -24,17 +34,16 @@ func TestSmallSet(t *testing.T) {
 		if s.len() != len(want) {
 			t.Fatalf("op %d: len %d, want %d", i, s.len(), len(want))
 		}
-		for k := range 13 {
+		for k := range n + 2 {
 			if s.has(k) != want[k] {
 				t.Fatalf("op %d: has(%d) = %v", i, k, s.has(k))
 			}
 		}
-		got := slices.Sorted(s.all())
-		if len(got) != len(want) {
+		if got := slices.Sorted(s.all()); len(got) != len(want) {
 			t.Fatalf("op %d: all() = %v", i, got)
 		}
-	}
-	if s.m == nil {
-		t.Fatal("a set that grew past smallSetMax should have become a map")
+		if i == 2*n-1 && s.m == nil {
+			t.Fatal("a set that grew past smallSetMax should have become a map")
+		}
 	}
 }
