@@ -20,6 +20,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cilium/hive"
@@ -60,6 +61,7 @@ type result struct {
 	LatencyP50Ms           float64 `json:"latency_p50_ms,omitempty"`
 	LatencyP99Ms           float64 `json:"latency_p99_ms,omitempty"`
 	LatencyMaxMs           float64 `json:"latency_max_ms,omitempty"`
+	PeakRSSBytes           int64   `json:"peak_rss_bytes,omitempty"`
 }
 
 type stats struct{ Min, Avg, Max float64 }
@@ -298,6 +300,9 @@ func run(o options, out io.Writer) error {
 	fmt.Fprintf(out, "insert: min %.0f avg %.0f max %.0f services/s\n", res.InsertServicesPerSec.Min, res.InsertServicesPerSec.Avg, res.InsertServicesPerSec.Max)
 	fmt.Fprintf(out, "delete: min %.0f avg %.0f max %.0f services/s\n", res.DeleteServicesPerSec.Min, res.DeleteServicesPerSec.Avg, res.DeleteServicesPerSec.Max)
 	fmt.Fprintf(out, "heap in use: %.0f bytes and %.1f objects per service\n", res.BytesInUsePerService, res.ObjectsPerService)
+	if res.PeakRSSBytes = peakRSS(); res.PeakRSSBytes > 0 {
+		fmt.Fprintf(out, "peak RSS: %.1f MiB\n", float64(res.PeakRSSBytes)/(1<<20))
+	}
 	if o.json {
 		js, _ := json.Marshal(res)
 		fmt.Fprintln(out, string(js))
@@ -335,6 +340,23 @@ func (b *bench) measureLatency(o options, res *result, out io.Writer) error {
 	res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyMaxMs = ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1])
 	fmt.Fprintf(out, "latency over %d single-slice updates: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", len(lat), res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyMaxMs)
 	return nil
+}
+
+// peakRSS returns the process's peak resident set size (VmHWM), or 0
+// where /proc does not tell.
+func peakRSS() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb)
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 func summarize(xs []float64) stats {

@@ -22,7 +22,7 @@ func TestBenchSmoke(t *testing.T) {
 		t.Fatalf("last line is not JSON: %v\n%s", err, out.String())
 	}
 	for _, k := range []string{"insert_services_per_sec_avg", "delete_services_per_sec_avg", "bytes_in_use_per_service",
-		"objects_per_service", "maps", "services", "backends_per_service", "latency_p99_ms"} {
+		"objects_per_service", "maps", "services", "backends_per_service", "latency_p99_ms", "peak_rss_bytes"} {
 		if _, ok := res[k]; !ok {
 			t.Errorf("JSON lacks %s", k)
 		}
