@@ -64,7 +64,11 @@ type result struct {
 	PeakRSSBytes           int64   `json:"peak_rss_bytes,omitempty"`
 }
 
-type stats struct{ Min, Avg, Max float64 }
+type stats struct {
+	Min float64 `json:"min"`
+	Avg float64 `json:"avg"`
+	Max float64 `json:"max"`
+}
 
 func main() {
 	var o options
