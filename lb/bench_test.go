@@ -1,0 +1,34 @@
+package lb
+
+import "testing"
+
+var sinkBytes []byte
+
+// BenchmarkL3n4AddrKey measures encoding an address as its table index
+// key, allocating (Key) and into a reused buffer (AppendKey).
+func BenchmarkL3n4AddrKey(b *testing.B) {
+	a := MustParseL3n4Addr("[fd00::1]:443/TCP")
+	b.Run("Key", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			sinkBytes = a.Key()
+		}
+	})
+	b.Run("AppendKey", func(b *testing.B) {
+		b.ReportAllocs()
+		buf := make([]byte, 0, L3n4AddrKeyLen)
+		for range b.N {
+			sinkBytes = a.AppendKey(buf[:0])
+		}
+	})
+}
+
+// BenchmarkNewServiceName measures making a name from its parts.
+func BenchmarkNewServiceName(b *testing.B) {
+	b.ReportAllocs()
+	var n ServiceName
+	for range b.N {
+		n = NewServiceName("default", "web")
+	}
+	sinkBytes = []byte(n.text[:0])
+}
