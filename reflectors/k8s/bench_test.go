@@ -17,7 +17,7 @@ import (
 // BenchmarkReflectorApply measures the reflector's own path, without a
 // reconciler: a Service and its EndpointSlice (one endpoint) converted and
 // declared through the Writer, in batches of 500, then deleted. ns/op is
-// per service, insert and delete together.
+// per service, for inserting and for deleting.
 func BenchmarkReflectorApply(b *testing.B) {
 	db := statedb.New()
 	w, err := tables.New(db, nil)
@@ -52,20 +52,30 @@ func BenchmarkReflectorApply(b *testing.B) {
 	for i, ev := range events {
 		deletes[i] = event{obj: ev.obj, deleted: true}
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for done := 0; done < b.N; {
-		m := min(n, b.N-done)
-		for i := 0; i < 2*m; i += 500 {
-			r.apply(events[i:min(i+500, 2*m)])
-		}
-		for i := 0; i < 2*m; i += 500 {
-			r.apply(deletes[i:min(i+500, 2*m)])
-		}
-		done += m
-	}
-	b.StopTimer()
-	if got := w.Frontends().NumObjects(db.ReadTxn()); got != 0 {
-		b.Fatalf("%d frontends left", got)
+	for _, phase := range []string{"insert", "delete"} {
+		b.Run(phase, func(b *testing.B) {
+			b.ReportAllocs()
+			for done := 0; done < b.N; {
+				m := min(n, b.N-done)
+				// Time only this phase's events.
+				for pass, evs := range [][]event{events, deletes} {
+					timed := pass == 0 && phase == "insert" || pass == 1 && phase == "delete"
+					if !timed {
+						b.StopTimer()
+					}
+					for i := 0; i < 2*m; i += 500 {
+						r.apply(evs[i:min(i+500, 2*m)])
+					}
+					if !timed {
+						b.StartTimer()
+					}
+				}
+				done += m
+			}
+			b.StopTimer()
+			if got := w.Frontends().NumObjects(db.ReadTxn()); got != 0 {
+				b.Fatalf("%d frontends left", got)
+			}
+		})
 	}
 }

@@ -382,8 +382,19 @@ func (r *Reflector) backendsOf(name lb.ServiceName) []lb.BackendParams {
 	if svc, ok := r.services[name]; ok {
 		publishNotReady = svc.Spec.PublishNotReadyAddresses
 	}
-	var out []lb.BackendParams
-	index := map[lb.L3n4Addr]int{}
+	var (
+		out   []lb.BackendParams
+		index map[lb.L3n4Addr]int // once there are many; a few are searched
+	)
+	find := func(a lb.L3n4Addr) int {
+		if index == nil {
+			return slices.IndexFunc(out, func(b lb.BackendParams) bool { return b.Address == a })
+		}
+		if i, ok := index[a]; ok {
+			return i
+		}
+		return -1
+	}
 	for _, es := range r.bySvc[name] { // in order of name, so the result does not depend on arrival
 		_, bs, errs, err := ConvertEndpointSlice(es, publishNotReady)
 		if err != nil {
@@ -393,15 +404,25 @@ func (r *Reflector) backendsOf(name lb.ServiceName) []lb.BackendParams {
 		for _, e := range errs {
 			r.fail(e)
 		}
+		if out == nil {
+			out = make([]lb.BackendParams, 0, len(bs))
+		}
 		for _, b := range bs {
-			if i, dup := index[b.Address]; dup {
+			if i := find(b.Address); i >= 0 {
 				if b.State < out[i].State {
 					out[i] = b
 				}
 				continue
 			}
-			index[b.Address] = len(out)
 			out = append(out, b)
+			if index != nil {
+				index[b.Address] = len(out) - 1
+			} else if len(out) > 16 {
+				index = make(map[lb.L3n4Addr]int, 2*len(out))
+				for i, o := range out {
+					index[o.Address] = i
+				}
+			}
 		}
 	}
 	return out

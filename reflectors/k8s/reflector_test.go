@@ -155,3 +155,51 @@ func TestReflectorForgetsDeletedSlices(t *testing.T) {
 		t.Fatalf("%d backends left", n)
 	}
 }
+
+// A service's backends merge its slices: an address in two slices is one
+// backend, in its better state, whether the merge searches (a few
+// backends) or indexes (many).
+func TestBackendsOfMergesSlices(t *testing.T) {
+	for _, n := range []int{3, 40} {
+		w, err := tables.New(statedb.New(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := NewFedReflector(DefaultConfig, w, lb.SourceK8s, slog.New(slog.DiscardHandler), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		port, yes, no := int32(80), true, false
+		slice := func(name string, ready, terminating *bool, first, last int) *discoveryv1.EndpointSlice {
+			es := &discoveryv1.EndpointSlice{
+				ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{LabelServiceName: "svc"}},
+				AddressType: discoveryv1.AddressTypeIPv4,
+				Ports:       []discoveryv1.EndpointPort{{Port: &port}},
+			}
+			for i := first; i <= last; i++ {
+				es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{
+					Addresses:  []string{fmt.Sprintf("10.0.%d.%d", i/250, i%250+1)},
+					Conditions: discoveryv1.EndpointConditions{Ready: ready, Serving: &yes, Terminating: terminating},
+				})
+			}
+			return es
+		}
+		// a: 0..n-1 terminating; b: n/2..n+n/2-1 ready. The overlap is
+		// ready.
+		r.apply([]event{{obj: slice("a", &no, &yes, 0, n-1)}, {obj: slice("b", &yes, &no, n/2, n+n/2-1)}})
+		got := r.backendsOf(lb.NewServiceName("ns", "svc"))
+		if len(got) != n+n/2 {
+			t.Fatalf("n=%d: %d backends, want %d", n, len(got), n+n/2)
+		}
+		seen := map[lb.L3n4Addr]bool{}
+		for i, b := range got {
+			if seen[b.Address] {
+				t.Fatalf("n=%d: %s twice", n, b.Address)
+			}
+			seen[b.Address] = true
+			if ready := i >= n/2; ready != (b.State == lb.BackendActive) {
+				t.Errorf("n=%d: backend %d (%s) state %s", n, i, b.Address, b.State)
+			}
+		}
+	}
+}
