@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/lbstate/lbstate/bpf/bpftest"
 )
 
 // A small run on in-memory maps completes, checks the maps' contents
@@ -44,5 +46,22 @@ func TestBenchOptionErrors(t *testing.T) {
 		if err := run(tc.o, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.o, err, tc.want)
 		}
+	}
+}
+
+// The same on kernel maps (pinned under a fresh directory and removed).
+func TestBenchKernelSmoke(t *testing.T) {
+	bpftest.Require(t)
+	var out bytes.Buffer
+	if err := run(options{services: 500, backends: 2, iterations: 1, maps: "kernel", json: true}, &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var res map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("last line is not JSON: %v\n%s", err, out.String())
+	}
+	if res["maps"] != "kernel" || res["backends_per_service"] != float64(2) || res["delete_services_per_sec_avg"].(float64) <= 0 {
+		t.Errorf("summary %v", res)
 	}
 }
