@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"testing"
 
 	"github.com/cilium/statedb"
@@ -131,5 +130,3 @@ func TestReview3PartialBackendBatchDeleteThenReuse(t *testing.T) {
 		t.Fatalf("after the frontend took its backends back:\n%v", err)
 	}
 }
-
-var _ = netip.Addr{}
