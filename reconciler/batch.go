@@ -251,6 +251,9 @@ func (o *ops) writeBackends(jobs []task) {
 		}
 	}
 	if err := o.maps.Backends.BatchUpdate(ids, vals); err != nil {
+		for _, be := range todo {
+			be.written = false // some may hold the new value, some the old
+		}
 		fail(jobs, err, func(*task) bool { return true })
 		return
 	}

@@ -358,6 +358,8 @@ func (o *ops) deleteBackends(doomed []doomedBackend) {
 	}
 	if err := o.maps.Backends.BatchDelete(ids); err != nil {
 		for _, d := range doomed {
+			// Some may be gone already: whoever takes one back writes it.
+			d.be.written = false
 			o.restoredBackends[d.addr] = d.be
 			d.t.err = firstErr(d.t.err, err)
 		}
