@@ -14,11 +14,27 @@ import (
 	"github.com/lbstate/lbstate/tables"
 )
 
+// endpoints returns service i's endpoints, one address each.
+func endpoints(i, n int) []discoveryv1.Endpoint {
+	out := make([]discoveryv1.Endpoint, n)
+	for j := range out {
+		k := i*n + j
+		out[j].Addresses = []string{fmt.Sprintf("11.%d.%d.%d", k>>16, (k>>8)&255, k&255)}
+	}
+	return out
+}
+
 // BenchmarkReflectorApply measures the reflector's own path, without a
-// reconciler: a Service and its EndpointSlice (one endpoint) converted and
+// reconciler: a Service and its EndpointSlice (1 or 10 endpoints) converted and
 // declared through the Writer, in batches of 500, then deleted. ns/op is
 // per service, for inserting and for deleting.
 func BenchmarkReflectorApply(b *testing.B) {
+	for _, k := range []int{1, 10} {
+		b.Run(fmt.Sprintf("backends=%d", k), func(b *testing.B) { benchReflectorApply(b, k) })
+	}
+}
+
+func benchReflectorApply(b *testing.B, backends int) {
 	db := statedb.New()
 	w, err := tables.New(db, nil)
 	if err != nil {
@@ -45,7 +61,7 @@ func BenchmarkReflectorApply(b *testing.B) {
 				ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "bench", Labels: map[string]string{LabelServiceName: name}},
 				AddressType: discoveryv1.AddressTypeIPv4,
 				Ports:       []discoveryv1.EndpointPort{{Port: &port}},
-				Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("11.%d.%d.%d", i>>16, (i>>8)&255, i&255)}}},
+				Endpoints:   endpoints(i, backends),
 			}})
 	}
 	deletes := make([]event, len(events))
