@@ -196,8 +196,25 @@ const batchIdle = time.Millisecond
 // loop applies events in batches of at most cfg.K8sBatchSize, gathered
 // while events keep coming (batchIdle apart at most), for at most
 // cfg.K8sBatchDelay.
+//
+// It runs in two stages: this goroutine keeps the objects and converts
+// them into Writer calls, and a second one applies each batch's calls in
+// a write transaction, so converting the next batch overlaps with writing
+// this one. Batches are written in order.
 func (r *Reflector) loop(ctx context.Context) error {
 	defer close(r.stopped)
+	writes := make(chan writes, 1)
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		for ws := range writes {
+			r.write(ws)
+		}
+	}()
+	defer func() {
+		close(writes)
+		<-written
+	}()
 	batch := make([]event, 0, r.cfg.K8sBatchSize)
 	idle := time.NewTimer(batchIdle)
 	for {
@@ -230,32 +247,49 @@ func (r *Reflector) loop(ctx context.Context) error {
 				break fill
 			}
 		}
-		r.apply(batch)
+		select {
+		case writes <- r.prepare(batch):
+		case <-ctx.Done():
+			return nil
+		}
 	}
 }
 
-// apply writes one batch in one transaction, as one Writer batch: each
-// service's frontends are derived once for the batch.
-func (r *Reflector) apply(batch []event) {
+// writes are one batch's Writer calls, in order, and whether the batch
+// held the synced marker.
+type writes struct {
+	calls  []func(statedb.WriteTxn)
+	synced bool
+}
+
+// apply records and writes one batch (the two stages of loop, in one
+// goroutine).
+func (r *Reflector) apply(batch []event) { r.write(r.prepare(batch)) }
+
+// write applies one batch's calls in one transaction, as one Writer batch:
+// each service's frontends are derived once for the batch.
+func (r *Reflector) write(ws writes) {
 	txn := r.w.WriteTxn()
 	defer txn.Abort()
-	synced := false
 	err := r.w.Batch(txn, func() error {
-		synced = r.applyEvents(txn, batch)
+		for _, call := range ws.calls {
+			call(txn)
+		}
 		return nil
 	})
 	r.check(err, "batch")
-	if synced {
+	if ws.synced {
 		r.done(txn)
 	}
 	txn.Commit()
 }
 
-// applyEvents records a batch of events and declares what changed; it
-// reports whether the batch holds the synced marker.
-func (r *Reflector) applyEvents(txn statedb.WriteTxn, batch []event) (synced bool) {
+// prepare records a batch of events and returns the Writer calls that
+// declare what changed.
+func (r *Reflector) prepare(batch []event) (ws writes) {
 	dirty := map[lb.ServiceName]bool{}     // services whose backends to recompute
 	reconvert := map[lb.ServiceName]bool{} // services to convert again
+	call := func(c func(statedb.WriteTxn)) { ws.calls = append(ws.calls, c) }
 	for _, ev := range batch {
 		switch obj := ev.obj.(type) {
 		case *corev1.Service:
@@ -263,7 +297,7 @@ func (r *Reflector) applyEvents(txn statedb.WriteTxn, batch []event) (synced boo
 			old := r.services[name]
 			if ev.deleted {
 				delete(r.services, name)
-				r.check(r.w.DeleteService(txn, name, r.source), name.String())
+				call(func(txn statedb.WriteTxn) { r.check(r.w.DeleteService(txn, name, r.source), name.String()) })
 			} else {
 				r.services[name] = obj
 				reconvert[name] = true
@@ -281,23 +315,25 @@ func (r *Reflector) applyEvents(txn statedb.WriteTxn, batch []event) (synced boo
 				continue // keep the last known node: selection needs one
 			}
 			r.node = obj
-			r.check(r.w.SetLocalNode(txn, r.localNode()), "node "+obj.Name)
+			node := r.localNode()
+			call(func(txn statedb.WriteTxn) { r.check(r.w.SetLocalNode(txn, node), "node "+node.Name) })
 			for name := range r.services { // NodePort frontends follow the node's addresses
 				reconvert[name] = true
 			}
 			for _, pod := range r.pods { // and so do HostPort frontends
-				r.applyPod(txn, pod, false)
+				r.preparePod(call, pod, false)
 			}
 		case *corev1.Pod:
-			r.applyPod(txn, obj, ev.deleted)
+			r.preparePod(call, obj, ev.deleted)
 		case nil:
-			synced = synced || ev.synced
+			ws.synced = ws.synced || ev.synced
 		}
 	}
 	// Backends first: a new service's frontends are then derived once, with
 	// their backends (the Writer gives the same result in any order).
 	for _, name := range slices.SortedFunc(maps.Keys(dirty), lb.ServiceName.Compare) {
-		r.check(r.w.SetBackends(txn, name, r.source, r.backendsOf(name)...), name.String())
+		backends := r.backendsOf(name)
+		call(func(txn statedb.WriteTxn) { r.check(r.w.SetBackends(txn, name, r.source, backends...), name.String()) })
 	}
 	node := r.localNode() // once for the batch: every conversion reads it
 	for _, name := range slices.SortedFunc(maps.Keys(reconvert), lb.ServiceName.Compare) {
@@ -310,16 +346,17 @@ func (r *Reflector) applyEvents(txn statedb.WriteTxn, batch []event) (synced boo
 		case err != nil:
 			r.fail(err) // the previous declaration, if any, stays
 		case !ok:
-			r.check(r.w.DeleteService(txn, name, r.source), name.String())
+			call(func(txn statedb.WriteTxn) { r.check(r.w.DeleteService(txn, name, r.source), name.String()) })
 		default:
-			r.check(r.w.UpsertService(txn, params), name.String())
+			call(func(txn statedb.WriteTxn) { r.check(r.w.UpsertService(txn, params), name.String()) })
 		}
 	}
-	return synced
+	return ws
 }
 
-// applyPod declares (or removes) a pod's HostPort service.
-func (r *Reflector) applyPod(txn statedb.WriteTxn, pod *corev1.Pod, deleted bool) {
+// preparePod records a pod and the calls that declare (or remove) its
+// HostPort service.
+func (r *Reflector) preparePod(call func(func(statedb.WriteTxn)), pod *corev1.Pod, deleted bool) {
 	name := HostPortServiceName(pod)
 	var (
 		params   lb.ServiceParams
@@ -337,13 +374,17 @@ func (r *Reflector) applyPod(txn statedb.WriteTxn, pod *corev1.Pod, deleted bool
 		}
 	}
 	if !ok {
-		r.check(r.w.DeleteService(txn, name, r.source), name.String())
-		r.check(r.w.SetBackends(txn, name, r.source), name.String())
+		call(func(txn statedb.WriteTxn) {
+			r.check(r.w.DeleteService(txn, name, r.source), name.String())
+			r.check(r.w.SetBackends(txn, name, r.source), name.String())
+		})
 		return
 	}
 	params.Source = r.source
-	r.check(r.w.UpsertService(txn, params), name.String())
-	r.check(r.w.SetBackends(txn, name, r.source, backends...), name.String())
+	call(func(txn statedb.WriteTxn) {
+		r.check(r.w.UpsertService(txn, params), name.String())
+		r.check(r.w.SetBackends(txn, name, r.source, backends...), name.String())
+	})
 }
 
 // applySlice records a slice change and marks the services it affects.
