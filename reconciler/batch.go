@@ -47,41 +47,39 @@ type task struct {
 
 // Update writes one frontend; see UpdateBatch.
 func (o *ops) Update(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, fe *lb.Frontend) error {
-	jobs := []task{{fe: fe}}
-	o.update(txn, jobs)
-	return jobs[0].err
+	tasks := []task{{fe: fe}}
+	o.update(txn, tasks)
+	return tasks[0].err
 }
 
 // UpdateBatch writes a batch of frontends (statedb's BatchOperations).
 func (o *ops) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*lb.Frontend]) {
-	jobs := make([]task, len(batch))
-	for i := range batch {
-		jobs[i].fe = batch[i].Object
-	}
-	o.update(txn, jobs)
-	for i := range batch {
-		batch[i].Result = jobs[i].err
-	}
+	runBatch(txn, batch, o.update)
 }
 
 // Delete removes one frontend; see DeleteBatch.
 func (o *ops) Delete(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, fe *lb.Frontend) error {
-	jobs := []task{{fe: fe}}
-	o.delete(txn, jobs)
-	return jobs[0].err
+	tasks := []task{{fe: fe}}
+	o.delete(txn, tasks)
+	return tasks[0].err
 }
 
 // DeleteBatch removes a batch of frontends, master entries first, so that
 // the datapath stops matching a frontend before anything it names goes
 // away.
 func (o *ops) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*lb.Frontend]) {
-	jobs := make([]task, len(batch))
+	runBatch(txn, batch, o.delete)
+}
+
+// runBatch runs fn over a task per entry and records each task's result.
+func runBatch(txn statedb.ReadTxn, batch []reconciler.BatchEntry[*lb.Frontend], fn func(statedb.ReadTxn, []task)) {
+	tasks := make([]task, len(batch))
 	for i := range batch {
-		jobs[i].fe = batch[i].Object
+		tasks[i].fe = batch[i].Object
 	}
-	o.delete(txn, jobs)
+	fn(txn, tasks)
 	for i := range batch {
-		batch[i].Result = jobs[i].err
+		batch[i].Result = tasks[i].err
 	}
 }
 
@@ -92,34 +90,34 @@ func (o *ops) noteInitialized(txn statedb.ReadTxn) {
 	}
 }
 
-// live yields the jobs that have not failed.
-func live(jobs []task) func(func(*task) bool) {
+// live yields the tasks that have not failed.
+func live(tasks []task) func(func(*task) bool) {
 	return func(yield func(*task) bool) {
-		for i := range jobs {
-			if jobs[i].err == nil && !yield(&jobs[i]) {
+		for i := range tasks {
+			if tasks[i].err == nil && !yield(&tasks[i]) {
 				return
 			}
 		}
 	}
 }
 
-func (o *ops) update(txn statedb.ReadTxn, jobs []task) {
+func (o *ops) update(txn statedb.ReadTxn, tasks []task) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.noteInitialized(txn)
 
-	o.writeBackends(jobs)
-	for j := range live(jobs) {
+	o.writeBackends(tasks)
+	for j := range live(tasks) {
 		j.layout(o)
 		if j.useMaglev {
 			j.err = o.writeMaglev(j.st, j.rotation)
 		}
 	}
-	o.writeSlots(jobs)
-	o.writeMasters(jobs)
-	o.deleteSurplusSlots(jobs, func(j *task) int { return len(j.slotIDs) })
+	o.writeSlots(tasks)
+	o.writeMasters(tasks)
+	o.deleteSurplusSlots(tasks, func(j *task) int { return len(j.slotIDs) })
 	var doomed []doomedBackend
-	for j := range live(jobs) {
+	for j := range live(tasks) {
 		if j.st.maglev && !j.useMaglev {
 			j.err = o.deleteMaglev(j.st)
 		}
@@ -133,18 +131,18 @@ func (o *ops) update(txn statedb.ReadTxn, jobs []task) {
 	o.deleteBackends(doomed)
 }
 
-func (o *ops) delete(txn statedb.ReadTxn, jobs []task) {
+func (o *ops) delete(txn statedb.ReadTxn, tasks []task) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.noteInitialized(txn)
-	o.remove(jobs)
+	o.remove(tasks)
 }
 
 // remove deletes the frontends' entries and releases what they used.
-func (o *ops) remove(jobs []task) {
+func (o *ops) remove(tasks []task) {
 	var masters []bpf.ServiceKey
-	for i := range jobs {
-		j := &jobs[i]
+	for i := range tasks {
+		j := &tasks[i]
 		_, known := o.frontends[j.fe.Address]
 		_, restored := o.restoredFrontends[j.fe.Address]
 		if !known && !restored {
@@ -158,14 +156,14 @@ func (o *ops) remove(jobs []task) {
 		masters = append(masters, bpf.NewServiceKey(j.fe.Address, 0))
 	}
 	if err := o.maps.Services.BatchDelete(masters); err != nil {
-		fail(jobs, err, func(j *task) bool { return j.st != nil })
+		fail(tasks, err, func(j *task) bool { return j.st != nil })
 	}
-	o.deleteSurplusSlots(jobs, func(*task) int { return 0 })
+	o.deleteSurplusSlots(tasks, func(*task) int { return 0 })
 	var (
 		revNats []uint32
 		doomed  []doomedBackend
 	)
-	for j := range live(jobs) {
+	for j := range live(tasks) {
 		if j.st == nil {
 			continue
 		}
@@ -178,9 +176,9 @@ func (o *ops) remove(jobs []task) {
 		revNats = append(revNats, j.st.id)
 	}
 	if err := o.maps.RevNat.BatchDelete(revNats); err != nil {
-		fail(jobs, err, func(j *task) bool { return j.st != nil })
+		fail(tasks, err, func(j *task) bool { return j.st != nil })
 	}
-	for j := range live(jobs) {
+	for j := range live(tasks) {
 		if j.st == nil {
 			continue
 		}
@@ -201,9 +199,9 @@ func (o *ops) remove(jobs []task) {
 	o.deleteBackends(doomed)
 }
 
-// fail records err for the live jobs that had a part in a failed syscall.
-func fail(jobs []task, err error, part func(*task) bool) {
-	for j := range live(jobs) {
+// fail records err for the live tasks that had a part in a failed syscall.
+func fail(tasks []task, err error, part func(*task) bool) {
+	for j := range live(tasks) {
 		if part(j) {
 			j.err = err
 		}
@@ -213,9 +211,9 @@ func fail(jobs []task, err error, part func(*task) bool) {
 // writeBackends claims each frontend's ID and backends, counting its
 // references, and makes every backend they use present in lb_backends
 // with its current value.
-func (o *ops) writeBackends(jobs []task) {
+func (o *ops) writeBackends(tasks []task) {
 	var touched []*backendState
-	for j := range live(jobs) {
+	for j := range live(tasks) {
 		if j.st, j.err = o.claimFrontend(j.fe.Address); j.err != nil {
 			continue
 		}
@@ -236,7 +234,7 @@ func (o *ops) writeBackends(jobs []task) {
 		todo []*backendState
 	)
 	var seen map[*backendState]bool // frontends of a batch may share backends
-	if len(jobs) > 1 {
+	if len(tasks) > 1 {
 		seen = make(map[*backendState]bool, len(touched))
 	}
 	for _, be := range touched {
@@ -254,7 +252,7 @@ func (o *ops) writeBackends(jobs []task) {
 		for _, be := range todo {
 			be.written = false // some may hold the new value, some the old
 		}
-		fail(jobs, err, func(*task) bool { return true })
+		fail(tasks, err, func(*task) bool { return true })
 		return
 	}
 	for i, be := range todo {
@@ -278,13 +276,13 @@ func (j *task) layout(o *ops) {
 }
 
 // writeSlots writes the slots whose backend ID changed.
-func (o *ops) writeSlots(jobs []task) {
+func (o *ops) writeSlots(tasks []task) {
 	var (
 		keys    []bpf.ServiceKey
 		vals    []bpf.ServiceValue
 		changed []*task
 	)
-	for j := range live(jobs) {
+	for j := range live(tasks) {
 		j.slotIDs = o.slotIDs(j.algorithm, j.rotation, j.standby)
 		if len(j.slotIDs) > 0xffff {
 			j.err = fmt.Errorf("frontend %s: %d backend slots, at most 65535", j.fe.Address, len(j.slotIDs))
@@ -314,7 +312,7 @@ func (o *ops) writeSlots(jobs []task) {
 }
 
 // writeMasters writes the master and reverse-NAT entries that changed.
-func (o *ops) writeMasters(jobs []task) {
+func (o *ops) writeMasters(tasks []task) {
 	var (
 		keys     []bpf.ServiceKey
 		vals     []bpf.ServiceValue
@@ -323,7 +321,7 @@ func (o *ops) writeMasters(jobs []task) {
 		revVals  []bpf.RevNatValue
 		revNatOf []*task
 	)
-	for j := range live(jobs) {
+	for j := range live(tasks) {
 		master := bpf.ServiceValue{
 			RevNatID:        j.st.id,
 			AffinityTimeout: j.fe.Policy.AffinityTimeout(),
@@ -371,13 +369,13 @@ func firstErr(first, next error) error {
 }
 
 // deleteSurplusSlots deletes slots keep(j)+1.. of each frontend.
-func (o *ops) deleteSurplusSlots(jobs []task, keep func(*task) int) {
+func (o *ops) deleteSurplusSlots(tasks []task, keep func(*task) int) {
 	var (
 		keys    []bpf.ServiceKey
 		shrunk  []*task
 		keepFor []int
 	)
-	for j := range live(jobs) {
+	for j := range live(tasks) {
 		if j.st == nil || j.st.slots <= keep(j) {
 			continue
 		}
