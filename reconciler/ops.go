@@ -315,11 +315,11 @@ func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef, doomed *[]d
 		be.dropView(st.id)
 		switch {
 		case be.refs > 1:
-			if v := o.backendValue(be); be.written && v != be.value {
+			if v := o.backendValue(be); !be.written || v != be.value {
 				if err := o.maps.Backends.Update(be.id, v); err != nil {
 					return err
 				}
-				be.value = v
+				be.value, be.written = v, true
 			}
 			be.refs--
 		case !o.initialized:

@@ -247,11 +247,7 @@ func (r *Reflector) loop(ctx context.Context) error {
 				break fill
 			}
 		}
-		select {
-		case writes <- r.prepare(batch):
-		case <-ctx.Done():
-			return nil
-		}
+		writes <- r.prepare(batch) // the writer never stops before the loop
 	}
 }
 
