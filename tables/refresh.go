@@ -293,9 +293,15 @@ func (w *Writer) refreshConflicts(txn statedb.WriteTxn, ch *changes, name lb.Ser
 	var conflicts []lb.FrontendConflict
 	if p := svc.Policy(); p != nil {
 		for _, fe := range p.Frontends {
-			cur, _, found := w.t.Frontends.Get(txn, FrontendByAddress.Query(fe.Address))
-			if found && cur.Service != name {
-				conflicts = append(conflicts, lb.FrontendConflict{Address: fe.Address, Owner: cur.Service})
+			// An address decided in this flush has its row written by now.
+			owner, decided := ch.owners[fe.Address]
+			if !decided {
+				if cur, _, found := w.t.Frontends.Get(txn, FrontendByAddress.Query(fe.Address)); found {
+					owner = cur.Service
+				}
+			}
+			if !owner.IsZero() && owner != name {
+				conflicts = append(conflicts, lb.FrontendConflict{Address: fe.Address, Owner: owner})
 			}
 		}
 	}
