@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,9 +44,11 @@ type Reflector struct {
 	client kubernetes.Interface
 	source lb.Source
 	events chan event
-	// stopped closes when the loop has returned, so that nothing waits
-	// forever to hand it an event.
+	// stopped closes (once, with stop) when the loop has returned or Run
+	// failed before starting it, so that nothing waits forever to hand it
+	// an event.
 	stopped chan struct{}
+	stop    func()
 	done    func(statedb.WriteTxn)
 
 	// Owned by the loop.
@@ -81,10 +84,12 @@ func NewFedReflector(cfg Config, w *tables.Writer, src lb.Source, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
+	stopped := make(chan struct{})
 	return &Reflector{
 		cfg: cfg, w: w, log: log, client: client, done: done, source: src,
 		events:   make(chan event, 4096),
-		stopped:  make(chan struct{}),
+		stopped:  stopped,
+		stop:     sync.OnceFunc(func() { close(stopped) }),
 		services: map[lb.ServiceName]*corev1.Service{},
 		slices:   map[sliceKey]lb.ServiceName{},
 		bySvc:    map[lb.ServiceName][]*discoveryv1.EndpointSlice{},
@@ -115,7 +120,12 @@ func (r *Reflector) send(ev event) {
 func (r *Reflector) Loop(ctx context.Context) error { return r.loop(ctx) }
 
 // Run watches the API server until ctx is done.
-func (r *Reflector) Run(ctx context.Context) error {
+func (r *Reflector) Run(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			r.stop() // the loop never ran: Push must not wait for it
+		}
+	}()
 	factory := informers.NewSharedInformerFactoryWithOptions(r.client, 0,
 		informers.WithTransform(dropUnused))
 	handler := cache.ResourceEventHandlerFuncs{
@@ -202,7 +212,7 @@ const batchIdle = time.Millisecond
 // a write transaction, so converting the next batch overlaps with writing
 // this one. Batches are written in order.
 func (r *Reflector) loop(ctx context.Context) error {
-	defer close(r.stopped)
+	defer r.stop()
 	writes := make(chan writes, 1)
 	written := make(chan struct{})
 	go func() {
