@@ -7,8 +7,10 @@
 // A Writer is the only way to change them. Sources declare services and
 // backends; the Writer derives the frontends on every change: which
 // service owns each address, and which backends each frontend uses
-// (SelectBackends). Readers take snapshots without locks and watch for
-// changes, as with any StateDB table.
+// (SelectBackends). A source applying many changes at once wraps them in
+// Writer.Batch, so that the frontends are derived once. Readers take
+// snapshots without locks and watch for changes, as with any StateDB
+// table.
 //
 // ScriptCommands exports lb/* commands for script tests (txtar), to use
 // beside statedb's db/* commands.
