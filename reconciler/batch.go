@@ -47,9 +47,7 @@ type task struct {
 
 // Update writes one frontend; see UpdateBatch.
 func (o *ops) Update(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, fe *lb.Frontend) error {
-	tasks := []task{{fe: fe}}
-	o.update(txn, tasks)
-	return tasks[0].err
+	return runOne(txn, fe, o.update)
 }
 
 // UpdateBatch writes a batch of frontends (statedb's BatchOperations).
@@ -59,9 +57,7 @@ func (o *ops) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reco
 
 // Delete removes one frontend; see DeleteBatch.
 func (o *ops) Delete(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, fe *lb.Frontend) error {
-	tasks := []task{{fe: fe}}
-	o.delete(txn, tasks)
-	return tasks[0].err
+	return runOne(txn, fe, o.delete)
 }
 
 // DeleteBatch removes a batch of frontends, master entries first, so that
@@ -69,6 +65,13 @@ func (o *ops) Delete(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revis
 // away.
 func (o *ops) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*lb.Frontend]) {
 	runBatch(txn, batch, o.delete)
+}
+
+// runOne runs fn over one frontend's task and returns its result.
+func runOne(txn statedb.ReadTxn, fe *lb.Frontend, fn func(statedb.ReadTxn, []task)) error {
+	tasks := []task{{fe: fe}}
+	fn(txn, tasks)
+	return tasks[0].err
 }
 
 // runBatch runs fn over a task per entry and records each task's result.
