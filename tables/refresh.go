@@ -10,9 +10,9 @@ import (
 	"github.com/lbstate/lbstate/lb"
 )
 
-// changes collects what one Writer call affected, so that the derived
-// state (frontend rows, their backends, conflicts) is refreshed once, at
-// the end of the call.
+// changes collects what one Writer call (or one Batch of calls) affected,
+// so that the derived state (frontend rows, their backends, conflicts) is
+// refreshed once, at its end.
 type changes struct {
 	services   map[lb.ServiceName]struct{} // re-select these services' frontends
 	addrs      map[lb.L3n4Addr]struct{}    // re-decide who owns these addresses
