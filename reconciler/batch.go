@@ -3,7 +3,6 @@ package reconciler
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
@@ -309,7 +308,7 @@ func (o *ops) writeSlots(tasks []task) {
 		if err != nil {
 			j.st.written, j.err = nil, err // some may have been written
 		} else {
-			j.st.written = slices.Clone(j.slotIDs)
+			j.st.written = j.slotIDs // made for this update alone
 		}
 	}
 }

@@ -228,7 +228,7 @@ func sameMaglevBackend(a, b maglev.Backend) bool {
 // the standby backends.
 func (o *ops) slotIDs(algorithm uint8, rotation, standby []lb.BackendRef) []uint32 {
 	ids := make([]uint32, 0, len(rotation)+len(standby))
-	if algorithm == bpf.AlgorithmRandom {
+	if algorithm == bpf.AlgorithmRandom && len(rotation) > 1 { // one backend gets one slot
 		weights := make([]uint16, len(rotation))
 		for i, b := range rotation {
 			weights[i] = b.Weight
@@ -252,6 +252,9 @@ func (o *ops) slotIDs(algorithm uint8, rotation, standby []lb.BackendRef) []uint
 // writeSourceRanges makes the frontend's lb_src_range entries the wanted
 // ones. Keys in want and st.ranges leave RevNatID 0; the map's carry the ID.
 func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]struct{}) error {
+	if len(want) == 0 && st.ranges.len() == 0 {
+		return nil // most frontends
+	}
 	withID := func(k bpf.SourceRangeKey) bpf.SourceRangeKey {
 		k.RevNatID = st.id
 		return k
@@ -266,7 +269,7 @@ func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]s
 		st.ranges.add(k)
 	}
 	var stale []bpf.SourceRangeKey
-	for k := range st.ranges.all() {
+	for _, k := range st.ranges.items() {
 		if _, ok := want[k]; !ok {
 			stale = append(stale, k)
 		}
@@ -292,9 +295,8 @@ func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef, doomed *[]d
 		}
 	}
 	var dropped []lb.L3n4Addr
-	for addr := range st.backends.all() {
-		if wanted != nil && !wanted[addr] ||
-			wanted == nil && !slices.ContainsFunc(keep, func(b lb.BackendRef) bool { return b.Address == addr }) {
+	for _, addr := range st.backends.items() {
+		if wanted != nil && !wanted[addr] || wanted == nil && !hasAddress(keep, addr) {
 			dropped = append(dropped, addr)
 		}
 	}
@@ -335,6 +337,15 @@ func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef, doomed *[]d
 		st.backends.remove(addr)
 	}
 	return nil
+}
+
+func hasAddress(refs []lb.BackendRef, addr lb.L3n4Addr) bool {
+	for i := range refs {
+		if refs[i].Address == addr {
+			return true
+		}
+	}
+	return false
 }
 
 // doomedBackend is a backend no frontend uses any more, and the task

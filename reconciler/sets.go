@@ -1,7 +1,6 @@
 package reconciler
 
 import (
-	"iter"
 	"maps"
 	"slices"
 
@@ -13,8 +12,7 @@ const smallSetMax = 32
 
 // smallSet is a set kept in a slice while it is small and in a map beyond:
 // most frontends have a few backends and no source ranges, and a map costs
-// hundreds of bytes even for one element. Do not remove elements while
-// iterating over all().
+// hundreds of bytes even for one element.
 type smallSet[K comparable] struct {
 	list []K
 	m    map[K]struct{}
@@ -63,11 +61,13 @@ func (s *smallSet[K]) len() int {
 	return len(s.list)
 }
 
-func (s *smallSet[K]) all() iter.Seq[K] {
+// items returns the elements: the set's own slice while it is small (do
+// not change it), a new one beyond.
+func (s *smallSet[K]) items() []K {
 	if s.m != nil {
-		return maps.Keys(s.m)
+		return slices.Collect(maps.Keys(s.m))
 	}
-	return slices.Values(s.list)
+	return s.list
 }
 
 // backendView is how one frontend (by ID) sees a backend.

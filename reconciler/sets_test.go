@@ -39,7 +39,7 @@ func TestSmallSet(t *testing.T) {
 				t.Fatalf("op %d: has(%d) = %v", i, k, s.has(k))
 			}
 		}
-		if got := slices.Sorted(s.all()); len(got) != len(want) {
+		if got := slices.Sorted(slices.Values(s.items())); len(got) != len(want) {
 			t.Fatalf("op %d: all() = %v", i, got)
 		}
 		if i == 2*n-1 && s.m == nil {
