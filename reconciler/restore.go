@@ -1,0 +1,310 @@
+package reconciler
+
+// Restart and pruning: what the pinned maps held at start is read back
+// (restore), so that live flows keep their IDs, and what nobody claims is
+// deleted once every source has synced (Prune).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"time"
+
+	"github.com/cilium/statedb"
+
+	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/lb"
+)
+
+// Prune deletes what the maps hold that no frontend claims: restored
+// frontends and backends nobody took back, and any entry with an unknown
+// key. statedb's reconciler calls it only once the tables are initialized,
+// that is, once every source has declared what it has.
+func (o *ops) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.initialized = true
+	err := o.prune(objs)
+	switch {
+	case err == nil:
+		o.pruneBackoff = 0
+	case o.requestPrune != nil:
+		// statedb's next prune is the periodic one; do not wait that long.
+		o.pruneBackoff = min(max(2*o.pruneBackoff, 200*time.Millisecond), time.Minute)
+		time.AfterFunc(o.pruneBackoff, o.requestPrune)
+	}
+	return err
+}
+
+func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
+	desired := map[lb.L3n4Addr]struct{}{}
+	for fe := range objs {
+		desired[fe.Address] = struct{}{}
+	}
+	var (
+		errs []error
+		gone []task
+	)
+	for addr := range o.frontends {
+		if _, ok := desired[addr]; !ok {
+			gone = append(gone, task{fe: &lb.Frontend{FrontendParams: lb.FrontendParams{Address: addr}}})
+		}
+	}
+	// Restored frontends nobody claimed yet: a desired one is adopted
+	// (its update is on the way), with the backends its slots name; the
+	// others are removed.
+	for addr := range o.restoredFrontends {
+		if _, ok := desired[addr]; !ok {
+			gone = append(gone, task{fe: &lb.Frontend{FrontendParams: lb.FrontendParams{Address: addr}}})
+		} else if _, err := o.claimFrontend(addr); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	o.remove(gone)
+	for _, t := range gone {
+		if t.err != nil {
+			errs = append(errs, t.err)
+		}
+	}
+	for addr, be := range o.restoredBackends {
+		if err := o.maps.Backends.Delete(be.id); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		o.beIDs.free(be.id)
+		delete(o.restoredBackends, addr)
+	}
+	if err := o.pruneUnknown(); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	// What the orphan IDs named is gone now.
+	for _, id := range o.orphanFrontendIDs {
+		if !o.frontendIDInUse(id) {
+			o.feIDs.free(id)
+		}
+	}
+	for _, id := range o.orphanBackendIDs {
+		if !o.backendIDInUse(id) {
+			o.beIDs.free(id)
+		}
+	}
+	o.orphanFrontendIDs, o.orphanBackendIDs = nil, nil
+	return errors.Join(errs...)
+}
+
+func (o *ops) frontendIDInUse(id uint32) bool {
+	for _, st := range o.frontends {
+		if st.id == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (o *ops) backendIDInUse(id uint32) bool {
+	for _, be := range o.backends {
+		if be.id == id {
+			return true
+		}
+	}
+	for _, be := range o.restoredBackends {
+		if be.id == id {
+			return true
+		}
+	}
+	return false
+}
+
+// pruneUnknown deletes entries that no state accounts for (left behind by
+// a crash between a write and its bookkeeping, or written by someone
+// else).
+func (o *ops) pruneUnknown() error {
+	byID := make(map[uint32]*frontendState, len(o.frontends))
+	for _, st := range o.frontends {
+		byID[st.id] = st
+	}
+	backendIDs := make(map[uint32]bool, len(o.backends))
+	for _, be := range o.backends {
+		backendIDs[be.id] = true
+	}
+
+	var staleSlots []bpf.ServiceKey
+	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
+		st, ok := o.frontends[k.L3n4Addr()]
+		if !ok || int(k.Slot) > st.slots {
+			staleSlots = append(staleSlots, k)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	// Masters first, so that no master outlives its slots.
+	slices.SortFunc(staleSlots, func(a, b bpf.ServiceKey) int { return int(a.Slot) - int(b.Slot) })
+	if err := o.maps.Services.BatchDelete(staleSlots); err != nil {
+		return err
+	}
+	if err := pruneMap(o.maps.RevNat, func(id uint32, _ bpf.RevNatValue) bool { return byID[id] != nil }); err != nil {
+		return err
+	}
+	if err := pruneMap(o.maps.Backends, func(id uint32, _ bpf.Backend) bool { return backendIDs[id] }); err != nil {
+		return err
+	}
+	if err := pruneMap(o.maps.SourceRanges, func(k bpf.SourceRangeKey, _ uint8) bool {
+		st := byID[k.RevNatID]
+		if st == nil {
+			return false
+		}
+		k.RevNatID = 0
+		return st.ranges.has(k)
+	}); err != nil {
+		return err
+	}
+	if err := pruneMap(o.maps.Affinity, func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
+		return byID[k.RevNatID] != nil && backendIDs[v.BackendID]
+	}); err != nil {
+		return err
+	}
+	var staleTables []uint32
+	if err := o.maps.Maglev.Iterate(func(id uint32, _ []uint32) bool {
+		if st := byID[id]; st == nil || !st.maglev {
+			staleTables = append(staleTables, id)
+		}
+		return true
+	}); err != nil {
+		return err
+	}
+	for _, id := range staleTables {
+		if err := o.maps.Maglev.Delete(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pruneMap deletes the entries of m for which keep returns false.
+func pruneMap[K comparable, V any](m bpf.Map[K, V], keep func(K, V) bool) error {
+	var stale []K
+	if err := m.Iterate(func(k K, v V) bool {
+		if !keep(k, v) {
+			stale = append(stale, k)
+		}
+		return true
+	}); err != nil {
+		return err
+	}
+	return m.BatchDelete(stale)
+}
+
+// restore reads the pinned maps, so that frontends and backends get back
+// the IDs that live flows carry. What nobody claims is pruned later.
+func (o *ops) restore() error {
+	for key, a := range map[uint32]*idAllocator{bpf.IDMarkFrontend: o.feIDs, bpf.IDMarkBackend: o.beIDs} {
+		mark, _, err := o.maps.IDMarks.Lookup(key)
+		if err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		a.resume(mark)
+		a.persist = func(mark uint32) error { return o.maps.IDMarks.Update(key, mark) }
+	}
+	slotBackends := map[*frontendState][]uint32{}
+	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
+		addr := k.L3n4Addr()
+		st, ok := o.restoredFrontends[addr]
+		if !ok {
+			st = newFrontendState(0)
+			o.restoredFrontends[addr] = st
+		}
+		if k.Slot == 0 {
+			st.id = v.RevNatID
+			st.affinity = v.AffinityTimeout > 0
+		} else {
+			slotBackends[st] = append(slotBackends[st], v.BackendID)
+		}
+		st.slots = max(st.slots, int(k.Slot))
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	byID := map[uint32]*frontendState{}
+	for addr, st := range o.restoredFrontends {
+		if st.id == 0 { // slots without a master: nothing to adopt
+			delete(o.restoredFrontends, addr)
+			continue
+		}
+		o.feIDs.reserve(st.id)
+		byID[st.id] = st
+	}
+	if err := o.maps.Maglev.Iterate(func(id uint32, _ []uint32) bool {
+		if st := byID[id]; st != nil {
+			st.maglev = true
+		}
+		return true
+	}); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if err := o.maps.SourceRanges.Iterate(func(k bpf.SourceRangeKey, _ uint8) bool {
+		if st := byID[k.RevNatID]; st != nil {
+			k.RevNatID = 0
+			st.ranges.add(k)
+		}
+		return true
+	}); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	backendAddrs := map[uint32]lb.L3n4Addr{}
+	if err := o.maps.Backends.Iterate(func(id uint32, v bpf.Backend) bool {
+		o.restoredBackends[v.L3n4Addr()] = &backendState{id: id, value: v, written: true}
+		backendAddrs[id] = v.L3n4Addr()
+		o.beIDs.reserve(id)
+		return true
+	}); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	// A restored frontend holds references on the backends its slots name,
+	// so that no other frontend's update can delete them from under it.
+	for st, ids := range slotBackends {
+		if st.id == 0 {
+			continue
+		}
+		for _, id := range ids {
+			addr, ok := backendAddrs[id]
+			if ok && st.backends.add(addr) {
+				o.adoptBackend(addr).refs++
+			}
+		}
+	}
+	// IDs that other maps still use keep out of new hands until pruned.
+	reserveOrphan := func(id uint32) {
+		if _, ok := byID[id]; !ok && !o.feIDs.inUse(id) {
+			o.feIDs.reserve(id)
+			o.orphanFrontendIDs = append(o.orphanFrontendIDs, id)
+		}
+	}
+	if err := o.maps.RevNat.Iterate(func(id uint32, _ bpf.RevNatValue) bool { reserveOrphan(id); return true }); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if err := o.maps.Maglev.Iterate(func(id uint32, _ []uint32) bool { reserveOrphan(id); return true }); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if err := o.maps.SourceRanges.Iterate(func(k bpf.SourceRangeKey, _ uint8) bool { reserveOrphan(k.RevNatID); return true }); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if err := o.maps.Affinity.Iterate(func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
+		reserveOrphan(k.RevNatID)
+		if _, ok := backendAddrs[v.BackendID]; !ok && !o.beIDs.inUse(v.BackendID) {
+			o.beIDs.reserve(v.BackendID)
+			o.orphanBackendIDs = append(o.orphanBackendIDs, v.BackendID)
+		}
+		return true
+	}); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if n := len(o.restoredFrontends); n > 0 {
+		o.log.Info("Restored IDs from pinned maps", "frontends", n, "backends", len(o.restoredBackends))
+	}
+	return nil
+}
