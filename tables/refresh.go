@@ -32,6 +32,7 @@ type changes struct {
 	// Scratch space of flush.
 	owners     map[lb.L3n4Addr]lb.ServiceName
 	claimedBy  map[lb.L3n4Addr][]*lb.Service
+	svcs       map[lb.ServiceName]*lb.Service // service rows flush read or wrote; nil: none
 	addrList   []lb.L3n4Addr
 	nameList   []lb.ServiceName
 	node       *lb.Node
@@ -48,6 +49,7 @@ var changesPool = sync.Pool{New: func() any {
 		backendsOf: map[lb.ServiceName]struct{}{},
 		owners:     map[lb.L3n4Addr]lb.ServiceName{},
 		claimedBy:  map[lb.L3n4Addr][]*lb.Service{},
+		svcs:       map[lb.ServiceName]*lb.Service{},
 
 		instancesChanged: map[lb.ServiceName]struct{}{},
 	}
@@ -67,6 +69,7 @@ func (ch *changes) release() {
 	clear(ch.backendsOf)
 	clear(ch.owners)
 	clear(ch.claimedBy)
+	clear(ch.svcs)
 	clear(ch.instancesChanged)
 	ch.snapshot = nil
 	ch.addrList, ch.nameList = ch.addrList[:0], ch.nameList[:0]
@@ -127,7 +130,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	// the row's owner and the services in conflict over an address, they
 	// are its claimants.
 	for name := range ch.contenders {
-		if s, found := w.service(txn, name); found && s.Policy() != nil {
+		if s, found := w.flushService(txn, ch, name); found && s.Policy() != nil {
 			for _, fe := range s.Policy().Frontends {
 				ch.claimedBy[fe.Address] = append(ch.claimedBy[fe.Address], s)
 			}
@@ -183,7 +186,7 @@ func (w *Writer) conflictClaimants(txn statedb.ReadTxn, ch *changes, addr lb.L3n
 // claimant returns the better of winner and service name, if name claims
 // addr, and records name as a contender.
 func (w *Writer) claimant(txn statedb.ReadTxn, ch *changes, addr lb.L3n4Addr, name lb.ServiceName, winner *lb.Service) *lb.Service {
-	s, found := w.service(txn, name)
+	s, found := w.flushService(txn, ch, name)
 	if !found || !claims(s, addr) {
 		return winner
 	}
@@ -198,6 +201,18 @@ func better(ch *changes, s, winner *lb.Service) *lb.Service {
 		return s
 	}
 	return winner
+}
+
+// flushService returns the service row of name, remembering it for the
+// rest of the flush (which writes service rows only last, in
+// refreshConflicts, and records them here).
+func (w *Writer) flushService(txn statedb.ReadTxn, ch *changes, name lb.ServiceName) (*lb.Service, bool) {
+	if s, ok := ch.svcs[name]; ok {
+		return s, s != nil
+	}
+	s, found := w.service(txn, name)
+	ch.svcs[name] = s
+	return s, found
 }
 
 // claims reports whether the declaration in force of s has a frontend at
@@ -220,7 +235,7 @@ func outranks(a, b *lb.Service) bool {
 // ch.owners holds the addresses decided in this flush; for the others the
 // current row says who owns them.
 func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.ServiceName) {
-	svc, found := w.service(txn, name)
+	svc, found := w.flushService(txn, ch, name)
 	if !found || svc.Policy() == nil {
 		return
 	}
@@ -286,7 +301,7 @@ func sameFrontend(a, b *lb.Frontend) bool {
 // refreshConflicts brings a service's list of lost frontend addresses up to
 // date and logs each new one.
 func (w *Writer) refreshConflicts(txn statedb.WriteTxn, ch *changes, name lb.ServiceName) {
-	svc, found := w.service(txn, name)
+	svc, found := w.flushService(txn, ch, name)
 	if !found {
 		return
 	}
@@ -317,6 +332,7 @@ func (w *Writer) refreshConflicts(txn statedb.WriteTxn, ch *changes, name lb.Ser
 	next := svc.Clone()
 	next.Conflicts = conflicts
 	_, _, err := w.t.Services.Insert(txn, next)
+	ch.svcs[name] = next
 	ch.fail(err)
 }
 
