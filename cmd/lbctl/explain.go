@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -17,8 +16,7 @@ import (
 // explain walks the maps the way a datapath does for a flow to FRONTEND
 // and says which backends it can reach, and why.
 func explain(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("explain", "Usage: lbctl explain FRONTEND [--src ADDR:PORT] [flags]\n\nWalks the maps as a datapath does for a new flow to FRONTEND\n(e.g. 10.96.0.10:80/TCP) and prints the backends it can reach.", stderr)
 	src := fs.String("src", "", "The client ADDR:PORT, to decide source ranges, affinity and the Maglev slot")
 	pinDir := fs.String("pin-dir", bpf.DefaultConfig.LBPinDir, "Where the agent pinned its maps")
 	dir := fs.String("f", "", "Explain offline, for a directory of manifests (as lbctl simulate), instead of pinned maps")
@@ -26,10 +24,6 @@ func explain(args []string, stdout, stderr io.Writer) error {
 	zone := fs.String("zone", "", "With -f: the local node's zone")
 	algorithm := fs.String("algorithm", "random", "With -f: the default algorithm")
 	tableSize := fs.Uint("maglev-table-size", uint(bpf.DefaultConfig.LBMaglevTableSize), "With -f: the Maglev table size (the agent's --lb-maglev-table-size)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: lbctl explain FRONTEND [--src ADDR:PORT] [flags]\n\nWalks the maps as a datapath does for a new flow to FRONTEND\n(e.g. 10.96.0.10:80/TCP) and prints the backends it can reach.\n\nFlags:")
-		fs.PrintDefaults()
-	}
 	positional, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -180,24 +174,5 @@ func printShares(w io.Writer, slots []uint32, name func(uint32) string) {
 	}
 	for _, id := range slices.Sorted(maps.Keys(counts)) {
 		fmt.Fprintf(w, "  %s: %d of %d slots (%.1f%%)\n", name(id), counts[id], len(slots), 100*float64(counts[id])/float64(len(slots)))
-	}
-}
-
-// parseInterleaved parses flags that may come before or after positional
-// arguments, and returns the positional ones.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, errHelp
-			}
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return positional, nil
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
 	}
 }

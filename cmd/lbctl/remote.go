@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -30,21 +28,12 @@ type row interface {
 // agent.
 func remoteTableCmd[Obj row](table string, all statedb.Query[Obj]) func(args []string, stdout, stderr io.Writer) error {
 	return func(args []string, stdout, stderr io.Writer) error {
-		fs := flag.NewFlagSet(table, flag.ContinueOnError)
-		fs.SetOutput(stderr)
+		fs := newFlags(table, fmt.Sprintf("Usage: lbctl %s [flags]\n\nLists the %s table of a running agent.", table, table), stderr)
 		api := fs.String("api", defaultAPI, "The agent's StateDB HTTP API")
 		output := fs.String("o", "table", "Output format: table, json or yaml")
 		watch := fs.Bool("watch", false, "Follow changes: print each changed row (deleted rows with '-')")
-		fs.Usage = func() {
-			fmt.Fprintf(stderr, "Usage: lbctl %s [flags]\n\nLists the %s table of a running agent.\n\nFlags:\n", table, table)
-			fs.PrintDefaults()
-		}
-		extra, err := parseInterleaved(fs, args)
-		if err != nil {
+		if err := parseFlags(fs, args); err != nil {
 			return err
-		}
-		if len(extra) > 0 {
-			return fmt.Errorf("unexpected argument %q", extra[0])
 		}
 		if *output != "table" && *output != "json" && *output != "yaml" {
 			return fmt.Errorf("-o %q: want table, json or yaml", *output)
@@ -115,18 +104,10 @@ func watchTable[Obj row](ctx context.Context, remote *statedb.RemoteTable[Obj], 
 
 // maps dumps the maps pinned by an agent.
 func mapsCmd(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("maps", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("maps", "Usage: lbctl maps [flags]\n\nDumps an agent's pinned maps (needs the privileges to read BPF maps).", stderr)
 	pinDir := fs.String("pin-dir", bpf.DefaultConfig.LBPinDir, "Where the agent pinned its maps (its --lb-pin-dir)")
 	output := fs.String("o", "text", "Output format: text (one sorted line per entry) or json")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: lbctl maps [flags]\n\nDumps an agent's pinned maps (needs the privileges to read BPF maps).\n\nFlags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errHelp
-		}
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	m, err := bpf.OpenPinnedMaps(*pinDir)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -50,8 +49,7 @@ type backendView struct {
 }
 
 func simulate(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("simulate", "Usage: lbctl simulate -f DIR [flags]\n\nRuns the manifests in DIR through lbstate's tables, reconciler and\nin-memory maps, offline, and prints each frontend with its backends.", stderr)
 	dir := fs.String("f", "", "Directory of Kubernetes manifests (required)")
 	nodeName := fs.String("node-name", "node-a", "The local node (its Node manifest, if any, gives zone and addresses)")
 	zone := fs.String("zone", "", "The local node's zone, overriding its manifest's")
@@ -59,14 +57,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	tableSize := fs.Uint("maglev-table-size", 251, "Maglev table size (a prime)")
 	showMaps := fs.Bool("maps", false, "Also print the maps' dump (with -o json: {frontends, maps})")
 	output := fs.String("o", "table", "Output format: table or json")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: lbctl simulate -f DIR [flags]\n\nRuns the manifests in DIR through lbstate's tables, reconciler and\nin-memory maps, offline, and prints each frontend with its backends.\n\nFlags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errHelp
-		}
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *dir == "" {
