@@ -8,6 +8,7 @@ import (
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/lb"
@@ -28,12 +29,21 @@ var Cell = cell.Module(
 		newCellOps,
 	),
 	cell.Provide(
-		NewMetrics,
+		newCellMetrics,
 		register,
 	),
 	// Providers are built on demand: make sure the reconciler is.
 	cell.Invoke(func(reconciler.Reconciler[*lb.Frontend]) {}),
 )
+
+// newCellMetrics registers the metrics in the hive's registry, if it has
+// one (metrics.Cell).
+func newCellMetrics(p struct {
+	cell.In
+	Registerer prometheus.Registerer `optional:"true"`
+}) *Metrics {
+	return NewMetrics(p.Registerer)
+}
 
 func newCellOps(cfg Config, maps *bpf.Maps, log *slog.Logger, frontends statedb.Table[*lb.Frontend]) (*ops, error) {
 	s, err := cfg.settings()

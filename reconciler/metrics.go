@@ -1,108 +1,66 @@
 package reconciler
 
 import (
-	"fmt"
-	"io"
-	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/cilium/hive/cell"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lbstate/lbstate/metrics"
 )
 
-// Metrics records what statedb's reconciler reports (operation durations
-// and errors, prune durations and errors) and writes them in the
-// Prometheus text exposition format, so an agent can serve them without a
-// metrics library.
+// Metrics are the reconciler's Prometheus collectors, fed by statedb's
+// reconciler (it implements statedb/reconciler's Metrics): how long
+// reconciliation and pruning take, and how many frontends fail.
 type Metrics struct {
-	mu        sync.Mutex
-	durations map[metricKey]*summary
-	errors    map[metricKey]int
-	pruneErrs map[metricKey]int
+	duration      *prometheus.HistogramVec
+	failing       prometheus.Gauge
+	errors        prometheus.Counter
+	pruneDuration prometheus.Histogram
+	pruneErrors   prometheus.Counter
 }
 
-type metricKey struct{ module, name, op string }
-
-type summary struct {
-	count uint64
-	sum   time.Duration
-}
-
-// NewMetrics returns empty metrics.
-func NewMetrics() *Metrics {
-	return &Metrics{durations: map[metricKey]*summary{}, errors: map[metricKey]int{}, pruneErrs: map[metricKey]int{}}
-}
-
-func (m *Metrics) observe(k metricKey, d time.Duration) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	s := m.durations[k]
-	if s == nil {
-		s = &summary{}
-		m.durations[k] = s
+// NewMetrics returns the reconciler's metrics, registered in reg (see
+// metrics.Register; nil registers nothing).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	buckets := prometheus.ExponentialBuckets(1e-6, 4, 12) // 1µs to ~4s
+	opts := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: metrics.Namespace, Subsystem: "reconciler", Name: name, Help: help}
 	}
-	s.count++
-	s.sum += d
-}
-
-func (m *Metrics) ReconciliationDuration(id cell.FullModuleID, name, op string, d time.Duration) {
-	m.observe(metricKey{id.String(), name, op}, d)
-}
-
-func (m *Metrics) ReconciliationErrors(id cell.FullModuleID, name string, new, current int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.errors[metricKey{id.String(), name, ""}] = current
-}
-
-func (m *Metrics) PruneError(id cell.FullModuleID, name string, err error) {
-	if err == nil {
-		return // statedb reports every prune, failed or not
+	return &Metrics{
+		duration: metrics.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metrics.Namespace, Subsystem: "reconciler", Name: "duration_seconds",
+			Help:    "Time spent writing frontends into the maps, by operation (update, delete).",
+			Buckets: buckets,
+		}, []string{"operation"})),
+		failing: metrics.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts(opts("failing_frontends",
+			"Frontends whose last reconciliation failed (they are retried with backoff)")))),
+		errors: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts(opts("errors_total",
+			"Failed reconciliations of a frontend")))),
+		pruneDuration: metrics.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metrics.Namespace, Subsystem: "reconciler", Name: "prune_duration_seconds",
+			Help: "Time spent removing map entries no frontend accounts for.", Buckets: buckets,
+		})),
+		pruneErrors: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts(opts("prune_errors_total",
+			"Failed prunes")))),
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.pruneErrs[metricKey{id.String(), name, ""}]++
 }
 
-func (m *Metrics) PruneDuration(id cell.FullModuleID, name string, d time.Duration) {
-	m.observe(metricKey{id.String(), name, "prune"}, d)
+func (m *Metrics) ReconciliationDuration(_ cell.FullModuleID, _, op string, d time.Duration) {
+	m.duration.WithLabelValues(op).Observe(d.Seconds())
 }
 
-// WritePrometheus writes the metrics in the Prometheus text format.
-func (m *Metrics) WritePrometheus(w io.Writer) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var sb strings.Builder
-	sb.WriteString("# HELP lbstate_reconciler_duration_seconds Time spent in reconciliation operations.\n")
-	sb.WriteString("# TYPE lbstate_reconciler_duration_seconds summary\n")
-	for _, k := range sortedKeys(m.durations) {
-		s := m.durations[k]
-		labels := fmt.Sprintf(`module=%q,name=%q,operation=%q`, k.module, k.name, k.op)
-		fmt.Fprintf(&sb, "lbstate_reconciler_duration_seconds_sum{%s} %g\n", labels, s.sum.Seconds())
-		fmt.Fprintf(&sb, "lbstate_reconciler_duration_seconds_count{%s} %d\n", labels, s.count)
-	}
-	sb.WriteString("# HELP lbstate_reconciler_errors Objects whose reconciliation currently fails.\n")
-	sb.WriteString("# TYPE lbstate_reconciler_errors gauge\n")
-	for _, k := range sortedKeys(m.errors) {
-		fmt.Fprintf(&sb, "lbstate_reconciler_errors{module=%q,name=%q} %d\n", k.module, k.name, m.errors[k])
-	}
-	sb.WriteString("# HELP lbstate_reconciler_prune_errors_total Failed prunes.\n")
-	sb.WriteString("# TYPE lbstate_reconciler_prune_errors_total counter\n")
-	for _, k := range sortedKeys(m.pruneErrs) {
-		fmt.Fprintf(&sb, "lbstate_reconciler_prune_errors_total{module=%q,name=%q} %d\n", k.module, k.name, m.pruneErrs[k])
-	}
-	_, err := io.WriteString(w, sb.String())
-	return err
+func (m *Metrics) ReconciliationErrors(_ cell.FullModuleID, _ string, new, current int) {
+	m.errors.Add(float64(new))
+	m.failing.Set(float64(current))
 }
 
-func sortedKeys[V any](m map[metricKey]V) []metricKey {
-	keys := make([]metricKey, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+func (m *Metrics) PruneError(_ cell.FullModuleID, _ string, err error) {
+	if err != nil { // statedb reports every prune, failed or not
+		m.pruneErrors.Inc()
 	}
-	slices.SortFunc(keys, func(a, b metricKey) int {
-		return strings.Compare(a.module+"\x00"+a.name+"\x00"+a.op, b.module+"\x00"+b.name+"\x00"+b.op)
-	})
-	return keys
+}
+
+func (m *Metrics) PruneDuration(_ cell.FullModuleID, _ string, d time.Duration) {
+	m.pruneDuration.Observe(d.Seconds())
 }

@@ -19,10 +19,13 @@ import (
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	statedbreconciler "github.com/cilium/statedb/reconciler"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/metrics"
 	"github.com/lbstate/lbstate/reconciler"
 	"github.com/lbstate/lbstate/tables"
 )
@@ -35,7 +38,7 @@ type agent struct {
 	w         *tables.Writer
 	frontends statedb.Table[*lb.Frontend]
 	rec       statedbreconciler.Reconciler[*lb.Frontend]
-	metrics   *reconciler.Metrics
+	registry  *prometheus.Registry
 }
 
 // newAgent builds (but does not start) the pipeline over maps. setup runs
@@ -46,12 +49,13 @@ func newAgent(t testing.TB, maps *bpf.Maps, cfg func(*reconciler.Config)) *agent
 		statedb.Cell,
 		job.Cell,
 		cell.SimpleHealthCell,
+		metrics.Cell,
 		tables.Cell,
 		cell.Provide(func() *bpf.Maps { return maps }),
 		reconciler.Cell,
 		cell.Invoke(func(db *statedb.DB, w *tables.Writer, fes statedb.Table[*lb.Frontend],
-			r statedbreconciler.Reconciler[*lb.Frontend], m *reconciler.Metrics) {
-			a.db, a.w, a.frontends, a.rec, a.metrics = db, w, fes, r, m
+			r statedbreconciler.Reconciler[*lb.Frontend], reg *prometheus.Registry) {
+			a.db, a.w, a.frontends, a.rec, a.registry = db, w, fes, r, reg
 		}),
 	)
 	if cfg != nil {
@@ -61,6 +65,23 @@ func newAgent(t testing.TB, maps *bpf.Maps, cfg func(*reconciler.Config)) *agent
 		t.Fatal(err)
 	}
 	return a
+}
+
+// scrape returns the agent's metrics in Prometheus's text format.
+func (a *agent) scrape(t testing.TB) string {
+	t.Helper()
+	families, err := a.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, f := range families {
+		if err := enc.Encode(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return buf.String()
 }
 
 func (a *agent) start(t testing.TB) {
@@ -496,8 +517,8 @@ func TestFaultInjectionConverges(t *testing.T) {
 	}
 }
 
-// The reconciler's metrics come out in the Prometheus text format, with
-// the update operations it ran counted.
+// The reconciler's metrics are in the hive's registry, with the update
+// operations it ran counted.
 func TestMetrics(t *testing.T) {
 	maps, err := bpf.NewMemoryMaps(smallMapsConfig(), nil)
 	if err != nil {
@@ -509,15 +530,12 @@ func TestMetrics(t *testing.T) {
 	defer a.stop(t)
 	a.waitDone(t, 10*time.Second)
 
-	var buf bytes.Buffer
-	if err := a.metrics.WritePrometheus(&buf); err != nil {
-		t.Fatal(err)
-	}
-	out := buf.String()
+	out := a.scrape(t)
 	for _, want := range []string{
-		"# TYPE lbstate_reconciler_duration_seconds summary",
-		`lbstate_reconciler_duration_seconds_count{module="lb-reconciler",name="",operation="update"} `,
-		"# TYPE lbstate_reconciler_errors gauge",
+		"# TYPE lbstate_reconciler_duration_seconds histogram",
+		`lbstate_reconciler_duration_seconds_count{operation="update"} `,
+		"# TYPE lbstate_reconciler_failing_frontends gauge",
+		"lbstate_reconciler_failing_frontends 0",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("metrics lack %q:\n%s", want, out)
@@ -525,7 +543,7 @@ func TestMetrics(t *testing.T) {
 	}
 	var count int
 	for _, line := range strings.Split(out, "\n") {
-		if strings.HasPrefix(line, `lbstate_reconciler_duration_seconds_count{module="lb-reconciler",name="",operation="update"}`) {
+		if strings.HasPrefix(line, `lbstate_reconciler_duration_seconds_count{operation="update"}`) {
 			fmt.Sscanf(line[strings.LastIndex(line, " ")+1:], "%d", &count)
 		}
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/lb"
 	lbreconciler "github.com/lbstate/lbstate/reconciler"
+	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/tables"
 )
@@ -140,14 +141,18 @@ func newBench(o options) (*bench, error) {
 	}
 	kcfg := k8s.DefaultConfig
 	kcfg.K8sNodeName = "bench-node"
-	refl, err := k8s.NewFedReflector(kcfg, b.w, lb.SourceK8s, log, nil)
+	src, err := reflectors.NewSource(b.w, lb.SourceK8s.String(), log, nil)
+	if err != nil {
+		return nil, err
+	}
+	refl, err := k8s.NewReflector(kcfg, src, lb.SourceK8s)
 	if err != nil {
 		return nil, err
 	}
 	b.refl = refl
 	ctx, cancel := context.WithCancel(context.Background())
-	go refl.Loop(ctx)
-	refl.Synced()
+	// The benchmark pushes its objects itself, as an informer would.
+	go refl.Run(ctx, func(context.Context) error { refl.Synced(); return nil })
 	b.stop = func() {
 		cancel()
 		h.Stop(log, context.Background())

@@ -17,8 +17,6 @@ import (
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/lb"
@@ -119,23 +117,27 @@ type pipeline struct {
 	stop      func()
 }
 
-// startPipeline reads dir once through the whole pipeline and returns when
-// the reconciler has written everything.
+// startPipeline serves dir through the whole pipeline (the file source's
+// cell, tables, reconciler, in-memory maps) and returns once the
+// reconciler has written everything. A zone overrides the local node's.
 func startPipeline(dir, nodeName, zone, algorithm string, tableSize uint32, logTo io.Writer) (*pipeline, error) {
 	var (
 		db        *statedb.DB
 		w         *tables.Writer
 		maps      *bpf.Maps
 		frontends statedb.Table[*lb.Frontend]
+		nodes     statedb.Table[*lb.Node]
 		rec       reconciler.Reconciler[*lb.Frontend]
 	)
 	h := hive.New(
 		statedb.Cell, job.Cell, cell.SimpleHealthCell,
-		tables.Cell, bpf.Cell, lbreconciler.Cell,
-		cell.Invoke(func(d *statedb.DB, wr *tables.Writer, m *bpf.Maps, fes statedb.Table[*lb.Frontend], r reconciler.Reconciler[*lb.Frontend]) {
-			db, w, maps, frontends, rec = d, wr, m, fes, r
+		tables.Cell, bpf.Cell, lbreconciler.Cell, k8s.Cell, file.Cell,
+		cell.Invoke(func(d *statedb.DB, wr *tables.Writer, m *bpf.Maps, fes statedb.Table[*lb.Frontend], ns statedb.Table[*lb.Node], r reconciler.Reconciler[*lb.Frontend]) {
+			db, w, maps, frontends, nodes, rec = d, wr, m, fes, ns, r
 		}),
 	)
+	hive.AddConfigOverride(h, func(c *file.Config) { c.Manifests = dir })
+	hive.AddConfigOverride(h, func(c *k8s.Config) { c.K8sNodeName = nodeName })
 	hive.AddConfigOverride(h, func(c *bpf.ModeConfig) { c.LBMaps = "memory" })
 	hive.AddConfigOverride(h, func(c *bpf.Config) { c.LBMaglevTableSize = tableSize })
 	hive.AddConfigOverride(h, func(c *lbreconciler.Config) { c.LBAlgorithm = algorithm })
@@ -143,40 +145,43 @@ func startPipeline(dir, nodeName, zone, algorithm string, tableSize uint32, logT
 	if err := h.Start(log, context.Background()); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stop := func() {
-		cancel()
-		h.Stop(log, context.Background())
-	}
-	cfg := k8s.DefaultConfig
-	cfg.K8sNodeName = nodeName
-	r, err := k8s.NewFedReflector(cfg, w, lb.SourceFile, log, nil)
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	go r.Loop(ctx)
-	src := file.New(dir, r, log)
-	src.Scan()
-	if zone != "" {
-		r.Push(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{k8s.LabelTopologyZone: zone}},
-			Status: nodeStatus(src, nodeName)}, false)
-	}
-	r.Synced()
+	stop := func() { h.Stop(log, context.Background()) }
 	if err := waitSettled(db, w, frontends, rec); err != nil {
 		stop()
 		return nil, err
 	}
+	if zone != "" {
+		if err := overrideZone(db, w, nodes, nodeName, zone); err != nil {
+			stop()
+			return nil, err
+		}
+		if err := waitSettled(db, w, frontends, rec); err != nil {
+			stop()
+			return nil, err
+		}
+	}
 	return &pipeline{db: db, w: w, frontends: frontends, maps: maps, stop: stop}, nil
 }
 
-// nodeStatus keeps the addresses of the node's manifest, if any, when the
-// zone is overridden.
-func nodeStatus(src *file.Source, name string) corev1.NodeStatus {
-	if n, ok := src.Node(name); ok {
-		return n.Status
+// overrideZone puts the local node (as its manifest, if any, gave it) in
+// zone. The file source sets the node only when its manifest changes.
+func overrideZone(db *statedb.DB, w *tables.Writer, nodes statedb.Table[*lb.Node], name, zone string) error {
+	txn := w.WriteTxn()
+	defer txn.Abort()
+	node := lb.Node{Name: name}
+	if n, _, ok := nodes.Get(txn, tables.NodeByName.Query(name)); ok {
+		node = n.Clone()
 	}
-	return corev1.NodeStatus{}
+	node.Zone = zone
+	if node.Labels == nil {
+		node.Labels = map[string]string{}
+	}
+	node.Labels[k8s.LabelTopologyZone] = zone
+	if err := w.SetLocalNode(txn, node); err != nil {
+		return err
+	}
+	txn.Commit()
+	return nil
 }
 
 // waitSettled waits until the file source's objects are in the tables and

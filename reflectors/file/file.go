@@ -2,20 +2,20 @@
 // a directory of Kubernetes manifests (Services, EndpointSlices, Nodes,
 // Pods; several documents per file). It feeds the same reflector, and so
 // the same conversions, as the Kubernetes source, declaring as the file
-// source, and follows edits, new files and deletions as they happen.
+// source, and follows edits, new files and deletions as they happen. Cell
+// serves the directory named by --manifests.
 package file
 
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"io/fs"
-	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -24,34 +24,40 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/k8s"
 )
 
-// Source reads a manifests directory into a reflector.
-type Source struct {
+// source reads a manifests directory into a reflector.
+type source struct {
 	dir string
 	r   *k8s.Reflector
-	log *slog.Logger
+	src *reflectors.Source
 
 	byFile map[string]map[objectKey]runtime.Object // the last good objects of each file
 	known  map[objectKey]runtime.Object            // what the reflector has been given
-	errors atomic.Uint64
 }
 
 type objectKey struct{ kind, namespace, name string }
 
-// New returns a source reading dir into r (a reflector from
-// k8s.NewFedReflector, declaring as the file source).
-func New(dir string, r *k8s.Reflector, log *slog.Logger) *Source {
-	return &Source{dir: dir, r: r, log: log, byFile: map[string]map[objectKey]runtime.Object{}, known: map[objectKey]runtime.Object{}}
+// newSource returns a source reading dir as the file source, converting
+// with cfg, reporting through src.
+func newSource(dir string, cfg k8s.Config, src *reflectors.Source) (*source, error) {
+	r, err := k8s.NewReflector(cfg, src, lb.SourceFile)
+	if err != nil {
+		return nil, err
+	}
+	return &source{dir: dir, r: r, src: src, byFile: map[string]map[objectKey]runtime.Object{}, known: map[objectKey]runtime.Object{}}, nil
 }
 
-// Errors returns how many times a file could not be read or decoded.
-func (s *Source) Errors() uint64 { return s.errors.Load() }
-
-// Run reads the directory, marks the source synced once that is applied,
+// run reads the directory, marks the source synced once that is applied,
 // and follows changes until ctx is done.
-func (s *Source) Run(ctx context.Context) error {
+func (s *source) run(ctx context.Context) error { return s.r.Run(ctx, s.follow) }
+
+// follow is the reflector's feed: a scan, then one more after each burst
+// of changes.
+func (s *source) follow(ctx context.Context) error {
 	watcher, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
@@ -60,14 +66,11 @@ func (s *Source) Run(ctx context.Context) error {
 	if err := s.watchDirs(watcher); err != nil {
 		return err
 	}
-	loopDone := make(chan error, 1)
-	go func() { loopDone <- s.r.Loop(ctx) }()
-
 	// The source counts as synced only after a scan that read the whole
 	// directory: an unreadable one must not look like an empty one.
 	synced := false
 	scan := func() {
-		if s.Scan() == nil && !synced {
+		if s.scan() == nil && !synced {
 			s.r.Synced()
 			synced = true
 		}
@@ -77,10 +80,10 @@ func (s *Source) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return <-loopDone
+			return nil
 		case ev, ok := <-watcher.Events:
 			if !ok {
-				return <-loopDone
+				return nil
 			}
 			if ev.Has(fsnotify.Create) {
 				if fi, err := os.Stat(ev.Name); err == nil && fi.IsDir() {
@@ -88,16 +91,20 @@ func (s *Source) Run(ctx context.Context) error {
 				}
 			}
 			// Editors write in several steps: wait for them to finish.
-			debounce = time.After(50 * time.Millisecond)
+			debounce = time.After(debounceDelay)
 		case err := <-watcher.Errors:
-			s.log.Warn("Watching the manifests directory", "dir", s.dir, "error", err)
+			s.src.Log().Warn("Watching the manifests directory", "dir", s.dir, "error", err)
 		case <-debounce:
 			scan()
 		}
 	}
 }
 
-func (s *Source) watchDirs(w *fsnotify.Watcher) error { return addDirs(w, s.dir) }
+// debounceDelay is how long a scan waits after the last change: editors
+// write a file in several steps.
+const debounceDelay = 50 * time.Millisecond
+
+func (s *source) watchDirs(w *fsnotify.Watcher) error { return addDirs(w, s.dir) }
 
 // addDirs watches root and every directory below it.
 func addDirs(w *fsnotify.Watcher, root string) error {
@@ -121,12 +128,12 @@ func skipDir(path, root string) bool {
 	return path != root && strings.HasPrefix(filepath.Base(path), "..")
 }
 
-// Scan reads the directory and hands the reflector what changed since the
+// scan reads the directory and hands the reflector what changed since the
 // last scan. A file that cannot be decoded is reported by name and line
 // and keeps contributing what it held before; the other files apply. If
 // the directory cannot be read, nothing changes and the error is
 // returned.
-func (s *Source) Scan() error {
+func (s *source) scan() error {
 	current := map[string]map[objectKey]runtime.Object{}
 	err := filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -143,8 +150,7 @@ func (s *Source) Scan() error {
 		}
 		objs, err := readManifests(path)
 		if err != nil {
-			s.errors.Add(1)
-			s.log.Warn("Manifest skipped", "error", err)
+			s.src.Reject(err)
 			if old, ok := s.byFile[path]; ok {
 				current[path] = old
 			}
@@ -154,8 +160,7 @@ func (s *Source) Scan() error {
 		return nil
 	})
 	if err != nil {
-		s.errors.Add(1)
-		s.log.Warn("Reading the manifests directory", "dir", s.dir, "error", err)
+		s.src.Reject(fmt.Errorf("reading the manifests directory %s: %w", s.dir, err))
 		return err
 	}
 	s.byFile = current
@@ -165,8 +170,7 @@ func (s *Source) Scan() error {
 	for _, path := range slices.Sorted(maps.Keys(current)) {
 		for key, obj := range current[path] {
 			if _, dup := desired[key]; dup {
-				s.errors.Add(1)
-				s.log.Warn("Manifest object defined twice, the first file wins", "file", path, "object", key.kind+" "+key.namespace+"/"+key.name)
+				s.src.Reject(fmt.Errorf("%s: %s %s/%s: defined in an earlier file too, which wins", path, key.kind, key.namespace, key.name))
 				continue
 			}
 			desired[key] = obj
@@ -245,10 +249,4 @@ func defaultNamespace(ns *string) {
 	if *ns == "" {
 		*ns = "default"
 	}
-}
-
-// Node returns the Node of that name the directory defines, if any.
-func (s *Source) Node(name string) (*corev1.Node, bool) {
-	n, ok := s.known[objectKey{"Node", "", name}].(*corev1.Node)
-	return n, ok
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/statedb"
 
 	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/tables"
 )
@@ -33,6 +34,32 @@ addressType: IPv4
 ports: [{port: 8080}]
 endpoints: [{addresses: [ENDPOINTS]}]
 `
+
+// startSource serves dir as the file source (local node node-1) until the
+// test ends; done receives what run returned.
+func startSource(t *testing.T, dir string, log *slog.Logger) (*reflectors.Source, *tables.Writer, *statedb.DB, context.CancelFunc, chan error) {
+	t.Helper()
+	db := statedb.New()
+	w, err := tables.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := reflectors.NewSource(w, lb.SourceFile.String(), log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := k8s.DefaultConfig
+	cfg.K8sNodeName = "node-1"
+	src, err := newSource(dir, cfg, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() { done <- src.run(ctx) }()
+	return s, w, db, cancel, done
+}
 
 func write(t *testing.T, path, content string) {
 	t.Helper()
@@ -64,28 +91,15 @@ func frontends(t *testing.T, db *statedb.DB, w *tables.Writer, want []string) {
 	t.Fatalf("frontends\n  got  %q\n  want %q", got, want)
 }
 
-func TestManifestsDirectory(t *testing.T) {
+// The directory's objects are declared as the file source, and edits, new
+// files (in new subdirectories), broken edits and deletions are followed.
+func TestFollowsEditsNewFilesAndDeletions(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "web.yaml"), strings.Replace(webYAML, "ENDPOINTS", "10.0.0.1", 1))
 	write(t, filepath.Join(dir, "notes.txt"), "not a manifest")
 
 	var logs bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&logs, nil))
-	db := statedb.New()
-	w, err := tables.New(db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := k8s.DefaultConfig
-	cfg.K8sNodeName = "node-1"
-	r, err := k8s.NewFedReflector(cfg, w, lb.SourceFile, log, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := New(dir, r, log)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go src.Run(ctx)
+	src, w, db, _, _ := startSource(t, dir, slog.New(slog.NewTextHandler(&logs, nil)))
 
 	_, initialized := w.Frontends().Initialized(db.ReadTxn())
 	select {
@@ -137,7 +151,7 @@ func TestManifestsDirectory(t *testing.T) {
 	frontends(t, db, w, []string{"10.96.0.2:80/TCP -> 10.0.1.9:8080/TCP"})
 }
 
-func TestReadManifestsLineNumbers(t *testing.T) {
+func TestDecodeErrorsNameFileAndLine(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bad.yaml")
 	write(t, path, "apiVersion: v1\nkind: Service\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: b\n  labels: [oops\n")
 	_, err := readManifests(path)

@@ -2,7 +2,6 @@ package k8s
 
 import (
 	"fmt"
-	"log/slog"
 	"testing"
 
 	"github.com/cilium/statedb"
@@ -10,7 +9,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -40,10 +38,7 @@ func benchReflectorApply(b *testing.B, backends int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r, err := NewFedReflector(DefaultConfig, w, lb.SourceK8s, slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	r := newTestReflector(b, DefaultConfig, w)
 	const n = 50000
 	events := make([]event, 0, 2*n)
 	for i := range n {

@@ -2,28 +2,51 @@ package k8s
 
 import (
 	"context"
-	"log/slog"
 
 	"github.com/cilium/hive/cell"
-	"github.com/cilium/hive/job"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/lbstate/lbstate/tables"
+	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/reflectors"
 )
 
-// Cell runs the Kubernetes reflector. It needs a kubernetes.Interface (a
-// clientset from a kubeconfig, or client-go's fake one in tests),
-// tables.Cell, job.Cell and a cell.Health provider.
+// Cell is the Kubernetes source: it watches the API server through the
+// hive's kubernetes.Interface (a clientset from a kubeconfig, or
+// client-go's fake one in tests) and declares what it sees as the k8s
+// source. Without a kubernetes.Interface (or with a nil one) it watches
+// nothing, but still provides its Config (--k8s-* flags), which the
+// manifests source (reflectors/file) uses too. It needs tables.Cell,
+// job.Cell and a cell.Health provider; with metrics.Cell its counters are
+// in the hive's registry.
 var Cell = cell.Module(
-	"k8s-reflector",
+	"k8s-source",
 	"Feeds the load-balancing tables from Kubernetes",
 
 	cell.Config(DefaultConfig),
-	cell.ProvidePrivate(job.Registry.NewGroup),
-	cell.Provide(func(cfg Config, w *tables.Writer, client kubernetes.Interface, log *slog.Logger) (*Reflector, error) {
-		return NewReflector(cfg, w, client, log)
-	}),
-	cell.Invoke(func(g job.Group, r *Reflector) {
-		g.Add(job.OneShot("k8s-reflector", func(ctx context.Context, _ cell.Health) error { return r.Run(ctx) }))
-	}),
+	cell.Invoke(registerSource),
 )
+
+type sourceParams struct {
+	cell.In
+
+	Source reflectors.Params
+	Config Config
+	Client kubernetes.Interface `optional:"true"`
+}
+
+func registerSource(p sourceParams) error {
+	if p.Client == nil {
+		return nil
+	}
+	if err := p.Config.validate(); err != nil {
+		return err
+	}
+	return reflectors.Register(p.Source, lb.SourceK8s.String(), func(ctx context.Context, s *reflectors.Source) error {
+		r, err := NewReflector(p.Config, s, lb.SourceK8s)
+		if err != nil {
+			return err
+		}
+		s.Log().Info("Watching Kubernetes", "node", p.Config.K8sNodeName)
+		return r.Run(ctx, r.WatchAPI(p.Client))
+	})
+}

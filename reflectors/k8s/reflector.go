@@ -3,12 +3,11 @@ package k8s
 import (
 	"cmp"
 	"context"
-	"log/slog"
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cilium/statedb"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -35,21 +35,19 @@ type event struct {
 // Reflector feeds the tables from Kubernetes objects: Services,
 // EndpointSlices, the local Node and its Pods, converted with
 // ConvertService, ConvertEndpointSlice and ConvertPod and applied through
-// the Writer in batches. Run watches an API server; other feeds (a
-// directory of manifests) call Push and Synced instead.
+// the Writer in batches. Run applies what a feed pushes: WatchAPI's feed
+// watches an API server; another (a directory of manifests) calls Push and
+// Synced itself.
 type Reflector struct {
 	cfg    Config
+	src    *reflectors.Source
 	w      *tables.Writer
-	log    *slog.Logger
-	client kubernetes.Interface
-	source lb.Source
+	as     lb.Source
 	events chan event
-	// stopped closes (once, with stop) when the loop has returned or Run
-	// failed before starting it, so that nothing waits forever to hand it
-	// an event.
+	// stopped closes (once, with stop) when Run's loop has returned, so
+	// that nothing waits forever to hand it an event.
 	stopped chan struct{}
 	stop    func()
-	done    func(statedb.WriteTxn)
 
 	// Owned by the loop.
 	services map[lb.ServiceName]*corev1.Service
@@ -58,35 +56,24 @@ type Reflector struct {
 	bySvc map[lb.ServiceName][]*discoveryv1.EndpointSlice
 	pods  map[sliceKey]*corev1.Pod // this node's pods, by namespace and name
 	node  *corev1.Node
-
-	// Counters of objects and endpoints skipped for bad input.
-	errors atomic.Uint64
 }
 
 // sliceKey names a namespaced object (an EndpointSlice or a Pod).
 type sliceKey struct{ namespace, name string }
 
-// NewReflector returns a reflector over client, declaring as the k8s
-// source. It registers its initializer with the Writer, so the tables
-// report initialized only once the initial lists of every informer are
-// applied.
-func NewReflector(cfg Config, w *tables.Writer, client kubernetes.Interface, log *slog.Logger) (*Reflector, error) {
-	return NewFedReflector(cfg, w, lb.SourceK8s, log, client)
-}
-
-// NewFedReflector returns a reflector declaring as src, fed through Push
-// and Synced (and, with a client, Run). Its initializer is named after src.
-func NewFedReflector(cfg Config, w *tables.Writer, src lb.Source, log *slog.Logger, client kubernetes.Interface) (*Reflector, error) {
+// NewReflector returns a reflector that declares what it is fed as the
+// source as, through src's Writer, and reports synced, bad input and
+// object counts through src.
+func NewReflector(cfg Config, src *reflectors.Source, as lb.Source) (*Reflector, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	done, err := w.RegisterInitializer(src.String())
-	if err != nil {
-		return nil, err
+	if !as.Valid() {
+		return nil, fmt.Errorf("reflector: unknown source %d", as)
 	}
 	stopped := make(chan struct{})
 	return &Reflector{
-		cfg: cfg, w: w, log: log, client: client, done: done, source: src,
+		cfg: cfg, src: src, w: src.Writer, as: as,
 		events:   make(chan event, 4096),
 		stopped:  stopped,
 		stop:     sync.OnceFunc(func() { close(stopped) }),
@@ -97,12 +84,10 @@ func NewFedReflector(cfg Config, w *tables.Writer, src lb.Source, log *slog.Logg
 	}, nil
 }
 
-// Errors returns how many objects or endpoints were skipped as invalid.
-func (r *Reflector) Errors() uint64 { return r.errors.Load() }
-
 // Push hands the reflector one object that was added or changed (deleted
 // false) or removed (deleted true). It waits for room in the queue, but
-// not once the loop has stopped.
+// not once Run has returned. Call it while Run runs (from its feed, or
+// from anywhere once the feed has started).
 func (r *Reflector) Push(obj any, deleted bool) { r.send(event{obj: obj, deleted: deleted}) }
 
 // Synced tells the reflector that every object of the initial state has
@@ -116,68 +101,76 @@ func (r *Reflector) send(ev event) {
 	}
 }
 
-// Loop applies pushed objects until ctx is done; Run calls it.
-func (r *Reflector) Loop(ctx context.Context) error { return r.loop(ctx) }
-
-// Run watches the API server until ctx is done.
-func (r *Reflector) Run(ctx context.Context) (err error) {
-	defer func() {
-		if err != nil {
-			r.stop() // the loop never ran: Push must not wait for it
-		}
-	}()
-	factory := informers.NewSharedInformerFactoryWithOptions(r.client, 0,
-		informers.WithTransform(dropUnused))
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { r.send(event{obj: obj}) },
-		UpdateFunc: func(_, obj any) { r.send(event{obj: obj}) },
-		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			r.send(event{obj: obj, deleted: true})
-		},
-	}
-	// A registration has synced once its handler has been given every
-	// object of the initial list, which is what marking the source synced
-	// needs (an informer's own sync only says its store is filled).
-	var synced []cache.InformerSynced
-	// Only this node: its Node and its Pods (host ports).
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(r.client, 0,
-		informers.WithTransform(dropUnused),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + r.cfg.K8sNodeName }))
-	for _, inf := range []cache.SharedIndexInformer{
-		factory.Core().V1().Services().Informer(),
-		factory.Discovery().V1().EndpointSlices().Informer(),
-		nodeFactory.Core().V1().Nodes().Informer(),
-	} {
-		reg, err := inf.AddEventHandler(handler)
-		if err != nil {
-			return err
-		}
-		synced = append(synced, reg.HasSynced)
-	}
-	podFactory := informers.NewSharedInformerFactoryWithOptions(r.client, 0,
-		informers.WithTransform(dropUnused),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName=" + r.cfg.K8sNodeName }))
-	reg, err := podFactory.Core().V1().Pods().Informer().AddEventHandler(handler)
-	if err != nil {
-		return err
-	}
-	synced = append(synced, reg.HasSynced)
-	factory.Start(ctx.Done())
-	nodeFactory.Start(ctx.Done())
-	podFactory.Start(ctx.Done())
-	defer nodeFactory.Shutdown()
-	defer podFactory.Shutdown()
+// Run calls feed in its own goroutine and applies what it pushes until
+// ctx is done or feed fails, then waits for feed to return. A feed that
+// returns nil early (it pushed a fixed set) leaves Run applying until ctx
+// is done. Run may be called once.
+func (r *Reflector) Run(ctx context.Context, feed func(ctx context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var feedErr error
+	fed := make(chan struct{})
 	go func() {
-		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-			return
+		defer close(fed)
+		if feedErr = feed(ctx); feedErr != nil {
+			cancel()
 		}
-		r.Synced()
 	}()
-	defer factory.Shutdown()
-	return r.loop(ctx)
+	r.loop(ctx)
+	<-fed
+	return feedErr
+}
+
+// WatchAPI returns a feed for Run that watches client: Services,
+// EndpointSlices, and this node's Node and Pods. It pushes Synced once
+// every informer's initial list was handed over.
+func (r *Reflector) WatchAPI(client kubernetes.Interface) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		handler := cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { r.Push(obj, false) },
+			UpdateFunc: func(_, obj any) { r.Push(obj, false) },
+			DeleteFunc: func(obj any) {
+				if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = tomb.Obj
+				}
+				r.Push(obj, true)
+			},
+		}
+		onlyThisNode := func(field string) informers.SharedInformerOption {
+			return informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = field + "=" + r.cfg.K8sNodeName })
+		}
+		factories := []informers.SharedInformerFactory{
+			informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropUnused)),
+			informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropUnused), onlyThisNode("metadata.name")),
+			informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropUnused), onlyThisNode("spec.nodeName")),
+		}
+		// A registration has synced once its handler has been given every
+		// object of the initial list, which is what marking the source
+		// synced needs (an informer's own sync only says its store is
+		// filled).
+		var synced []cache.InformerSynced
+		for _, inf := range []cache.SharedIndexInformer{
+			factories[0].Core().V1().Services().Informer(),
+			factories[0].Discovery().V1().EndpointSlices().Informer(),
+			factories[1].Core().V1().Nodes().Informer(), // ours only
+			factories[2].Core().V1().Pods().Informer(),  // ours only (host ports)
+		} {
+			reg, err := inf.AddEventHandler(handler)
+			if err != nil {
+				return err
+			}
+			synced = append(synced, reg.HasSynced)
+		}
+		for _, f := range factories {
+			f.Start(ctx.Done())
+			defer f.Shutdown()
+		}
+		if cache.WaitForCacheSync(ctx.Done(), synced...) {
+			r.Synced()
+		}
+		<-ctx.Done()
+		return nil
+	}
 }
 
 // dropUnused strips what lbstate never reads from informer objects, to
@@ -211,7 +204,7 @@ const batchIdle = time.Millisecond
 // them into Writer calls, and a second one applies each batch's calls in
 // a write transaction, so converting the next batch overlaps with writing
 // this one. Batches are written in order.
-func (r *Reflector) loop(ctx context.Context) error {
+func (r *Reflector) loop(ctx context.Context) {
 	defer r.stop()
 	writes := make(chan writes, 1)
 	written := make(chan struct{})
@@ -231,7 +224,7 @@ func (r *Reflector) loop(ctx context.Context) error {
 		batch = batch[:0]
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case ev := <-r.events:
 			batch = append(batch, ev)
 		}
@@ -283,9 +276,9 @@ func (r *Reflector) write(ws writes) {
 		}
 		return nil
 	})
-	r.check(err, "batch")
+	r.src.Reject(err)
 	if ws.synced {
-		r.done(txn)
+		r.src.Synced(txn)
 	}
 	txn.Commit()
 }
@@ -303,7 +296,7 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			old := r.services[name]
 			if ev.deleted {
 				delete(r.services, name)
-				call(func(txn statedb.WriteTxn) { r.check(r.w.DeleteService(txn, name, r.source), name.String()) })
+				call(func(txn statedb.WriteTxn) { r.check(r.w.DeleteService(txn, name, r.as), name.String()) })
 			} else {
 				r.services[name] = obj
 				reconvert[name] = true
@@ -335,11 +328,14 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			ws.synced = ws.synced || ev.synced
 		}
 	}
+	r.src.SetObjects("services", len(r.services))
+	r.src.SetObjects("endpointslices", len(r.slices))
+	r.src.SetObjects("pods", len(r.pods))
 	// Backends first: a new service's frontends are then derived once, with
 	// their backends (the Writer gives the same result in any order).
 	for _, name := range slices.SortedFunc(maps.Keys(dirty), lb.ServiceName.Compare) {
 		backends := r.backendsOf(name)
-		call(func(txn statedb.WriteTxn) { r.check(r.w.SetBackends(txn, name, r.source, backends...), name.String()) })
+		call(func(txn statedb.WriteTxn) { r.check(r.w.SetBackends(txn, name, r.as, backends...), name.String()) })
 	}
 	node := r.localNode() // once for the batch: every conversion reads it
 	for _, name := range slices.SortedFunc(maps.Keys(reconvert), lb.ServiceName.Compare) {
@@ -347,12 +343,12 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 		if !ok {
 			continue
 		}
-		params, ok, err := ConvertService(svc, ServiceOptions{Node: node, LoadBalancerClasses: r.cfg.K8sLoadBalancerClasses, Source: r.source})
+		params, ok, err := ConvertService(svc, ServiceOptions{Node: node, LoadBalancerClasses: r.cfg.K8sLoadBalancerClasses, Source: r.as})
 		switch {
 		case err != nil:
 			r.fail(err) // the previous declaration, if any, stays
 		case !ok:
-			call(func(txn statedb.WriteTxn) { r.check(r.w.DeleteService(txn, name, r.source), name.String()) })
+			call(func(txn statedb.WriteTxn) { r.check(r.w.DeleteService(txn, name, r.as), name.String()) })
 		default:
 			call(func(txn statedb.WriteTxn) { r.check(r.w.UpsertService(txn, params), name.String()) })
 		}
@@ -381,15 +377,15 @@ func (r *Reflector) preparePod(call func(func(statedb.WriteTxn)), pod *corev1.Po
 	}
 	if !ok {
 		call(func(txn statedb.WriteTxn) {
-			r.check(r.w.DeleteService(txn, name, r.source), name.String())
-			r.check(r.w.SetBackends(txn, name, r.source), name.String())
+			r.check(r.w.DeleteService(txn, name, r.as), name.String())
+			r.check(r.w.SetBackends(txn, name, r.as), name.String())
 		})
 		return
 	}
-	params.Source = r.source
+	params.Source = r.as
 	call(func(txn statedb.WriteTxn) {
 		r.check(r.w.UpsertService(txn, params), name.String())
-		r.check(r.w.SetBackends(txn, name, r.source, backends...), name.String())
+		r.check(r.w.SetBackends(txn, name, r.as, backends...), name.String())
 	})
 }
 
@@ -495,18 +491,12 @@ func (r *Reflector) localNode() lb.Node {
 	return n
 }
 
-// check logs and counts a Writer error about one object.
+// check reports a Writer error about one object.
 func (r *Reflector) check(err error, object string) {
 	if err != nil {
-		r.errors.Add(1)
-		r.log.Warn("Kubernetes object rejected", "object", object, "error", err)
+		r.src.Reject(fmt.Errorf("%s: %w", object, err))
 	}
 }
 
-// fail logs and counts a conversion error.
-func (r *Reflector) fail(err error) {
-	if err != nil {
-		r.errors.Add(1)
-		r.log.Warn("Kubernetes object skipped", "error", err)
-	}
-}
+// fail reports a conversion error.
+func (r *Reflector) fail(err error) { r.src.Reject(err) }

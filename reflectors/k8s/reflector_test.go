@@ -3,7 +3,6 @@ package k8s
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -83,14 +82,12 @@ func TestReflectorTenThousandServices(t *testing.T) {
 	}
 	cfg := DefaultConfig
 	cfg.K8sNodeName = "node-1"
-	r, err := NewReflector(cfg, w, fake.NewClientset(objs...), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newTestReflector(t, cfg, w)
+	client := fake.NewClientset(objs...)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	start := time.Now()
-	go r.Run(ctx)
+	go r.Run(ctx, r.WatchAPI(client))
 
 	_, initialized := w.Frontends().Initialized(db.ReadTxn())
 	select {
@@ -111,8 +108,8 @@ func TestReflectorTenThousandServices(t *testing.T) {
 			t.Fatalf("service %d: frontend %+v, want backend %s", i, fe, want)
 		}
 	}
-	if r.Errors() != 0 {
-		t.Fatalf("%d errors", r.Errors())
+	if r.src.Errors() != 0 {
+		t.Fatalf("%d errors", r.src.Errors())
 	}
 }
 
@@ -125,10 +122,7 @@ func TestReflectorForgetsDeletedSlices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewFedReflector(DefaultConfig, w, lb.SourceK8s, slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newTestReflector(t, DefaultConfig, w)
 	slice := func(name, svc, ip string) *discoveryv1.EndpointSlice {
 		port := int32(80)
 		return &discoveryv1.EndpointSlice{
@@ -165,10 +159,7 @@ func TestBackendsOfMergesSlices(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := NewFedReflector(DefaultConfig, w, lb.SourceK8s, slog.New(slog.DiscardHandler), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := newTestReflector(t, DefaultConfig, w)
 		port, yes, no := int32(80), true, false
 		slice := func(name string, ready, terminating *bool, first, last int) *discoveryv1.EndpointSlice {
 			es := &discoveryv1.EndpointSlice{

@@ -6,7 +6,6 @@ package k8s
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -30,13 +29,10 @@ func review2Fed(t *testing.T) (*Reflector, *tables.Writer, *statedb.DB) {
 	}
 	cfg := DefaultConfig
 	cfg.K8sNodeName = "n1"
-	r, err := NewFedReflector(cfg, w, lb.SourceK8s, slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newTestReflector(t, cfg, w)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go r.Loop(ctx)
+	go r.Run(ctx, func(context.Context) error { return nil })
 	return r, w, db
 }
 
@@ -145,13 +141,11 @@ func TestReview2RunReturnsWithFullChannel(t *testing.T) {
 	}
 	cfg := DefaultConfig
 	cfg.K8sNodeName = "n1"
-	r, err := NewReflector(cfg, w, fake.NewClientset(objs...), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newTestReflector(t, cfg, w)
+	client := fake.NewClientset(objs...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	go func() { done <- r.Run(ctx, r.WatchAPI(client)) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for len(r.events) < cap(r.events) {
 		if time.Now().After(deadline) {

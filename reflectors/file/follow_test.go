@@ -1,10 +1,6 @@
 package file
 
-// Regression tests from a review of the sources, the agent and lbctl.
-// Each test's comment describes the bug it caught (fixed since).
-
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,41 +8,13 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cilium/statedb"
-
-	"github.com/lbstate/lbstate/lb"
-	"github.com/lbstate/lbstate/reflectors/k8s"
-	"github.com/lbstate/lbstate/tables"
 )
-
-func review2Source(t *testing.T, dir string) (*Source, *tables.Writer, *statedb.DB, context.CancelFunc, chan error) {
-	t.Helper()
-	db := statedb.New()
-	w, err := tables.New(db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := k8s.DefaultConfig
-	cfg.K8sNodeName = "node-1"
-	log := slog.New(slog.DiscardHandler)
-	r, err := k8s.NewFedReflector(cfg, w, lb.SourceFile, log, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := New(dir, r, log)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx) }()
-	return src, w, db, cancel, done
-}
 
 // A directory tree moved into the manifests directory is followed,
 // including its nested subdirectories.
-func TestReview2MovedInTreeNestedEdits(t *testing.T) {
+func TestFollowsTreeMovedIn(t *testing.T) {
 	root, outside := t.TempDir(), t.TempDir()
-	_, w, db, _, _ := review2Source(t, root)
+	_, w, db, _, _ := startSource(t, root, slog.New(slog.DiscardHandler))
 	_, initialized := w.Frontends().Initialized(db.ReadTxn())
 	<-initialized
 
@@ -66,9 +34,9 @@ func TestReview2MovedInTreeNestedEdits(t *testing.T) {
 	frontends(t, db, w, []string{"10.96.0.1:80/TCP -> 10.0.0.2:8080/TCP"})
 }
 
-// Run returns once ctx is done, also while its scan is pushing more
-// objects than the reflector's channel holds.
-func TestReview2RunReturnsDuringLargeScan(t *testing.T) {
+// The source stops once ctx is done, also while its scan is pushing more
+// objects than the reflector's queue holds.
+func TestStopsDuringLargeScan(t *testing.T) {
 	dir := t.TempDir()
 	var b strings.Builder
 	const n = 12000
@@ -76,7 +44,7 @@ func TestReview2RunReturnsDuringLargeScan(t *testing.T) {
 		fmt.Fprintf(&b, "apiVersion: v1\nkind: Service\nmetadata: {name: s%d}\nspec: {clusterIP: 10.96.%d.%d, ports: [{port: 80}]}\n---\n", i, i/256, i%256)
 	}
 	write(t, filepath.Join(dir, "many.yaml"), b.String())
-	_, w, db, cancel, done := review2Source(t, dir)
+	_, w, db, cancel, done := startSource(t, dir, slog.New(slog.DiscardHandler))
 	deadline := time.Now().Add(60 * time.Second)
 	for w.Services().NumObjects(db.ReadTxn()) == 0 {
 		if time.Now().After(deadline) {
@@ -88,13 +56,13 @@ func TestReview2RunReturnsDuringLargeScan(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(15 * time.Second):
-		t.Fatalf("Run did not return 15s after ctx was cancelled (%d of %d services applied)", w.Services().NumObjects(db.ReadTxn()), n)
+		t.Fatalf("the source did not stop 15s after ctx was cancelled (%d of %d services applied)", w.Services().NumObjects(db.ReadTxn()), n)
 	}
 }
 
 // A directory mounted from a ConfigMap (kubelet's ..data symlink and
 // timestamped directory) defines each object once.
-func TestReview2ConfigMapLayoutNoDuplicates(t *testing.T) {
+func TestConfigMapMountDefinesEachObjectOnce(t *testing.T) {
 	dir := t.TempDir()
 	ts := filepath.Join(dir, "..2024_01_01_00_00_00.000000001")
 	if err := os.Mkdir(ts, 0o755); err != nil {
@@ -107,7 +75,7 @@ func TestReview2ConfigMapLayoutNoDuplicates(t *testing.T) {
 	if err := os.Symlink(filepath.Join("..data", "web.yaml"), filepath.Join(dir, "web.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	src, w, db, _, _ := review2Source(t, dir)
+	src, w, db, _, _ := startSource(t, dir, slog.New(slog.DiscardHandler))
 	frontends(t, db, w, []string{"10.96.0.1:80/TCP -> 10.0.0.1:8080/TCP"})
 	if src.Errors() != 0 {
 		t.Fatalf("%d errors for a ConfigMap-mounted directory (each object seen twice)", src.Errors())

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// freeAddr returns a loopback address with a port nobody listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startAgent starts the agent on examples/demo with in-memory maps and
+// returns its API and metrics addresses.
+func startAgent(t *testing.T) (api, metricsAddr string) {
+	t.Helper()
+	api, metricsAddr = freeAddr(t), freeAddr(t)
+	h, _, err := newAgent([]string{"--manifests", "../demo", "--k8s-node-name", "node-a",
+		"--lb-maps", "memory", "--api-addr", api, "--metrics-addr", metricsAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	if err := h.Start(log, context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Stop(log, context.Background()) })
+	return api, metricsAddr
+}
+
+func get(t *testing.T, url string) (string, http.Header) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v", url, resp.Status, err)
+	}
+	return string(body), resp.Header
+}
+
+// The agent's /metrics is Prometheus's exposition of the reconciler's,
+// the sources' and the tables' metrics, once the demo is applied.
+func TestMetricsServed(t *testing.T) {
+	_, metricsAddr := startAgent(t)
+	want := []string{
+		`lbstate_source_synced{source="file"} 1`,
+		`lbstate_source_objects{kind="services",source="file"} 3`,
+		`lbstate_source_errors_total{source="file"} 0`,
+		`lbstate_reconciler_duration_seconds_count{operation="update"}`,
+		`lbstate_reconciler_failing_frontends 0`,
+		`lbstate_table_objects{table="frontends"}`,
+		`lbstate_write_txn_duration_seconds_bucket{handle=`,
+		`go_goroutines `,
+	}
+	var body string
+	var header http.Header
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		body, header = get(t, "http://"+metricsAddr+"/metrics")
+		if missing(body, want) == "" {
+			break
+		}
+	}
+	if m := missing(body, want); m != "" {
+		t.Fatalf("/metrics lacks %q:\n%s", m, body)
+	}
+	if ct := header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Errorf("Content-Type %q, want Prometheus's text format", ct)
+	}
+}
+
+func missing(body string, want []string) string {
+	for _, w := range want {
+		if !strings.Contains(body, w) {
+			return w
+		}
+	}
+	return ""
+}
+
+// The API serves StateDB under /statedb/ and the maps' dump, so lbctl
+// works against an agent whose maps it cannot open.
+func TestAPIServesTablesAndMaps(t *testing.T) {
+	api, _ := startAgent(t)
+	var dump string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if dump, _ = get(t, "http://"+api+mapsPath); strings.Contains(dump, "10.96.0.10") {
+			break
+		}
+	}
+	if !strings.Contains(dump, "10.96.0.10") {
+		t.Fatalf("the maps' dump lacks the demo's 10.96.0.10:\n%s", dump)
+	}
+	if body, _ := get(t, "http://"+api+"/statedb/dump"); !strings.Contains(body, "frontends") {
+		t.Fatalf("/statedb/dump lacks the frontends table:\n%.500s", body)
+	}
+}
+
+// An agent given a manifests directory that does not exist fails at
+// start, naming it, instead of running without a source.
+func TestMissingManifestsDirectoryFails(t *testing.T) {
+	err := run([]string{"--manifests", "/nonexistent-manifests", "--k8s-node-name", "node-a",
+		"--lb-maps", "memory", "--api-addr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0"})
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent-manifests") {
+		t.Fatalf("run: %v, want an error naming the directory", err)
+	}
+}
+
+// Without a source the agent says how to give one.
+func TestNoSourceSaysWhatToGive(t *testing.T) {
+	_, _, err := newAgent([]string{"--lb-maps", "memory"})
+	if err == nil || !strings.Contains(err.Error(), "--manifests") || !strings.Contains(err.Error(), "--kubeconfig") {
+		t.Fatalf("newAgent: %v, want an error naming --manifests and --kubeconfig", err)
+	}
+}
+
+// At INFO the log has the agent's own lines, not hive's line per hook;
+// --debug shows those too.
+func TestHiveHookLinesOnlyWithDebug(t *testing.T) {
+	for _, debug := range []bool{false, true} {
+		var buf bytes.Buffer
+		log := newLogger(&buf, debug)
+		log.Info("Start hook executed", "function", "x")
+		log.Info("Source synced", "source", "file")
+		out := buf.String()
+		if !strings.Contains(out, `msg="Source synced"`) {
+			t.Errorf("debug=%v: the agent's line is missing:\n%s", debug, out)
+		}
+		if got := strings.Contains(out, "level=DEBUG msg=\"Start hook executed\""); got != debug {
+			t.Errorf("debug=%v: hook line shown at DEBUG = %v:\n%s", debug, got, out)
+		}
+		if strings.Contains(out, "level=INFO msg=\"Start hook executed\"") {
+			t.Errorf("debug=%v: hook line at INFO:\n%s", debug, out)
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package file
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/cilium/hive/cell"
+	"github.com/spf13/pflag"
+
+	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/reflectors"
+	"github.com/lbstate/lbstate/reflectors/k8s"
+)
+
+// Cell is the manifests source: it serves the directory named by
+// --manifests (none: it does nothing), declaring as the file source. It
+// converts with the Kubernetes source's conversions and Config (node
+// name, batches), so it needs k8s.Cell too, and tables.Cell, job.Cell and
+// a cell.Health provider; with metrics.Cell its counters are in the hive's
+// registry.
+var Cell = cell.Module(
+	"file-source",
+	"Feeds the load-balancing tables from a directory of Kubernetes manifests",
+
+	cell.Config(DefaultConfig),
+	cell.Invoke(registerSource),
+)
+
+// Config is the manifests source's configuration (hive flags).
+type Config struct {
+	// Manifests is the directory to serve; empty serves none.
+	Manifests string
+}
+
+// DefaultConfig serves no directory.
+var DefaultConfig = Config{}
+
+// Flags registers the configuration's flags.
+func (def Config) Flags(flags *pflag.FlagSet) {
+	flags.String("manifests", def.Manifests, "Directory of Kubernetes manifests to serve (no cluster needed); edits are followed")
+}
+
+type sourceParams struct {
+	cell.In
+
+	Source reflectors.Params
+	Config Config
+	K8s    k8s.Config
+}
+
+func registerSource(p sourceParams) error {
+	dir := p.Config.Manifests
+	if dir == "" {
+		return nil
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("--manifests %s: not a directory", dir)
+	}
+	return reflectors.Register(p.Source, lb.SourceFile.String(), func(ctx context.Context, s *reflectors.Source) error {
+		src, err := newSource(dir, p.K8s, s)
+		if err != nil {
+			return err
+		}
+		s.Log().Info("Serving a manifests directory", "dir", dir, "node", p.K8s.K8sNodeName)
+		return src.run(ctx)
+	})
+}

@@ -1,0 +1,207 @@
+// Package reflectors holds what every source of load-balancing state has
+// in common; each source is a package below it (k8s, file, ...).
+//
+// A source is a hive cell with the same parts: it registers its
+// initializer with the Writer before the hive starts, runs as a supervised
+// job that reports its health, applies changes through the Writer in
+// batches, marks itself synced after its initial state is written (the
+// reconciler prunes nothing until every source has), logs and counts bad
+// input per object, and exports its counters in the hive's Prometheus
+// registry. Register gives a source all of that:
+//
+//	cell.Invoke(func(p reflectors.Params) error {
+//		return reflectors.Register(p, "static", run) // run(ctx, *Source) error
+//	})
+package reflectors
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/statedb"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lbstate/lbstate/metrics"
+	"github.com/lbstate/lbstate/tables"
+)
+
+// Params are what Register takes from the hive.
+type Params struct {
+	cell.In
+
+	Writer *tables.Writer
+	Jobs   job.Registry
+	Health cell.Health
+	Log    *slog.Logger
+	// Registerer is the hive's registry (metrics.Cell), if it has one.
+	Registerer prometheus.Registerer `optional:"true"`
+}
+
+// RunFunc is a source's body: it writes its initial state, calls
+// s.Synced in the transaction that completes it, then follows changes
+// until ctx is done. An error is logged, reported as degraded health and
+// retried with backoff (from retryMin, doubling up to retryMax).
+type RunFunc func(ctx context.Context, s *Source) error
+
+const (
+	retryMin = time.Second
+	retryMax = time.Minute
+)
+
+// Register adds a source named name (its initializer, metrics label and
+// job name) that runs run in a supervised job for the hive's lifetime.
+// Call it from a cell.Invoke, before the hive starts.
+func Register(p Params, name string, run RunFunc) error {
+	s, err := NewSource(p.Writer, name, p.Log, p.Registerer)
+	if err != nil {
+		return err
+	}
+	g := p.Jobs.NewGroup(p.Health, job.WithLogger(p.Log))
+	g.Add(job.OneShot(name, func(ctx context.Context, h cell.Health) error {
+		s.setHealth(h)
+		err := run(ctx, s)
+		if err != nil && ctx.Err() == nil {
+			s.log.Error("Source failed, retrying", "error", err)
+			h.Degraded("source failed", err)
+		}
+		return err
+	}, job.WithRetry(-1, &job.ExponentialBackoff{Min: retryMin, Max: retryMax})))
+	return nil
+}
+
+// Source is one source's handle on what all sources share: the Writer,
+// its initializer, logging and counting bad input, its object counts and
+// its health.
+type Source struct {
+	// Writer is the one way to change the tables.
+	Writer *tables.Writer
+	name   string
+	log    *slog.Logger
+	done   func(statedb.WriteTxn)
+
+	mu     sync.Mutex
+	health cell.Health    // nil until the job runs (and in tests)
+	counts map[string]int // SetObjects' last counts, for the synced log line
+	synced atomic.Bool
+
+	errors      atomic.Uint64
+	errorsTotal prometheus.Counter
+	objects     *prometheus.GaugeVec
+	syncedGauge prometheus.Gauge
+}
+
+// NewSource registers the initializer name with w and returns its
+// handle, with metrics registered in reg (nil: unregistered). Register
+// calls it; tests and sources driven by hand may call it directly.
+func NewSource(w *tables.Writer, name string, log *slog.Logger, reg prometheus.Registerer) (*Source, error) {
+	done, err := w.RegisterInitializer(name)
+	if err != nil {
+		return nil, err
+	}
+	m := sourceMetrics(reg)
+	return &Source{
+		Writer:      w,
+		name:        name,
+		log:         log.With("source", name),
+		done:        done,
+		errorsTotal: m.errors.WithLabelValues(name),
+		objects:     m.objects.MustCurryWith(prometheus.Labels{"source": name}),
+		syncedGauge: m.synced.WithLabelValues(name),
+	}, nil
+}
+
+// Name is the source's name.
+func (s *Source) Name() string { return s.name }
+
+// Log is the source's logger (it carries source=NAME).
+func (s *Source) Log() *slog.Logger { return s.log }
+
+// Synced marks the source's initial state as written, in txn (a write
+// transaction over the Writer's tables): once every source has, the
+// tables are initialized and the reconciler may prune. Later calls do
+// nothing.
+func (s *Source) Synced(txn statedb.WriteTxn) {
+	s.done(txn)
+	if s.synced.Swap(true) {
+		return
+	}
+	s.syncedGauge.Set(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	attrs := make([]any, 0, 2*len(s.counts))
+	for _, kind := range slices.Sorted(maps.Keys(s.counts)) {
+		attrs = append(attrs, kind, s.counts[kind])
+	}
+	s.log.Info("Source synced", attrs...)
+	if s.health != nil {
+		s.health.OK("Synced")
+	}
+}
+
+// IsSynced reports whether Synced was called.
+func (s *Source) IsSynced() bool { return s.synced.Load() }
+
+// Reject logs and counts one piece of bad input: err names the object and
+// field. The source goes on with everything else.
+func (s *Source) Reject(err error) {
+	if err == nil {
+		return
+	}
+	s.errors.Add(1)
+	s.errorsTotal.Inc()
+	s.log.Warn("Object rejected", "error", err)
+}
+
+// Errors returns how many times Reject was called.
+func (s *Source) Errors() uint64 { return s.errors.Load() }
+
+// SetObjects records how many objects of a kind the source holds.
+func (s *Source) SetObjects(kind string, n int) {
+	s.objects.WithLabelValues(kind).Set(float64(n))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.counts == nil {
+		s.counts = map[string]int{}
+	}
+	s.counts[kind] = n
+}
+
+func (s *Source) setHealth(h cell.Health) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.health = h
+	if s.synced.Load() {
+		h.OK("Synced")
+	} else {
+		h.OK("Waiting for the initial sync")
+	}
+}
+
+// metricFamilies are shared by every source of a registry, labelled by
+// source.
+type metricFamilies struct {
+	errors  *prometheus.CounterVec
+	objects *prometheus.GaugeVec
+	synced  *prometheus.GaugeVec
+}
+
+func sourceMetrics(reg prometheus.Registerer) metricFamilies {
+	opts := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: metrics.Namespace, Subsystem: "source", Name: name, Help: help}
+	}
+	return metricFamilies{
+		errors: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts(opts("errors_total",
+			"Objects (or parts of objects) a source rejected as invalid")), []string{"source"})),
+		objects: metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("objects",
+			"Objects a source holds, by kind")), []string{"source", "kind"})),
+		synced: metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("synced",
+			"1 once a source's initial state is written")), []string{"source"})),
+	}
+}
