@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// The flags that mirror the agent's have its names; lbctl's earlier names
+// and the long forms of -f and -o mean the same.
+func TestFlagsHaveTheAgentsNames(t *testing.T) {
+	agentNames := lbctl(t, "simulate", "-f", "../../examples/demo", "--lb-algorithm", "maglev", "--lb-maglev-table-size", "251", "--k8s-node-name", "node-b", "-o", "json")
+	if !strings.Contains(agentNames, `"algorithm": "maglev"`) || strings.Contains(agentNames, `"algorithm": "random"`) || !strings.Contains(agentNames, `"slots": 251`) {
+		t.Fatalf("--lb-algorithm maglev --lb-maglev-table-size 251 not used:\n%s", agentNames)
+	}
+	// The Local-policy NodePort takes the local node's backends only.
+	if nodeA := lbctl(t, "simulate", "-f", "../../examples/demo", "--lb-algorithm", "maglev", "--lb-maglev-table-size", "251", "-o", "json"); nodeA == agentNames {
+		t.Fatal("--k8s-node-name node-b changed nothing")
+	}
+	for _, args := range [][]string{
+		{"simulate", "--manifests", "../../examples/demo", "--algorithm", "maglev", "--maglev-table-size", "251", "--node-name", "node-b", "--output", "json"},
+		{"simulate", "--manifests=../../examples/demo", "--algorithm=maglev", "--maglev-table-size=251", "--node-name=node-b", "--output=json"},
+	} {
+		if got := lbctl(t, args...); got != agentNames {
+			t.Errorf("lbctl %v differs from the agent's names:\n%s", args, got)
+		}
+	}
+}
+
+func TestHelpListsTheFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"simulate", "--help"}, []string{"Usage: lbctl simulate -f DIR", "-f, --manifests string", "--lb-algorithm string", "--lb-maglev-table-size uint32", "(default 16381)", "--k8s-node-name string", "-o, --output string"}},
+		{[]string{"explain", "-h"}, []string{"Usage: lbctl explain FRONTEND", "--src string", "--lb-pin-dir string", "--api string", "With -f: Maglev table size"}},
+		{[]string{"maps", "--help"}, []string{"--lb-pin-dir string", "--api string", "(default \"http://127.0.0.1:9811\")", "-o, --output string"}},
+		{[]string{"frontends", "--help"}, []string{"--api string", "-o, --output string", "-w, --watch"}},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(tc.args, &stdout, &stderr); code != 0 {
+			t.Errorf("lbctl %v: exit %d", tc.args, code)
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(stderr.String(), want) {
+				t.Errorf("lbctl %v: no %q in:\n%s", tc.args, want, stderr.String())
+			}
+		}
+	}
+}
