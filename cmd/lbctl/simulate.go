@@ -34,6 +34,7 @@ type frontendView struct {
 	Frontend  string        `json:"frontend"`
 	Type      string        `json:"type"`
 	Service   string        `json:"service"`
+	PortName  string        `json:"portName"`
 	Algorithm string        `json:"algorithm"`
 	Backends  []backendView `json:"backends"`
 }
@@ -279,7 +280,7 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 	var views []frontendView
 	for fe := range frontends.All(db.ReadTxn()) {
 		fa := fe.Address.String()
-		v := frontendView{Frontend: fa, Type: fe.Type.String(), Service: fe.Service.String(), Algorithm: masters[fa].Algorithm}
+		v := frontendView{Frontend: fa, Type: fe.Type.String(), Service: fe.Service.String(), PortName: fe.PortName, Algorithm: masters[fa].Algorithm}
 		slots := serviceSlots[fa]
 		if v.Algorithm == "maglev" {
 			slots = maglevSlots[fe.ID]
@@ -296,9 +297,9 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 
 func printViews(w io.Writer, views []frontendView) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "FRONTEND\tTYPE\tSERVICE\tALGORITHM\tBACKEND\tSTATE\tWEIGHT\tSLOTS")
+	fmt.Fprintln(tw, "FRONTEND\tTYPE\tSERVICE\tPORTNAME\tALGORITHM\tBACKEND\tSTATE\tWEIGHT\tSLOTS")
 	for _, v := range views {
-		first := []string{v.Frontend, v.Type, v.Service, v.Algorithm}
+		first := []string{v.Frontend, v.Type, v.Service, v.PortName, v.Algorithm}
 		if len(v.Backends) == 0 {
 			fmt.Fprintf(tw, "%s\t(none)\t\t\t\n", strings.Join(first, "\t"))
 			continue

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -95,5 +96,28 @@ func TestOfflineCommandsUseTheAgentsMaglevTableSize(t *testing.T) {
 	}
 	if out := lbctl(t, "explain", "-f", "../../examples/demo", "10.96.0.10:80/TCP"); !strings.Contains(out, "slot among "+size+" ") {
 		t.Errorf("explain -f: not %s slots:\n%s", size, out)
+	}
+}
+
+// Each frontend shows the name of its service port, which picks its
+// backends.
+func TestSimulatePrintsPortNames(t *testing.T) {
+	var views []frontendView
+	if err := json.Unmarshal([]byte(lbctl(t, "simulate", "-f", "../../examples/demo", "-o", "json")), &views); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, v := range views {
+		got[v.Frontend] = v.PortName
+	}
+	for fe, want := range map[string]string{"10.96.0.10:80/TCP": "http", "10.96.0.10:9090/TCP": "metrics", "10.96.0.53:53/UDP": "dns", "10.96.0.53:53/TCP": "dns-tcp"} {
+		if got[fe] != want {
+			t.Errorf("%s: port name %q, want %q", fe, got[fe], want)
+		}
+	}
+	table := lbctl(t, "simulate", "-f", "../../examples/demo")
+	if !strings.HasPrefix(table, "FRONTEND                  TYPE          SERVICE          PORTNAME  ALGORITHM") ||
+		!regexp.MustCompile(`(?m)^10\.96\.0\.10:9090/TCP +ClusterIP +shop/web +metrics +maglev `).MatchString(table) {
+		t.Errorf("no PORTNAME column:\n%s", table)
 	}
 }
