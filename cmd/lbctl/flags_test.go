@@ -6,6 +6,25 @@ import (
 	"testing"
 )
 
+// Flags after a positional argument are parsed, and a stray argument is
+// an error. Once, flags after a stray argument were silently ignored: the
+// output format asked for was not used and the command succeeded.
+func TestRemoteRejectsAStrayArgumentBeforeFlags(t *testing.T) {
+	api := agentAPI(t)
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"frontends", "--api", api, "extra", "-o", "json"}, &stdout, &stderr)
+	if code == 0 && !strings.HasPrefix(strings.TrimSpace(stdout.String()), "[") {
+		t.Fatalf("exit 0 and not JSON output:\n%s", stdout.String())
+	}
+	if code == 0 || !strings.Contains(stderr.String(), `unexpected argument "extra"`) {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+	// A positional argument may come before the flags.
+	if out := lbctl(t, "explain", "10.96.0.10:80/TCP", "--api", api); !strings.HasPrefix(out, "frontend 10.96.0.10:80/TCP:") {
+		t.Errorf("explain FRONTEND --api:\n%s", out)
+	}
+}
+
 // The flags that mirror the agent's have its names; lbctl's earlier names
 // and the long forms of -f and -o mean the same.
 func TestFlagsHaveTheAgentsNames(t *testing.T) {
