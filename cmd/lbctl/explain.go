@@ -19,7 +19,7 @@ func explain(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("explain", "Usage: lbctl explain FRONTEND [--src ADDR:PORT] [flags]\n\nWalks an agent's maps as a datapath does for a new flow to FRONTEND\n(e.g. 10.96.0.10:80/TCP) and prints the backends it can reach. The maps\nare the pinned ones when --lb-pin-dir has them, else the dump the agent\nserves under --api, or with -f those of a directory of manifests.", stderr)
 	src := fs.String("src", "", "The client ADDR:PORT, to decide source ranges, affinity and the Maglev slot")
 	agent := addSourceFlags(fs)
-	offline := addPipelineFlags(fs, "Explain offline, for a directory of Kubernetes manifests (as lbctl simulate)", "With -f: ")
+	offline := addPipelineFlags(fs, "Explain offline, for a directory of Kubernetes manifests (as lbctl simulate)", " (with -f)")
 	positional, err := parseArgs(fs, args)
 	if err != nil {
 		return err

@@ -52,7 +52,7 @@ func TestHelpListsTheFlags(t *testing.T) {
 		want []string
 	}{
 		{[]string{"simulate", "--help"}, []string{"Usage: lbctl simulate -f DIR", "-f, --manifests string", "--lb-algorithm string", "--lb-maglev-table-size uint32", "(default 16381)", "--k8s-node-name string", "-o, --output string"}},
-		{[]string{"explain", "-h"}, []string{"Usage: lbctl explain FRONTEND", "--src string", "--lb-pin-dir string", "--api string", "With -f: Maglev table size"}},
+		{[]string{"explain", "-h"}, []string{"Usage: lbctl explain FRONTEND", "--src string", "--lb-pin-dir string", "--api string", "Maglev table size, a prime (with -f)"}},
 		{[]string{"maps", "--help"}, []string{"--lb-pin-dir string", "--api string", "(default \"http://127.0.0.1:9811\")", "-o, --output string"}},
 		{[]string{"frontends", "--help"}, []string{"--api string", "-o, --output string", "-w, --watch"}},
 	} {

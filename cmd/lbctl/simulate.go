@@ -124,15 +124,15 @@ type pipelineFlags struct {
 	tableSize uint32
 }
 
-// addPipelineFlags registers the flags; prefix starts the usage of those
+// addPipelineFlags registers the flags; suffix ends the usage of those
 // that only matter with -f.
-func addPipelineFlags(fs *pflag.FlagSet, dirUsage, prefix string) *pipelineFlags {
+func addPipelineFlags(fs *pflag.FlagSet, dirUsage, suffix string) *pipelineFlags {
 	p := &pipelineFlags{fs: fs}
 	fs.StringVarP(&p.dir, "manifests", "f", "", dirUsage)
-	fs.StringVar(&p.nodeName, "k8s-node-name", "node-a", prefix+"The local node (its Node manifest, if any, gives zone and addresses)")
-	fs.StringVar(&p.zone, "zone", "", prefix+"The local node's zone, overriding its manifest's")
-	fs.StringVar(&p.algorithm, "lb-algorithm", lbreconciler.DefaultConfig.LBAlgorithm, prefix+"Algorithm for services that do not choose one: random or maglev")
-	fs.Uint32Var(&p.tableSize, "lb-maglev-table-size", bpf.DefaultConfig.LBMaglevTableSize, prefix+"Maglev table size, a prime")
+	fs.StringVar(&p.nodeName, "k8s-node-name", "node-a", "The local node (its Node manifest, if any, gives zone and addresses)"+suffix)
+	fs.StringVar(&p.zone, "zone", "", "The local node's zone, overriding its manifest's"+suffix)
+	fs.StringVar(&p.algorithm, "lb-algorithm", lbreconciler.DefaultConfig.LBAlgorithm, "Algorithm for services that do not choose one: random or maglev"+suffix)
+	fs.Uint32Var(&p.tableSize, "lb-maglev-table-size", bpf.DefaultConfig.LBMaglevTableSize, "Maglev table size, a prime"+suffix)
 	return p
 }
 
