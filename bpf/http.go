@@ -1,16 +1,104 @@
 package bpf
 
-import "net/http"
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+)
 
-// DumpHandler is a stand-in until lbctl's remote dump lands.
+// DumpWithTables is what DumpHandler serves when asked for Maglev tables:
+// the dump, plus the full tables that the dump only counts, by rev-NAT ID.
+// Without tables its JSON is exactly the dump's.
+type DumpWithTables struct {
+	Dump
+	MaglevTables map[uint32][]uint32 `json:"maglevTables,omitempty"`
+}
+
+// dumpAttempts bounds how often DumpHandler re-reads maps that change
+// under it.
+const dumpAttempts = 3
+
+// DumpHandler serves GET requests with the dump of m as JSON (the format
+// of Dump.WriteJSON), so that a tool can read an agent's maps when it
+// cannot open them: in-memory maps, or pinned maps it lacks the privileges
+// for. The query parameter maglev=ID (repeatable) asks for the full Maglev
+// tables of those rev-NAT IDs too, as a DumpWithTables: what finding one
+// flow's backend takes. An ID without a table is left out.
 func DumpHandler(m *Maps) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d, err := TakeDump(m)
-		if err != nil {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "use GET", http.StatusMethodNotAllowed)
+			return
+		}
+		var ids []uint32
+		for _, s := range r.URL.Query()["maglev"] {
+			id, err := strconv.ParseUint(s, 10, 32)
+			if err != nil {
+				http.Error(w, fmt.Sprintf("maglev=%q: want a rev-NAT ID", s), http.StatusBadRequest)
+				return
+			}
+			ids = append(ids, uint32(id))
+		}
+		var body bytes.Buffer
+		if err := writeDump(&body, m, ids); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		d.WriteJSON(w)
+		w.Write(body.Bytes())
 	})
+}
+
+// writeDump writes the dump of m, with the Maglev tables of ids if any.
+// The tables are read after the dump, so each is checked against its
+// entry and the whole read repeated when the two differ.
+func writeDump(buf *bytes.Buffer, m *Maps, ids []uint32) error {
+	for attempt := 1; ; attempt++ {
+		d, err := TakeDump(m)
+		if err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return d.WriteJSON(buf)
+		}
+		out := DumpWithTables{Dump: *d, MaglevTables: map[uint32][]uint32{}}
+		consistent, err := readTables(m, d, ids, out.MaglevTables)
+		if err != nil {
+			return err
+		}
+		if consistent {
+			enc := json.NewEncoder(buf)
+			enc.SetIndent("", "  ")
+			return enc.Encode(out)
+		}
+		if attempt == dumpAttempts {
+			return fmt.Errorf("the Maglev tables changed during each of %d reads; try again", dumpAttempts)
+		}
+	}
+}
+
+// readTables reads the tables of ids into tables and reports whether each
+// matches its entry in d.
+func readTables(m *Maps, d *Dump, ids []uint32, tables map[uint32][]uint32) (bool, error) {
+	entries := make(map[uint32]MaglevEntry, len(d.Maglev))
+	for _, e := range d.Maglev {
+		entries[e.RevNatID] = e
+	}
+	for _, id := range ids {
+		table, ok, err := m.Maglev.Lookup(id)
+		if err != nil {
+			return false, err
+		}
+		e, inDump := entries[id]
+		if ok != inDump || (ok && checkMaglevTable(e, table) != nil) {
+			return false, nil
+		}
+		if ok {
+			tables[id] = table
+		}
+	}
+	return true, nil
 }

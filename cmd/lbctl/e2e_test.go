@@ -83,10 +83,10 @@ func TestAgentEndToEnd(t *testing.T) {
 			t.Logf("agent log:\n%s", logs.String())
 		}
 	}()
-	apiURL := "http://" + api + "/statedb"
+	apiURL := "http://" + api
 
 	eventually(t, []string{"frontends", "--api", apiURL}, "10.0.3.1:8080/TCP (weight=10)")
-	before := eventually(t, []string{"maps", "--pin-dir", pinDir}, "service 10.96.0.10:80/TCP master")
+	before := eventually(t, []string{"maps", "--lb-pin-dir", pinDir}, "service 10.96.0.10:80/TCP master")
 
 	// Shift the canary to 50: one annotation edit.
 	web := filepath.Join(manifests, "web.yaml")
@@ -99,7 +99,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	eventually(t, []string{"frontends", "--api", apiURL}, "10.0.3.1:8080/TCP (weight=50)")
 	after := before
 	for deadline := time.Now().Add(10 * time.Second); after == before && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		after = eventually(t, []string{"maps", "--pin-dir", pinDir}, "service 10.96.0.10:80/TCP master")
+		after = eventually(t, []string{"maps", "--lb-pin-dir", pinDir}, "service 10.96.0.10:80/TCP master")
 	}
 	if after == before {
 		t.Fatal("the maps did not change after the canary's weight did")
@@ -123,7 +123,7 @@ func TestAgentEndToEnd(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(pinDir, "lb_services")); err != nil {
 		t.Fatalf("maps not left pinned: %v", err)
 	}
-	if out := eventually(t, []string{"maps", "--pin-dir", pinDir}, "service 10.96.0.10:80/TCP master"); out != after {
+	if out := eventually(t, []string{"maps", "--lb-pin-dir", pinDir}, "service 10.96.0.10:80/TCP master"); out != after {
 		t.Errorf("the pinned maps changed when the agent stopped")
 	}
 }

@@ -16,50 +16,61 @@ import (
 // explain walks the maps the way a datapath does for a flow to FRONTEND
 // and says which backends it can reach, and why.
 func explain(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("explain", "Usage: lbctl explain FRONTEND [--src ADDR:PORT] [flags]\n\nWalks the maps as a datapath does for a new flow to FRONTEND\n(e.g. 10.96.0.10:80/TCP) and prints the backends it can reach.", stderr)
+	fs := newFlags("explain", "Usage: lbctl explain FRONTEND [--src ADDR:PORT] [flags]\n\nWalks an agent's maps as a datapath does for a new flow to FRONTEND\n(e.g. 10.96.0.10:80/TCP) and prints the backends it can reach. The maps\nare the pinned ones when --lb-pin-dir has them, else the dump the agent\nserves under --api, or with -f those of a directory of manifests.", stderr)
 	src := fs.String("src", "", "The client ADDR:PORT, to decide source ranges, affinity and the Maglev slot")
-	pinDir := fs.String("pin-dir", bpf.DefaultConfig.LBPinDir, "Where the agent pinned its maps")
-	dir := fs.String("f", "", "Explain offline, for a directory of manifests (as lbctl simulate), instead of pinned maps")
-	nodeName := fs.String("node-name", "node-a", "With -f: the local node")
-	zone := fs.String("zone", "", "With -f: the local node's zone")
-	algorithm := fs.String("algorithm", "random", "With -f: the default algorithm")
-	tableSize := fs.Uint("maglev-table-size", uint(bpf.DefaultConfig.LBMaglevTableSize), "With -f: the Maglev table size (the agent's --lb-maglev-table-size)")
-	positional, err := parseInterleaved(fs, args)
+	agent := addSourceFlags(fs)
+	offline := addPipelineFlags(fs, "Explain offline, for a directory of Kubernetes manifests (as lbctl simulate)", " (with -f)")
+	positional, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(positional) != 1 {
 		fs.Usage()
-		return errors.New("give one FRONTEND, e.g. 10.96.0.10:80/TCP")
+		return errors.New("give one FRONTEND, e.g. 10.96.0.10:80/TCP (lbctl frontends lists them)")
 	}
 	fe, err := lb.ParseL3n4Addr(positional[0])
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: give a FRONTEND such as 10.96.0.10:80/TCP", err)
 	}
 	var client *netip.AddrPort
 	if *src != "" {
 		ap, err := netip.ParseAddrPort(*src)
 		if err != nil {
-			return fmt.Errorf("--src %q: %w", *src, err)
+			return fmt.Errorf("--src %q: want the client's ADDR:PORT, such as 192.0.2.1:40000", *src)
 		}
 		client = &ap
 	}
+	listHint := "lbctl maps lists the frontends the maps have"
 	var m *bpf.Maps
-	if *dir != "" {
-		p, err := startPipeline(*dir, *nodeName, *zone, *algorithm, uint32(*tableSize), stderr)
+	if offline.given() {
+		if fs.Changed("lb-pin-dir") || fs.Changed("api") {
+			return errors.New("-f explains offline: drop --lb-pin-dir and --api, or drop -f")
+		}
+		p, err := offline.start(stderr)
 		if err != nil {
 			return err
 		}
 		defer p.stop()
 		m = p.maps
+		listHint = "lbctl simulate -f " + offline.dir + " lists them"
 	} else {
-		if m, err = bpf.OpenPinnedMaps(*pinDir); err != nil {
+		if err := offline.unused(); err != nil {
+			return err
+		}
+		if m, err = agent.mapsFor(fe); err != nil {
 			return err
 		}
 		defer m.Close()
 	}
-	return explainFlow(stdout, m, fe, client)
+	err = explainFlow(stdout, m, fe, client)
+	if errors.Is(err, errNoServiceEntry) {
+		return fmt.Errorf("%w (%s)", err, listHint)
+	}
+	return err
 }
+
+// errNoServiceEntry is returned for a frontend the maps do not have.
+var errNoServiceEntry = errors.New("the datapath does not balance it")
 
 func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPort) error {
 	master, ok, err := m.Services.Lookup(bpf.NewServiceKey(fe, 0))
@@ -67,7 +78,7 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 		return err
 	}
 	if !ok {
-		return fmt.Errorf("no service entry for %s: the datapath does not balance it", fe)
+		return fmt.Errorf("no service entry for %s: %w", fe, errNoServiceEntry)
 	}
 	backends := map[uint32]bpf.Backend{}
 	if err := m.Backends.Iterate(func(id uint32, b bpf.Backend) bool { backends[id] = b; return true }); err != nil {

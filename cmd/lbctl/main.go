@@ -2,11 +2,15 @@
 // flows go. Subcommands:
 //
 //	lbctl services|frontends|backends [--api URL] [-o table|json|yaml] [--watch]
-//	lbctl maps [--pin-dir DIR] [-o text|json]
-//	lbctl explain FRONTEND [--src ADDR:PORT] [--pin-dir DIR | -f DIR]
+//	lbctl maps [--lb-pin-dir DIR | --api URL] [-o text|json]
+//	lbctl explain FRONTEND [--src ADDR:PORT] [--lb-pin-dir DIR | --api URL | -f DIR]
 //	lbctl simulate -f DIR [flags]   manifests -> tables -> in-memory maps, offline
 //
-// Run "lbctl SUBCOMMAND --help" for a subcommand's flags.
+// --api is the agent's HTTP API (http://127.0.0.1:9811 by default): lbctl
+// reads its tables under /statedb and its maps' dump at /maps. maps and
+// explain read pinned maps instead when --lb-pin-dir has them. Flags that
+// mirror the agent's have its names. Run "lbctl SUBCOMMAND --help" for a
+// subcommand's flags.
 package main
 
 import (
@@ -30,7 +34,7 @@ func init() {
 		"services":  {"List a running agent's services", servicesCmd},
 		"frontends": {"List a running agent's frontends and their selected backends", frontendsCmd},
 		"backends":  {"List a running agent's backends", backendsCmd},
-		"maps":      {"Dump an agent's pinned maps", mapsCmd},
+		"maps":      {"Dump an agent's maps, pinned or over its API", mapsCmd},
 		"explain":   {"Walk the maps for a flow to a frontend and say which backends it reaches", explain},
 	}
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"strings"
 	"text/tabwriter"
@@ -12,12 +14,41 @@ import (
 	"github.com/cilium/statedb"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/tables"
 )
 
-const defaultAPI = "http://127.0.0.1:9811/statedb"
+// defaultAPI is where the example agent serves its API (its --api-addr).
+var defaultAPI = "http://127.0.0.1:9811"
+
+// startAgent is how to start an agent to look at.
+const startAgent = "go run ./examples/agent --manifests examples/demo"
+
+// agentURL parses --api: the agent's base URL, under which it serves
+// StateDB at /statedb and the maps' dump at /maps. A bare host:port (its
+// --api-addr) means http, and a URL ending in /statedb, which is what
+// --api once was, means its base.
+func agentURL(api string) (*url.URL, error) {
+	raw := api
+	if !strings.Contains(raw, "://") {
+		raw = "http://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("--api %q: want the agent's URL, such as %s", api, defaultAPI)
+	}
+	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/statedb")
+	return u, nil
+}
+
+// agentError says what to do when the agent at base did not answer.
+func agentError(base *url.URL, err error) error {
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return fmt.Errorf("no agent at %s: start one (%s) or give its --api", base, startAgent)
+	}
+	return fmt.Errorf("agent at %s: %w (is --api the agent's address?)", base, err)
+}
 
 type row interface {
 	TableHeader() []string
@@ -29,23 +60,23 @@ type row interface {
 func remoteTableCmd[Obj row](table string, all statedb.Query[Obj]) func(args []string, stdout, stderr io.Writer) error {
 	return func(args []string, stdout, stderr io.Writer) error {
 		fs := newFlags(table, fmt.Sprintf("Usage: lbctl %s [flags]\n\nLists the %s table of a running agent.", table, table), stderr)
-		api := fs.String("api", defaultAPI, "The agent's StateDB HTTP API")
-		output := fs.String("o", "table", "Output format: table, json or yaml")
-		watch := fs.Bool("watch", false, "Follow changes: print each changed row (deleted rows with '-')")
+		api := fs.String("api", defaultAPI, "The agent's HTTP API (its --api-addr)")
+		output := fs.StringP("output", "o", "table", "Output format: table, json or yaml")
+		watch := fs.BoolP("watch", "w", false, "Follow changes: print each changed row (deleted rows with '-')")
 		if err := parseFlags(fs, args); err != nil {
 			return err
 		}
 		if *output != "table" && *output != "json" && *output != "yaml" {
 			return fmt.Errorf("-o %q: want table, json or yaml", *output)
 		}
-		base, err := url.Parse(*api)
-		if err != nil || base.Scheme == "" || base.Host == "" {
-			return fmt.Errorf("--api %q: want a URL such as %s", *api, defaultAPI)
+		base, err := agentURL(*api)
+		if err != nil {
+			return err
 		}
-		remote := statedb.NewRemoteTable[Obj](base, table)
+		remote := statedb.NewRemoteTable[Obj](base.JoinPath("statedb"), table)
 		ctx := context.Background()
 		if *watch {
-			return watchTable(ctx, remote, table, *api, stdout)
+			return watchTable(ctx, remote, base, stdout)
 		}
 		objs, errs := remote.LowerBound(ctx, all)
 		var list []Obj
@@ -55,7 +86,7 @@ func remoteTableCmd[Obj row](table string, all statedb.Query[Obj]) func(args []s
 			}
 		}
 		if err := <-errs; err != nil {
-			return fmt.Errorf("reading %s from %s (is the agent running? --api): %w", table, *api, err)
+			return agentError(base, err)
 		}
 		return printObjects(stdout, list, *output)
 	}
@@ -84,10 +115,10 @@ func printObjects[Obj row](w io.Writer, objs []Obj, format string) error {
 	return fmt.Errorf("-o %q: want table, json or yaml", format)
 }
 
-func watchTable[Obj row](ctx context.Context, remote *statedb.RemoteTable[Obj], table, api string, w io.Writer) error {
+func watchTable[Obj row](ctx context.Context, remote *statedb.RemoteTable[Obj], base *url.URL, w io.Writer) error {
 	changes, errs := remote.Changes(ctx)
 	if changes == nil { // the request failed
-		return fmt.Errorf("watching %s at %s (is the agent running? --api): %w", table, api, <-errs)
+		return agentError(base, <-errs)
 	}
 	for change := range changes {
 		mark := " "
@@ -97,35 +128,9 @@ func watchTable[Obj row](ctx context.Context, remote *statedb.RemoteTable[Obj], 
 		fmt.Fprintf(w, "%s %s\n", mark, strings.Join(change.Object.TableRow(), "  "))
 	}
 	if err := <-errs; err != nil {
-		return fmt.Errorf("watching %s at %s: %w", table, api, err)
+		return fmt.Errorf("watching the agent at %s: %w (run again once it is back)", base, err)
 	}
 	return nil
-}
-
-// maps dumps the maps pinned by an agent.
-func mapsCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("maps", "Usage: lbctl maps [flags]\n\nDumps an agent's pinned maps (needs the privileges to read BPF maps).", stderr)
-	pinDir := fs.String("pin-dir", bpf.DefaultConfig.LBPinDir, "Where the agent pinned its maps (its --lb-pin-dir)")
-	output := fs.String("o", "text", "Output format: text (one sorted line per entry) or json")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	m, err := bpf.OpenPinnedMaps(*pinDir)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	d, err := bpf.TakeDump(m)
-	if err != nil {
-		return err
-	}
-	switch *output {
-	case "text":
-		return d.WriteText(stdout)
-	case "json":
-		return d.WriteJSON(stdout)
-	}
-	return fmt.Errorf("-o %q: want text or json", *output)
 }
 
 var (

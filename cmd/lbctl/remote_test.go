@@ -12,23 +12,36 @@ import (
 	"time"
 
 	"github.com/lbstate/lbstate/bpf"
-	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/lb"
 )
 
-// agentAPI serves the tables of the demo, as an agent's API would.
-func agentAPI(t *testing.T) string {
+// demoPipeline runs the demo's manifests through the pipeline.
+func demoPipeline(t *testing.T, algorithm string) *pipeline {
 	t.Helper()
-	p, err := startPipeline("../../examples/demo", "node-a", "", "random", 251, io.Discard)
+	p, err := startPipeline("../../examples/demo", "node-a", "", algorithm, 251, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.stop)
+	return p
+}
+
+// serveAgent serves p's tables and maps as the example agent does, on
+// loopback, and returns the URL to give --api.
+func serveAgent(t *testing.T, p *pipeline) string {
+	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle("/statedb/", http.StripPrefix("/statedb", p.db.HTTPHandler()))
+	mux.Handle("/"+mapsPath, bpf.DumpHandler(p.maps))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return srv.URL + "/statedb"
+	return srv.URL
+}
+
+// agentAPI serves the tables and maps of the demo, as an agent would.
+func agentAPI(t *testing.T) string {
+	t.Helper()
+	return serveAgent(t, demoPipeline(t, "random"))
 }
 
 func TestRemoteTablesGolden(t *testing.T) {
@@ -55,62 +68,16 @@ func TestRemoteTablesGolden(t *testing.T) {
 	}
 }
 
-func TestRemoteErrors(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"frontends", "--api", "http://127.0.0.1:1/statedb"}, "is the agent running?"},
-		{[]string{"services", "--api", "not a url"}, `--api "not a url": want a URL`},
-		{[]string{"backends", "--api", "http://127.0.0.1:1", "-o", "xml"}, ""},
-		{[]string{"maps", "--pin-dir", "/nonexistent"}, "no pinned map lb_services in /nonexistent"},
-	} {
-		var stdout, stderr bytes.Buffer
-		if code := run(tc.args, &stdout, &stderr); code == 0 || !strings.Contains(stderr.String(), tc.want) {
-			t.Errorf("lbctl %v: exit %d, stderr %q, want an error with %q", tc.args, code, stderr.String(), tc.want)
-		}
-	}
-}
-
-// lbctl maps prints the dump of the pinned maps.
-func TestMapsCommand(t *testing.T) {
-	cfg := bpftest.Config(t)
-	m := bpftest.KernelMaps(t, cfg)
-	fe := lb.MustParseL3n4Addr("10.96.0.1:80/TCP")
-	m.Backends.Update(1, bpf.NewBackend(lb.BackendRef{Address: lb.MustParseL3n4Addr("10.0.0.1:8080/TCP")}, 0))
-	m.Services.Update(bpf.NewServiceKey(fe, 0), bpf.ServiceValue{RevNatID: 1, Count: 1, Type: 1, Algorithm: bpf.AlgorithmRandom})
-	m.Services.Update(bpf.NewServiceKey(fe, 1), bpf.ServiceValue{BackendID: 1, RevNatID: 1})
-	m.RevNat.Update(1, bpf.NewRevNatValue(fe))
-	want, err := bpf.TakeDump(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wantText bytes.Buffer
-	want.WriteText(&wantText)
-
-	var stdout, stderr bytes.Buffer
-	if code := run([]string{"maps", "--pin-dir", cfg.LBPinDir}, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
-	}
-	if stdout.String() != wantText.String() || !strings.Contains(stdout.String(), "service 10.96.0.1:80/TCP slot=1 backend=1") {
-		t.Fatalf("lbctl maps:\n%s\nwant:\n%s", stdout.String(), wantText.String())
-	}
-}
-
 // --watch prints the rows as they change.
 func TestRemoteWatch(t *testing.T) {
-	p, err := startPipeline("../../examples/demo", "node-a", "", "random", 251, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.stop()
+	p := demoPipeline(t, "random")
 	mux := http.NewServeMux()
 	mux.Handle("/statedb/", http.StripPrefix("/statedb", p.db.HTTPHandler()))
 	srv := httptest.NewServer(mux)
 
 	out := &syncBuffer{}
 	done := make(chan int, 1)
-	go func() { done <- run([]string{"frontends", "--api", srv.URL + "/statedb", "--watch"}, out, io.Discard) }()
+	go func() { done <- run([]string{"frontends", "--api", srv.URL, "--watch"}, out, io.Discard) }()
 	waitFor := func(want string) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)

@@ -17,6 +17,7 @@ import (
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
+	"github.com/spf13/pflag"
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/lb"
@@ -26,13 +27,12 @@ import (
 	"github.com/lbstate/lbstate/tables"
 )
 
-var errHelp = errors.New("help shown")
-
 // frontendView is one frontend as simulate prints it.
 type frontendView struct {
 	Frontend  string        `json:"frontend"`
 	Type      string        `json:"type"`
 	Service   string        `json:"service"`
+	PortName  string        `json:"portName"`
 	Algorithm string        `json:"algorithm"`
 	Backends  []backendView `json:"backends"`
 }
@@ -48,28 +48,21 @@ type backendView struct {
 
 func simulate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("simulate", "Usage: lbctl simulate -f DIR [flags]\n\nRuns the manifests in DIR through lbstate's tables, reconciler and\nin-memory maps, offline, and prints each frontend with its backends.", stderr)
-	dir := fs.String("f", "", "Directory of Kubernetes manifests (required)")
-	nodeName := fs.String("node-name", "node-a", "The local node (its Node manifest, if any, gives zone and addresses)")
-	zone := fs.String("zone", "", "The local node's zone, overriding its manifest's")
-	algorithm := fs.String("algorithm", "random", "Algorithm for services that do not choose one: random or maglev")
-	tableSize := fs.Uint("maglev-table-size", 251, "Maglev table size (a prime)")
+	offline := addPipelineFlags(fs, "Directory of Kubernetes manifests (required)", "")
 	showMaps := fs.Bool("maps", false, "Also print the maps' dump (with -o json: {frontends, maps})")
-	output := fs.String("o", "table", "Output format: table or json")
+	output := fs.StringP("output", "o", "table", "Output format: table or json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *dir == "" {
+	if !offline.given() {
 		fs.Usage()
-		return errors.New("-f DIR is required")
-	}
-	if fi, err := os.Stat(*dir); err != nil || !fi.IsDir() {
-		return fmt.Errorf("-f %s: not a directory", *dir)
+		return errors.New("-f DIR is required: a directory of Kubernetes manifests, such as examples/demo")
 	}
 	if *output != "table" && *output != "json" {
 		return fmt.Errorf("-o %q: want table or json", *output)
 	}
 
-	p, err := startPipeline(*dir, *nodeName, *zone, *algorithm, uint32(*tableSize), stderr)
+	p, err := offline.start(stderr)
 	if err != nil {
 		return err
 	}
@@ -115,6 +108,61 @@ type pipeline struct {
 	frontends statedb.Table[*lb.Frontend]
 	maps      *bpf.Maps
 	stop      func()
+}
+
+// pipelineFlags configure the offline pipeline (simulate, explain -f).
+// They have the agent's names and defaults, so that the same manifests
+// give the agent's maps.
+type pipelineFlags struct {
+	fs        *pflag.FlagSet
+	dir       string
+	nodeName  string
+	zone      string
+	algorithm string
+	tableSize uint32
+}
+
+// addPipelineFlags registers the flags; suffix ends the usage of those
+// that only matter with -f.
+func addPipelineFlags(fs *pflag.FlagSet, dirUsage, suffix string) *pipelineFlags {
+	p := &pipelineFlags{fs: fs}
+	fs.StringVarP(&p.dir, "manifests", "f", "", dirUsage)
+	fs.StringVar(&p.nodeName, "k8s-node-name", "node-a", "The local node (its Node manifest, if any, gives zone and addresses)"+suffix)
+	fs.StringVar(&p.zone, "zone", "", "The local node's zone, overriding its manifest's"+suffix)
+	fs.StringVar(&p.algorithm, "lb-algorithm", lbreconciler.DefaultConfig.LBAlgorithm, "Algorithm for services that do not choose one: random or maglev"+suffix)
+	fs.Uint32Var(&p.tableSize, "lb-maglev-table-size", bpf.DefaultConfig.LBMaglevTableSize, "Maglev table size, a prime"+suffix)
+	return p
+}
+
+func (p *pipelineFlags) given() bool { return p.dir != "" }
+
+// unused fails when flags that only matter with -f are given without it.
+func (p *pipelineFlags) unused() error {
+	for _, name := range []string{"k8s-node-name", "zone", "lb-algorithm", "lb-maglev-table-size"} {
+		if p.fs.Changed(name) {
+			return fmt.Errorf("--%s needs -f DIR: an agent's maps already follow its own settings", name)
+		}
+	}
+	return nil
+}
+
+// start checks the flags, then runs the manifests through the pipeline.
+func (p *pipelineFlags) start(logTo io.Writer) (*pipeline, error) {
+	if fi, err := os.Stat(p.dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("-f %s: not a directory (give a directory of Kubernetes manifests, such as examples/demo)", p.dir)
+	}
+	// Checked here, as the agent would: the hive would report the same
+	// errors wrapped in its own.
+	cfg := bpf.DefaultConfig
+	cfg.LBMaglevTableSize = p.tableSize
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var alg lb.Algorithm
+	if err := alg.UnmarshalText([]byte(p.algorithm)); err != nil || alg == lb.AlgorithmDefault {
+		return nil, fmt.Errorf("--lb-algorithm %q: want random or maglev", p.algorithm)
+	}
+	return startPipeline(p.dir, p.nodeName, p.zone, p.algorithm, p.tableSize, logTo)
 }
 
 // startPipeline serves dir through the whole pipeline (the file source's
@@ -237,7 +285,7 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 	var views []frontendView
 	for fe := range frontends.All(db.ReadTxn()) {
 		fa := fe.Address.String()
-		v := frontendView{Frontend: fa, Type: fe.Type.String(), Service: fe.Service.String(), Algorithm: masters[fa].Algorithm}
+		v := frontendView{Frontend: fa, Type: fe.Type.String(), Service: fe.Service.String(), PortName: fe.PortName, Algorithm: masters[fa].Algorithm}
 		slots := serviceSlots[fa]
 		if v.Algorithm == "maglev" {
 			slots = maglevSlots[fe.ID]
@@ -254,9 +302,9 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 
 func printViews(w io.Writer, views []frontendView) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "FRONTEND\tTYPE\tSERVICE\tALGORITHM\tBACKEND\tSTATE\tWEIGHT\tSLOTS")
+	fmt.Fprintln(tw, "FRONTEND\tTYPE\tSERVICE\tPORTNAME\tALGORITHM\tBACKEND\tSTATE\tWEIGHT\tSLOTS")
 	for _, v := range views {
-		first := []string{v.Frontend, v.Type, v.Service, v.Algorithm}
+		first := []string{v.Frontend, v.Type, v.Service, v.PortName, v.Algorithm}
 		if len(v.Backends) == 0 {
 			fmt.Fprintf(tw, "%s\t(none)\t\t\t\n", strings.Join(first, "\t"))
 			continue
@@ -264,7 +312,7 @@ func printViews(w io.Writer, views []frontendView) {
 		for i, b := range v.Backends {
 			lead := first
 			if i > 0 {
-				lead = []string{"", "", "", ""}
+				lead = make([]string, len(first))
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", strings.Join(lead, "\t"), b.Address, b.State, b.Weight, b.Slots)
 		}

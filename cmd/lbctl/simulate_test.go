@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/lbstate/lbstate/bpf"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -52,27 +56,6 @@ func TestSimulateGolden(t *testing.T) {
 	}
 }
 
-func TestSimulateErrors(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		code int
-		want string
-	}{
-		{[]string{"simulate"}, 1, "-f DIR is required"},
-		{[]string{"simulate", "-f", "/nonexistent"}, 1, "-f /nonexistent: not a directory"},
-		{[]string{"simulate", "-f", "../../examples/demo", "-o", "xml"}, 1, `-o "xml": want table or json`},
-		{[]string{"simulate", "--help"}, 0, "Usage: lbctl simulate -f DIR"},
-		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
-		{nil, 2, "Usage: lbctl COMMAND"},
-	} {
-		var stdout, stderr bytes.Buffer
-		code := run(tc.args, &stdout, &stderr)
-		if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
-			t.Errorf("lbctl %v: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr.String(), tc.code, tc.want)
-		}
-	}
-}
-
 // -o json with --maps gives the view and the dump in one object.
 func TestSimulateJSONWithMaps(t *testing.T) {
 	var stdout, stderr bytes.Buffer
@@ -101,5 +84,40 @@ func TestExplainInternalTwin(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "clients inside the cluster use 192.0.2.1:443/TCP/i") {
 		t.Errorf("no hint about the internal twin:\n%s", stdout.String())
+	}
+}
+
+// simulate and explain -f build the Maglev tables the agent would, by
+// default: of the agent's size.
+func TestOfflineCommandsUseTheAgentsMaglevTableSize(t *testing.T) {
+	size := fmt.Sprint(bpf.DefaultConfig.LBMaglevTableSize)
+	if maps := lbctl(t, "simulate", "-f", "../../examples/demo", "--maps"); !strings.Contains(maps, "maglev 10 size="+size+" ") {
+		t.Errorf("simulate --maps: no table of %s slots for rev-NAT 10:\n%s", size, maps)
+	}
+	if out := lbctl(t, "explain", "-f", "../../examples/demo", "10.96.0.10:80/TCP"); !strings.Contains(out, "slot among "+size+" ") {
+		t.Errorf("explain -f: not %s slots:\n%s", size, out)
+	}
+}
+
+// Each frontend shows the name of its service port, which picks its
+// backends.
+func TestSimulatePrintsPortNames(t *testing.T) {
+	var views []frontendView
+	if err := json.Unmarshal([]byte(lbctl(t, "simulate", "-f", "../../examples/demo", "-o", "json")), &views); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, v := range views {
+		got[v.Frontend] = v.PortName
+	}
+	for fe, want := range map[string]string{"10.96.0.10:80/TCP": "http", "10.96.0.10:9090/TCP": "metrics", "10.96.0.53:53/UDP": "dns", "10.96.0.53:53/TCP": "dns-tcp"} {
+		if got[fe] != want {
+			t.Errorf("%s: port name %q, want %q", fe, got[fe], want)
+		}
+	}
+	table := lbctl(t, "simulate", "-f", "../../examples/demo")
+	if !strings.HasPrefix(table, "FRONTEND                  TYPE          SERVICE          PORTNAME  ALGORITHM") ||
+		!regexp.MustCompile(`(?m)^10\.96\.0\.10:9090/TCP +ClusterIP +shop/web +metrics +maglev `).MatchString(table) {
+		t.Errorf("no PORTNAME column:\n%s", table)
 	}
 }

@@ -1,0 +1,127 @@
+package bpf
+
+import (
+	"fmt"
+	"maps"
+	"sync"
+
+	"github.com/lbstate/lbstate/lb"
+)
+
+// LoadDump writes the entries of d into m, so that code that walks Maps
+// (lbctl explain) can walk a dump taken elsewhere, such as the one an
+// agent serves with DumpHandler. m is meant to be empty in-memory maps
+// with room for d, and with d's Maglev table size.
+//
+// What a dump does not keep is not restored: a Maglev entry is written only
+// when maglevTables (by rev-NAT ID) has its table, affinity entries lose
+// their last-used time, and lb_id_marks stays empty. A table that does not
+// match its entry's slot counts is an error: the maps changed between the
+// dump and the table's read.
+func LoadDump(m *Maps, d *Dump, maglevTables map[uint32][]uint32) error {
+	for _, e := range d.Backends {
+		var state lb.BackendState
+		if err := state.UnmarshalText([]byte(e.State)); err != nil {
+			return fmt.Errorf("%s: backend %d: %w", m.Backends.Name(), e.ID, err)
+		}
+		b := NewBackend(lb.BackendRef{Address: e.Address, State: state, ClusterID: e.ClusterID}, e.Zone)
+		if err := m.Backends.Update(e.ID, b); err != nil {
+			return err
+		}
+	}
+	for _, e := range d.Maglev {
+		table, ok := maglevTables[e.RevNatID]
+		if !ok {
+			continue
+		}
+		if err := checkMaglevTable(e, table); err != nil {
+			return err
+		}
+		if err := m.Maglev.Update(e.RevNatID, table); err != nil {
+			return err
+		}
+	}
+	for _, e := range d.RevNat {
+		// lb_rev_nat keeps an address and port only; the protocol is moot.
+		addr := lb.NewL3n4Addr(lb.ProtoAny, e.Address.Addr(), e.Address.Port(), lb.ScopeExternal)
+		if err := m.RevNat.Update(e.RevNatID, NewRevNatValue(addr)); err != nil {
+			return err
+		}
+	}
+	for _, e := range d.Services {
+		v, err := serviceValueOf(e)
+		if err != nil {
+			return fmt.Errorf("%s: %s slot %d: %w", m.Services.Name(), e.Frontend, e.Slot, err)
+		}
+		if err := m.Services.Update(NewServiceKey(e.Frontend, e.Slot), v); err != nil {
+			return err
+		}
+	}
+	for _, e := range d.SourceRanges {
+		if err := m.SourceRanges.Update(NewSourceRangeKey(e.RevNatID, e.Prefix), 1); err != nil {
+			return err
+		}
+	}
+	for _, e := range d.Affinity {
+		k := AffinityKey{Client: e.Client.As16(), RevNatID: e.RevNatID}
+		if err := m.Affinity.Update(k, AffinityValue{BackendID: e.BackendID}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkMaglevTable fails unless table is the one e describes: its size
+// and each backend's slot count.
+func checkMaglevTable(e MaglevEntry, table []uint32) error {
+	counts := make(map[uint32]int, len(e.Slots))
+	for _, id := range table {
+		counts[id]++
+	}
+	if len(table) != e.Size || !maps.Equal(counts, e.Slots) {
+		return fmt.Errorf("lb_maglev %d: the table does not match the dump (the maps changed while being read)", e.RevNatID)
+	}
+	return nil
+}
+
+// serviceValueOf is the inverse of NewServiceEntry.
+func serviceValueOf(e ServiceEntry) (ServiceValue, error) {
+	if e.Slot > 0 {
+		return ServiceValue{BackendID: e.BackendID}, nil
+	}
+	v := ServiceValue{RevNatID: e.RevNatID, Count: e.Count, Standby: e.Standby, AffinityTimeout: e.AffinityTimeout}
+	names := entryNames()
+	var ok bool
+	if v.Type, ok = names.types[e.Type]; !ok {
+		return v, fmt.Errorf("unknown type %q", e.Type)
+	}
+	if v.Algorithm, ok = names.algorithms[e.Algorithm]; !ok {
+		return v, fmt.Errorf("unknown algorithm %q", e.Algorithm)
+	}
+	for _, f := range e.Flags {
+		bit, ok := names.flags[f]
+		if !ok {
+			return v, fmt.Errorf("unknown flag %q", f)
+		}
+		v.Flags |= bit
+	}
+	return v, nil
+}
+
+// entryNames inverts the names NewServiceEntry gives to a master entry's
+// byte-sized fields, by asking it for every value: the inverse cannot drift
+// from the names a dump is written with.
+var entryNames = sync.OnceValue(func() (n struct{ types, algorithms, flags map[string]uint8 }) {
+	n.types, n.algorithms, n.flags = map[string]uint8{}, map[string]uint8{}, map[string]uint8{}
+	for i := range 256 {
+		e := NewServiceEntry(ServiceKey{}, ServiceValue{Type: uint8(i), Algorithm: uint8(i)})
+		n.types[e.Type] = uint8(i)
+		n.algorithms[e.Algorithm] = uint8(i)
+	}
+	for bit := range 8 {
+		if e := NewServiceEntry(ServiceKey{}, ServiceValue{Flags: 1 << bit}); len(e.Flags) == 1 {
+			n.flags[e.Flags[0]] = 1 << bit
+		}
+	}
+	return n
+})

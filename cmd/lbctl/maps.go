@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/lb"
+)
+
+// defaultPinDir is where the agent pins its maps by default.
+var defaultPinDir = bpf.DefaultConfig.LBPinDir
+
+// mapsPath is where an agent serves bpf.DumpHandler, under its API.
+const mapsPath = "maps"
+
+// mapsSource is where maps and explain read an agent's maps: the pinned
+// maps themselves, or the dump the agent serves over its API, which is all
+// there is of in-memory maps and all a user without the privileges for BPF
+// maps may read.
+type mapsSource struct {
+	fs     *pflag.FlagSet
+	pinDir string
+	api    string
+}
+
+func addSourceFlags(fs *pflag.FlagSet) *mapsSource {
+	s := &mapsSource{fs: fs}
+	fs.StringVar(&s.pinDir, "lb-pin-dir", defaultPinDir, "Read the maps pinned here (the agent's --lb-pin-dir); the default when they are there")
+	fs.StringVar(&s.api, "api", defaultAPI, "Else read the maps' dump from the agent's HTTP API (its --api-addr)")
+	return s
+}
+
+// pinned says whether to read pinned maps: the ones the user chose, else
+// pinned maps when they are there.
+func (s *mapsSource) pinned() (bool, error) {
+	pinSet, apiSet := s.fs.Changed("lb-pin-dir"), s.fs.Changed("api")
+	switch {
+	case pinSet && apiSet:
+		return false, errors.New("give --lb-pin-dir or --api, not both")
+	case pinSet || apiSet:
+		return pinSet, nil
+	}
+	_, err := os.Stat(filepath.Join(s.pinDir, "lb_services"))
+	return err == nil, nil
+}
+
+// dump reads the maps' dump.
+func (s *mapsSource) dump() (*bpf.Dump, error) {
+	pinned, err := s.pinned()
+	if err != nil {
+		return nil, err
+	}
+	if pinned {
+		m, err := s.openPinned()
+		if err != nil {
+			return nil, err
+		}
+		defer m.Close()
+		return bpf.TakeDump(m)
+	}
+	d, err := s.fetch()
+	if err != nil {
+		return nil, err
+	}
+	return &d.Dump, nil
+}
+
+// mapsFor returns maps to walk for a flow to fe. Close them when done.
+func (s *mapsSource) mapsFor(fe lb.L3n4Addr) (*bpf.Maps, error) {
+	pinned, err := s.pinned()
+	if err != nil {
+		return nil, err
+	}
+	if pinned {
+		return s.openPinned()
+	}
+	d, err := s.fetch()
+	if err != nil {
+		return nil, err
+	}
+	// The dump only counts the slots of each Maglev table; one flow's
+	// backend is in fe's whole table.
+	for _, e := range d.Services {
+		if e.Frontend == fe && e.Slot == 0 && e.Algorithm == "maglev" {
+			if d, err = s.fetch(e.RevNatID); err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
+	return loadDump(d)
+}
+
+func (s *mapsSource) openPinned() (*bpf.Maps, error) {
+	m, err := bpf.OpenPinnedMaps(s.pinDir)
+	if err != nil && !s.fs.Changed("lb-pin-dir") {
+		return nil, fmt.Errorf("%w; or read the agent's dump with --api", err)
+	}
+	return m, err
+}
+
+// fetch reads the dump the agent serves, with the Maglev tables of
+// maglevIDs.
+func (s *mapsSource) fetch(maglevIDs ...uint32) (*bpf.DumpWithTables, error) {
+	base, err := agentURL(s.api)
+	if err != nil {
+		return nil, err
+	}
+	u := base.JoinPath(mapsPath)
+	q := url.Values{}
+	for _, id := range maglevIDs {
+		q.Add("maglev", strconv.FormatUint(uint64(id), 10))
+	}
+	u.RawQuery = q.Encode()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		var opErr *net.OpError
+		if errors.As(err, &opErr) && opErr.Op == "dial" && !s.fs.Changed("api") {
+			return nil, fmt.Errorf("no pinned maps in %s and no agent at %s: start the agent (%s) or give --lb-pin-dir / --api",
+				s.pinDir, base, startAgent)
+		}
+		return nil, agentError(base, err)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		return nil, fmt.Errorf("the agent at %s does not serve its maps at /%s: read its pinned maps with --lb-pin-dir", base, mapsPath)
+	default:
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("agent at %s: %s: %s", base, resp.Status, strings.TrimSpace(string(msg)))
+	}
+	var d bpf.DumpWithTables
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+		return nil, fmt.Errorf("agent at %s: reading its maps: %w", base, err)
+	}
+	return &d, nil
+}
+
+// loadDump returns in-memory maps holding d, just large enough.
+func loadDump(d *bpf.DumpWithTables) (*bpf.Maps, error) {
+	cfg := bpf.DefaultConfig
+	for _, table := range d.MaglevTables {
+		cfg.LBMaglevTableSize = uint32(len(table))
+	}
+	size := func(n int) uint32 { return uint32(max(n, 1)) }
+	cfg.LBBackendsMax, cfg.LBMaglevMax, cfg.LBRevNatMax = size(len(d.Backends)), size(len(d.Maglev)), size(len(d.RevNat))
+	cfg.LBServicesMax, cfg.LBSourceRangesMax, cfg.LBAffinityMax = size(len(d.Services)), size(len(d.SourceRanges)), size(len(d.Affinity))
+	m, err := bpf.NewMemoryMaps(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := bpf.LoadDump(m, &d.Dump, d.MaglevTables); err != nil {
+		return nil, fmt.Errorf("%w; run again", err)
+	}
+	return m, nil
+}
+
+// mapsCmd dumps an agent's maps.
+func mapsCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("maps", "Usage: lbctl maps [flags]\n\nDumps an agent's maps: the pinned ones when --lb-pin-dir has them (reading\nthem takes the privileges for BPF maps), else the dump the agent serves\nunder --api.", stderr)
+	src := addSourceFlags(fs)
+	output := fs.StringP("output", "o", "text", "Output format: text (one sorted line per entry) or json")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *output != "text" && *output != "json" {
+		return fmt.Errorf("-o %q: want text or json", *output)
+	}
+	d, err := src.dump()
+	if err != nil {
+		return err
+	}
+	if *output == "json" {
+		return d.WriteJSON(stdout)
+	}
+	return d.WriteText(stdout)
+}
