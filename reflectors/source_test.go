@@ -1,0 +1,220 @@
+package reflectors_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cilium/hive"
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/statedb"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/metrics"
+	"github.com/lbstate/lbstate/reflectors"
+	"github.com/lbstate/lbstate/tables"
+)
+
+// healthLog records every health report, of every scope.
+type healthLog struct {
+	mu      sync.Mutex
+	reports []string
+}
+
+func (h *healthLog) add(s string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.reports = append(h.reports, s)
+}
+
+func (h *healthLog) last() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.reports) == 0 {
+		return ""
+	}
+	return h.reports[len(h.reports)-1]
+}
+
+type scopedHealth struct {
+	log   *healthLog
+	scope string
+}
+
+func (h scopedHealth) OK(status string) { h.log.add("OK " + status) }
+func (h scopedHealth) Stopped(string)   {}
+func (h scopedHealth) Degraded(reason string, err error) {
+	h.log.add(fmt.Sprintf("Degraded %s: %v", reason, err))
+}
+func (h scopedHealth) NewScope(name string) cell.Health {
+	return scopedHealth{h.log, h.scope + "." + name}
+}
+func (h scopedHealth) Close() {}
+
+// startSource runs a hive with the tables, the registry and one source
+// "test" whose body is run.
+func startSource(t *testing.T, run reflectors.RunFunc) (*statedb.DB, statedb.Table[*lb.Frontend], *prometheus.Registry, *healthLog) {
+	t.Helper()
+	var (
+		db  *statedb.DB
+		fes statedb.Table[*lb.Frontend]
+		reg *prometheus.Registry
+	)
+	health := &healthLog{}
+	h := hive.New(
+		statedb.Cell, job.Cell, metrics.Cell, tables.Cell,
+		cell.Provide(func() cell.Health { return scopedHealth{health, "root"} }),
+		cell.Invoke(func(p reflectors.Params) error { return reflectors.Register(p, "test", run) }),
+		cell.Invoke(func(d *statedb.DB, f statedb.Table[*lb.Frontend], r *prometheus.Registry) { db, fes, reg = d, f, r }),
+	)
+	log := slog.New(slog.DiscardHandler)
+	if err := h.Start(log, context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Stop(log, context.Background()) })
+	return db, fes, reg, health
+}
+
+func synced(reg *prometheus.Registry) float64 {
+	families, _ := reg.Gather()
+	for _, f := range families {
+		if f.GetName() == "lbstate_source_synced" {
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "source" && l.GetValue() == "test" {
+						return m.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// A registered source holds the tables uninitialized (so nothing is
+// pruned) until it calls Synced; then its health is OK and its synced
+// gauge 1.
+func TestTablesInitializedOnlyOnceSourceSynced(t *testing.T) {
+	release := make(chan struct{})
+	db, fes, reg, health := startSource(t, func(ctx context.Context, s *reflectors.Source) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil
+		}
+		txn := s.Writer.WriteTxn()
+		s.Synced(txn)
+		txn.Commit()
+		<-ctx.Done()
+		return nil
+	})
+	_, initialized := fes.Initialized(db.ReadTxn())
+	select {
+	case <-initialized:
+		t.Fatal("tables initialized before the source synced")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if got := synced(reg); got != 0 {
+		t.Fatalf("lbstate_source_synced = %v before Synced, want 0", got)
+	}
+	close(release)
+	select {
+	case <-initialized:
+	case <-time.After(5 * time.Second):
+		t.Fatal("tables not initialized after the source synced")
+	}
+	for deadline := time.Now().Add(5 * time.Second); health.last() != "OK Synced" && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if got := health.last(); got != "OK Synced" {
+		t.Fatalf("health %q, want OK Synced", got)
+	}
+	if got := synced(reg); got != 1 {
+		t.Fatalf("lbstate_source_synced = %v, want 1", got)
+	}
+}
+
+// A source that fails is reported degraded, with its error, and run
+// again; bad input it rejects is counted in lbstate_source_errors_total.
+func TestFailingSourceIsDegradedAndRetried(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		calls int
+		src   *reflectors.Source
+	)
+	db, fes, reg, health := startSource(t, func(ctx context.Context, s *reflectors.Source) error {
+		mu.Lock()
+		calls++
+		first := calls == 1
+		src = s
+		mu.Unlock()
+		if first {
+			return errors.New("cannot reach the world")
+		}
+		s.Reject(errors.New("service default/x: port: bad"))
+		txn := s.Writer.WriteTxn()
+		s.Synced(txn)
+		txn.Commit()
+		<-ctx.Done()
+		return nil
+	})
+	_, initialized := fes.Initialized(db.ReadTxn())
+	select {
+	case <-initialized:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the source was not retried after failing")
+	}
+	health.mu.Lock()
+	reports := fmt.Sprint(health.reports)
+	health.mu.Unlock()
+	if want := "Degraded source failed: cannot reach the world"; !contains(health, want) {
+		t.Fatalf("health reports %s, want %q", reports, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if src.Errors() != 1 {
+		t.Fatalf("Errors() = %d, want 1", src.Errors())
+	}
+	if n, err := testutil.GatherAndCount(reg, "lbstate_source_errors_total"); err != nil || n != 1 {
+		t.Fatalf("lbstate_source_errors_total series: %d, %v", n, err)
+	}
+}
+
+func contains(h *healthLog, s string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.reports {
+		if r == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Two sources share the metric families of one registry, each with its
+// own label.
+func TestSourcesShareMetricFamilies(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	db := statedb.New()
+	w, err := tables.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b"} {
+		s, err := reflectors.NewSource(w, name, slog.New(slog.DiscardHandler), reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Reject(errors.New(name))
+	}
+	if n, err := testutil.GatherAndCount(reg, "lbstate_source_errors_total"); err != nil || n != 2 {
+		t.Fatalf("lbstate_source_errors_total series: %d, %v; want one per source", n, err)
+	}
+}
