@@ -402,15 +402,13 @@ func (o *ops) clearAffinity(revNatID uint32, backendIDs map[uint32]bool) error {
 func flags(fe *lb.Frontend, hasRanges bool) uint8 {
 	var f uint8
 	p := fe.Policy
-	// Each traffic policy applies where selection applied it: the external
-	// one to external-scope frontends of external types, the internal one
-	// to the others.
-	if fe.Type.IsExternal() && fe.Address.Scope() == lb.ScopeExternal {
-		if p.ExtTrafficPolicy == lb.TrafficPolicyLocal {
+	// The flag names the policy that selection applied to this frontend.
+	if p.TrafficPolicyFor(fe.FrontendParams) == lb.TrafficPolicyLocal {
+		if fe.UsesExternalTrafficPolicy() {
 			f |= bpf.FlagExtLocal
+		} else {
+			f |= bpf.FlagIntLocal
 		}
-	} else if p.IntTrafficPolicy == lb.TrafficPolicyLocal {
-		f |= bpf.FlagIntLocal
 	}
 	if p.AffinityTimeout() > 0 {
 		f |= bpf.FlagAffinity
