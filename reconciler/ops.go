@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/statedb"
 
 	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/internal/smallset"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/lb/maglev"
 )
@@ -58,11 +59,11 @@ type frontendState struct {
 	// backends are the backends whose IDs this frontend's entries may
 	// name. While an update is under way it holds the old and the new
 	// backends; they are released only once nothing names them.
-	backends smallSet[lb.L3n4Addr]
+	backends smallset.Set[lb.L3n4Addr]
 	slots    int  // slots 1..slots may exist
 	maglev   bool // a Maglev table may exist
 	affinity bool // affinity entries may exist
-	ranges   smallSet[bpf.SourceRangeKey]
+	ranges   smallset.Set[bpf.SourceRangeKey]
 
 	// Known contents, nil or zero when unknown (after a failure, or for a
 	// restored frontend).
@@ -168,7 +169,7 @@ func (o *ops) claimBackend(st *frontendState, addr lb.L3n4Addr) (*backendState, 
 		be = &backendState{id: id}
 		o.backends[addr] = be
 	}
-	if st.backends.add(addr) {
+	if st.backends.Add(addr) {
 		be.refs++
 	}
 	return be, nil
@@ -249,7 +250,7 @@ func (o *ops) slotIDs(algorithm uint8, rotation, standby []lb.BackendRef) []uint
 // writeSourceRanges makes the frontend's lb_src_range entries the wanted
 // ones. Keys in want and st.ranges leave RevNatID 0; the map's carry the ID.
 func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]struct{}) error {
-	if len(want) == 0 && st.ranges.len() == 0 {
+	if len(want) == 0 && st.ranges.Len() == 0 {
 		return nil // most frontends
 	}
 	withID := func(k bpf.SourceRangeKey) bpf.SourceRangeKey {
@@ -257,16 +258,16 @@ func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]s
 		return k
 	}
 	for k := range want {
-		if st.ranges.has(k) {
+		if st.ranges.Has(k) {
 			continue
 		}
 		if err := o.maps.SourceRanges.Update(withID(k), 1); err != nil {
 			return err
 		}
-		st.ranges.add(k)
+		st.ranges.Add(k)
 	}
 	var stale []bpf.SourceRangeKey
-	for _, k := range st.ranges.items() {
+	for _, k := range st.ranges.Items() {
 		if _, ok := want[k]; !ok {
 			stale = append(stale, k)
 		}
@@ -275,7 +276,7 @@ func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]s
 		if err := o.maps.SourceRanges.Delete(withID(k)); err != nil {
 			return err
 		}
-		st.ranges.remove(k)
+		st.ranges.Remove(k)
 	}
 	return nil
 }
@@ -284,16 +285,10 @@ func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]s
 // uses, clearing their affinity entries. The backends no frontend uses any
 // more go to doomed, for deleteBackends.
 func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef, doomed *[]doomedBackend, t *task) error {
-	var wanted map[lb.L3n4Addr]bool // for many backends; a few are searched
-	if len(keep) > 8 {
-		wanted = make(map[lb.L3n4Addr]bool, len(keep))
-		for _, b := range keep {
-			wanted[b.Address] = true
-		}
-	}
+	kept := smallset.NewIndex(func(b *lb.BackendRef) lb.L3n4Addr { return b.Address })
 	var dropped []lb.L3n4Addr
-	for _, addr := range st.backends.items() {
-		if wanted != nil && !wanted[addr] || wanted == nil && !hasAddress(keep, addr) {
+	for _, addr := range st.backends.Items() {
+		if !kept.Has(keep, addr) {
 			dropped = append(dropped, addr)
 		}
 	}
@@ -331,18 +326,9 @@ func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef, doomed *[]d
 			delete(o.backends, addr)
 			*doomed = append(*doomed, doomedBackend{addr, be, t})
 		}
-		st.backends.remove(addr)
+		st.backends.Remove(addr)
 	}
 	return nil
-}
-
-func hasAddress(refs []lb.BackendRef, addr lb.L3n4Addr) bool {
-	for i := range refs {
-		if refs[i].Address == addr {
-			return true
-		}
-	}
-	return false
 }
 
 // doomedBackend is a backend no frontend uses any more, and the task

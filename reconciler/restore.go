@@ -158,7 +158,7 @@ func (o *ops) pruneUnknown() error {
 			return false
 		}
 		k.RevNatID = 0
-		return st.ranges.has(k)
+		return st.ranges.Has(k)
 	}); err != nil {
 		return err
 	}
@@ -249,7 +249,7 @@ func (o *ops) restore() error {
 	if err := o.maps.SourceRanges.Iterate(func(k bpf.SourceRangeKey, _ uint8) bool {
 		if st := byID[k.RevNatID]; st != nil {
 			k.RevNatID = 0
-			st.ranges.add(k)
+			st.ranges.Add(k)
 		}
 		return true
 	}); err != nil {
@@ -272,7 +272,7 @@ func (o *ops) restore() error {
 		}
 		for _, id := range ids {
 			addr, ok := backendAddrs[id]
-			if ok && st.backends.add(addr) {
+			if ok && st.backends.Add(addr) {
 				o.adoptBackend(addr).refs++
 			}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium/statedb"
 
+	"github.com/lbstate/lbstate/internal/smallset"
 	"github.com/lbstate/lbstate/lb"
 )
 
@@ -216,23 +217,11 @@ func (w *Writer) SetBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.S
 	if err := validateBackends(name, src, backends); err != nil {
 		return err
 	}
-	var keep map[lb.L3n4Addr]bool // for many backends; a few are searched
-	if len(backends) > 8 {
-		keep = make(map[lb.L3n4Addr]bool, len(backends))
-		for _, b := range backends {
-			keep[b.Address] = true
-		}
-	}
-	kept := func(addr lb.L3n4Addr) bool {
-		if keep != nil {
-			return keep[addr]
-		}
-		return slices.ContainsFunc(backends, func(b lb.BackendParams) bool { return b.Address == addr })
-	}
+	kept := smallset.NewIndex(func(b *lb.BackendParams) lb.L3n4Addr { return b.Address })
 	ch := w.begin(txn)
 	var stale []lb.L3n4Addr
 	for b := range w.t.Backends.List(ch.backendsView(txn, name), BackendByService.Query(name)) {
-		if _, ok := b.Instance(name, src); ok && !kept(b.Address) {
+		if _, ok := b.Instance(name, src); ok && !kept.Has(backends, b.Address) {
 			stale = append(stale, b.Address)
 		}
 	}

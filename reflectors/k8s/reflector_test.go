@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/lbstate/lbstate/internal/smallset"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/tables"
 )
@@ -158,9 +159,9 @@ func TestReflectorForgetsDeletedSlices(t *testing.T) {
 
 // A service's backends merge its slices: an address in two slices is one
 // backend, in its better state, whether the merge searches (a few
-// backends) or indexes (many).
+// backends) or indexes them (more than smallset.Max).
 func TestBackendsOfMergesSlices(t *testing.T) {
-	for _, n := range []int{3, 40} {
+	for _, n := range []int{3, smallset.Max + 8} {
 		w, err := tables.New(statedb.New(), nil)
 		if err != nil {
 			t.Fatal(err)
