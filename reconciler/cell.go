@@ -11,6 +11,7 @@ import (
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/tables"
 )
 
 // Cell reconciles the frontends table into the maps (*bpf.Maps, from
@@ -43,10 +44,10 @@ func newCellOps(cfg Config, maps *bpf.Maps, log *slog.Logger, frontends statedb.
 	return newOps(maps, s, log, frontends)
 }
 
-func register(p reconciler.Params, cfg Config, frontends statedb.RWTable[*lb.Frontend], o *ops, m *Metrics) (reconciler.Reconciler[*lb.Frontend], error) {
+func register(p reconciler.Params, cfg Config, frontends tables.ReconcilerFrontends, o *ops, m *Metrics) (reconciler.Reconciler[*lb.Frontend], error) {
 	r, err := reconciler.Register(
 		p,
-		frontends,
+		frontends.RWTable(),
 		(*lb.Frontend).Clone,
 		(*lb.Frontend).SetStatus,
 		(*lb.Frontend).GetStatus,

@@ -124,16 +124,6 @@ func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Ta
 	return o, o.restore()
 }
 
-// FrontendID returns the ID the frontend has in the maps, if any.
-func (o *ops) FrontendID(addr lb.L3n4Addr) (uint32, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if st, ok := o.frontends[addr]; ok {
-		return st.id, true
-	}
-	return 0, false
-}
-
 // claimFrontend returns the frontend's state, adopting what the pinned
 // maps held for its address, or allocating a new ID.
 func (o *ops) claimFrontend(addr lb.L3n4Addr) (*frontendState, error) {
