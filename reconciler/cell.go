@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"log/slog"
-	"time"
 
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
@@ -54,8 +53,8 @@ func register(p reconciler.Params, cfg Config, frontends tables.ReconcilerFronte
 		o,
 		o,
 		reconciler.WithMetrics(m),
-		reconciler.WithPruning(30*time.Minute),
-		reconciler.WithRetry(50*time.Millisecond, max(50*time.Millisecond, cfg.LBRetryMaxBackoff)),
+		reconciler.WithPruning(pruneInterval),
+		reconciler.WithRetry(retryMinBackoff, max(retryMinBackoff, cfg.LBRetryMaxBackoff)),
 	)
 	if err == nil {
 		o.mu.Lock()

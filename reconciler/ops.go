@@ -348,7 +348,7 @@ func (o *ops) deleteBackends(doomed []doomedBackend) {
 			d.t.err = firstErr(d.t.err, err)
 		}
 		if o.requestPrune != nil {
-			time.AfterFunc(200*time.Millisecond, o.requestPrune)
+			time.AfterFunc(pruneRetryMin, o.requestPrune)
 		}
 		return
 	}

@@ -32,7 +32,7 @@ func (o *ops) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[*lb
 		o.pruneBackoff = 0
 	case o.requestPrune != nil:
 		// statedb's next prune is the periodic one; do not wait that long.
-		o.pruneBackoff = min(max(2*o.pruneBackoff, 200*time.Millisecond), time.Minute)
+		o.pruneBackoff = min(max(2*o.pruneBackoff, pruneRetryMin), pruneRetryMax)
 		time.AfterFunc(o.pruneBackoff, o.requestPrune)
 	}
 	return err

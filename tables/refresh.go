@@ -57,10 +57,16 @@ var changesPool = sync.Pool{New: func() any {
 
 func (w *Writer) changes() *changes { return changesPool.Get().(*changes) }
 
+// maxPooledChanges is the most names and addresses a changes may have
+// recorded and still go back to the pool: a big change (a new node, a
+// source going away) grows its maps to thousands, which the pool would
+// otherwise keep for good.
+const maxPooledChanges = 1024
+
 // release empties ch and returns it to the pool, unless a big change
-// (a new node, a source going away) grew its maps.
+// grew its maps.
 func (ch *changes) release() {
-	if len(ch.services)+len(ch.addrs)+len(ch.contenders) > 1024 {
+	if len(ch.services)+len(ch.addrs)+len(ch.contenders) > maxPooledChanges {
 		return
 	}
 	clear(ch.services)
