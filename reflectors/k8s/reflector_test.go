@@ -204,3 +204,98 @@ func TestBackendsOfMergesSlices(t *testing.T) {
 		}
 	}
 }
+
+// runFedReflector starts a fed reflector for node n1 over new tables.
+func runFedReflector(t *testing.T) (*Reflector, *tables.Writer, *statedb.DB) {
+	t.Helper()
+	db := statedb.New()
+	w, err := tables.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig
+	cfg.K8sNodeName = "n1"
+	r, err := NewFedReflector(cfg, w, lb.SourceK8s, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go r.Loop(ctx)
+	return r, w, db
+}
+
+// waitApplied pushes a marker service and waits until it is in the
+// tables, so that everything pushed before it has been applied.
+func waitApplied(t *testing.T, r *Reflector, w *tables.Writer, db *statedb.DB, n int) {
+	t.Helper()
+	name := fmt.Sprintf("barrier-%d", n)
+	r.Push(&corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "zz", Name: name},
+		Spec: corev1.ServiceSpec{ClusterIP: fmt.Sprintf("10.255.0.%d", n+1),
+			Ports: []corev1.ServicePort{{Port: 80}}},
+	}, false)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, _, ok := w.Services().Get(db.ReadTxn(), tables.ServiceByName.Query(lb.NewServiceName("zz", name))); ok {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("barrier not applied")
+}
+
+// Run returns once ctx is done, also when the informers' handlers are
+// blocked on a full event channel (the loop no longer reads it).
+func TestRunReturnsWithFullEventChannel(t *testing.T) {
+	const n = 15000
+	objs := make([]runtime.Object, 0, 2*n)
+	for i := range n {
+		name := fmt.Sprintf("svc-%d", i)
+		objs = append(objs, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "scale"},
+			Spec: corev1.ServiceSpec{
+				ClusterIP: fmt.Sprintf("10.%d.%d.%d", 96+i/65536, (i/256)%256, i%256),
+				Ports:     []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}},
+			},
+		})
+		port := int32(8080)
+		objs = append(objs, &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "scale", Labels: map[string]string{LabelServiceName: name}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Port: &port}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.1.%d.%d", i/256, i%256)}}},
+		})
+	}
+	db := statedb.New()
+	w, err := tables.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig
+	cfg.K8sNodeName = "n1"
+	r, err := NewReflector(cfg, w, fake.NewClientset(objs...), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(r.events) < cap(r.events) {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing applied in 30s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Logf("channel %d/%d at cancel, %d services applied", len(r.events), cap(r.events), w.Services().NumObjects(db.ReadTxn()))
+	cancel()
+	select {
+	case <-done:
+		time.Sleep(200 * time.Millisecond)
+		t.Logf("returned; %d services applied, channel %d", w.Services().NumObjects(db.ReadTxn()), len(r.events))
+	case <-time.After(15 * time.Second):
+		t.Fatalf("Run did not return 15s after ctx was cancelled (%d of %d services applied)",
+			w.Services().NumObjects(db.ReadTxn()), n)
+	}
+}
