@@ -21,10 +21,7 @@ import (
 // which frontend was reconciled last. (Each update once overwrote the
 // entry with its own frontend's view.)
 func TestSharedBackendValueIndependentOfHistory(t *testing.T) {
-	maps, err := bpf.NewMemoryMaps(smallMapsConfig(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	maps := memoryMaps(t)
 	a := newAgent(t, maps, nil)
 	a.start(t)
 	defer a.stop(t)
@@ -59,10 +56,7 @@ func TestSharedBackendValueIndependentOfHistory(t *testing.T) {
 // it had only ever had the ones it kept.
 func TestDroppedBackendsReleased(t *testing.T) {
 	for _, n := range []int{4, smallset.Max + 8} {
-		maps, err := bpf.NewMemoryMaps(smallMapsConfig(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		maps := memoryMaps(t)
 		a := newAgent(t, maps, nil)
 		a.start(t)
 		var all, kept []lb.BackendParams

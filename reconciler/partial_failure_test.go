@@ -17,6 +17,7 @@ import (
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/tables"
 )
 
 // flakyServices makes lb_services' BatchDelete, while armed, delete only
@@ -67,31 +68,8 @@ func fourBackends(n int) []lb.BackendParams {
 // trusted the slots it had last written, still all four, wrote none, and
 // left a master counting a missing slot for good.)
 func TestSlotsRewrittenAfterPartialShrink(t *testing.T) {
-	onBothMapKinds(t, func(t *testing.T, raw *bpf.Maps, _ func() *bpf.Maps) {
-		maps, flaky := withFlakyServices(raw)
-		a := newAgent(t, maps, nil)
-		a.start(t)
-		defer a.stop(t)
-		vip := "10.96.5.1:80/TCP"
-		a.write(t, func(txn statedb.WriteTxn) error {
-			return upsert(a.w, txn, "grow", vip, lb.AlgorithmRandom, false, fourBackends(4)...)
-		})
-		a.waitDone(t, 10*time.Second)
-
-		flaky.armed.Store(true)
-		a.write(t, func(txn statedb.WriteTxn) error {
-			return upsert(a.w, txn, "grow", vip, lb.AlgorithmRandom, false, fourBackends(2)...)
-		})
-		waitFired(t, flaky)
-		a.write(t, func(txn statedb.WriteTxn) error {
-			return upsert(a.w, txn, "grow", vip, lb.AlgorithmRandom, false, fourBackends(4)...)
-		})
-		a.waitDone(t, 10*time.Second)
-		flaky.armed.Store(false)
-		a.waitDone(t, 10*time.Second)
-		if v := checkMaps(raw); v != "" {
-			t.Fatalf("at rest, after the frontend grew back: %s\n%s", v, dumpText(t, raw))
-		}
+	slotsRewrittenAfter(t, "grow", "10.96.5.1:80/TCP", func(w *tables.Writer, txn statedb.WriteTxn) error {
+		return upsert(w, txn, "grow", "10.96.5.1:80/TCP", lb.AlgorithmRandom, false, fourBackends(2)...)
 	})
 }
 
@@ -100,30 +78,36 @@ func TestSlotsRewrittenAfterPartialShrink(t *testing.T) {
 // slots written. (The update once found its slots unchanged, wrote none,
 // and left a master counting a missing slot for good.)
 func TestSlotsRewrittenAfterPartialDelete(t *testing.T) {
+	slotsRewrittenAfter(t, "readd", "10.96.5.2:80/TCP", func(w *tables.Writer, txn statedb.WriteTxn) error {
+		return w.DeleteService(txn, lb.NewServiceName("test", "readd"), lb.SourceK8s)
+	})
+}
+
+// slotsRewrittenAfter declares service name with four backends, makes
+// change with lb_services' batched deletes failing part way, declares the
+// four backends again before the retry, and checks the maps at rest.
+func slotsRewrittenAfter(t *testing.T, name, vip string, change func(*tables.Writer, statedb.WriteTxn) error) {
 	onBothMapKinds(t, func(t *testing.T, raw *bpf.Maps, _ func() *bpf.Maps) {
 		maps, flaky := withFlakyServices(raw)
 		a := newAgent(t, maps, nil)
 		a.start(t)
 		defer a.stop(t)
-		vip := "10.96.5.2:80/TCP"
 		a.write(t, func(txn statedb.WriteTxn) error {
-			return upsert(a.w, txn, "readd", vip, lb.AlgorithmRandom, false, fourBackends(4)...)
+			return upsert(a.w, txn, name, vip, lb.AlgorithmRandom, false, fourBackends(4)...)
 		})
 		a.waitDone(t, 10*time.Second)
 
 		flaky.armed.Store(true)
-		a.write(t, func(txn statedb.WriteTxn) error {
-			return a.w.DeleteService(txn, lb.NewServiceName("test", "readd"), lb.SourceK8s)
-		})
+		a.write(t, func(txn statedb.WriteTxn) error { return change(a.w, txn) })
 		waitFired(t, flaky)
 		a.write(t, func(txn statedb.WriteTxn) error {
-			return upsert(a.w, txn, "readd", vip, lb.AlgorithmRandom, false, fourBackends(4)...)
+			return upsert(a.w, txn, name, vip, lb.AlgorithmRandom, false, fourBackends(4)...)
 		})
 		a.waitDone(t, 10*time.Second)
 		flaky.armed.Store(false)
 		a.waitDone(t, 10*time.Second)
 		if v := checkMaps(raw); v != "" {
-			t.Fatalf("at rest, after the frontend came back: %s\n%s", v, dumpText(t, raw))
+			t.Fatalf("at rest, after the frontend came back to its four backends: %s\n%s", v, dumpText(t, raw))
 		}
 	})
 }
@@ -148,10 +132,7 @@ func (f *flakyRevNat) Update(k uint32, v bpf.RevNatValue) error {
 // exist only once the whole update succeeded, and the delete skipped
 // them.)
 func TestAffinityClearedOnDeleteAfterFailedUpdate(t *testing.T) {
-	raw, err := bpf.NewMemoryMaps(smallMapsConfig(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := memoryMaps(t)
 	m := *raw
 	flaky := &flakyRevNat{Map: raw.RevNat}
 	flaky.armed.Store(true)

@@ -36,10 +36,7 @@ func (f *flakyDelete) Delete(k bpf.ServiceKey) error {
 // frontend is. (Stale services once stayed in the maps, served by the
 // datapath, until statedb's periodic prune 30 minutes later.)
 func TestFailedPruneRetried(t *testing.T) {
-	raw, err := bpf.NewMemoryMaps(smallMapsConfig(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := memoryMaps(t)
 	a1 := newAgent(t, raw, nil)
 	a1.start(t)
 	declare(t, a1, 0, 2, 1)
@@ -79,10 +76,7 @@ func TestFailedPruneRetried(t *testing.T) {
 // Metrics.PruneError, with a nil error for a success, which was once
 // counted as a failure.)
 func TestSuccessfulPruneNotCountedAsError(t *testing.T) {
-	maps, err := bpf.NewMemoryMaps(smallMapsConfig(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	maps := memoryMaps(t)
 	a := newAgent(t, maps, nil)
 	declare(t, a, 0, 2, 1)
 	a.start(t)

@@ -181,19 +181,33 @@ func smallMapsConfig() bpf.Config {
 	return cfg
 }
 
+// kernelMapsConfig is smallMapsConfig pinned in a directory of the test's
+// own, for bpftest.KernelMaps.
+func kernelMapsConfig(t testing.TB) bpf.Config {
+	cfg := smallMapsConfig()
+	cfg.LBPinDir = bpftest.Config(t).LBPinDir
+	return cfg
+}
+
+// memoryMaps returns new in-memory maps with a small Maglev table.
+func memoryMaps(t testing.TB) *bpf.Maps {
+	t.Helper()
+	maps, err := bpf.NewMemoryMaps(smallMapsConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return maps
+}
+
 // onBothMapKinds runs fn on in-memory maps and on kernel maps. reopen
 // gives the maps a restarted agent opens (the same object for memory maps).
 func onBothMapKinds(t *testing.T, fn func(t *testing.T, maps *bpf.Maps, reopen func() *bpf.Maps)) {
 	t.Run("memory", func(t *testing.T) {
-		maps, err := bpf.NewMemoryMaps(smallMapsConfig(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		maps := memoryMaps(t)
 		fn(t, maps, func() *bpf.Maps { return maps })
 	})
 	t.Run("kernel", func(t *testing.T) {
-		cfg := smallMapsConfig()
-		cfg.LBPinDir = bpftest.Config(t).LBPinDir
+		cfg := kernelMapsConfig(t)
 		fn(t, bpftest.KernelMaps(t, cfg), func() *bpf.Maps { return bpftest.KernelMaps(t, cfg) })
 	})
 }
@@ -226,35 +240,22 @@ func splitLines(s string) []string {
 // Maglev table naming a backend ID absent from lb_backends, nor a master
 // entry counting more slots than are present.
 func TestNoHalfWrittenServiceUnderChurn(t *testing.T) {
-	cfg := smallMapsConfig()
-	cfg.LBPinDir = bpftest.Config(t).LBPinDir
-	maps := bpftest.KernelMaps(t, cfg)
+	maps := bpftest.KernelMaps(t, kernelMapsConfig(t))
 	a := newAgent(t, maps, nil)
 	a.start(t)
 	defer a.stop(t)
 
-	stop := make(chan struct{})
 	violations := make(chan string, 10)
 	checks := atomic.Int64{}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
+	stopChecking := keepChecking(func() {
+		if v := checkMaps(maps); v != "" {
 			select {
-			case <-stop:
-				return
+			case violations <- v:
 			default:
 			}
-			if v := checkMaps(maps); v != "" {
-				select {
-				case violations <- v:
-				default:
-				}
-			}
-			checks.Add(1)
 		}
-	}()
+		checks.Add(1)
+	})
 
 	r := rand.New(rand.NewPCG(7, 7))
 	const services, ops = 40, 3000
@@ -275,8 +276,7 @@ func TestNoHalfWrittenServiceUnderChurn(t *testing.T) {
 		}
 	}
 	a.waitDone(t, 20*time.Second)
-	close(stop)
-	wg.Wait()
+	stopChecking()
 	select {
 	case v := <-violations:
 		t.Fatalf("the datapath could have seen a half-written service: %s", v)
@@ -288,6 +288,29 @@ func TestNoHalfWrittenServiceUnderChurn(t *testing.T) {
 	t.Logf("%d operations, %d full checks of the maps during them", ops, checks.Load())
 	if checks.Load() < 10 {
 		t.Fatalf("only %d checks ran", checks.Load())
+	}
+}
+
+// keepChecking calls check over and over in a goroutine, until the
+// function it returns is called; that waits for the goroutine to end.
+func keepChecking(check func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			check()
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,9 +27,7 @@ import (
 // away while the agent was down are pruned only once every source has
 // synced.
 func TestRestartKeepsIDsAndPrunesAfterSync(t *testing.T) {
-	cfg := smallMapsConfig()
-	cfg.LBPinDir = bpftest.Config(t).LBPinDir
-
+	cfg := kernelMapsConfig(t)
 	maps1 := bpftest.KernelMaps(t, cfg)
 	a1 := newAgent(t, maps1, nil)
 	a1.start(t)
@@ -56,26 +53,15 @@ func TestRestartKeepsIDsAndPrunesAfterSync(t *testing.T) {
 			keep = append(keep, line)
 		}
 	}
-	stopCheck := make(chan struct{})
 	var missing atomic.Value
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stopCheck:
-				return
-			default:
-			}
-			now := dumpText(t, maps2)
-			for _, line := range keep {
-				if !bytes.Contains([]byte(now), []byte(line+"\n")) {
-					missing.Store(line)
-				}
+	stopChecking := keepChecking(func() {
+		now := dumpText(t, maps2)
+		for _, line := range keep {
+			if !bytes.Contains([]byte(now), []byte(line+"\n")) {
+				missing.Store(line)
 			}
 		}
-	}()
+	})
 
 	a2.start(t)
 	declare(t, a2, 0, 18, 3)
@@ -97,8 +83,7 @@ func TestRestartKeepsIDsAndPrunesAfterSync(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	close(stopCheck)
-	wg.Wait()
+	stopChecking()
 	if line := missing.Load(); line != nil {
 		t.Fatalf("entry missing during the restart: %s", line)
 	}
@@ -134,6 +119,25 @@ func joinLines(lines []string) string {
 	return sb.String()
 }
 
+// restart stops a and starts a new agent over the maps reopen gives (its
+// kernel maps closed first). With pendingSource, the new agent has a
+// source that has yet to sync, so that nothing is pruned.
+func restart(t *testing.T, a *agent, maps *bpf.Maps, reopen func() *bpf.Maps, pendingSource bool) (*agent, *bpf.Maps) {
+	a.stop(t)
+	if maps.Kind == "kernel" {
+		maps.Close()
+	}
+	maps2 := reopen()
+	a2 := newAgent(t, maps2, nil)
+	if pendingSource {
+		if _, err := a2.w.RegisterInitializer("k8s"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a2.start(t)
+	return a2, maps2
+}
+
 // restartWithSharedBackend sets up services a and b sharing backend X,
 // restarts the agent before its sources have synced, and declares b again
 // without X. It returns the restarted agent and its maps.
@@ -148,17 +152,7 @@ func restartWithSharedBackend(t *testing.T, maps *bpf.Maps, reopen func() *bpf.M
 		return upsert(a1.w, txn, "b", "10.96.6.2:80/TCP", lb.AlgorithmRandom, false, x)
 	})
 	a1.waitDone(t, 10*time.Second)
-	a1.stop(t)
-	if maps.Kind == "kernel" {
-		maps.Close()
-	}
-
-	maps2 := reopen()
-	a2 := newAgent(t, maps2, nil)
-	if _, err := a2.w.RegisterInitializer("k8s"); err != nil {
-		t.Fatal(err)
-	}
-	a2.start(t)
+	a2, maps2 := restart(t, a1, maps, reopen, true)
 	a2.write(t, func(txn statedb.WriteTxn) error {
 		return upsert(a2.w, txn, "b", "10.96.6.2:80/TCP", lb.AlgorithmRandom, false, y)
 	})
@@ -186,10 +180,7 @@ func TestRestoredFrontendKeepsSharedBackend(t *testing.T) {
 // crashed on a nil pointer; the child process contains such a panic.)
 func TestRestoredFrontendDeclaredAgainAdoptsSharedBackend(t *testing.T) {
 	if os.Getenv("LBSTATE_TEST_CHILD") == "1" {
-		maps, err := bpf.NewMemoryMaps(smallMapsConfig(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		maps := memoryMaps(t)
 		a2, _ := restartWithSharedBackend(t, maps, func() *bpf.Maps { return maps })
 		a2.write(t, func(txn statedb.WriteTxn) error {
 			return upsert(a2.w, txn, "a", "10.96.6.1:80/TCP", lb.AlgorithmRandom, false, be("10.4.0.1:8080/TCP"))
@@ -218,10 +209,7 @@ func TestRestoredFrontendDeclaredAgainAdoptsSharedBackend(t *testing.T) {
 // another's affinity entries, which sent its clients to a backend not its
 // own.)
 func TestRestartReservesIDsLeftInMaps(t *testing.T) {
-	maps, err := bpf.NewMemoryMaps(smallMapsConfig(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	maps := memoryMaps(t)
 	// Left by frontend 1 (10.96.8.9:80), whose master was deleted; backend
 	// 5 belongs to another frontend whose source has not synced yet.
 	foreign := addr("10.6.0.9:8080/TCP")
@@ -287,14 +275,7 @@ func TestRestartDoesNotReuseReleasedIDs(t *testing.T) {
 			return a1.w.ReleaseBackends(txn, lb.NewServiceName("test", "gone"), lb.SourceK8s, addr("10.7.0.2:8080/TCP"))
 		})
 		a1.waitDone(t, 10*time.Second)
-		a1.stop(t)
-		if maps.Kind == "kernel" {
-			maps.Close()
-		}
-
-		maps2 := reopen()
-		a2 := newAgent(t, maps2, nil)
-		a2.start(t)
+		a2, maps2 := restart(t, a1, maps, reopen, false)
 		defer a2.stop(t)
 		a2.write(t, func(txn statedb.WriteTxn) error {
 			if err := upsert(a2.w, txn, "keep", "10.96.9.1:80/TCP", lb.AlgorithmRandom, false, be("10.7.0.1:8080/TCP")); err != nil {
@@ -332,17 +313,7 @@ func TestRestartKeepsBackendIDUntilBackendsDeclared(t *testing.T) {
 		})
 		a1.waitDone(t, 10*time.Second)
 		before := dumpText(t, maps)
-		a1.stop(t)
-		if maps.Kind == "kernel" {
-			maps.Close()
-		}
-
-		maps2 := reopen()
-		a2 := newAgent(t, maps2, nil)
-		if _, err := a2.w.RegisterInitializer("k8s"); err != nil {
-			t.Fatal(err)
-		}
-		a2.start(t)
+		a2, maps2 := restart(t, a1, maps, reopen, true)
 		defer a2.stop(t)
 		n := lb.NewServiceName("test", "web")
 		a2.write(t, func(txn statedb.WriteTxn) error {

@@ -33,32 +33,35 @@ func tablesState(w *Writer) string {
 	return frontendsDump(w, txn) + conflictsDump(w, txn) + redirects
 }
 
+// redirectTargets returns a Writer with service a (frontend vip1) and the
+// backends of b and c, services a may be redirected to.
+func redirectTargets(t *testing.T) *Writer {
+	w := newTestWriter(t)
+	mustWrite(t, w, func(txn statedb.WriteTxn) error {
+		if err := w.UpsertService(txn, lb.ServiceParams{Name: nameA, Source: lb.SourceK8s,
+			Frontends: []lb.FrontendParams{{Address: vip1, Type: lb.SVCTypeClusterIP}}}); err != nil {
+			return err
+		}
+		if err := w.UpsertBackends(txn, nameB, lb.SourceK8s, lb.BackendParams{Address: backend2, Weight: 100}); err != nil {
+			return err
+		}
+		return w.UpsertBackends(txn, nameC, lb.SourceK8s, lb.BackendParams{Address: backend3, Weight: 100})
+	})
+	return w
+}
+
 // Two sources setting a redirect on one service give the same tables in
 // either order: the higher-priority source's redirect is in force.
 // (Redirects were once not kept per source: the last one set won.)
 func TestRedirectPriorityIndependentOfOrder(t *testing.T) {
-	setup := func() *Writer {
-		w := newTestWriter(t)
-		mustWrite(t, w, func(txn statedb.WriteTxn) error {
-			if err := w.UpsertService(txn, lb.ServiceParams{Name: nameA, Source: lb.SourceK8s,
-				Frontends: []lb.FrontendParams{{Address: vip1, Type: lb.SVCTypeClusterIP}}}); err != nil {
-				return err
-			}
-			if err := w.UpsertBackends(txn, nameB, lb.SourceK8s, lb.BackendParams{Address: backend2, Weight: 100}); err != nil {
-				return err
-			}
-			return w.UpsertBackends(txn, nameC, lb.SourceK8s, lb.BackendParams{Address: backend3, Weight: 100})
-		})
-		return w
-	}
 	apiRedirect := lb.Redirect{Source: lb.SourceAPI, To: nameB}
 	lrpRedirect := lb.Redirect{Source: lb.SourceRedirect, To: nameC}
 
-	w1 := setup()
+	w1 := redirectTargets(t)
 	mustWrite(t, w1, func(txn statedb.WriteTxn) error { return w1.SetRedirect(txn, nameA, apiRedirect) })
 	mustWrite(t, w1, func(txn statedb.WriteTxn) error { return w1.SetRedirect(txn, nameA, lrpRedirect) })
 
-	w2 := setup()
+	w2 := redirectTargets(t)
 	mustWrite(t, w2, func(txn statedb.WriteTxn) error { return w2.SetRedirect(txn, nameA, lrpRedirect) })
 	mustWrite(t, w2, func(txn statedb.WriteTxn) error { return w2.SetRedirect(txn, nameA, apiRedirect) })
 
@@ -72,17 +75,7 @@ func TestRedirectPriorityIndependentOfOrder(t *testing.T) {
 // (Before redirects were kept per source, the other source's deletion
 // took this one with it.)
 func TestRedirectClearedOnlyByItsSource(t *testing.T) {
-	w := newTestWriter(t)
-	mustWrite(t, w, func(txn statedb.WriteTxn) error {
-		if err := w.UpsertService(txn, lb.ServiceParams{Name: nameA, Source: lb.SourceK8s,
-			Frontends: []lb.FrontendParams{{Address: vip1, Type: lb.SVCTypeClusterIP}}}); err != nil {
-			return err
-		}
-		if err := w.UpsertBackends(txn, nameB, lb.SourceK8s, lb.BackendParams{Address: backend2, Weight: 100}); err != nil {
-			return err
-		}
-		return w.UpsertBackends(txn, nameC, lb.SourceK8s, lb.BackendParams{Address: backend3, Weight: 100})
-	})
+	w := redirectTargets(t)
 	mustWrite(t, w, func(txn statedb.WriteTxn) error {
 		return w.SetRedirect(txn, nameA, lb.Redirect{Source: lb.SourceAPI, To: nameB})
 	})

@@ -59,35 +59,7 @@ func TestConvertPod(t *testing.T) {
 // initialized every frontend is there with exactly its own backend.
 func TestReflectorTenThousandServices(t *testing.T) {
 	const n = 10000
-	objs := make([]runtime.Object, 0, 2*n)
-	for i := range n {
-		name := fmt.Sprintf("svc-%d", i)
-		objs = append(objs, &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "scale"},
-			Spec: corev1.ServiceSpec{
-				ClusterIP: fmt.Sprintf("10.96.%d.%d", i/256, i%256),
-				Ports:     []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
-			},
-		})
-		port, proto, pname := int32(8080), corev1.ProtocolTCP, "http"
-		objs = append(objs, &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Name: name + "-1", Namespace: "scale", Labels: map[string]string{LabelServiceName: name}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Name: &pname, Port: &port, Protocol: &proto}},
-			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.1.%d.%d", i/256, i%256)}}},
-		})
-	}
-	db := statedb.New()
-	w, err := tables.New(db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig
-	cfg.K8sNodeName = "node-1"
-	r, err := NewReflector(cfg, w, fake.NewClientset(objs...), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, w, db := newClientReflector(t, "node-1", scaleObjects(n)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	start := time.Now()
@@ -208,13 +180,7 @@ func TestBackendsOfMergesSlices(t *testing.T) {
 // runFedReflector starts a fed reflector for node n1 over new tables.
 func runFedReflector(t *testing.T) (*Reflector, *tables.Writer, *statedb.DB) {
 	t.Helper()
-	db := statedb.New()
-	w, err := tables.New(db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig
-	cfg.K8sNodeName = "n1"
+	w, db, cfg := newTestTables(t, "n1")
 	r, err := NewFedReflector(cfg, w, lb.SourceK8s, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -249,35 +215,7 @@ func waitApplied(t *testing.T, r *Reflector, w *tables.Writer, db *statedb.DB, n
 // blocked on a full event channel (the loop no longer reads it).
 func TestRunReturnsWithFullEventChannel(t *testing.T) {
 	const n = 15000
-	objs := make([]runtime.Object, 0, 2*n)
-	for i := range n {
-		name := fmt.Sprintf("svc-%d", i)
-		objs = append(objs, &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "scale"},
-			Spec: corev1.ServiceSpec{
-				ClusterIP: fmt.Sprintf("10.%d.%d.%d", 96+i/65536, (i/256)%256, i%256),
-				Ports:     []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}},
-			},
-		})
-		port := int32(8080)
-		objs = append(objs, &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "scale", Labels: map[string]string{LabelServiceName: name}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Port: &port}},
-			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.1.%d.%d", i/256, i%256)}}},
-		})
-	}
-	db := statedb.New()
-	w, err := tables.New(db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig
-	cfg.K8sNodeName = "n1"
-	r, err := NewReflector(cfg, w, fake.NewClientset(objs...), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, w, db := newClientReflector(t, "n1", scaleObjects(n)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
@@ -298,4 +236,53 @@ func TestRunReturnsWithFullEventChannel(t *testing.T) {
 		t.Fatalf("Run did not return 15s after ctx was cancelled (%d of %d services applied)",
 			w.Services().NumObjects(db.ReadTxn()), n)
 	}
+}
+
+// scaleObjects returns n services in namespace scale, each with one
+// EndpointSlice of one endpoint.
+func scaleObjects(n int) []runtime.Object {
+	objs := make([]runtime.Object, 0, 2*n)
+	for i := range n {
+		name := fmt.Sprintf("svc-%d", i)
+		objs = append(objs, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "scale"},
+			Spec: corev1.ServiceSpec{
+				ClusterIP: fmt.Sprintf("10.96.%d.%d", i/256, i%256),
+				Ports:     []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
+			},
+		})
+		port, proto, pname := int32(8080), corev1.ProtocolTCP, "http"
+		objs = append(objs, &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: name + "-1", Namespace: "scale", Labels: map[string]string{LabelServiceName: name}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: &pname, Port: &port, Protocol: &proto}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.1.%d.%d", i/256, i%256)}}},
+		})
+	}
+	return objs
+}
+
+// newClientReflector returns a reflector for node over a fake client
+// holding objs, and new tables; the caller runs it.
+func newClientReflector(t *testing.T, node string, objs ...runtime.Object) (*Reflector, *tables.Writer, *statedb.DB) {
+	t.Helper()
+	w, db, cfg := newTestTables(t, node)
+	r, err := NewReflector(cfg, w, fake.NewClientset(objs...), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, w, db
+}
+
+// newTestTables returns new tables and a reflector configuration for node.
+func newTestTables(t *testing.T, node string) (*tables.Writer, *statedb.DB, Config) {
+	t.Helper()
+	db := statedb.New()
+	w, err := tables.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig
+	cfg.K8sNodeName = node
+	return w, db, cfg
 }
