@@ -57,6 +57,25 @@ type FrontendParams struct {
 	PortName string `json:"portName,omitempty" yaml:"portName,omitempty"`
 }
 
+// UsesExternalTrafficPolicy reports whether the service's external
+// traffic policy applies to the frontend, as in Kubernetes: to the
+// external-scope addresses of external types (NodePort, LoadBalancer,
+// ExternalIP, HostPort), where traffic comes from outside the cluster. The
+// internal policy applies to every other frontend, including the
+// internal-scope twins of external ones.
+func (f FrontendParams) UsesExternalTrafficPolicy() bool {
+	return f.Type.IsExternal() && f.Address.Scope() == ScopeExternal
+}
+
+// TrafficPolicyFor returns the traffic policy that applies to one of the
+// service's frontends (see FrontendParams.UsesExternalTrafficPolicy).
+func (p *ServiceParams) TrafficPolicyFor(fe FrontendParams) TrafficPolicy {
+	if fe.UsesExternalTrafficPolicy() {
+		return p.ExtTrafficPolicy
+	}
+	return p.IntTrafficPolicy
+}
+
 // AffinityTimeout is the effective session affinity timeout in seconds, or
 // 0 when the service has no session affinity.
 func (p *ServiceParams) AffinityTimeout() uint32 {

@@ -131,6 +131,38 @@ func TestAffinityTimeout(t *testing.T) {
 	}
 }
 
+// The external traffic policy applies to the external-scope addresses of
+// external types, the internal one to everything else.
+func TestTrafficPolicyFor(t *testing.T) {
+	p := lb.ServiceParams{ExtTrafficPolicy: lb.TrafficPolicyLocal, IntTrafficPolicy: lb.TrafficPolicyCluster}
+	for _, tt := range []struct {
+		typ      lb.SVCType
+		addr     string
+		external bool
+	}{
+		{lb.SVCTypeClusterIP, "10.96.0.1:80/TCP", false},
+		{lb.SVCTypeNodePort, "0.0.0.0:30080/TCP", true},
+		{lb.SVCTypeNodePort, "0.0.0.0:30080/TCP/i", false},
+		{lb.SVCTypeLoadBalancer, "192.0.2.1:80/TCP", true},
+		{lb.SVCTypeLoadBalancer, "192.0.2.1:80/TCP/i", false},
+		{lb.SVCTypeExternalIP, "192.0.2.2:80/TCP", true},
+		{lb.SVCTypeHostPort, "0.0.0.0:8080/TCP", true},
+		{lb.SVCTypeLocalRedirect, "169.254.0.1:53/UDP", false},
+	} {
+		fe := lb.FrontendParams{Address: lb.MustParseL3n4Addr(tt.addr), Type: tt.typ}
+		want := lb.TrafficPolicyCluster
+		if tt.external {
+			want = lb.TrafficPolicyLocal
+		}
+		if got := fe.UsesExternalTrafficPolicy(); got != tt.external {
+			t.Errorf("%s %s: UsesExternalTrafficPolicy() = %v, want %v", tt.typ, tt.addr, got, tt.external)
+		}
+		if got := p.TrafficPolicyFor(fe); got != want {
+			t.Errorf("%s %s: TrafficPolicyFor = %s, want %s", tt.typ, tt.addr, got, want)
+		}
+	}
+}
+
 func TestServiceParamsEqual(t *testing.T) {
 	a, b := validParams(), validParams()
 	if !a.Equal(&b) || !b.Equal(&a) {

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
@@ -30,6 +31,11 @@ import (
 // written stays, with the state describing it, and statedb's retry of the
 // frontend alone carries on from there. A failed batched syscall fails
 // every frontend that had a part in it.
+
+// maxSlots is the most backend slots a frontend can have: slots are
+// numbered, and counted in the master entry, in 16 bits (bpf.ServiceKey,
+// bpf.ServiceValue).
+const maxSlots = math.MaxUint16
 
 // task is one frontend of a batch.
 type task struct {
@@ -286,8 +292,8 @@ func (o *ops) writeSlots(tasks []task) {
 	)
 	for j := range live(tasks) {
 		j.slotIDs = o.slotIDs(j.algorithm, j.rotation, j.standby)
-		if len(j.slotIDs) > 0xffff {
-			j.err = fmt.Errorf("frontend %s: %d backend slots, at most 65535", j.fe.Address, len(j.slotIDs))
+		if len(j.slotIDs) > maxSlots {
+			j.err = fmt.Errorf("frontend %s: %d backend slots, at most %d", j.fe.Address, len(j.slotIDs), maxSlots)
 			continue
 		}
 		n := len(keys)

@@ -54,7 +54,7 @@ func benchMaps(b *testing.B, kind string) *bpf.Maps {
 
 func benchUpdateDelete(b *testing.B, maps *bpf.Maps, batchSize int) {
 	db := statedb.New()
-	t, err := tables.NewTables(db)
+	w, err := tables.New(db, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func benchUpdateDelete(b *testing.B, maps *bpf.Maps, batchSize int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	o, err := newOps(maps, s, slog.New(slog.DiscardHandler), t.Frontends)
+	o, err := newOps(maps, s, slog.New(slog.DiscardHandler), w.Frontends())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"log/slog"
-	"time"
 
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/tables"
 )
 
 // Cell reconciles the frontends table into the maps (*bpf.Maps, from
@@ -53,18 +53,18 @@ func newCellOps(cfg Config, maps *bpf.Maps, log *slog.Logger, frontends statedb.
 	return newOps(maps, s, log, frontends)
 }
 
-func register(p reconciler.Params, cfg Config, frontends statedb.RWTable[*lb.Frontend], o *ops, m *Metrics) (reconciler.Reconciler[*lb.Frontend], error) {
+func register(p reconciler.Params, cfg Config, frontends tables.ReconcilerFrontends, o *ops, m *Metrics) (reconciler.Reconciler[*lb.Frontend], error) {
 	r, err := reconciler.Register(
 		p,
-		frontends,
+		frontends.RWTable(),
 		(*lb.Frontend).Clone,
 		(*lb.Frontend).SetStatus,
 		(*lb.Frontend).GetStatus,
 		o,
 		o,
 		reconciler.WithMetrics(m),
-		reconciler.WithPruning(30*time.Minute),
-		reconciler.WithRetry(50*time.Millisecond, max(50*time.Millisecond, cfg.LBRetryMaxBackoff)),
+		reconciler.WithPruning(pruneInterval),
+		reconciler.WithRetry(retryMinBackoff, max(retryMinBackoff, cfg.LBRetryMaxBackoff)),
 	)
 	if err == nil {
 		o.mu.Lock()

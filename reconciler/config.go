@@ -23,9 +23,31 @@ type Config struct {
 	// LBZoneIDs maps zone names to the IDs written into lb_backends.
 	LBZoneIDs map[string]string
 	// LBRetryMaxBackoff bounds the wait before retrying a frontend whose
-	// reconciliation failed (the wait doubles from 50ms on each failure).
+	// reconciliation failed (the wait doubles from retryMinBackoff, 50ms,
+	// on each failure).
 	LBRetryMaxBackoff time.Duration
 }
+
+// Waits that an operator has no reason to tune. Config.LBRetryMaxBackoff
+// is the one that trades load for recovery time.
+const (
+	// retryMinBackoff is the first wait before retrying a frontend that
+	// failed to reconcile; the wait doubles up to LBRetryMaxBackoff.
+	retryMinBackoff = 50 * time.Millisecond
+
+	// pruneInterval is how often statedb's reconciler prunes on its own,
+	// once the tables are initialized: it catches entries that someone
+	// other than the reconciler wrote into the maps.
+	pruneInterval = 30 * time.Minute
+
+	// pruneRetryMin and pruneRetryMax bound the wait before a failed prune
+	// (or a failed delete of unused backends, left for a prune) is tried
+	// again, doubling in between. Without it the next try would be the
+	// periodic one, pruneInterval away, with stale entries in the maps
+	// until then.
+	pruneRetryMin = 200 * time.Millisecond
+	pruneRetryMax = time.Minute
+)
 
 // DefaultConfig is the default reconciler configuration.
 var DefaultConfig = Config{

@@ -22,6 +22,9 @@ type idAllocator struct {
 	persist func(mark uint32) error
 }
 
+// idBlock is how many IDs one recorded mark reserves: a mark is written
+// (one map update) once per idBlock IDs handed out, and a restart skips at
+// most idBlock IDs.
 const idBlock = 1024
 
 func newIDAllocator(kind string) *idAllocator {

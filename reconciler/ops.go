@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/statedb"
 
 	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/internal/smallset"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/lb/maglev"
 )
@@ -58,11 +59,11 @@ type frontendState struct {
 	// backends are the backends whose IDs this frontend's entries may
 	// name. While an update is under way it holds the old and the new
 	// backends; they are released only once nothing names them.
-	backends smallSet[lb.L3n4Addr]
+	backends smallset.Set[lb.L3n4Addr]
 	slots    int  // slots 1..slots may exist
 	maglev   bool // a Maglev table may exist
 	affinity bool // affinity entries may exist
-	ranges   smallSet[bpf.SourceRangeKey]
+	ranges   smallset.Set[bpf.SourceRangeKey]
 
 	// Known contents, nil or zero when unknown (after a failure, or for a
 	// restored frontend).
@@ -123,16 +124,6 @@ func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Ta
 	return o, o.restore()
 }
 
-// FrontendID returns the ID the frontend has in the maps, if any.
-func (o *ops) FrontendID(addr lb.L3n4Addr) (uint32, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if st, ok := o.frontends[addr]; ok {
-		return st.id, true
-	}
-	return 0, false
-}
-
 // claimFrontend returns the frontend's state, adopting what the pinned
 // maps held for its address, or allocating a new ID.
 func (o *ops) claimFrontend(addr lb.L3n4Addr) (*frontendState, error) {
@@ -168,7 +159,7 @@ func (o *ops) claimBackend(st *frontendState, addr lb.L3n4Addr) (*backendState, 
 		be = &backendState{id: id}
 		o.backends[addr] = be
 	}
-	if st.backends.add(addr) {
+	if st.backends.Add(addr) {
 		be.refs++
 	}
 	return be, nil
@@ -249,7 +240,7 @@ func (o *ops) slotIDs(algorithm uint8, rotation, standby []lb.BackendRef) []uint
 // writeSourceRanges makes the frontend's lb_src_range entries the wanted
 // ones. Keys in want and st.ranges leave RevNatID 0; the map's carry the ID.
 func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]struct{}) error {
-	if len(want) == 0 && st.ranges.len() == 0 {
+	if len(want) == 0 && st.ranges.Len() == 0 {
 		return nil // most frontends
 	}
 	withID := func(k bpf.SourceRangeKey) bpf.SourceRangeKey {
@@ -257,16 +248,16 @@ func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]s
 		return k
 	}
 	for k := range want {
-		if st.ranges.has(k) {
+		if st.ranges.Has(k) {
 			continue
 		}
 		if err := o.maps.SourceRanges.Update(withID(k), 1); err != nil {
 			return err
 		}
-		st.ranges.add(k)
+		st.ranges.Add(k)
 	}
 	var stale []bpf.SourceRangeKey
-	for _, k := range st.ranges.items() {
+	for _, k := range st.ranges.Items() {
 		if _, ok := want[k]; !ok {
 			stale = append(stale, k)
 		}
@@ -275,7 +266,7 @@ func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]s
 		if err := o.maps.SourceRanges.Delete(withID(k)); err != nil {
 			return err
 		}
-		st.ranges.remove(k)
+		st.ranges.Remove(k)
 	}
 	return nil
 }
@@ -284,16 +275,10 @@ func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]s
 // uses, clearing their affinity entries. The backends no frontend uses any
 // more go to doomed, for deleteBackends.
 func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef, doomed *[]doomedBackend, t *task) error {
-	var wanted map[lb.L3n4Addr]bool // for many backends; a few are searched
-	if len(keep) > 8 {
-		wanted = make(map[lb.L3n4Addr]bool, len(keep))
-		for _, b := range keep {
-			wanted[b.Address] = true
-		}
-	}
+	kept := smallset.NewIndex(func(b *lb.BackendRef) lb.L3n4Addr { return b.Address })
 	var dropped []lb.L3n4Addr
-	for _, addr := range st.backends.items() {
-		if wanted != nil && !wanted[addr] || wanted == nil && !hasAddress(keep, addr) {
+	for _, addr := range st.backends.Items() {
+		if !kept.Has(keep, addr) {
 			dropped = append(dropped, addr)
 		}
 	}
@@ -331,18 +316,9 @@ func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef, doomed *[]d
 			delete(o.backends, addr)
 			*doomed = append(*doomed, doomedBackend{addr, be, t})
 		}
-		st.backends.remove(addr)
+		st.backends.Remove(addr)
 	}
 	return nil
-}
-
-func hasAddress(refs []lb.BackendRef, addr lb.L3n4Addr) bool {
-	for i := range refs {
-		if refs[i].Address == addr {
-			return true
-		}
-	}
-	return false
 }
 
 // doomedBackend is a backend no frontend uses any more, and the task
@@ -372,7 +348,7 @@ func (o *ops) deleteBackends(doomed []doomedBackend) {
 			d.t.err = firstErr(d.t.err, err)
 		}
 		if o.requestPrune != nil {
-			time.AfterFunc(200*time.Millisecond, o.requestPrune)
+			time.AfterFunc(pruneRetryMin, o.requestPrune)
 		}
 		return
 	}
@@ -402,15 +378,13 @@ func (o *ops) clearAffinity(revNatID uint32, backendIDs map[uint32]bool) error {
 func flags(fe *lb.Frontend, hasRanges bool) uint8 {
 	var f uint8
 	p := fe.Policy
-	// Each traffic policy applies where selection applied it: the external
-	// one to external-scope frontends of external types, the internal one
-	// to the others.
-	if fe.Type.IsExternal() && fe.Address.Scope() == lb.ScopeExternal {
-		if p.ExtTrafficPolicy == lb.TrafficPolicyLocal {
+	// The flag names the policy that selection applied to this frontend.
+	if p.TrafficPolicyFor(fe.FrontendParams) == lb.TrafficPolicyLocal {
+		if fe.UsesExternalTrafficPolicy() {
 			f |= bpf.FlagExtLocal
+		} else {
+			f |= bpf.FlagIntLocal
 		}
-	} else if p.IntTrafficPolicy == lb.TrafficPolicyLocal {
-		f |= bpf.FlagIntLocal
 	}
 	if p.AffinityTimeout() > 0 {
 		f |= bpf.FlagAffinity

@@ -202,108 +202,50 @@ func smallMapsConfig() bpf.Config {
 	return cfg
 }
 
-// A restarted agent keeps the IDs live flows use: the maps never lose a
-// desired entry across the restart, and entries of services that went
-// away while the agent was down are pruned only once every source has
-// synced.
-func TestRestartKeepsIDsAndPrunesAfterSync(t *testing.T) {
+// kernelMapsConfig is smallMapsConfig pinned in a directory of the test's
+// own, for bpftest.KernelMaps.
+func kernelMapsConfig(t testing.TB) bpf.Config {
 	cfg := smallMapsConfig()
 	cfg.LBPinDir = bpftest.Config(t).LBPinDir
+	return cfg
+}
 
-	maps1 := bpftest.KernelMaps(t, cfg)
-	a1 := newAgent(t, maps1, nil)
-	a1.start(t)
-	declare(t, a1, 0, 20, 3)
-	a1.waitDone(t, 10*time.Second)
-	before := dumpText(t, maps1)
-	a1.stop(t)
-	maps1.Close()
-
-	// The new agent's source declares services 0..17 again, not 18 and 19.
-	maps2 := bpftest.KernelMaps(t, cfg)
-	a2 := newAgent(t, maps2, nil)
-	done, err := a2.w.RegisterInitializer("k8s")
+// memoryMaps returns new in-memory maps with a small Maglev table.
+func memoryMaps(t testing.TB) *bpf.Maps {
+	t.Helper()
+	maps, err := bpf.NewMemoryMaps(smallMapsConfig(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	// From the restart on, a checker reads the maps: every entry of the
-	// services still declared stays exactly as it was.
-	var keep []string
-	for _, line := range splitLines(before) {
-		if !isOfService(line, 18) && !isOfService(line, 19) {
-			keep = append(keep, line)
-		}
-	}
-	stopCheck := make(chan struct{})
-	var missing atomic.Value
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stopCheck:
-				return
-			default:
-			}
-			now := dumpText(t, maps2)
-			for _, line := range keep {
-				if !bytes.Contains([]byte(now), []byte(line+"\n")) {
-					missing.Store(line)
-				}
-			}
-		}
-	}()
-
-	a2.start(t)
-	declare(t, a2, 0, 18, 3)
-	a2.waitDone(t, 10*time.Second)
-	if got := dumpText(t, maps2); got != before {
-		t.Fatalf("before the sources synced, the maps changed:\n--- before restart\n%s--- now\n%s", before, got)
-	}
-
-	// The source finishes its sync: 18 and 19 are pruned, the rest stays.
-	a2.write(t, func(txn statedb.WriteTxn) error { done(txn); return nil })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := dumpText(t, maps2)
-		if got == joinLines(keep) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stale entries not pruned:\n--- want\n%s--- got\n%s", joinLines(keep), got)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	close(stopCheck)
-	wg.Wait()
-	if line := missing.Load(); line != nil {
-		t.Fatalf("entry missing during the restart: %s", line)
-	}
-	// New IDs continue after the restored ones.
-	declare(t, a2, 100, 1, 1)
-	a2.waitDone(t, 10*time.Second)
-	fe, _, _ := a2.frontends.Get(a2.db.ReadTxn(), tables.FrontendByAddress.Query(frontendAddr(100)))
-	if fe.ID <= 20 {
-		t.Errorf("a new frontend got ID %d, which the restored frontends used", fe.ID)
-	}
-	a2.stop(t)
+	return maps
 }
 
-// isOfService reports whether a dump line belongs to service i's frontend
-// (ID i+1, address 10.96.0.i) or its backends (10.1.i.*).
-func isOfService(line string, i int) bool {
-	for _, s := range []string{
-		fmt.Sprintf("10.96.0.%d:80/TCP ", i), fmt.Sprintf("10.96.0.%d:80\n", i), fmt.Sprintf("10.1.%d.", i),
-		fmt.Sprintf("maglev %d ", i+1),
-	} {
-		if bytes.Contains([]byte(line+"\n"), []byte(s)) {
-			return true
-		}
-	}
-	return false
+// onBothMapKinds runs fn on in-memory maps and on kernel maps. reopen
+// gives the maps a restarted agent opens (the same object for memory maps).
+func onBothMapKinds(t *testing.T, fn func(t *testing.T, maps *bpf.Maps, reopen func() *bpf.Maps)) {
+	t.Run("memory", func(t *testing.T) {
+		maps := memoryMaps(t)
+		fn(t, maps, func() *bpf.Maps { return maps })
+	})
+	t.Run("kernel", func(t *testing.T) {
+		cfg := kernelMapsConfig(t)
+		fn(t, bpftest.KernelMaps(t, cfg), func() *bpf.Maps { return bpftest.KernelMaps(t, cfg) })
+	})
 }
+
+// upsert declares one k8s service, test/name, with one ClusterIP frontend
+// and exactly the given backends.
+func upsert(w *tables.Writer, txn statedb.WriteTxn, name, vip string, alg lb.Algorithm, affinity bool, bes ...lb.BackendParams) error {
+	n := lb.NewServiceName("test", name)
+	if err := w.UpsertService(txn, lb.ServiceParams{Name: n, Source: lb.SourceK8s, Algorithm: alg, SessionAffinity: affinity,
+		Frontends: []lb.FrontendParams{{Address: addr(vip), Type: lb.SVCTypeClusterIP}}}); err != nil {
+		return err
+	}
+	return w.SetBackends(txn, n, lb.SourceK8s, bes...)
+}
+
+// be is a backend of weight 100 at s.
+func be(s string) lb.BackendParams { return lb.BackendParams{Address: addr(s), Weight: 100} }
 
 func splitLines(s string) []string {
 	var out []string
@@ -315,47 +257,26 @@ func splitLines(s string) []string {
 	return out
 }
 
-func joinLines(lines []string) string {
-	var sb bytes.Buffer
-	for _, l := range lines {
-		sb.WriteString(l + "\n")
-	}
-	return sb.String()
-}
-
 // Under heavy churn, a reader of the kernel maps never sees a slot or a
 // Maglev table naming a backend ID absent from lb_backends, nor a master
 // entry counting more slots than are present.
 func TestNoHalfWrittenServiceUnderChurn(t *testing.T) {
-	cfg := smallMapsConfig()
-	cfg.LBPinDir = bpftest.Config(t).LBPinDir
-	maps := bpftest.KernelMaps(t, cfg)
+	maps := bpftest.KernelMaps(t, kernelMapsConfig(t))
 	a := newAgent(t, maps, nil)
 	a.start(t)
 	defer a.stop(t)
 
-	stop := make(chan struct{})
 	violations := make(chan string, 10)
 	checks := atomic.Int64{}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
+	stopChecking := keepChecking(func() {
+		if v := checkMaps(maps); v != "" {
 			select {
-			case <-stop:
-				return
+			case violations <- v:
 			default:
 			}
-			if v := checkMaps(maps); v != "" {
-				select {
-				case violations <- v:
-				default:
-				}
-			}
-			checks.Add(1)
 		}
-	}()
+		checks.Add(1)
+	})
 
 	r := rand.New(rand.NewPCG(7, 7))
 	const services, ops = 40, 3000
@@ -376,8 +297,7 @@ func TestNoHalfWrittenServiceUnderChurn(t *testing.T) {
 		}
 	}
 	a.waitDone(t, 20*time.Second)
-	close(stop)
-	wg.Wait()
+	stopChecking()
 	select {
 	case v := <-violations:
 		t.Fatalf("the datapath could have seen a half-written service: %s", v)
@@ -389,6 +309,29 @@ func TestNoHalfWrittenServiceUnderChurn(t *testing.T) {
 	t.Logf("%d operations, %d full checks of the maps during them", ops, checks.Load())
 	if checks.Load() < 10 {
 		t.Fatalf("only %d checks ran", checks.Load())
+	}
+}
+
+// keepChecking calls check over and over in a goroutine, until the
+// function it returns is called; that waits for the goroutine to end.
+func keepChecking(check func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			check()
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
 	}
 }
 

@@ -32,7 +32,7 @@ func (o *ops) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[*lb
 		o.pruneBackoff = 0
 	case o.requestPrune != nil:
 		// statedb's next prune is the periodic one; do not wait that long.
-		o.pruneBackoff = min(max(2*o.pruneBackoff, 200*time.Millisecond), time.Minute)
+		o.pruneBackoff = min(max(2*o.pruneBackoff, pruneRetryMin), pruneRetryMax)
 		time.AfterFunc(o.pruneBackoff, o.requestPrune)
 	}
 	return err
@@ -130,20 +130,7 @@ func (o *ops) pruneUnknown() error {
 		backendIDs[be.id] = true
 	}
 
-	var staleSlots []bpf.ServiceKey
-	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
-		st, ok := o.frontends[k.L3n4Addr()]
-		if !ok || int(k.Slot) > st.slots {
-			staleSlots = append(staleSlots, k)
-		}
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	// Masters first, so that no master outlives its slots.
-	slices.SortFunc(staleSlots, func(a, b bpf.ServiceKey) int { return int(a.Slot) - int(b.Slot) })
-	if err := o.maps.Services.BatchDelete(staleSlots); err != nil {
+	if err := o.pruneServices(); err != nil {
 		return err
 	}
 	if err := pruneMap(o.maps.RevNat, func(id uint32, _ bpf.RevNatValue) bool { return byID[id] != nil }); err != nil {
@@ -158,7 +145,7 @@ func (o *ops) pruneUnknown() error {
 			return false
 		}
 		k.RevNatID = 0
-		return st.ranges.has(k)
+		return st.ranges.Has(k)
 	}); err != nil {
 		return err
 	}
@@ -184,6 +171,25 @@ func (o *ops) pruneUnknown() error {
 	return nil
 }
 
+// pruneServices deletes the lb_services entries of unknown frontends and
+// the slots past a frontend's count.
+func (o *ops) pruneServices() error {
+	var stale []bpf.ServiceKey
+	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
+		st, ok := o.frontends[k.L3n4Addr()]
+		if !ok || int(k.Slot) > st.slots {
+			stale = append(stale, k)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	// Masters first, so that no master outlives its slots.
+	slices.SortFunc(stale, func(a, b bpf.ServiceKey) int { return int(a.Slot) - int(b.Slot) })
+	return o.maps.Services.BatchDelete(stale)
+}
+
 // pruneMap deletes the entries of m for which keep returns false.
 func pruneMap[K comparable, V any](m bpf.Map[K, V], keep func(K, V) bool) error {
 	var stale []K
@@ -201,14 +207,55 @@ func pruneMap[K comparable, V any](m bpf.Map[K, V], keep func(K, V) bool) error 
 // restore reads the pinned maps, so that frontends and backends get back
 // the IDs that live flows carry. What nobody claims is pruned later.
 func (o *ops) restore() error {
+	if err := o.readPinnedMaps(); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if n := len(o.restoredFrontends); n > 0 {
+		o.log.Info("Restored IDs from pinned maps", "frontends", n, "backends", len(o.restoredBackends))
+	}
+	return nil
+}
+
+// readPinnedMaps takes the steps of restore, in order: each reads what
+// the ones before it found.
+func (o *ops) readPinnedMaps() error {
+	if err := o.resumeIDAllocators(); err != nil {
+		return err
+	}
+	slotBackends, err := o.restoreFrontends()
+	if err != nil {
+		return err
+	}
+	byID := o.restoredByID()
+	if err := o.restoreFrontendExtras(byID); err != nil {
+		return err
+	}
+	backendAddrs, err := o.restoreBackends()
+	if err != nil {
+		return err
+	}
+	o.restoreReferences(slotBackends, backendAddrs)
+	return o.reserveOrphanIDs(byID, backendAddrs)
+}
+
+// resumeIDAllocators continues each ID allocator from the mark it
+// recorded, and has it record its marks from now on.
+func (o *ops) resumeIDAllocators() error {
 	for key, a := range map[uint32]*idAllocator{bpf.IDMarkFrontend: o.feIDs, bpf.IDMarkBackend: o.beIDs} {
 		mark, _, err := o.maps.IDMarks.Lookup(key)
 		if err != nil {
-			return fmt.Errorf("restore: %w", err)
+			return err
 		}
 		a.resume(mark)
 		a.persist = func(mark uint32) error { return o.maps.IDMarks.Update(key, mark) }
 	}
+	return nil
+}
+
+// restoreFrontends reads lb_services into restoredFrontends: each
+// address's ID and affinity from its master entry, and its slot count. It
+// returns the backend IDs each frontend's slots name.
+func (o *ops) restoreFrontends() (map[*frontendState][]uint32, error) {
 	slotBackends := map[*frontendState][]uint32{}
 	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
 		addr := k.L3n4Addr()
@@ -226,58 +273,80 @@ func (o *ops) restore() error {
 		st.slots = max(st.slots, int(k.Slot))
 		return true
 	})
-	if err != nil {
-		return fmt.Errorf("restore: %w", err)
-	}
+	return slotBackends, err
+}
+
+// restoredByID drops the restored frontends that have slots but no
+// master (nothing to adopt), reserves the IDs of the others, and returns
+// them by ID.
+func (o *ops) restoredByID() map[uint32]*frontendState {
 	byID := map[uint32]*frontendState{}
 	for addr, st := range o.restoredFrontends {
-		if st.id == 0 { // slots without a master: nothing to adopt
+		if st.id == 0 {
 			delete(o.restoredFrontends, addr)
 			continue
 		}
 		o.feIDs.reserve(st.id)
 		byID[st.id] = st
 	}
+	return byID
+}
+
+// restoreFrontendExtras records which restored frontends have a Maglev
+// table and which source ranges, so that an update replaces them and a
+// prune keeps them.
+func (o *ops) restoreFrontendExtras(byID map[uint32]*frontendState) error {
 	if err := o.maps.Maglev.Iterate(func(id uint32, _ []uint32) bool {
 		if st := byID[id]; st != nil {
 			st.maglev = true
 		}
 		return true
 	}); err != nil {
-		return fmt.Errorf("restore: %w", err)
+		return err
 	}
-	if err := o.maps.SourceRanges.Iterate(func(k bpf.SourceRangeKey, _ uint8) bool {
+	return o.maps.SourceRanges.Iterate(func(k bpf.SourceRangeKey, _ uint8) bool {
 		if st := byID[k.RevNatID]; st != nil {
 			k.RevNatID = 0
-			st.ranges.add(k)
+			st.ranges.Add(k)
 		}
 		return true
-	}); err != nil {
-		return fmt.Errorf("restore: %w", err)
-	}
+	})
+}
+
+// restoreBackends reads lb_backends into restoredBackends, reserving
+// their IDs, and returns their addresses by ID.
+func (o *ops) restoreBackends() (map[uint32]lb.L3n4Addr, error) {
 	backendAddrs := map[uint32]lb.L3n4Addr{}
-	if err := o.maps.Backends.Iterate(func(id uint32, v bpf.Backend) bool {
+	err := o.maps.Backends.Iterate(func(id uint32, v bpf.Backend) bool {
 		o.restoredBackends[v.L3n4Addr()] = &backendState{id: id, value: v, written: true}
 		backendAddrs[id] = v.L3n4Addr()
 		o.beIDs.reserve(id)
 		return true
-	}); err != nil {
-		return fmt.Errorf("restore: %w", err)
-	}
-	// A restored frontend holds references on the backends its slots name,
-	// so that no other frontend's update can delete them from under it.
+	})
+	return backendAddrs, err
+}
+
+// restoreReferences makes each restored frontend hold references on the
+// backends its slots name, so that no other frontend's update can delete
+// them from under it.
+func (o *ops) restoreReferences(slotBackends map[*frontendState][]uint32, backendAddrs map[uint32]lb.L3n4Addr) {
 	for st, ids := range slotBackends {
 		if st.id == 0 {
 			continue
 		}
 		for _, id := range ids {
 			addr, ok := backendAddrs[id]
-			if ok && st.backends.add(addr) {
+			if ok && st.backends.Add(addr) {
 				o.adoptBackend(addr).refs++
 			}
 		}
 	}
-	// IDs that other maps still use keep out of new hands until pruned.
+}
+
+// reserveOrphanIDs keeps the IDs that other maps still use, but no
+// master entry or backend accounts for, out of new hands until a prune
+// has deleted what names them.
+func (o *ops) reserveOrphanIDs(byID map[uint32]*frontendState, backendAddrs map[uint32]lb.L3n4Addr) error {
 	reserveOrphan := func(id uint32) {
 		if _, ok := byID[id]; !ok && !o.feIDs.inUse(id) {
 			o.feIDs.reserve(id)
@@ -285,26 +354,20 @@ func (o *ops) restore() error {
 		}
 	}
 	if err := o.maps.RevNat.Iterate(func(id uint32, _ bpf.RevNatValue) bool { reserveOrphan(id); return true }); err != nil {
-		return fmt.Errorf("restore: %w", err)
+		return err
 	}
 	if err := o.maps.Maglev.Iterate(func(id uint32, _ []uint32) bool { reserveOrphan(id); return true }); err != nil {
-		return fmt.Errorf("restore: %w", err)
+		return err
 	}
 	if err := o.maps.SourceRanges.Iterate(func(k bpf.SourceRangeKey, _ uint8) bool { reserveOrphan(k.RevNatID); return true }); err != nil {
-		return fmt.Errorf("restore: %w", err)
+		return err
 	}
-	if err := o.maps.Affinity.Iterate(func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
+	return o.maps.Affinity.Iterate(func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
 		reserveOrphan(k.RevNatID)
 		if _, ok := backendAddrs[v.BackendID]; !ok && !o.beIDs.inUse(v.BackendID) {
 			o.beIDs.reserve(v.BackendID)
 			o.orphanBackendIDs = append(o.orphanBackendIDs, v.BackendID)
 		}
 		return true
-	}); err != nil {
-		return fmt.Errorf("restore: %w", err)
-	}
-	if n := len(o.restoredFrontends); n > 0 {
-		o.log.Info("Restored IDs from pinned maps", "frontends", n, "backends", len(o.restoredBackends))
-	}
-	return nil
+	})
 }

@@ -11,6 +11,11 @@ import (
 	"github.com/lbstate/lbstate/lb"
 )
 
+// waitPollInterval is how often WaitReconciled asks again while changes
+// await a retry: statedb's WaitUntilReconciled returns at once then, and
+// has nothing to wait on until the retry.
+const waitPollInterval = 5 * time.Millisecond
+
 // WaitReconciled blocks until r has processed every change to the
 // frontends table up to rev (deletions included) and none of them awaits
 // a retry, or ctx ends. Take rev from the frontends table after your
@@ -28,7 +33,7 @@ func WaitReconciled(ctx context.Context, r reconciler.Reconciler[*lb.Frontend], 
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for the reconciler to reach revision %d: %w", rev, ctx.Err())
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(waitPollInterval):
 		}
 	}
 }

@@ -57,10 +57,16 @@ var changesPool = sync.Pool{New: func() any {
 
 func (w *Writer) changes() *changes { return changesPool.Get().(*changes) }
 
+// maxPooledChanges is the most names and addresses a changes may have
+// recorded and still go back to the pool: a big change (a new node, a
+// source going away) grows its maps to thousands, which the pool would
+// otherwise keep for good.
+const maxPooledChanges = 1024
+
 // release empties ch and returns it to the pool, unless a big change
-// (a new node, a source going away) grew its maps.
+// grew its maps.
 func (ch *changes) release() {
-	if len(ch.services)+len(ch.addrs)+len(ch.contenders) > 1024 {
+	if len(ch.services)+len(ch.addrs)+len(ch.contenders) > maxPooledChanges {
 		return
 	}
 	clear(ch.services)
@@ -121,7 +127,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	// Services redirected to one whose backends changed use them too.
 	if len(ch.backendsOf) > 0 && w.anyService(txn, ServiceByRedirectTarget.QueryFromKey(nil)) {
 		for name := range ch.backendsOf {
-			for s := range w.t.Services.List(txn, ServiceByRedirectTarget.Query(name)) {
+			for s := range w.t.services.List(txn, ServiceByRedirectTarget.Query(name)) {
 				ch.services[s.Name] = struct{}{}
 			}
 		}
@@ -142,7 +148,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	conflicts := len(ch.addrList) > 0 && w.anyService(txn, ServiceByConflict.QueryFromKey(nil))
 	for _, addr := range ch.addrList {
 		var winner *lb.Service
-		cur, _, found := w.t.Frontends.Get(txn, FrontendByAddress.Query(addr))
+		cur, _, found := w.t.frontends.Get(txn, FrontendByAddress.Query(addr))
 		if found {
 			ch.contenders[cur.Service] = struct{}{}
 			winner = w.claimant(txn, ch, addr, cur.Service, winner)
@@ -155,7 +161,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		}
 		if winner == nil {
 			if found {
-				_, _, err := w.t.Frontends.Delete(txn, cur)
+				_, _, err := w.t.frontends.Delete(txn, cur)
 				ch.fail(err)
 			}
 			continue
@@ -177,7 +183,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 // conflictClaimants returns the best of winner and the services in
 // conflict over addr.
 func (w *Writer) conflictClaimants(txn statedb.ReadTxn, ch *changes, addr lb.L3n4Addr, winner *lb.Service) *lb.Service {
-	for s := range w.t.Services.List(txn, ServiceByConflict.Query(addr)) {
+	for s := range w.t.services.List(txn, ServiceByConflict.Query(addr)) {
 		winner = w.claimant(txn, ch, addr, s.Name, winner)
 	}
 	return winner
@@ -251,7 +257,7 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	}
 	cands := w.candidates(txn, target)
 	for _, params := range policy.Frontends {
-		cur, _, found := w.t.Frontends.Get(txn, FrontendByAddress.Query(params.Address))
+		cur, _, found := w.t.frontends.Get(txn, FrontendByAddress.Query(params.Address))
 		owner, decided := ch.owners[params.Address]
 		if !decided && found {
 			owner = cur.Service
@@ -273,7 +279,7 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 			next.ID = cur.ID // the reconciler's, kept until it reconciles again
 		}
 		next.Status = reconciler.StatusPending()
-		_, _, err := w.t.Frontends.Insert(txn, next)
+		_, _, err := w.t.frontends.Insert(txn, next)
 		ch.fail(err)
 	}
 }
@@ -282,7 +288,7 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 // of the highest-priority source that declares it for that service.
 func (w *Writer) candidates(txn statedb.ReadTxn, name lb.ServiceName) []Candidate {
 	var cands []Candidate
-	for b := range w.t.Backends.List(txn, BackendByService.Query(name)) {
+	for b := range w.t.backends.List(txn, BackendByService.Query(name)) {
 		if inst, ok := b.ForService(name); ok {
 			cands = append(cands, Candidate{Params: &inst.Params, Unhealthy: b.Unhealthy})
 		}
@@ -311,7 +317,7 @@ func (w *Writer) refreshConflicts(txn statedb.WriteTxn, ch *changes, name lb.Ser
 			// An address decided in this flush has its row written by now.
 			owner, decided := ch.owners[fe.Address]
 			if !decided {
-				if cur, _, found := w.t.Frontends.Get(txn, FrontendByAddress.Query(fe.Address)); found {
+				if cur, _, found := w.t.frontends.Get(txn, FrontendByAddress.Query(fe.Address)); found {
 					owner = cur.Service
 				}
 			}
@@ -331,7 +337,7 @@ func (w *Writer) refreshConflicts(txn statedb.WriteTxn, ch *changes, name lb.Ser
 	}
 	next := svc.Clone()
 	next.Conflicts = conflicts
-	_, _, err := w.t.Services.Insert(txn, next)
+	_, _, err := w.t.services.Insert(txn, next)
 	ch.svcs[name] = next
 	ch.fail(err)
 }

@@ -18,9 +18,9 @@ import (
 	"github.com/lbstate/lbstate/lb"
 )
 
-// BackendsDoc is the YAML form the lb/upsert-backends command reads: one
+// backendsDoc is the YAML form the lb/upsert-backends command reads: one
 // source's backends of one service.
-type BackendsDoc struct {
+type backendsDoc struct {
 	Service  lb.ServiceName     `json:"service"`
 	Source   lb.Source          `json:"source"`
 	Backends []lb.BackendParams `json:"backends"`
@@ -150,7 +150,7 @@ func upsertBackendsCmd(w *Writer) script.Cmd {
 				return result(err)
 			}
 			return write(w, func(txn statedb.WriteTxn) error {
-				return forEachDoc(s, args, func(d BackendsDoc) error {
+				return forEachDoc(s, args, func(d backendsDoc) error {
 					if replace {
 						return w.SetBackends(txn, d.Service, d.Source, d.Backends...)
 					}
@@ -385,7 +385,7 @@ func forEachDoc[T any](s *script.State, files []string, fn func(T) error) error 
 		if err != nil {
 			return err
 		}
-		docs, err := DecodeYAML[T](data)
+		docs, err := decodeYAML[T](data)
 		if err != nil {
 			return fmt.Errorf("%s: %w", file, err)
 		}
@@ -398,10 +398,10 @@ func forEachDoc[T any](s *script.State, files []string, fn func(T) error) error 
 	return nil
 }
 
-// DecodeYAML decodes a multi-document YAML stream into values of T through
+// decodeYAML decodes a multi-document YAML stream into values of T through
 // their JSON form, so that the JSON field names and decoders apply.
 // Unknown fields are errors.
-func DecodeYAML[T any](data []byte) ([]T, error) {
+func decodeYAML[T any](data []byte) ([]T, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var out []T
 	for i := 0; ; i++ {

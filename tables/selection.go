@@ -20,9 +20,8 @@ type Candidate struct {
 // The steps, in order:
 //  1. Port: the backend must be of the frontend's address family (IPv4 or
 //     IPv6) and serve its port name and protocol.
-//  2. Traffic policy Local (external policy for external-scope frontends
-//     of external types, internal policy otherwise): only this node's
-//     backends.
+//  2. Traffic policy Local (the one that applies to the frontend,
+//     lb.ServiceParams.TrafficPolicyFor): only this node's backends.
 //  3. Topology, with policy Cluster and a TrafficDistribution: keep the
 //     active backends hinted for this node (PreferSameNode) or its zone,
 //     unless some active backend has no hints or none is hinted for us,
@@ -42,10 +41,7 @@ func SelectBackends(fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.Node, 
 	if node != nil {
 		local = *node
 	}
-	policy := svc.IntTrafficPolicy
-	if fe.Type.IsExternal() && fe.Address.Scope() == lb.ScopeExternal {
-		policy = svc.ExtTrafficPolicy
-	}
+	policy := svc.TrafficPolicyFor(fe)
 	filtered := redirected || fe.Type == lb.SVCTypeLocalRedirect
 
 	pool := make([]lb.BackendRef, 0, len(cands))

@@ -127,39 +127,54 @@ var NodeByName = statedb.Index[*lb.Node, string]{
 	Unique:     true,
 }
 
-// Tables holds the load-balancing tables. Read them through the
-// statedb.Table views; change them only through a Writer.
-type Tables struct {
-	Services  statedb.RWTable[*lb.Service]
-	Frontends statedb.RWTable[*lb.Frontend]
-	Backends  statedb.RWTable[*lb.Backend]
-	Node      statedb.RWTable[*lb.Node]
+// tableSet holds the load-balancing tables, writable. Only the Writer
+// writes them (and, through ReconcilerFrontends, a reconciler's status
+// write-back); everyone else gets read-only statedb.Table views.
+type tableSet struct {
+	services  statedb.RWTable[*lb.Service]
+	frontends statedb.RWTable[*lb.Frontend]
+	backends  statedb.RWTable[*lb.Backend]
+	node      statedb.RWTable[*lb.Node]
 }
 
-// NewTables creates the tables and registers them with db.
-func NewTables(db *statedb.DB) (*Tables, error) {
+// newTableSet creates the tables and registers them with db.
+func newTableSet(db *statedb.DB) (*tableSet, error) {
 	var (
-		t   Tables
+		t   tableSet
 		err error
 	)
-	if t.Services, err = statedb.NewTable(db, ServicesTableName,
+	if t.services, err = statedb.NewTable(db, ServicesTableName,
 		ServiceByName, ServiceByConflict, ServiceByRedirectTarget); err != nil {
 		return nil, err
 	}
-	if t.Frontends, err = statedb.NewTable(db, FrontendsTableName,
+	if t.frontends, err = statedb.NewTable(db, FrontendsTableName,
 		FrontendByAddress); err != nil {
 		return nil, err
 	}
-	if t.Backends, err = statedb.NewTable(db, BackendsTableName,
+	if t.backends, err = statedb.NewTable(db, BackendsTableName,
 		BackendByAddress, BackendByService); err != nil {
 		return nil, err
 	}
-	if t.Node, err = statedb.NewTable(db, NodeTableName, NodeByName); err != nil {
+	if t.node, err = statedb.NewTable(db, NodeTableName, NodeByName); err != nil {
 		return nil, err
 	}
 	return &t, nil
 }
 
-func (t *Tables) all() []statedb.TableMeta {
-	return []statedb.TableMeta{t.Services, t.Frontends, t.Backends, t.Node}
+func (t *tableSet) all() []statedb.TableMeta {
+	return []statedb.TableMeta{t.services, t.frontends, t.backends, t.node}
 }
+
+// ReconcilerFrontends is the frontends table, writable, for the one
+// component that records how each frontend was reconciled (its Status and
+// ID): statedb's reconciler needs an RWTable to write them back
+// (reconciler.Register). tables.Cell provides it under this type of its
+// own, not as a statedb.RWTable, so that no source picks it up by asking
+// for the usual type. Sources change the tables through the Writer only.
+type ReconcilerFrontends struct {
+	table statedb.RWTable[*lb.Frontend]
+}
+
+// RWTable returns the writable frontends table, to pass to statedb's
+// reconciler.Register. Write nothing into it but reconciliation status.
+func (r ReconcilerFrontends) RWTable() statedb.RWTable[*lb.Frontend] { return r.table }

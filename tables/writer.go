@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium/statedb"
 
+	"github.com/lbstate/lbstate/internal/smallset"
 	"github.com/lbstate/lbstate/lb"
 )
 
@@ -27,7 +28,7 @@ import (
 // be aborted.
 type Writer struct {
 	db  *statedb.DB
-	t   *Tables
+	t   *tableSet
 	log *slog.Logger
 
 	mu           sync.Mutex
@@ -54,7 +55,7 @@ type batch struct {
 // bad input inside fn still return their error and change nothing.
 func (w *Writer) Batch(txn statedb.WriteTxn, fn func() error) error {
 	b := &batch{txn: txn, ch: w.changes()}
-	if snap := w.db.ReadTxn(); w.t.Backends.Revision(snap) == w.t.Backends.Revision(txn) {
+	if snap := w.db.ReadTxn(); w.t.backends.Revision(snap) == w.t.backends.Revision(txn) {
 		b.ch.snapshot = snap
 	}
 	if !w.batch.CompareAndSwap(nil, b) {
@@ -85,17 +86,17 @@ func (w *Writer) end(txn statedb.WriteTxn, ch *changes) error {
 	return w.flush(txn, ch)
 }
 
-// New creates the tables in db and returns their Writer.
+// New creates the tables in db and returns their Writer. (tables.Cell
+// does the same for a hive.)
 func New(db *statedb.DB, log *slog.Logger) (*Writer, error) {
-	t, err := NewTables(db)
+	t, err := newTableSet(db)
 	if err != nil {
 		return nil, err
 	}
-	return NewWriter(db, t, log), nil
+	return newWriter(db, t, log), nil
 }
 
-// NewWriter returns the Writer for tables already created with NewTables.
-func NewWriter(db *statedb.DB, t *Tables, log *slog.Logger) *Writer {
+func newWriter(db *statedb.DB, t *tableSet, log *slog.Logger) *Writer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -111,10 +112,11 @@ func (w *Writer) WriteTxn(extra ...statedb.TableMeta) statedb.WriteTxn {
 // Tables lists the tables a write transaction must lock for the Writer.
 func (w *Writer) Tables() []statedb.TableMeta { return w.t.all() }
 
-func (w *Writer) Services() statedb.Table[*lb.Service]   { return w.t.Services }
-func (w *Writer) Frontends() statedb.Table[*lb.Frontend] { return w.t.Frontends }
-func (w *Writer) Backends() statedb.Table[*lb.Backend]   { return w.t.Backends }
-func (w *Writer) Node() statedb.Table[*lb.Node]          { return w.t.Node }
+// Services, Frontends, Backends and Node return the tables, read-only.
+func (w *Writer) Services() statedb.Table[*lb.Service]   { return w.t.services }
+func (w *Writer) Frontends() statedb.Table[*lb.Frontend] { return w.t.frontends }
+func (w *Writer) Backends() statedb.Table[*lb.Backend]   { return w.t.backends }
+func (w *Writer) Node() statedb.Table[*lb.Node]          { return w.t.node }
 
 // FrontendsOf yields the frontends a service owns, in the order its
 // declaration lists them. (There is no index of frontends by service: it
@@ -127,7 +129,7 @@ func (w *Writer) FrontendsOf(txn statedb.ReadTxn, name lb.ServiceName) iter.Seq[
 			return
 		}
 		for _, params := range svc.Policy().Frontends {
-			fe, _, found := w.t.Frontends.Get(txn, FrontendByAddress.Query(params.Address))
+			fe, _, found := w.t.frontends.Get(txn, FrontendByAddress.Query(params.Address))
 			if found && fe.Service == name && !yield(fe) {
 				return
 			}
@@ -150,10 +152,10 @@ func (w *Writer) RegisterInitializer(name string) (done func(statedb.WriteTxn), 
 	txn := w.WriteTxn()
 	defer txn.Commit()
 	dones := []func(statedb.WriteTxn){
-		w.t.Services.RegisterInitializer(txn, name),
-		w.t.Frontends.RegisterInitializer(txn, name),
-		w.t.Backends.RegisterInitializer(txn, name),
-		w.t.Node.RegisterInitializer(txn, name),
+		w.t.services.RegisterInitializer(txn, name),
+		w.t.frontends.RegisterInitializer(txn, name),
+		w.t.backends.RegisterInitializer(txn, name),
+		w.t.node.RegisterInitializer(txn, name),
 	}
 	return func(txn statedb.WriteTxn) {
 		for _, d := range dones {
@@ -216,23 +218,11 @@ func (w *Writer) SetBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.S
 	if err := validateBackends(name, src, backends); err != nil {
 		return err
 	}
-	var keep map[lb.L3n4Addr]bool // for many backends; a few are searched
-	if len(backends) > 8 {
-		keep = make(map[lb.L3n4Addr]bool, len(backends))
-		for _, b := range backends {
-			keep[b.Address] = true
-		}
-	}
-	kept := func(addr lb.L3n4Addr) bool {
-		if keep != nil {
-			return keep[addr]
-		}
-		return slices.ContainsFunc(backends, func(b lb.BackendParams) bool { return b.Address == addr })
-	}
+	kept := smallset.NewIndex(func(b *lb.BackendParams) lb.L3n4Addr { return b.Address })
 	ch := w.begin(txn)
 	var stale []lb.L3n4Addr
-	for b := range w.t.Backends.List(ch.backendsView(txn, name), BackendByService.Query(name)) {
-		if _, ok := b.Instance(name, src); ok && !kept(b.Address) {
+	for b := range w.t.backends.List(ch.backendsView(txn, name), BackendByService.Query(name)) {
+		if _, ok := b.Instance(name, src); ok && !kept.Has(backends, b.Address) {
 			stale = append(stale, b.Address)
 		}
 	}
@@ -263,7 +253,7 @@ func (w *Writer) DeleteSource(txn statedb.WriteTxn, src lb.Source) error {
 	// source would cost every row memory and every write time.
 	ch := w.begin(txn)
 	var services []*lb.Service
-	for s := range w.t.Services.All(txn) {
+	for s := range w.t.services.All(txn) {
 		if slices.ContainsFunc(s.Params, func(p lb.ServiceParams) bool { return p.Source == src }) || slices.ContainsFunc(s.Redirects, func(r lb.Redirect) bool { return r.Source == src }) {
 			services = append(services, s)
 		}
@@ -272,7 +262,7 @@ func (w *Writer) DeleteSource(txn statedb.WriteTxn, src lb.Source) error {
 		w.putService(txn, ch, old, old.WithoutSource(src).WithoutRedirect(src))
 	}
 	var backends []*lb.Backend
-	for b := range w.t.Backends.All(txn) {
+	for b := range w.t.backends.All(txn) {
 		if slices.ContainsFunc(b.Instances, func(i lb.BackendInstance) bool { return i.Source == src }) {
 			backends = append(backends, b)
 		}
@@ -291,7 +281,7 @@ func (w *Writer) DeleteSource(txn statedb.WriteTxn, src lb.Source) error {
 // SetBackendHealth records a health check's verdict on a backend address.
 // An unhealthy active backend is treated as quarantined by every service.
 func (w *Writer) SetBackendHealth(txn statedb.WriteTxn, addr lb.L3n4Addr, healthy bool) error {
-	old, _, found := w.t.Backends.Get(txn, BackendByAddress.Query(addr))
+	old, _, found := w.t.backends.Get(txn, BackendByAddress.Query(addr))
 	if !found {
 		return fmt.Errorf("backend %s: not found", addr)
 	}
@@ -359,17 +349,17 @@ func (w *Writer) SetLocalNode(txn statedb.WriteTxn, node lb.Node) error {
 		return nil
 	}
 	node = node.Clone()
-	if err := w.t.Node.DeleteAll(txn); err != nil {
+	if err := w.t.node.DeleteAll(txn); err != nil {
 		return err
 	}
-	if _, _, err := w.t.Node.Insert(txn, &node); err != nil {
+	if _, _, err := w.t.node.Insert(txn, &node); err != nil {
 		return err
 	}
 	if hadOld && old.Name == node.Name && old.Zone == node.Zone {
 		return nil // labels and addresses do not affect selection
 	}
 	ch := w.begin(txn)
-	for svc := range w.t.Services.All(txn) {
+	for svc := range w.t.services.All(txn) {
 		ch.services[svc.Name] = struct{}{}
 	}
 	return w.end(txn, ch)
@@ -399,12 +389,12 @@ func validateBackends(name lb.ServiceName, src lb.Source, backends []lb.BackendP
 }
 
 func (w *Writer) service(txn statedb.ReadTxn, name lb.ServiceName) (*lb.Service, bool) {
-	s, _, found := w.t.Services.Get(txn, ServiceByName.Query(name))
+	s, _, found := w.t.services.Get(txn, ServiceByName.Query(name))
 	return s, found
 }
 
 func (w *Writer) localNode(txn statedb.ReadTxn) (*lb.Node, bool) {
-	for n := range w.t.Node.All(txn) {
+	for n := range w.t.node.All(txn) {
 		return n, true
 	}
 	return nil, false
@@ -413,7 +403,7 @@ func (w *Writer) localNode(txn statedb.ReadTxn) (*lb.Node, bool) {
 func (w *Writer) upsertBackends(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, src lb.Source, backends []lb.BackendParams) {
 	changed := false
 	for _, params := range backends {
-		old, _, found := w.t.Backends.Get(txn, BackendByAddress.Query(params.Address))
+		old, _, found := w.t.backends.Get(txn, BackendByAddress.Query(params.Address))
 		if !found {
 			old = &lb.Backend{Address: params.Address}
 		} else if inst, ok := old.Instance(name, src); ok && inst.Params.Equal(&params) {
@@ -430,7 +420,7 @@ func (w *Writer) upsertBackends(txn statedb.WriteTxn, ch *changes, name lb.Servi
 
 func (w *Writer) releaseBackends(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, src lb.Source, addrs []lb.L3n4Addr) {
 	for _, addr := range addrs {
-		old, _, found := w.t.Backends.Get(txn, BackendByAddress.Query(addr))
+		old, _, found := w.t.backends.Get(txn, BackendByAddress.Query(addr))
 		if !found {
 			continue
 		}
@@ -448,11 +438,11 @@ func (w *Writer) releaseBackends(txn statedb.WriteTxn, ch *changes, name lb.Serv
 // putBackend inserts b, or deletes it when no instance is left.
 func (w *Writer) putBackend(txn statedb.WriteTxn, ch *changes, b *lb.Backend) {
 	if len(b.Instances) == 0 {
-		_, _, err := w.t.Backends.Delete(txn, b)
+		_, _, err := w.t.backends.Delete(txn, b)
 		ch.fail(err)
 		return
 	}
-	_, _, err := w.t.Backends.Insert(txn, b)
+	_, _, err := w.t.backends.Insert(txn, b)
 	ch.fail(err)
 }
 
@@ -469,11 +459,11 @@ func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Ser
 	ch.services[next.Name] = struct{}{}
 	ch.contenders[next.Name] = struct{}{}
 	if len(next.Params) == 0 && len(next.Redirects) == 0 {
-		_, _, err := w.t.Services.Delete(txn, old)
+		_, _, err := w.t.services.Delete(txn, old)
 		ch.fail(err)
 		return
 	}
-	_, _, err := w.t.Services.Insert(txn, next)
+	_, _, err := w.t.services.Insert(txn, next)
 	ch.fail(err)
 }
 
@@ -489,7 +479,7 @@ func (w *Writer) backendsChanged(ch *changes, name lb.ServiceName) {
 // an empty key): most services have no conflicts and no redirects, and
 // one look at the index spares a query per service.
 func (w *Writer) anyService(txn statedb.ReadTxn, q statedb.Query[*lb.Service]) bool {
-	for range w.t.Services.Prefix(txn, q) {
+	for range w.t.services.Prefix(txn, q) {
 		return true
 	}
 	return false

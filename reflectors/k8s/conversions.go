@@ -278,110 +278,139 @@ func ConvertEndpointSlice(es *discoveryv1.EndpointSlice, publishNotReady bool) (
 		return name, nil, nil, fmt.Errorf("endpointslice %s/%s: label %s: missing", es.Namespace, es.Name, LabelServiceName)
 	}
 	name = lb.NewServiceName(es.Namespace, svcName)
-	where := fmt.Sprintf("endpointslice %s/%s", es.Namespace, es.Name)
 	switch es.AddressType {
 	case discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6:
 	default:
 		return name, nil, nil, nil // FQDN slices have no addresses to balance to
 	}
-	weight := uint16(lb.DefaultBackendWeight)
-	if w, found := es.Annotations[AnnotationWeight]; found {
-		if weight, err = parseWeight(w); err != nil {
-			return name, nil, nil, fmt.Errorf("%s: annotation %s: %w", where, AnnotationWeight, err)
+	c, err := newSliceConverter(es)
+	if err != nil {
+		return name, nil, nil, err
+	}
+	for i, ep := range es.Endpoints {
+		if state, use := endpointState(ep.Conditions, publishNotReady); use {
+			backends, errs = c.appendEndpoint(backends, errs, i, ep, state)
 		}
 	}
-	weights, err := parseWeights(es.Annotations[AnnotationWeights])
-	if err != nil {
-		return name, nil, nil, fmt.Errorf("%s: annotation %s: %w", where, AnnotationWeights, err)
-	}
+	return name, backends, errs, nil
+}
 
-	type portKey struct {
-		port  uint16
-		proto lb.Protocol
+// sliceConverter holds what applies to every endpoint of one slice.
+type sliceConverter struct {
+	where       string // the slice, for errors
+	addressType discoveryv1.AddressType
+	weight      uint16                // AnnotationWeight
+	weights     map[netip.Addr]uint16 // AnnotationWeights
+	ports       []slicePort
+}
+
+// slicePort is one port and protocol of a slice, with the names the slice
+// gives it (a port may be listed under several names).
+type slicePort struct {
+	port  uint16
+	proto lb.Protocol
+	names []string
+}
+
+func newSliceConverter(es *discoveryv1.EndpointSlice) (*sliceConverter, error) {
+	c := &sliceConverter{
+		where:       fmt.Sprintf("endpointslice %s/%s", es.Namespace, es.Name),
+		addressType: es.AddressType,
+		weight:      lb.DefaultBackendWeight,
 	}
-	var ports []portKey
-	portNames := map[portKey][]string{}
-	for i, p := range es.Ports {
+	var err error
+	if w, found := es.Annotations[AnnotationWeight]; found {
+		if c.weight, err = parseWeight(w); err != nil {
+			return nil, fmt.Errorf("%s: annotation %s: %w", c.where, AnnotationWeight, err)
+		}
+	}
+	if c.weights, err = parseWeights(es.Annotations[AnnotationWeights]); err != nil {
+		return nil, fmt.Errorf("%s: annotation %s: %w", c.where, AnnotationWeights, err)
+	}
+	c.ports, err = slicePorts(es.Ports, c.where)
+	return c, err
+}
+
+// slicePorts returns the ports of a slice in the order they first appear.
+func slicePorts(ports []discoveryv1.EndpointPort, where string) ([]slicePort, error) {
+	var out []slicePort
+	for i, p := range ports {
 		if p.Port == nil {
 			continue // all ports: nothing to balance to
 		}
 		proto := lb.ProtoTCP
 		if p.Protocol != nil {
+			var err error
 			if proto, err = lb.ParseProtocol(string(*p.Protocol)); err != nil {
-				return name, nil, nil, fmt.Errorf("%s: ports[%d].protocol: %w", where, i, err)
+				return nil, fmt.Errorf("%s: ports[%d].protocol: %w", where, i, err)
 			}
 		}
 		if *p.Port <= 0 || *p.Port > 65535 {
-			return name, nil, nil, fmt.Errorf("%s: ports[%d].port: %d is not a port", where, i, *p.Port)
+			return nil, fmt.Errorf("%s: ports[%d].port: %d is not a port", where, i, *p.Port)
 		}
-		k := portKey{uint16(*p.Port), proto}
-		if _, dup := portNames[k]; !dup {
-			ports = append(ports, k)
+		port := uint16(*p.Port)
+		j := slices.IndexFunc(out, func(o slicePort) bool { return o.port == port && o.proto == proto })
+		if j < 0 {
+			out = append(out, slicePort{port: port, proto: proto})
+			j = len(out) - 1
 		}
-		n := ""
-		if p.Name != nil {
-			n = *p.Name
-		}
-		if n != "" {
-			portNames[k] = append(portNames[k], n)
-		} else if _, ok := portNames[k]; !ok {
-			portNames[k] = nil
+		if p.Name != nil && *p.Name != "" {
+			out[j].names = append(out[j].names, *p.Name)
 		}
 	}
+	return out, nil
+}
 
-	for i, ep := range es.Endpoints {
-		state, use := endpointState(ep.Conditions, publishNotReady)
-		if !use {
+// appendEndpoint appends the backends of endpoint i (one per address and
+// port) to backends, and what is wrong with its addresses to errs.
+func (c *sliceConverter) appendEndpoint(backends []lb.BackendParams, errs []error, i int, ep discoveryv1.Endpoint, state lb.BackendState) ([]lb.BackendParams, []error) {
+	var zones, nodes []string
+	if h := ep.Hints; h != nil {
+		for _, z := range h.ForZones {
+			zones = append(zones, z.Name)
+		}
+		for _, n := range h.ForNodes {
+			nodes = append(nodes, n.Name)
+		}
+	}
+	for j, s := range ep.Addresses {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: endpoints[%d].addresses[%d]: %w", c.where, i, j, err))
 			continue
 		}
-		var zones, nodes []string
-		if h := ep.Hints; h != nil {
-			for _, z := range h.ForZones {
-				zones = append(zones, z.Name)
-			}
-			for _, n := range h.ForNodes {
-				nodes = append(nodes, n.Name)
-			}
+		a = a.Unmap()
+		if a.Is4() != (c.addressType == discoveryv1.AddressTypeIPv4) {
+			errs = append(errs, fmt.Errorf("%s: endpoints[%d].addresses[%d]: %s is not of address type %s", c.where, i, j, a, c.addressType))
+			continue
 		}
-		for j, s := range ep.Addresses {
-			a, perr := netip.ParseAddr(s)
-			if perr != nil {
-				errs = append(errs, fmt.Errorf("%s: endpoints[%d].addresses[%d]: %w", where, i, j, perr))
+		w := c.weight
+		if aw, ok := c.weights[a]; ok {
+			w = aw
+		}
+		for _, p := range c.ports {
+			b := lb.BackendParams{
+				Address:   lb.NewL3n4Addr(p.proto, a, p.port, lb.ScopeExternal),
+				PortNames: slices.Clone(p.names),
+				Weight:    w,
+				State:     state,
+				ForZones:  zones,
+				ForNodes:  nodes,
+			}
+			if ep.NodeName != nil {
+				b.NodeName = *ep.NodeName
+			}
+			if ep.Zone != nil {
+				b.Zone = *ep.Zone
+			}
+			if err := b.Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: endpoints[%d].addresses[%d]: %w", c.where, i, j, err))
 				continue
 			}
-			a = a.Unmap()
-			if a.Is4() != (es.AddressType == discoveryv1.AddressTypeIPv4) {
-				errs = append(errs, fmt.Errorf("%s: endpoints[%d].addresses[%d]: %s is not of address type %s", where, i, j, a, es.AddressType))
-				continue
-			}
-			w := weight
-			if aw, ok := weights[a]; ok {
-				w = aw
-			}
-			for _, k := range ports {
-				b := lb.BackendParams{
-					Address:   lb.NewL3n4Addr(k.proto, a, k.port, lb.ScopeExternal),
-					PortNames: slices.Clone(portNames[k]),
-					Weight:    w,
-					State:     state,
-					ForZones:  zones,
-					ForNodes:  nodes,
-				}
-				if ep.NodeName != nil {
-					b.NodeName = *ep.NodeName
-				}
-				if ep.Zone != nil {
-					b.Zone = *ep.Zone
-				}
-				if verr := b.Validate(); verr != nil {
-					errs = append(errs, fmt.Errorf("%s: endpoints[%d].addresses[%d]: %w", where, i, j, verr))
-					continue
-				}
-				backends = append(backends, b)
-			}
+			backends = append(backends, b)
 		}
 	}
-	return name, backends, errs, nil
+	return backends, errs
 }
 
 // endpointState maps an endpoint's conditions to a backend state, the way

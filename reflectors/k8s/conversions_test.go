@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lbstate/lbstate/lb"
@@ -386,5 +387,55 @@ status:
 	}
 	if p.TrafficDistribution != lb.TrafficDistributionPreferSameZone {
 		t.Errorf("topology-aware-hints: auto gave %s", p.TrafficDistribution)
+	}
+}
+
+// kube-proxy (and Cilium) serve a LoadBalancer's nodePort whenever it is
+// set, also with allocateLoadBalancerNodePorts false (a nodePort given
+// explicitly, or kept from before the flag was turned off).
+func TestConvertServiceNodePortWithoutAllocation(t *testing.T) {
+	f := false
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lb"},
+		Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.96.0.1",
+			AllocateLoadBalancerNodePorts: &f,
+			Ports:                         []corev1.ServicePort{{Port: 80, NodePort: 30080, Protocol: corev1.ProtocolTCP}},
+		},
+	}
+	params, ok, err := ConvertService(svc, ServiceOptions{Node: lb.Node{Name: "n1"}})
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	for _, fe := range params.Frontends {
+		if fe.Type == lb.SVCTypeNodePort {
+			return
+		}
+	}
+	t.Fatalf("no NodePort frontend for nodePort 30080: %v", params.Frontends)
+}
+
+// kube-proxy (GA LoadBalancerIPMode) and Cilium do not intercept an
+// ingress IP whose ipMode is Proxy: traffic must reach the load balancer.
+func TestConvertServiceSkipsProxyModeIngressIP(t *testing.T) {
+	proxy := corev1.LoadBalancerIPModeProxy
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "lb"},
+		Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeLoadBalancer, ClusterIP: "10.96.0.1",
+			Ports: []corev1.ServicePort{{Port: 80, NodePort: 30080, Protocol: corev1.ProtocolTCP}},
+		},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{
+			{IP: "192.0.2.1", IPMode: &proxy},
+		}}},
+	}
+	params, ok, err := ConvertService(svc, ServiceOptions{Node: lb.Node{Name: "n1"}})
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	for _, fe := range params.Frontends {
+		if fe.Type == lb.SVCTypeLoadBalancer {
+			t.Fatalf("LoadBalancer frontend %s for an ingress IP in ipMode Proxy", fe.Address)
+		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/lbstate/lbstate/internal/smallset"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/tables"
@@ -425,19 +426,8 @@ func (r *Reflector) backendsOf(name lb.ServiceName) []lb.BackendParams {
 	if svc, ok := r.services[name]; ok {
 		publishNotReady = svc.Spec.PublishNotReadyAddresses
 	}
-	var (
-		out   []lb.BackendParams
-		index map[lb.L3n4Addr]int // once there are many; a few are searched
-	)
-	find := func(a lb.L3n4Addr) int {
-		if index == nil {
-			return slices.IndexFunc(out, func(b lb.BackendParams) bool { return b.Address == a })
-		}
-		if i, ok := index[a]; ok {
-			return i
-		}
-		return -1
-	}
+	var out []lb.BackendParams
+	index := smallset.NewIndex(func(b *lb.BackendParams) lb.L3n4Addr { return b.Address })
 	for _, es := range r.bySvc[name] { // in order of name, so the result does not depend on arrival
 		_, bs, errs, err := ConvertEndpointSlice(es, publishNotReady)
 		if err != nil {
@@ -451,21 +441,13 @@ func (r *Reflector) backendsOf(name lb.ServiceName) []lb.BackendParams {
 			out = make([]lb.BackendParams, 0, len(bs))
 		}
 		for _, b := range bs {
-			if i := find(b.Address); i >= 0 {
+			if i := index.Find(out, b.Address); i >= 0 {
 				if b.State < out[i].State {
 					out[i] = b
 				}
 				continue
 			}
 			out = append(out, b)
-			if index != nil {
-				index[b.Address] = len(out) - 1
-			} else if len(out) > 16 {
-				index = make(map[lb.L3n4Addr]int, 2*len(out))
-				for i, o := range out {
-					index[o.Address] = i
-				}
-			}
 		}
 	}
 	return out

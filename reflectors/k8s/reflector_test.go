@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/lbstate/lbstate/internal/smallset"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/tables"
 )
@@ -57,37 +58,11 @@ func TestConvertPod(t *testing.T) {
 // initialized every frontend is there with exactly its own backend.
 func TestReflectorTenThousandServices(t *testing.T) {
 	const n = 10000
-	objs := make([]runtime.Object, 0, 2*n)
-	for i := range n {
-		name := fmt.Sprintf("svc-%d", i)
-		objs = append(objs, &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "scale"},
-			Spec: corev1.ServiceSpec{
-				ClusterIP: fmt.Sprintf("10.96.%d.%d", i/256, i%256),
-				Ports:     []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
-			},
-		})
-		port, proto, pname := int32(8080), corev1.ProtocolTCP, "http"
-		objs = append(objs, &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Name: name + "-1", Namespace: "scale", Labels: map[string]string{LabelServiceName: name}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Name: &pname, Port: &port, Protocol: &proto}},
-			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.1.%d.%d", i/256, i%256)}}},
-		})
-	}
-	db := statedb.New()
-	w, err := tables.New(db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig
-	cfg.K8sNodeName = "node-1"
-	r := newTestReflector(t, cfg, w)
-	client := fake.NewClientset(objs...)
+	r, w, db, feed := newClientReflector(t, "node-1", scaleObjects(n)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	start := time.Now()
-	go r.Run(ctx, r.WatchAPI(client))
+	go r.Run(ctx, feed)
 
 	_, initialized := w.Frontends().Initialized(db.ReadTxn())
 	select {
@@ -152,9 +127,9 @@ func TestReflectorForgetsDeletedSlices(t *testing.T) {
 
 // A service's backends merge its slices: an address in two slices is one
 // backend, in its better state, whether the merge searches (a few
-// backends) or indexes (many).
+// backends) or indexes them (more than smallset.Max).
 func TestBackendsOfMergesSlices(t *testing.T) {
-	for _, n := range []int{3, 40} {
+	for _, n := range []int{3, smallset.Max + 8} {
 		w, err := tables.New(statedb.New(), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -193,4 +168,108 @@ func TestBackendsOfMergesSlices(t *testing.T) {
 			}
 		}
 	}
+}
+
+// runFedReflector starts a fed reflector for node n1 over new tables.
+func runFedReflector(t *testing.T) (*Reflector, *tables.Writer, *statedb.DB) {
+	t.Helper()
+	w, db, cfg := newTestTables(t, "n1")
+	r := newTestReflector(t, cfg, w)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go r.Run(ctx, func(context.Context) error { return nil }) // the test pushes
+	return r, w, db
+}
+
+// waitApplied pushes a marker service and waits until it is in the
+// tables, so that everything pushed before it has been applied.
+func waitApplied(t *testing.T, r *Reflector, w *tables.Writer, db *statedb.DB, n int) {
+	t.Helper()
+	name := fmt.Sprintf("barrier-%d", n)
+	r.Push(&corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "zz", Name: name},
+		Spec: corev1.ServiceSpec{ClusterIP: fmt.Sprintf("10.255.0.%d", n+1),
+			Ports: []corev1.ServicePort{{Port: 80}}},
+	}, false)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, _, ok := w.Services().Get(db.ReadTxn(), tables.ServiceByName.Query(lb.NewServiceName("zz", name))); ok {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("barrier not applied")
+}
+
+// Run returns once ctx is done, also when the informers' handlers are
+// blocked on a full event channel (the loop no longer reads it).
+func TestRunReturnsWithFullEventChannel(t *testing.T) {
+	const n = 15000
+	r, w, db, feed := newClientReflector(t, "n1", scaleObjects(n)...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, feed) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(r.events) < cap(r.events) {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing applied in 30s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Logf("channel %d/%d at cancel, %d services applied", len(r.events), cap(r.events), w.Services().NumObjects(db.ReadTxn()))
+	cancel()
+	select {
+	case <-done:
+		time.Sleep(200 * time.Millisecond)
+		t.Logf("returned; %d services applied, channel %d", w.Services().NumObjects(db.ReadTxn()), len(r.events))
+	case <-time.After(15 * time.Second):
+		t.Fatalf("Run did not return 15s after ctx was cancelled (%d of %d services applied)",
+			w.Services().NumObjects(db.ReadTxn()), n)
+	}
+}
+
+// scaleObjects returns n services in namespace scale, each with one
+// EndpointSlice of one endpoint.
+func scaleObjects(n int) []runtime.Object {
+	objs := make([]runtime.Object, 0, 2*n)
+	for i := range n {
+		name := fmt.Sprintf("svc-%d", i)
+		objs = append(objs, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "scale"},
+			Spec: corev1.ServiceSpec{
+				ClusterIP: fmt.Sprintf("10.96.%d.%d", i/256, i%256),
+				Ports:     []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
+			},
+		})
+		port, proto, pname := int32(8080), corev1.ProtocolTCP, "http"
+		objs = append(objs, &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: name + "-1", Namespace: "scale", Labels: map[string]string{LabelServiceName: name}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: &pname, Port: &port, Protocol: &proto}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.1.%d.%d", i/256, i%256)}}},
+		})
+	}
+	return objs
+}
+
+// newClientReflector returns a reflector for node and its feed from a fake client
+// holding objs, and new tables; the caller runs it.
+func newClientReflector(t *testing.T, node string, objs ...runtime.Object) (*Reflector, *tables.Writer, *statedb.DB, func(context.Context) error) {
+	t.Helper()
+	w, db, cfg := newTestTables(t, node)
+	r := newTestReflector(t, cfg, w)
+	return r, w, db, r.WatchAPI(fake.NewClientset(objs...))
+}
+
+// newTestTables returns new tables and a reflector configuration for node.
+func newTestTables(t *testing.T, node string) (*tables.Writer, *statedb.DB, Config) {
+	t.Helper()
+	db := statedb.New()
+	w, err := tables.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig
+	cfg.K8sNodeName = node
+	return w, db, cfg
 }

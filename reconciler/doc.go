@@ -1,0 +1,53 @@
+// Package reconciler writes the frontends table into the datapath's BPF
+// maps (bpf.Maps): each frontend's backends, Maglev table, backend slots,
+// master and reverse-NAT entries, source ranges, and the cleanup of
+// affinity entries. It runs statedb's reconciler over the table, records
+// each frontend's status and ID back into it, and retries failures with
+// backoff. An agent adds Cell beside tables.Cell and bpf.Cell.
+//
+// What the datapath may rely on, and where each promise is kept:
+//
+//   - Write order (batch.go, its opening comment): a packet never sees a
+//     frontend half-written. Backends go in before anything names them,
+//     slots before the master that counts them; deletion runs the other
+//     way. Every change of a batch goes through the same phases, so that
+//     a batch costs a few batched syscalls.
+//   - Reference counts (ops.go): one lb_backends entry per address, shared
+//     by every frontend that uses it. A frontend's backend set holds its
+//     old and new backends until nothing it wrote names the old ones; an
+//     entry is deleted only when no frontend holds it, and its value
+//     (backendValue) depends on every frontend's view, not on which was
+//     reconciled last.
+//   - IDs (ids.go): handed out in increasing order, so a freed ID is not
+//     reused while conntrack or affinity entries may still carry it. The
+//     allocators record a mark in lb_id_marks to keep that promise across
+//     restarts.
+//   - Restore (restore.go): at start the pinned maps are read back and
+//     every address gets its old ID when a source declares it again. A
+//     restored frontend holds references on the backends its slots name,
+//     and IDs found only in other maps stay reserved until a prune.
+//   - Prune only after init (restore.go): statedb calls Prune only once
+//     the frontends table is initialized, that is, once every source that
+//     registered an initializer with the Writer has synced. Until then a
+//     backend no frontend uses is parked, entry and ID kept, not deleted.
+//     A failed prune is retried with backoff (pruneRetryMin).
+//   - Batch failures (batch.go, ops.go): a batched syscall may fail after
+//     applying a prefix of its entries. Whatever it touched is then marked
+//     unknown and written again by the retry; the frontends that had a
+//     part in it fail and drop out of the later phases; the others go on.
+//
+// Traps for an embedder:
+//
+//   - A source that registers an initializer and never marks it done stops
+//     every prune: stale entries stay in the maps for good.
+//   - Nothing else may write these maps: a prune deletes any entry no
+//     frontend accounts for.
+//   - Every node must use the same Maglev table size (bpf.Config) and seed
+//     (--lb-maglev-seed), or flows move between backends as they move
+//     between nodes.
+//   - The ops are called from statedb's reconciler goroutine only; the
+//     mutex in ops is for the readers (tests, IDs), not for more writers.
+//
+// WaitReconciled waits until a revision of the frontends table is in the
+// maps, for tests and tools that write and then read the maps.
+package reconciler

@@ -1,0 +1,103 @@
+package reconciler_test
+
+// Prune: once every source has synced, what the maps hold that no
+// frontend claims is deleted.
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cilium/statedb"
+
+	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/lb"
+)
+
+// flakyDelete fails the next n single Deletes of lb_services.
+type flakyDelete struct {
+	bpf.Map[bpf.ServiceKey, bpf.ServiceValue]
+	fail atomic.Int32
+}
+
+func (f *flakyDelete) Delete(k bpf.ServiceKey) error {
+	if f.fail.Add(-1) >= 0 {
+		return fmt.Errorf("%s: delete: injected failure", f.Name())
+	}
+	return f.Map.Delete(k)
+}
+
+// A failed prune is tried again within seconds, with backoff, as a failed
+// frontend is. (Stale services once stayed in the maps, served by the
+// datapath, until statedb's periodic prune 30 minutes later.)
+func TestFailedPruneRetried(t *testing.T) {
+	raw := memoryMaps(t)
+	a1 := newAgent(t, raw, nil)
+	a1.start(t)
+	declare(t, a1, 0, 2, 1)
+	a1.waitDone(t, 10*time.Second)
+	a1.stop(t)
+
+	m := *raw
+	flaky := &flakyDelete{Map: raw.Services}
+	m.Services = flaky
+	a2 := newAgent(t, &m, nil)
+	done, err := a2.w.RegisterInitializer("k8s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2.start(t)
+	defer a2.stop(t)
+	declare(t, a2, 0, 1, 1) // service 1 is gone
+	a2.waitDone(t, 10*time.Second)
+	flaky.fail.Store(1)
+	a2.write(t, func(txn statedb.WriteTxn) error { done(txn); return nil })
+	stale := bpf.NewServiceKey(lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{10, 96, 0, 1}), 80, lb.ScopeExternal), 0)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, ok, _ := raw.Services.Lookup(stale); !ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("5s after a failed prune, the deleted service is still in the maps (injected failures left: %d):\n%s",
+				max(flaky.fail.Load(), 0), dumpText(t, raw))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A prune that succeeds is not counted in
+// lbstate_reconciler_prune_errors_total. (statedb reports every prune to
+// Metrics.PruneError, with a nil error for a success, which was once
+// counted as a failure.)
+func TestSuccessfulPruneNotCountedAsError(t *testing.T) {
+	maps := memoryMaps(t)
+	a := newAgent(t, maps, nil)
+	declare(t, a, 0, 2, 1)
+	a.start(t)
+	defer a.stop(t)
+	a.waitDone(t, 10*time.Second)
+	pruneCount := regexp.MustCompile(`lbstate_reconciler_prune_duration_seconds_count ([0-9]+)`)
+	var out string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out = a.scrape(t)
+		if m := pruneCount.FindStringSubmatch(out); m != nil && m[1] != "0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no prune ran:\n%s", out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The maps hold exactly the two services: nothing failed.
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "lbstate_reconciler_prune_errors_total ") && !strings.HasSuffix(line, " 0") {
+			t.Fatalf("a successful prune was counted as a failure: %s\n%s", line, out)
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package tables
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/cilium/statedb"
+
+	"github.com/lbstate/lbstate/internal/smallset"
+	"github.com/lbstate/lbstate/lb"
+)
+
+// SetBackends releases exactly the source's backends it does not list,
+// for a few backends (searched) and for many (indexed), and leaves
+// another source's backends of the service alone.
+func TestSetBackendsReleasesUnlisted(t *testing.T) {
+	for _, n := range []int{3, smallset.Max + 8} {
+		w := newTestWriter(t)
+		name := lb.NewServiceName("ns", "svc")
+		backend := func(i int) lb.BackendParams {
+			return lb.BackendParams{Address: lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), 80, lb.ScopeExternal), Weight: 100}
+		}
+		var all []lb.BackendParams
+		for i := range n {
+			all = append(all, backend(i))
+		}
+		other := backend(200)
+		mustWrite(t, w, func(txn statedb.WriteTxn) error {
+			if err := w.UpsertBackends(txn, name, lb.SourceAPI, other); err != nil {
+				return err
+			}
+			return w.SetBackends(txn, name, lb.SourceK8s, all...)
+		})
+		// Keep every other one.
+		var kept []lb.BackendParams
+		for i := 0; i < n; i += 2 {
+			kept = append(kept, all[i])
+		}
+		mustWrite(t, w, func(txn statedb.WriteTxn) error { return w.SetBackends(txn, name, lb.SourceK8s, kept...) })
+
+		txn := w.db.ReadTxn()
+		got := map[string]bool{}
+		for b := range w.Backends().List(txn, BackendByService.Query(name)) {
+			for _, inst := range b.Instances {
+				got[fmt.Sprintf("%s %s", b.Address, inst.Source)] = true
+			}
+		}
+		want := map[string]bool{fmt.Sprintf("%s %s", other.Address, lb.SourceAPI): true}
+		for _, b := range kept {
+			want[fmt.Sprintf("%s %s", b.Address, lb.SourceK8s)] = true
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("n=%d: backends after SetBackends of every other one:\n got %v\nwant %v", n, got, want)
+		}
+	}
+}
