@@ -206,7 +206,7 @@ func TestKernelMapsReopen(t *testing.T) {
 }
 
 func TestFaultInjection(t *testing.T) {
-	faults := bpf.NewFaults(0.5, 1)
+	faults := bpftest.NewFaults(0.5, 1)
 	m, err := bpf.NewMemoryMaps(smallConfig(), faults)
 	if err != nil {
 		t.Fatal(err)
