@@ -14,12 +14,13 @@ import (
 // that do not exist, so that a restarted agent finds the entries (and IDs)
 // the datapath is using. A pinned map whose layout differs from this
 // version's is an error, or is recreated empty with cfg.LBRecreateMaps.
+// The pin directory must be on bpffs.
 func NewKernelMaps(cfg Config) (*Maps, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(cfg.LBPinDir, 0o755); err != nil {
-		return nil, fmt.Errorf("pin directory: %w", err)
+		return nil, permissionHint(fmt.Errorf("pin directory: %w", err), cfg.LBPinDir)
 	}
 	spec, err := loadLb()
 	if err != nil {
@@ -38,13 +39,21 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 		m, err := openPinned(ms, cfg)
 		if err != nil {
 			closeMaps(opened)
-			return nil, err
+			return nil, permissionHint(err, cfg.LBPinDir)
 		}
 		opened = append(opened, m)
 		d.bind.kernel(maps, d, m, ms)
 	}
 	maps.close = func() error { return closeMaps(opened) }
 	return maps, nil
+}
+
+// permissionHint adds how to get the permission err lacks.
+func permissionHint(err error, pinDir string) error {
+	if errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("%w (kernel BPF maps need root, or CAP_BPF and write access to %s)", err, pinDir)
+	}
+	return err
 }
 
 func closeMaps(ms []*ebpf.Map) error {
