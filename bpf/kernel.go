@@ -51,7 +51,7 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 // permissionHint adds how to get the permission err lacks.
 func permissionHint(err error, pinDir string) error {
 	if errors.Is(err, os.ErrPermission) {
-		return fmt.Errorf("%w (kernel BPF maps need root, or CAP_BPF and write access to %s)", err, pinDir)
+		return fmt.Errorf("%w (kernel BPF maps need root: CAP_BPF and CAP_SYS_ADMIN, and write access to %s)", err, pinDir)
 	}
 	return err
 }
