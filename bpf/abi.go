@@ -150,6 +150,13 @@ func (k SourceRangeKey) Prefix() netip.Prefix {
 	return netip.PrefixFrom(addr, bits)
 }
 
+// covers reports whether k, a stored range, admits key's client for the
+// same frontend, and k's prefix length: what the kernel's LPM trie
+// matches.
+func (k SourceRangeKey) covers(key SourceRangeKey) (uint32, bool) {
+	return k.PrefixLen, k.RevNatID == key.RevNatID && k.PrefixLen <= key.PrefixLen && k.Prefix().Contains(key.Prefix().Addr())
+}
+
 // MaglevSlot is the reference flow hash for Maglev lookups: FNV-1a (32
 // bits) over the client's 16-byte address and port, the frontend's 16-byte
 // address and port (ports in network order) and the protocol, modulo the

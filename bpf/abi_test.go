@@ -50,32 +50,6 @@ func TestABIMatchesC(t *testing.T) {
 	}
 }
 
-// TestMapSpecsMatchABI checks the map specs in the object against the Go
-// key and value sizes.
-func TestMapSpecsMatchABI(t *testing.T) {
-	spec, err := loadLb()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, want := range map[string][2]uintptr{
-		"lb_services":  {reflect.TypeFor[ServiceKey]().Size(), reflect.TypeFor[ServiceValue]().Size()},
-		"lb_backends":  {4, reflect.TypeFor[Backend]().Size()},
-		"lb_rev_nat":   {4, reflect.TypeFor[RevNatValue]().Size()},
-		"lb_affinity":  {reflect.TypeFor[AffinityKey]().Size(), reflect.TypeFor[AffinityValue]().Size()},
-		"lb_src_range": {reflect.TypeFor[SourceRangeKey]().Size(), 1},
-		"lb_maglev":    {4, 4},
-	} {
-		m, ok := spec.Maps[name]
-		if !ok {
-			t.Errorf("map %s missing from the object", name)
-			continue
-		}
-		if uintptr(m.KeySize) != want[0] || uintptr(m.ValueSize) != want[1] {
-			t.Errorf("map %s: key/value size %d/%d, Go has %d/%d", name, m.KeySize, m.ValueSize, want[0], want[1])
-		}
-	}
-}
-
 func TestKeyConversions(t *testing.T) {
 	for _, s := range []string{"10.96.0.1:80/TCP", "[fd00::1]:53/UDP/i", "0.0.0.0:30000/SCTP", "10.0.0.1:0/ANY"} {
 		a := lb.MustParseL3n4Addr(s)

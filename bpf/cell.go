@@ -13,7 +13,9 @@ import (
 
 // Cell provides *Maps: kernel maps pinned in --lb-pin-dir when the process
 // can create BPF maps, in-memory maps otherwise (--lb-maps chooses), and
-// says which in one log line. It also provides the lb/maps-* script
+// says which in one log line, or why and how to fix it when it falls back.
+// For kernel maps it mounts bpffs on the pin directory's parent (by
+// default /sys/fs/bpf) if none is mounted there and the process may. It also provides the lb/maps-* script
 // commands.
 var Cell = cell.Module(
 	"lb-maps",
@@ -41,21 +43,23 @@ func (def ModeConfig) Flags(flags *pflag.FlagSet) {
 
 func newCellMaps(lc cell.Lifecycle, log *slog.Logger, cfg Config, mode ModeConfig) (*Maps, error) {
 	var (
-		maps *Maps
-		err  error
+		maps     *Maps
+		err      error
+		fellBack bool
 	)
 	switch mode.LBMaps {
 	case "kernel":
-		maps, err = NewKernelMaps(cfg)
+		maps, err = openKernelMaps(log, cfg)
 	case "memory":
 		maps, err = NewMemoryMaps(cfg, nil)
 	case "auto":
 		// Only a process that cannot create BPF maps falls back; pinned maps
 		// of another layout are an error to act on, not a reason to stop
 		// programming the datapath.
-		if maps, err = NewKernelMaps(cfg); err != nil && !errors.Is(err, ebpf.ErrMapIncompatible) {
+		if maps, err = openKernelMaps(log, cfg); err != nil && !errors.Is(err, ebpf.ErrMapIncompatible) {
 			log.Info("Cannot use kernel BPF maps, using in-memory maps", "reason", err)
 			maps, err = NewMemoryMaps(cfg, nil)
+			fellBack = true
 		}
 	default:
 		return nil, fmt.Errorf("--lb-maps %q: want auto, kernel or memory", mode.LBMaps)
@@ -63,11 +67,29 @@ func newCellMaps(lc cell.Lifecycle, log *slog.Logger, cfg Config, mode ModeConfi
 	if err != nil {
 		return nil, err
 	}
-	if maps.Kind == "kernel" {
+	switch {
+	case fellBack: // the line above said which maps, and why
+	case maps.Kind == "kernel":
 		log.Info("Using kernel BPF maps", "pin-dir", cfg.LBPinDir)
-	} else {
+	default:
 		log.Info("Using in-memory maps")
 	}
 	lc.Append(cell.Hook{OnStop: func(cell.HookContext) error { return maps.Close() }})
 	return maps, nil
+}
+
+// openKernelMaps mounts bpffs for the pin directory if it needs one (and
+// says so), then opens the kernel maps.
+func openKernelMaps(log *slog.Logger, cfg Config) (*Maps, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	mounted, err := systemBPFFS.ensure(cfg.LBPinDir)
+	if err != nil {
+		return nil, err
+	}
+	if mounted != "" {
+		log.Info("Mounted bpffs, as no bpffs held the pin directory", "dir", mounted, "pin-dir", cfg.LBPinDir)
+	}
+	return NewKernelMaps(cfg)
 }

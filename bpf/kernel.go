@@ -1,7 +1,6 @@
 package bpf
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -15,59 +14,46 @@ import (
 // that do not exist, so that a restarted agent finds the entries (and IDs)
 // the datapath is using. A pinned map whose layout differs from this
 // version's is an error, or is recreated empty with cfg.LBRecreateMaps.
+// The pin directory must be on bpffs.
 func NewKernelMaps(cfg Config) (*Maps, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(cfg.LBPinDir, 0o755); err != nil {
-		return nil, fmt.Errorf("pin directory: %w", err)
+		return nil, permissionHint(fmt.Errorf("pin directory: %w", err), cfg.LBPinDir)
 	}
 	spec, err := loadLb()
 	if err != nil {
 		return nil, err
 	}
+	maps := &Maps{Kind: "kernel"}
 	var opened []*ebpf.Map
-	open := func(name string, maxEntries uint32) (*ebpf.Map, error) {
-		ms := spec.Maps[name].Copy()
-		ms.MaxEntries = maxEntries
+	for i := range layout {
+		d := &layout[i]
+		ms := spec.Maps[d.name].Copy()
+		ms.MaxEntries = d.maxEntries(cfg)
 		ms.Pinning = ebpf.PinByName
-		if ms.InnerMap != nil {
-			ms.InnerMap.ValueSize = 4 * cfg.LBMaglevTableSize
+		if d.innerSlots != nil {
+			ms.InnerMap.ValueSize = 4 * d.innerSlots(cfg)
 		}
 		m, err := openPinned(ms, cfg)
 		if err != nil {
-			return nil, err
+			closeMaps(opened)
+			return nil, permissionHint(err, cfg.LBPinDir)
 		}
 		opened = append(opened, m)
-		return m, nil
+		d.bind.kernel(maps, d, m, ms)
 	}
-
-	sizes := []uint32{cfg.LBServicesMax, cfg.LBBackendsMax, cfg.LBRevNatMax, cfg.LBMaglevMax, cfg.LBAffinityMax, cfg.LBSourceRangesMax, 2}
-	for i, name := range mapNames {
-		if _, err = open(name, sizes[i]); err != nil {
-			closeMaps(opened)
-			return nil, err
-		}
-	}
-	return kernelMaps(opened, &kernelMaglev{outer: opened[3], inner: innerSpec(spec, cfg), size: int(cfg.LBMaglevTableSize)}), nil
+	maps.close = func() error { return closeMaps(opened) }
+	return maps, nil
 }
 
-// mapNames are the pinned maps, in the order kernelMaps takes them.
-var mapNames = []string{lbMapLbServices, lbMapLbBackends, lbMapLbRevNat, lbMapLbMaglev, lbMapLbAffinity, lbMapLbSrcRange, lbMapLbIdMarks}
-
-// kernelMaps wraps maps opened in mapNames' order.
-func kernelMaps(ms []*ebpf.Map, maglev *kernelMaglev) *Maps {
-	return &Maps{
-		Kind:         "kernel",
-		Services:     &kernelMap[ServiceKey, ServiceValue]{m: ms[0], name: mapNames[0]},
-		Backends:     &kernelMap[uint32, Backend]{m: ms[1], name: mapNames[1]},
-		RevNat:       &kernelMap[uint32, RevNatValue]{m: ms[2], name: mapNames[2]},
-		Maglev:       maglev,
-		Affinity:     &kernelMap[AffinityKey, AffinityValue]{m: ms[4], name: mapNames[4]},
-		SourceRanges: &kernelMap[SourceRangeKey, uint8]{m: ms[5], name: mapNames[5]},
-		IDMarks:      &kernelMap[uint32, uint32]{m: ms[6], name: mapNames[6]},
-		close:        func() error { return closeMaps(ms) },
+// permissionHint adds how to get the permission err lacks.
+func permissionHint(err error, pinDir string) error {
+	if errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("%w (kernel BPF maps need root: CAP_BPF and CAP_SYS_ADMIN, and write access to %s)", err, pinDir)
 	}
+	return err
 }
 
 func closeMaps(ms []*ebpf.Map) error {
@@ -108,17 +94,12 @@ func openPinned(ms *ebpf.MapSpec, cfg Config) (*ebpf.Map, error) {
 // map of the spec's size (the Maglev table size changed): it looks at the
 // first inner map, or, with none, tries inserting one.
 func checkInnerMaps(outer *ebpf.Map, inner *ebpf.MapSpec) error {
-	var key, id uint32
-	it := outer.Iterate()
-	if !it.Next(&key, &id) {
-		if err := it.Err(); err != nil {
-			return err
-		}
-		return probeInnerMap(outer, inner)
-	}
-	m, err := ebpf.NewMapFromID(ebpf.MapID(id))
+	m, err := firstInnerMap(outer)
 	if err != nil {
-		return fmt.Errorf("map %s: inner map %d: %w", outer.String(), id, err)
+		return err
+	}
+	if m == nil {
+		return probeInnerMap(outer, inner)
 	}
 	defer m.Close()
 	if m.ValueSize() != inner.ValueSize {
@@ -127,13 +108,19 @@ func checkInnerMaps(outer *ebpf.Map, inner *ebpf.MapSpec) error {
 	return nil
 }
 
-// innerSpec returns the spec of lb_maglev's inner tables, sized for the
-// configured Maglev table.
-func innerSpec(spec *ebpf.CollectionSpec, cfg Config) *ebpf.MapSpec {
-	inner := spec.Maps[lbMapLbMaglev].InnerMap.Copy()
-	inner.ValueSize = 4 * cfg.LBMaglevTableSize
-	inner.Pinning = ebpf.PinNone
-	return inner
+// firstInnerMap opens the first inner map of a map of maps, nil if it has
+// none.
+func firstInnerMap(outer *ebpf.Map) (*ebpf.Map, error) {
+	var key, id uint32
+	it := outer.Iterate()
+	if !it.Next(&key, &id) {
+		return nil, it.Err()
+	}
+	m, err := ebpf.NewMapFromID(ebpf.MapID(id))
+	if err != nil {
+		return nil, fmt.Errorf("map %s: inner map %d: %w", outer.String(), id, err)
+	}
+	return m, nil
 }
 
 // probeInnerMap inserts (and removes) an inner map of the spec into an
@@ -255,128 +242,45 @@ func (m *kernelMap[K, V]) Iterate(fn func(K, V) bool) error {
 	return nil
 }
 
-type kernelMaglev struct {
-	outer *ebpf.Map
-	inner *ebpf.MapSpec
-	size  int
-}
-
-func (m *kernelMaglev) Name() string   { return lbMapLbMaglev }
-func (m *kernelMaglev) TableSize() int { return m.size }
-
-// Update writes the table into a new inner map and swaps it in, so that
-// the datapath sees the old table or the new one.
-func (m *kernelMaglev) Update(id uint32, table []uint32) error {
-	if len(table) != m.size {
-		return fmt.Errorf("%s: update %d: table has %d slots, want %d", lbMapLbMaglev, id, len(table), m.size)
-	}
-	inner, err := ebpf.NewMap(m.inner)
-	if err != nil {
-		return fmt.Errorf("%s: update %d: new inner map: %w", lbMapLbMaglev, id, err)
-	}
-	defer inner.Close()
-	if err := inner.Update(uint32(0), table, ebpf.UpdateAny); err != nil {
-		return fmt.Errorf("%s: update %d: fill inner map: %w", lbMapLbMaglev, id, err)
-	}
-	if err := m.outer.Update(id, inner, ebpf.UpdateAny); err != nil {
-		if errors.Is(err, unix.E2BIG) {
-			return fmt.Errorf("%s: update %d: %w (%d entries): %w", lbMapLbMaglev, id, ErrMapFull, m.outer.MaxEntries(), err)
-		}
-		return fmt.Errorf("%s: update %d: %w", lbMapLbMaglev, id, err)
-	}
-	return nil
-}
-
-func (m *kernelMaglev) Delete(id uint32) error {
-	if err := m.outer.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("%s: delete %d: %w", lbMapLbMaglev, id, err)
-	}
-	return nil
-}
-
-// Lookup reads a frontend's table. A concurrent Update may free the inner
-// map between reading its ID and opening it; then the lookup starts over.
-func (m *kernelMaglev) Lookup(id uint32) ([]uint32, bool, error) {
-	for attempt := 0; ; attempt++ {
-		var innerID uint32
-		err := m.outer.Lookup(id, &innerID)
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return nil, false, nil
-		}
-		if err != nil {
-			return nil, false, fmt.Errorf("%s: lookup %d: %w", lbMapLbMaglev, id, err)
-		}
-		table, err := m.readInner(innerID)
-		if err == nil {
-			return table, true, nil
-		}
-		if !errors.Is(err, os.ErrNotExist) || attempt == 10 {
-			return nil, false, fmt.Errorf("%s: lookup %d: %w", lbMapLbMaglev, id, err)
-		}
-	}
-}
-
-func (m *kernelMaglev) readInner(innerID uint32) ([]uint32, error) {
-	inner, err := ebpf.NewMapFromID(ebpf.MapID(innerID))
-	if err != nil {
-		return nil, err
-	}
-	defer inner.Close()
-	raw, err := inner.LookupBytes(uint32(0))
-	if err != nil {
-		return nil, err
-	}
-	table := make([]uint32, len(raw)/4)
-	for i := range table {
-		table[i] = binary.NativeEndian.Uint32(raw[4*i:])
-	}
-	return table, nil
-}
-
-func (m *kernelMaglev) Iterate(fn func(uint32, []uint32) bool) error {
-	var id, innerID uint32
-	it := m.outer.Iterate()
-	for it.Next(&id, &innerID) {
-		table, ok, err := m.Lookup(id) // by key: the table may have been swapped
-		if err != nil {
-			return fmt.Errorf("%s: iterate: %w", lbMapLbMaglev, err)
-		}
-		if !ok {
-			continue // deleted meanwhile
-		}
-		if !fn(id, table) {
-			break
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("%s: iterate: %w", lbMapLbMaglev, err)
-	}
-	return nil
-}
-
 // OpenPinnedMaps opens the maps pinned in dir, read-only in spirit: it
 // creates nothing, and fails with a clear error when they are not there.
-// For tools (lbctl) that look at an agent's maps.
+// For tools (lbctl) that look at an agent's maps. Maglev's TableSize is
+// that of the tables found, 0 when there are none.
 func OpenPinnedMaps(dir string) (*Maps, error) {
+	spec, err := loadLb()
+	if err != nil {
+		return nil, err
+	}
+	maps := &Maps{Kind: "kernel"}
 	var opened []*ebpf.Map
-	for _, name := range mapNames {
-		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
+	for i := range layout {
+		d := &layout[i]
+		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, d.name), nil)
 		if err != nil {
 			closeMaps(opened)
 			if errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("no pinned map %s in %s (is an agent running with --lb-pin-dir %s?)", name, dir, dir)
+				return nil, fmt.Errorf("no pinned map %s in %s (is an agent running with --lb-pin-dir %s?)", d.name, dir, dir)
 			}
-			return nil, fmt.Errorf("map %s in %s: %w", name, dir, err)
+			return nil, fmt.Errorf("map %s in %s: %w", d.name, dir, err)
 		}
 		opened = append(opened, m)
-	}
-	maglev := &kernelMaglev{outer: opened[3]}
-	var key, id uint32
-	if it := opened[3].Iterate(); it.Next(&key, &id) {
-		if inner, err := ebpf.NewMapFromID(ebpf.MapID(id)); err == nil {
-			maglev.size = int(inner.ValueSize() / 4)
-			inner.Close()
+		ms := spec.Maps[d.name].Copy()
+		if ms.InnerMap != nil {
+			ms.InnerMap.ValueSize = pinnedInnerValueSize(m)
 		}
+		d.bind.kernel(maps, d, m, ms)
 	}
-	return kernelMaps(opened, maglev), nil
+	maps.close = func() error { return closeMaps(opened) }
+	return maps, nil
+}
+
+// pinnedInnerValueSize returns the value size of the first inner map of a
+// map of maps, 0 if it has none (or it cannot be read).
+func pinnedInnerValueSize(outer *ebpf.Map) uint32 {
+	m, err := firstInnerMap(outer)
+	if err != nil || m == nil {
+		return 0
+	}
+	defer m.Close()
+	return m.ValueSize()
 }

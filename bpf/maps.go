@@ -96,16 +96,16 @@ var DefaultConfig = Config{
 	LBMaglevTableSize: maglev.DefaultTableSize,
 }
 
-// Flags registers the configuration's flags.
+// Flags registers the configuration's flags; the capacity flags are the
+// layout's.
 func (def Config) Flags(flags *pflag.FlagSet) {
 	flags.String("lb-pin-dir", def.LBPinDir, "bpffs directory where the load-balancing maps are pinned")
 	flags.Bool("lb-recreate-maps", def.LBRecreateMaps, "Recreate pinned maps whose layout does not match this version (their entries are lost)")
-	flags.Uint32("lb-services-max", def.LBServicesMax, "Capacity of lb_services: frontends times (1 + backend slots)")
-	flags.Uint32("lb-backends-max", def.LBBackendsMax, "Capacity of lb_backends")
-	flags.Uint32("lb-rev-nat-max", def.LBRevNatMax, "Capacity of lb_rev_nat: frontends")
-	flags.Uint32("lb-maglev-max", def.LBMaglevMax, "Capacity of lb_maglev: frontends using Maglev")
-	flags.Uint32("lb-affinity-max", def.LBAffinityMax, "Capacity of lb_affinity (LRU)")
-	flags.Uint32("lb-source-ranges-max", def.LBSourceRangesMax, "Capacity of lb_src_range")
+	for _, d := range layout {
+		if s := d.sizedBy; s != nil {
+			flags.Uint32(s.flag, *s.field(&def), s.help)
+		}
+	}
 	flags.Uint32("lb-maglev-table-size", def.LBMaglevTableSize, "Maglev lookup table size, a prime up to 131071")
 }
 
@@ -114,13 +114,9 @@ func (c Config) Validate() error {
 	if err := maglev.ValidateTableSize(int(c.LBMaglevTableSize)); err != nil {
 		return fmt.Errorf("--lb-maglev-table-size: %w", err)
 	}
-	for name, v := range map[string]uint32{
-		"--lb-services-max": c.LBServicesMax, "--lb-backends-max": c.LBBackendsMax,
-		"--lb-rev-nat-max": c.LBRevNatMax, "--lb-maglev-max": c.LBMaglevMax,
-		"--lb-affinity-max": c.LBAffinityMax, "--lb-source-ranges-max": c.LBSourceRangesMax,
-	} {
-		if v == 0 {
-			return fmt.Errorf("%s: must be above 0", name)
+	for _, d := range layout {
+		if s := d.sizedBy; s != nil && *s.field(&c) == 0 {
+			return fmt.Errorf("--%s: must be above 0", s.flag)
 		}
 	}
 	return nil

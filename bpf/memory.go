@@ -2,82 +2,62 @@ package bpf
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 )
 
-// Faults injects failures into in-memory maps: each mutating operation
-// (and each element of a batch) fails with probability Probability. A nil
-// *Faults injects none.
-type Faults struct {
-	mu          sync.Mutex
-	probability float64
-	rng         *rand.Rand
-	injected    int
-}
-
-// Injected returns how many failures have been injected.
-func (f *Faults) Injected() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.injected
-}
-
-// NewFaults returns a fault injector with a fixed seed, so failures repeat.
-func NewFaults(probability float64, seed uint64) *Faults {
-	return &Faults{probability: probability, rng: rand.New(rand.NewPCG(seed, seed^0x5eed))}
-}
-
-// SetProbability changes the failure probability (0 stops the faults).
-func (f *Faults) SetProbability(p float64) {
-	f.mu.Lock()
-	f.probability = p
-	f.mu.Unlock()
-}
-
-func (f *Faults) fail(mapName, op string) error {
-	if f == nil {
-		return nil
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.probability > 0 && f.rng.Float64() < f.probability {
-		f.injected++
-		return fmt.Errorf("%s: %s: injected fault", mapName, op)
-	}
-	return nil
+// FaultHook lets a test make in-memory maps fail. Before each mutating
+// operation (Update, Delete, and each element of BatchUpdate and
+// BatchDelete) a map calls Fail with its name and the operation ("update",
+// "delete", "batch update" or "batch delete"); a non-nil error is returned
+// by that operation and changes nothing more (a batch keeps the elements
+// before it, as a kernel batch may). Lookups and iterations never fail.
+// bpftest.Faults fails at random. Kernel maps take no hook.
+type FaultHook interface {
+	Fail(mapName, op string) error
 }
 
 // NewMemoryMaps returns in-memory maps with the capacities of cfg and the
-// semantics of the kernel maps. faults may be nil.
-func NewMemoryMaps(cfg Config, faults *Faults) (*Maps, error) {
+// semantics of the kernel maps (see the package documentation). faults may
+// be nil.
+func NewMemoryMaps(cfg Config, faults FaultHook) (*Maps, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Maps{
-		Kind:         "memory",
-		Services:     newMemMap[ServiceKey, ServiceValue]("lb_services", cfg.LBServicesMax, false, faults),
-		Backends:     newMemMap[uint32, Backend]("lb_backends", cfg.LBBackendsMax, false, faults),
-		RevNat:       newMemMap[uint32, RevNatValue]("lb_rev_nat", cfg.LBRevNatMax, false, faults),
-		Maglev:       &memMaglev{m: newMemMap[uint32, []uint32]("lb_maglev", cfg.LBMaglevMax, false, faults), size: int(cfg.LBMaglevTableSize)},
-		Affinity:     newMemMap[AffinityKey, AffinityValue]("lb_affinity", cfg.LBAffinityMax, true, faults),
-		SourceRanges: &memLPM{newMemMap[SourceRangeKey, uint8]("lb_src_range", cfg.LBSourceRangesMax, false, faults)},
-		IDMarks:      newMemMap[uint32, uint32]("lb_id_marks", 2, false, faults),
-	}, nil
+	maps := &Maps{Kind: "memory"}
+	for i := range layout {
+		d := &layout[i]
+		d.bind.memory(maps, d, cfg, faults)
+	}
+	return maps, nil
 }
 
+// memMap is an in-memory hash map, LRU or not.
 type memMap[K comparable, V any] struct {
 	name     string
 	capacity int
 	lru      bool
-	faults   *Faults
+	faults   FaultHook
 	mu       sync.RWMutex
 	entries  map[K]V
 }
 
-func newMemMap[K comparable, V any](name string, capacity uint32, lru bool, faults *Faults) *memMap[K, V] {
-	return &memMap[K, V]{name: name, capacity: int(capacity), lru: lru, faults: faults, entries: map[K]V{}}
+func newMemMap[K comparable, V any](d *mapDef, cfg Config, faults FaultHook) *memMap[K, V] {
+	return &memMap[K, V]{
+		name: d.name, capacity: int(d.maxEntries(cfg)), lru: d.typ == ebpf.LRUHash,
+		faults: faults, entries: map[K]V{},
+	}
+}
+
+// fail asks the fault hook whether op fails.
+func (m *memMap[K, V]) fail(op string) error {
+	if m.faults == nil {
+		return nil
+	}
+	return m.faults.Fail(m.name, op)
 }
 
 func (m *memMap[K, V]) Name() string { return m.name }
@@ -90,7 +70,7 @@ func (m *memMap[K, V]) Lookup(k K) (V, bool, error) {
 }
 
 func (m *memMap[K, V]) Update(k K, v V) error {
-	if err := m.faults.fail(m.name, "update"); err != nil {
+	if err := m.fail("update"); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -113,7 +93,7 @@ func (m *memMap[K, V]) updateLocked(k K, v V) error {
 }
 
 func (m *memMap[K, V]) Delete(k K) error {
-	if err := m.faults.fail(m.name, "delete"); err != nil {
+	if err := m.fail("delete"); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -129,7 +109,7 @@ func (m *memMap[K, V]) BatchUpdate(ks []K, vs []V) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i := range ks {
-		if err := m.faults.fail(m.name, "batch update"); err != nil {
+		if err := m.fail("batch update"); err != nil {
 			return err
 		}
 		if err := m.updateLocked(ks[i], vs[i]); err != nil {
@@ -143,7 +123,7 @@ func (m *memMap[K, V]) BatchDelete(ks []K) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, k := range ks {
-		if err := m.faults.fail(m.name, "batch delete"); err != nil {
+		if err := m.fail("batch delete"); err != nil {
 			return err
 		}
 		delete(m.entries, k)
@@ -189,26 +169,93 @@ func (m *memMaglev) Delete(id uint32) error { return m.m.Delete(id) }
 
 func (m *memMaglev) Iterate(fn func(uint32, []uint32) bool) error { return m.m.Iterate(fn) }
 
-// memLPM is the in-memory lb_src_range: Lookup finds the longest stored
-// prefix containing the key, as the kernel's LPM trie does.
-type memLPM struct {
-	*memMap[SourceRangeKey, uint8]
+// prefixKey is the key of an LPM trie: covers reports whether the prefix
+// stored as k contains key, and the prefix's length.
+type prefixKey[K any] interface {
+	comparable
+	covers(key K) (bits uint32, ok bool)
 }
 
-func (m *memLPM) Lookup(k SourceRangeKey) (uint8, bool, error) {
+// memLPM is an in-memory LPM trie: Lookup finds the longest stored prefix
+// that covers the key, as the kernel's does.
+type memLPM[K prefixKey[K], V any] struct {
+	*memMap[K, V]
+}
+
+func (m *memLPM[K, V]) Lookup(k K) (V, bool, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	var (
-		best  uint8
+		best  V
 		found bool
-		bits  uint32
+		most  uint32
 	)
-	want := k.Prefix()
 	for e, v := range m.entries {
-		p := e.Prefix()
-		if e.RevNatID == k.RevNatID && e.PrefixLen <= k.PrefixLen && p.Contains(want.Addr()) && (!found || e.PrefixLen > bits) {
-			best, found, bits = v, true, e.PrefixLen
+		if bits, ok := e.covers(k); ok && (!found || bits > most) {
+			best, found, most = v, true, bits
 		}
 	}
 	return best, found, nil
+}
+
+// memArray is an in-memory array map: as in the kernel, every index below
+// the capacity exists (zero until written), no index above it can be
+// written, and nothing can be deleted.
+type memArray[V any] struct {
+	*memMap[uint32, V]
+}
+
+func (m *memArray[V]) Lookup(k uint32) (V, bool, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	v := m.entries[k]
+	return v, int(k) < m.capacity, nil
+}
+
+func (m *memArray[V]) Update(k uint32, v V) error {
+	if err := m.inRange(k); err != nil {
+		return err
+	}
+	return m.memMap.Update(k, v)
+}
+
+// BatchUpdate checks every index first; the kernel stops at the first one
+// out of range instead, having applied those before it.
+func (m *memArray[V]) BatchUpdate(ks []uint32, vs []V) error {
+	for _, k := range ks {
+		if err := m.inRange(k); err != nil {
+			return err
+		}
+	}
+	return m.memMap.BatchUpdate(ks, vs)
+}
+
+func (m *memArray[V]) inRange(k uint32) error {
+	if int(k) >= m.capacity {
+		return fmt.Errorf("%s: update %d: %w (%d entries)", m.name, k, ErrMapFull, m.capacity)
+	}
+	return nil
+}
+
+func (m *memArray[V]) Delete(uint32) error {
+	return fmt.Errorf("%s: delete: %w", m.name, unix.EINVAL)
+}
+
+func (m *memArray[V]) BatchDelete([]uint32) error {
+	return fmt.Errorf("%s: batch delete: %w", m.name, unix.EINVAL)
+}
+
+func (m *memArray[V]) Iterate(fn func(uint32, V) bool) error {
+	m.mu.RLock()
+	vals := make([]V, m.capacity)
+	for k, v := range m.entries {
+		vals[k] = v
+	}
+	m.mu.RUnlock()
+	for k, v := range vals {
+		if !fn(uint32(k), v) {
+			break
+		}
+	}
+	return nil
 }

@@ -412,7 +412,7 @@ func contains(xs []uint32, x uint32) bool {
 // With 10% of map operations failing, the reconciler retries until the
 // maps hold exactly what they hold without faults.
 func TestFaultInjectionConverges(t *testing.T) {
-	run := func(faults *bpf.Faults) string {
+	run := func(faults *bpftest.Faults) string {
 		maps, err := bpf.NewMemoryMaps(smallMapsConfig(), faults)
 		if err != nil {
 			t.Fatal(err)
@@ -446,7 +446,7 @@ func TestFaultInjectionConverges(t *testing.T) {
 		return dumpText(t, maps)
 	}
 	want := run(nil)
-	faults := bpf.NewFaults(0.10, 42)
+	faults := bpftest.NewFaults(0.10, 42)
 	got := run(faults)
 	t.Logf("%d faults injected", faults.Injected())
 	if faults.Injected() < 50 {

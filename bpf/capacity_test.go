@@ -1,0 +1,76 @@
+package bpf_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/lbstate/lbstate/bpf"
+)
+
+// A full map refuses a new key with ErrMapFull naming the map, and still
+// takes updates of the keys it holds.
+func TestFullMapRefusesNewKeysButUpdatesExistingOnes(t *testing.T) {
+	implementations(t, smallConfig(), func(t *testing.T, m *bpf.Maps) {
+		for id := uint32(1); id <= 8; id++ {
+			if err := m.Backends.Update(id, bpf.Backend{ClusterID: id}); err != nil {
+				t.Fatalf("backend %d: %v", id, err)
+			}
+		}
+		err := m.Backends.Update(9, bpf.Backend{})
+		if !errors.Is(err, bpf.ErrMapFull) || !strings.Contains(err.Error(), "lb_backends") {
+			t.Fatalf("9th backend: %v, want ErrMapFull naming lb_backends", err)
+		}
+		if err := m.Backends.Update(3, bpf.Backend{ClusterID: 33}); err != nil {
+			t.Fatalf("updating an existing key of a full map: %v", err)
+		}
+	})
+}
+
+// The LPM trie and the map of Maglev tables report ErrMapFull too, though
+// the kernel says "full" differently for them (ENOSPC, E2BIG on the outer
+// map). Once, they did not.
+func TestFullTrieAndMaglevMapsReportErrMapFull(t *testing.T) {
+	cfg := smallConfig()
+	cfg.LBSourceRangesMax = 2
+	cfg.LBMaglevMax = 1
+	implementations(t, cfg, func(t *testing.T, m *bpf.Maps) {
+		for i, p := range []string{"10.0.0.0/8", "192.168.0.0/16"} {
+			if err := m.SourceRanges.Update(bpf.NewSourceRangeKey(uint32(i+1), mustPrefix(p)), 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := m.SourceRanges.Update(bpf.NewSourceRangeKey(3, mustPrefix("172.16.0.0/12")), 1)
+		if !errors.Is(err, bpf.ErrMapFull) || !strings.Contains(err.Error(), "lb_src_range") {
+			t.Errorf("3rd source range in a map of 2: %v, want ErrMapFull naming lb_src_range", err)
+		}
+		table := make([]uint32, m.Maglev.TableSize())
+		if err := m.Maglev.Update(1, table); err != nil {
+			t.Fatal(err)
+		}
+		err = m.Maglev.Update(2, table)
+		if !errors.Is(err, bpf.ErrMapFull) || !strings.Contains(err.Error(), "lb_maglev") {
+			t.Errorf("2nd Maglev table in a map of 1: %v, want ErrMapFull naming lb_maglev", err)
+		}
+	})
+}
+
+// lb_affinity is an LRU map: when full, a new entry evicts an old one
+// instead of failing.
+func TestFullAffinityMapEvictsInsteadOfFailing(t *testing.T) {
+	implementations(t, smallConfig(), func(t *testing.T, m *bpf.Maps) {
+		for i := range 10 {
+			if err := m.Affinity.Update(bpf.AffinityKey{RevNatID: uint32(i)}, bpf.AffinityValue{BackendID: 1}); err != nil {
+				t.Fatalf("affinity %d: %v", i, err)
+			}
+		}
+		n := 0
+		m.Affinity.Iterate(func(bpf.AffinityKey, bpf.AffinityValue) bool { n++; return true })
+		if n > 4 {
+			t.Errorf("an LRU map of 4 holds %d entries", n)
+		}
+		if _, ok, _ := m.Affinity.Lookup(bpf.AffinityKey{RevNatID: 9}); !ok {
+			t.Error("the entry written last was evicted")
+		}
+	})
+}

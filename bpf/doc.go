@@ -1,0 +1,97 @@
+// Package bpf holds lbstate's map ABI (include/lb.h and the Go structs
+// that match it byte for byte), the maps the reconciler writes, as kernel
+// BPF maps pinned in bpffs or as in-memory maps that behave alike, and
+// the dump format tests and lbctl compare them by.
+//
+//	maps, err := bpf.NewKernelMaps(bpf.DefaultConfig) // or bpf.NewMemoryMaps(cfg, nil)
+//	if err != nil {
+//		return err
+//	}
+//	defer maps.Close() // the maps stay pinned
+//	err = maps.Backends.Update(1, bpf.NewBackend(ref, 0))
+//
+// Every map is declared once, in layout.go; both implementations are
+// built from that table.
+//
+// # Write order
+//
+// Which order keeps packets safe (backends before the slots that name
+// them, a Maglev table before the master entry that selects it) is the
+// reconciler's business; see reconciler/batch.go. This package gives it
+// operations on single entries, and on whole Maglev tables.
+//
+// # Pinning and layout
+//
+// NewKernelMaps pins each map by name in Config.LBPinDir, which must be on
+// bpffs, and reopens the pins it finds there, so that a restarted agent
+// keeps the entries, and the IDs, that live connections use. Close does
+// not unpin: the maps live until their pins are removed.
+//
+// A pinned map must match this version's map exactly: type, key and value
+// sizes, flags and max_entries. Changing a capacity flag (--lb-*-max) or
+// --lb-maglev-table-size on a node that has pinned maps therefore fails
+// with an error wrapping ebpf.ErrMapIncompatible and naming
+// --lb-recreate-maps, which recreates the mismatched maps empty (their
+// entries, and the IDs they held, are lost; other maps are kept). The
+// Maglev table size is checked on the inner maps, by looking at one, or,
+// with none, by trying to insert one. Cell never falls back to in-memory
+// maps on this error: the agent would silently stop programming the
+// datapath.
+//
+// The pin directory belongs to one agent: the reconciler restores IDs
+// from everything in it and prunes what none of its frontends claims, so
+// two agents sharing one would delete each other's entries. Tools read it with
+// OpenPinnedMaps, which creates nothing. On a fresh machine Cell mounts
+// bpffs on the pin directory's parent (by default /sys/fs/bpf) when that
+// is an empty directory off bpffs; it never mounts over files and never
+// unmounts.
+//
+// Kernel maps need root: CAP_BPF to create maps, CAP_SYS_ADMIN to open
+// lb_maglev's inner maps by ID (every Maglev read does) and to mount
+// bpffs.
+//
+// # Preallocation
+//
+// lb_services, lb_backends, lb_rev_nat and lb_src_range are created with
+// BPF_F_NO_PREALLOC: their capacities are sized for the largest cluster
+// but memory is taken per entry, on insert. The price is that an insert
+// can fail with ENOMEM under memory pressure, below capacity; that is not
+// ErrMapFull. LPM tries require the flag; LRU maps refuse it, so
+// lb_affinity takes its whole capacity up front.
+//
+// # Full maps and LRU eviction
+//
+// A full hash map or trie refuses a new key with an error wrapping
+// ErrMapFull and naming the map (the kernel says E2BIG or ENOSPC); keys
+// it holds can still be updated. lb_affinity is an LRU map, written by
+// the datapath: when full, an insert evicts some entry instead of
+// failing, so no entry is guaranteed to stay.
+//
+// # Maglev tables
+//
+// lb_maglev maps a frontend ID to an inner array with a single element:
+// the whole table. MaglevMap.Update fills a new inner map and swaps it in
+// with one update of the outer map, so the datapath sees the old table or
+// the new one, never a mix. Inner maps are not pinned; each lives while
+// the outer map refers to it. A read opens an inner map by ID, which a
+// concurrent swap may free first; Lookup then starts over.
+//
+// # Batches
+//
+// BatchUpdate and BatchDelete use the kernel's batch syscalls, falling
+// back to one syscall per entry for maps without them (the LPM trie). On
+// error a prefix of the batch may have been applied. BatchDelete steps
+// over missing keys, where the kernel's batch stops at the first one.
+//
+// # In-memory maps
+//
+// NewMemoryMaps mimics the kernel maps: capacities and ErrMapFull, LRU
+// eviction (of an arbitrary entry, not the least recently used one), the
+// trie's longest-prefix lookup, the array's fixed indexes (every one
+// exists, zero until written; none can be deleted), whole-table Maglev
+// updates (the map keeps a copy), batches, and error messages that name
+// the map. It does not mimic memory limits, iteration order (neither
+// implementation has one), or the datapath, which writes lb_affinity in
+// the kernel. A FaultHook makes its mutating operations fail on demand;
+// bpftest.Faults fails them at random.
+package bpf

@@ -1,0 +1,152 @@
+package bpf
+
+import (
+	"reflect"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// layout declares every map of the ABI once: the kernel implementation
+// (kernel.go) and the in-memory one (memory.go) both build Maps by walking
+// it, Config takes its capacity flags from it, and TestLayoutMatchesObject
+// checks it against the maps compiled from c/lb.c.
+var layout = []mapDef{
+	{
+		name: lbMapLbServices, typ: ebpf.Hash, flags: unix.BPF_F_NO_PREALLOC,
+		sizedBy: &sizing{"lb-services-max", "Capacity of lb_services: frontends times (1 + backend slots)",
+			func(c *Config) *uint32 { return &c.LBServicesMax }},
+		bind: bindHash(func(m *Maps) *Map[ServiceKey, ServiceValue] { return &m.Services }),
+	},
+	{
+		name: lbMapLbBackends, typ: ebpf.Hash, flags: unix.BPF_F_NO_PREALLOC,
+		sizedBy: &sizing{"lb-backends-max", "Capacity of lb_backends",
+			func(c *Config) *uint32 { return &c.LBBackendsMax }},
+		bind: bindHash(func(m *Maps) *Map[uint32, Backend] { return &m.Backends }),
+	},
+	{
+		name: lbMapLbRevNat, typ: ebpf.Hash, flags: unix.BPF_F_NO_PREALLOC,
+		sizedBy: &sizing{"lb-rev-nat-max", "Capacity of lb_rev_nat: frontends",
+			func(c *Config) *uint32 { return &c.LBRevNatMax }},
+		bind: bindHash(func(m *Maps) *Map[uint32, RevNatValue] { return &m.RevNat }),
+	},
+	{
+		name: lbMapLbMaglev, typ: ebpf.HashOfMaps,
+		sizedBy: &sizing{"lb-maglev-max", "Capacity of lb_maglev: frontends using Maglev",
+			func(c *Config) *uint32 { return &c.LBMaglevMax }},
+		innerSlots: func(c Config) uint32 { return c.LBMaglevTableSize },
+		bind:       bindMaglev(func(m *Maps) *MaglevMap { return &m.Maglev }),
+	},
+	{
+		// The kernel refuses BPF_F_NO_PREALLOC for LRU maps.
+		name: lbMapLbAffinity, typ: ebpf.LRUHash,
+		sizedBy: &sizing{"lb-affinity-max", "Capacity of lb_affinity (LRU)",
+			func(c *Config) *uint32 { return &c.LBAffinityMax }},
+		bind: bindHash(func(m *Maps) *Map[AffinityKey, AffinityValue] { return &m.Affinity }),
+	},
+	{
+		// The kernel requires BPF_F_NO_PREALLOC for LPM tries.
+		name: lbMapLbSrcRange, typ: ebpf.LPMTrie, flags: unix.BPF_F_NO_PREALLOC,
+		sizedBy: &sizing{"lb-source-ranges-max", "Capacity of lb_src_range",
+			func(c *Config) *uint32 { return &c.LBSourceRangesMax }},
+		bind: bindLPM(func(m *Maps) *Map[SourceRangeKey, uint8] { return &m.SourceRanges }),
+	},
+	{
+		// One entry per kind of ID: IDMarkFrontend, IDMarkBackend.
+		name: lbMapLbIdMarks, typ: ebpf.Array, entries: 2,
+		bind: bindArray(func(m *Maps) *Map[uint32, uint32] { return &m.IDMarks }),
+	},
+}
+
+// mapDef is one map of the layout.
+type mapDef struct {
+	// name is the map's name in c/lb.c and the file name of its pin.
+	name string
+	// typ says how the map behaves, in memory too: a full Hash or LPMTrie
+	// refuses new keys, a full LRUHash evicts, an Array has every index.
+	typ ebpf.MapType
+	// flags are the creation flags c/lb.c gives the map.
+	flags uint32
+	// sizedBy is the flag and Config field that set max_entries; nil for
+	// a fixed size, entries.
+	sizedBy *sizing
+	entries uint32
+	// innerSlots, for a map of maps, is the number of uint32 slots in the
+	// one value of each inner array (a Maglev table).
+	innerSlots func(Config) uint32
+	// bind ties the map to its field of Maps and to its Go key and value.
+	bind binding
+}
+
+// sizing is a capacity flag and the Config field it sets.
+type sizing struct {
+	flag, help string
+	field      func(*Config) *uint32
+}
+
+// maxEntries returns the map's capacity under cfg.
+func (d *mapDef) maxEntries(cfg Config) uint32 {
+	if d.sizedBy == nil {
+		return d.entries
+	}
+	return *d.sizedBy.field(&cfg)
+}
+
+// binding builds one map's field of Maps from either implementation.
+type binding struct {
+	keySize, valueSize uint32
+	// kernel wraps an opened map; ms is the spec it was opened with.
+	kernel func(m *Maps, d *mapDef, em *ebpf.Map, ms *ebpf.MapSpec)
+	memory func(m *Maps, d *mapDef, cfg Config, faults FaultHook)
+}
+
+func sizeOf[T any]() uint32 { return uint32(reflect.TypeFor[T]().Size()) }
+
+// bindHash binds a hash map (LRU or not) to the Maps field that field
+// returns.
+func bindHash[K comparable, V any](field func(*Maps) *Map[K, V]) binding {
+	return binding{
+		keySize: sizeOf[K](), valueSize: sizeOf[V](),
+		kernel: func(m *Maps, d *mapDef, em *ebpf.Map, _ *ebpf.MapSpec) {
+			*field(m) = &kernelMap[K, V]{m: em, name: d.name}
+		},
+		memory: func(m *Maps, d *mapDef, cfg Config, faults FaultHook) {
+			*field(m) = newMemMap[K, V](d, cfg, faults)
+		},
+	}
+}
+
+// bindLPM binds an LPM trie whose keys say which stored prefixes cover
+// them.
+func bindLPM[K prefixKey[K], V any](field func(*Maps) *Map[K, V]) binding {
+	b := bindHash(field)
+	b.memory = func(m *Maps, d *mapDef, cfg Config, faults FaultHook) {
+		*field(m) = &memLPM[K, V]{newMemMap[K, V](d, cfg, faults)}
+	}
+	return b
+}
+
+// bindArray binds an array map.
+func bindArray[V any](field func(*Maps) *Map[uint32, V]) binding {
+	b := bindHash(field)
+	b.memory = func(m *Maps, d *mapDef, cfg Config, faults FaultHook) {
+		*field(m) = &memArray[V]{newMemMap[uint32, V](d, cfg, faults)}
+	}
+	return b
+}
+
+// bindMaglev binds the map of Maglev tables: keys are frontend IDs, values
+// inner arrays holding one table each (4 bytes: an inner map's ID).
+func bindMaglev(field func(*Maps) *MaglevMap) binding {
+	return binding{
+		keySize: 4, valueSize: 4,
+		kernel: func(m *Maps, d *mapDef, em *ebpf.Map, ms *ebpf.MapSpec) {
+			inner := ms.InnerMap.Copy()
+			inner.Pinning = ebpf.PinNone
+			*field(m) = &kernelMaglev{outer: em, name: d.name, inner: inner, size: int(inner.ValueSize / 4)}
+		},
+		memory: func(m *Maps, d *mapDef, cfg Config, faults FaultHook) {
+			*field(m) = &memMaglev{m: newMemMap[uint32, []uint32](d, cfg, faults), size: int(d.innerSlots(cfg))}
+		},
+	}
+}

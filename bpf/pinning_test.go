@@ -1,0 +1,139 @@
+package bpf_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cilium/hive"
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/hivetest"
+
+	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/bpf/bpftest"
+)
+
+// pinnedConfig returns smallConfig pinned in a fresh bpffs directory.
+func pinnedConfig(t *testing.T) bpf.Config {
+	cfg := smallConfig()
+	cfg.LBPinDir = bpftest.Config(t).LBPinDir
+	return cfg
+}
+
+// pinBackendAndTable opens the maps of cfg, writes backend 1 (cluster 42)
+// and a Maglev table for frontend 1, and closes them again.
+func pinBackendAndTable(t *testing.T, cfg bpf.Config) {
+	t.Helper()
+	m, err := bpf.NewKernelMaps(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Backends.Update(1, bpf.Backend{ClusterID: 42}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Maglev.Update(1, make([]uint32, cfg.LBMaglevTableSize)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A restarted agent finds the entries it pinned.
+func TestPinnedEntriesSurviveReopening(t *testing.T) {
+	cfg := pinnedConfig(t)
+	pinBackendAndTable(t, cfg)
+	for _, name := range []string{"lb_services", "lb_backends", "lb_maglev"} {
+		if _, err := os.Stat(filepath.Join(cfg.LBPinDir, name)); err != nil {
+			t.Fatalf("%s not pinned: %v", name, err)
+		}
+	}
+	m := bpftest.KernelMaps(t, cfg)
+	if v, ok, _ := m.Backends.Lookup(1); !ok || v.ClusterID != 42 {
+		t.Fatalf("backend 1 after reopening: %+v %v", v, ok)
+	}
+	if _, ok, _ := m.Maglev.Lookup(1); !ok {
+		t.Fatal("Maglev table 1 lost on reopening")
+	}
+}
+
+// A pinned map of another layout is an error that says what to do; with
+// --lb-recreate-maps that map (only) is recreated empty.
+func TestLayoutChangeFailsUntilRecreateIsAllowed(t *testing.T) {
+	cfg := pinnedConfig(t)
+	pinBackendAndTable(t, cfg)
+	changed := cfg
+	changed.LBMaglevTableSize = 509
+	if _, err := bpf.NewKernelMaps(changed); err == nil || !strings.Contains(err.Error(), "--lb-recreate-maps") {
+		t.Fatalf("changed Maglev size: %v, want an error pointing at --lb-recreate-maps", err)
+	}
+	changed.LBRecreateMaps = true
+	m := bpftest.KernelMaps(t, changed)
+	if _, ok, _ := m.Maglev.Lookup(1); ok {
+		t.Fatal("recreated lb_maglev kept an old table")
+	}
+	if v, ok, _ := m.Backends.Lookup(1); !ok || v.ClusterID != 42 {
+		t.Fatal("recreating lb_maglev lost lb_backends' entries")
+	}
+}
+
+// Changing --lb-maglev-table-size while the pinned lb_maglev holds no
+// table still yields maps that take tables of the new size (or an error
+// pointing at --lb-recreate-maps). Once, the empty pinned map was
+// accepted with its inner template of the old size, so that every Maglev
+// update failed and --lb-recreate-maps did not help.
+func TestMaglevTableSizeChangeIsCaughtWithEmptyPinnedMap(t *testing.T) {
+	cfg := pinnedConfig(t)
+	m, err := bpf.NewKernelMaps(cfg) // 251, no table written
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+
+	changed := cfg
+	changed.LBMaglevTableSize = 509
+	m2, err := bpf.NewKernelMaps(changed)
+	if err != nil {
+		if !strings.Contains(err.Error(), "--lb-recreate-maps") {
+			t.Fatalf("reopen with another table size: %v", err)
+		}
+		return
+	}
+	defer m2.Close()
+	if err := m2.Maglev.Update(1, make([]uint32, 509)); err != nil {
+		t.Fatalf("the maps opened with table size 509, but a 509-slot table cannot be written: %v", err)
+	}
+}
+
+// --lb-maps auto falls back to in-memory maps only when the process cannot
+// create kernel maps: pinned maps of another layout are an error that
+// says so. Once, auto mode fell back on them too, and the agent programmed
+// no datapath with only an Info line to tell.
+func TestAutoModeReportsIncompatiblePinnedMaps(t *testing.T) {
+	cfg := pinnedConfig(t)
+	m, err := bpf.NewKernelMaps(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+
+	changed := cfg
+	changed.LBServicesMax = cfg.LBServicesMax * 2 // another layout
+	var got *bpf.Maps
+	h := hive.New(
+		bpf.Cell,
+		cell.Invoke(func(m *bpf.Maps) { got = m }),
+	)
+	hive.AddConfigOverride(h, func(c *bpf.Config) { *c = changed })
+	log := hivetest.Logger(t)
+	if err := h.Populate(log); err != nil {
+		if !strings.Contains(err.Error(), "--lb-recreate-maps") {
+			t.Fatalf("populate: %v", err)
+		}
+		return // the error that says so
+	}
+	defer h.Stop(log, context.Background())
+	if got.Kind != "kernel" {
+		t.Fatalf("pinned maps of another layout silently gave %s maps instead of an error", got.Kind)
+	}
+}
