@@ -117,14 +117,10 @@ func newBench(o options) (*bench, error) {
 	cfg.LBRevNatMax = n + 1024
 	var pinRoot string
 	if o.maps == "kernel" {
-		if err := bpftest.Available(); err != nil {
-			return nil, fmt.Errorf("-maps kernel: %w", err)
-		}
-		dir, err := os.MkdirTemp(bpftest.BPFFSRoot, "lbbench-")
-		if err != nil {
-			return nil, err
-		}
-		pinRoot, cfg.LBPinDir = dir, filepath.Join(dir, "maps")
+		// A directory of its own on /sys/fs/bpf, which bpf.Cell mounts if
+		// need be, as it does for the agent.
+		pinRoot = filepath.Join(bpftest.BPFFSRoot, fmt.Sprintf("lbbench-%d", os.Getpid()))
+		cfg.LBPinDir = pinRoot
 	}
 	h := hive.New(
 		statedb.Cell, job.Cell, cell.SimpleHealthCell, tables.Cell, bpf.Cell, lbreconciler.Cell,

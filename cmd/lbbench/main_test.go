@@ -52,9 +52,6 @@ func TestBenchOptionErrors(t *testing.T) {
 // The same on kernel maps (pinned under a fresh directory and removed).
 func TestBenchKernelSmoke(t *testing.T) {
 	bpftest.Require(t)
-	if err := bpftest.Available(); err != nil { // lbbench pins under bpftest.BPFFSRoot, not in a PinDir
-		t.Skipf("lbbench -maps kernel: %v", err)
-	}
 	var out bytes.Buffer
 	if err := run(options{services: 500, backends: 2, iterations: 1, maps: "kernel", json: true}, &out); err != nil {
 		t.Fatal(err)
