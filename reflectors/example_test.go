@@ -43,9 +43,10 @@ func runStatic(ctx context.Context, s *reflectors.Source) error {
 			lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.0.2:8080/TCP"), Weight: weight})
 	})
 	s.Reject(err) // bad input: logged with the object and field, counted, skipped
-	s.SetObjects("services", 1)
-	s.Synced(txn) // nothing is pruned until every source is synced
 	txn.Commit()
+	s.SetObjects("services", 1)
+	s.Synced() // nothing is pruned until every source is synced
+
 	<-ctx.Done() // a real source follows its world until the hive stops
 	return nil
 }

@@ -45,9 +45,12 @@ type Params struct {
 }
 
 // RunFunc is a source's body: it writes its initial state, calls
-// s.Synced in the transaction that completes it, then follows changes
-// until ctx is done. An error is logged, reported as degraded health and
-// retried with backoff (from retryMin, doubling up to retryMax).
+// s.Synced once that is committed, then follows changes until ctx is
+// done. An error is logged, reported as degraded health and the body run
+// again with backoff (from retryMin, doubling up to retryMax): a body
+// that can fail after writing must, when run again, remove what it
+// declared before and no longer sees (k8s.Reflector does, at its synced
+// marker).
 type RunFunc func(ctx context.Context, s *Source) error
 
 const (
@@ -64,14 +67,10 @@ func Register(p Params, name string, run RunFunc) error {
 		return err
 	}
 	g := p.Jobs.NewGroup(p.Health, job.WithLogger(p.Log))
+	// The job logs a failure and reports it as degraded health.
 	g.Add(job.OneShot(name, func(ctx context.Context, h cell.Health) error {
 		s.setHealth(h)
-		err := run(ctx, s)
-		if err != nil && ctx.Err() == nil {
-			s.log.Error("Source failed, retrying", "error", err)
-			h.Degraded("source failed", err)
-		}
-		return err
+		return run(ctx, s)
 	}, job.WithRetry(-1, &job.ExponentialBackoff{Min: retryMin, Max: retryMax})))
 	return nil
 }
@@ -123,15 +122,17 @@ func (s *Source) Name() string { return s.name }
 // Log is the source's logger (it carries source=NAME).
 func (s *Source) Log() *slog.Logger { return s.log }
 
-// Synced marks the source's initial state as written, in txn (a write
-// transaction over the Writer's tables): once every source has, the
-// tables are initialized and the reconciler may prune. Later calls do
-// nothing.
-func (s *Source) Synced(txn statedb.WriteTxn) {
-	s.done(txn)
+// Synced marks the source's initial state as written: once every source
+// has, the tables are initialized and the reconciler may prune. Call it
+// after committing that state, never while holding a write transaction
+// on the tables (it takes one). Later calls do nothing.
+func (s *Source) Synced() {
 	if s.synced.Swap(true) {
 		return
 	}
+	txn := s.Writer.WriteTxn()
+	s.done(txn)
+	txn.Commit()
 	s.syncedGauge.Set(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"log/slog"
 	"sync"
 	"testing"
@@ -109,9 +110,7 @@ func TestTablesInitializedOnlyOnceSourceSynced(t *testing.T) {
 		case <-ctx.Done():
 			return nil
 		}
-		txn := s.Writer.WriteTxn()
-		s.Synced(txn)
-		txn.Commit()
+		s.Synced()
 		<-ctx.Done()
 		return nil
 	})
@@ -159,9 +158,7 @@ func TestFailingSourceIsDegradedAndRetried(t *testing.T) {
 			return errors.New("cannot reach the world")
 		}
 		s.Reject(errors.New("service default/x: port: bad"))
-		txn := s.Writer.WriteTxn()
-		s.Synced(txn)
-		txn.Commit()
+		s.Synced()
 		<-ctx.Done()
 		return nil
 	})
@@ -174,7 +171,7 @@ func TestFailingSourceIsDegradedAndRetried(t *testing.T) {
 	health.mu.Lock()
 	reports := fmt.Sprint(health.reports)
 	health.mu.Unlock()
-	if want := "Degraded source failed: cannot reach the world"; !contains(health, want) {
+	if want := "cannot reach the world"; !containsPart(health, want) {
 		t.Fatalf("health reports %s, want %q", reports, want)
 	}
 	mu.Lock()
@@ -187,11 +184,11 @@ func TestFailingSourceIsDegradedAndRetried(t *testing.T) {
 	}
 }
 
-func contains(h *healthLog, s string) bool {
+func containsPart(h *healthLog, s string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, r := range h.reports {
-		if r == s {
+		if strings.HasPrefix(r, "Degraded") && strings.Contains(r, s) {
 			return true
 		}
 	}

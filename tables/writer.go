@@ -246,34 +246,53 @@ func (w *Writer) ReleaseBackends(txn statedb.WriteTxn, name lb.ServiceName, src 
 // of services, its backends and the redirects it set. What other sources
 // contributed stays.
 func (w *Writer) DeleteSource(txn statedb.WriteTxn, src lb.Source) error {
+	return w.deleteSourceWhere(txn, src, nil)
+}
+
+// SweepSource removes what src contributed to the services keep does not
+// keep: their declarations, redirects and backend instances. A source
+// that lists its world again after losing track of it (a run that failed
+// and started over) sweeps what disappeared in between.
+func (w *Writer) SweepSource(txn statedb.WriteTxn, src lb.Source, keep func(lb.ServiceName) bool) error {
+	if keep == nil {
+		return errors.New("sweep: keep is nil (DeleteSource removes everything)")
+	}
+	return w.deleteSourceWhere(txn, src, keep)
+}
+
+// deleteSourceWhere removes src's contributions to every service keep
+// does not keep (all of them when keep is nil).
+func (w *Writer) deleteSourceWhere(txn statedb.WriteTxn, src lb.Source, keep func(lb.ServiceName) bool) error {
 	if !src.Valid() {
 		return fmt.Errorf("source: unknown source %s", src)
 	}
+	gone := func(name lb.ServiceName) bool { return keep == nil || !keep(name) }
 	// A scan, not an index: a source goes away rarely, and an index by
 	// source would cost every row memory and every write time.
 	ch := w.begin(txn)
 	var services []*lb.Service
 	for s := range w.t.services.All(txn) {
-		if slices.ContainsFunc(s.Params, func(p lb.ServiceParams) bool { return p.Source == src }) || slices.ContainsFunc(s.Redirects, func(r lb.Redirect) bool { return r.Source == src }) {
+		if gone(s.Name) && (slices.ContainsFunc(s.Params, func(p lb.ServiceParams) bool { return p.Source == src }) || slices.ContainsFunc(s.Redirects, func(r lb.Redirect) bool { return r.Source == src })) {
 			services = append(services, s)
 		}
 	}
 	for _, old := range services {
 		w.putService(txn, ch, old, old.WithoutSource(src).WithoutRedirect(src))
 	}
+	ours := func(i *lb.BackendInstance) bool { return i.Source == src && gone(i.Service) }
 	var backends []*lb.Backend
 	for b := range w.t.backends.All(txn) {
-		if slices.ContainsFunc(b.Instances, func(i lb.BackendInstance) bool { return i.Source == src }) {
+		if slices.ContainsFunc(b.Instances, func(i lb.BackendInstance) bool { return ours(&i) }) {
 			backends = append(backends, b)
 		}
 	}
 	for _, old := range backends {
-		for _, inst := range old.Instances {
-			if inst.Source == src {
-				w.backendsChanged(ch, inst.Service)
+		for i := range old.Instances {
+			if ours(&old.Instances[i]) {
+				w.backendsChanged(ch, old.Instances[i].Service)
 			}
 		}
-		w.putBackend(txn, ch, old.Without(func(i *lb.BackendInstance) bool { return i.Source == src }))
+		w.putBackend(txn, ch, old.Without(ours))
 	}
 	return w.end(txn, ch)
 }

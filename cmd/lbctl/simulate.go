@@ -165,27 +165,27 @@ func (p *pipelineFlags) start(logTo io.Writer) (*pipeline, error) {
 	return startPipeline(p.dir, p.nodeName, p.zone, p.algorithm, p.tableSize, logTo)
 }
 
-// startPipeline serves dir through the whole pipeline (the file source's
-// cell, tables, reconciler, in-memory maps) and returns once the
-// reconciler has written everything. A zone overrides the local node's.
+// startPipeline serves dir through the whole pipeline (the manifests
+// source's cell, tables, reconciler, in-memory maps) and returns once the
+// reconciler has written everything. A zone overrides the local node's,
+// as the agent's --k8s-node-zone does.
 func startPipeline(dir, nodeName, zone, algorithm string, tableSize uint32, logTo io.Writer) (*pipeline, error) {
 	var (
 		db        *statedb.DB
 		w         *tables.Writer
 		maps      *bpf.Maps
 		frontends statedb.Table[*lb.Frontend]
-		nodes     statedb.Table[*lb.Node]
 		rec       reconciler.Reconciler[*lb.Frontend]
 	)
 	h := hive.New(
 		statedb.Cell, job.Cell, cell.SimpleHealthCell,
 		tables.Cell, bpf.Cell, lbreconciler.Cell, k8s.Cell, file.Cell,
-		cell.Invoke(func(d *statedb.DB, wr *tables.Writer, m *bpf.Maps, fes statedb.Table[*lb.Frontend], ns statedb.Table[*lb.Node], r reconciler.Reconciler[*lb.Frontend]) {
-			db, w, maps, frontends, nodes, rec = d, wr, m, fes, ns, r
+		cell.Invoke(func(d *statedb.DB, wr *tables.Writer, m *bpf.Maps, fes statedb.Table[*lb.Frontend], r reconciler.Reconciler[*lb.Frontend]) {
+			db, w, maps, frontends, rec = d, wr, m, fes, r
 		}),
 	)
 	hive.AddConfigOverride(h, func(c *file.Config) { c.Manifests = dir })
-	hive.AddConfigOverride(h, func(c *k8s.Config) { c.K8sNodeName = nodeName })
+	hive.AddConfigOverride(h, func(c *k8s.Config) { c.K8sNodeName, c.K8sNodeZone = nodeName, zone })
 	hive.AddConfigOverride(h, func(c *bpf.ModeConfig) { c.LBMaps = "memory" })
 	hive.AddConfigOverride(h, func(c *bpf.Config) { c.LBMaglevTableSize = tableSize })
 	hive.AddConfigOverride(h, func(c *lbreconciler.Config) { c.LBAlgorithm = algorithm })
@@ -198,38 +198,7 @@ func startPipeline(dir, nodeName, zone, algorithm string, tableSize uint32, logT
 		stop()
 		return nil, err
 	}
-	if zone != "" {
-		if err := overrideZone(db, w, nodes, nodeName, zone); err != nil {
-			stop()
-			return nil, err
-		}
-		if err := waitSettled(db, w, frontends, rec); err != nil {
-			stop()
-			return nil, err
-		}
-	}
 	return &pipeline{db: db, w: w, frontends: frontends, maps: maps, stop: stop}, nil
-}
-
-// overrideZone puts the local node (as its manifest, if any, gave it) in
-// zone. The file source sets the node only when its manifest changes.
-func overrideZone(db *statedb.DB, w *tables.Writer, nodes statedb.Table[*lb.Node], name, zone string) error {
-	txn := w.WriteTxn()
-	defer txn.Abort()
-	node := lb.Node{Name: name}
-	if n, _, ok := nodes.Get(txn, tables.NodeByName.Query(name)); ok {
-		node = n.Clone()
-	}
-	node.Zone = zone
-	if node.Labels == nil {
-		node.Labels = map[string]string{}
-	}
-	node.Labels[k8s.LabelTopologyZone] = zone
-	if err := w.SetLocalNode(txn, node); err != nil {
-		return err
-	}
-	txn.Commit()
-	return nil
 }
 
 // waitSettled waits until the file source's objects are in the tables and

@@ -57,6 +57,11 @@ func registerSource(p sourceParams) error {
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return fmt.Errorf("--manifests %s: not a directory", dir)
 	}
+	// Settings that fail every run fail the start instead: the body is
+	// retried, these would never get better.
+	if err := p.K8s.Validate(); err != nil {
+		return err
+	}
 	return reflectors.Register(p.Source, lb.SourceFile.String(), func(ctx context.Context, s *reflectors.Source) error {
 		src, err := newSource(dir, p.K8s, s)
 		if err != nil {

@@ -38,7 +38,7 @@ func registerSource(p sourceParams) error {
 	if p.Client == nil {
 		return nil
 	}
-	if err := p.Config.validate(); err != nil {
+	if err := p.Config.Validate(); err != nil {
 		return err
 	}
 	return reflectors.Register(p.Source, lb.SourceK8s.String(), func(ctx context.Context, s *reflectors.Source) error {

@@ -13,6 +13,9 @@ type Config struct {
 	// K8sNodeName is the local node's name (default: $NODE_NAME, else
 	// the host name).
 	K8sNodeName string
+	// K8sNodeZone, when set, is the local node's zone whatever its Node's
+	// zone label says (or when there is no Node).
+	K8sNodeZone string
 	// K8sLoadBalancerClasses are the loadBalancerClasses this agent
 	// implements, besides services without a class.
 	K8sLoadBalancerClasses []string
@@ -40,12 +43,14 @@ func defaultNodeName() string {
 // Flags registers the configuration's flags.
 func (def Config) Flags(flags *pflag.FlagSet) {
 	flags.String("k8s-node-name", def.K8sNodeName, "The local node's name")
+	flags.String("k8s-node-zone", def.K8sNodeZone, "The local node's zone, overriding its Node's "+LabelTopologyZone+" label (empty: the label's)")
 	flags.StringSlice("k8s-load-balancer-classes", def.K8sLoadBalancerClasses, "loadBalancerClasses this agent implements")
 	flags.Int("k8s-batch-size", def.K8sBatchSize, "Most Kubernetes changes applied in one transaction")
 	flags.Duration("k8s-batch-delay", def.K8sBatchDelay, "Longest wait for a batch of Kubernetes changes to fill")
 }
 
-func (c Config) validate() error {
+// Validate reports a setting that cannot work, naming its flag.
+func (c Config) Validate() error {
 	switch {
 	case c.K8sNodeName == "":
 		return errors.New("--k8s-node-name: empty")

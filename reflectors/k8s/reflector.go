@@ -57,6 +57,9 @@ type Reflector struct {
 	bySvc map[lb.ServiceName][]*discoveryv1.EndpointSlice
 	pods  map[sliceKey]*corev1.Pod // this node's pods, by namespace and name
 	node  *corev1.Node
+	// nodeSet is whether the local node was declared: at the first Node
+	// event, or at the first batch when the zone is overridden.
+	nodeSet bool
 }
 
 // sliceKey names a namespaced object (an EndpointSlice or a Pod).
@@ -66,7 +69,7 @@ type sliceKey struct{ namespace, name string }
 // source as, through src's Writer, and reports synced, bad input and
 // object counts through src.
 func NewReflector(cfg Config, src *reflectors.Source, as lb.Source) (*Reflector, error) {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if !as.Valid() {
@@ -278,10 +281,10 @@ func (r *Reflector) write(ws writes) {
 		return nil
 	})
 	r.src.Reject(err)
-	if ws.synced {
-		r.src.Synced(txn)
-	}
 	txn.Commit()
+	if ws.synced {
+		r.src.Synced()
+	}
 }
 
 // prepare records a batch of events and returns the Writer calls that
@@ -315,8 +318,7 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 				continue // keep the last known node: selection needs one
 			}
 			r.node = obj
-			node := r.localNode()
-			call(func(txn statedb.WriteTxn) { r.check(r.w.SetLocalNode(txn, node), "node "+node.Name) })
+			r.setNode(call)
 			for name := range r.services { // NodePort frontends follow the node's addresses
 				reconvert[name] = true
 			}
@@ -328,6 +330,9 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 		case nil:
 			ws.synced = ws.synced || ev.synced
 		}
+	}
+	if !r.nodeSet && r.cfg.K8sNodeZone != "" {
+		r.setNode(call) // before any frontend is selected without it
 	}
 	r.src.SetObjects("services", len(r.services))
 	r.src.SetObjects("endpointslices", len(r.slices))
@@ -354,7 +359,31 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			call(func(txn statedb.WriteTxn) { r.check(r.w.UpsertService(txn, params), name.String()) })
 		}
 	}
+	if ws.synced {
+		known := r.known()
+		call(func(txn statedb.WriteTxn) {
+			r.check(r.w.SweepSource(txn, r.as, func(n lb.ServiceName) bool { _, ok := known[n]; return ok }), "resync")
+		})
+	}
 	return ws
+}
+
+// known returns the names of every service this reflector declares or
+// holds backends for. At the synced marker the source's earlier
+// declarations of any other service are swept: a run that started over
+// (its body was retried) has not seen those objects deleted.
+func (r *Reflector) known() map[lb.ServiceName]struct{} {
+	known := make(map[lb.ServiceName]struct{}, len(r.services)+len(r.pods))
+	for name := range r.services {
+		known[name] = struct{}{}
+	}
+	for name := range r.bySvc {
+		known[name] = struct{}{}
+	}
+	for _, pod := range r.pods {
+		known[HostPortServiceName(pod)] = struct{}{}
+	}
+	return known
 }
 
 // preparePod records a pod and the calls that declare (or remove) its
@@ -453,10 +482,27 @@ func (r *Reflector) backendsOf(name lb.ServiceName) []lb.BackendParams {
 	return out
 }
 
+// setNode declares the local node.
+func (r *Reflector) setNode(call func(func(statedb.WriteTxn))) {
+	r.nodeSet = true
+	node := r.localNode()
+	call(func(txn statedb.WriteTxn) { r.check(r.w.SetLocalNode(txn, node), "node "+node.Name) })
+}
+
 // localNode is the local node in the model: name, zone, labels and
 // addresses (internal and external IPs).
-func (r *Reflector) localNode() lb.Node {
-	n := lb.Node{Name: r.cfg.K8sNodeName}
+func (r *Reflector) localNode() (n lb.Node) {
+	n = lb.Node{Name: r.cfg.K8sNodeName}
+	defer func() { // the override applies to every way out
+		if zone := r.cfg.K8sNodeZone; zone != "" {
+			n.Zone = zone
+			n.Labels = maps.Clone(n.Labels)
+			if n.Labels == nil {
+				n.Labels = map[string]string{}
+			}
+			n.Labels[LabelTopologyZone] = zone
+		}
+	}()
 	if r.node == nil {
 		return n
 	}
