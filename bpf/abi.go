@@ -41,7 +41,7 @@ type Backend struct {
 	Addr      [16]byte
 	Port      [2]byte
 	Proto     uint8
-	State     uint8
+	State     uint8 // an lb.BackendState: LB_BACKEND_* has its values
 	ClusterID uint32
 	Zone      uint8
 	Pad       [3]uint8

@@ -108,7 +108,7 @@ func TestBackendParamsValidate(t *testing.T) {
 			[]string{"backend address", "unspecified address needs a port"}},
 		{"internal scope", func(p *lb.BackendParams) { p.Address = lb.MustParseL3n4Addr("10.0.0.1:8080/TCP/i") },
 			[]string{"backend 10.0.0.1:8080/TCP/i", "no scope"}},
-		{"state", func(p *lb.BackendParams) { p.State = 4 },
+		{"state", func(p *lb.BackendParams) { p.State = lb.BackendNotReady + 1 },
 			[]string{"backend 10.0.0.1:8080/TCP", "state: value out of range"}},
 		{"empty port name", func(p *lb.BackendParams) { p.PortNames = []string{"http", ""} },
 			[]string{"backend 10.0.0.1:8080/TCP", "portNames[1]", "empty name"}},

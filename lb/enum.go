@@ -121,8 +121,12 @@ func (d *TrafficDistribution) UnmarshalText(b []byte) (err error) {
 
 // BackendState is the lifecycle state of a backend as its source sees it.
 // Selection prefers active backends, falls back to terminating ones, and
-// uses quarantined ones only when nothing else is left; maintenance
-// backends never take new traffic.
+// uses quarantined ones only when nothing else is left; maintenance and
+// not-ready backends never take new flows. Every backend that takes no new
+// flows stays listed (weight 0) so that the flows it already carries keep
+// their backend until it leaves its source.
+//
+// The values are the map ABI's (LB_BACKEND_* in bpf/include/lb.h).
 type BackendState uint8
 
 const (
@@ -130,10 +134,15 @@ const (
 	BackendTerminating
 	BackendQuarantined
 	BackendMaintenance
+	// BackendNotReady is an endpoint that failed its readiness probe or is
+	// being drained, without terminating: Kubernetes takes it out of
+	// rotation, but its established connections go on (kube-proxy's
+	// conntrack keeps them, and so does a datapath that finds the backend).
+	BackendNotReady
 )
 
 var backendStateNames = enumNames[BackendState]{"backend state", []string{
-	"active", "terminating", "quarantined", "maintenance"}}
+	"active", "terminating", "quarantined", "maintenance", "not-ready"}}
 
 func (s BackendState) String() string               { return backendStateNames.String(s) }
 func (s BackendState) MarshalText() ([]byte, error) { return []byte(s.String()), nil }

@@ -110,8 +110,8 @@ func TestTrafficDistribution(t *testing.T) {
 
 func TestBackendState(t *testing.T) {
 	checkEnum(t, "backend state",
-		[]string{"active", "terminating", "quarantined", "maintenance"},
-		[]lb.BackendState{lb.BackendActive, lb.BackendTerminating, lb.BackendQuarantined, lb.BackendMaintenance},
+		[]string{"active", "terminating", "quarantined", "maintenance", "not-ready"},
+		[]lb.BackendState{lb.BackendActive, lb.BackendTerminating, lb.BackendQuarantined, lb.BackendMaintenance, lb.BackendNotReady},
 		[]string{"", "ready", "terminated"})
 }
 

@@ -14,7 +14,7 @@ type BackendRef struct {
 
 	// Weight is the effective weight. Backends kept only for the flows
 	// they already carry (terminating while active ones exist, quarantined,
-	// maintenance) have weight 0.
+	// maintenance, not-ready) have weight 0.
 	Weight uint16 `json:"weight" yaml:"weight"`
 
 	// State is the effective state: an unhealthy active backend shows as

@@ -93,13 +93,18 @@ func (o *ops) backendValue(be *backendState) bpf.Backend {
 	var (
 		first   lb.BackendRef
 		firstID uint32
-		state   = lb.BackendMaintenance
+		state   lb.BackendState
 	)
-	for _, v := range be.views {
+	for i, v := range be.views {
 		if firstID == 0 || v.frontend < firstID {
 			first, firstID = v.ref, v.frontend
 		}
-		state = min(state, v.ref.State)
+		// States are numbered from the most available; starting from the
+		// first view, not from a fixed "least available" state, keeps a
+		// state numbered after it (not-ready) from being read as that one.
+		if i == 0 || v.ref.State < state {
+			state = v.ref.State
+		}
 	}
 	first.State = state
 	return bpf.NewBackend(first, o.cfg.zoneIDs[first.Zone])

@@ -1,6 +1,7 @@
 package tables
 
 import (
+	"fmt"
 	"net/netip"
 	"runtime"
 	"strconv"
@@ -97,6 +98,41 @@ func BenchmarkWriterUpsertBackendLargeService(b *testing.B) {
 		be.Weight = uint16(1 + i%2)
 		mustWrite(b, w, func(txn statedb.WriteTxn) error {
 			return w.UpsertBackends(txn, p.Name, lb.SourceK8s, be)
+		})
+	}
+}
+
+// selBenchCands returns n active candidates in descending address order
+// (so the sort has work to do): half hinted for zone-a (node1's zone), the
+// other half for zone-b, so the zone filter applies.
+func selBenchCands(n int) []Candidate {
+	cands := make([]Candidate, n)
+	for i := range n {
+		j := n - 1 - i
+		zone := "zone-a"
+		if i%2 == 1 {
+			zone = "zone-b"
+		}
+		cands[i] = selBE(fmt.Sprintf("10.%d.%d.%d:80/TCP", j>>16&0xff, j>>8&0xff, j&0xff),
+			selForZones(zone), selOnNode("node"+strconv.Itoa(i%8)), selInZone(zone))
+	}
+	return cands
+}
+
+func BenchmarkSelectBackends(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			cands := selBenchCands(n)
+			fe := selFE("10.96.0.1:80/TCP", lb.SVCTypeClusterIP, "")
+			svc := selSvc(lb.TrafficPolicyCluster, lb.TrafficPolicyCluster, lb.TrafficDistributionPreferSameZone)
+			node := &lb.Node{Name: "node1", Zone: "zone-a"}
+			b.ReportAllocs()
+			for b.Loop() {
+				refs := SelectBackends(fe, svc, node, false, cands)
+				if len(refs) != n/2 {
+					b.Fatalf("selected %d backends, want %d", len(refs), n/2)
+				}
+			}
 		})
 	}
 }

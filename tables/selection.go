@@ -29,7 +29,8 @@ type Candidate struct {
 //  4. State: the best tier present takes new flows: active, else
 //     terminating, else quarantined (an unhealthy active backend counts as
 //     quarantined). The others stay with weight 0, so the flows they carry
-//     can finish; maintenance backends never take new flows.
+//     can finish; maintenance and not-ready backends never take new flows,
+//     not even when nothing else is left.
 //
 // Redirected frontends (redirected is true) and LocalRedirect frontends
 // skip steps 2 and 3: the redirect chose their backends.
@@ -96,7 +97,10 @@ func SelectBackends(fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.Node, 
 
 const tierNone = 3
 
-// tier orders states by preference; maintenance is never preferred.
+// tier orders states by preference. Maintenance and not-ready backends
+// are never preferred: an operator took the one out of rotation, and
+// Kubernetes the other (a failed readiness probe), so even a service with
+// nothing else left must not send them new flows.
 func tier(s lb.BackendState) int {
 	switch s {
 	case lb.BackendActive:

@@ -1,7 +1,6 @@
 package tables
 
 import (
-	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
@@ -51,6 +50,7 @@ var (
 	selTerminating = func(c *Candidate) { c.Params.State = lb.BackendTerminating }
 	selQuarantined = func(c *Candidate) { c.Params.State = lb.BackendQuarantined }
 	selMaintenance = func(c *Candidate) { c.Params.State = lb.BackendMaintenance }
+	selNotReady    = func(c *Candidate) { c.Params.State = lb.BackendNotReady }
 	selUnhealthy   = func(c *Candidate) { c.Unhealthy = true }
 )
 
@@ -246,6 +246,31 @@ func selCases() []selCase {
 			name: "maintenance alone never takes new flows", fe: feClusterIP, svc: svcCluster, node: node1,
 			cands: selCands(selBE("10.0.0.2:80/TCP", selMaintenance, selWeight(50)), selBE("10.0.0.1:80/TCP", selMaintenance)),
 			want:  []string{"10.0.0.1:80/TCP (maintenance weight=0)", "10.0.0.2:80/TCP (maintenance weight=0)"},
+		},
+		{
+			name: "not-ready beside active: weight 0, listed for its open flows", fe: feClusterIP, svc: svcCluster, node: node1,
+			cands: selCands(selBE("10.0.0.1:80/TCP", selNotReady), selBE("10.0.0.2:80/TCP")),
+			want:  []string{"10.0.0.2:80/TCP", "10.0.0.1:80/TCP (not-ready weight=0)"},
+		},
+		{
+			name: "not-ready beside terminating: terminating in rotation", fe: feClusterIP, svc: svcCluster, node: node1,
+			cands: selCands(selBE("10.0.0.1:80/TCP", selNotReady), selBE("10.0.0.2:80/TCP", selTerminating)),
+			want:  []string{"10.0.0.2:80/TCP (terminating)", "10.0.0.1:80/TCP (not-ready weight=0)"},
+		},
+		{
+			name: "not-ready beside quarantined: quarantined in rotation", fe: feClusterIP, svc: svcCluster, node: node1,
+			cands: selCands(selBE("10.0.0.1:80/TCP", selNotReady), selBE("10.0.0.2:80/TCP", selUnhealthy)),
+			want:  []string{"10.0.0.2:80/TCP (quarantined)", "10.0.0.1:80/TCP (not-ready weight=0)"},
+		},
+		{
+			name: "not-ready alone never takes new flows, not even as the last backend", fe: feClusterIP, svc: svcCluster, node: node1,
+			cands: selCands(selBE("10.0.0.2:80/TCP", selNotReady), selBE("10.0.0.1:80/TCP", selNotReady, selUnhealthy)),
+			want:  []string{"10.0.0.1:80/TCP (not-ready weight=0)", "10.0.0.2:80/TCP (not-ready weight=0)"},
+		},
+		{
+			name: "not-ready and maintenance: neither takes new flows", fe: feClusterIP, svc: svcCluster, node: node1,
+			cands: selCands(selBE("10.0.0.2:80/TCP", selNotReady), selBE("10.0.0.1:80/TCP", selMaintenance)),
+			want:  []string{"10.0.0.1:80/TCP (maintenance weight=0)", "10.0.0.2:80/TCP (not-ready weight=0)"},
 		},
 		{
 			name: "weight 0 active stays weight 0 and does not promote terminating", fe: feClusterIP, svc: svcCluster, node: node1,
@@ -511,41 +536,6 @@ func TestSelectBackends(t *testing.T) {
 
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("SelectBackends:\n  got:  %q\n  want: %q", got, tc.want)
-			}
-		})
-	}
-}
-
-// selBenchCands returns n active candidates in descending address order
-// (so the sort has work to do): half hinted for zone-a (node1's zone), the
-// other half for zone-b, so the zone filter applies.
-func selBenchCands(n int) []Candidate {
-	cands := make([]Candidate, n)
-	for i := range n {
-		j := n - 1 - i
-		zone := "zone-a"
-		if i%2 == 1 {
-			zone = "zone-b"
-		}
-		cands[i] = selBE(fmt.Sprintf("10.%d.%d.%d:80/TCP", j>>16&0xff, j>>8&0xff, j&0xff),
-			selForZones(zone), selOnNode("node"+strconv.Itoa(i%8)), selInZone(zone))
-	}
-	return cands
-}
-
-func BenchmarkSelectBackends(b *testing.B) {
-	for _, n := range []int{10, 100, 1000} {
-		b.Run(strconv.Itoa(n), func(b *testing.B) {
-			cands := selBenchCands(n)
-			fe := selFE("10.96.0.1:80/TCP", lb.SVCTypeClusterIP, "")
-			svc := selSvc(lb.TrafficPolicyCluster, lb.TrafficPolicyCluster, lb.TrafficDistributionPreferSameZone)
-			node := &lb.Node{Name: "node1", Zone: "zone-a"}
-			b.ReportAllocs()
-			for b.Loop() {
-				refs := SelectBackends(fe, svc, node, false, cands)
-				if len(refs) != n/2 {
-					b.Fatalf("selected %d backends, want %d", len(refs), n/2)
-				}
 			}
 		})
 	}

@@ -105,7 +105,7 @@ func (g *opGen) backends() []lb.BackendParams {
 			Weight:   []uint16{0, 1, 100, 65535}[g.next(4)],
 			NodeName: genNodes[g.next(3)],
 			Zone:     genZones[g.next(3)],
-			State:    lb.BackendState(g.next(4)),
+			State:    lb.BackendState(g.next(5)), // every state, not-ready included
 		}
 		if n := genPortNames[g.next(3)]; n != "" {
 			b.PortNames = []string{n}

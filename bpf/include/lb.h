@@ -50,6 +50,7 @@ enum {
 	LB_BACKEND_TERMINATING = 1,
 	LB_BACKEND_QUARANTINED = 2,
 	LB_BACKEND_MAINTENANCE = 3,
+	LB_BACKEND_NOT_READY   = 4, /* out of rotation (readiness), open flows go on */
 };
 
 /*
