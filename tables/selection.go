@@ -26,6 +26,9 @@ type Candidate struct {
 //     active backends hinted for this node (PreferSameNode) or its zone,
 //     unless some active backend has no hints or none is hinted for us,
 //     in which case all are kept (the Kubernetes safeguards).
+//     PreferSameNode without any node hints keeps the active backends
+//     whose NodeName is this node, if there are any: slices written
+//     without forNodes hints still say where each endpoint runs.
 //  4. State: the best tier present takes new flows: active, else
 //     terminating, else quarantined (an unhealthy active backend counts as
 //     quarantined). The others stay with weight 0, so the flows they carry
@@ -117,11 +120,43 @@ func tier(s lb.BackendState) int {
 // to keep them all. pool and hints are parallel slices.
 func topologyFilter(pool []lb.BackendRef, hints []*lb.BackendParams, mode lb.TrafficDistribution, node *lb.Node) map[lb.L3n4Addr]bool {
 	if mode == lb.TrafficDistributionPreferSameNode {
-		if keep := hinted(pool, hints, node.Name, func(p *lb.BackendParams) []string { return p.ForNodes }); keep != nil {
+		keep := hinted(pool, hints, node.Name, func(p *lb.BackendParams) []string { return p.ForNodes })
+		if keep == nil && !anyNodeHints(pool, hints) {
+			keep = onNode(pool, hints, node.Name)
+		}
+		if keep != nil {
 			return keep
 		}
 	}
 	return hinted(pool, hints, node.Zone, func(p *lb.BackendParams) []string { return p.ForZones })
+}
+
+// anyNodeHints reports whether some active backend has node hints.
+func anyNodeHints(pool []lb.BackendRef, hints []*lb.BackendParams) bool {
+	for i, r := range pool {
+		if r.State == lb.BackendActive && len(hints[i].ForNodes) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// onNode returns the active backends that run on node name, or nil when
+// name is empty or none does.
+func onNode(pool []lb.BackendRef, hints []*lb.BackendParams, name string) map[lb.L3n4Addr]bool {
+	if name == "" {
+		return nil
+	}
+	var keep map[lb.L3n4Addr]bool
+	for i, r := range pool {
+		if r.State == lb.BackendActive && hints[i].NodeName == name {
+			if keep == nil {
+				keep = map[lb.L3n4Addr]bool{}
+			}
+			keep[r.Address] = true
+		}
+	}
+	return keep
 }
 
 // hinted returns the active backends whose hints include want, or nil when

@@ -468,6 +468,51 @@ func selCases() []selCase {
 			want: []string{"10.0.0.1:80/TCP", "10.0.0.2:80/TCP"},
 		},
 		{
+			name: "PreferSameNode without node hints keeps the active backends on this node", fe: feClusterIP, svc: svcSameNode, node: node1,
+			cands: selCands(
+				selBE("10.0.0.1:80/TCP", selOnNode("node1")),
+				selBE("10.0.0.2:80/TCP", selOnNode("node2")),
+				selBE("10.0.0.3:80/TCP", selOnNode("node1"), selWeight(50)),
+				selBE("10.0.0.4:80/TCP"),
+			),
+			want: []string{"10.0.0.1:80/TCP", "10.0.0.3:80/TCP (weight=50)"},
+		},
+		{
+			name: "PreferSameNode without node hints: a not-ready backend on this node does not count", fe: feClusterIP, svc: svcSameNode, node: node1,
+			cands: selCands(
+				selBE("10.0.0.1:80/TCP", selOnNode("node1"), selNotReady),
+				selBE("10.0.0.2:80/TCP", selOnNode("node2")),
+				selBE("10.0.0.3:80/TCP", selOnNode("node3")),
+			),
+			want: []string{"10.0.0.2:80/TCP", "10.0.0.3:80/TCP", "10.0.0.1:80/TCP (not-ready weight=0)"},
+		},
+		{
+			name: "PreferSameNode without node hints and none on this node falls back to all", fe: feClusterIP, svc: svcSameNode, node: node1,
+			cands: selCands(selBE("10.0.0.1:80/TCP", selOnNode("node2")), selBE("10.0.0.2:80/TCP", selOnNode("node3"))),
+			want:  []string{"10.0.0.1:80/TCP", "10.0.0.2:80/TCP"},
+		},
+		{
+			name: "PreferSameNode without node hints and none on this node falls back to zone hints", fe: feClusterIP, svc: svcSameNode, node: node1,
+			cands: selCands(
+				selBE("10.0.0.1:80/TCP", selOnNode("node2"), selForZones("zone-a")),
+				selBE("10.0.0.2:80/TCP", selOnNode("node3"), selForZones("zone-b")),
+			),
+			want: []string{"10.0.0.1:80/TCP"},
+		},
+		{
+			name: "PreferSameNode: node hints, where present, decide over node names", fe: feClusterIP, svc: svcSameNode, node: node1,
+			cands: selCands(
+				selBE("10.0.0.1:80/TCP", selOnNode("node1"), selForNodes("node2")),
+				selBE("10.0.0.2:80/TCP", selOnNode("node2"), selForNodes("node1")),
+			),
+			want: []string{"10.0.0.2:80/TCP"},
+		},
+		{
+			name: "PreferSameNode with a node without a name keeps all", fe: feClusterIP, svc: svcSameNode, node: nodeNoName,
+			cands: selCands(selBE("10.0.0.1:80/TCP", selOnNode("")), selBE("10.0.0.2:80/TCP", selOnNode("node2"))),
+			want:  []string{"10.0.0.1:80/TCP", "10.0.0.2:80/TCP"},
+		},
+		{
 			name: "terminating backends are not removed by the hint filter", fe: feClusterIP, svc: svcSameZone, node: node1,
 			cands: selCands(
 				selBE("10.0.0.1:80/TCP", selForZones("zone-b"), selTerminating),
