@@ -267,7 +267,7 @@ endpoints:
   conditions: {ready: false, serving: false}
 - addresses: [300.0.0.1, "fd00::1", 10.0.0.5, 0.0.0.0]
 `)
-	name, bs, errs, err := ConvertEndpointSlice(es, false)
+	name, bs, errs, err := ConvertEndpointSlice(es)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,6 +281,8 @@ endpoints:
 		"10.0.0.2:9090/TCP  ports=metrics weight=50 terminating",
 		"10.0.0.3:8080/TCP  ports=http+web weight=0",
 		"10.0.0.3:9090/TCP  ports=metrics weight=0",
+		"10.0.0.4:8080/TCP  ports=http+web weight=50 not-ready",
+		"10.0.0.4:9090/TCP  ports=metrics weight=50 not-ready",
 		"10.0.0.5:8080/TCP  ports=http+web weight=50",
 		"10.0.0.5:9090/TCP  ports=metrics weight=50",
 	}
@@ -291,12 +293,6 @@ endpoints:
 		!strings.Contains(errs[1].Error(), "fd00::1 is not of address type IPv4") ||
 		!strings.Contains(errs[2].Error(), "endpoints[4].addresses[3]: backend 0.0.0.0:8080/TCP: address: unspecified address") {
 		t.Errorf("endpoint errors: %v", errs)
-	}
-
-	// publishNotReadyAddresses: the not-ready endpoint is active too.
-	_, bs, _, _ = ConvertEndpointSlice(es, true)
-	if n := len(bs); n != 10 {
-		t.Errorf("with publishNotReady: %d backends, want 10", n)
 	}
 }
 
@@ -310,13 +306,13 @@ func TestConvertEndpointSliceErrors(t *testing.T) {
 		{`{metadata: {name: s, namespace: default, labels: {kubernetes.io/service-name: web}}, addressType: IPv4, ports: [{port: 80, protocol: QUIC}]}`,
 			`endpointslice default/s: ports[0].protocol: unknown protocol "QUIC"`},
 	} {
-		_, _, _, err := ConvertEndpointSlice(decodeSlice(t, tc.yaml), false)
+		_, _, _, err := ConvertEndpointSlice(decodeSlice(t, tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err %v, want %q", tc.yaml, err, tc.want)
 		}
 	}
 	// FQDN slices have nothing to balance to.
-	_, bs, _, err := ConvertEndpointSlice(decodeSlice(t, `{metadata: {name: s, namespace: default, labels: {kubernetes.io/service-name: web}}, addressType: FQDN, endpoints: [{addresses: [example.com]}], ports: [{port: 80}]}`), false)
+	_, bs, _, err := ConvertEndpointSlice(decodeSlice(t, `{metadata: {name: s, namespace: default, labels: {kubernetes.io/service-name: web}}, addressType: FQDN, endpoints: [{addresses: [example.com]}], ports: [{port: 80}]}`))
 	if err != nil || len(bs) != 0 {
 		t.Errorf("FQDN: %v %v", bs, err)
 	}
@@ -349,7 +345,7 @@ func FuzzConvertEndpointSlice(f *testing.F) {
 		if json.Unmarshal(data, &es) != nil {
 			return
 		}
-		name, bs, _, err := ConvertEndpointSlice(&es, false)
+		name, bs, _, err := ConvertEndpointSlice(&es)
 		if err != nil {
 			return
 		}

@@ -13,11 +13,11 @@ import (
 )
 
 // ConvertEndpointSlice returns the service an EndpointSlice belongs to and
-// its backends. An error about the whole slice (no service name, a bad
+// its backends: every endpoint, in the state its conditions give it
+// (endpointState). An error about the whole slice (no service name, a bad
 // annotation) means none of it applies; errs about single endpoints mean
-// only those were left out. publishNotReady (the Service's
-// publishNotReadyAddresses) makes not-ready endpoints active.
-func ConvertEndpointSlice(es *discoveryv1.EndpointSlice, publishNotReady bool) (name lb.ServiceName, backends []lb.BackendParams, errs []error, err error) {
+// only those were left out.
+func ConvertEndpointSlice(es *discoveryv1.EndpointSlice) (name lb.ServiceName, backends []lb.BackendParams, errs []error, err error) {
 	svcName := es.Labels[LabelServiceName]
 	if svcName == "" {
 		return name, nil, nil, fmt.Errorf("endpointslice %s/%s: label %s: missing", es.Namespace, es.Name, LabelServiceName)
@@ -33,9 +33,7 @@ func ConvertEndpointSlice(es *discoveryv1.EndpointSlice, publishNotReady bool) (
 		return name, nil, nil, err
 	}
 	for i, ep := range es.Endpoints {
-		if state, use := endpointState(ep.Conditions, publishNotReady); use {
-			backends, errs = c.appendEndpoint(backends, errs, i, ep, state)
-		}
+		backends, errs = c.appendEndpoint(backends, errs, i, ep, endpointState(ep.Conditions))
 	}
 	return name, backends, errs, nil
 }
@@ -158,24 +156,28 @@ func (c *sliceConverter) appendEndpoint(backends []lb.BackendParams, errs []erro
 	return backends, errs
 }
 
-// endpointState maps an endpoint's conditions to a backend state, the way
-// kube-proxy reads them: ready is active; serving and terminating is
-// terminating (used only when nothing is ready); anything else is left
-// out, unless the Service publishes not-ready addresses.
-func endpointState(c discoveryv1.EndpointConditions, publishNotReady bool) (lb.BackendState, bool) {
+// endpointState is the backend state of an endpoint with conditions c, as
+// the EndpointSlice API defines them and kube-proxy reads them (ready and
+// serving nil mean true, terminating nil means false):
+//   - ready: active, whatever terminating says (the slice controller
+//     marks terminating endpoints of a Service with
+//     publishNotReadyAddresses ready, and that is how the flag reaches
+//     us);
+//   - not ready, serving and terminating: terminating, taking new flows
+//     only when nothing is ready;
+//   - anything else: not-ready, taking no new flows but kept, so that the
+//     connections it carries survive a failed readiness probe or a drain.
+func endpointState(c discoveryv1.EndpointConditions) lb.BackendState {
 	ready := c.Ready == nil || *c.Ready
-	serving := ready
-	if c.Serving != nil {
-		serving = *c.Serving
-	}
+	serving := c.Serving == nil || *c.Serving
 	terminating := c.Terminating != nil && *c.Terminating
 	switch {
-	case ready && !terminating, publishNotReady:
-		return lb.BackendActive, true
+	case ready:
+		return lb.BackendActive
 	case serving && terminating:
-		return lb.BackendTerminating, true
+		return lb.BackendTerminating
 	}
-	return 0, false
+	return lb.BackendNotReady
 }
 
 func parseWeight(s string) (uint16, error) {

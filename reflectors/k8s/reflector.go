@@ -297,16 +297,15 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 		switch obj := ev.obj.(type) {
 		case *corev1.Service:
 			name := lb.NewServiceName(obj.Namespace, obj.Name)
-			old := r.services[name]
+			// A service's backends come from its slices alone (their
+			// conditions say what publishNotReadyAddresses asks), so only
+			// its declaration changes here.
 			if ev.deleted {
 				delete(r.services, name)
 				call(func(txn statedb.WriteTxn) { r.check(r.w.DeleteService(txn, name, r.as), name.String()) })
 			} else {
 				r.services[name] = obj
 				reconvert[name] = true
-			}
-			if old == nil || ev.deleted || old.Spec.PublishNotReadyAddresses != obj.Spec.PublishNotReadyAddresses {
-				dirty[name] = true
 			}
 		case *discoveryv1.EndpointSlice:
 			r.applySlice(obj, ev.deleted, dirty)
@@ -437,7 +436,7 @@ func (r *Reflector) applySlice(es *discoveryv1.EndpointSlice, deleted bool, dirt
 	}
 	name := lb.NewServiceName(es.Namespace, es.Labels[LabelServiceName])
 	if es.Labels[LabelServiceName] == "" {
-		_, _, _, err := ConvertEndpointSlice(es, false)
+		_, _, _, err := ConvertEndpointSlice(es)
 		r.fail(err)
 		return
 	}
@@ -451,14 +450,10 @@ func (r *Reflector) applySlice(es *discoveryv1.EndpointSlice, deleted bool, dirt
 // backendsOf merges the backends of all slices of a service. An address
 // in two slices (an endpoint moving between them) keeps its better state.
 func (r *Reflector) backendsOf(name lb.ServiceName) []lb.BackendParams {
-	publishNotReady := false
-	if svc, ok := r.services[name]; ok {
-		publishNotReady = svc.Spec.PublishNotReadyAddresses
-	}
 	var out []lb.BackendParams
 	index := smallset.NewIndex(func(b *lb.BackendParams) lb.L3n4Addr { return b.Address })
 	for _, es := range r.bySvc[name] { // in order of name, so the result does not depend on arrival
-		_, bs, errs, err := ConvertEndpointSlice(es, publishNotReady)
+		_, bs, errs, err := ConvertEndpointSlice(es)
 		if err != nil {
 			r.fail(err)
 			continue
