@@ -17,7 +17,8 @@ func (p *ServiceParams) Equal(o *ServiceParams) bool {
 		p.SessionAffinityTimeout == o.SessionAffinityTimeout &&
 		slices.Equal(p.SourceRanges, o.SourceRanges) &&
 		p.Algorithm == o.Algorithm &&
-		p.HealthCheckNodePort == o.HealthCheckNodePort
+		p.HealthCheckNodePort == o.HealthCheckNodePort &&
+		p.Created.Equal(o.Created)
 }
 
 // Equal reports whether p and o describe the same backend the same way.

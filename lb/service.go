@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // DefaultAffinityTimeout is the session affinity timeout used when a service
@@ -46,6 +47,13 @@ type ServiceParams struct {
 	// HealthCheckNodePort is where an external load balancer probes
 	// whether this node has local backends (ExtTrafficPolicy Local).
 	HealthCheckNodePort uint16 `json:"healthCheckNodePort,omitempty" yaml:"healthCheckNodePort,omitempty"`
+
+	// Created is when the service was created (Kubernetes'
+	// creationTimestamp), zero if unknown. Between equal claims on an
+	// address from one source the older service owns it, so that a name
+	// (a namespace renamed) never moves an address; an unknown time counts
+	// as newer than every known one.
+	Created time.Time `json:"created,omitzero" yaml:"created,omitempty"`
 }
 
 // FrontendParams is one address of a service that the datapath matches.
@@ -55,6 +63,10 @@ type FrontendParams struct {
 	// PortName selects the backends whose port names include it. Empty
 	// matches backends that name no port (a single-port service).
 	PortName string `json:"portName,omitempty" yaml:"portName,omitempty"`
+	// Claim is how the service came to claim the address, which decides
+	// who owns an address several services claim. The zero value,
+	// ClaimExplicit, is right for any address named for the service.
+	Claim Claim `json:"claim,omitempty" yaml:"claim,omitempty"`
 }
 
 // UsesExternalTrafficPolicy reports whether the service's external
@@ -127,6 +139,9 @@ func (p *ServiceParams) validate() error {
 		}
 		seen[fe.Address] = struct{}{}
 	}
+	if y := p.Created.Year(); y < 0 || y > 9999 {
+		return fmt.Errorf("created: year %d is outside 0-9999", y)
+	}
 	for i, r := range p.SourceRanges {
 		if !r.IsValid() {
 			return fmt.Errorf("sourceRanges[%d]: invalid prefix", i)
@@ -145,6 +160,9 @@ func (f FrontendParams) Validate() error {
 	}
 	if !svcTypeNames.Valid(f.Type) {
 		return fmt.Errorf("%s: type: missing or unknown service type (want one of %s)", f.Address, svcTypeNames.choices())
+	}
+	if problem := f.Claim.validFor(f.Type); problem != "" {
+		return fmt.Errorf("%s: claim: %s", f.Address, problem)
 	}
 	return nil
 }

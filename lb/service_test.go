@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/lbstate/lbstate/lb"
 )
@@ -17,8 +18,8 @@ func validParams() lb.ServiceParams {
 		Source: lb.SourceK8s,
 		Frontends: []lb.FrontendParams{
 			{Address: lb.MustParseL3n4Addr("10.96.0.1:80/TCP"), Type: lb.SVCTypeClusterIP, PortName: "http"},
-			{Address: lb.MustParseL3n4Addr("0.0.0.0:30080/TCP"), Type: lb.SVCTypeNodePort, PortName: "http"},
-			{Address: lb.MustParseL3n4Addr("0.0.0.0:30080/TCP/i"), Type: lb.SVCTypeNodePort, PortName: "http"},
+			{Address: lb.MustParseL3n4Addr("0.0.0.0:30080/TCP"), Type: lb.SVCTypeNodePort, PortName: "http", Claim: lb.ClaimReservedNodePort},
+			{Address: lb.MustParseL3n4Addr("0.0.0.0:30080/TCP/i"), Type: lb.SVCTypeNodePort, PortName: "http", Claim: lb.ClaimNodeAddress},
 			{Address: lb.MustParseL3n4Addr("[fd00::1]:53/UDP"), Type: lb.SVCTypeClusterIP, PortName: "dns"},
 		},
 		ExtTrafficPolicy:       lb.TrafficPolicyLocal,
@@ -29,6 +30,7 @@ func validParams() lb.ServiceParams {
 		SourceRanges:           []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/64")},
 		Algorithm:              lb.AlgorithmMaglev,
 		HealthCheckNodePort:    32000,
+		Created:                time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC),
 	}
 }
 
@@ -87,6 +89,15 @@ func TestServiceParamsValidate(t *testing.T) {
 			[]string{"service default/web", "sourceRanges[0]", "invalid prefix"}},
 		{"host bits", func(p *lb.ServiceParams) { p.SourceRanges[1] = netip.MustParsePrefix("fd00::1/64") },
 			[]string{"service default/web", "sourceRanges[1]", "fd00::1/64", "host bits", "fd00::/64"}},
+		{"claim out of range", func(p *lb.ServiceParams) { p.Frontends[1].Claim = 3 },
+			[]string{"service default/web", "frontends[1]", "0.0.0.0:30080/TCP", "claim: value out of range"}},
+		{"node-address claim of a ClusterIP", func(p *lb.ServiceParams) { p.Frontends[0].Claim = lb.ClaimNodeAddress },
+			[]string{"service default/web", "frontends[0]", "10.96.0.1:80/TCP", "claim: node-address is for NodePort and HostPort frontends, not ClusterIP"}},
+		{"reserved-node-port claim of a HostPort", func(p *lb.ServiceParams) {
+			p.Frontends[1].Type, p.Frontends[1].Claim = lb.SVCTypeHostPort, lb.ClaimReservedNodePort
+		}, []string{"frontends[1]", "claim: reserved-node-port is for NodePort frontends, not HostPort"}},
+		{"created past year 9999", func(p *lb.ServiceParams) { p.Created = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) },
+			[]string{"service default/web", "created: year 10000 is outside 0-9999"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -197,6 +208,9 @@ func TestServiceParamsEqual(t *testing.T) {
 		{"SourceRanges nil", func(p *lb.ServiceParams) { p.SourceRanges = nil }},
 		{"Algorithm", func(p *lb.ServiceParams) { p.Algorithm = lb.AlgorithmRandom }},
 		{"HealthCheckNodePort", func(p *lb.ServiceParams) { p.HealthCheckNodePort = 32001 }},
+		{"Frontends claim", func(p *lb.ServiceParams) { p.Frontends[2].Claim = lb.ClaimExplicit }},
+		{"Created", func(p *lb.ServiceParams) { p.Created = p.Created.Add(time.Second) }},
+		{"Created unknown", func(p *lb.ServiceParams) { p.Created = time.Time{} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.field, func(t *testing.T) {
@@ -221,6 +235,12 @@ func TestServiceParamsJSON(t *testing.T) {
 	}
 	if !back.Equal(&in) {
 		t.Errorf("JSON round trip changed the declaration:\n%s\n%+v", out, back)
+	}
+	// The same time in another location is the same creation time.
+	local := in
+	local.Created = in.Created.In(time.FixedZone("UTC+2", 7200))
+	if !local.Equal(&in) {
+		t.Error("a creation time in another location is not Equal")
 	}
 }
 

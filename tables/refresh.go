@@ -3,6 +3,7 @@ package tables
 import (
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
@@ -112,8 +113,9 @@ func (ch *changes) localNode(w *Writer, txn statedb.ReadTxn) *lb.Node {
 
 // flush refreshes what ch recorded:
 //  1. each recorded address goes to the service that outranks the other
-//     claimants (higher source priority, then smaller name), or its
-//     frontend row is deleted when no service claims it any more;
+//     claimants (outranks: the stronger claim, the higher source
+//     priority, the older service, the smaller name), or its frontend
+//     row is deleted when no service claims it any more;
 //  2. the frontends of each recorded service, where it owns them, get
 //     their backends selected again;
 //  3. every service that changed or took part in an address decision gets
@@ -157,7 +159,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 			winner = w.conflictClaimants(txn, ch, addr, winner)
 		}
 		for _, s := range ch.claimedBy[addr] {
-			winner = better(ch, s, winner)
+			winner = better(ch, addr, s, winner)
 		}
 		if winner == nil {
 			if found {
@@ -196,14 +198,14 @@ func (w *Writer) claimant(txn statedb.ReadTxn, ch *changes, addr lb.L3n4Addr, na
 	if !found || !claims(s, addr) {
 		return winner
 	}
-	return better(ch, s, winner)
+	return better(ch, addr, s, winner)
 }
 
-// better records claimant s as a contender and returns the better of s
-// and winner.
-func better(ch *changes, s, winner *lb.Service) *lb.Service {
+// better records claimant s as a contender and returns the better claimant
+// of addr of s and winner.
+func better(ch *changes, addr lb.L3n4Addr, s, winner *lb.Service) *lb.Service {
 	ch.contenders[s.Name] = struct{}{}
-	if winner == nil || outranks(s, winner) {
+	if winner == nil || outranks(s, winner, addr) {
 		return s
 	}
 	return winner
@@ -224,17 +226,50 @@ func (w *Writer) flushService(txn statedb.ReadTxn, ch *changes, name lb.ServiceN
 // claims reports whether the declaration in force of s has a frontend at
 // addr.
 func claims(s *lb.Service, addr lb.L3n4Addr) bool {
-	p := s.Policy()
-	return p != nil && slices.ContainsFunc(p.Frontends, func(fe lb.FrontendParams) bool { return fe.Address == addr })
+	_, ok := frontendAt(s.Policy(), addr)
+	return ok
 }
 
-// outranks reports whether service a wins a frontend address over b.
-func outranks(a, b *lb.Service) bool {
+// frontendAt returns p's frontend at addr.
+func frontendAt(p *lb.ServiceParams, addr lb.L3n4Addr) (lb.FrontendParams, bool) {
+	if p != nil {
+		for _, fe := range p.Frontends {
+			if fe.Address == addr {
+				return fe, true
+			}
+		}
+	}
+	return lb.FrontendParams{}, false
+}
+
+// outranks reports whether service a wins frontend address addr over b,
+// both claiming it. By how each claimed it first (lb.Claim: an address
+// named for a service before a NodePort or host port that reaches it only
+// because the node has it), then by source priority, then the older
+// service (an unknown creation time counts as the newest), and only last
+// by name: renaming a namespace must not move an address.
+func outranks(a, b *lb.Service, addr lb.L3n4Addr) bool {
 	pa, pb := a.Policy(), b.Policy()
-	if pa.Source != pb.Source {
+	fa, _ := frontendAt(pa, addr)
+	fb, _ := frontendAt(pb, addr)
+	switch {
+	case fa.Claim != fb.Claim:
+		return fa.Claim.Outranks(fb.Claim)
+	case pa.Source != pb.Source:
 		return pa.Source.Outranks(pb.Source)
+	case !pa.Created.Equal(pb.Created):
+		return olderThan(pa.Created, pb.Created)
 	}
 	return a.Name.Compare(b.Name) < 0
+}
+
+// olderThan reports whether creation time a is before b, where the zero
+// time (unknown) is after every known time.
+func olderThan(a, b time.Time) bool {
+	if a.IsZero() || b.IsZero() {
+		return b.IsZero() && !a.IsZero()
+	}
+	return a.Before(b)
 }
 
 // refreshService re-derives the frontend rows that service name owns.

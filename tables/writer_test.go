@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
@@ -68,6 +69,8 @@ var (
 		lb.MustParseL3n4Addr("10.0.0.3:80/TCP"), lb.MustParseL3n4Addr("10.0.0.1:53/UDP"),
 		lb.MustParseL3n4Addr("[fd00:1::1]:53/UDP"), lb.MustParseL3n4Addr("10.0.0.4:80/ANY"),
 	}
+	genTypes     = []lb.SVCType{lb.SVCTypeClusterIP, lb.SVCTypeLoadBalancer, lb.SVCTypeNodePort, lb.SVCTypeHostPort}
+	genCreated   = []time.Time{{}, time.Unix(1700000000, 0), time.Unix(1700000001, 0)}
 	genNodes     = []string{"n1", "n2", "n3"}
 	genZones     = []string{"", "z1", "z2"}
 	genPortNames = []string{"", "http", "dns"}
@@ -82,13 +85,16 @@ func (g *opGen) serviceParams() lb.ServiceParams {
 		TrafficDistribution: lb.TrafficDistribution(g.next(3)),
 		Algorithm:           lb.Algorithm(g.next(3)),
 	}
-	for i, addr := range genFrontEnd {
+	p.Created = genCreated[g.next(len(genCreated))]
+	for _, addr := range genFrontEnd {
 		if g.next(2) == 1 {
-			typ := lb.SVCTypeClusterIP
-			if i >= 2 {
-				typ = lb.SVCTypeNodePort
+			// Any type and claim on any address, so that every kind of
+			// claim meets every other.
+			fe := lb.FrontendParams{Address: addr, Type: genTypes[g.next(len(genTypes))], PortName: genPortNames[g.next(3)], Claim: lb.Claim(g.next(3))}
+			if fe.Validate() != nil {
+				fe.Claim = lb.ClaimExplicit // a claim the type cannot have
 			}
-			p.Frontends = append(p.Frontends, lb.FrontendParams{Address: addr, Type: typ, PortName: genPortNames[g.next(3)]})
+			p.Frontends = append(p.Frontends, fe)
 		}
 	}
 	return p
@@ -271,7 +277,7 @@ func checkInvariants(w *Writer, txn statedb.ReadTxn, deleted lb.Source) error {
 		}
 		// The owner outranks every other claimant.
 		for other := range w.Services().All(txn) {
-			if other.Name != fe.Service && claims(other, fe.Address) && outranks(other, svc) {
+			if other.Name != fe.Service && claims(other, fe.Address) && outranks(other, svc, fe.Address) {
 				return fmt.Errorf("frontend %s: owned by %s but %s outranks it", fe.Address, fe.Service, other.Name)
 			}
 		}
