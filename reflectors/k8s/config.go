@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -19,6 +20,11 @@ type Config struct {
 	// K8sLoadBalancerClasses are the loadBalancerClasses this agent
 	// implements, besides services without a class.
 	K8sLoadBalancerClasses []string
+	// K8sNodePortRange is the cluster's node-port range ("FIRST-LAST",
+	// as kube-apiserver's --service-node-port-range): inside it a NodePort
+	// on a node address owns the address before a LoadBalancer or
+	// external IP that equals it.
+	K8sNodePortRange string
 	// K8sBatchSize and K8sBatchDelay bound a batch of changes applied in
 	// one transaction.
 	K8sBatchSize  int
@@ -27,9 +33,10 @@ type Config struct {
 
 // DefaultConfig is the default reflector configuration.
 var DefaultConfig = Config{
-	K8sNodeName:   defaultNodeName(),
-	K8sBatchSize:  500,
-	K8sBatchDelay: 10 * time.Millisecond,
+	K8sNodeName:      defaultNodeName(),
+	K8sNodePortRange: DefaultNodePortRange.String(),
+	K8sBatchSize:     500,
+	K8sBatchDelay:    10 * time.Millisecond,
 }
 
 func defaultNodeName() string {
@@ -45,12 +52,16 @@ func (def Config) Flags(flags *pflag.FlagSet) {
 	flags.String("k8s-node-name", def.K8sNodeName, "The local node's name")
 	flags.String("k8s-node-zone", def.K8sNodeZone, "The local node's zone, overriding its Node's "+LabelTopologyZone+" label (empty: the label's)")
 	flags.StringSlice("k8s-load-balancer-classes", def.K8sLoadBalancerClasses, "loadBalancerClasses this agent implements")
+	flags.String("k8s-node-port-range", def.K8sNodePortRange, "The cluster's node-port range (kube-apiserver's --service-node-port-range), where NodePorts own node addresses before LoadBalancer and external IPs")
 	flags.Int("k8s-batch-size", def.K8sBatchSize, "Most Kubernetes changes applied in one transaction")
 	flags.Duration("k8s-batch-delay", def.K8sBatchDelay, "Longest wait for a batch of Kubernetes changes to fill")
 }
 
 // Validate reports a setting that cannot work, naming its flag.
 func (c Config) Validate() error {
+	if _, err := ParsePortRange(c.K8sNodePortRange); err != nil {
+		return fmt.Errorf("--k8s-node-port-range: %w", err)
+	}
 	switch {
 	case c.K8sNodeName == "":
 		return errors.New("--k8s-node-name: empty")

@@ -49,6 +49,10 @@ type ServiceOptions struct {
 	LoadBalancerClasses []string
 	// Source is the source the declarations are made as (default k8s).
 	Source lb.Source
+	// NodePortRange is the cluster's node-port range (zero:
+	// DefaultNodePortRange). A NodePort inside it claims the node's
+	// addresses before LoadBalancer and external IPs (lb.Claim).
+	NodePortRange PortRange
 }
 
 // ConvertService returns the declaration of a Service. ok is false for
@@ -75,6 +79,7 @@ func ConvertService(svc *corev1.Service, opts ServiceOptions) (params lb.Service
 		Source:              src,
 		ExtTrafficPolicy:    trafficPolicy(string(svc.Spec.ExternalTrafficPolicy)),
 		HealthCheckNodePort: uint16(svc.Spec.HealthCheckNodePort),
+		Created:             svc.CreationTimestamp.Time,
 	}
 	if p := svc.Spec.InternalTrafficPolicy; p != nil {
 		params.IntTrafficPolicy = trafficPolicy(string(*p))
@@ -195,18 +200,23 @@ func frontends(svc *corev1.Service, p lb.ServiceParams, opts ServiceOptions) ([]
 	// API server from allocating one).
 	nodePorts := svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer
 	twins := p.ExtTrafficPolicy != p.IntTrafficPolicy
+	reserved := opts.NodePortRange
+	if reserved == (PortRange{}) {
+		reserved = DefaultNodePortRange
+	}
 
 	var out []lb.FrontendParams
 	seen := map[lb.L3n4Addr]bool{}
-	add := func(a lb.L3n4Addr, typ lb.SVCType, portName string) {
+	add := func(fe lb.FrontendParams) {
 		for _, scope := range []lb.Scope{lb.ScopeExternal, lb.ScopeInternal} {
-			if scope == lb.ScopeInternal && (!typ.IsExternal() || !twins) {
+			if scope == lb.ScopeInternal && (!fe.Type.IsExternal() || !twins) {
 				break
 			}
-			fa := a.WithScope(scope)
-			if !seen[fa] {
-				seen[fa] = true
-				out = append(out, lb.FrontendParams{Address: fa, Type: typ, PortName: portName})
+			twin := fe
+			twin.Address = fe.Address.WithScope(scope)
+			if !seen[twin.Address] {
+				seen[twin.Address] = true
+				out = append(out, twin)
 			}
 		}
 	}
@@ -221,32 +231,42 @@ func frontends(svc *corev1.Service, p lb.ServiceParams, opts ServiceOptions) ([]
 		if port.Port <= 0 || port.Port > 65535 {
 			return nil, &fieldError{fmt.Sprintf("spec.ports[%d].port", i), fmt.Errorf("%d is not a port", port.Port)}
 		}
-		at := func(a netip.Addr, p int32) lb.L3n4Addr { return lb.NewL3n4Addr(proto, a, uint16(p), lb.ScopeExternal) }
+		at := func(a netip.Addr, p int32, typ lb.SVCType) lb.FrontendParams {
+			return lb.FrontendParams{Address: lb.NewL3n4Addr(proto, a, uint16(p), lb.ScopeExternal), Type: typ, PortName: port.Name}
+		}
 		for _, ip := range cips {
-			add(at(ip, port.Port), lb.SVCTypeClusterIP, port.Name)
+			add(at(ip, port.Port, lb.SVCTypeClusterIP))
 		}
 		if nodePorts && port.NodePort != 0 {
 			if port.NodePort < 0 || port.NodePort > 65535 {
 				return nil, &fieldError{fmt.Sprintf("spec.ports[%d].nodePort", i), fmt.Errorf("%d is not a port", port.NodePort)}
+			}
+			// A NodePort exists on an address only because the node has
+			// it; inside the reserved range that claim comes first.
+			claim := lb.ClaimNodeAddress
+			if reserved.Contains(uint16(port.NodePort)) {
+				claim = lb.ClaimReservedNodePort
 			}
 			for _, is4 := range uniqueFamilies(families) {
 				anyAddr := netip.IPv6Unspecified()
 				if is4 {
 					anyAddr = netip.IPv4Unspecified()
 				}
-				add(at(anyAddr, port.NodePort), lb.SVCTypeNodePort, port.Name)
-				for _, na := range opts.Node.Addresses {
-					if na.Unmap().Is4() == is4 {
-						add(at(na.Unmap(), port.NodePort), lb.SVCTypeNodePort, port.Name)
+				addrs := append([]netip.Addr{anyAddr}, opts.Node.Addresses...)
+				for _, a := range addrs {
+					if a.Unmap().Is4() == is4 {
+						fe := at(a.Unmap(), port.NodePort, lb.SVCTypeNodePort)
+						fe.Claim = claim
+						add(fe)
 					}
 				}
 			}
 		}
 		for _, ip := range lbIPs {
-			add(at(ip, port.Port), lb.SVCTypeLoadBalancer, port.Name)
+			add(at(ip, port.Port, lb.SVCTypeLoadBalancer))
 		}
 		for _, ip := range extIPs {
-			add(at(ip, port.Port), lb.SVCTypeExternalIP, port.Name)
+			add(at(ip, port.Port, lb.SVCTypeExternalIP))
 		}
 	}
 	return out, nil

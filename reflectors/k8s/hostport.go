@@ -33,7 +33,7 @@ func ConvertPod(pod *corev1.Pod, node lb.Node) (params lb.ServiceParams, backend
 		}
 		podIPs = append(podIPs, a.Unmap())
 	}
-	params = lb.ServiceParams{Name: name, Source: lb.SourceK8s}
+	params = lb.ServiceParams{Name: name, Source: lb.SourceK8s, Created: pod.CreationTimestamp.Time}
 	seen := map[lb.L3n4Addr]bool{}
 	for ci, c := range pod.Spec.Containers {
 		for pi, port := range c.Ports {
@@ -51,13 +51,17 @@ func ConvertPod(pod *corev1.Pod, node lb.Node) (params lb.ServiceParams, backend
 				return params, nil, false, fmt.Errorf("pod %s/%s: %s: ports %d/%d out of range", pod.Namespace, pod.Name, field, port.HostPort, port.ContainerPort)
 			}
 			portName := fmt.Sprintf("hostport-%d-%s", port.HostPort, proto)
+			// A host port is on the node's addresses only because the node
+			// has them: an address named for a Service owns them first. A
+			// hostIP is named for the pod.
 			var addrs []netip.Addr
+			claim := lb.ClaimNodeAddress
 			if port.HostIP != "" {
 				a, err := netip.ParseAddr(port.HostIP)
 				if err != nil {
 					return params, nil, false, fmt.Errorf("pod %s/%s: %s.hostIP: %w", pod.Namespace, pod.Name, field, err)
 				}
-				addrs = []netip.Addr{a.Unmap()}
+				addrs, claim = []netip.Addr{a.Unmap()}, lb.ClaimExplicit
 			} else {
 				for _, ip := range podIPs {
 					if ip.Is4() {
@@ -72,7 +76,7 @@ func ConvertPod(pod *corev1.Pod, node lb.Node) (params lb.ServiceParams, backend
 				fa := lb.NewL3n4Addr(proto, a, uint16(port.HostPort), lb.ScopeExternal)
 				if !seen[fa] {
 					seen[fa] = true
-					params.Frontends = append(params.Frontends, lb.FrontendParams{Address: fa, Type: lb.SVCTypeHostPort, PortName: portName})
+					params.Frontends = append(params.Frontends, lb.FrontendParams{Address: fa, Type: lb.SVCTypeHostPort, PortName: portName, Claim: claim})
 				}
 			}
 			for _, ip := range podIPs {

@@ -40,11 +40,12 @@ type event struct {
 // watches an API server; another (a directory of manifests) calls Push and
 // Synced itself.
 type Reflector struct {
-	cfg    Config
-	src    *reflectors.Source
-	w      *tables.Writer
-	as     lb.Source
-	events chan event
+	cfg       Config
+	nodePorts PortRange // cfg.K8sNodePortRange
+	src       *reflectors.Source
+	w         *tables.Writer
+	as        lb.Source
+	events    chan event
 	// stopped closes (once, with stop) when Run's loop has returned, so
 	// that nothing waits forever to hand it an event.
 	stopped chan struct{}
@@ -75,9 +76,10 @@ func NewReflector(cfg Config, src *reflectors.Source, as lb.Source) (*Reflector,
 	if !as.Valid() {
 		return nil, fmt.Errorf("reflector: unknown source %d", as)
 	}
+	nodePorts, _ := ParsePortRange(cfg.K8sNodePortRange) // validated above
 	stopped := make(chan struct{})
 	return &Reflector{
-		cfg: cfg, src: src, w: src.Writer, as: as,
+		cfg: cfg, nodePorts: nodePorts, src: src, w: src.Writer, as: as,
 		events:   make(chan event, 4096),
 		stopped:  stopped,
 		stop:     sync.OnceFunc(func() { close(stopped) }),
@@ -348,7 +350,9 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 		if !ok {
 			continue
 		}
-		params, ok, err := ConvertService(svc, ServiceOptions{Node: node, LoadBalancerClasses: r.cfg.K8sLoadBalancerClasses, Source: r.as})
+		params, ok, err := ConvertService(svc, ServiceOptions{
+			Node: node, LoadBalancerClasses: r.cfg.K8sLoadBalancerClasses, Source: r.as, NodePortRange: r.nodePorts,
+		})
 		switch {
 		case err != nil:
 			r.fail(err) // the previous declaration, if any, stays
