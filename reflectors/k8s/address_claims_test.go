@@ -53,9 +53,9 @@ status:
 		{"custom range", ServiceOptions{Node: node, NodePortRange: PortRange{8000, 9000}}, ":30080/", lb.ClaimNodeAddress},
 		{"custom range", ServiceOptions{Node: node, NodePortRange: PortRange{8000, 9000}}, ":8443/", lb.ClaimReservedNodePort},
 	} {
-		p, ok, err := ConvertService(svc, tc.opts)
-		if err != nil || !ok {
-			t.Fatal(ok, err)
+		p, ok, unknown, err := ConvertService(svc, tc.opts)
+		if err != nil || !ok || len(unknown) > 0 {
+			t.Fatal(ok, unknown, err)
 		}
 		if !p.Created.Equal(time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)) {
 			t.Errorf("created %s", p.Created)

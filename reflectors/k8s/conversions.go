@@ -56,41 +56,51 @@ type ServiceOptions struct {
 }
 
 // ConvertService returns the declaration of a Service. ok is false for
-// Services lbstate does not balance (ExternalName, headless); an error
-// names the Service and the field that is wrong, and means nothing of the
-// Service should be declared.
-func ConvertService(svc *corev1.Service, opts ServiceOptions) (params lb.ServiceParams, ok bool, err error) {
+// Services lbstate does not balance (ExternalName, headless).
+//
+// unknown lists the values of evolving fields (spec.type, the traffic
+// policies, trafficDistribution, sessionAffinity, ingress ipMode, port
+// protocols, lbstate's and Kubernetes' annotations) that this version
+// does not know; each was replaced by its field's default, and params is
+// complete without them: they are for the caller to log, or to reject
+// where it validates its input strictly (see UnknownValue).
+//
+// An error names the Service and the field that is wrong, and means
+// nothing of the Service should be declared.
+func ConvertService(svc *corev1.Service, opts ServiceOptions) (params lb.ServiceParams, ok bool, unknown []UnknownValue, err error) {
 	name := lb.NewServiceName(svc.Namespace, svc.Name)
-	fail := func(field string, err error) (lb.ServiceParams, bool, error) {
-		return lb.ServiceParams{}, false, fmt.Errorf("service %s: %s: %w", name, field, err)
+	fail := func(field string, err error) (lb.ServiceParams, bool, []UnknownValue, error) {
+		return lb.ServiceParams{}, false, nil, fmt.Errorf("service %s: %s: %w", name, field, err)
 	}
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
-		return lb.ServiceParams{}, false, nil
+		return lb.ServiceParams{}, false, nil, nil
 	}
 	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
-		return lb.ServiceParams{}, false, nil
+		return lb.ServiceParams{}, false, nil, nil
 	}
 	src := opts.Source
 	if src == 0 {
 		src = lb.SourceK8s
 	}
+	u := &unknownValues{object: "service " + name.String()}
 	params = lb.ServiceParams{
 		Name:                name,
 		Source:              src,
-		ExtTrafficPolicy:    trafficPolicy(string(svc.Spec.ExternalTrafficPolicy)),
+		ExtTrafficPolicy:    trafficPolicy(u, "spec.externalTrafficPolicy", string(svc.Spec.ExternalTrafficPolicy)),
+		TrafficDistribution: distribution(u, svc),
+		Algorithm:           algorithm(u, svc),
 		HealthCheckNodePort: uint16(svc.Spec.HealthCheckNodePort),
 		Created:             svc.CreationTimestamp.Time,
 	}
 	if p := svc.Spec.InternalTrafficPolicy; p != nil {
-		params.IntTrafficPolicy = trafficPolicy(string(*p))
+		params.IntTrafficPolicy = trafficPolicy(u, "spec.internalTrafficPolicy", string(*p))
 	}
 	if svc.Spec.HealthCheckNodePort < 0 || svc.Spec.HealthCheckNodePort > 65535 {
 		return fail("spec.healthCheckNodePort", fmt.Errorf("%d is not a port", svc.Spec.HealthCheckNodePort))
 	}
-	if err := params.TrafficDistribution.UnmarshalText([]byte(distribution(svc))); err != nil {
-		return fail("spec.trafficDistribution", err)
-	}
-	if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+	affinity := u.oneOf("spec.sessionAffinity", string(svc.Spec.SessionAffinity), "None",
+		"", string(corev1.ServiceAffinityNone), string(corev1.ServiceAffinityClientIP))
+	if affinity == string(corev1.ServiceAffinityClientIP) {
 		params.SessionAffinity = true
 		if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
 			t := *c.ClientIP.TimeoutSeconds
@@ -100,11 +110,6 @@ func ConvertService(svc *corev1.Service, opts ServiceOptions) (params lb.Service
 			params.SessionAffinityTimeout = uint32(t)
 		}
 	}
-	if a, found := svc.Annotations[AnnotationAlgorithm]; found {
-		if err := params.Algorithm.UnmarshalText([]byte(a)); err != nil || params.Algorithm == lb.AlgorithmDefault {
-			return fail("annotation "+AnnotationAlgorithm, fmt.Errorf("%q: want random or maglev", a))
-		}
-	}
 	for i, r := range svc.Spec.LoadBalancerSourceRanges {
 		prefix, err := netip.ParsePrefix(strings.TrimSpace(r))
 		if err != nil {
@@ -112,35 +117,70 @@ func ConvertService(svc *corev1.Service, opts ServiceOptions) (params lb.Service
 		}
 		params.SourceRanges = append(params.SourceRanges, prefix.Masked())
 	}
-	fes, ferr := frontends(svc, params, opts)
+	fes, ferr := frontends(svc, params, opts, u)
 	if ferr != nil {
 		return fail(ferr.field, ferr.err)
 	}
 	params.Frontends = fes
 	if err := params.Validate(); err != nil {
-		return lb.ServiceParams{}, false, err
+		return lb.ServiceParams{}, false, nil, err
 	}
-	return params, true, nil
+	return params, true, u.list, nil
 }
 
-func trafficPolicy(p string) lb.TrafficPolicy {
-	if p == "Local" {
+// trafficPolicy reads an external or internal traffic policy: Local, or
+// Cluster, the default.
+func trafficPolicy(u *unknownValues, field, p string) lb.TrafficPolicy {
+	if u.oneOf(field, p, "Cluster", "", "Cluster", "Local") == "Local" {
 		return lb.TrafficPolicyLocal
 	}
 	return lb.TrafficPolicyCluster
 }
 
-// distribution returns the trafficDistribution to use: the field, else
-// the topology-mode annotation's Auto (Kubernetes' older switch).
-func distribution(svc *corev1.Service) string {
+// distribution returns the traffic distribution: the field, else the
+// topology-mode annotation's Auto (Kubernetes' older switch, or its
+// deprecated predecessor). A value it does not know means no preference,
+// as the API defines the field: a hint.
+func distribution(u *unknownValues, svc *corev1.Service) lb.TrafficDistribution {
 	if d := svc.Spec.TrafficDistribution; d != nil && *d != "" {
-		return *d
+		var td lb.TrafficDistribution
+		if td.UnmarshalText([]byte(*d)) != nil || td == lb.TrafficDistributionDefault {
+			u.add("spec.trafficDistribution", *d, "no preference")
+		}
+		return td
 	}
-	if strings.EqualFold(svc.Annotations[AnnotationTopologyMode], "Auto") ||
-		strings.EqualFold(svc.Annotations[AnnotationTopologyAwareHints], "Auto") {
-		return "PreferSameZone"
+	for _, a := range []string{AnnotationTopologyMode, AnnotationTopologyAwareHints} {
+		v, found := svc.Annotations[a]
+		switch {
+		case !found || v == "" || strings.EqualFold(v, "Disabled"):
+		case strings.EqualFold(v, "Auto"):
+			return lb.TrafficDistributionPreferSameZone
+		default:
+			u.add("annotation "+a, v, "Disabled")
+		}
 	}
-	return "Default"
+	return lb.TrafficDistributionDefault
+}
+
+// algorithm reads AnnotationAlgorithm: random or maglev, else the agent's
+// default.
+func algorithm(u *unknownValues, svc *corev1.Service) lb.Algorithm {
+	a, found := svc.Annotations[AnnotationAlgorithm]
+	if !found {
+		return lb.AlgorithmDefault
+	}
+	var alg lb.Algorithm
+	if alg.UnmarshalText([]byte(a)) != nil || alg == lb.AlgorithmDefault {
+		u.add("annotation "+AnnotationAlgorithm, a, "the agent's --lb-algorithm")
+		return lb.AlgorithmDefault
+	}
+	return alg
+}
+
+// portProtocols are the protocols of Service and EndpointSlice ports, as
+// the API spells them ("" is TCP).
+var portProtocols = map[corev1.Protocol]lb.Protocol{
+	"": lb.ProtoTCP, corev1.ProtocolTCP: lb.ProtoTCP, corev1.ProtocolUDP: lb.ProtoUDP, corev1.ProtocolSCTP: lb.ProtoSCTP,
 }
 
 type fieldError struct {
@@ -153,7 +193,9 @@ type fieldError struct {
 // ingress IPs of a LoadBalancer it owns, and its external IPs. When the
 // external and internal traffic policies differ, each external frontend
 // gets an internal-scope twin, for traffic from inside the cluster.
-func frontends(svc *corev1.Service, p lb.ServiceParams, opts ServiceOptions) ([]lb.FrontendParams, *fieldError) {
+func frontends(svc *corev1.Service, p lb.ServiceParams, opts ServiceOptions, u *unknownValues) ([]lb.FrontendParams, *fieldError) {
+	typ := corev1.ServiceType(u.oneOf("spec.type", string(svc.Spec.Type), "ClusterIP", "",
+		string(corev1.ServiceTypeClusterIP), string(corev1.ServiceTypeNodePort), string(corev1.ServiceTypeLoadBalancer)))
 	clusterIPs := svc.Spec.ClusterIPs
 	if len(clusterIPs) == 0 && svc.Spec.ClusterIP != "" {
 		clusterIPs = []string{svc.Spec.ClusterIP}
@@ -169,12 +211,13 @@ func frontends(svc *corev1.Service, p lb.ServiceParams, opts ServiceOptions) ([]
 		families = append(families, a.Unmap().Is4())
 	}
 	var lbIPs []netip.Addr
-	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && ownsClass(svc.Spec.LoadBalancerClass, opts.LoadBalancerClasses) {
+	if typ == corev1.ServiceTypeLoadBalancer && ownsClass(svc.Spec.LoadBalancerClass, opts.LoadBalancerClasses) {
 		for i, ing := range svc.Status.LoadBalancer.Ingress {
 			if ing.IP == "" {
 				continue // a hostname-only ingress has no address to match
 			}
-			if ing.IPMode != nil && *ing.IPMode == corev1.LoadBalancerIPModeProxy {
+			if ing.IPMode != nil && u.oneOf(fmt.Sprintf("status.loadBalancer.ingress[%d].ipMode", i), string(*ing.IPMode), "VIP",
+				string(corev1.LoadBalancerIPModeVIP), string(corev1.LoadBalancerIPModeProxy)) == string(corev1.LoadBalancerIPModeProxy) {
 				continue // the load balancer proxies: traffic arrives for the node, not this IP
 			}
 			a, err := netip.ParseAddr(ing.IP)
@@ -198,7 +241,7 @@ func frontends(svc *corev1.Service, p lb.ServiceParams, opts ServiceOptions) ([]
 	// A node port set on a NodePort or LoadBalancer service is served, also
 	// when allocateLoadBalancerNodePorts is false (it then only stops the
 	// API server from allocating one).
-	nodePorts := svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer
+	nodePorts := typ == corev1.ServiceTypeNodePort || typ == corev1.ServiceTypeLoadBalancer
 	twins := p.ExtTrafficPolicy != p.IntTrafficPolicy
 	reserved := opts.NodePortRange
 	if reserved == (PortRange{}) {
@@ -221,18 +264,18 @@ func frontends(svc *corev1.Service, p lb.ServiceParams, opts ServiceOptions) ([]
 		}
 	}
 	for i, port := range svc.Spec.Ports {
-		proto, err := lb.ParseProtocol(string(port.Protocol))
-		if port.Protocol == "" {
-			proto, err = lb.ProtoTCP, nil
-		}
-		if err != nil {
-			return nil, &fieldError{fmt.Sprintf("spec.ports[%d].protocol", i), err}
+		proto, known := portProtocols[port.Protocol]
+		if !known {
+			// No default protocol would be right: the port is left out,
+			// the others served.
+			u.add(fmt.Sprintf("spec.ports[%d].protocol", i), string(port.Protocol), "no frontend for the port")
+			continue
 		}
 		if port.Port <= 0 || port.Port > 65535 {
 			return nil, &fieldError{fmt.Sprintf("spec.ports[%d].port", i), fmt.Errorf("%d is not a port", port.Port)}
 		}
-		at := func(a netip.Addr, p int32, typ lb.SVCType) lb.FrontendParams {
-			return lb.FrontendParams{Address: lb.NewL3n4Addr(proto, a, uint16(p), lb.ScopeExternal), Type: typ, PortName: port.Name}
+		at := func(a netip.Addr, p int32, t lb.SVCType) lb.FrontendParams {
+			return lb.FrontendParams{Address: lb.NewL3n4Addr(proto, a, uint16(p), lb.ScopeExternal), Type: t, PortName: port.Name}
 		}
 		for _, ip := range cips {
 			add(at(ip, port.Port, lb.SVCTypeClusterIP))

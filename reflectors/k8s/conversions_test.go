@@ -137,9 +137,9 @@ status:
 			"192.0.2.1:80/TCP LoadBalancer", "192.0.2.1:80/TCP/i LoadBalancer"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, ok, err := ConvertService(decodeService(t, tc.yaml), tc.opts)
-			if err != nil || !ok {
-				t.Fatalf("ok=%v err=%v", ok, err)
+			p, ok, unknown, err := ConvertService(decodeService(t, tc.yaml), tc.opts)
+			if err != nil || !ok || len(unknown) > 0 {
+				t.Fatalf("ok=%v unknown=%v err=%v", ok, unknown, err)
 			}
 			if got := frontendStrings(p); !slices.Equal(got, tc.want) {
 				t.Errorf("frontends\n  got  %q\n  want %q", got, tc.want)
@@ -152,7 +152,7 @@ status:
 }
 
 func TestConvertServicePolicy(t *testing.T) {
-	p, ok, err := ConvertService(decodeService(t, `
+	p, ok, unknown, err := ConvertService(decodeService(t, `
 metadata:
   name: web
   namespace: default
@@ -169,8 +169,8 @@ spec:
   loadBalancerSourceRanges: [10.0.0.0/8, " 2001:db8::/32 "]
   ports: [{port: 80}]
 `), ServiceOptions{})
-	if err != nil || !ok {
-		t.Fatalf("ok=%v err=%v", ok, err)
+	if err != nil || !ok || len(unknown) > 0 {
+		t.Fatalf("ok=%v unknown=%v err=%v", ok, unknown, err)
 	}
 	want := lb.ServiceParams{
 		ExtTrafficPolicy: lb.TrafficPolicyLocal, IntTrafficPolicy: lb.TrafficPolicyLocal,
@@ -184,7 +184,7 @@ spec:
 	}
 
 	// The topology-mode annotation and the affinity default.
-	p, _, _ = ConvertService(decodeService(t, `
+	p, _, _, _ = ConvertService(decodeService(t, `
 metadata:
   name: web
   namespace: default
@@ -201,7 +201,7 @@ func TestConvertServiceSkipped(t *testing.T) {
 		`{metadata: {name: db, namespace: default}, spec: {clusterIP: None, ports: [{port: 5432}]}}`,
 		`{metadata: {name: ext, namespace: default}, spec: {type: ExternalName, externalName: example.com}}`,
 	} {
-		if p, ok, err := ConvertService(decodeService(t, y), ServiceOptions{}); ok || err != nil {
+		if p, ok, _, err := ConvertService(decodeService(t, y), ServiceOptions{}); ok || err != nil {
 			t.Errorf("%s: ok=%v err=%v params=%+v, want skipped", y, ok, err, p)
 		}
 	}
@@ -211,20 +211,14 @@ func TestConvertServiceErrors(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{`{metadata: {name: web, namespace: default}, spec: {clusterIP: 10.96.0.300, ports: [{port: 80}]}}`,
 			"service default/web: spec.clusterIPs[0]: "},
-		{`{metadata: {name: web, namespace: default}, spec: {clusterIP: 10.96.0.1, ports: [{port: 80, protocol: TPC}]}}`,
-			`service default/web: spec.ports[0].protocol: unknown protocol "TPC"`},
 		{`{metadata: {name: web, namespace: default}, spec: {clusterIP: 10.96.0.1, ports: [{port: 70000}]}}`,
 			"service default/web: spec.ports[0].port: 70000 is not a port"},
-		{`{metadata: {name: web, namespace: default, annotations: {lbstate.io/algorithm: roundrobin}}, spec: {clusterIP: 10.96.0.1, ports: [{port: 80}]}}`,
-			`service default/web: annotation lbstate.io/algorithm: "roundrobin": want random or maglev`},
 		{`{metadata: {name: web, namespace: default}, spec: {clusterIP: 10.96.0.1, externalIPs: [nope], ports: [{port: 80}]}}`,
 			"service default/web: spec.externalIPs[0]: "},
 		{`{metadata: {name: web, namespace: default}, spec: {clusterIP: 10.96.0.1, loadBalancerSourceRanges: [10.0.0.0/33], ports: [{port: 80}]}}`,
 			"service default/web: spec.loadBalancerSourceRanges[0]: "},
-		{`{metadata: {name: web, namespace: default}, spec: {clusterIP: 10.96.0.1, trafficDistribution: Nearby, ports: [{port: 80}]}}`,
-			"service default/web: spec.trafficDistribution: unknown traffic distribution"},
 	} {
-		_, ok, err := ConvertService(decodeService(t, tc.yaml), ServiceOptions{})
+		_, ok, _, err := ConvertService(decodeService(t, tc.yaml), ServiceOptions{})
 		if ok || err == nil || !strings.HasPrefix(err.Error(), tc.want) && !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s:\n  ok=%v err=%v\n  want error containing %q", tc.yaml, ok, err, tc.want)
 		}
@@ -303,8 +297,6 @@ func TestConvertEndpointSliceErrors(t *testing.T) {
 			`endpointslice default/s: annotation lbstate.io/weight: "heavy" is not a weight from 0 to 65535`},
 		{`{metadata: {name: s, namespace: default, labels: {kubernetes.io/service-name: web}, annotations: {lbstate.io/weights: "10.0.0.1:5"}}, addressType: IPv4}`,
 			`endpointslice default/s: annotation lbstate.io/weights: "10.0.0.1:5": want address=weight`},
-		{`{metadata: {name: s, namespace: default, labels: {kubernetes.io/service-name: web}}, addressType: IPv4, ports: [{port: 80, protocol: QUIC}]}`,
-			`endpointslice default/s: ports[0].protocol: unknown protocol "QUIC"`},
 	} {
 		_, _, _, err := ConvertEndpointSlice(decodeSlice(t, tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -328,11 +320,14 @@ func FuzzConvertService(f *testing.F) {
 		if json.Unmarshal(data, &svc) != nil {
 			return
 		}
-		p, ok, err := ConvertService(&svc, ServiceOptions{Node: testNode})
+		p, ok, unknown, err := ConvertService(&svc, ServiceOptions{Node: testNode})
 		if ok && err == nil {
 			if verr := p.Validate(); verr != nil {
 				t.Fatalf("accepted an invalid service: %v", verr)
 			}
+		}
+		if len(unknown) > 0 && !ok {
+			t.Fatalf("unknown values %v of a service not declared (err %v)", unknown, err)
 		}
 	})
 }
@@ -361,7 +356,7 @@ func FuzzConvertEndpointSlice(f *testing.F) {
 }
 
 func TestConvertServiceFamiliesAndDeprecatedHints(t *testing.T) {
-	p, _, err := ConvertService(decodeService(t, `
+	p, _, _, err := ConvertService(decodeService(t, `
 metadata:
   name: web
   namespace: default
@@ -399,7 +394,7 @@ func TestConvertServiceNodePortWithoutAllocation(t *testing.T) {
 			Ports:                         []corev1.ServicePort{{Port: 80, NodePort: 30080, Protocol: corev1.ProtocolTCP}},
 		},
 	}
-	params, ok, err := ConvertService(svc, ServiceOptions{Node: lb.Node{Name: "n1"}})
+	params, ok, _, err := ConvertService(svc, ServiceOptions{Node: lb.Node{Name: "n1"}})
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
@@ -425,7 +420,7 @@ func TestConvertServiceSkipsProxyModeIngressIP(t *testing.T) {
 			{IP: "192.0.2.1", IPMode: &proxy},
 		}}},
 	}
-	params, ok, err := ConvertService(svc, ServiceOptions{Node: lb.Node{Name: "n1"}})
+	params, ok, _, err := ConvertService(svc, ServiceOptions{Node: lb.Node{Name: "n1"}})
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}

@@ -83,9 +83,11 @@ func slicePorts(ports []discoveryv1.EndpointPort, where string) ([]slicePort, er
 		}
 		proto := lb.ProtoTCP
 		if p.Protocol != nil {
-			var err error
-			if proto, err = lb.ParseProtocol(string(*p.Protocol)); err != nil {
-				return nil, fmt.Errorf("%s: ports[%d].protocol: %w", where, i, err)
+			var known bool
+			if proto, known = portProtocols[*p.Protocol]; !known {
+				// A protocol we do not know (newer than us): its Service's
+				// port has no frontend either, and says so in the log.
+				continue
 			}
 		}
 		if *p.Port <= 0 || *p.Port > 65535 {

@@ -61,6 +61,8 @@ type Reflector struct {
 	// nodeSet is whether the local node was declared: at the first Node
 	// event, or at the first batch when the zone is overridden.
 	nodeSet bool
+	// unknown holds the unknown values last logged for each service.
+	unknown map[lb.ServiceName][]UnknownValue
 }
 
 // sliceKey names a namespaced object (an EndpointSlice or a Pod).
@@ -87,6 +89,7 @@ func NewReflector(cfg Config, src *reflectors.Source, as lb.Source) (*Reflector,
 		slices:   map[sliceKey]lb.ServiceName{},
 		bySvc:    map[lb.ServiceName][]*discoveryv1.EndpointSlice{},
 		pods:     map[sliceKey]*corev1.Pod{},
+		unknown:  map[lb.ServiceName][]UnknownValue{},
 	}, nil
 }
 
@@ -304,6 +307,7 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			// its declaration changes here.
 			if ev.deleted {
 				delete(r.services, name)
+				delete(r.unknown, name)
 				call(func(txn statedb.WriteTxn) { r.check(r.w.DeleteService(txn, name, r.as), name.String()) })
 			} else {
 				r.services[name] = obj
@@ -350,9 +354,10 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 		if !ok {
 			continue
 		}
-		params, ok, err := ConvertService(svc, ServiceOptions{
+		params, ok, unknown, err := ConvertService(svc, ServiceOptions{
 			Node: node, LoadBalancerClasses: r.cfg.K8sLoadBalancerClasses, Source: r.as, NodePortRange: r.nodePorts,
 		})
+		r.logUnknown(name, unknown)
 		switch {
 		case err != nil:
 			r.fail(err) // the previous declaration, if any, stays
