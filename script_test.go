@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/hive/script"
 	"github.com/cilium/hive/script/scripttest"
 	"github.com/cilium/statedb"
+	"github.com/spf13/pflag"
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
@@ -62,6 +63,12 @@ func engineFor(mode string, extra ...cell.Cell) func(t testing.TB, args []string
 			bpf.Cell,
 			reconciler.Cell,
 		}, extra...)...)
+		// A script's "#! --flag=value" line sets the hive's flags.
+		flags := pflag.NewFlagSet("script", pflag.ContinueOnError)
+		h.RegisterFlags(flags)
+		if err := flags.Parse(args); err != nil {
+			t.Fatalf("flags %q: %v", args, err)
+		}
 		hive.AddConfigOverride(h, func(c *k8s.Config) { c.K8sNodeName = "node-1" })
 		pinDir := ""
 		if mode == "kernel" {

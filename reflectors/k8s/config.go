@@ -17,8 +17,10 @@ type Config struct {
 	// K8sNodeZone, when set, is the local node's zone whatever its Node's
 	// zone label says (or when there is no Node).
 	K8sNodeZone string
-	// K8sLoadBalancerClasses are the loadBalancerClasses this agent
-	// implements, besides services without a class.
+	// K8sLoadBalancerClasses, when set, limits the LoadBalancer ingress
+	// IPs served to Services of these loadBalancerClasses (and those
+	// without a class). Empty, the default, serves every class, as
+	// kube-proxy does.
 	K8sLoadBalancerClasses []string
 	// K8sNodePortRange is the cluster's node-port range ("FIRST-LAST",
 	// as kube-apiserver's --service-node-port-range): inside it a NodePort
@@ -51,7 +53,7 @@ func defaultNodeName() string {
 func (def Config) Flags(flags *pflag.FlagSet) {
 	flags.String("k8s-node-name", def.K8sNodeName, "The local node's name")
 	flags.String("k8s-node-zone", def.K8sNodeZone, "The local node's zone, overriding its Node's "+LabelTopologyZone+" label (empty: the label's)")
-	flags.StringSlice("k8s-load-balancer-classes", def.K8sLoadBalancerClasses, "loadBalancerClasses this agent implements")
+	flags.StringSlice("k8s-load-balancer-classes", def.K8sLoadBalancerClasses, "Serve only the LoadBalancer ingress IPs of Services of these loadBalancerClasses (and without a class); default: every class, as kube-proxy")
 	flags.String("k8s-node-port-range", def.K8sNodePortRange, "The cluster's node-port range (kube-apiserver's --service-node-port-range), where NodePorts own node addresses before LoadBalancer and external IPs")
 	flags.Int("k8s-batch-size", def.K8sBatchSize, "Most Kubernetes changes applied in one transaction")
 	flags.Duration("k8s-batch-delay", def.K8sBatchDelay, "Longest wait for a batch of Kubernetes changes to fill")

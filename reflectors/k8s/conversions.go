@@ -43,9 +43,10 @@ const (
 type ServiceOptions struct {
 	// Node is the local node; its addresses get NodePort frontends.
 	Node lb.Node
-	// LoadBalancerClasses are the classes this agent implements; a
-	// LoadBalancer of another class gets no frontends for its ingress IPs.
-	// A LoadBalancer without a class is always ours.
+	// LoadBalancerClasses, when set, limits the LoadBalancer ingress IPs
+	// served to Services of these classes (and those without a class).
+	// Empty serves every class, as kube-proxy does: the class says which
+	// controller assigns the IPs, not who forwards traffic for them.
 	LoadBalancerClasses []string
 	// Source is the source the declarations are made as (default k8s).
 	Source lb.Source
@@ -190,9 +191,10 @@ type fieldError struct {
 
 // frontends lists a Service's frontends: per port, its cluster IPs, the
 // node's addresses and the node-wide any-address for NodePorts, the
-// ingress IPs of a LoadBalancer it owns, and its external IPs. When the
-// external and internal traffic policies differ, each external frontend
-// gets an internal-scope twin, for traffic from inside the cluster.
+// ingress IPs of a LoadBalancer (servesClass), and its external IPs.
+// When the external and internal traffic policies differ, each external
+// frontend gets an internal-scope twin, for traffic from inside the
+// cluster.
 func frontends(svc *corev1.Service, p lb.ServiceParams, opts ServiceOptions, u *unknownValues) ([]lb.FrontendParams, *fieldError) {
 	typ := corev1.ServiceType(u.oneOf("spec.type", string(svc.Spec.Type), "ClusterIP", "",
 		string(corev1.ServiceTypeClusterIP), string(corev1.ServiceTypeNodePort), string(corev1.ServiceTypeLoadBalancer)))
@@ -211,7 +213,7 @@ func frontends(svc *corev1.Service, p lb.ServiceParams, opts ServiceOptions, u *
 		families = append(families, a.Unmap().Is4())
 	}
 	var lbIPs []netip.Addr
-	if typ == corev1.ServiceTypeLoadBalancer && ownsClass(svc.Spec.LoadBalancerClass, opts.LoadBalancerClasses) {
+	if typ == corev1.ServiceTypeLoadBalancer && servesClass(svc.Spec.LoadBalancerClass, opts.LoadBalancerClasses) {
 		for i, ing := range svc.Status.LoadBalancer.Ingress {
 			if ing.IP == "" {
 				continue // a hostname-only ingress has no address to match
@@ -325,6 +327,8 @@ func uniqueFamilies(families []bool) []bool {
 	return out
 }
 
-func ownsClass(class *string, owned []string) bool {
-	return class == nil || *class == "" || slices.Contains(owned, *class)
+// servesClass reports whether a LoadBalancer of the class gets frontends
+// for its ingress IPs: always, unless a filter of classes is set.
+func servesClass(class *string, filter []string) bool {
+	return len(filter) == 0 || class == nil || *class == "" || slices.Contains(filter, *class)
 }

@@ -90,7 +90,7 @@ status:
   loadBalancer:
     ingress: [{ip: 192.0.2.1}, {hostname: lb.example.com}]
 `, ServiceOptions{}, []string{"0.0.0.0:30443/TCP NodePort", "10.96.0.1:443/TCP ClusterIP", "192.0.2.1:443/TCP LoadBalancer"}},
-		{"LoadBalancer of a class we do not own, without node ports", `
+		{"LoadBalancer of a class outside the filter, without node ports", `
 metadata: {name: web, namespace: default}
 spec:
   type: LoadBalancer
@@ -102,7 +102,30 @@ status:
   loadBalancer:
     ingress: [{ip: 192.0.2.1}]
 `, ServiceOptions{LoadBalancerClasses: []string{"lbstate.io/lb"}}, []string{"10.96.0.1:443/TCP ClusterIP"}},
-		{"LoadBalancer of a class we own", `
+		{"LoadBalancer of any class, without a filter of classes", `
+metadata: {name: web, namespace: default}
+spec:
+  type: LoadBalancer
+  loadBalancerClass: example.com/other
+  allocateLoadBalancerNodePorts: false
+  clusterIP: 10.96.0.1
+  ports: [{port: 443}]
+status:
+  loadBalancer:
+    ingress: [{ip: 192.0.2.1}]
+`, ServiceOptions{}, []string{"10.96.0.1:443/TCP ClusterIP", "192.0.2.1:443/TCP LoadBalancer"}},
+		{"LoadBalancer without a class, with a filter of classes", `
+metadata: {name: web, namespace: default}
+spec:
+  type: LoadBalancer
+  allocateLoadBalancerNodePorts: false
+  clusterIP: 10.96.0.1
+  ports: [{port: 443}]
+status:
+  loadBalancer:
+    ingress: [{ip: 192.0.2.1}]
+`, ServiceOptions{LoadBalancerClasses: []string{"lbstate.io/lb"}}, []string{"10.96.0.1:443/TCP ClusterIP", "192.0.2.1:443/TCP LoadBalancer"}},
+		{"LoadBalancer of a class in the filter", `
 metadata: {name: web, namespace: default}
 spec:
   type: LoadBalancer
