@@ -100,10 +100,42 @@ struct lb_rev_nat_value {
 /*
  * lb_maglev: rev_nat_id -> an inner array with one element, the whole
  * lookup table of M backend IDs, so that a table is replaced in one write.
- * The reference flow hash (what lbctl explain assumes) is FNV-1a 32 over
- * client addr[16], client port (be16), frontend addr[16], frontend port
- * (be16) and protocol, modulo M.
+ * A new flow takes the backend in slot lb_flow_hash(...) % M.
  */
+
+/*
+ * The flow hash: FNV-1a (32 bits) over 37 bytes, in this order: the
+ * client's address (16 bytes, IPv4 mapped) and port (2 bytes, network
+ * order), the frontend's address and port as in its lb_services key, and
+ * the protocol byte of that key (0 for an any-protocol frontend). Maglev
+ * takes slot hash % M. bpf.FlowHash in Go computes the same, which is how
+ * lbctl explain predicts the datapath's choice; change both or neither.
+ */
+#define LB_FNV1A_OFFSET 2166136261U
+#define LB_FNV1A_PRIME  16777619U
+
+static inline __attribute__((always_inline)) __u32
+lb_fnv1a(__u32 h, const __u8 *p, int n)
+{
+#pragma unroll
+	for (int i = 0; i < n; i++) {
+		h ^= p[i];
+		h *= LB_FNV1A_PRIME;
+	}
+	return h;
+}
+
+static inline __attribute__((always_inline)) __u32
+lb_flow_hash(const __u8 client[16], __be16 client_port, const __u8 frontend[16], __be16 frontend_port, __u8 proto)
+{
+	__u32 h = LB_FNV1A_OFFSET;
+
+	h = lb_fnv1a(h, client, 16);
+	h = lb_fnv1a(h, (const __u8 *)&client_port, 2);
+	h = lb_fnv1a(h, frontend, 16);
+	h = lb_fnv1a(h, (const __u8 *)&frontend_port, 2);
+	return lb_fnv1a(h, &proto, 1);
+}
 
 /* lb_affinity (LRU, written by the datapath): client and frontend -> backend. */
 struct lb_affinity_key {
