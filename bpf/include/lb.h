@@ -169,4 +169,83 @@ enum {
 	LB_ID_MARK_BACKEND  = 1,
 };
 
+/*
+ * The maps below are the reference datapath's (bpf/c/datapath.c): it
+ * writes them, the control plane only reads them (metrics, lbctl top).
+ */
+
+/*
+ * lb_ct (LRU): conntrack. A packet entry is keyed by a packet's 5-tuple as
+ * the datapath sees it arrive: the client's packet to the frontend
+ * (LB_CT_FORWARD: rewrite the destination to the backend) or the
+ * backend's reply to the client (LB_CT_REPLY: rewrite the source to the
+ * frontend, from lb_rev_nat). A socket entry (kind LB_CT_SOCKET) is keyed
+ * by a socket's cookie (8 bytes, host order, at the start of src) and the
+ * address the socket talks to: the frontend (LB_CT_FORWARD: the backend a
+ * UDP socket sends to) or the backend (LB_CT_REPLY: what recvmsg and
+ * getpeername show instead). Entries idle longer than
+ * LB_CT_TIMEOUT_TCP/_OTHER seconds are dead.
+ */
+enum {
+	LB_CT_PACKET = 0,
+	LB_CT_SOCKET = 1,
+};
+
+enum {
+	LB_CT_FORWARD = 0,
+	LB_CT_REPLY   = 1,
+};
+
+#define LB_CT_TIMEOUT_TCP   21600
+#define LB_CT_TIMEOUT_OTHER 120
+
+struct lb_ct_key {
+	__u8   src[16];
+	__u8   dst[16];
+	__be16 sport;
+	__be16 dport;
+	__u8   proto;
+	__u8   kind; /* LB_CT_PACKET or LB_CT_SOCKET */
+	__u8   pad[2];
+};
+
+struct lb_ct_value {
+	__u32 backend_id;
+	__u32 rev_nat_id;
+	__u32 last_seen; /* seconds, datapath clock */
+	__u8  dir;       /* LB_CT_FORWARD or LB_CT_REPLY */
+	__u8  pad[3];
+};
+
+/*
+ * lb_counters (per-CPU hash): traffic per frontend and backend, as the
+ * datapath saw it. flows counts backend selections (new flows, and each
+ * socket connect); packets and bytes count both directions at tc (bytes
+ * from the L2 header on) and datagrams sent through socket LB (no bytes).
+ */
+struct lb_counter_key {
+	__u32 rev_nat_id;
+	__u32 backend_id;
+};
+
+struct lb_counter_value {
+	__u64 flows;
+	__u64 packets;
+	__u64 bytes;
+};
+
+/* lb_drops (per-CPU hash): (rev_nat_id, reason) -> packets dropped. */
+enum {
+	LB_DROP_NO_BACKEND    = 1, /* no slot takes new flows (count 0) */
+	LB_DROP_SOURCE_RANGE  = 2, /* the client is outside lb_src_range */
+	LB_DROP_MISSING_ENTRY = 3, /* a slot, backend or Maglev table the master implies is missing */
+	LB_DROP_UNSUPPORTED   = 4, /* the backend is of another IP family */
+	LB_DROP_REWRITE       = 5, /* rewriting the packet failed */
+};
+
+struct lb_drop_key {
+	__u32 rev_nat_id;
+	__u32 reason; /* LB_DROP_* */
+};
+
 #endif /* __LBSTATE_LB_H */

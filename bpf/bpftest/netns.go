@@ -1,0 +1,94 @@
+package bpftest
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Netns is a network namespace of a test's own, with its loopback up:
+// traffic a test sends in it, and programs it attaches to its interfaces,
+// never touch the host's network. It goes away when the test ends and
+// nothing else holds it.
+type Netns struct {
+	h netns.NsHandle
+}
+
+// NewNetns creates a network namespace for the test (root only; without
+// the privilege the test skips, or fails with LBSTATE_REQUIRE_BPF=1).
+func NewNetns(t testing.TB) *Netns {
+	t.Helper()
+	Require(t)
+	var n Netns
+	err := onThread(func() (err error) {
+		n.h, err = netns.New() // enters it
+		return err
+	})
+	if err != nil {
+		t.Fatalf("creating a network namespace: %v", err)
+	}
+	t.Cleanup(func() { n.h.Close() })
+	err = n.Do(func() error {
+		lo, err := netlink.LinkByName("lo")
+		if err == nil {
+			err = netlink.LinkSetUp(lo)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("bringing up lo in the test's network namespace: %v", err)
+	}
+	return &n
+}
+
+// Do runs fn on an OS thread inside the namespace; sockets fn creates
+// stay in it, whichever thread uses them later. fn runs on another
+// goroutine: it must report failures by its error, not t.Fatal.
+func (n *Netns) Do(fn func() error) error {
+	return onThread(func() error {
+		if err := netns.Set(n.h); err != nil {
+			return fmt.Errorf("entering the test's network namespace: %w", err)
+		}
+		return fn()
+	})
+}
+
+// File returns the namespace as a file, for a child process to enter
+// (through exec.Cmd.ExtraFiles); the caller closes it.
+func (n *Netns) File() (*os.File, error) {
+	fd, err := dup(int(n.h))
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "netns"), nil
+}
+
+// onThread runs fn on a fresh goroutine locked to its OS thread, and
+// moves the thread back to the process's network namespace after. A
+// thread that cannot go back is never reused: it ends with its goroutine,
+// still locked.
+func onThread(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		err = fn()
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
+	}()
+	return <-errc
+}
+
+func dup(fd int) (int, error) { return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0) }
