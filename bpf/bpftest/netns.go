@@ -58,6 +58,27 @@ func (n *Netns) Do(fn func() error) error {
 	})
 }
 
+// AddAddr adds an address (a CIDR) to the namespace's loopback, where
+// servers of the test can listen on it.
+func (n *Netns) AddAddr(t testing.TB, cidr string) {
+	t.Helper()
+	err := n.Do(func() error {
+		addr, err := netlink.ParseAddr(cidr)
+		if err != nil {
+			return err
+		}
+		addr.Flags = unix.IFA_F_NODAD
+		lo, err := netlink.LinkByName("lo")
+		if err == nil {
+			err = netlink.AddrAdd(lo, addr)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("adding %s to lo in the test's network namespace: %v", cidr, err)
+	}
+}
+
 // File returns the namespace as a file, for a child process to enter
 // (through exec.Cmd.ExtraFiles); the caller closes it.
 func (n *Netns) File() (*os.File, error) {

@@ -137,7 +137,12 @@ lb_flow_hash(const __u8 client[16], __be16 client_port, const __u8 frontend[16],
 	return lb_fnv1a(h, &proto, 1);
 }
 
-/* lb_affinity (LRU, written by the datapath): client and frontend -> backend. */
+/*
+ * lb_affinity (LRU, written by the datapath): client and frontend ->
+ * backend. Socket load balancing, which does not know the client's
+ * address at connect(), pins the client's network namespace: 8 zero bytes,
+ * then the namespace's cookie (host order).
+ */
 struct lb_affinity_key {
 	__u8  client[16];
 	__u32 rev_nat_id;

@@ -1,0 +1,206 @@
+package bpftest
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// clientEnv carries a client's script to the re-executed test binary.
+const clientEnv = "LBSTATE_TEST_CLIENT"
+
+// RunClient connects to servers as a process of the cgroup cg, inside the
+// network namespace ns, so that socket programs attached to cg act on its
+// sockets and on no one else's. It runs the test binary again (the
+// package's TestMain must call MaybeClient first) with a script of lines:
+//
+//	tcp ADDR:PORT N      N connections, each reading the server's name
+//	                     (or printing "refused ADDR:PORT")
+//	udp ADDR:PORT N      N sockets, each sending one datagram
+//	udp1 ADDR:PORT N     one socket sending N datagrams
+//	udpc ADDR:PORT N     N connected UDP sockets, each sending one
+//
+// Each exchange prints "NAME PEER", where NAME is what the server answered
+// and PEER whom the socket says it talked to (getpeername, or the source
+// of the reply); RunClient returns those lines.
+func RunClient(t testing.TB, cg string, ns *Netns, script ...string) []string {
+	t.Helper()
+	cgDir, err := os.Open(cg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cgDir.Close()
+	nsFile, err := ns.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nsFile.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), clientEnv+"="+strings.Join(script, ";"))
+	cmd.ExtraFiles = []*os.File{nsFile} // fd 3
+	cmd.SysProcAttr = &unix.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cgDir.Fd())}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("client %q: %v\n%s", script, err, stderr.String())
+	}
+	return strings.Split(strings.TrimSpace(stdout.String()), "\n")
+}
+
+// MaybeClient runs the client of RunClient and exits when the process is
+// one; call it first thing in TestMain.
+func MaybeClient() {
+	script, ok := os.LookupEnv(clientEnv)
+	if !ok {
+		return
+	}
+	// Sockets are created in the network namespace of the thread that
+	// creates them: enter it on this thread, and stay on it.
+	runtime.LockOSThread()
+	if err := unix.Setns(3, unix.CLONE_NEWNET); err != nil {
+		fmt.Fprintln(os.Stderr, "entering the network namespace:", err)
+		os.Exit(2)
+	}
+	out := bufio.NewWriter(os.Stdout)
+	for _, line := range strings.Split(script, ";") {
+		if err := runClientLine(out, line); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", line, err)
+			out.Flush()
+			os.Exit(1)
+		}
+	}
+	out.Flush()
+	os.Exit(0)
+}
+
+func runClientLine(out *bufio.Writer, line string) error {
+	var op, to string
+	var n int
+	if _, err := fmt.Sscan(line, &op, &to, &n); err != nil {
+		return err
+	}
+	dst, err := net.ResolveUDPAddr("udp", to) // an address literal: no lookup
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var one *net.UDPConn
+	for range n {
+		switch op {
+		case "tcp":
+			c, err := net.DialTimeout("tcp", to, 5*time.Second)
+			if errors.Is(err, unix.ECONNREFUSED) {
+				fmt.Fprintln(out, "refused", to)
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			c.SetDeadline(deadline)
+			name, err := bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(out, strings.TrimSpace(name), c.RemoteAddr())
+		case "udp", "udp1":
+			if one == nil {
+				if one, err = net.ListenUDP("udp", nil); err != nil {
+					return err
+				}
+			}
+			one.SetDeadline(deadline)
+			buf := make([]byte, 256)
+			_, err := one.WriteToUDP([]byte("hello"), dst)
+			m, from := 0, (*net.UDPAddr)(nil)
+			if err == nil {
+				m, from, err = one.ReadFromUDP(buf)
+			}
+			if op == "udp" || err != nil {
+				one.Close()
+				one = nil
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(out, string(buf[:m]), from)
+		case "udpc":
+			c, err := net.DialUDP("udp", nil, dst)
+			if err != nil {
+				return err
+			}
+			c.SetDeadline(deadline)
+			buf := make([]byte, 256)
+			_, err = c.Write([]byte("hello"))
+			m := 0
+			if err == nil {
+				m, err = c.Read(buf)
+			}
+			c.Close()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(out, string(buf[:m]), c.RemoteAddr())
+		default:
+			return fmt.Errorf("unknown operation %q", op)
+		}
+	}
+	if one != nil {
+		one.Close()
+	}
+	return nil
+}
+
+// ServeName serves, inside ns until the test ends, TCP and UDP on
+// addr:port: a TCP connection is sent name and a newline, a datagram is
+// answered with name.
+func ServeName(t testing.TB, ns *Netns, addr string, port int, name string) {
+	t.Helper()
+	hostPort := net.JoinHostPort(addr, strconv.Itoa(port))
+	var (
+		tl net.Listener
+		ul net.PacketConn
+	)
+	err := ns.Do(func() (err error) {
+		if tl, err = net.Listen("tcp", hostPort); err != nil {
+			return err
+		}
+		ul, err = net.ListenPacket("udp", hostPort)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("serving %s: %v", hostPort, err)
+	}
+	t.Cleanup(func() { tl.Close(); ul.Close() })
+	go func() {
+		for {
+			c, err := tl.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte(name + "\n"))
+			c.Close()
+		}
+	}()
+	go func() {
+		buf := make([]byte, 256)
+		for {
+			_, from, err := ul.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			ul.WriteTo([]byte(name), from)
+		}
+	}()
+}
