@@ -57,11 +57,11 @@ func TestFlowHashMatchesC(t *testing.T) {
 			}
 			client = netip.AddrPortFrom(netip.AddrFrom16(a), client.Port())
 		}
-		f := tuple{client, fe.AddrPort(), proto}
+		f := tuple{Src: client, Dst: fe.AddrPort(), Proto: proto}
 		out := h.balance(f)
-		slot, ok := slotOf[out.dst]
+		slot, ok := slotOf[out.Dst]
 		if !ok {
-			t.Fatalf("%v went to %s, not a backend", f, out.dst)
+			t.Fatalf("%v went to %s, not a backend", f, out.Dst)
 		}
 		if want := bpf.FlowHash(client, fe) % m; slot != want {
 			t.Fatalf("%v: the kernel hashed to slot %d, bpf.FlowHash says %d", f, slot, want)

@@ -1,14 +1,10 @@
 package bpf_test
 
 import (
-	"encoding/binary"
-	"net"
 	"net/netip"
 	"testing"
 
 	"github.com/cilium/ebpf"
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
 	"golang.org/x/sys/unix"
 
 	"github.com/lbstate/lbstate/bpf"
@@ -118,55 +114,6 @@ func (h *dpHarness) check(err error) {
 	}
 }
 
-// tuple is a packet's addresses, ports and protocol.
-type tuple struct {
-	src, dst netip.AddrPort
-	proto    lb.Protocol
-}
-
-func flow(src, dst string, proto lb.Protocol) tuple {
-	return tuple{netip.MustParseAddrPort(src), netip.MustParseAddrPort(dst), proto}
-}
-
-func (f tuple) reply() tuple { return tuple{f.dst, f.src, f.proto} }
-
-// packet builds an Ethernet frame of f with a payload, checksums right.
-func packet(t testing.TB, f tuple, payload int) []byte {
-	t.Helper()
-	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}}
-	var ip gopacket.NetworkLayer
-	var ipLayer gopacket.SerializableLayer
-	ipProto := layers.IPProtocolTCP
-	if f.proto == lb.ProtoUDP {
-		ipProto = layers.IPProtocolUDP
-	}
-	if f.src.Addr().Is4() {
-		eth.EthernetType = layers.EthernetTypeIPv4
-		ip4 := &layers.IPv4{Version: 4, TTL: 64, Protocol: ipProto, SrcIP: f.src.Addr().AsSlice(), DstIP: f.dst.Addr().AsSlice()}
-		ip, ipLayer = ip4, ip4
-	} else {
-		eth.EthernetType = layers.EthernetTypeIPv6
-		ip6 := &layers.IPv6{Version: 6, HopLimit: 64, NextHeader: ipProto, SrcIP: f.src.Addr().AsSlice(), DstIP: f.dst.Addr().AsSlice()}
-		ip, ipLayer = ip6, ip6
-	}
-	var l4 gopacket.SerializableLayer
-	if f.proto == lb.ProtoUDP {
-		udp := &layers.UDP{SrcPort: layers.UDPPort(f.src.Port()), DstPort: layers.UDPPort(f.dst.Port())}
-		udp.SetNetworkLayerForChecksum(ip)
-		l4 = udp
-	} else {
-		tcp := &layers.TCP{SrcPort: layers.TCPPort(f.src.Port()), DstPort: layers.TCPPort(f.dst.Port()), SYN: true, Seq: 1, Window: 1024}
-		tcp.SetNetworkLayerForChecksum(ip)
-		l4 = tcp
-	}
-	buf := gopacket.NewSerializeBuffer()
-	opts := gopacket.SerializeOptions{ComputeChecksums: true, FixLengths: true}
-	if err := gopacket.SerializeLayers(buf, opts, eth, ipLayer, l4, gopacket.Payload(make([]byte, payload))); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 // run runs a program of the datapath on one packet.
 func (h *dpHarness) run(prog string, pkt []byte) (uint32, []byte) {
 	h.t.Helper()
@@ -200,72 +147,6 @@ func (h *dpHarness) balance(f tuple) tuple {
 		h.t.Fatalf("%v: verdict %d, want it passed", f, verdict)
 	}
 	return out
-}
-
-// decode parses a packet and checks its IPv4 header and L4 checksums.
-func decode(t testing.TB, pkt []byte) tuple {
-	t.Helper()
-	p := gopacket.NewPacket(pkt, layers.LayerTypeEthernet, gopacket.Default)
-	if el := p.ErrorLayer(); el != nil {
-		t.Fatalf("undecodable packet: %v", el.Error())
-	}
-	var (
-		f      tuple
-		pseudo []byte
-		l4     []byte
-	)
-	switch ip := p.NetworkLayer().(type) {
-	case *layers.IPv4:
-		if sum := onesSum(0, ip.Contents); sum != 0xffff {
-			t.Errorf("IPv4 header checksum wrong (sum %#x)", sum)
-		}
-		src, _ := netip.AddrFromSlice(ip.SrcIP)
-		dst, _ := netip.AddrFromSlice(ip.DstIP)
-		f.src, f.dst = netip.AddrPortFrom(src, 0), netip.AddrPortFrom(dst, 0)
-		pseudo = append(append(append([]byte{}, ip.SrcIP.To4()...), ip.DstIP.To4()...), 0, byte(ip.Protocol), byte(len(ip.Payload)>>8), byte(len(ip.Payload)))
-		l4 = ip.Payload
-	case *layers.IPv6:
-		src, _ := netip.AddrFromSlice(ip.SrcIP)
-		dst, _ := netip.AddrFromSlice(ip.DstIP)
-		f.src, f.dst = netip.AddrPortFrom(src, 0), netip.AddrPortFrom(dst, 0)
-		pseudo = append(append(append([]byte{}, ip.SrcIP...), ip.DstIP...), 0, 0, byte(len(ip.Payload)>>8), byte(len(ip.Payload)), 0, 0, 0, byte(ip.NextHeader))
-		l4 = ip.Payload
-	default:
-		t.Fatalf("no IP layer in %v", p)
-	}
-	switch l := p.TransportLayer().(type) {
-	case *layers.TCP:
-		f.proto = lb.ProtoTCP
-		f.src, f.dst = netip.AddrPortFrom(f.src.Addr(), uint16(l.SrcPort)), netip.AddrPortFrom(f.dst.Addr(), uint16(l.DstPort))
-	case *layers.UDP:
-		f.proto = lb.ProtoUDP
-		f.src, f.dst = netip.AddrPortFrom(f.src.Addr(), uint16(l.SrcPort)), netip.AddrPortFrom(f.dst.Addr(), uint16(l.DstPort))
-		if l.Checksum == 0 && f.src.Addr().Is4() {
-			return f // no checksum, which IPv4 allows
-		}
-	default:
-		t.Fatalf("no TCP or UDP layer in %v", p)
-	}
-	if sum := onesSum(onesSum(0, pseudo), l4); sum != 0xffff {
-		t.Errorf("%v: L4 checksum wrong (sum %#x)", f, sum)
-	}
-	return f
-}
-
-// onesSum adds b to sum in ones' complement, 16 bits at a time (RFC 1071):
-// a header or segment with a right checksum sums to 0xffff.
-func onesSum(sum uint32, b []byte) uint32 {
-	for len(b) >= 2 {
-		sum += uint32(binary.BigEndian.Uint16(b))
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		sum += uint32(b[0]) << 8
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	return sum
 }
 
 // counter returns the lb_counters entry of a frontend and backend, summed
@@ -323,3 +204,12 @@ func (h *dpHarness) runIn(prog string, pkt []byte) (uint32, []byte, error) {
 	verdict, err := h.dp.Program(prog).Run(opts)
 	return verdict, opts.DataOut, err
 }
+
+// Short names for bpftest's packets.
+type tuple = bpftest.Flow
+
+var (
+	flow   = bpftest.NewFlow
+	packet = bpftest.Packet
+	decode = bpftest.Decode
+)

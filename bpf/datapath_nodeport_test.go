@@ -61,12 +61,12 @@ func TestTCNodePortOnTheAnyAddressServesOnlyTheNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := decode(t, out)
-		want := c.flow.dst
+		want := c.flow.Dst
 		if c.to != "" {
 			want = netip.MustParseAddrPort(c.to)
 		}
-		if verdict != actOK || got.dst != want {
-			t.Errorf("forwarding %v: %s -> %s: verdict %d, to %s; want %s", c.forwarding, c.flow.src, c.flow.dst, verdict, got.dst, want)
+		if verdict != actOK || got.Dst != want {
+			t.Errorf("forwarding %v: %s -> %s: verdict %d, to %s; want %s", c.forwarding, c.flow.Src, c.flow.Dst, verdict, got.Dst, want)
 		}
 	}
 }

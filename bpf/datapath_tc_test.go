@@ -75,26 +75,26 @@ func TestTCBalancesEveryKindOfFrontend(t *testing.T) {
 			}
 			seen := map[uint32]bool{}
 			for port := 40000; port < 40020; port++ {
-				f := tuple{netip.MustParseAddrPort(fmt.Sprintf("%s:%d", client, port)), frontend.AddrPort(), c.proto}
+				f := tuple{Src: netip.MustParseAddrPort(fmt.Sprintf("%s:%d", client, port)), Dst: frontend.AddrPort(), Proto: c.proto}
 				out := h.balance(f)
-				if out.src != f.src || out.proto != f.proto {
+				if out.Src != f.Src || out.Proto != f.Proto {
 					t.Fatalf("%v became %v: only the destination may change", f, out)
 				}
-				chosen := h.backendAt(out.dst)
+				chosen := h.backendAt(out.Dst)
 				if !slices.Contains(slots, chosen) {
 					t.Fatalf("%v went to backend %d, not one of the slots %v", f, chosen, slots)
 				}
 				if c.maglev {
-					want := slots[int(bpf.FlowHash(f.src, frontend)%251)%len(slots)]
+					want := slots[int(bpf.FlowHash(f.Src, frontend)%251)%len(slots)]
 					if chosen != want {
 						t.Fatalf("%v went to backend %d; the flow hash's slot holds %d", f, chosen, want)
 					}
 				}
 				seen[chosen] = true
 				for _, prog := range []string{"lb_tc_egress", "lb_tc_ingress"} {
-					verdict, back := h.send(prog, out.reply())
-					if verdict != actOK || back != f.reply() {
-						t.Fatalf("%s: the reply %v became %v (verdict %d), want %v", prog, out.reply(), back, verdict, f.reply())
+					verdict, back := h.send(prog, out.Reply())
+					if verdict != actOK || back != f.Reply() {
+						t.Fatalf("%s: the reply %v became %v (verdict %d), want %v", prog, out.Reply(), back, verdict, f.Reply())
 					}
 				}
 			}
@@ -106,7 +106,7 @@ func TestTCBalancesEveryKindOfFrontend(t *testing.T) {
 				c := h.counter(id, b)
 				flows, packets, bytes = flows+c.Flows, packets+c.Packets, bytes+c.Bytes
 			}
-			size := uint64(len(packet(t, tuple{netip.MustParseAddrPort(client + ":1"), frontend.AddrPort(), c.proto}, 32)))
+			size := uint64(len(packet(t, tuple{Src: netip.MustParseAddrPort(client + ":1"), Dst: frontend.AddrPort(), Proto: c.proto}, 32)))
 			if flows != 20 || packets != 60 || bytes != 60*size {
 				t.Errorf("counted %d flows, %d packets, %d bytes; want 20, 60 (one each way, twice back), %d", flows, packets, bytes, 60*size)
 			}
@@ -125,17 +125,17 @@ func TestTCEstablishedFlowKeepsItsBackendWhenSlotsChange(t *testing.T) {
 			fe := testFrontend{addr: "10.96.0.1:80/TCP", id: 1, maglev: maglev, slots: []uint32{1}}
 			h.frontend(fe)
 			established := flow("10.0.0.5:40000", "10.96.0.1:80", lb.ProtoTCP)
-			if got := h.balance(established).dst; got != netip.MustParseAddrPort("10.1.0.1:8080") {
+			if got := h.balance(established).Dst; got != netip.MustParseAddrPort("10.1.0.1:8080") {
 				t.Fatalf("first packet went to %s", got)
 			}
 			fe.slots = []uint32{2}
 			h.frontend(fe)
 			for range 5 {
-				if got := h.balance(established).dst; got != netip.MustParseAddrPort("10.1.0.1:8080") {
+				if got := h.balance(established).Dst; got != netip.MustParseAddrPort("10.1.0.1:8080") {
 					t.Fatalf("after the change, the established flow went to %s", got)
 				}
 			}
-			if got := h.balance(flow("10.0.0.5:40001", "10.96.0.1:80", lb.ProtoTCP)).dst; got != netip.MustParseAddrPort("10.1.0.2:8080") {
+			if got := h.balance(flow("10.0.0.5:40001", "10.96.0.1:80", lb.ProtoTCP)).Dst; got != netip.MustParseAddrPort("10.1.0.2:8080") {
 				t.Fatalf("a new flow went to %s, not the only backend left", got)
 			}
 			if c := h.counter(1, 1); c.Flows != 1 || c.Packets != 6 {
@@ -156,7 +156,7 @@ func TestTCTerminatingBackendKeepsItsFlowsButTakesNoNewOnes(t *testing.T) {
 	var onOne []tuple
 	for port := 40000; len(onOne) < 5; port++ {
 		f := flow(fmt.Sprintf("10.0.0.5:%d", port), "10.96.0.1:53", lb.ProtoUDP)
-		if h.balance(f).dst == netip.MustParseAddrPort("10.1.0.1:8080") {
+		if h.balance(f).Dst == netip.MustParseAddrPort("10.1.0.1:8080") {
 			onOne = append(onOne, f)
 		}
 	}
@@ -167,12 +167,12 @@ func TestTCTerminatingBackendKeepsItsFlowsButTakesNoNewOnes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range onOne {
-		if got := h.balance(f).dst; got != netip.MustParseAddrPort("10.1.0.1:8080") {
+		if got := h.balance(f).Dst; got != netip.MustParseAddrPort("10.1.0.1:8080") {
 			t.Fatalf("%v left its terminating backend for %s", f, got)
 		}
 	}
 	for port := 50000; port < 50100; port++ {
-		if got := h.balance(flow(fmt.Sprintf("10.0.0.5:%d", port), "10.96.0.1:53", lb.ProtoUDP)).dst; got != netip.MustParseAddrPort("10.1.0.2:8080") {
+		if got := h.balance(flow(fmt.Sprintf("10.0.0.5:%d", port), "10.96.0.1:53", lb.ProtoUDP)).Dst; got != netip.MustParseAddrPort("10.1.0.2:8080") {
 			t.Fatalf("a new flow went to %s, the terminating backend", got)
 		}
 	}
@@ -191,7 +191,7 @@ func TestTCFlowWhoseBackendIsGoneIsBalancedAnew(t *testing.T) {
 	fe.slots = []uint32{2}
 	h.frontend(fe)
 	h.check(h.maps.Backends.Delete(1))
-	if got := h.balance(f).dst; got != netip.MustParseAddrPort("10.1.0.2:8080") {
+	if got := h.balance(f).Dst; got != netip.MustParseAddrPort("10.1.0.2:8080") {
 		t.Fatalf("the flow went to %s after its backend was deleted", got)
 	}
 	if c := h.counter(1, 2); c.Flows != 1 {
@@ -212,16 +212,16 @@ func TestTCWorkloadTrafficUsesTheInternalScope(t *testing.T) {
 	h.frontend(testFrontend{addr: "10.96.0.1:80/TCP", id: 3, slots: []uint32{2}})
 	for i := range 10 {
 		f := flow(fmt.Sprintf("10.0.0.5:%d", 40000+i), "192.0.2.1:30080", lb.ProtoTCP)
-		if _, got := h.send("lb_tc_ingress", f); got.dst != netip.MustParseAddrPort("10.1.0.1:8080") {
-			t.Fatalf("from outside, %v went to %s, not the external scope's backend", f, got.dst)
+		if _, got := h.send("lb_tc_ingress", f); got.Dst != netip.MustParseAddrPort("10.1.0.1:8080") {
+			t.Fatalf("from outside, %v went to %s, not the external scope's backend", f, got.Dst)
 		}
-		f.src = netip.MustParseAddrPort(fmt.Sprintf("10.0.0.6:%d", 40000+i))
-		if _, got := h.send("lb_tc_workload", f); got.dst != netip.MustParseAddrPort("10.1.0.2:8080") {
-			t.Fatalf("from a workload, %v went to %s, not the internal scope's backend", f, got.dst)
+		f.Src = netip.MustParseAddrPort(fmt.Sprintf("10.0.0.6:%d", 40000+i))
+		if _, got := h.send("lb_tc_workload", f); got.Dst != netip.MustParseAddrPort("10.1.0.2:8080") {
+			t.Fatalf("from a workload, %v went to %s, not the internal scope's backend", f, got.Dst)
 		}
 		f = flow(fmt.Sprintf("10.0.0.6:%d", 50000+i), "10.96.0.1:80", lb.ProtoTCP)
-		if _, got := h.send("lb_tc_workload", f); got.dst != netip.MustParseAddrPort("10.1.0.2:8080") {
-			t.Fatalf("from a workload, the ClusterIP flow %v went to %s", f, got.dst)
+		if _, got := h.send("lb_tc_workload", f); got.Dst != netip.MustParseAddrPort("10.1.0.2:8080") {
+			t.Fatalf("from a workload, the ClusterIP flow %v went to %s", f, got.Dst)
 		}
 	}
 }
@@ -245,8 +245,8 @@ func TestTCSourceRangesAdmitOnlyTheirClients(t *testing.T) {
 	} {
 		verdict, out := h.send("lb_tc_ingress", c.flow)
 		switch {
-		case c.allowed && (verdict != actOK || out.dst == c.flow.dst):
-			t.Errorf("%v: verdict %d, to %s; want it balanced", c.flow, verdict, out.dst)
+		case c.allowed && (verdict != actOK || out.Dst == c.flow.Dst):
+			t.Errorf("%v: verdict %d, to %s; want it balanced", c.flow, verdict, out.Dst)
 		case !c.allowed && verdict != actShot:
 			t.Errorf("%v: verdict %d, want it dropped", c.flow, verdict)
 		}
@@ -301,9 +301,9 @@ func TestTCAffinityPinsAClientUntilItExpires(t *testing.T) {
 	h.frontend(testFrontend{addr: "10.96.0.1:80/TCP", id: 1, affinity: 60, slots: slots})
 	client := netip.MustParseAddr("10.0.0.5")
 	key := bpf.AffinityKey{Client: client.As16(), RevNatID: 1}
-	first := h.balance(flow("10.0.0.5:40000", "10.96.0.1:80", lb.ProtoTCP)).dst
+	first := h.balance(flow("10.0.0.5:40000", "10.96.0.1:80", lb.ProtoTCP)).Dst
 	for port := 40001; port < 40020; port++ {
-		if got := h.balance(flow(fmt.Sprintf("10.0.0.5:%d", port), "10.96.0.1:80", lb.ProtoTCP)).dst; got != first {
+		if got := h.balance(flow(fmt.Sprintf("10.0.0.5:%d", port), "10.96.0.1:80", lb.ProtoTCP)).Dst; got != first {
 			t.Fatalf("new flow from port %d went to %s, not to %s, where the client is pinned", port, got, first)
 		}
 	}
@@ -316,7 +316,7 @@ func TestTCAffinityPinsAClientUntilItExpires(t *testing.T) {
 	expired := map[uint32]bool{}
 	for port := 41000; port < 41040; port++ {
 		h.check(h.maps.Affinity.Update(key, bpf.AffinityValue{BackendID: 3, LastUsed: now - 61}))
-		got := h.backendAt(h.balance(flow(fmt.Sprintf("10.0.0.5:%d", port), "10.96.0.1:80", lb.ProtoTCP)).dst)
+		got := h.backendAt(h.balance(flow(fmt.Sprintf("10.0.0.5:%d", port), "10.96.0.1:80", lb.ProtoTCP)).Dst)
 		expired[got] = true
 		if v, _, _ := h.maps.Affinity.Lookup(key); v.BackendID != got || v.LastUsed < now {
 			t.Fatalf("after an expired pin, lb_affinity has %+v, want a fresh pin to %d", v, got)
@@ -331,7 +331,7 @@ func TestTCAffinityPinsAClientUntilItExpires(t *testing.T) {
 		slots: slices.DeleteFunc(slices.Clone(slots), func(id uint32) bool { return id == 3 }), standby: []uint32{3}})
 	for port := 42000; port < 42040; port++ {
 		h.check(h.maps.Affinity.Update(key, bpf.AffinityValue{BackendID: 3, LastUsed: now}))
-		if got := h.backendAt(h.balance(flow(fmt.Sprintf("10.0.0.5:%d", port), "10.96.0.1:80", lb.ProtoTCP)).dst); got == 3 {
+		if got := h.backendAt(h.balance(flow(fmt.Sprintf("10.0.0.5:%d", port), "10.96.0.1:80", lb.ProtoTCP)).Dst); got == 3 {
 			t.Fatal("a new flow went to the terminating backend the client was pinned to")
 		}
 	}
@@ -371,8 +371,8 @@ func TestTCUDPWithoutChecksumKeepsNone(t *testing.T) {
 	pkt := packet(t, flow("10.0.0.5:40000", "10.96.0.10:53", lb.ProtoUDP), 32)
 	pkt[14+20+6], pkt[14+20+7] = 0, 0
 	verdict, out := h.run("lb_tc_ingress", pkt)
-	if got := decode(t, out); verdict != actOK || got.dst != netip.MustParseAddrPort("10.1.0.1:5353") {
-		t.Fatalf("verdict %d, to %s", verdict, got.dst)
+	if got := decode(t, out); verdict != actOK || got.Dst != netip.MustParseAddrPort("10.1.0.1:5353") {
+		t.Fatalf("verdict %d, to %s", verdict, got.Dst)
 	}
 	if out[14+20+6] != 0 || out[14+20+7] != 0 {
 		t.Errorf("the UDP checksum became %#x%02x, want it left 0", out[14+20+6], out[14+20+7])

@@ -20,9 +20,9 @@ import (
 // clientEnv carries a client's script to the re-executed test binary.
 const clientEnv = "LBSTATE_TEST_CLIENT"
 
-// RunClient connects to servers as a process of the cgroup cg, inside the
-// network namespace ns, so that socket programs attached to cg act on its
-// sockets and on no one else's. It runs the test binary again (the
+// RunClient connects to servers as a process of the cgroup cg (none if
+// cg is empty), inside the network namespace ns, so that socket programs
+// attached to cg act on its sockets and on no one else's. It runs the test binary again (the
 // package's TestMain must call MaybeClient first) with a script of lines:
 //
 //	tcp ADDR:PORT N      N connections, each reading the server's name
@@ -36,11 +36,14 @@ const clientEnv = "LBSTATE_TEST_CLIENT"
 // of the reply); RunClient returns those lines.
 func RunClient(t testing.TB, cg string, ns *Netns, script ...string) []string {
 	t.Helper()
-	cgDir, err := os.Open(cg)
-	if err != nil {
-		t.Fatal(err)
+	var cgDir *os.File
+	if cg != "" {
+		var err error
+		if cgDir, err = os.Open(cg); err != nil {
+			t.Fatal(err)
+		}
+		defer cgDir.Close()
 	}
-	defer cgDir.Close()
 	nsFile, err := ns.File()
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +52,9 @@ func RunClient(t testing.TB, cg string, ns *Netns, script ...string) []string {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), clientEnv+"="+strings.Join(script, ";"))
 	cmd.ExtraFiles = []*os.File{nsFile} // fd 3
-	cmd.SysProcAttr = &unix.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cgDir.Fd())}
+	if cgDir != nil {
+		cmd.SysProcAttr = &unix.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cgDir.Fd())}
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -163,8 +168,8 @@ func runClientLine(out *bufio.Writer, line string) error {
 }
 
 // ServeName serves, inside ns until the test ends, TCP and UDP on
-// addr:port: a TCP connection is sent name and a newline, a datagram is
-// answered with name.
+// addr:port: a TCP connection is sent name and a newline, and again for
+// every line it sends; a datagram is answered with name.
 func ServeName(t testing.TB, ns *Netns, addr string, port int, name string) {
 	t.Helper()
 	hostPort := net.JoinHostPort(addr, strconv.Itoa(port))
@@ -189,8 +194,18 @@ func ServeName(t testing.TB, ns *Netns, addr string, port int, name string) {
 			if err != nil {
 				return
 			}
-			c.Write([]byte(name + "\n"))
-			c.Close()
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					if _, err := c.Write([]byte(name + "\n")); err != nil {
+						return
+					}
+					if _, err := r.ReadString('\n'); err != nil {
+						return
+					}
+				}
+			}()
 		}
 	}()
 	go func() {

@@ -2,9 +2,11 @@ package bpftest
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -72,10 +74,89 @@ func (n *Netns) AddAddr(t testing.TB, cidr string) {
 		if err == nil {
 			err = netlink.AddrAdd(lo, addr)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return waitRoute(addr.IP)
 	})
 	if err != nil {
 		t.Fatalf("adding %s to lo in the test's network namespace: %v", cidr, err)
+	}
+}
+
+// waitRoute waits until the calling thread's namespace routes ip as a
+// local address: for a moment after an IPv6 address is added, the kernel
+// finds no route to it.
+func waitRoute(ip net.IP) error {
+	var (
+		routes []netlink.Route
+		err    error
+	)
+	for range 500 {
+		if routes, err = netlink.RouteGet(ip); err == nil && len(routes) > 0 && routes[0].Type == unix.RTN_LOCAL {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("no local route to %s: %v, %w", ip, routes, err)
+}
+
+// Link connects namespaces a and b with a veth pair: interface aName in
+// a with address aCIDR, bName in b with bCIDR, both up.
+func Link(t testing.TB, a *Netns, aName, aCIDR string, b *Netns, bName, bCIDR string) {
+	t.Helper()
+	err := a.Do(func() error {
+		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: aName}, PeerName: bName}
+		if err := netlink.LinkAdd(veth); err != nil {
+			return err
+		}
+		peer, err := netlink.LinkByName(bName)
+		if err != nil {
+			return err
+		}
+		if err := netlink.LinkSetNsFd(peer, int(b.h)); err != nil {
+			return err
+		}
+		return setUp(aName, aCIDR)
+	})
+	if err == nil {
+		err = b.Do(func() error { return setUp(bName, bCIDR) })
+	}
+	if err != nil {
+		t.Fatalf("linking the test's namespaces with %s and %s: %v", aName, bName, err)
+	}
+}
+
+// setUp gives the calling thread's interface name an address and brings
+// it up.
+func setUp(name, cidr string) error {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	addr, err := netlink.ParseAddr(cidr)
+	if err != nil {
+		return err
+	}
+	addr.Flags = unix.IFA_F_NODAD
+	if err := netlink.AddrAdd(l, addr); err != nil {
+		return err
+	}
+	return netlink.LinkSetUp(l)
+}
+
+// AddRoute routes dst (a CIDR) through the gateway via.
+func (n *Netns) AddRoute(t testing.TB, dst, via string) {
+	t.Helper()
+	err := n.Do(func() error {
+		_, prefix, err := net.ParseCIDR(dst)
+		if err != nil {
+			return err
+		}
+		return netlink.RouteAdd(&netlink.Route{Dst: prefix, Gw: net.ParseIP(via)})
+	})
+	if err != nil {
+		t.Fatalf("routing %s via %s in the test's namespace: %v", dst, via, err)
 	}
 }
 
