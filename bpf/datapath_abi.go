@@ -2,7 +2,10 @@ package bpf
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net/netip"
+
+	"github.com/cilium/ebpf"
 )
 
 // The Go forms of the reference datapath's structs in include/lb.h (the
@@ -99,5 +102,31 @@ var DropReasons = map[uint32]string{
 func bindPerCPU[K comparable, V any](field func(*Maps) *Map[K, []V]) binding {
 	b := bindHash(field)
 	b.valueSize = sizeOf[V]()
+	b.kernel = func(m *Maps, d *mapDef, em *ebpf.Map, _ *ebpf.MapSpec) {
+		*field(m) = &kernelPerCPUMap[K, V]{kernelMap[K, []V]{m: em, name: d.name}}
+	}
 	return b
+}
+
+// kernelPerCPUMap is a per-CPU kernel map: cilium/ebpf reads a value into
+// a slice but writes one from the slice itself, one element per possible
+// CPU.
+type kernelPerCPUMap[K comparable, V any] struct {
+	kernelMap[K, []V]
+}
+
+func (m *kernelPerCPUMap[K, V]) Update(k K, v []V) error {
+	return m.wrap("update", m.m.Update(&k, v, ebpf.UpdateAny))
+}
+
+func (m *kernelPerCPUMap[K, V]) BatchUpdate(ks []K, vs [][]V) error {
+	if len(ks) != len(vs) {
+		return fmt.Errorf("%s: batch update: %d keys but %d values", m.name, len(ks), len(vs))
+	}
+	for i := range ks {
+		if err := m.Update(ks[i], vs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
