@@ -14,9 +14,14 @@
  */
 volatile const __u32 lb_maglev_table_size;
 
+/*
+ * lb_now is the datapath clock in seconds: CLOCK_MONOTONIC, read coarsely
+ * (a tick's precision is plenty for timeouts in seconds, and it is read
+ * without the clock source).
+ */
 static __always_inline __u32 lb_now(void)
 {
-	return bpf_ktime_get_ns() / 1000000000ULL;
+	return bpf_ktime_get_coarse_ns() / 1000000000ULL;
 }
 
 static __always_inline bool lb_addr_is_v4(const __u8 a[16])

@@ -84,10 +84,42 @@ static __always_inline bool lb_parse(struct __sk_buff *skb, struct lb_pkt *p)
 }
 
 /*
+ * lb_store writes len bytes at off, directly when they are in the linear
+ * part (no helper call), else with bpf_skb_store_bytes.
+ */
+static __always_inline int lb_store(struct __sk_buff *skb, __u32 off, const void *from, __u32 len)
+{
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+
+	if (off > LB_ETH_HLEN + 60 + 4) /* a bound for the verifier: headers only */
+		return -1;
+	if (data + off + 16 > end)
+		return bpf_skb_store_bytes(skb, off, from, len, 0);
+	if (len == 16)
+		__builtin_memcpy(data + off, from, 16);
+	else if (len == 4)
+		__builtin_memcpy(data + off, from, 4);
+	else
+		__builtin_memcpy(data + off, from, 2);
+	return 0;
+}
+
+/* lb_csum_replace4 updates an Internet checksum for a 32-bit word's change (RFC 1624). */
+static __always_inline __sum16 lb_csum_replace4(__sum16 check, __be32 from, __be32 to)
+{
+	__u32 sum = (__u16)~check;
+
+	sum += (__u16)~from + (__u16)~(from >> 16) + (__u16)to + (__u16)(to >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (__sum16)~sum;
+}
+
+/*
  * lb_rewrite sets the packet's destination (dst) or source address and
- * port, fixing the L3 and L4 checksums incrementally. The helpers update
- * an offloaded (CHECKSUM_PARTIAL) L4 checksum as the hardware expects:
- * only its pseudo-header part.
+ * port, fixing the L3 and L4 checksums incrementally. The L4 checksum
+ * goes through the helpers, which update an offloaded (CHECKSUM_PARTIAL)
+ * one as the hardware expects: only its pseudo-header part.
  */
 static __always_inline int lb_rewrite(struct __sk_buff *skb, const struct lb_pkt *p, bool dst,
 				      const __u8 addr[16], __be16 port)
@@ -100,11 +132,18 @@ static __always_inline int lb_rewrite(struct __sk_buff *skb, const struct lb_pkt
 	if (p->v4) {
 		__u32 addr_off = LB_ETH_HLEN + (dst ? offsetof(struct iphdr, daddr) : offsetof(struct iphdr, saddr));
 		__be32 from = *(const __be32 *)&old[12], to = *(const __be32 *)&addr[12];
+		struct iphdr *ip;
+		void *end;
 
 		if (from != to) {
-			if (bpf_l4_csum_replace(skb, p->csum_off, from, to, l4 | BPF_F_PSEUDO_HDR | sizeof(to)) ||
-			    bpf_l3_csum_replace(skb, LB_ETH_HLEN + offsetof(struct iphdr, check), from, to, sizeof(to)) ||
-			    bpf_skb_store_bytes(skb, addr_off, &to, sizeof(to), 0))
+			if (bpf_l4_csum_replace(skb, p->csum_off, from, to, l4 | BPF_F_PSEUDO_HDR | sizeof(to)))
+				return -1;
+			ip = (void *)(long)skb->data + LB_ETH_HLEN;
+			end = (void *)(long)skb->data_end;
+			if ((void *)(ip + 1) > end)
+				return -1;
+			ip->check = lb_csum_replace4(ip->check, from, to);
+			if (lb_store(skb, addr_off, &to, sizeof(to)))
 				return -1;
 		}
 	} else {
@@ -117,12 +156,12 @@ static __always_inline int lb_rewrite(struct __sk_buff *skb, const struct lb_pkt
 		diff = bpf_csum_diff((__be32 *)from, 16, (__be32 *)to, 16, 0);
 		if (diff < 0 ||
 		    bpf_l4_csum_replace(skb, p->csum_off, 0, diff, l4 | BPF_F_PSEUDO_HDR) ||
-		    bpf_skb_store_bytes(skb, addr_off, to, 16, 0))
+		    lb_store(skb, addr_off, to, 16))
 			return -1;
 	}
 	if (old_port != port) {
 		if (bpf_l4_csum_replace(skb, p->csum_off, old_port, port, l4 | sizeof(port)) ||
-		    bpf_skb_store_bytes(skb, port_off, &port, sizeof(port), 0))
+		    lb_store(skb, port_off, &port, sizeof(port)))
 			return -1;
 	}
 	return 0;
