@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/lb"
@@ -106,4 +108,62 @@ func BenchmarkDatapathSocketConnect(b *testing.B) {
 	b.ReportMetric(with, "ns/connect")
 	b.ReportMetric(without, "ns/connect-bare")
 	b.ReportMetric(with-without, "ns/overhead")
+}
+
+// BenchmarkDatapathCalibration times, the same way as BenchmarkDatapath,
+// what the datapath's costs are made of on this machine: an empty tc
+// program, one lookup of a 40-byte key in a hash map (the same key every
+// run, as an established flow's conntrack lookup), and one insert of a new
+// 40-byte key into an LRU map (as each of a new flow's two conntrack
+// entries).
+func BenchmarkDatapathCalibration(b *testing.B) {
+	bpftest.Require(b)
+	for _, c := range []struct {
+		name string
+		typ  ebpf.MapType
+		op   asm.BuiltinFunc
+	}{
+		{"empty", 0, 0},
+		{"hash-lookup", ebpf.Hash, asm.FnMapLookupElem},
+		{"lru-insert", ebpf.LRUHash, asm.FnMapUpdateElem},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			insns := asm.Instructions{asm.Mov.Imm(asm.R0, 0)}
+			if c.op != 0 {
+				m, err := ebpf.NewMap(&ebpf.MapSpec{Type: c.typ, KeySize: 40, ValueSize: 16, MaxEntries: 1 << 17})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer m.Close()
+				// Key at fp-40, value at fp-56, zero but for a random word
+				// of the key when inserting.
+				insns = asm.Instructions{asm.Mov.Imm(asm.R7, 0)}
+				for off := int16(-56); off < 0; off += 8 {
+					insns = append(insns, asm.StoreMem(asm.RFP, off, asm.R7, asm.DWord))
+				}
+				if c.op == asm.FnMapUpdateElem {
+					insns = append(insns, asm.FnGetPrandomU32.Call(), asm.StoreMem(asm.RFP, -40, asm.R0, asm.Word))
+				}
+				insns = append(insns,
+					asm.LoadMapPtr(asm.R1, m.FD()),
+					asm.Mov.Reg(asm.R2, asm.RFP), asm.Add.Imm(asm.R2, -40),
+					asm.Mov.Reg(asm.R3, asm.RFP), asm.Add.Imm(asm.R3, -56),
+					asm.Mov.Imm(asm.R4, 0),
+					c.op.Call(),
+					asm.Mov.Imm(asm.R0, 0),
+				)
+			}
+			p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, Instructions: append(insns, asm.Return()), License: "GPL"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			b.ResetTimer()
+			_, perRun, err := p.Benchmark(make([]byte, 64), b.N, b.ResetTimer)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(perRun.Nanoseconds()), "ns/run")
+		})
+	}
 }
