@@ -2,7 +2,6 @@ package bpf_test
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"testing"
 
@@ -51,28 +50,6 @@ func weighted(first uint32) []uint32 {
 	return []uint32{first, first + 1, first + 1, first + 2, first + 2, first + 2}
 }
 
-// checkShares checks that the exchanges, lines "NAME PEER", all show peer
-// and that names b1, b2, b3 come in the shares 1/6, 2/6, 3/6, within
-// five standard deviations.
-func checkShares(t *testing.T, what string, lines []string, peer string) {
-	t.Helper()
-	counts := map[string]int{}
-	for _, l := range lines {
-		name, got, _ := strings.Cut(l, " ")
-		if got != peer {
-			t.Fatalf("%s: the socket saw %q, not the frontend %s", what, l, peer)
-		}
-		counts[name]++
-	}
-	n := float64(len(lines))
-	for i, want := range []float64{1.0 / 6, 2.0 / 6, 3.0 / 6} {
-		got := float64(counts[fmt.Sprintf("b%d", i+1)]) / n
-		if sigma := math.Sqrt(want * (1 - want) / n); math.Abs(got-want) > 5*sigma {
-			t.Errorf("%s: b%d took %.1f%% of %d, want %.1f%% (weights 1:2:3): %v", what, i+1, 100*got, len(lines), 100*want, counts)
-		}
-	}
-}
-
 // Real connections and datagrams of a process in the cgroup, to a
 // frontend no interface has, reach the backends in the weights'
 // proportions, and the sockets show the frontend as their peer
@@ -94,7 +71,7 @@ func TestSocketLBSpreadsConnectionsByWeightAndShowsTheFrontend(t *testing.T) {
 		{"udpc", "[fd00:96::10]:53"},
 	} {
 		lines := bpftest.RunClient(t, s.cg, s.ns, fmt.Sprintf("%s %s %d", c.op, c.frontend, n))
-		checkShares(t, c.op+" "+c.frontend, lines, c.frontend)
+		bpftest.CheckWeights(t, c.op+" "+c.frontend, lines, c.frontend, 1, 2, 3)
 	}
 	var flows uint64
 	for id := uint32(1); id <= 3; id++ {

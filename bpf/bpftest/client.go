@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -292,4 +293,30 @@ func timeConnects(out *bufio.Writer, a1, a2 string, n int, cg1, cg2 string) erro
 	}
 	fmt.Fprintln(out, "ns", took[0][n/2].Nanoseconds(), took[1][n/2].Nanoseconds())
 	return nil
+}
+
+// CheckWeights checks RunClient's exchanges: that they all show peer, and
+// that each server bN (b1, b2, ...) answered its weight's share of them,
+// within five standard deviations (none for a weight of 0).
+func CheckWeights(t testing.TB, what string, lines []string, peer string, weights ...uint16) {
+	t.Helper()
+	counts := map[string]int{}
+	for _, l := range lines {
+		name, got, _ := strings.Cut(l, " ")
+		if got != peer {
+			t.Fatalf("%s: the client saw %q, not the frontend %s", what, l, peer)
+		}
+		counts[name]++
+	}
+	var sum float64
+	for _, w := range weights {
+		sum += float64(w)
+	}
+	n := float64(len(lines))
+	for i, w := range weights {
+		want, got := float64(w)/sum, float64(counts[fmt.Sprintf("b%d", i+1)])/n
+		if sigma := math.Sqrt(want * (1 - want) / n); math.Abs(got-want) > 5*sigma+1e-9 {
+			t.Errorf("%s: b%d took %.1f%% of %d, want %.1f%% (weights %v): %v", what, i+1, 100*got, len(lines), 100*want, weights, counts)
+		}
+	}
 }

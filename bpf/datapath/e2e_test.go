@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"strings"
@@ -91,32 +90,6 @@ func (e *e2e) declare(weights ...uint16) {
 	})
 }
 
-// checkWeights checks that the exchanges "NAME PEER" all show peer, and
-// that backend bN took its weight's share, within five standard
-// deviations.
-func checkWeights(t *testing.T, what string, lines []string, peer string, weights ...uint16) {
-	t.Helper()
-	counts := map[string]int{}
-	for _, l := range lines {
-		name, got, _ := strings.Cut(l, " ")
-		if got != peer {
-			t.Fatalf("%s: the client saw %q, not the frontend %s", what, l, peer)
-		}
-		counts[name]++
-	}
-	var sum float64
-	for _, w := range weights {
-		sum += float64(w)
-	}
-	n := float64(len(lines))
-	for i, w := range weights {
-		want, got := float64(w)/sum, float64(counts[fmt.Sprintf("b%d", i+1)])/n
-		if sigma := math.Sqrt(want * (1 - want) / n); math.Abs(got-want) > 5*sigma+1e-9 {
-			t.Errorf("%s: b%d took %.1f%% of %d, want %.1f%% (weights %v): %v", what, i+1, 100*got, len(lines), 100*want, weights, counts)
-		}
-	}
-}
-
 // Real TCP connections and UDP datagrams to the frontends reach the
 // backends in the weights' proportions: from the node's own sockets (the
 // cgroup programs) to the ClusterIP, and from outside over the veth (the
@@ -139,7 +112,7 @@ func TestRealConnectionsFollowTheWeightsAndChangesApplyToNewOnes(t *testing.T) {
 		{"", e.outside, fmt.Sprintf("tcp %s:80 %d", lbIP, n), lbIP + ":80"},
 		{"", e.outside, fmt.Sprintf("udp %s:53 %d", lbIP, n), lbIP + ":53"},
 	} {
-		checkWeights(t, c.line, bpftest.RunClient(t, c.cg, c.ns, c.line), c.peer, 100, 200, 300)
+		bpftest.CheckWeights(t, c.line, bpftest.RunClient(t, c.cg, c.ns, c.line), c.peer, 100, 200, 300)
 	}
 
 	// Connections from outside that stay open across the change.
@@ -161,8 +134,8 @@ func TestRealConnectionsFollowTheWeightsAndChangesApplyToNewOnes(t *testing.T) {
 			t.Fatalf("an open connection to %s now reaches %s", p.backend, got)
 		}
 	}
-	checkWeights(t, "new connections from outside", bpftest.RunClient(t, "", e.outside, fmt.Sprintf("tcp %s:80 %d", lbIP, n)), lbIP+":80", 0, 100, 300)
-	checkWeights(t, "new connections on the node", bpftest.RunClient(t, e.cg, e.node, fmt.Sprintf("tcp %s:80 %d", clusterIP, n)), clusterIP+":80", 0, 100, 300)
+	bpftest.CheckWeights(t, "new connections from outside", bpftest.RunClient(t, "", e.outside, fmt.Sprintf("tcp %s:80 %d", lbIP, n)), lbIP+":80", 0, 100, 300)
+	bpftest.CheckWeights(t, "new connections on the node", bpftest.RunClient(t, e.cg, e.node, fmt.Sprintf("tcp %s:80 %d", clusterIP, n)), clusterIP+":80", 0, 100, 300)
 
 	if attached := e.attached(t); attached == 0 {
 		t.Fatal("no program attached while the agent runs")
