@@ -11,9 +11,9 @@ import (
 // The Go forms of the reference datapath's structs in include/lb.h (the
 // maps it writes and the control plane only reads), byte for byte.
 
-// CTKey is a key of lb_ct: a packet's 5-tuple as the datapath saw it
-// arrive, or, for Kind CTSocket, a socket cookie (the first 8 bytes of
-// Src, host order) and the address the socket talks to.
+// CTKey is a key of lb_ct, a packet's 5-tuple as the datapath saw it
+// arrive, or of lb_sock_ct (Kind CTSocket): a socket cookie (the first 8
+// bytes of Src, host order) and the address the socket talks to.
 type CTKey struct {
 	Src   [16]byte
 	Dst   [16]byte
@@ -24,7 +24,7 @@ type CTKey struct {
 	Pad   [2]uint8
 }
 
-// CTValue is a value of lb_ct.
+// CTValue is a value of lb_ct and lb_sock_ct.
 type CTValue struct {
 	BackendID uint32
 	RevNatID  uint32

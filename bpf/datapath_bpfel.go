@@ -125,6 +125,7 @@ const (
 	datapathMapLbMaglev          = "lb_maglev"
 	datapathMapLbRevNat          = "lb_rev_nat"
 	datapathMapLbServices        = "lb_services"
+	datapathMapLbSockCt          = "lb_sock_ct"
 	datapathMapLbSrcRange        = "lb_src_range"
 	datapathProgLbBenchCopy      = "lb_bench_copy"
 	datapathProgLbBenchCopyNew   = "lb_bench_copy_new"
@@ -217,6 +218,7 @@ type datapathMapSpecs struct {
 	LbMaglev   *ebpf.MapSpec `ebpf:"lb_maglev"`
 	LbRevNat   *ebpf.MapSpec `ebpf:"lb_rev_nat"`
 	LbServices *ebpf.MapSpec `ebpf:"lb_services"`
+	LbSockCt   *ebpf.MapSpec `ebpf:"lb_sock_ct"`
 	LbSrcRange *ebpf.MapSpec `ebpf:"lb_src_range"`
 }
 
@@ -257,6 +259,7 @@ type datapathMaps struct {
 	LbMaglev   *ebpf.Map `ebpf:"lb_maglev"`
 	LbRevNat   *ebpf.Map `ebpf:"lb_rev_nat"`
 	LbServices *ebpf.Map `ebpf:"lb_services"`
+	LbSockCt   *ebpf.Map `ebpf:"lb_sock_ct"`
 	LbSrcRange *ebpf.Map `ebpf:"lb_src_range"`
 }
 
@@ -271,6 +274,7 @@ func (m *datapathMaps) Close() error {
 		m.LbMaglev,
 		m.LbRevNat,
 		m.LbServices,
+		m.LbSockCt,
 		m.LbSrcRange,
 	)
 }

@@ -64,6 +64,12 @@ var layout = []mapDef{
 		bind: bindHash(func(m *Maps) *Map[CTKey, CTValue] { return &m.Conntrack }),
 	},
 	{
+		name: lbMapLbSockCt, typ: ebpf.LRUHash,
+		sizedBy: &sizing{"lb-sock-ct-max", "Capacity of lb_sock_ct (LRU), the reference datapath's socket conntrack: one or two entries per socket",
+			func(c *Config) *uint32 { return &c.LBSockCTMax }},
+		bind: bindHash(func(m *Maps) *Map[CTKey, CTValue] { return &m.SockConntrack }),
+	},
+	{
 		name: lbMapLbCounters, typ: ebpf.PerCPUHash, flags: unix.BPF_F_NO_PREALLOC,
 		sizedBy: &sizing{"lb-counters-max", "Capacity of lb_counters: pairs of frontend and backend with traffic",
 			func(c *Config) *uint32 { return &c.LBCountersMax }},

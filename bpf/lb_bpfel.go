@@ -125,6 +125,7 @@ const (
 	lbMapLbMaglev   = "lb_maglev"
 	lbMapLbRevNat   = "lb_rev_nat"
 	lbMapLbServices = "lb_services"
+	lbMapLbSockCt   = "lb_sock_ct"
 	lbMapLbSrcRange = "lb_src_range"
 )
 
@@ -185,6 +186,7 @@ type lbMapSpecs struct {
 	LbMaglev   *ebpf.MapSpec `ebpf:"lb_maglev"`
 	LbRevNat   *ebpf.MapSpec `ebpf:"lb_rev_nat"`
 	LbServices *ebpf.MapSpec `ebpf:"lb_services"`
+	LbSockCt   *ebpf.MapSpec `ebpf:"lb_sock_ct"`
 	LbSrcRange *ebpf.MapSpec `ebpf:"lb_src_range"`
 }
 
@@ -223,6 +225,7 @@ type lbMaps struct {
 	LbMaglev   *ebpf.Map `ebpf:"lb_maglev"`
 	LbRevNat   *ebpf.Map `ebpf:"lb_rev_nat"`
 	LbServices *ebpf.Map `ebpf:"lb_services"`
+	LbSockCt   *ebpf.Map `ebpf:"lb_sock_ct"`
 	LbSrcRange *ebpf.Map `ebpf:"lb_src_range"`
 }
 
@@ -237,6 +240,7 @@ func (m *lbMaps) Close() error {
 		m.LbMaglev,
 		m.LbRevNat,
 		m.LbServices,
+		m.LbSockCt,
 		m.LbSrcRange,
 	)
 }

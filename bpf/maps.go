@@ -55,9 +55,10 @@ type Maps struct {
 	IDMarks Map[uint32, uint32]
 	// The reference datapath's maps: it writes them, the control plane
 	// reads them. Counters and Drops hold one value per possible CPU.
-	Conntrack Map[CTKey, CTValue]
-	Counters  Map[CounterKey, []CounterValue]
-	Drops     Map[DropKey, []uint64]
+	Conntrack     Map[CTKey, CTValue]
+	SockConntrack Map[CTKey, CTValue]
+	Counters      Map[CounterKey, []CounterValue]
+	Drops         Map[DropKey, []uint64]
 
 	close func() error
 }
@@ -88,6 +89,7 @@ type Config struct {
 	LBSourceRangesMax uint32
 	LBMaglevTableSize uint32
 	LBCTMax           uint32
+	LBSockCTMax       uint32
 	LBCountersMax     uint32
 	LBDropsMax        uint32
 }
@@ -103,6 +105,7 @@ var DefaultConfig = Config{
 	LBSourceRangesMax: 16384,
 	LBMaglevTableSize: maglev.DefaultTableSize,
 	LBCTMax:           131072,
+	LBSockCTMax:       65536,
 	LBCountersMax:     65536,
 	LBDropsMax:        16384,
 }

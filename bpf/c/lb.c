@@ -81,6 +81,13 @@ struct {
 } lb_ct SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct lb_ct_key);
+	__type(value, struct lb_ct_value);
+	__uint(max_entries, 65536);
+} lb_sock_ct SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__type(key, struct lb_counter_key);
 	__type(value, struct lb_counter_value);

@@ -52,7 +52,7 @@ static __always_inline bool lb_sock_set_addr(struct bpf_sock_addr *ctx, bool v6,
 	return true;
 }
 
-/* lb_sock_key is the lb_ct key of ctx's socket talking to addr:port. */
+/* lb_sock_key is the lb_sock_ct key of ctx's socket talking to addr:port. */
 static __always_inline void lb_sock_key(struct bpf_sock_addr *ctx, struct lb_ct_key *k, const __u8 addr[16], __be16 port)
 {
 	__u64 cookie = bpf_get_socket_cookie(ctx);
@@ -76,7 +76,7 @@ static __always_inline void lb_sock_client(struct bpf_sock_addr *ctx, __u8 clien
 /*
  * lb_sock_forward sends a connect() (or, with sendmsg, a datagram) to a
  * frontend to a backend. An unconnected UDP socket keeps its backend
- * while the backend exists, as a flow does in conntrack.
+ * while the backend exists, as a flow does in conntrack (lb_sock_ct).
  */
 static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, bool sendmsg)
 {
@@ -101,7 +101,7 @@ static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, b
 	now = lb_now();
 	if (sendmsg) {
 		lb_sock_key(ctx, &fwd, key.addr, key.port);
-		ct = bpf_map_lookup_elem(&lb_ct, &fwd);
+		ct = bpf_map_lookup_elem(&lb_sock_ct, &fwd);
 		if (ct && ct->dir == LB_CT_FORWARD && ct->rev_nat_id == rev_nat_id &&
 		    !lb_ct_expired(ct, key.proto, now)) {
 			backend_id = ct->backend_id;
@@ -136,11 +136,11 @@ static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, b
 	v.last_seen = now;
 	if (sendmsg) {
 		v.dir = LB_CT_FORWARD;
-		bpf_map_update_elem(&lb_ct, &fwd, &v, BPF_ANY);
+		bpf_map_update_elem(&lb_sock_ct, &fwd, &v, BPF_ANY);
 	}
 	lb_sock_key(ctx, &reply, b->addr, b->port);
 	v.dir = LB_CT_REPLY;
-	bpf_map_update_elem(&lb_ct, &reply, &v, BPF_ANY);
+	bpf_map_update_elem(&lb_sock_ct, &reply, &v, BPF_ANY);
 	lb_count(rev_nat_id, backend_id, new_flow ? 1 : 0, sendmsg ? 1 : 0, 0);
 	return 1;
 }
@@ -156,7 +156,7 @@ static __always_inline int lb_sock_reverse(struct bpf_sock_addr *ctx, bool v6)
 
 	lb_sock_addr(ctx, v6, addr);
 	lb_sock_key(ctx, &k, addr, (__be16)ctx->user_port);
-	ct = bpf_map_lookup_elem(&lb_ct, &k);
+	ct = bpf_map_lookup_elem(&lb_sock_ct, &k);
 	if (!ct || ct->dir != LB_CT_REPLY)
 		return 1;
 	id = ct->rev_nat_id;

@@ -180,16 +180,21 @@ enum {
  */
 
 /*
- * lb_ct (LRU): conntrack. A packet entry is keyed by a packet's 5-tuple as
- * the datapath sees it arrive: the client's packet to the frontend
+ * lb_ct (LRU): conntrack of packets, keyed by a packet's 5-tuple as the
+ * datapath sees it arrive: the client's packet to the frontend
  * (LB_CT_FORWARD: rewrite the destination to the backend) or the
  * backend's reply to the client (LB_CT_REPLY: rewrite the source to the
- * frontend, from lb_rev_nat). A socket entry (kind LB_CT_SOCKET) is keyed
- * by a socket's cookie (8 bytes, host order, at the start of src) and the
- * address the socket talks to: the frontend (LB_CT_FORWARD: the backend a
+ * frontend, from lb_rev_nat); kind LB_CT_PACKET.
+ *
+ * lb_sock_ct (LRU): the same for sockets, in a map of its own so that
+ * sockets, which leave their entries behind when they close, do not push
+ * live flows out of lb_ct. Keyed by a socket's cookie (8 bytes, host
+ * order, at the start of src) and the address the socket talks to (dst,
+ * dport, proto): the frontend (LB_CT_FORWARD: the backend an unconnected
  * UDP socket sends to) or the backend (LB_CT_REPLY: what recvmsg and
- * getpeername show instead). Entries idle longer than
- * LB_CT_TIMEOUT_TCP/_OTHER seconds are dead.
+ * getpeername show instead); kind LB_CT_SOCKET.
+ *
+ * Entries idle longer than LB_CT_TIMEOUT_TCP/_OTHER seconds are dead.
  */
 enum {
 	LB_CT_PACKET = 0,
