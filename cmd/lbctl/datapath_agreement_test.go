@@ -28,8 +28,9 @@ import (
 )
 
 // kernelPipeline is startPipeline over kernel maps with the reference
-// datapath loaded, for dir's manifests (none when dir is empty).
-func kernelPipeline(t *testing.T, dir string) (*pipeline, *bpf.Datapath) {
+// datapath loaded, for dir's manifests (none when dir is empty), and a
+// function that waits until the maps hold the tables.
+func kernelPipeline(t *testing.T, dir string) (*pipeline, *bpf.Datapath, func()) {
 	t.Helper()
 	cfg := bpftest.Config(t)
 	cfg.LBMaglevTableSize = 251
@@ -51,18 +52,18 @@ func kernelPipeline(t *testing.T, dir string) (*pipeline, *bpf.Datapath) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Stop(log, context.Background()) })
-	p.stop = func() {
+	settle := func() {
 		if err := waitSettled(p.db, p.w, p.frontends, rec); err != nil {
 			t.Fatal(err)
 		}
 	}
-	p.stop() // here: wait until the maps hold the manifests
+	settle()
 	dp, err := bpf.LoadDatapath(maps)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dp.Close() })
-	return p, dp
+	return p, dp, settle
 }
 
 var (
@@ -188,7 +189,7 @@ func randomClient(rng *rand.Rand, fe *lb.Frontend) netip.AddrPort {
 // datapath picks is the one lbctl explain names (with Maglev, the exact
 // backend; with random slots, one of them), among those selection chose.
 func TestExplainAgreesWithTheKernelOnTheDemo(t *testing.T) {
-	p, dp := kernelPipeline(t, "../../examples/demo")
+	p, dp, _ := kernelPipeline(t, "../../examples/demo")
 	agree(t, p, dp, rand.New(rand.NewPCG(5, 6)), 10000)
 }
 
@@ -197,7 +198,7 @@ func TestExplainAgreesWithTheKernelOnTheDemo(t *testing.T) {
 // traffic policies, backends coming and going with random weights and
 // states), 500 flows after each round.
 func TestExplainAgreesWithTheKernelThroughRandomWriterOperations(t *testing.T) {
-	p, dp := kernelPipeline(t, "")
+	p, dp, settle := kernelPipeline(t, "")
 	rng := rand.New(rand.NewPCG(7, 8))
 	txn := p.w.WriteTxn()
 	if err := p.w.SetLocalNode(txn, lb.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.168.1.10")}}); err != nil {
@@ -213,7 +214,7 @@ func TestExplainAgreesWithTheKernelThroughRandomWriterOperations(t *testing.T) {
 			}
 		}
 		txn.Commit()
-		p.stop() // wait for the maps
+		settle()
 		t.Run(fmt.Sprint("round ", round), func(t *testing.T) { agree(t, p, dp, rng, 500) })
 	}
 }
