@@ -90,7 +90,11 @@ func BenchmarkDatapathSocketConnect(b *testing.B) {
 	if err := os.Mkdir(bare, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	defer os.Remove(bare)
+	defer func() {
+		if err := bpftest.RemoveCgroup(bare); err != nil {
+			b.Error(err)
+		}
+	}()
 	ns.AddAddr(b, "10.1.0.1/32")
 	var slots []uint32
 	for i := uint32(1); i <= 10; i++ {

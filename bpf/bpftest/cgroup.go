@@ -27,14 +27,7 @@ func Cgroup(t testing.TB) string {
 		t.Fatalf("creating the test's cgroup: %v", err)
 	}
 	t.Cleanup(func() {
-		// A process that just exited may leave the cgroup a moment later.
-		for range 100 {
-			if err = os.Remove(dir); err == nil || os.IsNotExist(err) {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		if err != nil && !os.IsNotExist(err) {
+		if err := RemoveCgroup(dir); err != nil {
 			t.Errorf("removing the test's cgroup: %v", err)
 		}
 		if err := unix.Unmount(root, unix.MNT_DETACH); err != nil {
@@ -42,4 +35,18 @@ func Cgroup(t testing.TB) string {
 		}
 	})
 	return dir
+}
+
+// RemoveCgroup removes a cgroup directory once its processes are gone: a
+// process that just exited may leave it a moment later. The cgroup2
+// hierarchy outlives its mounts, so a test removes what it created.
+func RemoveCgroup(dir string) error {
+	var err error
+	for range 100 {
+		if err = os.Remove(dir); err == nil || os.IsNotExist(err) {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return err
 }
