@@ -156,25 +156,3 @@ func (k SourceRangeKey) Prefix() netip.Prefix {
 func (k SourceRangeKey) covers(key SourceRangeKey) (uint32, bool) {
 	return k.PrefixLen, k.RevNatID == key.RevNatID && k.PrefixLen <= key.PrefixLen && k.Prefix().Contains(key.Prefix().Addr())
 }
-
-// MaglevSlot is the reference flow hash for Maglev lookups: FNV-1a (32
-// bits) over the client's 16-byte address and port, the frontend's 16-byte
-// address and port (ports in network order) and the protocol, modulo the
-// table size. A datapath that hashes this way picks the backends lbctl
-// explain predicts; the ABI does not force it to.
-func MaglevSlot(client netip.AddrPort, frontend lb.L3n4Addr, tableSize int) int {
-	const offset, prime = 2166136261, 16777619
-	h := uint32(offset)
-	write := func(bs ...byte) {
-		for _, b := range bs {
-			h ^= uint32(b)
-			h *= prime
-		}
-	}
-	ca, fa := client.Addr().Unmap().As16(), frontend.Addr().As16()
-	write(ca[:]...)
-	write(byte(client.Port()>>8), byte(client.Port()))
-	write(fa[:]...)
-	write(byte(frontend.Port()>>8), byte(frontend.Port()), byte(frontend.Protocol()))
-	return int(h % uint32(tableSize))
-}

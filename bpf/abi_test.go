@@ -21,6 +21,11 @@ func TestABIMatchesC(t *testing.T) {
 		{AffinityKey{}, lbLbAffinityKey{}},
 		{AffinityValue{}, lbLbAffinityValue{}},
 		{SourceRangeKey{}, lbLbSrcRangeKey{}},
+		{CTKey{}, lbLbCtKey{}},
+		{CTValue{}, lbLbCtValue{}},
+		{CounterKey{}, lbLbCounterKey{}},
+		{CounterValue{}, lbLbCounterValue{}},
+		{DropKey{}, lbLbDropKey{}},
 	} {
 		ours, gen := reflect.TypeOf(pair.ours), reflect.TypeOf(pair.generated)
 		t.Run(ours.Name(), func(t *testing.T) {

@@ -83,6 +83,18 @@
 // error a prefix of the batch may have been applied. BatchDelete steps
 // over missing keys, where the kernel's batch stops at the first one.
 //
+// # The reference datapath
+//
+// c/datapath.c is a datapath over these maps (README: "The reference
+// datapath"); LoadDatapath loads it over kernel maps, replacing the
+// object's maps with the agent's and sizing the Maglev index bound from
+// the inner tables, and Datapath attaches it. It writes lb_ct,
+// lb_sock_ct, lb_affinity, lb_counters and lb_drops, which are in the
+// layout like the others (pinned, sized by flags) but which the
+// reconciler never writes: Maps.Counters and Maps.Drops hold one value
+// per possible CPU. Its flow hash is lb_flow_hash of include/lb.h;
+// FlowHash is the Go twin, tested against the kernel's.
+//
 // # In-memory maps
 //
 // NewMemoryMaps mimics the kernel maps: capacities and ErrMapFull, LRU

@@ -9,3 +9,8 @@ func LayoutNames() []string {
 	}
 	return names
 }
+
+// LoadBenchDatapath loads the benchmark's programs of c/bench.h over m.
+func LoadBenchDatapath(m *Maps) (*Datapath, error) {
+	return loadDatapathPrograms(m, "lb_bench_est", "lb_bench_new", "lb_bench_copy", "lb_bench_copy_new")
+}

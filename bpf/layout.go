@@ -56,6 +56,31 @@ var layout = []mapDef{
 		name: lbMapLbIdMarks, typ: ebpf.Array, entries: 2,
 		bind: bindArray(func(m *Maps) *Map[uint32, uint32] { return &m.IDMarks }),
 	},
+	// The reference datapath's maps (datapath.go): it writes them.
+	{
+		name: lbMapLbCt, typ: ebpf.LRUHash,
+		sizedBy: &sizing{"lb-ct-max", "Capacity of lb_ct (LRU), the reference datapath's conntrack: two entries per flow",
+			func(c *Config) *uint32 { return &c.LBCTMax }},
+		bind: bindHash(func(m *Maps) *Map[CTKey, CTValue] { return &m.Conntrack }),
+	},
+	{
+		name: lbMapLbSockCt, typ: ebpf.LRUHash,
+		sizedBy: &sizing{"lb-sock-ct-max", "Capacity of lb_sock_ct (LRU), the reference datapath's socket conntrack: one or two entries per socket",
+			func(c *Config) *uint32 { return &c.LBSockCTMax }},
+		bind: bindHash(func(m *Maps) *Map[CTKey, CTValue] { return &m.SockConntrack }),
+	},
+	{
+		name: lbMapLbCounters, typ: ebpf.PerCPUHash, flags: unix.BPF_F_NO_PREALLOC,
+		sizedBy: &sizing{"lb-counters-max", "Capacity of lb_counters: pairs of frontend and backend with traffic",
+			func(c *Config) *uint32 { return &c.LBCountersMax }},
+		bind: bindPerCPU(func(m *Maps) *Map[CounterKey, []CounterValue] { return &m.Counters }),
+	},
+	{
+		name: lbMapLbDrops, typ: ebpf.PerCPUHash, flags: unix.BPF_F_NO_PREALLOC,
+		sizedBy: &sizing{"lb-drops-max", "Capacity of lb_drops: pairs of frontend and drop reason",
+			func(c *Config) *uint32 { return &c.LBDropsMax }},
+		bind: bindPerCPU(func(m *Maps) *Map[DropKey, []uint64] { return &m.Drops }),
+	},
 }
 
 // mapDef is one map of the layout.

@@ -36,6 +36,45 @@ type lbLbBackend struct {
 	Pad       [3]uint8
 }
 
+type lbLbCounterKey struct {
+	_         structs.HostLayout
+	RevNatId  uint32
+	BackendId uint32
+}
+
+type lbLbCounterValue struct {
+	_       structs.HostLayout
+	Flows   uint64
+	Packets uint64
+	Bytes   uint64
+}
+
+type lbLbCtKey struct {
+	_     structs.HostLayout
+	Src   [16]uint8
+	Dst   [16]uint8
+	Sport uint16
+	Dport uint16
+	Proto uint8
+	Kind  uint8
+	Pad   [2]uint8
+}
+
+type lbLbCtValue struct {
+	_         structs.HostLayout
+	BackendId uint32
+	RevNatId  uint32
+	LastSeen  uint32
+	Dir       uint8
+	Pad       [3]uint8
+}
+
+type lbLbDropKey struct {
+	_        structs.HostLayout
+	RevNatId uint32
+	Reason   uint32
+}
+
 type lbLbRevNatValue struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -79,10 +118,14 @@ type lbLbSrcRangeKey struct {
 const (
 	lbMapLbAffinity = "lb_affinity"
 	lbMapLbBackends = "lb_backends"
+	lbMapLbCounters = "lb_counters"
+	lbMapLbCt       = "lb_ct"
+	lbMapLbDrops    = "lb_drops"
 	lbMapLbIdMarks  = "lb_id_marks"
 	lbMapLbMaglev   = "lb_maglev"
 	lbMapLbRevNat   = "lb_rev_nat"
 	lbMapLbServices = "lb_services"
+	lbMapLbSockCt   = "lb_sock_ct"
 	lbMapLbSrcRange = "lb_src_range"
 )
 
@@ -136,10 +179,14 @@ type lbProgramSpecs struct {
 type lbMapSpecs struct {
 	LbAffinity *ebpf.MapSpec `ebpf:"lb_affinity"`
 	LbBackends *ebpf.MapSpec `ebpf:"lb_backends"`
+	LbCounters *ebpf.MapSpec `ebpf:"lb_counters"`
+	LbCt       *ebpf.MapSpec `ebpf:"lb_ct"`
+	LbDrops    *ebpf.MapSpec `ebpf:"lb_drops"`
 	LbIdMarks  *ebpf.MapSpec `ebpf:"lb_id_marks"`
 	LbMaglev   *ebpf.MapSpec `ebpf:"lb_maglev"`
 	LbRevNat   *ebpf.MapSpec `ebpf:"lb_rev_nat"`
 	LbServices *ebpf.MapSpec `ebpf:"lb_services"`
+	LbSockCt   *ebpf.MapSpec `ebpf:"lb_sock_ct"`
 	LbSrcRange *ebpf.MapSpec `ebpf:"lb_src_range"`
 }
 
@@ -171,10 +218,14 @@ func (o *lbObjects) Close() error {
 type lbMaps struct {
 	LbAffinity *ebpf.Map `ebpf:"lb_affinity"`
 	LbBackends *ebpf.Map `ebpf:"lb_backends"`
+	LbCounters *ebpf.Map `ebpf:"lb_counters"`
+	LbCt       *ebpf.Map `ebpf:"lb_ct"`
+	LbDrops    *ebpf.Map `ebpf:"lb_drops"`
 	LbIdMarks  *ebpf.Map `ebpf:"lb_id_marks"`
 	LbMaglev   *ebpf.Map `ebpf:"lb_maglev"`
 	LbRevNat   *ebpf.Map `ebpf:"lb_rev_nat"`
 	LbServices *ebpf.Map `ebpf:"lb_services"`
+	LbSockCt   *ebpf.Map `ebpf:"lb_sock_ct"`
 	LbSrcRange *ebpf.Map `ebpf:"lb_src_range"`
 }
 
@@ -182,10 +233,14 @@ func (m *lbMaps) Close() error {
 	return _LbClose(
 		m.LbAffinity,
 		m.LbBackends,
+		m.LbCounters,
+		m.LbCt,
+		m.LbDrops,
 		m.LbIdMarks,
 		m.LbMaglev,
 		m.LbRevNat,
 		m.LbServices,
+		m.LbSockCt,
 		m.LbSrcRange,
 	)
 }

@@ -53,6 +53,12 @@ type Maps struct {
 	// IDMarks holds, per kind of ID (IDMarkFrontend, IDMarkBackend), an ID
 	// above every ID handed out.
 	IDMarks Map[uint32, uint32]
+	// The reference datapath's maps: it writes them, the control plane
+	// reads them. Counters and Drops hold one value per possible CPU.
+	Conntrack     Map[CTKey, CTValue]
+	SockConntrack Map[CTKey, CTValue]
+	Counters      Map[CounterKey, []CounterValue]
+	Drops         Map[DropKey, []uint64]
 
 	close func() error
 }
@@ -82,6 +88,10 @@ type Config struct {
 	LBAffinityMax     uint32
 	LBSourceRangesMax uint32
 	LBMaglevTableSize uint32
+	LBCTMax           uint32
+	LBSockCTMax       uint32
+	LBCountersMax     uint32
+	LBDropsMax        uint32
 }
 
 // DefaultConfig is the default map configuration.
@@ -94,6 +104,10 @@ var DefaultConfig = Config{
 	LBAffinityMax:     65536,
 	LBSourceRangesMax: 16384,
 	LBMaglevTableSize: maglev.DefaultTableSize,
+	LBCTMax:           131072,
+	LBSockCTMax:       65536,
+	LBCountersMax:     65536,
+	LBDropsMax:        16384,
 }
 
 // Flags registers the configuration's flags; the capacity flags are the

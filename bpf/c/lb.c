@@ -72,4 +72,35 @@ struct {
 	__uint(max_entries, 2);
 } lb_id_marks SEC(".maps");
 
+/* The reference datapath's own maps; the agent sets their sizes too. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct lb_ct_key);
+	__type(value, struct lb_ct_value);
+	__uint(max_entries, 131072);
+} lb_ct SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct lb_ct_key);
+	__type(value, struct lb_ct_value);
+	__uint(max_entries, 65536);
+} lb_sock_ct SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__type(key, struct lb_counter_key);
+	__type(value, struct lb_counter_value);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} lb_counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__type(key, struct lb_drop_key);
+	__type(value, __u64);
+	__uint(max_entries, 16384);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} lb_drops SEC(".maps");
+
 char __license[] SEC("license") = "Dual BSD/GPL";

@@ -101,12 +101,49 @@ struct lb_rev_nat_value {
 /*
  * lb_maglev: rev_nat_id -> an inner array with one element, the whole
  * lookup table of M backend IDs, so that a table is replaced in one write.
- * The reference flow hash (what lbctl explain assumes) is FNV-1a 32 over
- * client addr[16], client port (be16), frontend addr[16], frontend port
- * (be16) and protocol, modulo M.
+ * A new flow takes the backend in slot lb_flow_hash(...) % M.
  */
 
-/* lb_affinity (LRU, written by the datapath): client and frontend -> backend. */
+/*
+ * The flow hash: FNV-1a (32 bits) over 37 bytes, in this order: the
+ * client's address (16 bytes, IPv4 mapped) and port (2 bytes, network
+ * order), the frontend's address and port as in its lb_services key, and
+ * the protocol byte of that key (0 for an any-protocol frontend). Maglev
+ * takes slot hash % M. bpf.FlowHash in Go computes the same, which is how
+ * lbctl explain predicts the datapath's choice; change both or neither.
+ */
+#define LB_FNV1A_OFFSET 2166136261U
+#define LB_FNV1A_PRIME  16777619U
+
+static inline __attribute__((always_inline)) __u32
+lb_fnv1a(__u32 h, const __u8 *p, int n)
+{
+#pragma unroll
+	for (int i = 0; i < n; i++) {
+		h ^= p[i];
+		h *= LB_FNV1A_PRIME;
+	}
+	return h;
+}
+
+static inline __attribute__((always_inline)) __u32
+lb_flow_hash(const __u8 client[16], __be16 client_port, const __u8 frontend[16], __be16 frontend_port, __u8 proto)
+{
+	__u32 h = LB_FNV1A_OFFSET;
+
+	h = lb_fnv1a(h, client, 16);
+	h = lb_fnv1a(h, (const __u8 *)&client_port, 2);
+	h = lb_fnv1a(h, frontend, 16);
+	h = lb_fnv1a(h, (const __u8 *)&frontend_port, 2);
+	return lb_fnv1a(h, &proto, 1);
+}
+
+/*
+ * lb_affinity (LRU, written by the datapath): client and frontend ->
+ * backend. Socket load balancing, which does not know the client's
+ * address at connect(), pins the client's network namespace: 8 zero bytes,
+ * then the namespace's cookie (host order).
+ */
 struct lb_affinity_key {
 	__u8  client[16];
 	__u32 rev_nat_id;
@@ -136,6 +173,90 @@ struct lb_src_range_key {
 enum {
 	LB_ID_MARK_FRONTEND = 0,
 	LB_ID_MARK_BACKEND  = 1,
+};
+
+/*
+ * The maps below are the reference datapath's (bpf/c/datapath.c): it
+ * writes them, the control plane only reads them (metrics, lbctl top).
+ */
+
+/*
+ * lb_ct (LRU): conntrack of packets, keyed by a packet's 5-tuple as the
+ * datapath sees it arrive: the client's packet to the frontend
+ * (LB_CT_FORWARD: rewrite the destination to the backend) or the
+ * backend's reply to the client (LB_CT_REPLY: rewrite the source to the
+ * frontend, from lb_rev_nat); kind LB_CT_PACKET.
+ *
+ * lb_sock_ct (LRU): the same for sockets, in a map of its own so that
+ * sockets, which leave their entries behind when they close, do not push
+ * live flows out of lb_ct. Keyed by a socket's cookie (8 bytes, host
+ * order, at the start of src) and the address the socket talks to (dst,
+ * dport, proto): the frontend (LB_CT_FORWARD: the backend an unconnected
+ * UDP socket sends to) or the backend (LB_CT_REPLY: what recvmsg and
+ * getpeername show instead); kind LB_CT_SOCKET.
+ *
+ * Entries idle longer than LB_CT_TIMEOUT_TCP/_OTHER seconds are dead.
+ */
+enum {
+	LB_CT_PACKET = 0,
+	LB_CT_SOCKET = 1,
+};
+
+enum {
+	LB_CT_FORWARD = 0,
+	LB_CT_REPLY   = 1,
+};
+
+#define LB_CT_TIMEOUT_TCP   21600
+#define LB_CT_TIMEOUT_OTHER 120
+
+struct lb_ct_key {
+	__u8   src[16];
+	__u8   dst[16];
+	__be16 sport;
+	__be16 dport;
+	__u8   proto;
+	__u8   kind; /* LB_CT_PACKET or LB_CT_SOCKET */
+	__u8   pad[2];
+};
+
+struct lb_ct_value {
+	__u32 backend_id;
+	__u32 rev_nat_id;
+	__u32 last_seen; /* seconds, datapath clock */
+	__u8  dir;       /* LB_CT_FORWARD or LB_CT_REPLY */
+	__u8  pad[3];
+};
+
+/*
+ * lb_counters (per-CPU hash): traffic per frontend and backend, as the
+ * datapath saw it. flows counts backend selections (new flows, and each
+ * socket connect); packets and bytes count both directions at tc (bytes
+ * from the L2 header on) and datagrams sent through socket LB (no bytes).
+ */
+struct lb_counter_key {
+	__u32 rev_nat_id;
+	__u32 backend_id;
+};
+
+struct lb_counter_value {
+	__u64 flows;
+	__u64 packets;
+	__u64 bytes;
+};
+
+/* lb_drops (per-CPU hash): (rev_nat_id, reason) -> packets dropped. */
+enum {
+	LB_DROP_NO_BACKEND    = 1, /* no slot takes new flows (count 0) */
+	LB_DROP_SOURCE_RANGE  = 2, /* the client is outside lb_src_range */
+	LB_DROP_MISSING_ENTRY = 3, /* a slot, backend or Maglev table the master implies is missing */
+	LB_DROP_UNSUPPORTED   = 4, /* the backend is of another IP family */
+	LB_DROP_REWRITE       = 5, /* rewriting the packet failed */
+};
+
+struct lb_drop_key {
+	__u32 rev_nat_id;
+	__u32 reason; /* LB_DROP_* */
 };
 
 #endif /* __LBSTATE_LB_H */

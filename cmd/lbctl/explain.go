@@ -161,7 +161,8 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 			return fmt.Errorf("no Maglev table for rev-NAT ID %d: the maps are inconsistent", master.RevNatID)
 		}
 		if client != nil && ok {
-			slot := bpf.MaglevSlot(*client, fe, len(table))
+			// The reference datapath's choice: include/lb.h's flow hash.
+			slot := bpf.FlowHash(*client, fe) % uint32(len(table))
 			fmt.Fprintf(w, "maglev: flow %s -> %s hashes to slot %d of %d: %s\n", client, fe, slot, len(table), name(table[slot]))
 			break
 		}

@@ -5,6 +5,7 @@
 //	lbctl maps [--lb-pin-dir DIR | --api URL] [-o text|json]
 //	lbctl explain FRONTEND [--src ADDR:PORT] [--lb-pin-dir DIR | --api URL | -f DIR]
 //	lbctl simulate -f DIR [flags]   manifests -> tables -> in-memory maps, offline
+//	lbctl top [--lb-pin-dir DIR] [--interval 2s] [-n 10]   the busiest frontends and backends
 //
 // --api is the agent's HTTP API (http://127.0.0.1:9811 by default): lbctl
 // reads its tables under /statedb and its maps' dump at /maps. maps and
@@ -36,6 +37,7 @@ func init() {
 		"backends":  {"List a running agent's backends", backendsCmd},
 		"maps":      {"Dump an agent's maps, pinned or over its API", mapsCmd},
 		"explain":   {"Walk the maps for a flow to a frontend and say which backends it reaches", explain},
+		"top":       {"Show the busiest frontends and backends from the datapath's counters, refreshing", topCmd},
 	}
 }
 

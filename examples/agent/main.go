@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/bpf/datapath"
 	"github.com/lbstate/lbstate/metrics"
 	"github.com/lbstate/lbstate/reconciler"
 	"github.com/lbstate/lbstate/reflectors/file"
@@ -92,6 +93,7 @@ func newHive(af *agentFlags) *hive.Hive {
 		tables.Cell,
 		bpf.Cell,
 		reconciler.Cell,
+		datapath.Cell,
 		k8s.Cell,
 		file.Cell,
 		cell.Provide(func() (kubernetes.Interface, error) { return kubeClient(af.kubeconfig) }),

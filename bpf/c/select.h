@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What both the tc and the socket programs do with the maps: find a
+ * frontend, check source ranges and affinity, pick a backend, count.
+ * Included by datapath.c after the maps (lb.c).
+ */
+#ifndef __LBSTATE_SELECT_H
+#define __LBSTATE_SELECT_H
+
+/*
+ * The Maglev table size M, set by the loader from lb_maglev's inner maps:
+ * the verifier needs a bound on the slot index, and a frozen constant is
+ * one.
+ */
+volatile const __u32 lb_maglev_table_size;
+
+/*
+ * lb_now is the datapath clock in seconds: CLOCK_MONOTONIC, read coarsely
+ * (a tick's precision is plenty for timeouts in seconds, and it is read
+ * without the clock source).
+ */
+static __always_inline __u32 lb_now(void)
+{
+	return bpf_ktime_get_coarse_ns() / 1000000000ULL;
+}
+
+static __always_inline bool lb_addr_is_v4(const __u8 a[16])
+{
+	const __u32 *w = (const __u32 *)a;
+
+	return w[0] == 0 && w[1] == 0 && w[2] == bpf_htonl(0x0000ffff);
+}
+
+static __always_inline void lb_count_drop(__u32 rev_nat_id, __u32 reason)
+{
+	struct lb_drop_key k = { .rev_nat_id = rev_nat_id, .reason = reason };
+	__u64 one = 1, *v;
+
+	v = bpf_map_lookup_elem(&lb_drops, &k);
+	if (v) {
+		*v += 1; /* per CPU: no other writer */
+		return;
+	}
+	if (bpf_map_update_elem(&lb_drops, &k, &one, BPF_NOEXIST) == 0)
+		return;
+	v = bpf_map_lookup_elem(&lb_drops, &k); /* another CPU created it first */
+	if (v)
+		*v += 1;
+}
+
+static __always_inline void lb_count(__u32 rev_nat_id, __u32 backend_id, __u64 flows, __u64 packets, __u64 bytes)
+{
+	struct lb_counter_key k = { .rev_nat_id = rev_nat_id, .backend_id = backend_id };
+	struct lb_counter_value init = { .flows = flows, .packets = packets, .bytes = bytes };
+	struct lb_counter_value *v;
+
+	v = bpf_map_lookup_elem(&lb_counters, &k);
+	if (!v) {
+		if (bpf_map_update_elem(&lb_counters, &k, &init, BPF_NOEXIST) == 0)
+			return;
+		v = bpf_map_lookup_elem(&lb_counters, &k);
+		if (!v)
+			return; /* the map is full: the count is lost */
+	}
+	v->flows += flows;
+	v->packets += packets;
+	v->bytes += bytes;
+}
+
+/* lb_lookup_master finds key's master entry, or an any-protocol one. */
+static __always_inline struct lb_service_value *lb_lookup_master(struct lb_service_key *key)
+{
+	struct lb_service_value *m;
+	__u8 proto = key->proto;
+
+	m = bpf_map_lookup_elem(&lb_services, key);
+	if (m || proto == 0)
+		return m;
+	key->proto = 0;
+	m = bpf_map_lookup_elem(&lb_services, key);
+	if (!m)
+		key->proto = proto;
+	return m;
+}
+
+static __always_inline bool lb_type_is_external(__u8 type)
+{
+	return type == LB_SVC_NODE_PORT || type == LB_SVC_LOAD_BALANCER ||
+	       type == LB_SVC_EXTERNAL_IP || type == LB_SVC_HOST_PORT;
+}
+
+/*
+ * lb_lookup_frontend finds the master entry for key's address, port and
+ * protocol, leaving key as the entry's key. A client inside the node
+ * (internal) takes an external frontend's internal twin when the service
+ * has one (its traffic policies differ); the twin is looked for only
+ * then, so that ClusterIP traffic costs one lookup.
+ */
+static __always_inline struct lb_service_value *lb_lookup_frontend(struct lb_service_key *key, bool internal)
+{
+	struct lb_service_value *m, *twin;
+
+	key->slot = 0;
+	key->scope = LB_SCOPE_EXTERNAL;
+	m = lb_lookup_master(key);
+	if (!m || !internal || !lb_type_is_external(m->type))
+		return m;
+	key->scope = LB_SCOPE_INTERNAL;
+	twin = bpf_map_lookup_elem(&lb_services, key);
+	if (twin)
+		return twin;
+	key->scope = LB_SCOPE_EXTERNAL;
+	return m;
+}
+
+/* lb_source_allowed says whether lb_src_range admits client. */
+static __always_inline bool lb_source_allowed(const struct lb_service_value *m, const __u8 client[16])
+{
+	struct lb_src_range_key k = { .prefixlen = 32 + 128, .rev_nat_id = m->rev_nat_id };
+
+	if (!(m->flags & LB_F_SOURCE_RANGES))
+		return true;
+	__builtin_memcpy(k.addr, client, 16);
+	return bpf_map_lookup_elem(&lb_src_range, &k) != NULL;
+}
+
+/*
+ * lb_affinity_backend returns the backend client is pinned to, if the pin
+ * is younger than the frontend's timeout and the backend still takes new
+ * flows, refreshing it; else 0.
+ */
+static __always_inline __u32 lb_affinity_backend(const struct lb_service_value *m, const __u8 client[16], __u32 now)
+{
+	struct lb_affinity_key k = { .rev_nat_id = m->rev_nat_id };
+	struct lb_affinity_value *v;
+	struct lb_backend *b;
+	__u32 id;
+
+	__builtin_memcpy(k.client, client, 16);
+	v = bpf_map_lookup_elem(&lb_affinity, &k);
+	if (!v || now - v->last_used > m->affinity_timeout)
+		return 0;
+	id = v->backend_id;
+	b = bpf_map_lookup_elem(&lb_backends, &id);
+	if (!b || b->state != LB_BACKEND_ACTIVE)
+		return 0;
+	v->last_used = now;
+	return id;
+}
+
+static __always_inline void lb_affinity_pin(const struct lb_service_value *m, const __u8 client[16], __u32 backend_id, __u32 now)
+{
+	struct lb_affinity_key k = { .rev_nat_id = m->rev_nat_id };
+	struct lb_affinity_value v = { .backend_id = backend_id, .last_used = now };
+
+	__builtin_memcpy(k.client, client, 16);
+	bpf_map_update_elem(&lb_affinity, &k, &v, BPF_ANY);
+}
+
+/*
+ * lb_select_backend picks the backend of a new flow to the frontend whose
+ * master entry key names: with Maglev (and a flow hash), the table's slot
+ * hash % M; otherwise a random slot of 1..count, so that each backend gets
+ * new flows in proportion to its slots. It returns 0, with *reason set,
+ * when there is none.
+ */
+static __always_inline __u32 lb_select_backend(const struct lb_service_key *key, const struct lb_service_value *m,
+					       const __u32 *hash, __u32 *reason)
+{
+	struct lb_service_key slot_key = *key;
+	struct lb_service_value *slot;
+	__u32 id = m->rev_nat_id, zero = 0, size = lb_maglev_table_size, idx;
+	__u32 *table;
+	void *inner;
+
+	*reason = LB_DROP_MISSING_ENTRY;
+	if (m->count == 0) {
+		*reason = LB_DROP_NO_BACKEND;
+		return 0;
+	}
+	if (m->algorithm == LB_ALG_MAGLEV && hash) {
+		inner = bpf_map_lookup_elem(&lb_maglev, &id);
+		if (!inner || size == 0)
+			return 0;
+		table = bpf_map_lookup_elem(inner, &zero);
+		if (!table)
+			return 0;
+		idx = *hash % size;
+		/* The verifier does not bound a remainder; clang would drop a
+		 * check it knows is true, unless it forgets what idx is. */
+		barrier_var(idx);
+		if (idx >= size)
+			return 0;
+		return table[idx];
+	}
+	slot_key.slot = bpf_get_prandom_u32() % m->count + 1;
+	slot = bpf_map_lookup_elem(&lb_services, &slot_key);
+	return slot ? slot->backend_id : 0;
+}
+
+static __always_inline bool lb_ct_expired(const struct lb_ct_value *ct, __u8 proto, __u32 now)
+{
+	__u32 timeout = proto == IPPROTO_TCP ? LB_CT_TIMEOUT_TCP : LB_CT_TIMEOUT_OTHER;
+
+	return now - ct->last_seen > timeout;
+}
+
+/* lb_ct_touch marks a live entry used, writing at most once a second. */
+static __always_inline void lb_ct_touch(struct lb_ct_value *ct, __u32 now)
+{
+	if (ct->last_seen != now)
+		ct->last_seen = now;
+}
+
+#endif /* __LBSTATE_SELECT_H */

@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The socket programs (cgroup sock_addr hooks): a connect() or a UDP
+ * sendmsg() to a frontend is sent to a backend before any packet exists,
+ * and recvmsg() and getpeername() show the frontend instead of the
+ * backend. The client's address and port are not known at connect(), so
+ * a new socket takes a random slot, also for Maglev frontends, and
+ * frontends restricted by source ranges are left to the tc programs.
+ * Session affinity pins the client's network namespace (see lb.h).
+ */
+#ifndef __LBSTATE_SOCK_H
+#define __LBSTATE_SOCK_H
+
+#ifndef ECONNREFUSED
+#define ECONNREFUSED 111
+#endif
+
+/* lb_sock_addr reads the address a sock_addr hook is about. */
+static __always_inline void lb_sock_addr(struct bpf_sock_addr *ctx, bool v6, __u8 addr[16])
+{
+	__u32 *w = (__u32 *)addr;
+
+	if (v6) {
+		w[0] = ctx->user_ip6[0];
+		w[1] = ctx->user_ip6[1];
+		w[2] = ctx->user_ip6[2];
+		w[3] = ctx->user_ip6[3];
+	} else {
+		w[0] = 0;
+		w[1] = 0;
+		w[2] = bpf_htonl(0x0000ffff);
+		w[3] = ctx->user_ip4;
+	}
+}
+
+/* lb_sock_set_addr writes addr and port into ctx; false if they do not fit its family. */
+static __always_inline bool lb_sock_set_addr(struct bpf_sock_addr *ctx, bool v6, const __u8 addr[16], __be16 port)
+{
+	const __u32 *w = (const __u32 *)addr;
+
+	if (v6) {
+		ctx->user_ip6[0] = w[0];
+		ctx->user_ip6[1] = w[1];
+		ctx->user_ip6[2] = w[2];
+		ctx->user_ip6[3] = w[3];
+	} else {
+		if (!lb_addr_is_v4(addr))
+			return false;
+		ctx->user_ip4 = w[3];
+	}
+	ctx->user_port = port;
+	return true;
+}
+
+/* lb_sock_key is the lb_sock_ct key of ctx's socket talking to addr:port. */
+static __always_inline void lb_sock_key(struct bpf_sock_addr *ctx, struct lb_ct_key *k, const __u8 addr[16], __be16 port)
+{
+	__u64 cookie = bpf_get_socket_cookie(ctx);
+
+	__builtin_memcpy(k->src, &cookie, sizeof(cookie));
+	__builtin_memcpy(k->dst, addr, 16);
+	k->dport = port;
+	k->proto = ctx->protocol;
+	k->kind = LB_CT_SOCKET;
+}
+
+/* lb_sock_client is the affinity client of a socket: its network namespace. */
+static __always_inline void lb_sock_client(struct bpf_sock_addr *ctx, __u8 client[16])
+{
+	__u64 netns = bpf_get_netns_cookie(ctx);
+
+	__builtin_memset(client, 0, 8);
+	__builtin_memcpy(&client[8], &netns, sizeof(netns));
+}
+
+/*
+ * lb_sock_forward sends a connect() (or, with sendmsg, a datagram) to a
+ * frontend to a backend. An unconnected UDP socket keeps its backend
+ * while the backend exists, as a flow does in conntrack (lb_sock_ct).
+ */
+static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, bool sendmsg)
+{
+	struct lb_service_key key = {};
+	struct lb_ct_key fwd = {}, reply = {};
+	struct lb_ct_value v = {}, *ct;
+	struct lb_service_value *m;
+	struct lb_backend *b = NULL;
+	__u8 client[16] = {};
+	__u32 rev_nat_id, backend_id = 0, reason, now;
+	bool new_flow = true;
+
+	if (ctx->protocol != IPPROTO_TCP && ctx->protocol != IPPROTO_UDP)
+		return 1;
+	lb_sock_addr(ctx, v6, key.addr);
+	key.port = (__be16)ctx->user_port;
+	key.proto = ctx->protocol;
+	m = lb_lookup_frontend(&key, true);
+	if (!m || (m->flags & LB_F_SOURCE_RANGES))
+		return 1;
+	rev_nat_id = m->rev_nat_id;
+	now = lb_now();
+	if (sendmsg) {
+		lb_sock_key(ctx, &fwd, key.addr, key.port);
+		ct = bpf_map_lookup_elem(&lb_sock_ct, &fwd);
+		if (ct && ct->dir == LB_CT_FORWARD && ct->rev_nat_id == rev_nat_id &&
+		    !lb_ct_expired(ct, key.proto, now)) {
+			backend_id = ct->backend_id;
+			b = bpf_map_lookup_elem(&lb_backends, &backend_id);
+			new_flow = !b;
+		}
+	}
+	if (!b && (m->flags & LB_F_AFFINITY)) {
+		lb_sock_client(ctx, client);
+		backend_id = lb_affinity_backend(m, client, now);
+		if (backend_id)
+			b = bpf_map_lookup_elem(&lb_backends, &backend_id);
+	}
+	if (!b) {
+		backend_id = lb_select_backend(&key, m, NULL, &reason);
+		b = backend_id ? bpf_map_lookup_elem(&lb_backends, &backend_id) : NULL;
+		if (!b) {
+			lb_count_drop(rev_nat_id, backend_id ? LB_DROP_MISSING_ENTRY : reason);
+			bpf_set_retval(-ECONNREFUSED);
+			return 0;
+		}
+		if (m->flags & LB_F_AFFINITY)
+			lb_affinity_pin(m, client, backend_id, now);
+	}
+	if (!lb_sock_set_addr(ctx, v6, b->addr, b->port)) {
+		lb_count_drop(rev_nat_id, LB_DROP_UNSUPPORTED);
+		bpf_set_retval(-ECONNREFUSED);
+		return 0;
+	}
+	v.backend_id = backend_id;
+	v.rev_nat_id = rev_nat_id;
+	v.last_seen = now;
+	if (sendmsg) {
+		v.dir = LB_CT_FORWARD;
+		bpf_map_update_elem(&lb_sock_ct, &fwd, &v, BPF_ANY);
+	}
+	lb_sock_key(ctx, &reply, b->addr, b->port);
+	v.dir = LB_CT_REPLY;
+	bpf_map_update_elem(&lb_sock_ct, &reply, &v, BPF_ANY);
+	lb_count(rev_nat_id, backend_id, new_flow ? 1 : 0, sendmsg ? 1 : 0, 0);
+	return 1;
+}
+
+/* lb_sock_reverse shows the frontend where the socket sees its backend. */
+static __always_inline int lb_sock_reverse(struct bpf_sock_addr *ctx, bool v6)
+{
+	struct lb_ct_key k = {};
+	struct lb_ct_value *ct;
+	struct lb_rev_nat_value *fe;
+	__u8 addr[16];
+	__u32 id;
+
+	lb_sock_addr(ctx, v6, addr);
+	lb_sock_key(ctx, &k, addr, (__be16)ctx->user_port);
+	ct = bpf_map_lookup_elem(&lb_sock_ct, &k);
+	if (!ct || ct->dir != LB_CT_REPLY)
+		return 1;
+	id = ct->rev_nat_id;
+	fe = bpf_map_lookup_elem(&lb_rev_nat, &id);
+	if (fe)
+		lb_sock_set_addr(ctx, v6, fe->addr, fe->port);
+	return 1;
+}
+
+SEC("cgroup/connect4")
+int lb_connect4(struct bpf_sock_addr *ctx) { return lb_sock_forward(ctx, false, false); }
+
+SEC("cgroup/connect6")
+int lb_connect6(struct bpf_sock_addr *ctx) { return lb_sock_forward(ctx, true, false); }
+
+SEC("cgroup/sendmsg4")
+int lb_sendmsg4(struct bpf_sock_addr *ctx) { return lb_sock_forward(ctx, false, true); }
+
+SEC("cgroup/sendmsg6")
+int lb_sendmsg6(struct bpf_sock_addr *ctx) { return lb_sock_forward(ctx, true, true); }
+
+SEC("cgroup/recvmsg4")
+int lb_recvmsg4(struct bpf_sock_addr *ctx) { return lb_sock_reverse(ctx, false); }
+
+SEC("cgroup/recvmsg6")
+int lb_recvmsg6(struct bpf_sock_addr *ctx) { return lb_sock_reverse(ctx, true); }
+
+SEC("cgroup/getpeername4")
+int lb_getpeername4(struct bpf_sock_addr *ctx) { return lb_sock_reverse(ctx, false); }
+
+SEC("cgroup/getpeername6")
+int lb_getpeername6(struct bpf_sock_addr *ctx) { return lb_sock_reverse(ctx, true); }
+
+#endif /* __LBSTATE_SOCK_H */

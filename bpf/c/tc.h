@@ -1,0 +1,360 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The tc programs: load balancing of packets arriving on an interface
+ * (DNAT to the backend, with conntrack so that a flow keeps its backend)
+ * and reverse NAT of the replies. Ethernet devices, IPv4 (unfragmented)
+ * and IPv6 (no extension headers), TCP and UDP; anything else passes
+ * untouched.
+ */
+#ifndef __LBSTATE_TC_H
+#define __LBSTATE_TC_H
+
+#define LB_ETH_HLEN 14
+
+/* lb_pkt is a parsed packet: its tuple is its lb_ct key. */
+struct lb_pkt {
+	struct lb_ct_key tuple;
+	__u32 l4_off;
+	__u32 csum_off; /* of the L4 checksum, from the packet's start */
+	bool v4;
+};
+
+/*
+ * lb_parse fills p from the packet's headers; false if the packet is not
+ * one this datapath balances.
+ */
+static __always_inline bool lb_parse(struct __sk_buff *skb, struct lb_pkt *p)
+{
+	void *data, *end;
+	struct ethhdr *eth;
+	__be16 *ports;
+	__u8 proto;
+
+	/* Headers may sit beyond the linear part; pull what an IPv6 TCP header needs. */
+	if (skb->data + LB_ETH_HLEN + sizeof(struct ipv6hdr) + sizeof(struct tcphdr) > skb->data_end)
+		bpf_skb_pull_data(skb, LB_ETH_HLEN + sizeof(struct ipv6hdr) + sizeof(struct tcphdr));
+	data = (void *)(long)skb->data;
+	end = (void *)(long)skb->data_end;
+	eth = data;
+	if ((void *)(eth + 1) > end)
+		return false;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+
+		if ((void *)(ip + 1) > end || ip->ihl < 5)
+			return false;
+		if (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET))
+			return false;
+		proto = ip->protocol;
+		p->v4 = true;
+		p->l4_off = LB_ETH_HLEN + ip->ihl * 4;
+		p->tuple.src[10] = p->tuple.src[11] = 0xff;
+		p->tuple.dst[10] = p->tuple.dst[11] = 0xff;
+		__builtin_memcpy(&p->tuple.src[12], &ip->saddr, 4);
+		__builtin_memcpy(&p->tuple.dst[12], &ip->daddr, 4);
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+
+		if ((void *)(ip6 + 1) > end)
+			return false;
+		proto = ip6->nexthdr;
+		p->v4 = false;
+		p->l4_off = LB_ETH_HLEN + sizeof(*ip6);
+		__builtin_memcpy(p->tuple.src, &ip6->saddr, 16);
+		__builtin_memcpy(p->tuple.dst, &ip6->daddr, 16);
+	} else {
+		return false;
+	}
+	if (proto == IPPROTO_TCP)
+		p->csum_off = p->l4_off + offsetof(struct tcphdr, check);
+	else if (proto == IPPROTO_UDP)
+		p->csum_off = p->l4_off + offsetof(struct udphdr, check);
+	else
+		return false;
+	if (p->l4_off > LB_ETH_HLEN + 60)
+		return false;
+	ports = data + p->l4_off;
+	if ((void *)(ports + 2) > end)
+		return false;
+	p->tuple.sport = ports[0];
+	p->tuple.dport = ports[1];
+	p->tuple.proto = proto;
+	p->tuple.kind = LB_CT_PACKET;
+	return true;
+}
+
+/*
+ * lb_store writes len bytes at off, directly when they are in the linear
+ * part (no helper call), else with bpf_skb_store_bytes.
+ */
+static __always_inline int lb_store(struct __sk_buff *skb, __u32 off, const void *from, __u32 len)
+{
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+
+	if (off > LB_ETH_HLEN + 60 + 4) /* a bound for the verifier: headers only */
+		return -1;
+	if (data + off + 16 > end)
+		return bpf_skb_store_bytes(skb, off, from, len, 0);
+	if (len == 16)
+		__builtin_memcpy(data + off, from, 16);
+	else if (len == 4)
+		__builtin_memcpy(data + off, from, 4);
+	else
+		__builtin_memcpy(data + off, from, 2);
+	return 0;
+}
+
+/* lb_csum_replace4 updates an Internet checksum for a 32-bit word's change (RFC 1624). */
+static __always_inline __sum16 lb_csum_replace4(__sum16 check, __be32 from, __be32 to)
+{
+	__u32 sum = (__u16)~check;
+
+	sum += (__u16)~from + (__u16)~(from >> 16) + (__u16)to + (__u16)(to >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (__sum16)~sum;
+}
+
+/*
+ * lb_rewrite sets the packet's destination (dst) or source address and
+ * port, fixing the L3 and L4 checksums incrementally. The L4 checksum
+ * goes through the helpers, which update an offloaded (CHECKSUM_PARTIAL)
+ * one as the hardware expects: only its pseudo-header part.
+ */
+static __always_inline int lb_rewrite(struct __sk_buff *skb, const struct lb_pkt *p, bool dst,
+				      const __u8 addr[16], __be16 port)
+{
+	const __u8 *old = dst ? p->tuple.dst : p->tuple.src;
+	__be16 old_port = dst ? p->tuple.dport : p->tuple.sport;
+	__u32 port_off = p->l4_off + (dst ? 2 : 0);
+	__u64 l4 = p->tuple.proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+
+	if (p->v4) {
+		__u32 addr_off = LB_ETH_HLEN + (dst ? offsetof(struct iphdr, daddr) : offsetof(struct iphdr, saddr));
+		__be32 from = *(const __be32 *)&old[12], to = *(const __be32 *)&addr[12];
+		struct iphdr *ip;
+		void *end;
+
+		if (from != to) {
+			if (bpf_l4_csum_replace(skb, p->csum_off, from, to, l4 | BPF_F_PSEUDO_HDR | sizeof(to)))
+				return -1;
+			ip = (void *)(long)skb->data + LB_ETH_HLEN;
+			end = (void *)(long)skb->data_end;
+			if ((void *)(ip + 1) > end)
+				return -1;
+			ip->check = lb_csum_replace4(ip->check, from, to);
+			if (lb_store(skb, addr_off, &to, sizeof(to)))
+				return -1;
+		}
+	} else {
+		__u32 addr_off = LB_ETH_HLEN + (dst ? offsetof(struct ipv6hdr, daddr) : offsetof(struct ipv6hdr, saddr));
+		__u8 from[16], to[16];
+		__s64 diff;
+
+		__builtin_memcpy(from, old, 16);
+		__builtin_memcpy(to, addr, 16);
+		diff = bpf_csum_diff((__be32 *)from, 16, (__be32 *)to, 16, 0);
+		if (diff < 0 ||
+		    bpf_l4_csum_replace(skb, p->csum_off, 0, diff, l4 | BPF_F_PSEUDO_HDR) ||
+		    lb_store(skb, addr_off, to, 16))
+			return -1;
+	}
+	if (old_port != port) {
+		if (bpf_l4_csum_replace(skb, p->csum_off, old_port, port, l4 | sizeof(port)) ||
+		    lb_store(skb, port_off, &port, sizeof(port)))
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * lb_to_node says whether the packet is addressed to this node, for
+ * frontends on every node address: the route to its destination is
+ * local; or there is none, or the node does not forward on this
+ * interface, so that the packet can only be for it.
+ */
+static __always_inline bool lb_to_node(struct __sk_buff *skb, const struct lb_pkt *p)
+{
+	struct bpf_fib_lookup fib = { .ifindex = skb->ifindex };
+	long rc;
+
+	if (p->v4) {
+		fib.family = AF_INET;
+		__builtin_memcpy(&fib.ipv4_src, &p->tuple.src[12], 4);
+		__builtin_memcpy(&fib.ipv4_dst, &p->tuple.dst[12], 4);
+	} else {
+		fib.family = AF_INET6;
+		__builtin_memcpy(fib.ipv6_src, p->tuple.src, 16);
+		__builtin_memcpy(fib.ipv6_dst, p->tuple.dst, 16);
+	}
+	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	return rc == BPF_FIB_LKUP_RET_NOT_FWDED || rc == BPF_FIB_LKUP_RET_FWD_DISABLED;
+}
+
+/*
+ * lb_tc_frontend finds the frontend of a packet: its destination's, or,
+ * for a packet to this node, a NodePort frontend on the any-address.
+ */
+static __always_inline struct lb_service_value *lb_tc_frontend(struct __sk_buff *skb, const struct lb_pkt *p,
+							       struct lb_service_key *key, bool internal)
+{
+	struct lb_service_value *m;
+
+	__builtin_memcpy(key->addr, p->tuple.dst, 16);
+	key->port = p->tuple.dport;
+	key->proto = p->tuple.proto;
+	m = lb_lookup_frontend(key, internal);
+	if (m)
+		return m;
+	__builtin_memset(key->addr, 0, 16);
+	if (p->v4)
+		key->addr[10] = key->addr[11] = 0xff;
+	key->proto = p->tuple.proto;
+	m = lb_lookup_frontend(key, internal);
+	if (m && m->type == LB_SVC_NODE_PORT && lb_to_node(skb, p))
+		return m;
+	return NULL;
+}
+
+/*
+ * lb_ct_create records a new flow: the client's packets go to the backend,
+ * the backend's replies come from the frontend.
+ */
+static __always_inline void lb_ct_create(const struct lb_pkt *p, const struct lb_backend *b, __u32 backend_id,
+					 __u32 rev_nat_id, __u32 now)
+{
+	struct lb_ct_value v = { .backend_id = backend_id, .rev_nat_id = rev_nat_id, .last_seen = now };
+	struct lb_ct_key reply = {
+		.sport = b->port, .dport = p->tuple.sport, .proto = p->tuple.proto, .kind = LB_CT_PACKET,
+	};
+
+	__builtin_memcpy(reply.src, b->addr, 16);
+	__builtin_memcpy(reply.dst, p->tuple.src, 16);
+	v.dir = LB_CT_FORWARD;
+	bpf_map_update_elem(&lb_ct, &p->tuple, &v, BPF_ANY);
+	v.dir = LB_CT_REPLY;
+	bpf_map_update_elem(&lb_ct, &reply, &v, BPF_ANY);
+}
+
+/* lb_tc_new_flow balances the first packet of a flow to a frontend. */
+static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *p, bool internal, __u32 now)
+{
+	struct lb_service_key key = {};
+	struct lb_service_value *m;
+	struct lb_backend *b = NULL;
+	__u32 rev_nat_id, backend_id = 0, reason, hash;
+
+	m = lb_tc_frontend(skb, p, &key, internal);
+	if (!m)
+		return TC_ACT_OK;
+	rev_nat_id = m->rev_nat_id;
+	if (!lb_source_allowed(m, p->tuple.src)) {
+		lb_count_drop(rev_nat_id, LB_DROP_SOURCE_RANGE);
+		return TC_ACT_SHOT;
+	}
+	if (m->flags & LB_F_AFFINITY)
+		backend_id = lb_affinity_backend(m, p->tuple.src, now);
+	if (backend_id)
+		b = bpf_map_lookup_elem(&lb_backends, &backend_id);
+	if (!b) {
+		hash = lb_flow_hash(p->tuple.src, p->tuple.sport, key.addr, key.port, key.proto);
+		backend_id = lb_select_backend(&key, m, &hash, &reason);
+		if (!backend_id) {
+			lb_count_drop(rev_nat_id, reason);
+			return TC_ACT_SHOT;
+		}
+		b = bpf_map_lookup_elem(&lb_backends, &backend_id);
+		if (!b) {
+			lb_count_drop(rev_nat_id, LB_DROP_MISSING_ENTRY);
+			return TC_ACT_SHOT;
+		}
+		if (m->flags & LB_F_AFFINITY)
+			lb_affinity_pin(m, p->tuple.src, backend_id, now);
+	}
+	if (lb_addr_is_v4(b->addr) != p->v4) {
+		lb_count_drop(rev_nat_id, LB_DROP_UNSUPPORTED);
+		return TC_ACT_SHOT;
+	}
+	lb_ct_create(p, b, backend_id, rev_nat_id, now);
+	if (lb_rewrite(skb, p, true, b->addr, b->port)) {
+		lb_count_drop(rev_nat_id, LB_DROP_REWRITE);
+		return TC_ACT_SHOT;
+	}
+	lb_count(rev_nat_id, backend_id, 1, 1, skb->len);
+	return TC_ACT_OK;
+}
+
+/*
+ * lb_tc handles a packet: a reply of a balanced flow gets the frontend as
+ * its source; with forward, a packet of an established flow goes to its
+ * backend, and the first packet of a flow to a frontend to a new one. A
+ * flow whose backend is gone from lb_backends is balanced anew.
+ */
+static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool internal)
+{
+	struct lb_pkt p = {};
+	struct lb_ct_value *ct;
+	struct lb_rev_nat_value *fe;
+	struct lb_backend *b;
+	__u32 now, id;
+
+	if (!lb_parse(skb, &p))
+		return TC_ACT_OK;
+	now = lb_now();
+	ct = bpf_map_lookup_elem(&lb_ct, &p.tuple);
+	if (ct && !lb_ct_expired(ct, p.tuple.proto, now)) {
+		if (ct->dir == LB_CT_REPLY) {
+			id = ct->rev_nat_id;
+			fe = bpf_map_lookup_elem(&lb_rev_nat, &id);
+			if (!fe)
+				return TC_ACT_OK; /* the frontend is gone */
+			lb_ct_touch(ct, now);
+			if (lb_rewrite(skb, &p, false, fe->addr, fe->port)) {
+				lb_count_drop(id, LB_DROP_REWRITE);
+				return TC_ACT_SHOT;
+			}
+			lb_count(id, ct->backend_id, 0, 1, skb->len);
+			return TC_ACT_OK;
+		}
+		id = ct->backend_id;
+		b = forward ? bpf_map_lookup_elem(&lb_backends, &id) : NULL;
+		if (b) {
+			lb_ct_touch(ct, now);
+			if (lb_rewrite(skb, &p, true, b->addr, b->port)) {
+				lb_count_drop(ct->rev_nat_id, LB_DROP_REWRITE);
+				return TC_ACT_SHOT;
+			}
+			lb_count(ct->rev_nat_id, id, 0, 1, skb->len);
+			return TC_ACT_OK;
+		}
+	}
+	if (!forward)
+		return TC_ACT_OK;
+	return lb_tc_new_flow(skb, &p, internal, now);
+}
+
+/* Ingress of a device that brings traffic from outside: external scope. */
+SEC("tc")
+int lb_tc_ingress(struct __sk_buff *skb)
+{
+	return lb_tc(skb, true, false);
+}
+
+/*
+ * Ingress (on the host's side) of a device that brings traffic from a
+ * local workload: internal scope.
+ */
+SEC("tc")
+int lb_tc_workload(struct __sk_buff *skb)
+{
+	return lb_tc(skb, true, true);
+}
+
+/* Egress: replies of local backends leave with the frontend as source. */
+SEC("tc")
+int lb_tc_egress(struct __sk_buff *skb)
+{
+	return lb_tc(skb, false, false);
+}
+
+#endif /* __LBSTATE_TC_H */

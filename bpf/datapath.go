@@ -1,0 +1,193 @@
+package bpf
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+)
+
+// Datapath is lbstate's reference datapath (c/datapath.c) loaded over an
+// agent's kernel maps: programs that balance connections of local sockets
+// (cgroup hooks) and packets arriving on interfaces (tc), keep flows on
+// their backends in lb_ct, and count traffic in lb_counters and lb_drops.
+// Loading attaches nothing; AttachCgroup and AttachTC do, and Close
+// detaches everything it attached.
+type Datapath struct {
+	progs map[string]*ebpf.Program
+	links []link.Link
+}
+
+// The programs, by the names c/datapath.c gives them.
+var (
+	socketPrograms = []struct {
+		name   string
+		attach ebpf.AttachType
+	}{
+		{"lb_connect4", ebpf.AttachCGroupInet4Connect},
+		{"lb_connect6", ebpf.AttachCGroupInet6Connect},
+		{"lb_sendmsg4", ebpf.AttachCGroupUDP4Sendmsg},
+		{"lb_sendmsg6", ebpf.AttachCGroupUDP6Sendmsg},
+		{"lb_recvmsg4", ebpf.AttachCGroupUDP4Recvmsg},
+		{"lb_recvmsg6", ebpf.AttachCGroupUDP6Recvmsg},
+		{"lb_getpeername4", ebpf.AttachCgroupInet4GetPeername},
+		{"lb_getpeername6", ebpf.AttachCgroupInet6GetPeername},
+	}
+	tcPrograms = []string{"lb_tc_ingress", "lb_tc_workload", "lb_tc_egress"}
+)
+
+// LoadDatapath loads the reference datapath's programs over m, which must
+// be kernel maps (NewKernelMaps): the programs read the maps the
+// reconciler writes and write lb_ct, lb_affinity, lb_counters and
+// lb_drops.
+func LoadDatapath(m *Maps) (*Datapath, error) {
+	names := append([]string(nil), tcPrograms...)
+	for _, p := range socketPrograms {
+		names = append(names, p.name)
+	}
+	return loadDatapathPrograms(m, names...)
+}
+
+// loadDatapathPrograms loads the named programs of c/datapath.c over m.
+func loadDatapathPrograms(m *Maps, names ...string) (*Datapath, error) {
+	spec, err := loadDatapath()
+	if err != nil {
+		return nil, err
+	}
+	replacements, err := m.kernelMaps()
+	if err != nil {
+		return nil, err
+	}
+	for name, ms := range spec.Maps {
+		em, ok := replacements[name]
+		if !ok {
+			if ms.Type == ebpf.Array && (name == ".rodata" || name == ".bss" || name == ".data") {
+				continue // the program's own globals
+			}
+			return nil, fmt.Errorf("datapath: map %s is not among the agent's maps", name)
+		}
+		// The agent sized its maps from its flags; the object has defaults.
+		ms.MaxEntries = em.MaxEntries()
+		if ms.InnerMap != nil {
+			ms.InnerMap.ValueSize = uint32(4 * m.Maglev.TableSize())
+		}
+	}
+	if err := spec.Variables["lb_maglev_table_size"].Set(uint32(m.Maglev.TableSize())); err != nil {
+		return nil, fmt.Errorf("datapath: %w", err)
+	}
+	wanted := map[string]bool{}
+	for _, n := range names {
+		if spec.Programs[n] == nil {
+			return nil, fmt.Errorf("datapath: no program %s", n)
+		}
+		wanted[n] = true
+	}
+	for n := range spec.Programs {
+		if !wanted[n] {
+			delete(spec.Programs, n)
+		}
+	}
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: replacements})
+	if err != nil {
+		var verr *ebpf.VerifierError
+		if errors.As(err, &verr) {
+			return nil, fmt.Errorf("datapath: loading programs: %+v", verr)
+		}
+		return nil, fmt.Errorf("datapath: loading programs: %w", err)
+	}
+	// The programs hold their own references to the maps (clones of the
+	// agent's, and their globals).
+	for _, em := range coll.Maps {
+		em.Close()
+	}
+	return &Datapath{progs: coll.Programs}, nil
+}
+
+// kernelMaps returns the kernel maps behind m, by name.
+func (m *Maps) kernelMaps() (map[string]*ebpf.Map, error) {
+	type kernelBacked interface {
+		Name() string
+		ebpfMap() *ebpf.Map
+	}
+	out := map[string]*ebpf.Map{}
+	v := reflect.ValueOf(m).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if !f.CanInterface() || f.Kind() != reflect.Interface || f.IsNil() {
+			continue
+		}
+		if kb, ok := f.Interface().(kernelBacked); ok {
+			out[kb.Name()] = kb.ebpfMap()
+		} else {
+			return nil, fmt.Errorf("datapath: %s maps: the datapath needs kernel maps (--lb-maps kernel)", m.Kind)
+		}
+	}
+	return out, nil
+}
+
+func (m *kernelMap[K, V]) ebpfMap() *ebpf.Map { return m.m }
+func (m *kernelMaglev) ebpfMap() *ebpf.Map    { return m.outer }
+
+// Program returns a loaded program by its name in c/datapath.c, nil if it
+// is not loaded; for tests and embedders that attach it themselves.
+func (d *Datapath) Program(name string) *ebpf.Program { return d.progs[name] }
+
+// AttachCgroup attaches the socket programs to the cgroup (v2) at path:
+// connect(), sendmsg(), recvmsg() and getpeername() of the sockets of its
+// processes and their descendants'.
+func (d *Datapath) AttachCgroup(path string) error {
+	for _, p := range socketPrograms {
+		if d.progs[p.name] == nil {
+			return fmt.Errorf("datapath: %s is not loaded", p.name)
+		}
+		l, err := link.AttachCgroup(link.CgroupOptions{Path: path, Attach: p.attach, Program: d.progs[p.name]})
+		if err != nil {
+			return fmt.Errorf("datapath: attaching %s to cgroup %s: %w", p.name, path, err)
+		}
+		d.links = append(d.links, l)
+	}
+	return nil
+}
+
+// AttachTC attaches the tc programs (with tcx, Linux 6.6 and later) to the
+// interface with index ifindex in the calling thread's network
+// namespace: lb_tc_ingress on ingress, or lb_tc_workload for an interface
+// whose traffic comes from local workloads (they use frontends' internal
+// scope), and lb_tc_egress on egress.
+func (d *Datapath) AttachTC(ifindex int, workload bool) error {
+	ingress := "lb_tc_ingress"
+	if workload {
+		ingress = "lb_tc_workload"
+	}
+	for _, a := range []struct {
+		name   string
+		attach ebpf.AttachType
+	}{{ingress, ebpf.AttachTCXIngress}, {"lb_tc_egress", ebpf.AttachTCXEgress}} {
+		if d.progs[a.name] == nil {
+			return fmt.Errorf("datapath: %s is not loaded", a.name)
+		}
+		l, err := link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: d.progs[a.name], Attach: a.attach})
+		if err != nil {
+			return fmt.Errorf("datapath: attaching %s to interface %d: %w", a.name, ifindex, err)
+		}
+		d.links = append(d.links, l)
+	}
+	return nil
+}
+
+// Close detaches every program it attached and unloads them. The maps
+// stay.
+func (d *Datapath) Close() error {
+	var errs []error
+	for i := len(d.links) - 1; i >= 0; i-- {
+		errs = append(errs, d.links[i].Close())
+	}
+	d.links = nil
+	for _, p := range d.progs {
+		errs = append(errs, p.Close())
+	}
+	d.progs = nil
+	return errors.Join(errs...)
+}

@@ -1,0 +1,173 @@
+package bpf_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/bpf/bpftest"
+	"github.com/lbstate/lbstate/lb"
+)
+
+// BenchmarkDatapath times lb_tc_ingress per packet, in the kernel, with
+// BPF_PROG_TEST_RUN's repeat: new flows (each run from a new client
+// address: frontend lookup, backend selection, two conntrack inserts,
+// counters, DNAT) and established ones (conntrack hit, backend lookup,
+// counters, DNAT), IPv4 and IPv6, random and Maglev, to a frontend with
+// 10 backends. The bench programs put the packet back after each run
+// (c/bench.h); ns/packet subtracts what that costs alone, measured the
+// same way.
+func BenchmarkDatapath(b *testing.B) {
+	for _, kind := range []string{"new", "established"} {
+		for _, fam := range []string{"IPv4", "IPv6"} {
+			for _, alg := range []string{"random", "maglev"} {
+				b.Run(kind+"/"+fam+"/"+alg, func(b *testing.B) { benchDatapath(b, kind, fam == "IPv6", alg == "maglev") })
+			}
+		}
+	}
+}
+
+func benchDatapath(b *testing.B, kind string, v6, maglev bool) {
+	h := newDatapath(b, bpf.DefaultConfig)
+	d, err := bpf.LoadBenchDatapath(h.maps)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	fe, client := "10.96.0.1:80/TCP", "10.0.0.1:40000"
+	var slots []uint32
+	for i := uint32(1); i <= 10; i++ {
+		backend := fmt.Sprintf("10.1.0.%d:8080/TCP", i)
+		if v6 {
+			backend = fmt.Sprintf("[fd00:1::%d]:8080/TCP", i)
+		}
+		h.backend(i, backend, lb.BackendActive)
+		slots = append(slots, i)
+	}
+	if v6 {
+		fe, client = "[fd00:96::1]:80/TCP", "[fd00::1]:40000"
+	}
+	h.frontend(testFrontend{addr: fe, id: 1, maglev: maglev, slots: slots})
+	pkt := bpftest.Packet(b, flow(client, lb.MustParseL3n4Addr(fe).AddrPort().String(), lb.ProtoTCP), 64)
+	prog, copyProg := d.Program("lb_bench_est"), d.Program("lb_bench_copy")
+	if kind == "new" {
+		prog, copyProg = d.Program("lb_bench_new"), d.Program("lb_bench_copy_new")
+	}
+	if verdict, _, err := prog.Test(pkt); err != nil || verdict != actOK { // and establish the flow
+		b.Fatalf("verdict %d, %v", verdict, err)
+	}
+	b.ResetTimer()
+	_, perRun, err := prog.Benchmark(pkt, b.N, b.ResetTimer)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, copyPerRun, err := copyProg.Benchmark(pkt, b.N, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(perRun.Nanoseconds()), "ns/run")
+	b.ReportMetric(float64((perRun - copyPerRun).Nanoseconds()), "ns/packet")
+}
+
+// BenchmarkDatapathSocketConnect times connect() of a UDP socket to a
+// frontend from a socket of a cgroup with the socket programs, against the
+// same connect() to the backend from a socket of a cgroup with none, in a
+// network namespace of the test's own: the median of each, interleaved in
+// one process so that other load weighs on both alike. ns/overhead is the
+// difference.
+func BenchmarkDatapathSocketConnect(b *testing.B) {
+	h := newDatapath(b, dpConfig())
+	ns, cg := bpftest.NewNetns(b), bpftest.Cgroup(b)
+	if err := h.dp.AttachCgroup(cg); err != nil {
+		b.Fatal(err)
+	}
+	bare := filepath.Join(cg, "..", "lbstate-bench-bare")
+	if err := os.Mkdir(bare, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if err := bpftest.RemoveCgroup(bare); err != nil {
+			b.Error(err)
+		}
+	}()
+	ns.AddAddr(b, "10.1.0.1/32")
+	var slots []uint32
+	for i := uint32(1); i <= 10; i++ {
+		h.backend(i, "10.1.0.1:8080/UDP", lb.BackendActive)
+		slots = append(slots, i)
+	}
+	h.frontend(testFrontend{addr: "10.96.0.10:53/UDP", id: 1, slots: slots})
+	b.ResetTimer()
+	lines := bpftest.RunClient(b, cg, ns, fmt.Sprintf("connect 10.96.0.10:53 10.1.0.1:8080 %d %s %s", b.N, cg, bare))
+	b.StopTimer()
+	var with, without float64
+	if _, err := fmt.Sscanf(lines[0], "ns %g %g", &with, &without); err != nil {
+		b.Fatalf("client said %q: %v", lines, err)
+	}
+	b.ReportMetric(with, "ns/connect")
+	b.ReportMetric(without, "ns/connect-bare")
+	b.ReportMetric(with-without, "ns/overhead")
+}
+
+// BenchmarkDatapathCalibration times, the same way as BenchmarkDatapath,
+// what the datapath's costs are made of on this machine: an empty tc
+// program, one lookup of a 40-byte key in a hash map (the same key every
+// run, as an established flow's conntrack lookup), and one insert of a new
+// 40-byte key into an LRU map (as each of a new flow's two conntrack
+// entries).
+func BenchmarkDatapathCalibration(b *testing.B) {
+	bpftest.Require(b)
+	for _, c := range []struct {
+		name string
+		typ  ebpf.MapType
+		op   asm.BuiltinFunc
+	}{
+		{"empty", 0, 0},
+		{"hash-lookup", ebpf.Hash, asm.FnMapLookupElem},
+		{"lru-insert", ebpf.LRUHash, asm.FnMapUpdateElem},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			insns := asm.Instructions{asm.Mov.Imm(asm.R0, 0)}
+			if c.op != 0 {
+				m, err := ebpf.NewMap(&ebpf.MapSpec{Type: c.typ, KeySize: 40, ValueSize: 16, MaxEntries: 1 << 17})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer m.Close()
+				// Key at fp-40, value at fp-56, zero but for a random word
+				// of the key when inserting.
+				insns = asm.Instructions{asm.Mov.Imm(asm.R7, 0)}
+				for off := int16(-56); off < 0; off += 8 {
+					insns = append(insns, asm.StoreMem(asm.RFP, off, asm.R7, asm.DWord))
+				}
+				if c.op == asm.FnMapUpdateElem {
+					insns = append(insns, asm.FnGetPrandomU32.Call(), asm.StoreMem(asm.RFP, -40, asm.R0, asm.Word))
+				}
+				insns = append(insns,
+					asm.LoadMapPtr(asm.R1, m.FD()),
+					asm.Mov.Reg(asm.R2, asm.RFP), asm.Add.Imm(asm.R2, -40),
+					asm.Mov.Reg(asm.R3, asm.RFP), asm.Add.Imm(asm.R3, -56),
+					asm.Mov.Imm(asm.R4, 0),
+					c.op.Call(),
+					asm.Mov.Imm(asm.R0, 0),
+				)
+			}
+			p, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, Instructions: append(insns, asm.Return()), License: "GPL"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			b.ResetTimer()
+			_, perRun, err := p.Benchmark(make([]byte, 64), b.N, b.ResetTimer)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(perRun.Nanoseconds()), "ns/run")
+		})
+	}
+}

@@ -1,0 +1,215 @@
+package bpf_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/bpf/bpftest"
+	"github.com/lbstate/lbstate/lb"
+)
+
+// What the tc programs answer, as in linux/pkt_cls.h.
+const (
+	actOK   = 0
+	actShot = 2
+)
+
+// dpHarness is the reference datapath loaded over kernel maps of a test's
+// own, which the test writes directly, as the reconciler would.
+type dpHarness struct {
+	t    testing.TB
+	maps *bpf.Maps
+	dp   *bpf.Datapath
+}
+
+func newDatapath(t testing.TB, cfg bpf.Config) *dpHarness {
+	t.Helper()
+	if cfg.LBPinDir == bpf.DefaultConfig.LBPinDir {
+		cfg.LBPinDir = bpftest.Config(t).LBPinDir
+	}
+	maps := bpftest.KernelMaps(t, cfg)
+	d, err := bpf.LoadDatapath(maps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return &dpHarness{t: t, maps: maps, dp: d}
+}
+
+// dpConfig has a Maglev table of 251 slots.
+func dpConfig() bpf.Config {
+	cfg := bpf.DefaultConfig
+	cfg.LBMaglevTableSize = 251
+	return cfg
+}
+
+func (h *dpHarness) backend(id uint32, addr string, state lb.BackendState) {
+	h.t.Helper()
+	ref := lb.BackendRef{Address: lb.MustParseL3n4Addr(addr), State: state}
+	if err := h.maps.Backends.Update(id, bpf.NewBackend(ref, 0)); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// testFrontend is one frontend's entries, as the reconciler writes them.
+type testFrontend struct {
+	addr     string
+	typ      lb.SVCType
+	id       uint32
+	maglev   bool
+	affinity uint32 // the timeout in seconds; 0 for none
+	ranges   []string
+	slots    []uint32 // backend IDs taking new flows, one per slot
+	standby  []uint32
+	// table, with maglev, is the lookup table; nil repeats slots.
+	table []uint32
+}
+
+func (h *dpHarness) frontend(f testFrontend) {
+	h.t.Helper()
+	fe := lb.MustParseL3n4Addr(f.addr)
+	typ := f.typ
+	if typ == 0 {
+		typ = lb.SVCTypeClusterIP
+	}
+	master := bpf.ServiceValue{
+		RevNatID: f.id, Count: uint16(len(f.slots)), Standby: uint16(len(f.standby)),
+		Type: uint8(typ), Algorithm: bpf.AlgorithmRandom, AffinityTimeout: f.affinity,
+	}
+	if f.maglev {
+		master.Algorithm = bpf.AlgorithmMaglev
+		table := f.table
+		if table == nil && len(f.slots) > 0 {
+			table = make([]uint32, h.maps.Maglev.TableSize())
+			for i := range table {
+				table[i] = f.slots[i%len(f.slots)]
+			}
+		}
+		if table != nil {
+			h.check(h.maps.Maglev.Update(f.id, table))
+		}
+	}
+	if f.affinity > 0 {
+		master.Flags |= bpf.FlagAffinity
+	}
+	for _, r := range f.ranges {
+		master.Flags |= bpf.FlagSourceRanges
+		h.check(h.maps.SourceRanges.Update(bpf.NewSourceRangeKey(f.id, netip.MustParsePrefix(r)), 1))
+	}
+	for i, id := range append(append([]uint32(nil), f.slots...), f.standby...) {
+		h.check(h.maps.Services.Update(bpf.NewServiceKey(fe, uint16(i+1)), bpf.ServiceValue{BackendID: id}))
+	}
+	h.check(h.maps.Services.Update(bpf.NewServiceKey(fe, 0), master))
+	h.check(h.maps.RevNat.Update(f.id, bpf.NewRevNatValue(fe)))
+}
+
+func (h *dpHarness) check(err error) {
+	h.t.Helper()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// run runs a program of the datapath on one packet.
+func (h *dpHarness) run(prog string, pkt []byte) (uint32, []byte) {
+	h.t.Helper()
+	p := h.dp.Program(prog)
+	if p == nil {
+		h.t.Fatalf("no program %s", prog)
+	}
+	out := make([]byte, len(pkt)+256)
+	opts := &ebpf.RunOptions{Data: pkt, DataOut: out, Repeat: 1}
+	verdict, err := p.Run(opts)
+	if err != nil {
+		h.t.Fatalf("%s: %v", prog, err)
+	}
+	return verdict, opts.DataOut
+}
+
+// send runs prog on a packet of f and returns its verdict and the packet's
+// tuple after, checking its checksums.
+func (h *dpHarness) send(prog string, f tuple) (uint32, tuple) {
+	h.t.Helper()
+	verdict, out := h.run(prog, packet(h.t, f, 32))
+	return verdict, decode(h.t, out)
+}
+
+// balance sends a packet of f through lb_tc_ingress, which must let it
+// pass, and returns where it goes.
+func (h *dpHarness) balance(f tuple) tuple {
+	h.t.Helper()
+	verdict, out := h.send("lb_tc_ingress", f)
+	if verdict != actOK {
+		h.t.Fatalf("%v: verdict %d, want it passed", f, verdict)
+	}
+	return out
+}
+
+// counter returns the lb_counters entry of a frontend and backend, summed
+// over CPUs.
+func (h *dpHarness) counter(revNatID, backendID uint32) bpf.CounterValue {
+	h.t.Helper()
+	v, _, err := h.maps.Counters.Lookup(bpf.CounterKey{RevNatID: revNatID, BackendID: backendID})
+	h.check(err)
+	return bpf.SumCounters(v)
+}
+
+// drops returns how many packets to a frontend were dropped for reason.
+func (h *dpHarness) drops(revNatID, reason uint32) uint64 {
+	h.t.Helper()
+	v, _, err := h.maps.Drops.Lookup(bpf.DropKey{RevNatID: revNatID, Reason: reason})
+	h.check(err)
+	var n uint64
+	for _, c := range v {
+		n += c
+	}
+	return n
+}
+
+// backendAt returns the ID of the backend whose address is a.
+func (h *dpHarness) backendAt(a netip.AddrPort) uint32 {
+	h.t.Helper()
+	var found uint32
+	h.check(h.maps.Backends.Iterate(func(id uint32, b bpf.Backend) bool {
+		if ap := b.L3n4Addr().AddrPort(); netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()) == a {
+			found = id
+			return false
+		}
+		return true
+	}))
+	if found == 0 {
+		h.t.Fatalf("no backend at %s", a)
+	}
+	return found
+}
+
+// monotonicSeconds is the datapath's clock (bpf_ktime_get_ns in seconds).
+func monotonicSeconds(t testing.TB) uint32 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		t.Fatal(err)
+	}
+	return uint32(ts.Sec)
+}
+
+// runIn runs a program on one packet from any goroutine, for tests that
+// run it inside a network namespace.
+func (h *dpHarness) runIn(prog string, pkt []byte) (uint32, []byte, error) {
+	out := make([]byte, len(pkt)+256)
+	opts := &ebpf.RunOptions{Data: pkt, DataOut: out, Repeat: 1}
+	verdict, err := h.dp.Program(prog).Run(opts)
+	return verdict, opts.DataOut, err
+}
+
+// Short names for bpftest's packets.
+type tuple = bpftest.Flow
+
+var (
+	flow   = bpftest.NewFlow
+	packet = bpftest.Packet
+	decode = bpftest.Decode
+)

@@ -1,0 +1,138 @@
+package bpf_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/bpf/bpftest"
+	"github.com/lbstate/lbstate/lb"
+)
+
+// sockSetup is a network namespace with three named backends per family,
+// serving TCP and UDP on port 8080, and a cgroup with the socket programs
+// attached.
+type sockSetup struct {
+	*dpHarness
+	ns *bpftest.Netns
+	cg string
+}
+
+func newSockSetup(t *testing.T) *sockSetup {
+	h := newDatapath(t, dpConfig())
+	s := &sockSetup{dpHarness: h, ns: bpftest.NewNetns(t), cg: bpftest.Cgroup(t)}
+	for i := 1; i <= 3; i++ {
+		for _, a := range []string{fmt.Sprintf("10.1.0.%d", i), fmt.Sprintf("fd00:1::%d", i)} {
+			bits := "/32"
+			if strings.Contains(a, ":") {
+				bits = "/128"
+			}
+			s.ns.AddAddr(t, a+bits)
+			bpftest.ServeName(t, s.ns, a, 8080, fmt.Sprintf("b%d", i))
+		}
+	}
+	// Backend IDs: 1-3 IPv4 TCP, 4-6 IPv6 TCP, 7-9 IPv4 UDP, 10-12 IPv6 UDP.
+	for i := uint32(0); i < 3; i++ {
+		h.backend(1+i, fmt.Sprintf("10.1.0.%d:8080/TCP", i+1), lb.BackendActive)
+		h.backend(4+i, fmt.Sprintf("[fd00:1::%d]:8080/TCP", i+1), lb.BackendActive)
+		h.backend(7+i, fmt.Sprintf("10.1.0.%d:8080/UDP", i+1), lb.BackendActive)
+		h.backend(10+i, fmt.Sprintf("[fd00:1::%d]:8080/UDP", i+1), lb.BackendActive)
+	}
+	if err := h.dp.AttachCgroup(s.cg); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// weighted gives backends first, first+1, first+2 weights 1, 2 and 3.
+func weighted(first uint32) []uint32 {
+	return []uint32{first, first + 1, first + 1, first + 2, first + 2, first + 2}
+}
+
+// Real connections and datagrams of a process in the cgroup, to a
+// frontend no interface has, reach the backends in the weights'
+// proportions, and the sockets show the frontend as their peer
+// (getpeername, recvmsg), for IPv4 and IPv6, TCP, UDP and connected UDP.
+// Each connect is counted as a new flow of its backend.
+func TestSocketLBSpreadsConnectionsByWeightAndShowsTheFrontend(t *testing.T) {
+	s := newSockSetup(t)
+	s.frontend(testFrontend{addr: "10.96.0.10:80/TCP", id: 1, slots: weighted(1)})
+	s.frontend(testFrontend{addr: "[fd00:96::10]:80/TCP", id: 2, slots: weighted(4), maglev: true})
+	s.frontend(testFrontend{addr: "10.96.0.10:53/UDP", id: 3, slots: weighted(7)})
+	s.frontend(testFrontend{addr: "[fd00:96::10]:53/UDP", id: 4, slots: weighted(10)})
+	const n = 600
+	for _, c := range []struct{ op, frontend string }{
+		{"tcp", "10.96.0.10:80"},
+		{"tcp", "[fd00:96::10]:80"},
+		{"udp", "10.96.0.10:53"},
+		{"udpc", "10.96.0.10:53"},
+		{"udp", "[fd00:96::10]:53"},
+		{"udpc", "[fd00:96::10]:53"},
+	} {
+		lines := bpftest.RunClient(t, s.cg, s.ns, fmt.Sprintf("%s %s %d", c.op, c.frontend, n))
+		bpftest.CheckWeights(t, c.op+" "+c.frontend, lines, c.frontend, 1, 2, 3)
+	}
+	var flows uint64
+	for id := uint32(1); id <= 3; id++ {
+		flows += s.counter(1, id).Flows
+	}
+	if flows != n {
+		t.Errorf("frontend 1 counted %d new flows, want %d", flows, n)
+	}
+}
+
+// An unconnected UDP socket keeps sending to one backend, as a flow keeps
+// its backend in conntrack, while that backend exists.
+func TestSocketLBKeepsAUDPSocketOnItsBackend(t *testing.T) {
+	s := newSockSetup(t)
+	s.frontend(testFrontend{addr: "10.96.0.10:53/UDP", id: 1, slots: weighted(7)})
+	for range 5 {
+		lines := bpftest.RunClient(t, s.cg, s.ns, "udp1 10.96.0.10:53 20")
+		for _, l := range lines {
+			if l != lines[0] {
+				t.Fatalf("one socket's datagrams went to several backends: %v", lines)
+			}
+		}
+	}
+}
+
+// A connect to a frontend no backend takes is refused, and counted as a
+// drop; a connect to an address no frontend has is left alone.
+func TestSocketLBRefusesFrontendsWithoutBackendsAndLeavesOthersAlone(t *testing.T) {
+	s := newSockSetup(t)
+	s.frontend(testFrontend{addr: "10.96.0.11:80/TCP", id: 1})
+	lines := bpftest.RunClient(t, s.cg, s.ns, "tcp 10.96.0.11:80 2", "tcp 10.1.0.2:8080 1", "tcp [fd00:1::3]:8080 1")
+	want := []string{"refused 10.96.0.11:80", "refused 10.96.0.11:80", "b2 10.1.0.2:8080", "b3 [fd00:1::3]:8080"}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the client saw\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	if n := s.drops(1, bpf.DropNoBackend); n != 2 {
+		t.Errorf("%d no-backend drops, want 2", n)
+	}
+}
+
+// With session affinity, every connect of a network namespace goes to the
+// backend the namespace is pinned to: the socket's address is not known
+// at connect(), so the namespace stands for the client.
+func TestSocketLBAffinityPinsTheClientsNetworkNamespace(t *testing.T) {
+	s := newSockSetup(t)
+	s.frontend(testFrontend{addr: "10.96.0.10:80/TCP", id: 1, slots: weighted(1), affinity: 60})
+	lines := bpftest.RunClient(t, s.cg, s.ns, "tcp 10.96.0.10:80 50")
+	for _, l := range lines {
+		if l != lines[0] {
+			t.Fatalf("connections of one namespace went to several backends: %v", lines)
+		}
+	}
+	n := 0
+	s.check(s.maps.Affinity.Iterate(func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
+		n++
+		if k.RevNatID != 1 || [8]byte(k.Client[:8]) != [8]byte{} || [8]byte(k.Client[8:]) == [8]byte{} {
+			t.Errorf("affinity entry %+v: want the frontend's, with a network namespace's cookie as the client", k)
+		}
+		return true
+	}))
+	if n != 1 {
+		t.Errorf("%d affinity entries, want 1", n)
+	}
+}
