@@ -27,8 +27,14 @@ func freeAddr(t *testing.T) string {
 // returns its API and metrics addresses.
 func startAgent(t *testing.T) (api, metricsAddr string) {
 	t.Helper()
+	return startAgentOn(t, "../demo")
+}
+
+// startAgentOn starts the agent on a manifests directory.
+func startAgentOn(t *testing.T, dir string) (api, metricsAddr string) {
+	t.Helper()
 	api, metricsAddr = freeAddr(t), freeAddr(t)
-	h, _, err := newAgent([]string{"--manifests", "../demo", "--k8s-node-name", "node-a",
+	h, _, err := newAgent([]string{"--manifests", dir, "--k8s-node-name", "node-a",
 		"--lb-maps", "memory", "--api-addr", api, "--metrics-addr", metricsAddr})
 	if err != nil {
 		t.Fatal(err)
