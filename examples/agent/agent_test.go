@@ -27,11 +27,11 @@ func freeAddr(t *testing.T) string {
 // returns its API and metrics addresses.
 func startAgent(t *testing.T) (api, metricsAddr string) {
 	t.Helper()
-	return startAgentOn(t, "../demo")
+	return startAgentOn(t, "../demo", slog.New(slog.DiscardHandler))
 }
 
-// startAgentOn starts the agent on a manifests directory.
-func startAgentOn(t *testing.T, dir string) (api, metricsAddr string) {
+// startAgentOn starts the agent on a manifests directory, logging to log.
+func startAgentOn(t *testing.T, dir string, log *slog.Logger) (api, metricsAddr string) {
 	t.Helper()
 	api, metricsAddr = freeAddr(t), freeAddr(t)
 	h, _, err := newAgent([]string{"--manifests", dir, "--k8s-node-name", "node-a",
@@ -39,7 +39,6 @@ func startAgentOn(t *testing.T, dir string) (api, metricsAddr string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.DiscardHandler)
 	if err := h.Start(log, context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -91,6 +90,18 @@ func TestMetricsServed(t *testing.T) {
 	}
 }
 
+// getEventually GETs url until its body contains want, or fails.
+func getEventually(t *testing.T, url, want string) {
+	t.Helper()
+	var body string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if body, _ = get(t, url); strings.Contains(body, want) {
+			return
+		}
+	}
+	t.Fatalf("GET %s lacks %q:\n%.500s", url, want, body)
+}
+
 func missing(body string, want []string) string {
 	for _, w := range want {
 		if !strings.Contains(body, w) {
@@ -104,15 +115,7 @@ func missing(body string, want []string) string {
 // works against an agent whose maps it cannot open.
 func TestAPIServesTablesAndMaps(t *testing.T) {
 	api, _ := startAgent(t)
-	var dump string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if dump, _ = get(t, "http://"+api+mapsPath); strings.Contains(dump, "10.96.0.10") {
-			break
-		}
-	}
-	if !strings.Contains(dump, "10.96.0.10") {
-		t.Fatalf("the maps' dump lacks the demo's 10.96.0.10:\n%s", dump)
-	}
+	getEventually(t, "http://"+api+mapsPath, "10.96.0.10")
 	if body, _ := get(t, "http://"+api+"/statedb/dump"); !strings.Contains(body, "frontends") {
 		t.Fatalf("/statedb/dump lacks the frontends table:\n%.500s", body)
 	}

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -48,7 +51,7 @@ func waitFrontends(t *testing.T, metricsAddr string, n int) {
 // with write access to a manifests directory could declare.
 func TestFrontendsDumpIsLinearInPorts(t *testing.T) {
 	const ports, maxPerFrontend = 10000, 1024
-	api, metricsAddr := startAgentOn(t, writeManyPorts(t, ports))
+	api, metricsAddr := startAgentOn(t, writeManyPorts(t, ports), slog.New(slog.DiscardHandler))
 	waitFrontends(t, metricsAddr, ports)
 
 	resp, err := http.Get("http://" + api + "/statedb/dump/frontends")
@@ -67,4 +70,51 @@ func TestFrontendsDumpIsLinearInPorts(t *testing.T) {
 		t.Fatalf("the frontends dump of %d ports is over %d bytes, more than %d bytes per frontend", ports, limit, maxPerFrontend)
 	}
 	t.Logf("frontends dump: %d bytes for %d frontends, %d bytes per frontend", n, ports, n/ports)
+}
+
+// A query for an index the table does not have is answered 400 with the
+// error, and logged without a stack trace. It once made StateDB's handler
+// panic: net/http logged the stack and cut the connection.
+func TestQueryForUnknownIndexAnswers400(t *testing.T) {
+	var logs syncBuffer
+	api, _ := startAgentOn(t, "../demo", slog.New(slog.NewTextHandler(&logs, nil)))
+	for _, index := range []string{"nope", ""} {
+		body := fmt.Sprintf(`{"table": "frontends", "index": %q, "key": ""}`, index)
+		req, err := http.NewRequest(http.MethodGet, "http://"+api+"/statedb/query", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("index %q: %v", index, err)
+		}
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want := fmt.Sprintf(`table \"frontends\" has no index \"%s\" (it has address`, index)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(answer), want) {
+			t.Errorf("index %q: %s %s, want 400 and %s", index, resp.Status, answer, want)
+		}
+	}
+	getEventually(t, "http://"+api+"/statedb/dump/frontends", "10.96.0.10") // still answering
+	if strings.Contains(logs.String(), "goroutine") {
+		t.Fatalf("a stack trace in the log:\n%s", logs.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers and a reader.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
