@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -31,19 +33,28 @@ func startAgent(t *testing.T) (api, metricsAddr string) {
 }
 
 // startAgentOn starts the agent on a manifests directory, logging to log.
+// A port freeAddr found free may be taken before the agent binds it (by
+// the local end of another test's connection): it then tries others.
 func startAgentOn(t *testing.T, dir string, log *slog.Logger) (api, metricsAddr string) {
 	t.Helper()
-	api, metricsAddr = freeAddr(t), freeAddr(t)
-	h, _, err := newAgent([]string{"--manifests", dir, "--k8s-node-name", "node-a",
-		"--lb-maps", "memory", "--api-addr", api, "--metrics-addr", metricsAddr})
-	if err != nil {
-		t.Fatal(err)
+	for attempt := 0; ; attempt++ {
+		api, metricsAddr = freeAddr(t), freeAddr(t)
+		h, _, err := newAgent([]string{"--manifests", dir, "--k8s-node-name", "node-a",
+			"--lb-maps", "memory", "--api-addr", api, "--metrics-addr", metricsAddr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = h.Start(log, context.Background())
+		if errors.Is(err, syscall.EADDRINUSE) && attempt < 5 {
+			h.Stop(log, context.Background())
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Stop(log, context.Background()) })
+		return api, metricsAddr
 	}
-	if err := h.Start(log, context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Stop(log, context.Background()) })
-	return api, metricsAddr
 }
 
 func get(t *testing.T, url string) (string, http.Header) {

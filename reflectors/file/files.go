@@ -44,8 +44,8 @@ func (s *source) update(path string, force bool) (affected []objectKey, rescan b
 	case err != nil:
 		s.failed(path, fileID{}, err)
 		return nil, false
-	case fi.IsDir():
-		return nil, true
+	case fi.IsDir(): // no file any more; what is in it takes a rescan
+		return s.setFile(path, nil), true
 	}
 	if old != nil && old.id == idOf(fi) && !force {
 		return nil, false
@@ -96,7 +96,7 @@ func (s *source) failed(path string, id fileID, err error) {
 	s.src.Reject(err)
 	st := &fileState{id: id, failed: err.Error(), objs: map[objectKey]runtime.Object{}}
 	if old != nil {
-		st.objs = old.objs
+		st.objs, st.lost = old.objs, old.lost
 	}
 	s.files[path] = st
 }
@@ -247,5 +247,5 @@ func isManifest(path string) bool {
 // skipDir leaves out kubelet's "..<timestamp>" directories of a mounted
 // ConfigMap: their files are read through the mount's symlinks.
 func skipDir(path, root string) bool {
-	return path != root && strings.HasPrefix(filepath.Base(path), "..")
+	return filepath.Clean(path) != filepath.Clean(root) && strings.HasPrefix(filepath.Base(path), "..")
 }
