@@ -75,7 +75,7 @@ func TestWatchOutlivesTimeout(t *testing.T) {
 	out := &syncBuffer{}
 	done := make(chan int, 1)
 	go func() {
-		done <- run([]string{"services", "--api", srv.URL, "--watch", "--timeout", "200ms"}, out, io.Discard)
+		done <- run([]string{"services", "--api", srv.URL, "--watch", "--timeout", "500ms"}, out, io.Discard)
 	}()
 	defer func() { // the watch ends when the agent goes away
 		srv.CloseClientConnections()
@@ -89,7 +89,7 @@ func TestWatchOutlivesTimeout(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(time.Second) // five timeouts of silence
+	time.Sleep(1500 * time.Millisecond) // three timeouts of silence
 	txn := p.w.WriteTxn()
 	if err := p.w.DeleteSource(txn, lb.SourceFile); err != nil {
 		t.Fatal(err)

@@ -17,20 +17,22 @@ import (
 	"github.com/lbstate/lbstate/tables"
 )
 
-// shortLimits are defaultAPILimits with timeouts a test can outlast.
+// shortLimits are defaultAPILimits with a request timeout a test can
+// outlast, and small caps. Streams keep a long write timeout, so that a
+// loaded machine does not cut them; testing that timeout takes its own.
 var shortLimits = apiLimits{
 	requestTimeout:     300 * time.Millisecond,
-	streamWriteTimeout: 300 * time.Millisecond,
+	streamWriteTimeout: 10 * time.Second,
 	maxBodyBytes:       1024,
 	maxRequests:        2,
 	maxStreams:         1,
 	maxMaglevTables:    2,
 }
 
-// serveLimited serves h within shortLimits on loopback.
-func serveLimited(t *testing.T, log *slog.Logger, h http.Handler) string {
+// serveLimited serves h within limits on loopback.
+func serveLimited(t *testing.T, limits apiLimits, h http.Handler) string {
 	t.Helper()
-	srv := httptest.NewServer(shortLimits.limit(log, h))
+	srv := httptest.NewServer(limits.limit(slog.New(slog.DiscardHandler), h))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
@@ -58,7 +60,7 @@ func trickle(done chan<- error) http.HandlerFunc {
 // client reads lives on past it: the API's timeouts do not cut watches.
 func TestRequestDeadlineCutsPlainRequestsNotStreams(t *testing.T) {
 	done := make(chan error, 2)
-	url := serveLimited(t, slog.New(slog.DiscardHandler), trickle(done))
+	url := serveLimited(t, shortLimits, trickle(done))
 
 	resp, err := http.Get(url + "/statedb/dump")
 	if err != nil {
@@ -92,7 +94,9 @@ func TestRequestDeadlineCutsPlainRequestsNotStreams(t *testing.T) {
 func TestStreamToClientThatStopsReadingIsCutOff(t *testing.T) {
 	done := make(chan error, 1)
 	chunk := bytes.Repeat([]byte("x"), 1<<16)
-	url := serveLimited(t, slog.New(slog.DiscardHandler), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	limits := shortLimits
+	limits.streamWriteTimeout = 300 * time.Millisecond
+	url := serveLimited(t, limits, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for {
 			if _, err := w.Write(chunk); err != nil {
 				done <- err
@@ -121,7 +125,7 @@ func TestStreamToClientThatStopsReadingIsCutOff(t *testing.T) {
 func TestRequestsAreBounded(t *testing.T) {
 	block := make(chan struct{})
 	defer close(block)
-	url := serveLimited(t, slog.New(slog.DiscardHandler), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	url := serveLimited(t, shortLimits, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, err := io.ReadAll(r.Body); err != nil {
 			http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
 			return
@@ -177,7 +181,9 @@ func TestWatchThroughLimitsOutlivesRequestTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := serveLimited(t, slog.New(slog.DiscardHandler), apiHandler(slog.New(slog.DiscardHandler), shortLimits, db, maps))
+	srv := httptest.NewServer(apiHandler(slog.New(slog.DiscardHandler), shortLimits, db, maps))
+	defer srv.Close()
+	url := srv.URL
 	resp, err := http.Get(url + "/statedb/changes/" + tables.FrontendsTableName)
 	if err != nil {
 		t.Fatal(err)
