@@ -49,7 +49,9 @@ type Frontend struct {
 	Service ServiceName `json:"service" yaml:"service"`
 
 	// Policy is the owning service's declaration in force. It is shared
-	// with the services table and must not be modified.
+	// with the services table and must not be modified. Encoded (JSON,
+	// YAML), it leaves out the service's frontend list: the services
+	// table has it.
 	Policy *ServiceParams `json:"policy" yaml:"policy"`
 
 	// RedirectedTo names the service whose backends replace this

@@ -38,6 +38,7 @@ func TestErrorsSayWhatToDoNext(t *testing.T) {
 
 		// The agent.
 		{[]string{"frontends", "--api", "http://127.0.0.1:1/statedb"}, 1, "no agent at http://127.0.0.1:1: start one (go run ./examples/agent --manifests examples/demo) or give its --api"},
+		{[]string{"services", "--timeout", "0s"}, 1, "--timeout 0s: give a duration above zero, such as 10s"},
 		{[]string{"services", "--api", "not a url"}, 1, `--api "not a url": want the agent's URL, such as http://127.0.0.1:1`},
 		{[]string{"maps"}, 1, "no pinned maps in " + defaultPinDir + " and no agent at http://127.0.0.1:1: start the agent (go run ./examples/agent --manifests examples/demo) or give --lb-pin-dir / --api"},
 		{[]string{"maps", "--api", "127.0.0.1:1"}, 1, "no agent at http://127.0.0.1:1: start one"},

@@ -1,14 +1,16 @@
 // Command lbctl looks into lbstate: what the balancer believes and where
 // flows go. Subcommands:
 //
-//	lbctl services|frontends|backends [--api URL] [-o table|json|yaml] [--watch]
-//	lbctl maps [--lb-pin-dir DIR | --api URL] [-o text|json]
+//	lbctl services|frontends|backends [--api URL] [-o table|json|yaml] [--watch] [--timeout D]
+//	lbctl maps [--lb-pin-dir DIR | --api URL] [-o text|json] [--timeout D]
 //	lbctl explain FRONTEND [--src ADDR:PORT] [--lb-pin-dir DIR | --api URL | -f DIR]
 //	lbctl simulate -f DIR [flags]   manifests -> tables -> in-memory maps, offline
 //	lbctl top [--lb-pin-dir DIR] [--interval 2s] [-n 10]   the busiest frontends and backends
 //
 // --api is the agent's HTTP API (http://127.0.0.1:9811 by default): lbctl
-// reads its tables under /statedb and its maps' dump at /maps. maps and
+// reads its tables under /statedb and its maps' dump at /maps, giving up
+// when the agent stays silent for --timeout (10s); it prints rows as they
+// arrive, so its memory does not grow with a table. maps and
 // explain read pinned maps instead when --lb-pin-dir has them. Flags that
 // mirror the agent's have its names. Run "lbctl SUBCOMMAND --help" for a
 // subcommand's flags.

@@ -1,18 +1,15 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -32,15 +29,17 @@ const mapsPath = "maps"
 // there is of in-memory maps and all a user without the privileges for BPF
 // maps may read.
 type mapsSource struct {
-	fs     *pflag.FlagSet
-	pinDir string
-	api    string
+	fs      *pflag.FlagSet
+	pinDir  string
+	api     string
+	timeout *time.Duration
 }
 
 func addSourceFlags(fs *pflag.FlagSet) *mapsSource {
 	s := &mapsSource{fs: fs}
 	fs.StringVar(&s.pinDir, "lb-pin-dir", defaultPinDir, "Read the maps pinned here (the agent's --lb-pin-dir); the default when they are there")
 	fs.StringVar(&s.api, "api", defaultAPI, "Else read the maps' dump from the agent's HTTP API (its --api-addr)")
+	s.timeout = addTimeoutFlag(fs)
 	return s
 }
 
@@ -116,42 +115,28 @@ func (s *mapsSource) openPinned() (*bpf.Maps, error) {
 // fetch reads the dump the agent serves, with the Maglev tables of
 // maglevIDs.
 func (s *mapsSource) fetch(maglevIDs ...uint32) (*bpf.DumpWithTables, error) {
-	base, err := agentURL(s.api)
+	c, err := newAgentClient(s.api, *s.timeout)
 	if err != nil {
 		return nil, err
 	}
-	u := base.JoinPath(mapsPath)
+	base := c.base
 	q := url.Values{}
 	for _, id := range maglevIDs {
 		q.Add("maglev", strconv.FormatUint(uint64(id), 10))
 	}
-	u.RawQuery = q.Encode()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
+	a, err := c.get(mapsPath, q, nil)
+	switch {
+	case errors.As(err, new(*noAgentError)) && !s.fs.Changed("api"):
+		return nil, fmt.Errorf("no pinned maps in %s and no agent at %s: start the agent (%s) or give --lb-pin-dir / --api",
+			s.pinDir, base, startAgent)
+	case isStatus(err, http.StatusNotFound):
+		return nil, fmt.Errorf("the agent at %s does not serve its maps at /%s: read its pinned maps with --lb-pin-dir", base, mapsPath)
+	case err != nil:
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		var opErr *net.OpError
-		if errors.As(err, &opErr) && opErr.Op == "dial" && !s.fs.Changed("api") {
-			return nil, fmt.Errorf("no pinned maps in %s and no agent at %s: start the agent (%s) or give --lb-pin-dir / --api",
-				s.pinDir, base, startAgent)
-		}
-		return nil, agentError(base, err)
-	}
-	defer resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusOK:
-	case http.StatusNotFound:
-		return nil, fmt.Errorf("the agent at %s does not serve its maps at /%s: read its pinned maps with --lb-pin-dir", base, mapsPath)
-	default:
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, fmt.Errorf("agent at %s: %s: %s", base, resp.Status, strings.TrimSpace(string(msg)))
-	}
+	defer a.Close()
 	var d bpf.DumpWithTables
-	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+	if err := json.NewDecoder(a).Decode(&d); err != nil {
 		return nil, fmt.Errorf("agent at %s: reading its maps: %w", base, err)
 	}
 	return &d, nil

@@ -1,20 +1,15 @@
 package main
 
 import (
-	"context"
+	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/cilium/statedb"
-	"go.yaml.in/yaml/v3"
 
-	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -41,100 +36,97 @@ func agentURL(api string) (*url.URL, error) {
 	return u, nil
 }
 
-// agentError says what to do when the agent at base did not answer.
-func agentError(base *url.URL, err error) error {
-	var opErr *net.OpError
-	if errors.As(err, &opErr) && opErr.Op == "dial" {
-		return fmt.Errorf("no agent at %s: start one (%s) or give its --api", base, startAgent)
-	}
-	return fmt.Errorf("agent at %s: %w (is --api the agent's address?)", base, err)
-}
-
-type row interface {
-	TableHeader() []string
-	TableRow() []string
-}
-
 // remoteTableCmd lists (and with --watch, follows) one table of a running
-// agent.
-func remoteTableCmd[Obj row](table string, all statedb.Query[Obj]) func(args []string, stdout, stderr io.Writer) error {
+// agent, in the order of its primary index.
+func remoteTableCmd[Obj row, Key any](table string, primary statedb.Index[Obj, Key]) func(args []string, stdout, stderr io.Writer) error {
 	return func(args []string, stdout, stderr io.Writer) error {
 		fs := newFlags(table, fmt.Sprintf("Usage: lbctl %s [flags]\n\nLists the %s table of a running agent.", table, table), stderr)
 		api := fs.String("api", defaultAPI, "The agent's HTTP API (its --api-addr)")
 		output := fs.StringP("output", "o", "table", "Output format: table, json or yaml")
 		watch := fs.BoolP("watch", "w", false, "Follow changes: print each changed row (deleted rows with '-')")
+		timeout := addTimeoutFlag(fs)
 		if err := parseFlags(fs, args); err != nil {
 			return err
 		}
 		if *output != "table" && *output != "json" && *output != "yaml" {
 			return fmt.Errorf("-o %q: want table, json or yaml", *output)
 		}
-		base, err := agentURL(*api)
+		c, err := newAgentClient(*api, *timeout)
 		if err != nil {
 			return err
 		}
-		remote := statedb.NewRemoteTable[Obj](base.JoinPath("statedb"), table)
-		ctx := context.Background()
 		if *watch {
-			return watchTable(ctx, remote, base, stdout)
+			return watchTable[Obj](c, table, stdout)
 		}
-		objs, errs := remote.LowerBound(ctx, all)
-		var list []Obj
-		if objs != nil { // nil when the request failed
-			for obj := range objs {
-				list = append(list, obj)
-			}
-		}
-		if err := <-errs; err != nil {
-			return agentError(base, err)
-		}
-		return printObjects(stdout, list, *output)
+		var zero Key
+		return listTable(c, table, primary.Name, primary.FromKey(zero), newRowPrinter[Obj](stdout, *output))
 	}
 }
 
-func printObjects[Obj row](w io.Writer, objs []Obj, format string) error {
-	switch format {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if objs == nil {
-			objs = []Obj{}
-		}
-		return enc.Encode(objs)
-	case "yaml":
-		return yaml.NewEncoder(w).Encode(objs)
-	case "table":
-		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-		var zero Obj // the header does not depend on the object
-		fmt.Fprintln(tw, strings.Join(zero.TableHeader(), "\t"))
-		for _, o := range objs {
-			fmt.Fprintln(tw, strings.Join(o.TableRow(), "\t"))
-		}
-		return tw.Flush()
+// listTable prints the rows of table from key on (in index's order) as
+// they arrive: lbctl holds one row at a time, or one block of a table's.
+func listTable[Obj row](c *agentClient, table, index string, key []byte, p *rowPrinter[Obj]) error {
+	q, err := json.Marshal(statedb.QueryRequest{Table: table, Index: index, Key: base64.StdEncoding.EncodeToString(key), LowerBound: true})
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("-o %q: want table, json or yaml", format)
+	a, err := c.get("statedb/query", nil, q)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	dec := json.NewDecoder(a)
+	for {
+		var res struct {
+			Obj Obj    `json:"obj"`
+			Err string `json:"err"`
+		}
+		if err := dec.Decode(&res); err == io.EOF {
+			break
+		} else if err != nil {
+			return fmt.Errorf("reading the %s table from the agent at %s: %w", table, c.base, err)
+		}
+		if res.Err != "" {
+			return fmt.Errorf("the agent at %s: %s", c.base, res.Err)
+		}
+		if err := p.print(res.Obj); err != nil {
+			return err
+		}
+	}
+	return p.end()
 }
 
-func watchTable[Obj row](ctx context.Context, remote *statedb.RemoteTable[Obj], base *url.URL, w io.Writer) error {
-	changes, errs := remote.Changes(ctx)
-	if changes == nil { // the request failed
-		return agentError(base, <-errs)
+func watchTable[Obj row](c *agentClient, table string, w io.Writer) error {
+	a, err := c.get("statedb/changes/"+table, nil, nil)
+	if err != nil {
+		return err
 	}
-	for change := range changes {
+	defer a.Close()
+	a.stream()
+	dec := json.NewDecoder(a)
+	for {
+		var change statedb.Change[Obj]
+		if err := dec.Decode(&change); err == io.EOF {
+			break
+		} else if err != nil {
+			return fmt.Errorf("watching the agent at %s: %w (run again once it is back)", c.base, err)
+		}
+		if change.Revision == 0 {
+			continue // a keep-alive
+		}
 		mark := " "
 		if change.Deleted {
 			mark = "-"
 		}
-		fmt.Fprintf(w, "%s %s\n", mark, strings.Join(change.Object.TableRow(), "  "))
+		if _, err := fmt.Fprintf(w, "%s %s\n", mark, strings.Join(change.Object.TableRow(), "  ")); err != nil {
+			return err
+		}
 	}
-	if err := <-errs; err != nil {
-		return fmt.Errorf("watching the agent at %s: %w (run again once it is back)", base, err)
-	}
-	return nil
+	return fmt.Errorf("the agent at %s ended the watch (run again once it is back)", c.base)
 }
 
 var (
-	servicesCmd  = remoteTableCmd[*lb.Service](tables.ServicesTableName, tables.ServiceByName.Query(lb.ServiceName{}))
-	frontendsCmd = remoteTableCmd[*lb.Frontend](tables.FrontendsTableName, tables.FrontendByAddress.Query(lb.L3n4Addr{}))
-	backendsCmd  = remoteTableCmd[*lb.Backend](tables.BackendsTableName, tables.BackendByAddress.Query(lb.L3n4Addr{}))
+	servicesCmd  = remoteTableCmd(tables.ServicesTableName, tables.ServiceByName)
+	frontendsCmd = remoteTableCmd(tables.FrontendsTableName, tables.FrontendByAddress)
+	backendsCmd  = remoteTableCmd(tables.BackendsTableName, tables.BackendByAddress)
 )

@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/lbstate/lbstate/bpf"
 )
@@ -119,5 +121,34 @@ func TestSimulatePrintsPortNames(t *testing.T) {
 	if !strings.HasPrefix(table, "FRONTEND                  TYPE          SERVICE          PORTNAME  ALGORITHM") ||
 		!regexp.MustCompile(`(?m)^10\.96\.0\.10:9090/TCP +ClusterIP +shop/web +metrics +maglev `).MatchString(table) {
 		t.Errorf("no PORTNAME column:\n%s", table)
+	}
+}
+
+// simulate -f on a directory holding a FIFO named like a manifest and a
+// link to /dev/zero reports both and simulates the rest. It once hung
+// reading the FIFO.
+func TestSimulateSkipsFilesThatAreNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	web, err := os.ReadFile("../../examples/demo/web.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), web, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "x.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/zero", filepath.Join(dir, "zero.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runWithin(t, 30*time.Second, "simulate", "-f", dir)
+	if code != 0 || !strings.Contains(stdout, "10.96.0.10:80/TCP") {
+		t.Fatalf("exit %d:\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"x.yaml: not a regular file (a FIFO)", "zero.yaml: not a regular file (a device)"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
 	}
 }

@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -27,18 +29,32 @@ func freeAddr(t *testing.T) string {
 // returns its API and metrics addresses.
 func startAgent(t *testing.T) (api, metricsAddr string) {
 	t.Helper()
-	api, metricsAddr = freeAddr(t), freeAddr(t)
-	h, _, err := newAgent([]string{"--manifests", "../demo", "--k8s-node-name", "node-a",
-		"--lb-maps", "memory", "--api-addr", api, "--metrics-addr", metricsAddr})
-	if err != nil {
-		t.Fatal(err)
+	return startAgentOn(t, "../demo", slog.New(slog.DiscardHandler))
+}
+
+// startAgentOn starts the agent on a manifests directory, logging to log.
+// A port freeAddr found free may be taken before the agent binds it (by
+// the local end of another test's connection): it then tries others.
+func startAgentOn(t *testing.T, dir string, log *slog.Logger) (api, metricsAddr string) {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		api, metricsAddr = freeAddr(t), freeAddr(t)
+		h, _, err := newAgent([]string{"--manifests", dir, "--k8s-node-name", "node-a",
+			"--lb-maps", "memory", "--api-addr", api, "--metrics-addr", metricsAddr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = h.Start(log, context.Background())
+		if errors.Is(err, syscall.EADDRINUSE) && attempt < 5 {
+			h.Stop(log, context.Background())
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Stop(log, context.Background()) })
+		return api, metricsAddr
 	}
-	log := slog.New(slog.DiscardHandler)
-	if err := h.Start(log, context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Stop(log, context.Background()) })
-	return api, metricsAddr
 }
 
 func get(t *testing.T, url string) (string, http.Header) {
@@ -85,6 +101,18 @@ func TestMetricsServed(t *testing.T) {
 	}
 }
 
+// getEventually GETs url until its body contains want, or fails.
+func getEventually(t *testing.T, url, want string) {
+	t.Helper()
+	var body string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if body, _ = get(t, url); strings.Contains(body, want) {
+			return
+		}
+	}
+	t.Fatalf("GET %s lacks %q:\n%.500s", url, want, body)
+}
+
 func missing(body string, want []string) string {
 	for _, w := range want {
 		if !strings.Contains(body, w) {
@@ -98,15 +126,7 @@ func missing(body string, want []string) string {
 // works against an agent whose maps it cannot open.
 func TestAPIServesTablesAndMaps(t *testing.T) {
 	api, _ := startAgent(t)
-	var dump string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if dump, _ = get(t, "http://"+api+mapsPath); strings.Contains(dump, "10.96.0.10") {
-			break
-		}
-	}
-	if !strings.Contains(dump, "10.96.0.10") {
-		t.Fatalf("the maps' dump lacks the demo's 10.96.0.10:\n%s", dump)
-	}
+	getEventually(t, "http://"+api+mapsPath, "10.96.0.10")
 	if body, _ := get(t, "http://"+api+"/statedb/dump"); !strings.Contains(body, "frontends") {
 		t.Fatalf("/statedb/dump lacks the frontends table:\n%.500s", body)
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/cilium/hive/cell"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
@@ -31,14 +33,27 @@ var Cell = cell.Module(
 type Config struct {
 	// Manifests is the directory to serve; empty serves none.
 	Manifests string
+	// ManifestsMaxFileSize is the largest file read (a Kubernetes
+	// quantity: 16Mi); a larger one is reported and not read.
+	ManifestsMaxFileSize string
 }
 
-// DefaultConfig serves no directory.
-var DefaultConfig = Config{}
+// DefaultConfig serves no directory, and files of up to 16 MiB.
+var DefaultConfig = Config{ManifestsMaxFileSize: "16Mi"}
 
 // Flags registers the configuration's flags.
 func (def Config) Flags(flags *pflag.FlagSet) {
 	flags.String("manifests", def.Manifests, "Directory of Kubernetes manifests to serve (no cluster needed); edits are followed")
+	flags.String("manifests-max-file-size", def.ManifestsMaxFileSize, "Largest manifest file read (e.g. 512Ki, 16Mi); a larger one is reported and not read")
+}
+
+// maxFileSize is ManifestsMaxFileSize in bytes.
+func (c Config) maxFileSize() (int64, error) {
+	q, err := resource.ParseQuantity(c.ManifestsMaxFileSize)
+	if err != nil || q.Value() <= 0 {
+		return 0, fmt.Errorf("--manifests-max-file-size %q: want a size above zero, such as 16Mi", c.ManifestsMaxFileSize)
+	}
+	return q.Value(), nil
 }
 
 type sourceParams struct {
@@ -62,12 +77,17 @@ func registerSource(p sourceParams) error {
 	if err := p.K8s.Validate(); err != nil {
 		return err
 	}
+	maxSize, err := p.Config.maxFileSize()
+	if err != nil {
+		return err
+	}
+	dir = filepath.Clean(dir) // as the watcher's events name it
 	return reflectors.Register(p.Source, lb.SourceFile.String(), func(ctx context.Context, s *reflectors.Source) error {
-		src, err := newSource(dir, p.K8s, s)
+		src, err := newSource(dir, maxSize, p.K8s, s)
 		if err != nil {
 			return err
 		}
-		s.Log().Info("Serving a manifests directory", "dir", dir, "node", p.K8s.K8sNodeName)
+		s.Log().Info("Serving a manifests directory", "dir", dir, "node", p.K8s.K8sNodeName, "max-file-size", p.Config.ManifestsMaxFileSize)
 		return src.run(ctx)
 	})
 }

@@ -37,7 +37,19 @@ endpoints: [{addresses: [ENDPOINTS]}]
 
 // startSource serves dir as the file source (local node node-1) until the
 // test ends; done receives what run returned.
-func startSource(t *testing.T, dir string, log *slog.Logger) (*reflectors.Source, *tables.Writer, *statedb.DB, context.CancelFunc, chan error) {
+func startSource(t testing.TB, dir string, log *slog.Logger) (*reflectors.Source, *tables.Writer, *statedb.DB, context.CancelFunc, chan error) {
+	t.Helper()
+	return startSourceMax(t, dir, log, 16<<20)
+}
+
+// startSourceWith serves dir reading files of up to maxFileSize bytes.
+func startSourceWith(t testing.TB, dir string, log *slog.Logger, maxFileSize int64) (*reflectors.Source, *tables.Writer, *statedb.DB) {
+	t.Helper()
+	s, w, db, _, _ := startSourceMax(t, dir, log, maxFileSize)
+	return s, w, db
+}
+
+func startSourceMax(t testing.TB, dir string, log *slog.Logger, maxFileSize int64) (*reflectors.Source, *tables.Writer, *statedb.DB, context.CancelFunc, chan error) {
 	t.Helper()
 	db := statedb.New()
 	w, err := tables.New(db, nil)
@@ -50,7 +62,7 @@ func startSource(t *testing.T, dir string, log *slog.Logger) (*reflectors.Source
 	}
 	cfg := k8s.DefaultConfig
 	cfg.K8sNodeName = "node-1"
-	src, err := newSource(dir, cfg, s)
+	src, err := newSource(filepath.Clean(dir), maxFileSize, cfg, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,12 +164,10 @@ func TestFollowsEditsNewFilesAndDeletions(t *testing.T) {
 }
 
 func TestDecodeErrorsNameFileAndLine(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "bad.yaml")
-	write(t, path, "apiVersion: v1\nkind: Service\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: b\n  labels: [oops\n")
-	_, err := readManifests(path)
+	m := decodeManifest("bad.yaml", []byte("apiVersion: v1\nkind: Service\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: b\n  labels: [oops\n"))
 	// The second document starts on line 5; its error is on its line 5,
 	// the file's line 9.
-	if err == nil || !strings.Contains(err.Error(), "bad.yaml:9: ") {
-		t.Fatalf("error %v, want it to name bad.yaml line 9", err)
+	if len(m.errs) != 1 || !strings.Contains(m.errs[0].Error(), "bad.yaml:9: ") {
+		t.Fatalf("errors %v, want one naming bad.yaml line 9", m.errs)
 	}
 }

@@ -428,7 +428,15 @@ func (r *Reflector) preparePod(call func(func(statedb.WriteTxn)), pod *corev1.Po
 }
 
 // applySlice records a slice change and marks the services it affects.
+// An update that is invalid as a whole is reported and leaves the slice's
+// last valid version in place.
 func (r *Reflector) applySlice(es *discoveryv1.EndpointSlice, deleted bool, dirty map[lb.ServiceName]bool) {
+	if !deleted {
+		if err := sliceError(es); err != nil {
+			r.fail(err)
+			return
+		}
+	}
 	key := sliceKey{es.Namespace, es.Name}
 	if old, ok := r.slices[key]; ok {
 		dirty[old] = true
@@ -444,16 +452,25 @@ func (r *Reflector) applySlice(es *discoveryv1.EndpointSlice, deleted bool, dirt
 		return
 	}
 	name := lb.NewServiceName(es.Namespace, es.Labels[LabelServiceName])
-	if es.Labels[LabelServiceName] == "" {
-		_, _, _, err := ConvertEndpointSlice(es)
-		r.fail(err)
-		return
-	}
 	r.slices[key] = name
 	list := r.bySvc[name]
 	i, _ := slices.BinarySearchFunc(list, es.Name, func(o *discoveryv1.EndpointSlice, n string) int { return cmp.Compare(o.Name, n) })
 	r.bySvc[name] = slices.Insert(list, i, es)
 	dirty[name] = true
+}
+
+// sliceError says what makes a slice unusable as a whole (no service
+// label, a bad weight annotation or port), or nil. It is checked when the
+// slice arrives, so that an update with a typo never replaces the version
+// that works, and is reported once, not every time the service's backends
+// are derived.
+func sliceError(es *discoveryv1.EndpointSlice) error {
+	if es.Labels[LabelServiceName] == "" {
+		_, _, _, err := ConvertEndpointSlice(es)
+		return err
+	}
+	_, err := newSliceConverter(es)
+	return err
 }
 
 // backendsOf merges the backends of all slices of a service. An address

@@ -58,25 +58,47 @@ func ScriptCommands(client kubernetes.Interface) map[string]script.Cmd {
 // Kubernetes objects. Errors name the manifest and the line: "name:LINE: ...".
 func DecodeManifests(name string, data []byte) ([]runtime.Object, error) {
 	var out []runtime.Object
-	line := 1
-	for _, doc := range splitDocuments(data) {
-		start := line
-		line += bytes.Count(doc, []byte("\n")) + 2 // its lines and the "---" after it
-		if isComment(doc) {
-			continue
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+	for _, doc := range SplitManifest(data) {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc.Data, nil, nil)
 		if err != nil {
-			at := start
-			if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-				n, _ := strconv.Atoi(m[1])
-				at = start + n - 1
-			}
-			return nil, fmt.Errorf("%s:%d: %w", name, at, err)
+			return nil, doc.Error(name, err)
 		}
 		out = append(out, obj)
 	}
 	return out, nil
+}
+
+// ManifestDocument is one document of a manifest and the line of the
+// manifest it starts on.
+type ManifestDocument struct {
+	Line int
+	Data []byte
+}
+
+// SplitManifest splits a YAML stream at its "---" lines, leaving out the
+// documents that hold nothing but comments.
+func SplitManifest(data []byte) []ManifestDocument {
+	var docs []ManifestDocument
+	line := 1
+	for _, doc := range splitDocuments(data) {
+		if !isComment(doc) {
+			docs = append(docs, ManifestDocument{Line: line, Data: doc})
+		}
+		line += bytes.Count(doc, []byte("\n")) + 2 // its lines and the "---" after it
+	}
+	return docs
+}
+
+// Error places err, about the document, in the manifest name:
+// "name:LINE: err", on the line err names ("line N" of the document) or
+// else the document's first.
+func (d ManifestDocument) Error(name string, err error) error {
+	at := d.Line
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		at = d.Line + n - 1
+	}
+	return fmt.Errorf("%s:%d: %w", name, at, err)
 }
 
 var yamlLine = regexp.MustCompile(`line (\d+)`)
