@@ -17,7 +17,8 @@ func (p *ServiceParams) Equal(o *ServiceParams) bool {
 		p.SessionAffinityTimeout == o.SessionAffinityTimeout &&
 		slices.Equal(p.SourceRanges, o.SourceRanges) &&
 		p.Algorithm == o.Algorithm &&
-		p.HealthCheckNodePort == o.HealthCheckNodePort
+		p.HealthCheckNodePort == o.HealthCheckNodePort &&
+		maps.Equal(p.Annotations, o.Annotations)
 }
 
 // Equal reports whether p and o describe the same backend the same way.
@@ -37,6 +38,7 @@ func (p *BackendParams) Equal(o *BackendParams) bool {
 func (p ServiceParams) Clone() ServiceParams {
 	p.Frontends = slices.Clone(p.Frontends)
 	p.SourceRanges = slices.Clone(p.SourceRanges)
+	p.Annotations = maps.Clone(p.Annotations)
 	return p
 }
 

@@ -46,6 +46,12 @@ type ServiceParams struct {
 	// HealthCheckNodePort is where an external load balancer probes
 	// whether this node has local backends (ExtTrafficPolicy Local).
 	HealthCheckNodePort uint16 `json:"healthCheckNodePort,omitempty" yaml:"healthCheckNodePort,omitempty"`
+
+	// Annotations are the annotations that matter to other parts than the
+	// Writer (health checking's lbstate.io/health-check*), as the source
+	// found them: each part parses its own, so that a bad value is that
+	// part's to report and does not reject the whole service.
+	Annotations map[string]string `json:"annotations,omitempty" yaml:"annotations,omitempty"`
 }
 
 // FrontendParams is one address of a service that the datapath matches.

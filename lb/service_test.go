@@ -29,6 +29,7 @@ func validParams() lb.ServiceParams {
 		SourceRanges:           []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/64")},
 		Algorithm:              lb.AlgorithmMaglev,
 		HealthCheckNodePort:    32000,
+		Annotations:            map[string]string{"lbstate.io/health-check": "http"},
 	}
 }
 
@@ -197,6 +198,8 @@ func TestServiceParamsEqual(t *testing.T) {
 		{"SourceRanges nil", func(p *lb.ServiceParams) { p.SourceRanges = nil }},
 		{"Algorithm", func(p *lb.ServiceParams) { p.Algorithm = lb.AlgorithmRandom }},
 		{"HealthCheckNodePort", func(p *lb.ServiceParams) { p.HealthCheckNodePort = 32001 }},
+		{"Annotations value", func(p *lb.ServiceParams) { p.Annotations["lbstate.io/health-check"] = "tcp" }},
+		{"Annotations nil", func(p *lb.ServiceParams) { p.Annotations = nil }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.field, func(t *testing.T) {
@@ -279,5 +282,18 @@ func TestRedirectValidate(t *testing.T) {
 	}
 	if got := (lb.Redirect{Source: lb.SourceAPI, To: to}).String(); got != "default/local-web (api)" {
 		t.Errorf("Redirect.String() = %q", got)
+	}
+}
+
+// A clone shares no slice or map with the original: the Writer keeps
+// clones of what sources pass, which sources may then change.
+func TestServiceParamsCloneSharesNothing(t *testing.T) {
+	orig := validParams()
+	c := orig.Clone()
+	c.Frontends[0].PortName = "changed"
+	c.SourceRanges[0] = netip.MustParsePrefix("192.0.2.0/24")
+	c.Annotations["lbstate.io/health-check"] = "tcp"
+	if want := validParams(); !orig.Equal(&want) {
+		t.Errorf("changing the clone changed the original: %+v", orig)
 	}
 }
