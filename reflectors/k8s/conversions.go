@@ -76,6 +76,7 @@ func ConvertService(svc *corev1.Service, opts ServiceOptions) (params lb.Service
 		Source:              src,
 		ExtTrafficPolicy:    trafficPolicy(string(svc.Spec.ExternalTrafficPolicy)),
 		HealthCheckNodePort: uint16(svc.Spec.HealthCheckNodePort),
+		Annotations:         healthCheckAnnotations(svc),
 	}
 	if p := svc.Spec.InternalTrafficPolicy; p != nil {
 		params.IntTrafficPolicy = trafficPolicy(string(*p))
