@@ -1,0 +1,191 @@
+package health
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"time"
+)
+
+// dueQueue is the targets waiting for their next probe, soonest first. A
+// target is in it unless a probe of it is under way, or it is not probed
+// and its breaker is not open.
+type dueQueue []*target
+
+func (q dueQueue) Len() int           { return len(q) }
+func (q dueQueue) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
+func (q dueQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index, q[j].index = i, j
+}
+func (q *dueQueue) Push(x any) {
+	t := x.(*target)
+	t.index = len(*q)
+	*q = append(*q, t)
+}
+func (q *dueQueue) Pop() any {
+	old := *q
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	t.index = -1
+	return t
+}
+
+// put queues t at t.due, or moves it there.
+func (q *dueQueue) put(t *target) {
+	if t.index >= 0 {
+		heap.Fix(q, t.index)
+		return
+	}
+	heap.Push(q, t)
+}
+
+func (q *dueQueue) remove(t *target) {
+	if t.index >= 0 {
+		heap.Remove(q, t.index)
+	}
+}
+
+// scheduleFresh places a target that is new, or whose probe kind or
+// interval changed: a phase into its interval, or its backoff if tripped.
+func (c *Checker) scheduleFresh(r *runState, t *target, now time.Time) {
+	if t.probing {
+		return // its probe's end schedules it
+	}
+	switch {
+	case t.breaker.state == open:
+		t.due = now.Add(c.cfg.breaker.backoff(t.breaker.level, r.rand.Float64()))
+	case t.check.kind == ProbeNone:
+		r.queue.remove(t)
+		return
+	default:
+		t.due = now.Add(phase(t.addr, t.check.interval))
+	}
+	r.queue.put(t)
+}
+
+// scheduleNext places a target after an observation: a tripped one after
+// its backoff, others one interval after their last due time, which
+// keeps their phase (skipping the intervals a slow probe overran).
+func (c *Checker) scheduleNext(r *runState, t *target, now time.Time) {
+	if t.probing || t.removed {
+		return
+	}
+	switch {
+	case t.breaker.state == open:
+		t.due = now.Add(c.cfg.breaker.backoff(t.breaker.level, r.rand.Float64()))
+	case t.check.kind == ProbeNone:
+		r.queue.remove(t)
+		return
+	default:
+		next := t.due.Add(t.check.interval)
+		if !next.After(now) {
+			next = next.Add(now.Sub(next).Truncate(t.check.interval) + t.check.interval)
+		}
+		t.due = next
+	}
+	r.queue.put(t)
+}
+
+// dispatch starts the probes that are due (up to the concurrency bound;
+// a probe's end wakes the loop for the rest), expires the backoff of
+// tripped targets that are not probed, and sets the timer for the next.
+func (c *Checker) dispatch(r *runState) {
+	now := c.clock.Now()
+	horizon := now.Add(c.slack)
+	for r.queue.Len() > 0 && !r.queue[0].due.After(horizon) {
+		t := r.queue[0]
+		if t.check.kind == ProbeNone {
+			heap.Pop(&r.queue)
+			prev := t.breaker
+			c.observed(r, t, prev, t.breaker.expire(now), now)
+			c.scheduleNext(r, t, now)
+			continue
+		}
+		if r.inflight >= c.cfg.maxConcurrent {
+			return
+		}
+		heap.Pop(&r.queue)
+		c.metrics.delay.Observe(max(0, now.Sub(t.due)).Seconds())
+		t.probing = true
+		r.inflight++
+		go c.probe(r, t, t.check, now)
+	}
+	c.armTimer(r)
+}
+
+// armTimer wakes the loop when the first queued target is due.
+func (c *Checker) armTimer(r *runState) {
+	if r.queue.Len() == 0 {
+		return
+	}
+	at := r.queue[0].due
+	if at.Equal(r.timerAt) {
+		return
+	}
+	if r.stop != nil {
+		r.stop()
+	}
+	r.timerAt = at
+	wake := r.wake
+	r.stop = c.clock.At(at, func() { signal(wake) })
+}
+
+var errProbeTimeout = errors.New("probe timeout")
+
+// probe runs one probe, cut by its timeout on the checker's clock, and
+// applies its result.
+func (c *Checker) probe(r *runState, t *target, chk check, start time.Time) {
+	ctx, cancel := context.WithCancelCause(r.ctx)
+	stop := c.clock.At(start.Add(chk.timeout), func() { cancel(errProbeTimeout) })
+	err := c.probers[chk.kind].probe(ctx, addrPort(t.addr, &chk), &chk)
+	stop()
+	if err != nil && errors.Is(context.Cause(ctx), errProbeTimeout) {
+		err = timeoutError{chk.timeout}
+	}
+	cancel(nil)
+	if r.ctx.Err() != nil {
+		return // stopping: the result means nothing
+	}
+	c.complete(r, t, chk, err)
+}
+
+// complete applies a probe's result to its target's breaker.
+func (c *Checker) complete(r *runState, t *target, chk check, err error) {
+	c.mu.Lock()
+	if c.cur != r {
+		c.mu.Unlock()
+		return
+	}
+	r.inflight--
+	t.probing = false
+	signal(r.wake)
+	if !t.removed {
+		now := c.clock.Now()
+		result := resultSuccess
+		var timeout timeoutError
+		switch {
+		case errors.As(err, &timeout):
+			result = resultTimeout
+		case err != nil:
+			result = resultFailure
+		}
+		c.metrics.probes.WithLabelValues(chk.kind.String(), result).Inc()
+		prev := t.breaker
+		var tr transition
+		if err != nil {
+			tr = t.breaker.failure(now, describe(err), &c.cfg.breaker)
+			t.log.Debug("Probe failed", "error", describe(err))
+		} else {
+			tr = t.breaker.success(now, true, &c.cfg.breaker)
+		}
+		c.scheduleNext(r, t, now)
+		c.observed(r, t, prev, tr, now)
+	}
+	probed := c.probed
+	c.mu.Unlock()
+	if probed != nil {
+		probed(t.addr, err)
+	}
+}
