@@ -33,7 +33,8 @@ type Checker struct {
 	cfg     parsed
 	clock   Clock
 	metrics *metricSet
-	probers [len(probeKindNames)]prober
+	tcp     tcpProber
+	web     *httpProber
 	// slack lets the loop start a probe this much before it is due, so
 	// that one wake-up starts many: with thousands of probes a second a
 	// wake-up per probe costs more than the probes.
@@ -52,26 +53,27 @@ type Checker struct {
 
 // runState is what one run of the checker builds and drops.
 type runState struct {
-	ctx      context.Context
-	src      *reflectors.Source
-	targets  map[lb.L3n4Addr]*target
-	queue    dueQueue
+	ctx     context.Context
+	src     *reflectors.Source
+	targets map[lb.L3n4Addr]*target
+	queue   dueQueue
+	// epoch is the run's start: due times are offsets from it, which the
+	// queue compares faster than times.
+	epoch    time.Time
 	inflight int
-	rand     *rand.Rand
-	usage    usage
-	timerAt  time.Time
-	stop     func() bool
-	wake     chan struct{} // the loop: a probe ended, a timer fired
-	write    chan struct{} // the verdict writer: verdicts pending
+	// blocked is set while due probes wait for one under way to end.
+	blocked bool
+	rand    *rand.Rand
+	usage   usage
+	timerAt time.Duration // the timer's; -1 if none
+	stop    func() bool
+	wake    chan struct{} // the loop: a probe ended, a timer fired
+	write   chan struct{} // the verdict writer: verdicts pending
 }
 
 // newChecker returns a checker with cfg, on clock, counting in m.
 func newChecker(cfg parsed, clock Clock, m *metricSet) *Checker {
-	c := &Checker{cfg: cfg, clock: clock, metrics: m, slack: 5 * time.Millisecond}
-	tcp := newTCPProber()
-	web := newHTTPProber()
-	c.probers[ProbeTCP], c.probers[ProbeHTTP], c.probers[ProbeHTTPS] = tcp, web, web
-	return c
+	return &Checker{cfg: cfg, clock: clock, metrics: m, slack: 5 * time.Millisecond, web: newHTTPProber()}
 }
 
 // run checks until ctx is done: it follows the frontends and backends
@@ -95,10 +97,10 @@ func (c *Checker) run(ctx context.Context, s *reflectors.Source, db *statedb.DB)
 	txn.Commit()
 
 	r := &runState{
-		ctx: ctx, src: s, targets: map[lb.L3n4Addr]*target{},
+		ctx: ctx, src: s, targets: map[lb.L3n4Addr]*target{}, epoch: c.clock.Now(),
 		rand:  rand.New(rand.NewPCG(uint64(c.clock.Now().UnixNano()), 0x6c627374)),
 		usage: newUsage(),
-		wake:  make(chan struct{}, 1), write: make(chan struct{}, 1),
+		wake:  make(chan struct{}, 1), write: make(chan struct{}, 1), timerAt: -1,
 	}
 	c.mu.Lock()
 	c.cur, c.pending = r, map[lb.L3n4Addr]lb.HealthVerdict{}
@@ -161,6 +163,9 @@ func signal(ch chan struct{}) {
 	default:
 	}
 }
+
+func (r *runState) offset(t time.Time) time.Duration { return t.Sub(r.epoch) }
+func (r *runState) at(d time.Duration) time.Time     { return r.epoch.Add(d) }
 
 // addrPort is where a check probes a backend.
 func addrPort(addr lb.L3n4Addr, c *check) netip.AddrPort {

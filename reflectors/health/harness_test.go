@@ -157,7 +157,7 @@ func (h *harness) advanceToDue(addr lb.L3n4Addr) time.Time {
 		h.c.mu.Unlock()
 		h.t.Fatalf("backend %s is not waiting for a probe", addr)
 	}
-	due := t.due
+	due := h.c.cur.at(t.due)
 	h.c.mu.Unlock()
 	h.clock.Advance(due.Sub(h.clock.Now()))
 	return due

@@ -15,6 +15,20 @@ type metricSet struct {
 	passive     *prometheus.CounterVec // result
 	delay       prometheus.Histogram
 	backends    *prometheus.GaugeVec // kind
+
+	// byResult holds probes' counters, looked up once: a probe's count
+	// is one increment, not a label lookup.
+	byResult [len(probeKindNames)][len(probeResults)]prometheus.Counter
+}
+
+var probeResults = [...]string{resultSuccess, resultFailure, resultTimeout}
+
+func (m *metricSet) probed(kind ProbeKind, result string) {
+	for i, r := range probeResults {
+		if r == result {
+			m.byResult[kind][i].Inc()
+		}
+	}
 }
 
 // Probe results, as the probes_total metric labels them.
@@ -29,7 +43,7 @@ const (
 
 func newMetrics(reg prometheus.Registerer) *metricSet {
 	name := func(n string) string { return prometheus.BuildFQName(metrics.Namespace, "health", n) }
-	return &metricSet{
+	m := &metricSet{
 		probes: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name("probes_total"),
 			Help: "Active probes of backends, by kind (tcp, http, https) and result (success, failure, timeout)"},
 			[]string{"kind", "result"})),
@@ -49,4 +63,10 @@ func newMetrics(reg prometheus.Registerer) *metricSet {
 			Help: "Backends checked, by probe kind (none: passive reports only)"},
 			[]string{"kind"})),
 	}
+	for k := ProbeTCP; int(k) < len(probeKindNames); k++ {
+		for i, r := range probeResults {
+			m.byResult[k][i] = m.probes.WithLabelValues(k.String(), r)
+		}
+	}
+	return m
 }

@@ -15,12 +15,6 @@ import (
 	"time"
 )
 
-// prober runs one probe of a backend: nil means it passed. It returns
-// when ctx is done, whatever the backend does.
-type prober interface {
-	probe(ctx context.Context, to netip.AddrPort, c *check) error
-}
-
 // timeoutError is a probe cut by its timeout.
 type timeoutError struct{ after time.Duration }
 
@@ -42,24 +36,8 @@ func describe(err error) string {
 	return err.Error()
 }
 
-// tcpProber connects and closes at once. It closes with a reset
-// (SO_LINGER 0), as health checkers do, so that probes leave no
-// connections in TIME_WAIT on this node: at thousands of probes a second
-// those would use up its ports.
-type tcpProber struct{ dialer net.Dialer }
-
-func newTCPProber() *tcpProber {
-	return &tcpProber{dialer: net.Dialer{Control: lingerZero}}
-}
-
-func (p *tcpProber) probe(ctx context.Context, to netip.AddrPort, _ *check) error {
-	conn, err := p.dialer.DialContext(ctx, "tcp", to.String())
-	if err != nil {
-		return err
-	}
-	return conn.Close()
-}
-
+// lingerZero makes a dialer's connections close with a reset, as
+// tcpProber's do.
 func lingerZero(_, _ string, rc syscall.RawConn) error {
 	var serr error
 	err := rc.Control(func(fd uintptr) {
@@ -81,7 +59,7 @@ func newHTTPProber() *httpProber {
 			DisableKeepAlives:  true,
 			DisableCompression: true,
 			Proxy:              nil,
-			DialContext:        (&net.Dialer{Control: lingerZero}).DialContext,
+			DialContext:        (&net.Dialer{Control: lingerZero, KeepAlive: -1}).DialContext,
 			TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // see the type's comment
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -92,6 +70,8 @@ func newHTTPProber() *httpProber {
 // closes the connection.
 const maxBody = 4 << 10
 
+// probe runs one probe: nil means it passed. It returns when ctx is
+// done, whatever the backend does.
 func (p *httpProber) probe(ctx context.Context, to netip.AddrPort, c *check) error {
 	scheme := "http"
 	if c.kind == ProbeHTTPS {

@@ -13,7 +13,7 @@ import (
 type dueQueue []*target
 
 func (q dueQueue) Len() int           { return len(q) }
-func (q dueQueue) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
+func (q dueQueue) Less(i, j int) bool { return q[i].due < q[j].due }
 func (q dueQueue) Swap(i, j int) {
 	q[i], q[j] = q[j], q[i]
 	q[i].index, q[j].index = i, j
@@ -55,14 +55,14 @@ func (c *Checker) scheduleFresh(r *runState, t *target, now time.Time) {
 	}
 	switch {
 	case t.breaker.state == open:
-		t.due = now.Add(c.cfg.breaker.backoff(t.breaker.level, r.rand.Float64()))
+		t.due = r.offset(now) + c.cfg.breaker.backoff(t.breaker.level, r.rand.Float64())
 	case t.check.kind == ProbeNone:
 		r.queue.remove(t)
 		return
 	default:
-		t.due = now.Add(phase(t.addr, t.check.interval))
+		t.due = r.offset(now) + phase(t.addr, t.check.interval)
 	}
-	r.queue.put(t)
+	c.put(r, t)
 }
 
 // scheduleNext places a target after an observation: a tripped one after
@@ -72,20 +72,29 @@ func (c *Checker) scheduleNext(r *runState, t *target, now time.Time) {
 	if t.probing || t.removed {
 		return
 	}
+	off := r.offset(now)
 	switch {
 	case t.breaker.state == open:
-		t.due = now.Add(c.cfg.breaker.backoff(t.breaker.level, r.rand.Float64()))
+		t.due = off + c.cfg.breaker.backoff(t.breaker.level, r.rand.Float64())
 	case t.check.kind == ProbeNone:
 		r.queue.remove(t)
 		return
 	default:
-		next := t.due.Add(t.check.interval)
-		if !next.After(now) {
-			next = next.Add(now.Sub(next).Truncate(t.check.interval) + t.check.interval)
+		next := t.due + t.check.interval
+		if next <= off {
+			next += (off-next)/t.check.interval*t.check.interval + t.check.interval
 		}
 		t.due = next
 	}
+	c.put(r, t)
+}
+
+// put queues t, and sets the timer if t is now the first due.
+func (c *Checker) put(r *runState, t *target) {
 	r.queue.put(t)
+	if t.index == 0 {
+		c.armTimer(r)
+	}
 }
 
 // dispatch starts the probes that are due (up to the concurrency bound;
@@ -93,8 +102,10 @@ func (c *Checker) scheduleNext(r *runState, t *target, now time.Time) {
 // tripped targets that are not probed, and sets the timer for the next.
 func (c *Checker) dispatch(r *runState) {
 	now := c.clock.Now()
-	horizon := now.Add(c.slack)
-	for r.queue.Len() > 0 && !r.queue[0].due.After(horizon) {
+	off := r.offset(now)
+	horizon := off + c.slack
+	r.timerAt, r.blocked = -1, false // the loop was woken: perhaps by the timer
+	for r.queue.Len() > 0 && r.queue[0].due <= horizon {
 		t := r.queue[0]
 		if t.check.kind == ProbeNone {
 			heap.Pop(&r.queue)
@@ -104,10 +115,11 @@ func (c *Checker) dispatch(r *runState) {
 			continue
 		}
 		if r.inflight >= c.cfg.maxConcurrent {
+			r.blocked = true
 			return
 		}
 		heap.Pop(&r.queue)
-		c.metrics.delay.Observe(max(0, now.Sub(t.due)).Seconds())
+		c.metrics.delay.Observe(max(0, off-t.due).Seconds())
 		t.probing = true
 		r.inflight++
 		go c.probe(r, t, t.check, now)
@@ -121,7 +133,7 @@ func (c *Checker) armTimer(r *runState) {
 		return
 	}
 	at := r.queue[0].due
-	if at.Equal(r.timerAt) {
+	if at == r.timerAt {
 		return
 	}
 	if r.stop != nil {
@@ -129,24 +141,29 @@ func (c *Checker) armTimer(r *runState) {
 	}
 	r.timerAt = at
 	wake := r.wake
-	r.stop = c.clock.At(at, func() { signal(wake) })
+	r.stop = c.clock.At(r.at(at), func() { signal(wake) })
 }
 
 var errProbeTimeout = errors.New("probe timeout")
 
 // probe runs one probe, cut by its timeout on the checker's clock, and
-// applies its result.
+// applies its result. Probes under way when the run ends run to their
+// timeout at most, and their results are dropped.
 func (c *Checker) probe(r *runState, t *target, chk check, start time.Time) {
-	ctx, cancel := context.WithCancelCause(r.ctx)
-	stop := c.clock.At(start.Add(chk.timeout), func() { cancel(errProbeTimeout) })
-	err := c.probers[chk.kind].probe(ctx, addrPort(t.addr, &chk), &chk)
-	stop()
-	if err != nil && errors.Is(context.Cause(ctx), errProbeTimeout) {
-		err = timeoutError{chk.timeout}
-	}
-	cancel(nil)
-	if r.ctx.Err() != nil {
-		return // stopping: the result means nothing
+	deadline := start.Add(chk.timeout)
+	to := addrPort(t.addr, &chk)
+	var err error
+	if chk.kind == ProbeTCP {
+		err = c.tcp.probe(to, chk.timeout, func(abort func()) func() bool { return c.clock.At(deadline, abort) })
+	} else {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		stop := c.clock.At(deadline, func() { cancel(errProbeTimeout) })
+		err = c.web.probe(ctx, to, &chk)
+		stop()
+		if err != nil && errors.Is(context.Cause(ctx), errProbeTimeout) {
+			err = timeoutError{chk.timeout}
+		}
+		cancel(nil)
 	}
 	c.complete(r, t, chk, err)
 }
@@ -160,7 +177,9 @@ func (c *Checker) complete(r *runState, t *target, chk check, err error) {
 	}
 	r.inflight--
 	t.probing = false
-	signal(r.wake)
+	if r.blocked {
+		signal(r.wake)
+	}
 	if !t.removed {
 		now := c.clock.Now()
 		result := resultSuccess
@@ -171,7 +190,7 @@ func (c *Checker) complete(r *runState, t *target, chk check, err error) {
 		case err != nil:
 			result = resultFailure
 		}
-		c.metrics.probes.WithLabelValues(chk.kind.String(), result).Inc()
+		c.metrics.probed(chk.kind, result)
 		prev := t.breaker
 		var tr transition
 		if err != nil {

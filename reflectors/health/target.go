@@ -23,8 +23,8 @@ type target struct {
 	// verdict is the last verdict handed to the writer.
 	verdict lb.HealthVerdict
 
-	due     time.Time
-	index   int // in the queue; -1 when not queued
+	due     time.Duration // since the run's epoch
+	index   int           // in the queue; -1 when not queued
 	probing bool
 	removed bool
 	state   prometheus.Gauge

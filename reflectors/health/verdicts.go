@@ -20,7 +20,7 @@ func (c *Checker) observed(r *runState, t *target, prev breaker, tr transition, 
 			failures = 1
 		}
 		t.log.Info("Consecutive failure-accrual breaker tripped",
-			"failures", failures, "last_error", b.lastErr, "probation", prev.state == probation, "next_probe_in", t.due.Sub(now).Round(time.Millisecond))
+			"failures", failures, "last_error", b.lastErr, "probation", prev.state == probation, "next_probe_in", (t.due - r.offset(now)).Round(time.Millisecond))
 	case reopened:
 		t.log.Info("Consecutive failure-accrual breaker reopened",
 			"down_for", now.Sub(prev.since).Round(time.Millisecond), "probation_successes", c.cfg.breaker.threshold)
