@@ -5,6 +5,7 @@
 //
 //	go run ./cmd/lbbench [-services 50000] [-backends 1] [-iterations 5] [-maps kernel|memory] [-json]
 //	go run ./cmd/lbbench -latency      # update one slice at a time, 1000 times
+//	go run ./cmd/lbbench -health       # health checking: 10,000 loopback backends probed every second
 package main
 
 import (
@@ -46,6 +47,8 @@ type options struct {
 	maps                                    string
 	json, latency                           bool
 	cpuProfile, memProfile                  string
+	healthMode                              bool
+	health                                  healthOptions
 }
 
 // result is the JSON summary, printed as the last line with -json.
@@ -82,7 +85,23 @@ func main() {
 	flag.IntVar(&o.updates, "updates", 1000, "Updates in -latency mode")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "Write a CPU profile of the rounds")
 	flag.StringVar(&o.memProfile, "memprofile", "", "Write a heap profile taken with the services loaded")
+	flag.BoolVar(&o.healthMode, "health", false, "Measure health checking instead: probes of loopback backends, their CPU, and stopped backends' trips into the maps")
+	flag.IntVar(&o.health.backends, "health-backends", 10000, "Backends in -health mode, 10 per service")
+	flag.DurationVar(&o.health.interval, "health-interval", time.Second, "Probe interval in -health mode")
+	flag.DurationVar(&o.health.window, "health-window", 10*time.Second, "Measured time in -health mode, after two intervals of warm-up")
+	flag.IntVar(&o.health.fail, "health-fail", 100, "Backends stopped in -health mode to time their trips (one per service)")
 	flag.Parse()
+	if spec := os.Getenv(listenersEnv); spec != "" { // a child holding -health's backends
+		if err := serveListeners(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "lbbench listeners:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	run := run
+	if o.healthMode {
+		run = runHealth
+	}
 	if err := run(o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "lbbench:", err)
 		os.Exit(1)
