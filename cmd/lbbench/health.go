@@ -47,8 +47,10 @@ type healthResult struct {
 	CPUUserCoreFraction   float64 `json:"cpu_user_core_fraction"`
 	CPUPerBackendPerSecUs float64 `json:"cpu_per_backend_per_sec_us"`
 	ListenersCoreFraction float64 `json:"listeners_core_fraction"`
-	ProbesLate100ms       uint64  `json:"probes_late_100ms"`
 	ProbesStarted         uint64  `json:"probes_started"`
+	ProbesLate100ms       uint64  `json:"probes_late_100ms"`
+	ProbesLateInterval    uint64  `json:"probes_late_interval"`
+	ProbeDelayP99Seconds  float64 `json:"probe_delay_p99_seconds"` // a bucket's bound`
 	TripToMapsP50Ms       float64 `json:"trip_to_maps_p50_ms,omitempty"`
 	TripToMapsP99Ms       float64 `json:"trip_to_maps_p99_ms,omitempty"`
 	TripToMapsMaxMs       float64 `json:"trip_to_maps_max_ms,omitempty"`
@@ -145,23 +147,47 @@ func (b *healthBench) declare(addrs []string) error {
 	return lbreconciler.WaitReconciled(ctx, b.rec, b.frontends.Revision(b.db.ReadTxn()))
 }
 
-// counters reads the probes started and those that started over 100 ms
-// late, from the health checker's delay histogram.
-func (b *healthBench) counters() (started, late uint64) {
+// delays is a snapshot of the health checker's delay histogram: how late
+// probes started.
+type delays struct {
+	count  uint64
+	bounds []float64 // seconds
+	cumul  []uint64
+}
+
+func (b *healthBench) delays() delays {
+	var d delays
 	mfs, _ := b.reg.Gather()
 	for _, mf := range mfs {
 		if mf.GetName() != "lbstate_health_probe_delay_seconds" {
 			continue
 		}
 		h := mf.GetMetric()[0].GetHistogram()
-		started = h.GetSampleCount()
+		d.count = h.GetSampleCount()
 		for _, bk := range h.GetBucket() {
-			if bk.GetUpperBound() == 0.1 {
-				late = started - bk.GetCumulativeCount()
-			}
+			d.bounds = append(d.bounds, bk.GetUpperBound())
+			d.cumul = append(d.cumul, bk.GetCumulativeCount())
 		}
 	}
-	return started, late
+	return d
+}
+
+// since returns the probes started since d0, those that started over
+// late seconds late (late: one of the buckets' bounds), and the bound
+// under which 99% of them started (-1: past the last bucket).
+func (d delays) since(d0 delays, late float64) (started, over uint64, p99 float64) {
+	started = d.count - d0.count
+	p99 = -1
+	for i, bound := range d.bounds {
+		under := d.cumul[i] - d0.cumul[i]
+		if bound == late {
+			over = started - under
+		}
+		if p99 < 0 && float64(under) >= 0.99*float64(started) {
+			p99 = bound
+		}
+	}
+	return started, over, p99
 }
 
 func runHealth(o options, out io.Writer) error {
@@ -196,7 +222,7 @@ func runHealth(o options, out io.Writer) error {
 		defer f.Close()
 		pprof.StartCPUProfile(f)
 	}
-	started0, late0 := b.counters()
+	d0 := b.delays()
 	user0, sys0 := selfCPU()
 	child0 := g.cpu()
 	t0 := time.Now()
@@ -204,17 +230,19 @@ func runHealth(o options, out io.Writer) error {
 	elapsed := time.Since(t0)
 	user1, sys1 := selfCPU()
 	child1 := g.cpu()
-	started1, late1 := b.counters()
+	d1 := b.delays()
 	pprof.StopCPUProfile()
 
 	cpu := (user1 - user0) + (sys1 - sys0)
-	res.ProbesStarted, res.ProbesLate100ms = started1-started0, late1-late0
+	res.ProbesStarted, res.ProbesLate100ms, res.ProbeDelayP99Seconds = d1.since(d0, 0.1)
+	_, res.ProbesLateInterval, _ = d1.since(d0, nearestBound(d1.bounds, ho.interval.Seconds()))
 	res.ProbesPerSec = float64(res.ProbesStarted) / elapsed.Seconds()
 	res.CPUCoreFraction = cpu.Seconds() / elapsed.Seconds()
 	res.CPUUserCoreFraction = (user1 - user0).Seconds() / elapsed.Seconds()
 	res.CPUPerBackendPerSecUs = float64(cpu.Microseconds()) / elapsed.Seconds() / float64(ho.backends)
 	res.ListenersCoreFraction = (child1 - child0).Seconds() / elapsed.Seconds()
-	fmt.Fprintf(out, "probes: %.0f/s; %d of %d started over 100 ms late\n", res.ProbesPerSec, res.ProbesLate100ms, res.ProbesStarted)
+	fmt.Fprintf(out, "probes: %.0f/s; of %d started, %d over 100 ms late, %d over an interval late; 99%% within %gs of their time\n",
+		res.ProbesPerSec, res.ProbesStarted, res.ProbesLate100ms, res.ProbesLateInterval, res.ProbeDelayP99Seconds)
 	fmt.Fprintf(out, "prober CPU: %.1f%% of one core (user %.1f%%, system %.1f%%, TCP handshakes included): %.1f µs per backend per second\n",
 		100*res.CPUCoreFraction, 100*res.CPUUserCoreFraction, 100*(res.CPUCoreFraction-res.CPUUserCoreFraction), res.CPUPerBackendPerSecUs)
 	fmt.Fprintf(out, "listeners' CPU (the backends, not counted above): %.1f%% of one core\n", 100*res.ListenersCoreFraction)
@@ -287,4 +315,17 @@ func (b *healthBench) timeTrips(g *listenerGroup, ho healthOptions) ([]time.Dura
 	}
 	slices.Sort(lat)
 	return lat, nil
+}
+
+// nearestBound is the largest bucket bound at most x (the delay
+// histogram's buckets go up to 10 s), so that "over an interval late"
+// errs towards counting more.
+func nearestBound(bounds []float64, x float64) float64 {
+	best := bounds[0]
+	for _, b := range bounds {
+		if b <= x {
+			best = b
+		}
+	}
+	return best
 }

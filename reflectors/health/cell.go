@@ -22,7 +22,7 @@ var Cell = cell.Module(
 
 	cell.Config(DefaultConfig),
 	cell.ProvidePrivate(newCellChecker),
-	cell.Provide(func(c *Checker) Reporter {
+	cell.Provide(func(c *checker) Reporter {
 		if c == nil {
 			return nopReporter{}
 		}
@@ -40,7 +40,7 @@ type checkerParams struct {
 }
 
 // newCellChecker returns the checker, or nil when health checking is off.
-func newCellChecker(p checkerParams) (*Checker, error) {
+func newCellChecker(p checkerParams) (*checker, error) {
 	if !p.Config.Health {
 		return nil, nil
 	}
@@ -60,7 +60,7 @@ type sourceParams struct {
 
 	Source  reflectors.Params
 	DB      *statedb.DB
-	Checker *Checker
+	Checker *checker
 	Config  Config
 }
 

@@ -62,7 +62,7 @@ func TestCellOffByDefaultOnWithFlag(t *testing.T) {
 	}
 
 	on := startHive(t, "--health", "--health-interval", "2s")
-	if _, ok := on.rep.(*Checker); !ok {
+	if _, ok := on.rep.(*checker); !ok {
 		t.Errorf("Reporter with --health is %T", on.rep)
 	}
 	_, initialized := on.fes.Initialized(on.db.ReadTxn())

@@ -33,24 +33,24 @@ const (
 	AnnotationStatus = "lbstate.io/health-check-status"
 )
 
-// ProbeKind is how a backend is probed.
-type ProbeKind uint8
+// probeKind is how a backend is probed.
+type probeKind uint8
 
 const (
-	// ProbeNone: not probed; only passive reports move its breaker.
-	ProbeNone ProbeKind = iota
-	ProbeTCP
-	ProbeHTTP
-	ProbeHTTPS
+	// probeNone: not probed; only passive reports move its breaker.
+	probeNone probeKind = iota
+	probeTCP
+	probeHTTP
+	probeHTTPS
 )
 
 var probeKindNames = [...]string{"none", "tcp", "http", "https"}
 
-func (k ProbeKind) String() string { return probeKindNames[k] }
+func (k probeKind) String() string { return probeKindNames[k] }
 
 // check is how one backend is probed.
 type check struct {
-	kind      ProbeKind
+	kind      probeKind
 	port      uint16 // 0: the backend's own
 	path      string
 	interval  time.Duration
@@ -76,7 +76,7 @@ func serviceCheck(p *lb.ServiceParams, def check) (check, []error) {
 		if i < 0 {
 			bad(AnnotationCheck, v, "want tcp, http, https or none")
 		} else {
-			c.kind, c.explicit = ProbeKind(i), true
+			c.kind, c.explicit = probeKind(i), true
 		}
 	}
 	if v, ok := a[AnnotationPath]; ok {
@@ -123,9 +123,9 @@ const minDuration = 10 * time.Millisecond
 // service, TCP backends get a TCP probe, others none.
 func (c check) forBackend(addr lb.L3n4Addr) check {
 	if !c.explicit {
-		c.kind = ProbeNone
+		c.kind = probeNone
 		if addr.Protocol() == lb.ProtoTCP {
-			c.kind = ProbeTCP
+			c.kind = probeTCP
 		}
 	}
 	return c

@@ -19,7 +19,7 @@ func TestServiceCheckFromAnnotations(t *testing.T) {
 		AnnotationCheck: "HTTPS", AnnotationPath: "/healthz", AnnotationPort: "8443",
 		AnnotationInterval: "2s", AnnotationTimeout: "250ms", AnnotationStatus: "200-204",
 	}), testDefaults)
-	want := check{kind: ProbeHTTPS, explicit: true, port: 8443, path: "/healthz", interval: 2 * time.Second,
+	want := check{kind: probeHTTPS, explicit: true, port: 8443, path: "/healthz", interval: 2 * time.Second,
 		timeout: 250 * time.Millisecond, statusMin: 200, statusMax: 204}
 	if len(errs) != 0 || c != want {
 		t.Errorf("got %+v %v\nwant %+v", c, errs, want)
@@ -54,18 +54,18 @@ func TestServiceCheckBadValuesKeepDefaults(t *testing.T) {
 // others none; a service's kind applies to every backend, UDP included.
 func TestCheckKindForBackend(t *testing.T) {
 	tcp, udp := lb.MustParseL3n4Addr("10.0.0.1:80/TCP"), lb.MustParseL3n4Addr("10.0.0.1:53/UDP")
-	if k := testDefaults.forBackend(tcp).kind; k != ProbeTCP {
+	if k := testDefaults.forBackend(tcp).kind; k != probeTCP {
 		t.Errorf("TCP backend, no annotation: %s", k)
 	}
-	if k := testDefaults.forBackend(udp).kind; k != ProbeNone {
+	if k := testDefaults.forBackend(udp).kind; k != probeNone {
 		t.Errorf("UDP backend, no annotation: %s", k)
 	}
 	c, _ := serviceCheck(withAnnotations(map[string]string{AnnotationCheck: "tcp", AnnotationPort: "53"}), testDefaults)
-	if got := c.forBackend(udp); got.kind != ProbeTCP || addrPort(udp, &got).String() != "10.0.0.1:53" {
+	if got := c.forBackend(udp); got.kind != probeTCP || addrPort(udp, &got).String() != "10.0.0.1:53" {
 		t.Errorf("UDP backend of a service asking for tcp: %+v", got)
 	}
 	c, _ = serviceCheck(withAnnotations(map[string]string{AnnotationCheck: "none"}), testDefaults)
-	if k := c.forBackend(tcp).kind; k != ProbeNone {
+	if k := c.forBackend(tcp).kind; k != probeNone {
 		t.Errorf("TCP backend of a service asking for none: %s", k)
 	}
 }

@@ -27,9 +27,9 @@ import (
 	"github.com/lbstate/lbstate/reflectors"
 )
 
-// Checker is the health checker: the targets (checked backends), their
+// checker is the health checker: the targets (checked backends), their
 // breakers and schedule. It is also the passive Reporter.
-type Checker struct {
+type checker struct {
 	cfg     parsed
 	clock   Clock
 	metrics *metricSet
@@ -72,13 +72,13 @@ type runState struct {
 }
 
 // newChecker returns a checker with cfg, on clock, counting in m.
-func newChecker(cfg parsed, clock Clock, m *metricSet) *Checker {
-	return &Checker{cfg: cfg, clock: clock, metrics: m, slack: 5 * time.Millisecond, web: newHTTPProber()}
+func newChecker(cfg parsed, clock Clock, m *metricSet) *checker {
+	return &checker{cfg: cfg, clock: clock, metrics: m, slack: 5 * time.Millisecond, web: newHTTPProber()}
 }
 
 // run checks until ctx is done: it follows the frontends and backends
 // tables, probes, and writes verdicts. It is the source's body.
-func (c *Checker) run(ctx context.Context, s *reflectors.Source, db *statedb.DB) error {
+func (c *checker) run(ctx context.Context, s *reflectors.Source, db *statedb.DB) error {
 	w := s.Writer
 	txn := w.WriteTxn()
 	fes, err := w.Frontends().Changes(txn)
@@ -144,7 +144,7 @@ func (c *Checker) run(ctx context.Context, s *reflectors.Source, db *statedb.DB)
 }
 
 // stopRun drops what the run built: its targets' series, its timer.
-func (c *Checker) stopRun(r *runState) {
+func (c *checker) stopRun(r *runState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if r.stop != nil {

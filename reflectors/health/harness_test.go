@@ -29,7 +29,7 @@ type harness struct {
 	db     *statedb.DB
 	w      *tables.Writer
 	clock  *fakeClock
-	c      *Checker
+	c      *checker
 	src    *reflectors.Source
 	reg    *prometheus.Registry
 	log    *syncBuffer

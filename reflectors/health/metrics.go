@@ -23,7 +23,7 @@ type metricSet struct {
 
 var probeResults = [...]string{resultSuccess, resultFailure, resultTimeout}
 
-func (m *metricSet) probed(kind ProbeKind, result string) {
+func (m *metricSet) probed(kind probeKind, result string) {
 	for i, r := range probeResults {
 		if r == result {
 			m.byResult[kind][i].Inc()
@@ -63,7 +63,7 @@ func newMetrics(reg prometheus.Registerer) *metricSet {
 			Help: "Backends checked, by probe kind (none: passive reports only)"},
 			[]string{"kind"})),
 	}
-	for k := ProbeTCP; int(k) < len(probeKindNames); k++ {
+	for k := probeTCP; int(k) < len(probeKindNames); k++ {
 		for i, r := range probeResults {
 			m.byResult[k][i] = m.probes.WithLabelValues(k.String(), r)
 		}

@@ -17,10 +17,10 @@ type Reporter interface {
 	ReportConnection(backend lb.L3n4Addr, err error)
 }
 
-var _ Reporter = (*Checker)(nil)
+var _ Reporter = (*checker)(nil)
 
 // ReportConnection implements Reporter.
-func (c *Checker) ReportConnection(backend lb.L3n4Addr, err error) {
+func (c *checker) ReportConnection(backend lb.L3n4Addr, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r := c.cur

@@ -74,7 +74,7 @@ const maxBody = 4 << 10
 // done, whatever the backend does.
 func (p *httpProber) probe(ctx context.Context, to netip.AddrPort, c *check) error {
 	scheme := "http"
-	if c.kind == ProbeHTTPS {
+	if c.kind == probeHTTPS {
 		scheme = "https"
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+to.String()+c.path, nil)

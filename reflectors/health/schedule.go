@@ -49,14 +49,14 @@ func (q *dueQueue) remove(t *target) {
 
 // scheduleFresh places a target that is new, or whose probe kind or
 // interval changed: a phase into its interval, or its backoff if tripped.
-func (c *Checker) scheduleFresh(r *runState, t *target, now time.Time) {
+func (c *checker) scheduleFresh(r *runState, t *target, now time.Time) {
 	if t.probing {
 		return // its probe's end schedules it
 	}
 	switch {
 	case t.breaker.state == open:
 		t.due = r.offset(now) + c.cfg.breaker.backoff(t.breaker.level, r.rand.Float64())
-	case t.check.kind == ProbeNone:
+	case t.check.kind == probeNone:
 		r.queue.remove(t)
 		return
 	default:
@@ -68,7 +68,7 @@ func (c *Checker) scheduleFresh(r *runState, t *target, now time.Time) {
 // scheduleNext places a target after an observation: a tripped one after
 // its backoff, others one interval after their last due time, which
 // keeps their phase (skipping the intervals a slow probe overran).
-func (c *Checker) scheduleNext(r *runState, t *target, now time.Time) {
+func (c *checker) scheduleNext(r *runState, t *target, now time.Time) {
 	if t.probing || t.removed {
 		return
 	}
@@ -76,7 +76,7 @@ func (c *Checker) scheduleNext(r *runState, t *target, now time.Time) {
 	switch {
 	case t.breaker.state == open:
 		t.due = off + c.cfg.breaker.backoff(t.breaker.level, r.rand.Float64())
-	case t.check.kind == ProbeNone:
+	case t.check.kind == probeNone:
 		r.queue.remove(t)
 		return
 	default:
@@ -90,7 +90,7 @@ func (c *Checker) scheduleNext(r *runState, t *target, now time.Time) {
 }
 
 // put queues t, and sets the timer if t is now the first due.
-func (c *Checker) put(r *runState, t *target) {
+func (c *checker) put(r *runState, t *target) {
 	r.queue.put(t)
 	if t.index == 0 {
 		c.armTimer(r)
@@ -100,14 +100,14 @@ func (c *Checker) put(r *runState, t *target) {
 // dispatch starts the probes that are due (up to the concurrency bound;
 // a probe's end wakes the loop for the rest), expires the backoff of
 // tripped targets that are not probed, and sets the timer for the next.
-func (c *Checker) dispatch(r *runState) {
+func (c *checker) dispatch(r *runState) {
 	now := c.clock.Now()
 	off := r.offset(now)
 	horizon := off + c.slack
 	r.timerAt, r.blocked = -1, false // the loop was woken: perhaps by the timer
 	for r.queue.Len() > 0 && r.queue[0].due <= horizon {
 		t := r.queue[0]
-		if t.check.kind == ProbeNone {
+		if t.check.kind == probeNone {
 			heap.Pop(&r.queue)
 			prev := t.breaker
 			c.observed(r, t, prev, t.breaker.expire(now), now)
@@ -128,7 +128,7 @@ func (c *Checker) dispatch(r *runState) {
 }
 
 // armTimer wakes the loop when the first queued target is due.
-func (c *Checker) armTimer(r *runState) {
+func (c *checker) armTimer(r *runState) {
 	if r.queue.Len() == 0 {
 		return
 	}
@@ -149,11 +149,11 @@ var errProbeTimeout = errors.New("probe timeout")
 // probe runs one probe, cut by its timeout on the checker's clock, and
 // applies its result. Probes under way when the run ends run to their
 // timeout at most, and their results are dropped.
-func (c *Checker) probe(r *runState, t *target, chk check, start time.Time) {
+func (c *checker) probe(r *runState, t *target, chk check, start time.Time) {
 	deadline := start.Add(chk.timeout)
 	to := addrPort(t.addr, &chk)
 	var err error
-	if chk.kind == ProbeTCP {
+	if chk.kind == probeTCP {
 		err = c.tcp.probe(to, chk.timeout, func(abort func()) func() bool { return c.clock.At(deadline, abort) })
 	} else {
 		ctx, cancel := context.WithCancelCause(context.Background())
@@ -169,7 +169,7 @@ func (c *Checker) probe(r *runState, t *target, chk check, start time.Time) {
 }
 
 // complete applies a probe's result to its target's breaker.
-func (c *Checker) complete(r *runState, t *target, chk check, err error) {
+func (c *checker) complete(r *runState, t *target, chk check, err error) {
 	c.mu.Lock()
 	if c.cur != r {
 		c.mu.Unlock()

@@ -32,7 +32,7 @@ type target struct {
 
 // refreshTarget starts, changes or stops checking a backend after the
 // frontends that list it changed.
-func (c *Checker) refreshTarget(r *runState, b lb.L3n4Addr, now time.Time) {
+func (c *checker) refreshTarget(r *runState, b lb.L3n4Addr, now time.Time) {
 	if len(r.usage.users[b]) == 0 {
 		delete(r.usage.users, b)
 		c.removeTarget(r, b)
@@ -69,7 +69,7 @@ func (c *Checker) refreshTarget(r *runState, b lb.L3n4Addr, now time.Time) {
 
 // removeTarget stops checking a backend. A verdict it recorded is
 // cleared: nobody would ever lift it.
-func (c *Checker) removeTarget(r *runState, b lb.L3n4Addr) {
+func (c *checker) removeTarget(r *runState, b lb.L3n4Addr) {
 	t := r.targets[b]
 	if t == nil {
 		return
@@ -87,7 +87,7 @@ func (c *Checker) removeTarget(r *runState, b lb.L3n4Addr) {
 	}
 }
 
-func (c *Checker) inNetworks(b lb.L3n4Addr) bool {
+func (c *checker) inNetworks(b lb.L3n4Addr) bool {
 	if len(c.cfg.networks) == 0 {
 		return true
 	}

@@ -43,7 +43,7 @@ func sameUse(a, b *lb.Frontend) bool {
 // frontendChanged follows one change of the frontends table: the
 // backends it stopped or started listing are checked again for whether,
 // and how, they are to be probed.
-func (c *Checker) frontendChanged(r *runState, fe *lb.Frontend, deleted bool, now time.Time) {
+func (c *checker) frontendChanged(r *runState, fe *lb.Frontend, deleted bool, now time.Time) {
 	u := &r.usage
 	old := u.frontends[fe.Address]
 	if !deleted && old != nil && sameUse(old, fe) {
@@ -83,7 +83,7 @@ func (c *Checker) frontendChanged(r *runState, fe *lb.Frontend, deleted bool, no
 // holdService counts a frontend of its service and parses the service's
 // annotations when they changed; a bad value is rejected (logged with
 // the service, counted) and the default applies.
-func (c *Checker) holdService(r *runState, fe *lb.Frontend) {
+func (c *checker) holdService(r *runState, fe *lb.Frontend) {
 	e := r.usage.services[fe.Service]
 	if e == nil {
 		e = &serviceUse{check: c.cfg.defaults}

@@ -10,7 +10,7 @@ import (
 // observed logs and counts a breaker's transition and hands its verdict
 // to the writer if it changed. prev is the breaker before the
 // observation.
-func (c *Checker) observed(r *runState, t *target, prev breaker, tr transition, now time.Time) {
+func (c *checker) observed(r *runState, t *target, prev breaker, tr transition, now time.Time) {
 	b := &t.breaker
 	switch tr {
 	case noTransition:
@@ -38,7 +38,7 @@ func (c *Checker) observed(r *runState, t *target, prev breaker, tr transition, 
 	}
 }
 
-func (c *Checker) queueVerdict(r *runState, addr lb.L3n4Addr, v lb.HealthVerdict) {
+func (c *checker) queueVerdict(r *runState, addr lb.L3n4Addr, v lb.HealthVerdict) {
 	c.pending[addr] = v
 	signal(r.write)
 }
@@ -46,7 +46,7 @@ func (c *Checker) queueVerdict(r *runState, addr lb.L3n4Addr, v lb.HealthVerdict
 // backendChanged puts a checked backend's verdict back on its row when
 // the row says otherwise: the row was deleted and added again (which
 // resets its health), or a previous run left it.
-func (c *Checker) backendChanged(r *runState, row *lb.Backend) {
+func (c *checker) backendChanged(r *runState, row *lb.Backend) {
 	t := r.targets[row.Address]
 	if t == nil {
 		return
@@ -61,7 +61,7 @@ func (c *Checker) backendChanged(r *runState, row *lb.Backend) {
 
 // writeVerdicts writes the pending verdicts, all that piled up since the
 // last write in one transaction, until the run ends.
-func (c *Checker) writeVerdicts(r *runState, w *tables.Writer) {
+func (c *checker) writeVerdicts(r *runState, w *tables.Writer) {
 	for {
 		select {
 		case <-r.ctx.Done():
