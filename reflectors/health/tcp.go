@@ -1,6 +1,7 @@
 package health
 
 import (
+	"errors"
 	"net/netip"
 	"os"
 	"sync"
@@ -50,18 +51,43 @@ func (tcpProber) probe(to netip.AddrPort, timeout time.Duration, abortAt func(fu
 	})
 	err = unix.Connect(fd, sa)
 	stop()
+	self := err == nil && selfConnected(fd, to)
 	mu.Lock()
 	open = false
 	unix.Close(fd)
 	timedOut := aborted || err == unix.EAGAIN || err == unix.EINPROGRESS // SO_SNDTIMEO
 	mu.Unlock()
 	switch {
+	case err == nil && self:
+		return errSelfConnected
 	case err == nil:
 		return nil
 	case timedOut:
 		return timeoutError{timeout}
 	}
 	return os.NewSyscallError("connect", err)
+}
+
+// errSelfConnected is a probe that reached itself: with nobody listening
+// on a local port, the kernel may pick that very port as the probe's
+// source, and a TCP connection to oneself succeeds ("simultaneous
+// open"). It passed nothing.
+var errSelfConnected = errors.New("connect: connected to itself: nothing listens")
+
+// selfConnected reports whether the socket fd, connected to to, is
+// connected from to itself.
+func selfConnected(fd int, to netip.AddrPort) bool {
+	local, err := unix.Getsockname(fd)
+	if err != nil {
+		return false
+	}
+	switch l := local.(type) {
+	case *unix.SockaddrInet4:
+		return l.Port == int(to.Port()) && l.Addr == to.Addr().As4()
+	case *unix.SockaddrInet6:
+		return l.Port == int(to.Port()) && l.Addr == to.Addr().As16()
+	}
+	return false
 }
 
 func sockaddr(to netip.AddrPort) (family int, sa unix.Sockaddr) {
