@@ -25,6 +25,9 @@ const listenersEnv = "LBBENCH_HEALTH_LISTENERS"
 // limit of 20,000 open files.
 const perProcess = 15000
 
+// firstPort is the first port listeners try.
+const firstPort = 10000
+
 // serveListeners is the child: it listens on COUNT ports of IP, prints
 // each address and then "ready", accepts and closes connections, and
 // closes a listener when stdin says "close ADDR" (answering "closed
@@ -43,10 +46,17 @@ func serveListeners(spec string) error {
 	// side of loopback too.
 	var lc net.ListenConfig
 	lc.SetMultipathTCP(false)
+	// Ports from firstPort up, below the ephemeral range: picking free
+	// ports for 100,000 listeners is slow in the kernel, and probes'
+	// source ports never collide with these.
+	port := firstPort
 	for range n {
-		ln, err := lc.Listen(context.Background(), "tcp", net.JoinHostPort(ip, "0"))
-		if err != nil {
-			return err
+		var ln net.Listener
+		for ; ln == nil && port < 32768; port++ {
+			ln, err = lc.Listen(context.Background(), "tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+		}
+		if ln == nil {
+			return fmt.Errorf("no free port for listener on %s: %w", ip, err)
 		}
 		lns[ln.Addr().String()] = ln
 		fmt.Fprintln(out, ln.Addr())
