@@ -67,6 +67,7 @@ type runState struct {
 	usage   usage
 	timerAt time.Duration // the timer's; -1 if none
 	stop    func() bool
+	jobs    chan probeJob // to the workers
 	wake    chan struct{} // the loop: a probe ended, a timer fired
 	write   chan struct{} // the verdict writer: verdicts pending
 }
@@ -101,6 +102,10 @@ func (c *checker) run(ctx context.Context, s *reflectors.Source, db *statedb.DB)
 		rand:  rand.New(rand.NewPCG(uint64(c.clock.Now().UnixNano()), 0x6c627374)),
 		usage: newUsage(),
 		wake:  make(chan struct{}, 1), write: make(chan struct{}, 1), timerAt: -1,
+	}
+	r.jobs = make(chan probeJob, c.cfg.maxConcurrent)
+	for range c.cfg.maxConcurrent {
+		go c.worker(r)
 	}
 	c.mu.Lock()
 	c.cur, c.pending = r, map[lb.L3n4Addr]lb.HealthVerdict{}

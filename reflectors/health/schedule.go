@@ -1,51 +1,10 @@
 package health
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"time"
 )
-
-// dueQueue is the targets waiting for their next probe, soonest first. A
-// target is in it unless a probe of it is under way, or it is not probed
-// and its breaker is not open.
-type dueQueue []*target
-
-func (q dueQueue) Len() int           { return len(q) }
-func (q dueQueue) Less(i, j int) bool { return q[i].due < q[j].due }
-func (q dueQueue) Swap(i, j int) {
-	q[i], q[j] = q[j], q[i]
-	q[i].index, q[j].index = i, j
-}
-func (q *dueQueue) Push(x any) {
-	t := x.(*target)
-	t.index = len(*q)
-	*q = append(*q, t)
-}
-func (q *dueQueue) Pop() any {
-	old := *q
-	t := old[len(old)-1]
-	old[len(old)-1] = nil
-	*q = old[:len(old)-1]
-	t.index = -1
-	return t
-}
-
-// put queues t at t.due, or moves it there.
-func (q *dueQueue) put(t *target) {
-	if t.index >= 0 {
-		heap.Fix(q, t.index)
-		return
-	}
-	heap.Push(q, t)
-}
-
-func (q *dueQueue) remove(t *target) {
-	if t.index >= 0 {
-		heap.Remove(q, t.index)
-	}
-}
 
 // scheduleFresh places a target that is new, or whose probe kind or
 // interval changed: a phase into its interval, or its backoff if tripped.
@@ -106,9 +65,9 @@ func (c *checker) dispatch(r *runState) {
 	horizon := off + c.slack
 	r.timerAt, r.blocked = -1, false // the loop was woken: perhaps by the timer
 	for r.queue.Len() > 0 && r.queue[0].due <= horizon {
-		t := r.queue[0]
+		t := r.queue.first()
 		if t.check.kind == probeNone {
-			heap.Pop(&r.queue)
+			r.queue.pop()
 			prev := t.breaker
 			c.observed(r, t, prev, t.breaker.expire(now), now)
 			c.scheduleNext(r, t, now)
@@ -118,11 +77,12 @@ func (c *checker) dispatch(r *runState) {
 			r.blocked = true
 			return
 		}
-		heap.Pop(&r.queue)
+		r.queue.pop()
 		c.metrics.delay.Observe(max(0, off-t.due).Seconds())
 		t.probing = true
 		r.inflight++
-		go c.probe(r, t, t.check, now)
+		r.jobs <- probeJob{t, t.check, now} // never blocks: inflight bounds the jobs
+
 	}
 	c.armTimer(r)
 }
@@ -145,6 +105,27 @@ func (c *checker) armTimer(r *runState) {
 }
 
 var errProbeTimeout = errors.New("probe timeout")
+
+// probeJob is one probe for a worker.
+type probeJob struct {
+	t     *target
+	chk   check
+	start time.Time
+}
+
+// worker runs probes until the run ends. Workers live as long as the
+// run, so that their stacks, once grown, stay: a goroutine per probe
+// spent more time growing its stack than probing.
+func (c *checker) worker(r *runState) {
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case j := <-r.jobs:
+			c.probe(r, j.t, j.chk, j.start)
+		}
+	}
+}
 
 // probe runs one probe, cut by its timeout on the checker's clock, and
 // applies its result. Probes under way when the run ends run to their
