@@ -16,9 +16,10 @@ type metricSet struct {
 	delay       prometheus.Histogram
 	backends    *prometheus.GaugeVec // kind
 
-	// byResult holds probes' counters, looked up once: a probe's count
-	// is one increment, not a label lookup.
-	byResult [len(probeKindNames)][len(probeResults)]prometheus.Counter
+	// byResult and the passive counters are looked up once: a probe's
+	// or a report's count is one increment, not a label lookup.
+	byResult                                       [len(probeKindNames)][len(probeResults)]prometheus.Counter
+	passiveSuccess, passiveFailure, passiveIgnored prometheus.Counter
 }
 
 var probeResults = [...]string{resultSuccess, resultFailure, resultTimeout}
@@ -63,6 +64,9 @@ func newMetrics(reg prometheus.Registerer) *metricSet {
 			Help: "Backends checked, by probe kind (none: passive reports only)"},
 			[]string{"kind"})),
 	}
+	m.passiveSuccess = m.passive.WithLabelValues(resultSuccess)
+	m.passiveFailure = m.passive.WithLabelValues(resultFailure)
+	m.passiveIgnored = m.passive.WithLabelValues(resultIgnored)
 	for k := probeTCP; int(k) < len(probeKindNames); k++ {
 		for i, r := range probeResults {
 			m.byResult[k][i] = m.probes.WithLabelValues(k.String(), r)

@@ -29,22 +29,21 @@ func (c *checker) ReportConnection(backend lb.L3n4Addr, err error) {
 		t = r.targets[backend]
 	}
 	if t == nil {
-		c.metrics.passive.WithLabelValues(resultIgnored).Inc()
+		c.metrics.passiveIgnored.Inc()
 		return
 	}
 	now := c.clock.Now()
 	prev := t.breaker
 	var tr transition
 	if err != nil {
-		c.metrics.passive.WithLabelValues(resultFailure).Inc()
+		c.metrics.passiveFailure.Inc()
 		tr = t.breaker.failure(now, describe(err), &c.cfg.breaker)
 	} else {
-		c.metrics.passive.WithLabelValues(resultSuccess).Inc()
+		c.metrics.passiveSuccess.Inc()
 		tr = t.breaker.success(now, false, &c.cfg.breaker)
 	}
 	if tr == tripped {
-		c.scheduleNext(r, t, now) // on its backoff
-		signal(r.wake)
+		c.schedule(r, t, now, false) // on its backoff
 	}
 	c.observed(r, t, prev, tr, now)
 }

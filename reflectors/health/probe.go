@@ -60,7 +60,7 @@ func newHTTPProber() *httpProber {
 			DisableCompression: true,
 			Proxy:              nil,
 			DialContext:        (&net.Dialer{Control: lingerZero, KeepAlive: -1}).DialContext,
-			TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // see the type's comment
+			TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, // see the type's comment
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}

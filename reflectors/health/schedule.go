@@ -6,30 +6,14 @@ import (
 	"time"
 )
 
-// scheduleFresh places a target that is new, or whose probe kind or
-// interval changed: a phase into its interval, or its backoff if tripped.
-func (c *checker) scheduleFresh(r *runState, t *target, now time.Time) {
-	if t.probing {
-		return // its probe's end schedules it
-	}
-	switch {
-	case t.breaker.state == open:
-		t.due = r.offset(now) + c.cfg.breaker.backoff(t.breaker.level, r.rand.Float64())
-	case t.check.kind == probeNone:
-		r.queue.remove(t)
-		return
-	default:
-		t.due = r.offset(now) + phase(t.addr, t.check.interval)
-	}
-	c.put(r, t)
-}
-
-// scheduleNext places a target after an observation: a tripped one after
-// its backoff, others one interval after their last due time, which
-// keeps their phase (skipping the intervals a slow probe overran).
-func (c *checker) scheduleNext(r *runState, t *target, now time.Time) {
+// schedule places a target: a tripped one after its backoff; one that
+// is new or whose check changed (fresh) a phase into its interval;
+// others one interval after their last due time, which keeps their phase
+// (skipping the intervals a slow probe overran). A target that is not
+// probed waits only while tripped, for its backoff to run out.
+func (c *checker) schedule(r *runState, t *target, now time.Time, fresh bool) {
 	if t.probing || t.removed {
-		return
+		return // a probe's end schedules it
 	}
 	off := r.offset(now)
 	switch {
@@ -38,6 +22,8 @@ func (c *checker) scheduleNext(r *runState, t *target, now time.Time) {
 	case t.check.kind == probeNone:
 		r.queue.remove(t)
 		return
+	case fresh:
+		t.due = off + phase(t.addr, t.check.interval)
 	default:
 		next := t.due + t.check.interval
 		if next <= off {
@@ -70,7 +56,7 @@ func (c *checker) dispatch(r *runState) {
 			r.queue.pop()
 			prev := t.breaker
 			c.observed(r, t, prev, t.breaker.expire(now), now)
-			c.scheduleNext(r, t, now)
+			c.schedule(r, t, now, false)
 			continue
 		}
 		if r.inflight >= c.cfg.maxConcurrent {
@@ -82,7 +68,6 @@ func (c *checker) dispatch(r *runState) {
 		t.probing = true
 		r.inflight++
 		r.jobs <- probeJob{t, t.check, now} // never blocks: inflight bounds the jobs
-
 	}
 	c.armTimer(r)
 }
@@ -175,12 +160,13 @@ func (c *checker) complete(r *runState, t *target, chk check, err error) {
 		prev := t.breaker
 		var tr transition
 		if err != nil {
-			tr = t.breaker.failure(now, describe(err), &c.cfg.breaker)
-			t.log.Debug("Probe failed", "error", describe(err))
+			msg := describe(err)
+			tr = t.breaker.failure(now, msg, &c.cfg.breaker)
+			t.log.Debug("Probe failed", "error", msg)
 		} else {
 			tr = t.breaker.success(now, true, &c.cfg.breaker)
 		}
-		c.scheduleNext(r, t, now)
+		c.schedule(r, t, now, false)
 		c.observed(r, t, prev, tr, now)
 	}
 	probed := c.probed

@@ -50,7 +50,7 @@ func (c *checker) refreshTarget(r *runState, b lb.L3n4Addr, now time.Time) {
 		c.metrics.backends.WithLabelValues(chk.kind.String()).Inc()
 		t.services, t.log = names, scopedLog(r, names, b)
 		t.check = chk
-		c.scheduleFresh(r, t, now)
+		c.schedule(r, t, now, true)
 		return
 	}
 	if !slices.Equal(t.services, names) {
@@ -62,7 +62,7 @@ func (c *checker) refreshTarget(r *runState, b lb.L3n4Addr, now time.Time) {
 		old := t.check
 		t.check = chk
 		if old.kind != chk.kind || old.interval != chk.interval {
-			c.scheduleFresh(r, t, now)
+			c.schedule(r, t, now, true)
 		}
 	}
 }
