@@ -6,22 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"time"
 
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
-	"github.com/cilium/hive/job"
-	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/lbstate/lbstate/bpf"
-	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/metrics"
 	lbreconciler "github.com/lbstate/lbstate/reconciler"
@@ -61,56 +53,30 @@ type healthResult struct {
 // healthBench is the pipeline with health checking, over listeners in
 // child processes.
 type healthBench struct {
-	db        *statedb.DB
-	w         *tables.Writer
-	frontends statedb.Table[*lb.Frontend]
-	backends  statedb.Table[*lb.Backend]
-	rec       reconciler.Reconciler[*lb.Frontend]
-	maps      *bpf.Maps
-	reg       *prometheus.Registry
-	stop      func()
+	*bench
+	reg *prometheus.Registry
 }
 
 const healthFailures = 3 // --health-consecutive-failures
 
+// newHealthBench is newBench with metrics and health checking, its maps
+// sized for ho.backends in services of ten.
 func newHealthBench(o options) (*healthBench, error) {
-	b := &healthBench{}
-	cfg := bpf.DefaultConfig
-	n := uint32(o.health.backends)
-	cfg.LBServicesMax = 2*n + 1024
-	cfg.LBBackendsMax = n + 1024
-	cfg.LBRevNatMax = n/10 + 1024
-	var pinRoot string
-	if o.maps == "kernel" {
-		pinRoot = filepath.Join(bpftest.BPFFSRoot, fmt.Sprintf("lbbench-%d", os.Getpid()))
-		cfg.LBPinDir = pinRoot
+	hb := &healthBench{}
+	o.services, o.backends = o.health.backends/10, 10
+	o.cells = []cell.Cell{metrics.Cell, health.Cell,
+		cell.Invoke(func(reg *prometheus.Registry) { hb.reg = reg })}
+	o.configure = func(h *hive.Hive) {
+		hive.AddConfigOverride(h, func(c *health.Config) {
+			c.Health = true
+			c.HealthInterval = o.health.interval
+			c.HealthConsecutiveFailures = healthFailures
+			c.HealthNetworks = []string{"127.0.0.0/8"}
+		})
 	}
-	h := hive.New(
-		statedb.Cell, job.Cell, cell.SimpleHealthCell, metrics.Cell, tables.Cell, bpf.Cell, lbreconciler.Cell, health.Cell,
-		cell.Invoke(func(db *statedb.DB, w *tables.Writer, fes statedb.Table[*lb.Frontend], bes statedb.Table[*lb.Backend],
-			r reconciler.Reconciler[*lb.Frontend], m *bpf.Maps, reg *prometheus.Registry) {
-			b.db, b.w, b.frontends, b.backends, b.rec, b.maps, b.reg = db, w, fes, bes, r, m, reg
-		}),
-	)
-	hive.AddConfigOverride(h, func(c *bpf.Config) { *c = cfg })
-	hive.AddConfigOverride(h, func(c *bpf.ModeConfig) { c.LBMaps = o.maps })
-	hive.AddConfigOverride(h, func(c *health.Config) {
-		c.Health = true
-		c.HealthInterval = o.health.interval
-		c.HealthConsecutiveFailures = healthFailures
-		c.HealthNetworks = []string{"127.0.0.0/8"}
-	})
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if err := h.Start(log, context.Background()); err != nil {
-		return nil, err
-	}
-	b.stop = func() {
-		h.Stop(log, context.Background())
-		if pinRoot != "" {
-			os.RemoveAll(pinRoot)
-		}
-	}
-	return b, nil
+	b, err := newBench(o)
+	hb.bench = b
+	return hb, err
 }
 
 // declare writes services of ten backends each over addrs, 1000 services
@@ -216,13 +182,9 @@ func runHealth(o options, out io.Writer) error {
 	}
 	time.Sleep(2 * ho.interval) // warm-up: every backend probed, phases settled
 
-	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		pprof.StartCPUProfile(f)
+	stopProfile, err := startCPUProfile(o.cpuProfile) // the measured window only
+	if err != nil {
+		return err
 	}
 	d0 := b.delays()
 	user0, sys0 := selfCPU()
@@ -233,7 +195,7 @@ func runHealth(o options, out io.Writer) error {
 	user1, sys1 := selfCPU()
 	child1 := g.cpu()
 	d1 := b.delays()
-	pprof.StopCPUProfile()
+	stopProfile()
 
 	cpu := (user1 - user0) + (sys1 - sys0)
 	res.ProbesStarted, res.ProbesLate100ms, res.ProbeDelayP99Seconds = d1.since(d0, 0.1)

@@ -49,6 +49,9 @@ type options struct {
 	cpuProfile, memProfile                  string
 	healthMode                              bool
 	health                                  healthOptions
+	// cells and configure add to newBench's hive (-health's checker).
+	cells     []cell.Cell
+	configure func(*hive.Hive)
 }
 
 // result is the JSON summary, printed as the last line with -json.
@@ -141,15 +144,18 @@ func newBench(o options) (*bench, error) {
 		pinRoot = filepath.Join(bpftest.BPFFSRoot, fmt.Sprintf("lbbench-%d", os.Getpid()))
 		cfg.LBPinDir = pinRoot
 	}
-	h := hive.New(
+	h := hive.New(append([]cell.Cell{
 		statedb.Cell, job.Cell, cell.SimpleHealthCell, tables.Cell, bpf.Cell, lbreconciler.Cell,
 		cell.Invoke(func(db *statedb.DB, w *tables.Writer, fes statedb.Table[*lb.Frontend], bes statedb.Table[*lb.Backend],
 			r reconciler.Reconciler[*lb.Frontend], m *bpf.Maps) {
 			b.db, b.w, b.frontends, b.backends, b.rec, b.maps = db, w, fes, bes, r, m
 		}),
-	)
+	}, o.cells...)...)
 	hive.AddConfigOverride(h, func(c *bpf.Config) { *c = cfg })
 	hive.AddConfigOverride(h, func(c *bpf.ModeConfig) { c.LBMaps = o.maps })
+	if o.configure != nil {
+		o.configure(h)
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if err := h.Start(log, context.Background()); err != nil {
 		return nil, err
@@ -243,15 +249,11 @@ func run(o options, out io.Writer) error {
 		return err
 	}
 	defer b.stop()
-	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		pprof.StartCPUProfile(f)
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(o.cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 
 	// The objects exist before the clock starts and before the memory
 	// baseline, as they exist in an informer's store before its handlers
@@ -364,6 +366,25 @@ func (b *bench) measureLatency(o options, res *result, out io.Writer) error {
 	res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyMaxMs = ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1])
 	fmt.Fprintf(out, "latency over %d single-slice updates: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", len(lat), res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyMaxMs)
 	return nil
+}
+
+// startCPUProfile profiles into path (none: does nothing) until stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // peakRSS returns the process's peak resident set size (VmHWM), or 0

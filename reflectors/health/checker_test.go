@@ -42,16 +42,7 @@ func TestRefusingBackendTripsAndReopens(t *testing.T) {
 	if err != nil {
 		t.Skipf("port %s taken meanwhile: %v", be, err)
 	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	acceptAndClose(t, ln)
 	if r := h.step(time.Second); r.err != nil { // the backoff's probe
 		t.Fatal(r.err)
 	}
@@ -172,16 +163,7 @@ func TestLoneBackendKeepsServingWhenTripped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer up.Close()
-	go func() {
-		for {
-			c, err := up.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	acceptAndClose(t, up)
 	h.declare("lone", vip, nil, lone)
 	h.declare("pair", "10.96.0.2:80/TCP", nil, down, tcpAddr(up.Addr()))
 	for range 3 {

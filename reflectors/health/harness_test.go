@@ -266,6 +266,21 @@ func hangingAddr(t *testing.T) lb.L3n4Addr {
 	return addr
 }
 
+// acceptAndClose serves ln, a backend that accepts connections, until
+// the test ends.
+func acceptAndClose(t *testing.T, ln net.Listener) {
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+}
+
 func tcpAddr(a net.Addr) lb.L3n4Addr {
 	return lb.MustParseL3n4Addr(a.String() + "/TCP")
 }

@@ -52,8 +52,7 @@ func (q *dueQueue) removeAt(i int) {
 	n := len(old) - 1
 	old[i].t.index = -1
 	if i != n {
-		old[i] = old[n]
-		old[i].t.index = i
+		old.set(i, old[n])
 	}
 	old[n] = queued{}
 	*q = old[:n]
@@ -69,12 +68,10 @@ func (q dueQueue) up(i int) {
 		if q[parent].due <= e.due {
 			break
 		}
-		q[i] = q[parent]
-		q[i].t.index = i
+		q.set(i, q[parent])
 		i = parent
 	}
-	q[i] = e
-	e.t.index = i
+	q.set(i, e)
 }
 
 // down sifts q[i] down and reports whether it moved.
@@ -91,11 +88,15 @@ func (q dueQueue) down(i int) bool {
 		if e.due <= q[child].due {
 			break
 		}
-		q[i] = q[child]
-		q[i].t.index = i
+		q.set(i, q[child])
 		i = child
 	}
+	q.set(i, e)
+	return i > start
+}
+
+// set puts e at i, and tells its target.
+func (q dueQueue) set(i int, e queued) {
 	q[i] = e
 	e.t.index = i
-	return i > start
 }
