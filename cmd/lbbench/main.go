@@ -101,11 +101,11 @@ func main() {
 		}
 		return
 	}
-	run := run
+	measure := run
 	if o.healthMode {
-		run = runHealth
+		measure = runHealth
 	}
-	if err := run(o, os.Stdout); err != nil {
+	if err := measure(o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "lbbench:", err)
 		os.Exit(1)
 	}
@@ -366,25 +366,6 @@ func (b *bench) measureLatency(o options, res *result, out io.Writer) error {
 	res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyMaxMs = ms(lat[len(lat)/2]), ms(lat[len(lat)*99/100]), ms(lat[len(lat)-1])
 	fmt.Fprintf(out, "latency over %d single-slice updates: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", len(lat), res.LatencyP50Ms, res.LatencyP99Ms, res.LatencyMaxMs)
 	return nil
-}
-
-// startCPUProfile profiles into path (none: does nothing) until stop.
-func startCPUProfile(path string) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}, nil
 }
 
 // peakRSS returns the process's peak resident set size (VmHWM), or 0
