@@ -41,7 +41,7 @@ func (c *checker) refreshTarget(r *runState, b lb.L3n4Addr, now time.Time) {
 	if !c.inNetworks(b) {
 		return
 	}
-	names, chk := r.resolve(b)
+	names, chk := r.resolve(b, c.cfg.defaults)
 	t := r.targets[b]
 	if t == nil {
 		t = &target{addr: b, index: -1, state: c.metrics.state.WithLabelValues(b.String()), verdict: lb.HealthVerdict{Healthy: true}}

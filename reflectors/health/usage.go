@@ -104,9 +104,9 @@ func (c *checker) holdService(r *runState, fe *lb.Frontend) {
 }
 
 // resolve is how a backend is to be checked: the check of the first
-// service, by name, that names a probe kind, else of the first service;
-// and the services that use it, for its log lines.
-func (r *runState) resolve(b lb.L3n4Addr) ([]lb.ServiceName, check) {
+// service, by name, that names a probe kind, else of the first service
+// (else def); and the services that use it, for its log lines.
+func (r *runState) resolve(b lb.L3n4Addr, def check) ([]lb.ServiceName, check) {
 	var names []lb.ServiceName
 	for _, fe := range r.usage.users[b] {
 		if !slices.Contains(names, fe.Service) {
@@ -114,12 +114,15 @@ func (r *runState) resolve(b lb.L3n4Addr) ([]lb.ServiceName, check) {
 		}
 	}
 	slices.SortFunc(names, lb.ServiceName.Compare)
-	chosen := r.usage.services[names[0]]
+	chosen := def
+	if e := r.usage.services[names[0]]; e != nil {
+		chosen = e.check
+	}
 	for _, n := range names {
 		if e := r.usage.services[n]; e != nil && e.check.explicit {
-			chosen = e
+			chosen = e.check
 			break
 		}
 	}
-	return names, chosen.check.forBackend(b)
+	return names, chosen.forBackend(b)
 }
