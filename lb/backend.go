@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // DefaultBackendWeight is the weight of a backend whose source gives none.
@@ -108,6 +109,10 @@ type Backend struct {
 	// Unhealthy is set by health checking; an unhealthy active backend is
 	// treated as quarantined.
 	Unhealthy bool `json:"unhealthy,omitempty" yaml:"unhealthy,omitempty"`
+	// HealthSince and HealthError say since when the verdict holds and
+	// the last failure seen (see HealthVerdict).
+	HealthSince time.Time `json:"healthSince,omitzero" yaml:"healthSince,omitempty"`
+	HealthError string    `json:"healthError,omitempty" yaml:"healthError,omitempty"`
 }
 
 func compareInstanceKey(inst BackendInstance, name ServiceName, src Source) int {
@@ -174,7 +179,7 @@ func (b *Backend) Services() []ServiceName {
 }
 
 func (b *Backend) TableHeader() []string {
-	return []string{"Address", "Instances", "Health"}
+	return []string{"Address", "Instances", "Health", "HealthSince", "LastError"}
 }
 
 func (b *Backend) TableRow() []string {
@@ -182,11 +187,7 @@ func (b *Backend) TableRow() []string {
 	for i, inst := range b.Instances {
 		insts[i] = inst.String()
 	}
-	health := "healthy"
-	if b.Unhealthy {
-		health = "unhealthy"
-	}
-	return []string{b.Address.String(), strings.Join(insts, ", "), health}
+	return append([]string{b.Address.String(), strings.Join(insts, ", ")}, b.healthColumns()...)
 }
 
 // String prints the instance compactly: the service and source, then the

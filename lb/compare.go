@@ -18,7 +18,8 @@ func (p *ServiceParams) Equal(o *ServiceParams) bool {
 		slices.Equal(p.SourceRanges, o.SourceRanges) &&
 		p.Algorithm == o.Algorithm &&
 		p.HealthCheckNodePort == o.HealthCheckNodePort &&
-		p.Created.Equal(o.Created)
+		p.Created.Equal(o.Created) &&
+		maps.Equal(p.Annotations, o.Annotations)
 }
 
 // Equal reports whether p and o describe the same backend the same way.
@@ -38,6 +39,7 @@ func (p *BackendParams) Equal(o *BackendParams) bool {
 func (p ServiceParams) Clone() ServiceParams {
 	p.Frontends = slices.Clone(p.Frontends)
 	p.SourceRanges = slices.Clone(p.SourceRanges)
+	p.Annotations = maps.Clone(p.Annotations)
 	return p
 }
 

@@ -54,6 +54,12 @@ type ServiceParams struct {
 	// (a namespace renamed) never moves an address; an unknown time counts
 	// as newer than every known one.
 	Created time.Time `json:"created,omitzero" yaml:"created,omitempty"`
+
+	// Annotations are the annotations that matter to other parts than the
+	// Writer (health checking's lbstate.io/health-check*), as the source
+	// found them: each part parses its own, so that a bad value is that
+	// part's to report and does not reject the whole service.
+	Annotations map[string]string `json:"annotations,omitempty" yaml:"annotations,omitempty"`
 }
 
 // FrontendParams is one address of a service that the datapath matches.

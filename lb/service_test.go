@@ -31,6 +31,7 @@ func validParams() lb.ServiceParams {
 		Algorithm:              lb.AlgorithmMaglev,
 		HealthCheckNodePort:    32000,
 		Created:                time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC),
+		Annotations:            map[string]string{"lbstate.io/health-check": "http"},
 	}
 }
 
@@ -211,6 +212,8 @@ func TestServiceParamsEqual(t *testing.T) {
 		{"Frontends claim", func(p *lb.ServiceParams) { p.Frontends[2].Claim = lb.ClaimExplicit }},
 		{"Created", func(p *lb.ServiceParams) { p.Created = p.Created.Add(time.Second) }},
 		{"Created unknown", func(p *lb.ServiceParams) { p.Created = time.Time{} }},
+		{"Annotations value", func(p *lb.ServiceParams) { p.Annotations["lbstate.io/health-check"] = "tcp" }},
+		{"Annotations nil", func(p *lb.ServiceParams) { p.Annotations = nil }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.field, func(t *testing.T) {
@@ -299,5 +302,18 @@ func TestRedirectValidate(t *testing.T) {
 	}
 	if got := (lb.Redirect{Source: lb.SourceAPI, To: to}).String(); got != "default/local-web (api)" {
 		t.Errorf("Redirect.String() = %q", got)
+	}
+}
+
+// A clone shares no slice or map with the original: the Writer keeps
+// clones of what sources pass, which sources may then change.
+func TestServiceParamsCloneSharesNothing(t *testing.T) {
+	orig := validParams()
+	c := orig.Clone()
+	c.Frontends[0].PortName = "changed"
+	c.SourceRanges[0] = netip.MustParsePrefix("192.0.2.0/24")
+	c.Annotations["lbstate.io/health-check"] = "tcp"
+	if want := validParams(); !orig.Equal(&want) {
+		t.Errorf("changing the clone changed the original: %+v", orig)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/cilium/statedb"
 
@@ -53,5 +54,40 @@ func TestSetBackendsReleasesUnlisted(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("n=%d: backends after SetBackends of every other one:\n got %v\nwant %v", n, got, want)
 		}
+	}
+}
+
+// A verdict's details (since when, the last error) are kept on the
+// backend row, where lbctl shows them; changing only them leaves the
+// frontends (and so the maps) alone.
+func TestSetBackendVerdictKeepsDetailsOnTheRow(t *testing.T) {
+	w := newTestWriter(t)
+	name := lb.NewServiceName("ns", "svc")
+	addr := lb.MustParseL3n4Addr("10.0.0.1:80/TCP")
+	mustWrite(t, w, func(txn statedb.WriteTxn) error {
+		if err := w.UpsertService(txn, lb.ServiceParams{Name: name, Source: lb.SourceK8s,
+			Frontends: []lb.FrontendParams{{Address: lb.MustParseL3n4Addr("10.96.0.1:80/TCP"), Type: lb.SVCTypeClusterIP}}}); err != nil {
+			return err
+		}
+		return w.UpsertBackends(txn, name, lb.SourceK8s, lb.BackendParams{Address: addr, Weight: 100})
+	})
+	since := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	tripped := lb.HealthVerdict{Healthy: false, Since: since, LastError: "connect: connection refused"}
+	mustWrite(t, w, func(txn statedb.WriteTxn) error { return w.SetBackendVerdict(txn, addr, tripped) })
+	feRev := w.Frontends().Revision(w.db.ReadTxn())
+
+	again := tripped
+	again.LastError = "timeout after 1s"
+	mustWrite(t, w, func(txn statedb.WriteTxn) error { return w.SetBackendVerdict(txn, addr, again) })
+	txn := w.db.ReadTxn()
+	if rev := w.Frontends().Revision(txn); rev != feRev {
+		t.Errorf("frontends changed (revision %d -> %d) for a new last error alone", feRev, rev)
+	}
+	b, _, _ := w.Backends().Get(txn, BackendByAddress.Query(addr))
+	if got := b.Verdict(); !got.Equal(again) {
+		t.Errorf("backend row says %+v, want %+v", got, again)
+	}
+	if row := b.TableRow(); row[2] != "unhealthy" || row[3] != "2025-01-02T03:04:05Z" || row[4] != "timeout after 1s" {
+		t.Errorf("table row %q", row)
 	}
 }

@@ -297,22 +297,30 @@ func (w *Writer) deleteSourceWhere(txn statedb.WriteTxn, src lb.Source, keep fun
 	return w.end(txn, ch)
 }
 
-// SetBackendHealth records a health check's verdict on a backend address.
-// An unhealthy active backend is treated as quarantined by every service.
+// SetBackendHealth records a health check's verdict on a backend address,
+// without details: SetBackendVerdict with only Healthy set.
 func (w *Writer) SetBackendHealth(txn statedb.WriteTxn, addr lb.L3n4Addr, healthy bool) error {
+	return w.SetBackendVerdict(txn, addr, lb.HealthVerdict{Healthy: healthy})
+}
+
+// SetBackendVerdict records a health checker's verdict on a backend
+// address, with since when it holds and the last error. An unhealthy
+// active backend is treated as quarantined by every service. A change of
+// the details alone re-selects nothing.
+func (w *Writer) SetBackendVerdict(txn statedb.WriteTxn, addr lb.L3n4Addr, v lb.HealthVerdict) error {
 	old, _, found := w.t.backends.Get(txn, BackendByAddress.Query(addr))
 	if !found {
 		return fmt.Errorf("backend %s: not found", addr)
 	}
-	if old.Unhealthy == !healthy {
+	if old.Verdict().Equal(v) {
 		return nil
 	}
-	next := *old
-	next.Unhealthy = !healthy
 	ch := w.begin(txn)
-	w.putBackend(txn, ch, &next)
-	for _, name := range old.Services() {
-		w.backendsChanged(ch, name)
+	w.putBackend(txn, ch, old.WithVerdict(v))
+	if old.Unhealthy != !v.Healthy {
+		for _, name := range old.Services() {
+			w.backendsChanged(ch, name)
+		}
 	}
 	return w.end(txn, ch)
 }

@@ -5,6 +5,7 @@
 //
 //	go run ./cmd/lbbench [-services 50000] [-backends 1] [-iterations 5] [-maps kernel|memory] [-json]
 //	go run ./cmd/lbbench -latency      # update one slice at a time, 1000 times
+//	go run ./cmd/lbbench -health       # health checking: 10,000 loopback backends probed every second
 package main
 
 import (
@@ -46,6 +47,11 @@ type options struct {
 	maps                                    string
 	json, latency                           bool
 	cpuProfile, memProfile                  string
+	healthMode                              bool
+	health                                  healthOptions
+	// cells and configure add to newBench's hive (-health's checker).
+	cells     []cell.Cell
+	configure func(*hive.Hive)
 }
 
 // result is the JSON summary, printed as the last line with -json.
@@ -82,8 +88,24 @@ func main() {
 	flag.IntVar(&o.updates, "updates", 1000, "Updates in -latency mode")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "Write a CPU profile of the rounds")
 	flag.StringVar(&o.memProfile, "memprofile", "", "Write a heap profile taken with the services loaded")
+	flag.BoolVar(&o.healthMode, "health", false, "Measure health checking instead: probes of loopback backends, their CPU, and stopped backends' trips into the maps")
+	flag.IntVar(&o.health.backends, "health-backends", 10000, "Backends in -health mode, 10 per service")
+	flag.DurationVar(&o.health.interval, "health-interval", time.Second, "Probe interval in -health mode")
+	flag.DurationVar(&o.health.window, "health-window", 10*time.Second, "Measured time in -health mode, after two intervals of warm-up")
+	flag.IntVar(&o.health.fail, "health-fail", 100, "Backends stopped in -health mode to time their trips (one per service)")
 	flag.Parse()
-	if err := run(o, os.Stdout); err != nil {
+	if spec := os.Getenv(listenersEnv); spec != "" { // a child holding -health's backends
+		if err := serveListeners(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "lbbench listeners:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	measure := run
+	if o.healthMode {
+		measure = runHealth
+	}
+	if err := measure(o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "lbbench:", err)
 		os.Exit(1)
 	}
@@ -122,15 +144,18 @@ func newBench(o options) (*bench, error) {
 		pinRoot = filepath.Join(bpftest.BPFFSRoot, fmt.Sprintf("lbbench-%d", os.Getpid()))
 		cfg.LBPinDir = pinRoot
 	}
-	h := hive.New(
+	h := hive.New(append([]cell.Cell{
 		statedb.Cell, job.Cell, cell.SimpleHealthCell, tables.Cell, bpf.Cell, lbreconciler.Cell,
 		cell.Invoke(func(db *statedb.DB, w *tables.Writer, fes statedb.Table[*lb.Frontend], bes statedb.Table[*lb.Backend],
 			r reconciler.Reconciler[*lb.Frontend], m *bpf.Maps) {
 			b.db, b.w, b.frontends, b.backends, b.rec, b.maps = db, w, fes, bes, r, m
 		}),
-	)
+	}, o.cells...)...)
 	hive.AddConfigOverride(h, func(c *bpf.Config) { *c = cfg })
 	hive.AddConfigOverride(h, func(c *bpf.ModeConfig) { c.LBMaps = o.maps })
+	if o.configure != nil {
+		o.configure(h)
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if err := h.Start(log, context.Background()); err != nil {
 		return nil, err
@@ -224,15 +249,11 @@ func run(o options, out io.Writer) error {
 		return err
 	}
 	defer b.stop()
-	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		pprof.StartCPUProfile(f)
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(o.cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 
 	// The objects exist before the clock starts and before the memory
 	// baseline, as they exist in an informer's store before its handlers

@@ -63,7 +63,7 @@ func TestRemoteTablesGolden(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &fes); err != nil {
 		t.Fatal(err)
 	}
-	if len(fes) != 13 || fes[0].Policy == nil || fes[0].Service.IsZero() || len(fes[0].Backends) == 0 {
+	if len(fes) != 14 || fes[0].Policy == nil || fes[0].Service.IsZero() || len(fes[0].Backends) == 0 {
 		t.Fatalf("decoded %d frontends, first %+v", len(fes), fes[0])
 	}
 }

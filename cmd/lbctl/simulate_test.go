@@ -73,7 +73,7 @@ func TestSimulateJSONWithMaps(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Frontends) != 13 || len(out.Maps.Services) == 0 {
+	if len(out.Frontends) != 14 || len(out.Maps.Services) == 0 {
 		t.Fatalf("%d frontends, %d service entries", len(out.Frontends), len(out.Maps.Services))
 	}
 }

@@ -77,7 +77,7 @@ func TestMetricsServed(t *testing.T) {
 	_, metricsAddr := startAgent(t)
 	want := []string{
 		`lbstate_source_synced{source="file"} 1`,
-		`lbstate_source_objects{kind="services",source="file"} 3`,
+		`lbstate_source_objects{kind="services",source="file"} 4`,
 		`lbstate_source_errors_total{source="file"} 0`,
 		`lbstate_reconciler_duration_seconds_count{operation="update"}`,
 		`lbstate_reconciler_failing_frontends 0`,

@@ -30,6 +30,7 @@ import (
 	"github.com/lbstate/lbstate/metrics"
 	"github.com/lbstate/lbstate/reconciler"
 	"github.com/lbstate/lbstate/reflectors/file"
+	"github.com/lbstate/lbstate/reflectors/health"
 	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/tables"
 )
@@ -96,6 +97,7 @@ func newHive(af *agentFlags) *hive.Hive {
 		datapath.Cell,
 		k8s.Cell,
 		file.Cell,
+		health.Cell, // --health
 		cell.Provide(func() (kubernetes.Interface, error) { return kubeClient(af.kubeconfig) }),
 		cell.Invoke(func(lc cell.Lifecycle, log *slog.Logger, db *statedb.DB, maps *bpf.Maps, gatherer prometheus.Gatherer) {
 			serveAPI(lc, log, af.apiAddr, db, maps)

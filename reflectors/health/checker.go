@@ -1,0 +1,182 @@
+// Package health is a source of verdicts about backends: it probes every
+// backend that a frontend on this node uses (TCP connect, HTTP(S) GET, as
+// each Service's lbstate.io/health-check* annotations say), feeds the
+// results, and what other parts report through Reporter, into one
+// consecutive-failures breaker per backend, and records each breaker's
+// verdict with Writer.SetBackendVerdict. A tripped backend takes no new
+// flows while its services have healthy ones; it is never the reason a
+// service has no backend at all (selection's quarantined tier).
+//
+// The traps: one prober per backend address, however many services
+// share it (the first service by name that sets a probe kind decides
+// how); time comes from a Clock, so tests advance a fake one; probes
+// start spread over their interval and at most --health-max-concurrent
+// run at once.
+package health
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/cilium/statedb"
+
+	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/reflectors"
+)
+
+// checker is the health checker: the targets (checked backends), their
+// breakers and schedule. It is also the passive Reporter.
+type checker struct {
+	cfg     parsed
+	clock   Clock
+	metrics *metricSet
+	tcp     tcpProber
+	web     *httpProber
+	// slack lets the loop start a probe this much before it is due, so
+	// that one wake-up starts many: with thousands of probes a second a
+	// wake-up per probe costs more than the probes.
+	slack time.Duration
+
+	mu      sync.Mutex
+	cur     *runState // nil while not running
+	pending map[lb.L3n4Addr]lb.HealthVerdict
+
+	// Tests' hooks: probed is called after each probe's result is
+	// applied; iterated after each turn of the loop, with the revision of
+	// the frontends table it has followed up to.
+	probed   func(lb.L3n4Addr, error)
+	iterated func(frontendsRev statedb.Revision)
+}
+
+// runState is what one run of the checker builds and drops.
+type runState struct {
+	ctx     context.Context
+	src     *reflectors.Source
+	targets map[lb.L3n4Addr]*target
+	queue   dueQueue
+	// epoch is the run's start: due times are offsets from it, which the
+	// queue compares faster than times.
+	epoch    time.Time
+	inflight int
+	// blocked is set while due probes wait for one under way to end.
+	blocked bool
+	rand    *rand.Rand
+	usage   usage
+	timerAt time.Duration // the timer's; -1 if none
+	stop    func() bool
+	jobs    chan probeJob // to the workers
+	wake    chan struct{} // the loop: a probe ended, a timer fired
+	write   chan struct{} // the verdict writer: verdicts pending
+}
+
+// newChecker returns a checker with cfg, on clock, counting in m.
+func newChecker(cfg parsed, clock Clock, m *metricSet) *checker {
+	return &checker{cfg: cfg, clock: clock, metrics: m, slack: 5 * time.Millisecond, web: newHTTPProber()}
+}
+
+// run checks until ctx is done: it follows the frontends and backends
+// tables, probes, and writes verdicts. It is the source's body.
+func (c *checker) run(ctx context.Context, s *reflectors.Source, db *statedb.DB) error {
+	w := s.Writer
+	txn := w.WriteTxn()
+	fes, err := w.Frontends().Changes(txn)
+	if err != nil {
+		txn.Abort()
+		return err
+	}
+	bes, err := w.Backends().Changes(txn)
+	if err != nil {
+		txn.Abort()
+		return err
+	}
+	txn.Commit()
+	// Nothing health checking writes is needed before the first prune:
+	// synced from the start.
+	s.Synced()
+
+	r := &runState{
+		ctx: ctx, src: s, targets: map[lb.L3n4Addr]*target{}, epoch: c.clock.Now(),
+		rand:  rand.New(rand.NewPCG(uint64(c.clock.Now().UnixNano()), 0x6c627374)),
+		usage: newUsage(),
+		wake:  make(chan struct{}, 1), write: make(chan struct{}, 1), timerAt: -1,
+	}
+	r.jobs = make(chan probeJob, c.cfg.maxConcurrent)
+	for range c.cfg.maxConcurrent {
+		go c.worker(r)
+	}
+	c.mu.Lock()
+	c.cur, c.pending = r, map[lb.L3n4Addr]lb.HealthVerdict{}
+	c.mu.Unlock()
+	defer c.stopRun(r)
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.writeVerdicts(r, w)
+	}()
+	defer func() { <-done }()
+
+	for {
+		rtxn := db.ReadTxn()
+		feChanges, feWatch := fes.Next(rtxn)
+		beChanges, beWatch := bes.Next(rtxn)
+		c.mu.Lock()
+		now := c.clock.Now()
+		for change := range feChanges {
+			c.frontendChanged(r, change.Object, change.Deleted, now)
+		}
+		for change := range beChanges {
+			if !change.Deleted {
+				c.backendChanged(r, change.Object)
+			}
+		}
+		c.dispatch(r)
+		c.mu.Unlock()
+		if c.iterated != nil {
+			c.iterated(w.Frontends().Revision(rtxn))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-feWatch:
+		case <-beWatch:
+		case <-r.wake:
+		}
+	}
+}
+
+// stopRun drops what the run built: its targets' series, its timer.
+func (c *checker) stopRun(r *runState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.stop != nil {
+		r.stop()
+	}
+	for _, t := range r.targets {
+		c.metrics.state.DeleteLabelValues(t.addr.String())
+	}
+	c.metrics.backends.Reset()
+	c.cur = nil
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (r *runState) offset(t time.Time) time.Duration { return t.Sub(r.epoch) }
+func (r *runState) at(d time.Duration) time.Time     { return r.epoch.Add(d) }
+
+// addrPort is where a check probes a backend.
+func addrPort(addr lb.L3n4Addr, c *check) netip.AddrPort {
+	port := addr.Port()
+	if c.port != 0 {
+		port = c.port
+	}
+	return netip.AddrPortFrom(addr.Addr(), port)
+}

@@ -1,0 +1,177 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// schedule places a target: a tripped one after its backoff; one that
+// is new or whose check changed (fresh) a phase into its interval;
+// others one interval after their last due time, which keeps their phase
+// (skipping the intervals a slow probe overran). A target that is not
+// probed waits only while tripped, for its backoff to run out.
+func (c *checker) schedule(r *runState, t *target, now time.Time, fresh bool) {
+	if t.probing || t.removed {
+		return // a probe's end schedules it
+	}
+	off := r.offset(now)
+	switch {
+	case t.breaker.state == open:
+		t.due = off + c.cfg.breaker.backoff(t.breaker.level, r.rand.Float64())
+	case t.check.kind == probeNone:
+		r.queue.remove(t)
+		return
+	case fresh:
+		t.due = off + phase(t.addr, t.check.interval)
+	default:
+		next := t.due + t.check.interval
+		if next <= off {
+			next += (off-next)/t.check.interval*t.check.interval + t.check.interval
+		}
+		t.due = next
+	}
+	c.put(r, t)
+}
+
+// put queues t, and sets the timer if t is now the first due.
+func (c *checker) put(r *runState, t *target) {
+	r.queue.put(t)
+	if t.index == 0 {
+		c.armTimer(r)
+	}
+}
+
+// dispatch starts the probes that are due (up to the concurrency bound;
+// a probe's end wakes the loop for the rest), expires the backoff of
+// tripped targets that are not probed, and sets the timer for the next.
+func (c *checker) dispatch(r *runState) {
+	now := c.clock.Now()
+	off := r.offset(now)
+	horizon := off + c.slack
+	r.timerAt, r.blocked = -1, false // the loop was woken: perhaps by the timer
+	for r.queue.Len() > 0 && r.queue[0].due <= horizon {
+		t := r.queue.first()
+		if t.check.kind == probeNone {
+			r.queue.pop()
+			prev := t.breaker
+			c.observed(r, t, prev, t.breaker.expire(now), now)
+			c.schedule(r, t, now, false)
+			continue
+		}
+		if r.inflight >= c.cfg.maxConcurrent {
+			r.blocked = true
+			return
+		}
+		r.queue.pop()
+		c.metrics.delay.Observe(max(0, off-t.due).Seconds())
+		t.probing = true
+		r.inflight++
+		r.jobs <- probeJob{t, t.check, now} // never blocks: inflight bounds the jobs
+	}
+	c.armTimer(r)
+}
+
+// armTimer wakes the loop when the first queued target is due.
+func (c *checker) armTimer(r *runState) {
+	if r.queue.Len() == 0 {
+		return
+	}
+	at := r.queue[0].due
+	if at == r.timerAt {
+		return
+	}
+	if r.stop != nil {
+		r.stop()
+	}
+	r.timerAt = at
+	wake := r.wake
+	r.stop = c.clock.At(r.at(at), func() { signal(wake) })
+}
+
+var errProbeTimeout = errors.New("probe timeout")
+
+// probeJob is one probe for a worker.
+type probeJob struct {
+	t     *target
+	chk   check
+	start time.Time
+}
+
+// worker runs probes until the run ends. Workers live as long as the
+// run, so that their stacks, once grown, stay: a goroutine per probe
+// spent more time growing its stack than probing.
+func (c *checker) worker(r *runState) {
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case j := <-r.jobs:
+			c.probe(r, j.t, j.chk, j.start)
+		}
+	}
+}
+
+// probe runs one probe, cut by its timeout on the checker's clock, and
+// applies its result. Probes under way when the run ends run to their
+// timeout at most, and their results are dropped.
+func (c *checker) probe(r *runState, t *target, chk check, start time.Time) {
+	deadline := start.Add(chk.timeout)
+	to := addrPort(t.addr, &chk)
+	var err error
+	if chk.kind == probeTCP {
+		err = c.tcp.probe(to, chk.timeout, func(abort func()) func() bool { return c.clock.At(deadline, abort) })
+	} else {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		stop := c.clock.At(deadline, func() { cancel(errProbeTimeout) })
+		err = c.web.probe(ctx, to, &chk)
+		stop()
+		if err != nil && errors.Is(context.Cause(ctx), errProbeTimeout) {
+			err = timeoutError{chk.timeout}
+		}
+		cancel(nil)
+	}
+	c.complete(r, t, chk, err)
+}
+
+// complete applies a probe's result to its target's breaker.
+func (c *checker) complete(r *runState, t *target, chk check, err error) {
+	c.mu.Lock()
+	if c.cur != r {
+		c.mu.Unlock()
+		return
+	}
+	r.inflight--
+	t.probing = false
+	if r.blocked {
+		signal(r.wake)
+	}
+	if !t.removed {
+		now := c.clock.Now()
+		result := resultSuccess
+		var timeout timeoutError
+		switch {
+		case errors.As(err, &timeout):
+			result = resultTimeout
+		case err != nil:
+			result = resultFailure
+		}
+		c.metrics.probed(chk.kind, result)
+		prev := t.breaker
+		var tr transition
+		if err != nil {
+			msg := describe(err)
+			tr = t.breaker.failure(now, msg, &c.cfg.breaker)
+			t.log.Debug("Probe failed", "error", msg)
+		} else {
+			tr = t.breaker.success(now, true, &c.cfg.breaker)
+		}
+		c.schedule(r, t, now, false)
+		c.observed(r, t, prev, tr, now)
+	}
+	probed := c.probed
+	c.mu.Unlock()
+	if probed != nil {
+		probed(t.addr, err)
+	}
+}

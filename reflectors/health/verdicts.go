@@ -1,0 +1,97 @@
+package health
+
+import (
+	"time"
+
+	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/tables"
+)
+
+// observed logs and counts a breaker's transition and hands its verdict
+// to the writer if it changed. prev is the breaker before the
+// observation.
+func (c *checker) observed(r *runState, t *target, prev breaker, tr transition, now time.Time) {
+	b := &t.breaker
+	switch tr {
+	case noTransition:
+	case tripped:
+		failures := prev.count + 1 // from closed: the threshold
+		if prev.state == probation {
+			failures = 1
+		}
+		t.log.Info("Consecutive failure-accrual breaker tripped",
+			"failures", failures, "last_error", b.lastErr, "probation", prev.state == probation, "next_probe_in", (t.due - r.offset(now)).Round(time.Millisecond))
+	case reopened:
+		t.log.Info("Consecutive failure-accrual breaker reopened",
+			"down_for", now.Sub(prev.since).Round(time.Millisecond), "probation_successes", c.cfg.breaker.threshold)
+	case recovered:
+		t.log.Info("Consecutive failure-accrual breaker closed: probation passed",
+			"successes", c.cfg.breaker.threshold)
+	}
+	if tr != noTransition {
+		c.metrics.transitions.WithLabelValues(tr.String()).Inc()
+		t.state.Set(float64(b.state))
+	}
+	if v := (lb.HealthVerdict{Healthy: b.healthy(), Since: b.since, LastError: b.lastErr}); !v.Equal(t.verdict) {
+		t.verdict = v
+		c.queueVerdict(r, t.addr, v)
+	}
+}
+
+func (c *checker) queueVerdict(r *runState, addr lb.L3n4Addr, v lb.HealthVerdict) {
+	c.pending[addr] = v
+	signal(r.write)
+}
+
+// backendChanged puts a checked backend's verdict back on its row when
+// the row says otherwise: the row was deleted and added again (which
+// resets its health), or a previous run left it.
+func (c *checker) backendChanged(r *runState, row *lb.Backend) {
+	t := r.targets[row.Address]
+	if t == nil {
+		return
+	}
+	if _, queued := c.pending[row.Address]; queued {
+		return
+	}
+	if !row.Verdict().Equal(t.verdict) {
+		c.queueVerdict(r, row.Address, t.verdict)
+	}
+}
+
+// writeVerdicts writes the pending verdicts, all that piled up since the
+// last write in one transaction, until the run ends.
+func (c *checker) writeVerdicts(r *runState, w *tables.Writer) {
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-r.write:
+		}
+		c.mu.Lock()
+		batch := c.pending
+		c.pending = make(map[lb.L3n4Addr]lb.HealthVerdict, len(batch))
+		c.mu.Unlock()
+		if len(batch) == 0 {
+			continue
+		}
+		txn := w.WriteTxn()
+		err := w.Batch(txn, func() error {
+			for addr, v := range batch {
+				if _, _, found := w.Backends().Get(txn, tables.BackendByAddress.Query(addr)); !found {
+					continue // gone since: nothing to say about it
+				}
+				if err := w.SetBackendVerdict(txn, addr, v); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			txn.Abort()
+			r.src.Log().Error("Writing health verdicts failed", "error", err, "verdicts", len(batch))
+			continue
+		}
+		txn.Commit()
+	}
+}
