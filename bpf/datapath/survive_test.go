@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cilium/statedb"
+
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/bpf/datapath"
@@ -169,10 +171,17 @@ func TestEstablishedFlowsKeepTheirBackendAcrossARestart(t *testing.T) {
 
 			maps = bpftest.KernelMaps(t, cfg)
 			a = newAgent(t, maps, datapath.DefaultConfig)
+			// As a real source does: nothing is pruned before it declared
+			// the service again, so its backends keep their IDs.
+			synced, err := a.w.RegisterInitializer("test")
+			if err != nil {
+				t.Fatal(err)
+			}
 			a.start()
 			defer a.stop()
 			slices.Reverse(bes)
 			a.service("web", alg, []string{"10.96.0.1:80/TCP"}, append(bes, be("10.1.0.4:8080/TCP", 300))...)
+			a.write(func(txn statedb.WriteTxn) error { synced(txn); return nil })
 			dp = loadDatapath(t, maps)
 			e.check(t, dp, "after the restart")
 		})

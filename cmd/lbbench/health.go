@@ -79,7 +79,8 @@ func newHealthBench(o options) (*healthBench, error) {
 	return hb, err
 }
 
-// declare writes services of ten backends each over addrs, 1000 services
+// declare writes services of ten backends each over addrs (as the api
+// source: the bench's k8s reflector sweeps what it did not declare), 1000 services
 // per transaction, and waits until they are in the maps.
 func (b *healthBench) declare(addrs []string) error {
 	const perService, perTxn = 10, 1000
@@ -90,7 +91,7 @@ func (b *healthBench) declare(addrs []string) error {
 				s := i / perService
 				name := lb.NewServiceName("bench", fmt.Sprintf("svc-%d", s))
 				fe := lb.MustParseL3n4Addr(fmt.Sprintf("10.%d.%d.%d:80/TCP", 96+s>>16, (s>>8)&255, s&255))
-				if err := b.w.UpsertService(txn, lb.ServiceParams{Name: name, Source: lb.SourceK8s,
+				if err := b.w.UpsertService(txn, lb.ServiceParams{Name: name, Source: lb.SourceAPI,
 					Frontends: []lb.FrontendParams{{Address: fe, Type: lb.SVCTypeClusterIP}}}); err != nil {
 					return err
 				}
@@ -98,7 +99,7 @@ func (b *healthBench) declare(addrs []string) error {
 				for _, a := range addrs[i:min(len(addrs), i+perService)] {
 					bes = append(bes, lb.BackendParams{Address: lb.MustParseL3n4Addr(a + "/TCP"), Weight: lb.DefaultBackendWeight})
 				}
-				if err := b.w.SetBackends(txn, name, lb.SourceK8s, bes...); err != nil {
+				if err := b.w.SetBackends(txn, name, lb.SourceAPI, bes...); err != nil {
 					return err
 				}
 			}
