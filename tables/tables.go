@@ -13,6 +13,11 @@ const (
 	FrontendsTableName = "frontends"
 	BackendsTableName  = "backends"
 	NodeTableName      = "node"
+	// NodeLabelsTableName holds the labels of every node of the cluster
+	// (Writer.SetNodeLabels); TopologyServicesTableName, the services
+	// with topology keys and the nodes their selection reads.
+	NodeLabelsTableName       = "node-labels"
+	TopologyServicesTableName = "topology-services"
 )
 
 func serviceNameKey(n lb.ServiceName) index.Key { return index.String(n.String()) }
@@ -135,6 +140,9 @@ type tableSet struct {
 	frontends statedb.RWTable[*lb.Frontend]
 	backends  statedb.RWTable[*lb.Backend]
 	node      statedb.RWTable[*lb.Node]
+
+	nodeLabels statedb.RWTable[*lb.NodeLabels]
+	topology   statedb.RWTable[*TopologyService]
 }
 
 // newTableSet creates the tables and registers them with db.
@@ -158,11 +166,18 @@ func newTableSet(db *statedb.DB) (*tableSet, error) {
 	if t.node, err = statedb.NewTable(db, NodeTableName, NodeByName); err != nil {
 		return nil, err
 	}
+	if t.nodeLabels, err = statedb.NewTable(db, NodeLabelsTableName, NodeLabelsByName); err != nil {
+		return nil, err
+	}
+	if t.topology, err = statedb.NewTable(db, TopologyServicesTableName,
+		TopologyServiceByName, TopologyServiceByNode); err != nil {
+		return nil, err
+	}
 	return &t, nil
 }
 
 func (t *tableSet) all() []statedb.TableMeta {
-	return []statedb.TableMeta{t.services, t.frontends, t.backends, t.node}
+	return []statedb.TableMeta{t.services, t.frontends, t.backends, t.node, t.nodeLabels, t.topology}
 }
 
 // ReconcilerFrontends is the frontends table, writable, for the one
