@@ -41,6 +41,8 @@ func ScriptCommands(w *Writer) map[string]script.Cmd {
 		"lb/set-redirect":     setRedirectCmd(w),
 		"lb/clear-redirect":   clearRedirectCmd(w),
 		"lb/set-node":         setNodeCmd(w),
+		"lb/set-node-labels":  setNodeLabelsCmd(w),
+		"lb/delete-node":      deleteNodeCmd(w),
 		"lb/init-register":    inits.registerCmd(),
 		"lb/init-done":        inits.doneCmd(),
 	}
