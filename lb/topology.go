@@ -64,16 +64,60 @@ func ParseTopologyKeys(s string) ([]string, error) {
 }
 
 // NodeLabels is a row of the node-labels table: the labels of one node of
-// this cluster, which give its backends their topology values.
+// this cluster, which give its backends their topology values. The
+// labels are a slice sorted by key rather than a map: a cluster has
+// thousands of nodes with a dozen labels each, and a slice is half the
+// size.
 type NodeLabels struct {
-	Name   string            `json:"name" yaml:"name"`
-	Labels map[string]string `json:"labels,omitempty" yaml:"labels,omitempty"`
+	Name   string  `json:"name" yaml:"name"`
+	Labels []Label `json:"labels,omitempty" yaml:"labels,omitempty"`
+}
+
+// Label is one label of a node.
+type Label struct {
+	Key   string `json:"key" yaml:"key"`
+	Value string `json:"value" yaml:"value"`
+}
+
+// NewNodeLabels returns the row of node name with labels (copied).
+func NewNodeLabels(name string, labels map[string]string) *NodeLabels {
+	n := &NodeLabels{Name: name, Labels: make([]Label, 0, len(labels))}
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		n.Labels = append(n.Labels, Label{k, labels[k]})
+	}
+	return n
+}
+
+// Get returns the value of label key.
+func (n *NodeLabels) Get(key string) (string, bool) {
+	i, found := slices.BinarySearchFunc(n.Labels, key, func(l Label, k string) int { return strings.Compare(l.Key, k) })
+	if !found {
+		return "", false
+	}
+	return n.Labels[i].Value, true
+}
+
+// Is reports whether the node has exactly labels.
+func (n *NodeLabels) Is(labels map[string]string) bool {
+	if len(n.Labels) != len(labels) {
+		return false
+	}
+	for _, l := range n.Labels {
+		if v, ok := labels[l.Key]; !ok || v != l.Value {
+			return false
+		}
+	}
+	return true
 }
 
 func (n *NodeLabels) TableHeader() []string { return []string{"Name", "Labels"} }
 
 func (n *NodeLabels) TableRow() []string {
-	return []string{n.Name, formatLabels(n.Labels)}
+	out := make([]string, len(n.Labels))
+	for i, l := range n.Labels {
+		out[i] = l.Key + "=" + l.Value
+	}
+	return []string{n.Name, strings.Join(out, ", ")}
 }
 
 // formatLabels prints labels sorted by key: "k1=v1, k2=v2".

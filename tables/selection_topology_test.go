@@ -26,7 +26,15 @@ func topoNode(name, rack, zone, region string) *lb.NodeLabels {
 			labels[k] = v
 		}
 	}
-	return &lb.NodeLabels{Name: name, Labels: labels}
+	return lb.NewNodeLabels(name, labels)
+}
+
+func topoLabels(kv ...string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
 }
 
 func selOn(n *lb.NodeLabels) selOpt {
@@ -50,7 +58,7 @@ type topoCase struct {
 func topoCases() []topoCase {
 	var (
 		// This node: node1, rack r1, zone a1 in region a.
-		local = &lb.Node{Name: "node1", Zone: "a1", Labels: topoNode("node1", "r1", "a1", "a").Labels}
+		local = &lb.Node{Name: "node1", Zone: "a1", Labels: topoLabels(rackKey, "r1", zoneKey, "a1", regionKey, "a")}
 		node1 = topoNode("node1", "r1", "a1", "a")
 		node2 = topoNode("node2", "r1", "a1", "a") // same rack
 		node3 = topoNode("node3", "r2", "a1", "a") // same zone
@@ -127,14 +135,14 @@ func topoCases() []topoCase {
 		},
 		{
 			name: "hostname compares node names, not the hostname label", fe: feCIP, svc: selSvcKeys(lb.TopologyKeyHostname), node: local,
-			cands: selCands(selBE("10.0.0.1:80/TCP", selOn(&lb.NodeLabels{Name: "node1", Labels: map[string]string{lb.TopologyKeyHostname: "other"}}))),
+			cands: selCands(selBE("10.0.0.1:80/TCP", selOn(lb.NewNodeLabels("node1", map[string]string{lb.TopologyKeyHostname: "other"})))),
 			want:  []string{"10.0.0.1:80/TCP"}, level: lb.TopologyKeyHostname,
 		},
 		{
 			name: "a key this node has no label for is skipped", fe: feCIP, svc: selSvcKeys("example.com/row", zoneKey), node: local,
 			cands: selCands(
 				selBE("10.0.0.3:80/TCP", selOn(node3)),
-				selBE("10.0.0.9:80/TCP", selOn(&lb.NodeLabels{Name: "node9", Labels: map[string]string{"example.com/row": ""}})),
+				selBE("10.0.0.9:80/TCP", selOn(lb.NewNodeLabels("node9", map[string]string{"example.com/row": ""}))),
 			),
 			want: []string{"10.0.0.3:80/TCP", "10.0.0.9:80/TCP (weight=0)"}, level: zoneKey,
 		},
@@ -142,7 +150,7 @@ func topoCases() []topoCase {
 			name: "an empty label value matches the same empty value", fe: feCIP, svc: selSvcKeys("example.com/row"),
 			node: &lb.Node{Name: "node1", Labels: map[string]string{"example.com/row": ""}},
 			cands: selCands(
-				selBE("10.0.0.1:80/TCP", selOn(&lb.NodeLabels{Name: "node8", Labels: map[string]string{"example.com/row": ""}})),
+				selBE("10.0.0.1:80/TCP", selOn(lb.NewNodeLabels("node8", map[string]string{"example.com/row": ""}))),
 				selBE("10.0.0.2:80/TCP", selOn(node5)),
 			),
 			want: []string{"10.0.0.1:80/TCP", "10.0.0.2:80/TCP (weight=0)"}, level: "example.com/row",
@@ -286,10 +294,11 @@ func FuzzSelectBackendsTopology(f *testing.F) {
 			if n := (b >> 3) & 3; n < 3 { // 3: unknown node
 				// Nodes 0-2: node0 is this one; node1 shares its rack, zone
 				// and region; node2 only its region.
-				node = &lb.NodeLabels{Name: "node" + string(rune('0'+n)), Labels: map[string]string{regionKey: "r0"}}
+				labels := map[string]string{regionKey: "r0"}
 				if n < 2 {
-					node.Labels[zoneKey], node.Labels[rackKey] = "z0", "k0"
+					labels[zoneKey], labels[rackKey] = "z0", "k0"
 				}
+				node = lb.NewNodeLabels("node"+string(rune('0'+n)), labels)
 				p.NodeName = node.Name
 			}
 			cands = append(cands, Candidate{Params: p, Node: node, Unhealthy: b&0x40 != 0 && b&0x20 != 0})

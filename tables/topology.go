@@ -2,7 +2,6 @@ package tables
 
 import (
 	"errors"
-	"maps"
 	"slices"
 	"strings"
 
@@ -82,20 +81,19 @@ func (w *Writer) SetNodeLabels(txn statedb.WriteTxn, name string, labels map[str
 		return errors.New("node labels: name: empty")
 	}
 	old, _, found := w.t.nodeLabels.Get(txn, NodeLabelsByName.Query(name))
-	var before map[string]string
-	if found {
-		if maps.Equal(old.Labels, labels) {
-			return nil
-		}
-		before = old.Labels
+	if found && old.Is(labels) {
+		return nil
 	}
-	if _, _, err := w.t.nodeLabels.Insert(txn, &lb.NodeLabels{Name: name, Labels: maps.Clone(labels)}); err != nil {
+	if _, _, err := w.t.nodeLabels.Insert(txn, lb.NewNodeLabels(name, labels)); err != nil {
 		return err
 	}
 	return w.nodeChanged(txn, name, func(key string) bool {
-		v, had := before[key]
+		if !found {
+			return true
+		}
+		v, had := old.Get(key)
 		n, has := labels[key]
-		return !found || had != has || v != n
+		return had != has || v != n
 	})
 }
 
@@ -152,12 +150,16 @@ func dependsOn(keys []string, changed func(string) bool) bool {
 // backends (a cluster ID) have no node here.
 func (w *Writer) topologyCandidates(txn statedb.ReadTxn, ch *changes, cands []Candidate) {
 	local := ch.localNode(w, txn)
+	var localLabels *lb.NodeLabels
 	for i := range cands {
 		p := cands[i].Params
 		switch {
 		case p.NodeName == "" || p.ClusterID != 0:
 		case local != nil && p.NodeName == local.Name:
-			cands[i].Node = &lb.NodeLabels{Name: local.Name, Labels: local.Labels}
+			if localLabels == nil {
+				localLabels = lb.NewNodeLabels(local.Name, local.Labels)
+			}
+			cands[i].Node = localLabels
 		default:
 			cands[i].Node, _, _ = w.t.nodeLabels.Get(txn, NodeLabelsByName.Query(p.NodeName))
 		}

@@ -50,6 +50,6 @@ func sameTopology(n *lb.NodeLabels, key, want string) bool {
 	if key == lb.TopologyKeyHostname {
 		return n.Name == want
 	}
-	v, ok := n.Labels[key]
+	v, ok := n.Get(key)
 	return ok && v == want
 }

@@ -329,7 +329,11 @@ func compareWithRebuild(w *Writer, txn statedb.ReadTxn) error {
 		}
 	}
 	for n := range w.NodeLabels().All(txn) {
-		if err := fresh.SetNodeLabels(wtxn, n.Name, n.Labels); err != nil {
+		labels := map[string]string{}
+		for _, l := range n.Labels {
+			labels[l.Key] = l.Value
+		}
+		if err := fresh.SetNodeLabels(wtxn, n.Name, labels); err != nil {
 			return err
 		}
 	}
