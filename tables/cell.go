@@ -13,7 +13,8 @@ import (
 // Cell provides the load-balancing tables, read-only
 // (statedb.Table[*lb.Service] and friends), the *Writer that changes them,
 // ReconcilerFrontends for the reconciler's status write-back, and the lb/*
-// script commands. It needs statedb.Cell.
+// script commands; with metrics.Cell, lbstate_topology_* in its registry.
+// It needs statedb.Cell.
 var Cell = cell.Module(
 	"lb-tables",
 	"Load-balancing tables and their Writer",
@@ -28,4 +29,5 @@ var Cell = cell.Module(
 		func(t *tableSet) statedb.Table[*lb.Node] { return t.node },
 		func(w *Writer) hive.ScriptCmdsOut { return hive.NewScriptCmds(ScriptCommands(w)) },
 	),
+	cell.Invoke(registerMetrics),
 )

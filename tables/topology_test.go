@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/cilium/statedb"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/lbstate/lbstate/lb"
 )
@@ -157,5 +158,19 @@ func TestTopologyServicesTableFollowsKeysAndBackends(t *testing.T) {
 	}
 	if far, level, _ := frontendState(t, w, "10.96.0.2:80/TCP"); far != "10.0.1.3:80/TCP" || level != "" {
 		t.Errorf("far without keys: %q at %q", far, level)
+	}
+}
+
+func TestTopologyMetricCountsFrontendsWithoutBackends(t *testing.T) {
+	w := topoWriter(t)
+	c := NewTopologyCollector(w.db, w.Frontends())
+	if got := testutil.ToFloat64(c); got != 1 { // far: strict, nothing in zone a
+		t.Fatalf("gauge = %v, want 1", got)
+	}
+	mustWrite(t, w, func(txn statedb.WriteTxn) error {
+		return w.SetNodeLabels(txn, "node3", map[string]string{zoneKey: "a"})
+	})
+	if got := testutil.ToFloat64(c); got != 0 {
+		t.Fatalf("gauge after node3 joined our zone = %v, want 0", got)
 	}
 }
