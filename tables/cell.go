@@ -27,6 +27,7 @@ var Cell = cell.Module(
 		func(t *tableSet) ReconcilerFrontends { return ReconcilerFrontends{t.frontends} },
 		func(t *tableSet) statedb.Table[*lb.Backend] { return t.backends },
 		func(t *tableSet) statedb.Table[*lb.Node] { return t.node },
+		func(t *tableSet) statedb.Table[*lb.NodeLabels] { return t.nodeLabels },
 		func(w *Writer) hive.ScriptCmdsOut { return hive.NewScriptCmds(ScriptCommands(w)) },
 	),
 	cell.Invoke(registerMetrics),
