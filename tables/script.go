@@ -286,7 +286,7 @@ func setNodeCmd(w *Writer) script.Cmd {
 			Args:    "name",
 			Flags: func(fs *pflag.FlagSet) {
 				fs.String("zone", "", "The node's zone (topology.kubernetes.io/zone)")
-				fs.StringToString("labels", nil, "The node's labels, key=value,...")
+				labelsFlag(fs)
 			},
 		},
 		func(s *script.State, args ...string) (script.WaitFunc, error) {

@@ -13,20 +13,23 @@ func setNodeLabelsCmd(w *Writer) script.Cmd {
 		script.CmdUsage{
 			Summary: "Set the labels of a node of the cluster (for topology keys)",
 			Args:    "name",
-			Flags: func(fs *pflag.FlagSet) {
-				fs.StringToString("labels", nil, "The node's labels, key=value,...")
-			},
+			Flags:   labelsFlag,
 		},
 		func(s *script.State, args ...string) (script.WaitFunc, error) {
-			if len(args) != 1 {
-				return nil, script.ErrUsage
-			}
 			labels, err := s.Flags.GetStringToString("labels")
-			if err != nil {
+			switch {
+			case len(args) != 1:
+				return nil, script.ErrUsage
+			case err != nil:
 				return result(err)
 			}
 			return write(w, func(txn statedb.WriteTxn) error { return w.SetNodeLabels(txn, args[0], labels) })
 		})
+}
+
+// labelsFlag is the --labels flag of lb/set-node and lb/set-node-labels.
+func labelsFlag(fs *pflag.FlagSet) {
+	fs.StringToString("labels", nil, "The node's labels, key=value,...")
 }
 
 // deleteNodeCmd is lb/delete-node: forget a node's labels.

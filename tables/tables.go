@@ -122,14 +122,19 @@ var BackendByService = statedb.Index[*lb.Backend, lb.ServiceName]{
 }
 
 // NodeByName is the primary index of the node table.
-var NodeByName = statedb.Index[*lb.Node, string]{
-	Name: "name",
-	FromObject: func(n *lb.Node) index.KeySet {
-		return index.NewKeySet(index.String(n.Name))
-	},
-	FromKey:    index.String,
-	FromString: index.FromString,
-	Unique:     true,
+var NodeByName = byName(func(n *lb.Node) string { return n.Name })
+
+// byName is the primary index of a table of rows named by a string.
+func byName[Obj any](name func(Obj) string) statedb.Index[Obj, string] {
+	return statedb.Index[Obj, string]{
+		Name: "name",
+		FromObject: func(o Obj) index.KeySet {
+			return index.NewKeySet(index.String(name(o)))
+		},
+		FromKey:    index.String,
+		FromString: index.FromString,
+		Unique:     true,
+	}
 }
 
 // tableSet holds the load-balancing tables, writable. Only the Writer

@@ -35,15 +35,7 @@ func (t *TopologyService) TableRow() []string {
 }
 
 // NodeLabelsByName is the primary index of the node-labels table.
-var NodeLabelsByName = statedb.Index[*lb.NodeLabels, string]{
-	Name: "name",
-	FromObject: func(n *lb.NodeLabels) index.KeySet {
-		return index.NewKeySet(index.String(n.Name))
-	},
-	FromKey:    index.String,
-	FromString: index.FromString,
-	Unique:     true,
-}
+var NodeLabelsByName = byName(func(n *lb.NodeLabels) string { return n.Name })
 
 // TopologyServiceByName is the primary index of topology-services.
 var TopologyServiceByName = statedb.Index[*TopologyService, lb.ServiceName]{

@@ -231,15 +231,11 @@ func run(o options, out io.Writer) error {
 		return err
 	}
 	defer b.stop()
-	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		pprof.StartCPUProfile(f)
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(o.cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 
 	// The objects exist before the clock starts and before the memory
 	// baseline, as they exist in an informer's store before its handlers

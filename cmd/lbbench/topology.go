@@ -109,15 +109,11 @@ func runTopology(o options, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "loaded in %s; node labels: %.0f bytes per node in the tables\n", time.Since(start).Round(time.Millisecond), res.NodeLabelsBytesNode)
 
-	if o.cpuProfile != "" { // of the relabels alone
-		f, err := os.Create(o.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		pprof.StartCPUProfile(f)
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(o.cpuProfile) // of the relabels alone
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	var lat []time.Duration
 	changed := 0
 	for u := range o.updates {
@@ -180,4 +176,21 @@ func topologyDefaults(o *options) {
 	if !set["backends"] {
 		o.backends = 10
 	}
+}
+
+// startCPUProfile writes a CPU profile to path (none if path is empty)
+// until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
