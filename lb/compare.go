@@ -13,6 +13,7 @@ func (p *ServiceParams) Equal(o *ServiceParams) bool {
 		p.ExtTrafficPolicy == o.ExtTrafficPolicy &&
 		p.IntTrafficPolicy == o.IntTrafficPolicy &&
 		p.TrafficDistribution == o.TrafficDistribution &&
+		slices.Equal(p.TopologyKeys, o.TopologyKeys) &&
 		p.SessionAffinity == o.SessionAffinity &&
 		p.SessionAffinityTimeout == o.SessionAffinityTimeout &&
 		slices.Equal(p.SourceRanges, o.SourceRanges) &&
@@ -40,6 +41,7 @@ func (p ServiceParams) Clone() ServiceParams {
 	p.Frontends = slices.Clone(p.Frontends)
 	p.SourceRanges = slices.Clone(p.SourceRanges)
 	p.Annotations = maps.Clone(p.Annotations)
+	p.TopologyKeys = slices.Clone(p.TopologyKeys)
 	return p
 }
 

@@ -62,6 +62,12 @@ type Frontend struct {
 	// above 0) first, each group sorted by address.
 	Backends []BackendRef `json:"backends" yaml:"backends"`
 
+	// TopologyLevel is, for a service with topology keys, the key whose
+	// level was selected ("*" for the fallback to all), or
+	// TopologyLevelNone when strict keys left no backend for new flows on
+	// this node. Empty without topology keys.
+	TopologyLevel string `json:"topologyLevel,omitempty" yaml:"topologyLevel,omitempty"`
+
 	// ID is the frontend's ID in the datapath (its rev-NAT ID), set by the
 	// reconciler; 0 until the frontend is first reconciled.
 	ID uint32 `json:"id,omitempty" yaml:"id,omitempty"`
@@ -84,7 +90,7 @@ func (f *Frontend) SetStatus(s reconciler.Status) *Frontend {
 }
 
 func (f *Frontend) TableHeader() []string {
-	return []string{"Address", "Type", "Service", "PortName", "Backends", "RedirectTo", "ID", "Status"}
+	return []string{"Address", "Type", "Service", "PortName", "Backends", "RedirectTo", "ID", "Status", "Topology"}
 }
 
 func (f *Frontend) TableRow() []string {
@@ -102,6 +108,6 @@ func (f *Frontend) TableRow() []string {
 	}
 	return []string{
 		f.Address.String(), f.Type.String(), f.Service.String(), f.PortName,
-		strings.Join(backends, ", "), redirect, id, f.Status.Kind.String(),
+		strings.Join(backends, ", "), redirect, id, f.Status.Kind.String(), f.TopologyLevel,
 	}
 }

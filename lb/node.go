@@ -1,9 +1,7 @@
 package lb
 
 import (
-	"maps"
 	"net/netip"
-	"slices"
 	"strings"
 )
 
@@ -20,13 +18,9 @@ type Node struct {
 func (n *Node) TableHeader() []string { return []string{"Name", "Zone", "Labels", "Addresses"} }
 
 func (n *Node) TableRow() []string {
-	labels := make([]string, 0, len(n.Labels))
-	for _, k := range slices.Sorted(maps.Keys(n.Labels)) {
-		labels = append(labels, k+"="+n.Labels[k])
-	}
 	addrs := make([]string, len(n.Addresses))
 	for i, a := range n.Addresses {
 		addrs[i] = a.String()
 	}
-	return []string{n.Name, n.Zone, strings.Join(labels, ", "), strings.Join(addrs, ", ")}
+	return []string{n.Name, n.Zone, formatLabels(n.Labels), strings.Join(addrs, ", ")}
 }

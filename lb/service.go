@@ -32,6 +32,13 @@ type ServiceParams struct {
 	// backends' zone or node hints.
 	TrafficDistribution TrafficDistribution `json:"trafficDistribution,omitempty" yaml:"trafficDistribution,omitempty"`
 
+	// TopologyKeys, when set, replace TrafficDistribution: node label keys
+	// tried in order, the first whose value on this node some usable
+	// backend's node shares selects exactly those backends; "*" last falls
+	// back to all, and without it the list is strict (no backend for new
+	// flows when nothing matches). See ValidateTopologyKeys.
+	TopologyKeys []string `json:"topologyKeys,omitempty" yaml:"topologyKeys,omitempty"`
+
 	// SessionAffinity pins a client address to one backend for
 	// SessionAffinityTimeout seconds (0 means DefaultAffinityTimeout).
 	SessionAffinity        bool   `json:"sessionAffinity,omitempty" yaml:"sessionAffinity,omitempty"`
@@ -134,6 +141,9 @@ func (p *ServiceParams) validate() error {
 		if !check.ok {
 			return fmt.Errorf("%s: value out of range", check.field)
 		}
+	}
+	if err := ValidateTopologyKeys(p.TopologyKeys); err != nil {
+		return fmt.Errorf("topologyKeys: %w", err)
 	}
 	seen := make(map[L3n4Addr]struct{}, len(p.Frontends))
 	for i, fe := range p.Frontends {
@@ -337,6 +347,9 @@ func (p *ServiceParams) policySummary() string {
 	}
 	if p.TrafficDistribution != TrafficDistributionDefault {
 		out = append(out, "TrafficDistribution="+p.TrafficDistribution.String())
+	}
+	if len(p.TopologyKeys) > 0 {
+		out = append(out, "TopologyKeys="+strings.Join(p.TopologyKeys, "+"))
 	}
 	if t := p.AffinityTimeout(); t != 0 {
 		out = append(out, "SessionAffinity="+strconv.FormatUint(uint64(t), 10)+"s")

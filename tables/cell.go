@@ -13,7 +13,8 @@ import (
 // Cell provides the load-balancing tables, read-only
 // (statedb.Table[*lb.Service] and friends), the *Writer that changes them,
 // ReconcilerFrontends for the reconciler's status write-back, and the lb/*
-// script commands. It needs statedb.Cell.
+// script commands; with metrics.Cell, lbstate_topology_* in its registry.
+// It needs statedb.Cell.
 var Cell = cell.Module(
 	"lb-tables",
 	"Load-balancing tables and their Writer",
@@ -26,6 +27,8 @@ var Cell = cell.Module(
 		func(t *tableSet) ReconcilerFrontends { return ReconcilerFrontends{t.frontends} },
 		func(t *tableSet) statedb.Table[*lb.Backend] { return t.backends },
 		func(t *tableSet) statedb.Table[*lb.Node] { return t.node },
+		func(t *tableSet) statedb.Table[*lb.NodeLabels] { return t.nodeLabels },
 		func(w *Writer) hive.ScriptCmdsOut { return hive.NewScriptCmds(ScriptCommands(w)) },
 	),
+	cell.Invoke(registerMetrics),
 )

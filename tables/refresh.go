@@ -283,7 +283,7 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	policy := svc.Policy()
 	var node *lb.Node // selection reads it only for Local policies and topology
 	if policy.ExtTrafficPolicy == lb.TrafficPolicyLocal || policy.IntTrafficPolicy == lb.TrafficPolicyLocal ||
-		policy.TrafficDistribution != lb.TrafficDistributionDefault {
+		policy.TrafficDistribution != lb.TrafficDistributionDefault || len(policy.TopologyKeys) > 0 {
 		node = ch.localNode(w, txn)
 	}
 	target, redirectedTo := name, lb.ServiceName{}
@@ -291,6 +291,15 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 		target, redirectedTo = r.To, r.To
 	}
 	cands := w.candidates(txn, target)
+	if len(policy.TopologyKeys) > 0 { // the only services that read node labels
+		keys := policy.TopologyKeys
+		if !redirectedTo.IsZero() {
+			keys = nil // a redirect skips topology
+		} else {
+			w.topologyCandidates(txn, ch, cands)
+		}
+		w.trackTopology(txn, ch, name, keys, cands)
+	}
 	for _, params := range policy.Frontends {
 		cur, _, found := w.t.frontends.Get(txn, FrontendByAddress.Query(params.Address))
 		owner, decided := ch.owners[params.Address]
@@ -305,8 +314,8 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 			Service:        name,
 			Policy:         policy,
 			RedirectedTo:   redirectedTo,
-			Backends:       SelectBackends(params, policy, node, !redirectedTo.IsZero(), cands),
 		}
+		next.Backends, next.TopologyLevel = SelectBackendsLevel(params, policy, node, !redirectedTo.IsZero(), cands)
 		if found {
 			if sameFrontend(cur, next) {
 				continue
@@ -335,6 +344,7 @@ func sameFrontend(a, b *lb.Frontend) bool {
 	return a.FrontendParams == b.FrontendParams &&
 		a.Service == b.Service &&
 		a.RedirectedTo == b.RedirectedTo &&
+		a.TopologyLevel == b.TopologyLevel &&
 		(a.Policy == b.Policy || a.Policy.Equal(b.Policy)) &&
 		slices.Equal(a.Backends, b.Backends)
 }

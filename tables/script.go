@@ -41,6 +41,8 @@ func ScriptCommands(w *Writer) map[string]script.Cmd {
 		"lb/set-redirect":     setRedirectCmd(w),
 		"lb/clear-redirect":   clearRedirectCmd(w),
 		"lb/set-node":         setNodeCmd(w),
+		"lb/set-node-labels":  setNodeLabelsCmd(w),
+		"lb/delete-node":      deleteNodeCmd(w),
 		"lb/init-register":    inits.registerCmd(),
 		"lb/init-done":        inits.doneCmd(),
 	}
@@ -284,7 +286,7 @@ func setNodeCmd(w *Writer) script.Cmd {
 			Args:    "name",
 			Flags: func(fs *pflag.FlagSet) {
 				fs.String("zone", "", "The node's zone (topology.kubernetes.io/zone)")
-				fs.StringToString("labels", nil, "The node's labels, key=value,...")
+				labelsFlag(fs)
 			},
 		},
 		func(s *script.State, args ...string) (script.WaitFunc, error) {

@@ -11,6 +11,10 @@ import (
 type Candidate struct {
 	Params    *lb.BackendParams
 	Unhealthy bool
+	// Node is the backend's node as this cluster knows it, for services
+	// with topology keys; nil when it is unknown (not seen yet, or a
+	// remote cluster's backend), which matches no key but "*".
+	Node *lb.NodeLabels
 }
 
 // SelectBackends picks the backends of one frontend from its service's
@@ -22,14 +26,20 @@ type Candidate struct {
 //     IPv6) and serve its port name and protocol.
 //  2. Traffic policy Local (the one that applies to the frontend,
 //     lb.ServiceParams.TrafficPolicyFor): only this node's backends.
-//  3. Topology, with policy Cluster and a TrafficDistribution: keep the
+//  3. Topology, with policy Cluster. With TopologyKeys (which win over
+//     TrafficDistribution), see topologyLevel: the first key at which
+//     some usable backend's node shares this node's value selects
+//     exactly those backends; "*" selects all; with no match and no "*",
+//     none. The backends left out stay with weight 0, so that the flows
+//     they carry (from before a node was relabelled) can finish.
+//     With a TrafficDistribution instead: keep the
 //     active backends hinted for this node (PreferSameNode) or its zone,
 //     unless some active backend has no hints or none is hinted for us,
 //     in which case all are kept (the Kubernetes safeguards).
 //     PreferSameNode without any node hints keeps the active backends
 //     whose NodeName is this node, if there are any: slices written
 //     without forNodes hints still say where each endpoint runs.
-//  4. State: the best tier present takes new flows: active, else
+//  4. State, within the selected set: the best tier present takes new flows: active, else
 //     terminating, else quarantined (an unhealthy active backend counts as
 //     quarantined). The others stay with weight 0, so the flows they carry
 //     can finish; maintenance and not-ready backends never take new flows,
@@ -41,6 +51,14 @@ type Candidate struct {
 // The result has the backends taking new flows first, each group sorted
 // by address.
 func SelectBackends(fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.Node, redirected bool, cands []Candidate) []lb.BackendRef {
+	refs, _ := SelectBackendsLevel(fe, svc, node, redirected, cands)
+	return refs
+}
+
+// SelectBackendsLevel is SelectBackends that also returns the topology
+// level it selected, as lb.Frontend.TopologyLevel records it: empty
+// unless the service's topology keys applied.
+func SelectBackendsLevel(fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.Node, redirected bool, cands []Candidate) ([]lb.BackendRef, string) {
 	var local lb.Node
 	if node != nil {
 		local = *node
@@ -50,6 +68,8 @@ func SelectBackends(fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.Node, 
 
 	pool := make([]lb.BackendRef, 0, len(cands))
 	hints := make([]*lb.BackendParams, 0, len(cands))
+	var nodes []*lb.NodeLabels // parallel to pool, with topology keys only
+	useKeys := !filtered && policy == lb.TrafficPolicyCluster && len(svc.TopologyKeys) > 0
 	for _, c := range cands {
 		p := c.Params
 		if p.Address.Addr().Is4() != fe.Address.Addr().Is4() || !p.MatchesPort(fe.PortName, fe.Address.Protocol()) {
@@ -67,9 +87,16 @@ func SelectBackends(fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.Node, 
 			ClusterID: p.ClusterID, Zone: p.Zone,
 		})
 		hints = append(hints, p)
+		if useKeys {
+			nodes = append(nodes, c.Node)
+		}
 	}
 
-	if !filtered && policy == lb.TrafficPolicyCluster && svc.TrafficDistribution != lb.TrafficDistributionDefault {
+	level := ""
+	var outside []bool // with topology keys: left out of the selected level
+	if useKeys {
+		level, outside = topologyLevel(pool, nodes, svc.TopologyKeys, &local)
+	} else if !filtered && policy == lb.TrafficPolicyCluster && svc.TrafficDistribution != lb.TrafficDistributionDefault {
 		if keep := topologyFilter(pool, hints, svc.TrafficDistribution, &local); keep != nil {
 			pool = slices.DeleteFunc(pool, func(r lb.BackendRef) bool {
 				return r.State == lb.BackendActive && !keep[r.Address]
@@ -78,11 +105,13 @@ func SelectBackends(fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.Node, 
 	}
 
 	best := tierNone
-	for _, r := range pool {
-		best = min(best, tier(r.State))
+	for i, r := range pool {
+		if outside == nil || !outside[i] {
+			best = min(best, tier(r.State))
+		}
 	}
 	for i := range pool {
-		if t := tier(pool[i].State); t != best || t == tierNone {
+		if t := tier(pool[i].State); t != best || t == tierNone || (outside != nil && outside[i]) {
 			pool[i].Weight = 0
 		}
 	}
@@ -95,7 +124,7 @@ func SelectBackends(fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.Node, 
 		}
 		return a.Address.Compare(b.Address)
 	})
-	return pool
+	return pool, level
 }
 
 const tierNone = 3

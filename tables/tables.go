@@ -13,6 +13,11 @@ const (
 	FrontendsTableName = "frontends"
 	BackendsTableName  = "backends"
 	NodeTableName      = "node"
+	// NodeLabelsTableName holds the labels of every node of the cluster
+	// (Writer.SetNodeLabels); TopologyServicesTableName, the services
+	// with topology keys and the nodes their selection reads.
+	NodeLabelsTableName       = "node-labels"
+	TopologyServicesTableName = "topology-services"
 )
 
 func serviceNameKey(n lb.ServiceName) index.Key { return index.String(n.String()) }
@@ -117,14 +122,19 @@ var BackendByService = statedb.Index[*lb.Backend, lb.ServiceName]{
 }
 
 // NodeByName is the primary index of the node table.
-var NodeByName = statedb.Index[*lb.Node, string]{
-	Name: "name",
-	FromObject: func(n *lb.Node) index.KeySet {
-		return index.NewKeySet(index.String(n.Name))
-	},
-	FromKey:    index.String,
-	FromString: index.FromString,
-	Unique:     true,
+var NodeByName = byName(func(n *lb.Node) string { return n.Name })
+
+// byName is the primary index of a table of rows named by a string.
+func byName[Obj any](name func(Obj) string) statedb.Index[Obj, string] {
+	return statedb.Index[Obj, string]{
+		Name: "name",
+		FromObject: func(o Obj) index.KeySet {
+			return index.NewKeySet(index.String(name(o)))
+		},
+		FromKey:    index.String,
+		FromString: index.FromString,
+		Unique:     true,
+	}
 }
 
 // tableSet holds the load-balancing tables, writable. Only the Writer
@@ -135,6 +145,9 @@ type tableSet struct {
 	frontends statedb.RWTable[*lb.Frontend]
 	backends  statedb.RWTable[*lb.Backend]
 	node      statedb.RWTable[*lb.Node]
+
+	nodeLabels statedb.RWTable[*lb.NodeLabels]
+	topology   statedb.RWTable[*TopologyService]
 }
 
 // newTableSet creates the tables and registers them with db.
@@ -158,11 +171,18 @@ func newTableSet(db *statedb.DB) (*tableSet, error) {
 	if t.node, err = statedb.NewTable(db, NodeTableName, NodeByName); err != nil {
 		return nil, err
 	}
+	if t.nodeLabels, err = statedb.NewTable(db, NodeLabelsTableName, NodeLabelsByName); err != nil {
+		return nil, err
+	}
+	if t.topology, err = statedb.NewTable(db, TopologyServicesTableName,
+		TopologyServiceByName, TopologyServiceByNode); err != nil {
+		return nil, err
+	}
 	return &t, nil
 }
 
 func (t *tableSet) all() []statedb.TableMeta {
-	return []statedb.TableMeta{t.services, t.frontends, t.backends, t.node}
+	return []statedb.TableMeta{t.services, t.frontends, t.backends, t.node, t.nodeLabels, t.topology}
 }
 
 // ReconcilerFrontends is the frontends table, writable, for the one

@@ -118,6 +118,9 @@ func (w *Writer) Frontends() statedb.Table[*lb.Frontend] { return w.t.frontends 
 func (w *Writer) Backends() statedb.Table[*lb.Backend]   { return w.t.backends }
 func (w *Writer) Node() statedb.Table[*lb.Node]          { return w.t.node }
 
+// NodeLabels returns the node-labels table, read-only.
+func (w *Writer) NodeLabels() statedb.Table[*lb.NodeLabels] { return w.t.nodeLabels }
+
 // FrontendsOf yields the frontends a service owns, in the order its
 // declaration lists them. (There is no index of frontends by service: it
 // would cost every frontend row memory and every write time, and the
@@ -156,6 +159,8 @@ func (w *Writer) RegisterInitializer(name string) (done func(statedb.WriteTxn), 
 		w.t.frontends.RegisterInitializer(txn, name),
 		w.t.backends.RegisterInitializer(txn, name),
 		w.t.node.RegisterInitializer(txn, name),
+		w.t.nodeLabels.RegisterInitializer(txn, name),
+		w.t.topology.RegisterInitializer(txn, name),
 	}
 	return func(txn statedb.WriteTxn) {
 		for _, d := range dones {
@@ -366,7 +371,8 @@ func (w *Writer) ClearRedirect(txn statedb.WriteTxn, name lb.ServiceName, src lb
 }
 
 // SetLocalNode records the node the agent runs on. Changing its name or
-// zone re-selects the backends of every frontend.
+// zone re-selects the backends of every frontend; changing a label, those
+// of the services whose topology keys list it.
 func (w *Writer) SetLocalNode(txn statedb.WriteTxn, node lb.Node) error {
 	if node.Name == "" {
 		return errors.New("local node: name: empty")
@@ -382,10 +388,13 @@ func (w *Writer) SetLocalNode(txn statedb.WriteTxn, node lb.Node) error {
 	if _, _, err := w.t.node.Insert(txn, &node); err != nil {
 		return err
 	}
-	if hadOld && old.Name == node.Name && old.Zone == node.Zone {
-		return nil // labels and addresses do not affect selection
-	}
 	ch := w.begin(txn)
+	if hadOld && old.Name == node.Name && old.Zone == node.Zone {
+		// Addresses do not affect selection; labels, only through
+		// topology keys.
+		w.localLabelsChanged(ch, txn, old.Labels, node.Labels)
+		return w.end(txn, ch)
+	}
 	for svc := range w.t.services.All(txn) {
 		ch.services[svc.Name] = struct{}{}
 	}
@@ -485,6 +494,11 @@ func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Ser
 	}
 	ch.services[next.Name] = struct{}{}
 	ch.contenders[next.Name] = struct{}{}
+	if p := old.Policy(); p != nil && len(p.TopologyKeys) > 0 {
+		if q := next.Policy(); q == nil || len(q.TopologyKeys) == 0 {
+			w.trackTopology(txn, ch, next.Name, nil, nil) // no longer reads node labels
+		}
+	}
 	if len(next.Params) == 0 && len(next.Redirects) == 0 {
 		_, _, err := w.t.services.Delete(txn, old)
 		ch.fail(err)

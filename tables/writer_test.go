@@ -74,6 +74,7 @@ var (
 	genNodes     = []string{"n1", "n2", "n3"}
 	genZones     = []string{"", "z1", "z2"}
 	genPortNames = []string{"", "http", "dns"}
+	genKeys      = [][]string{nil, {zoneKey, lb.TopologyKeyAny}, {lb.TopologyKeyHostname, zoneKey}, {zoneKey}}
 )
 
 func (g *opGen) serviceParams() lb.ServiceParams {
@@ -86,6 +87,7 @@ func (g *opGen) serviceParams() lb.ServiceParams {
 		Algorithm:           lb.Algorithm(g.next(3)),
 	}
 	p.Created = genCreated[g.next(len(genCreated))]
+	p.TopologyKeys = genKeys[g.next(len(genKeys))]
 	for _, addr := range genFrontEnd {
 		if g.next(2) == 1 {
 			// Any type and claim on any address, so that every kind of
@@ -196,14 +198,29 @@ func (g *opGen) op() (string, lb.Source, func(*Writer, statedb.WriteTxn) error) 
 				return nil
 			}
 	default:
-		if g.next(2) == 0 {
+		switch g.next(4) {
+		case 0:
 			n, s := name(), src()
 			return fmt.Sprintf("ClearRedirect(%s, %s)", n, s), 0,
 				func(w *Writer, txn statedb.WriteTxn) error { return w.ClearRedirect(txn, n, s) }
+		case 1:
+			node := lb.Node{Name: genNodes[g.next(3)], Zone: genZones[g.next(3)]}
+			if z := genZones[g.next(3)]; z != "" {
+				node.Labels = map[string]string{zoneKey: z}
+			}
+			return fmt.Sprintf("SetLocalNode(%s, %s, %v)", node.Name, node.Zone, node.Labels), 0,
+				func(w *Writer, txn statedb.WriteTxn) error { return w.SetLocalNode(txn, node) }
+		case 2:
+			node, labels := genNodes[g.next(3)], map[string]string{}
+			if z := genZones[g.next(3)]; z != "" {
+				labels[zoneKey] = z
+			}
+			return fmt.Sprintf("SetNodeLabels(%s, %v)", node, labels), 0,
+				func(w *Writer, txn statedb.WriteTxn) error { return w.SetNodeLabels(txn, node, labels) }
 		}
-		node := lb.Node{Name: genNodes[g.next(3)], Zone: genZones[g.next(3)]}
-		return fmt.Sprintf("SetLocalNode(%s, %s)", node.Name, node.Zone), 0,
-			func(w *Writer, txn statedb.WriteTxn) error { return w.SetLocalNode(txn, node) }
+		node := genNodes[g.next(3)]
+		return fmt.Sprintf("DeleteNode(%s)", node), 0,
+			func(w *Writer, txn statedb.WriteTxn) error { return w.DeleteNode(txn, node) }
 	}
 }
 
@@ -311,6 +328,15 @@ func compareWithRebuild(w *Writer, txn statedb.ReadTxn) error {
 			return err
 		}
 	}
+	for n := range w.NodeLabels().All(txn) {
+		labels := map[string]string{}
+		for _, l := range n.Labels {
+			labels[l.Key] = l.Value
+		}
+		if err := fresh.SetNodeLabels(wtxn, n.Name, labels); err != nil {
+			return err
+		}
+	}
 	for b := range w.Backends().All(txn) {
 		for _, inst := range b.Instances {
 			if err := fresh.UpsertBackends(wtxn, inst.Service, inst.Source, inst.Params); err != nil {
@@ -338,6 +364,9 @@ func compareWithRebuild(w *Writer, txn statedb.ReadTxn) error {
 	if got, want := frontendsDump(w, txn), frontendsDump(fresh, wtxn); got != want {
 		return fmt.Errorf("frontends differ from a rebuild:\n--- incremental\n%s--- rebuild\n%s", got, want)
 	}
+	if got, want := topologyDump(w, txn), topologyDump(fresh, wtxn); got != want {
+		return fmt.Errorf("topology-services differ from a rebuild:\n--- incremental\n%s--- rebuild\n%s", got, want)
+	}
 	if got, want := conflictsDump(w, txn), conflictsDump(fresh, wtxn); got != want {
 		return fmt.Errorf("conflicts differ from a rebuild:\n--- incremental\n%s--- rebuild\n%s", got, want)
 	}
@@ -348,7 +377,19 @@ func frontendsDump(w *Writer, txn statedb.ReadTxn) string {
 	var sb strings.Builder
 	for fe := range w.Frontends().All(txn) {
 		row := fe.TableRow()[:6] // what the Writer derives: up to RedirectTo
-		fmt.Fprintf(&sb, "%s policy=%s\n", strings.Join(row, " | "), fe.Policy.Source)
+		fmt.Fprintf(&sb, "%s policy=%s", strings.Join(row, " | "), fe.Policy.Source)
+		if fe.TopologyLevel != "" {
+			fmt.Fprintf(&sb, " topology=%s", fe.TopologyLevel)
+		}
+		sb.WriteString("\n")
+	}
+	return sb.String()
+}
+
+func topologyDump(w *Writer, txn statedb.ReadTxn) string {
+	var sb strings.Builder
+	for t := range w.t.topology.All(txn) {
+		fmt.Fprintln(&sb, strings.Join(t.TableRow(), " | "))
 	}
 	return sb.String()
 }

@@ -6,6 +6,7 @@
 //	go run ./cmd/lbbench [-services 50000] [-backends 1] [-iterations 5] [-maps kernel|memory] [-json]
 //	go run ./cmd/lbbench -latency      # update one slice at a time, 1000 times
 //	go run ./cmd/lbbench -health       # health checking: 10,000 loopback backends probed every second
+//	go run ./cmd/lbbench -topology     # relabel one node at a time, with topology keys
 package main
 
 import (
@@ -45,7 +46,7 @@ import (
 type options struct {
 	services, backends, iterations, updates int
 	maps                                    string
-	json, latency                           bool
+	json, latency, topology                 bool
 	cpuProfile, memProfile                  string
 	healthMode                              bool
 	health                                  healthOptions
@@ -86,6 +87,7 @@ func main() {
 	flag.BoolVar(&o.json, "json", false, "Print a JSON summary as the last line")
 	flag.BoolVar(&o.latency, "latency", false, "With the services loaded, update one EndpointSlice at a time and report latencies")
 	flag.IntVar(&o.updates, "updates", 1000, "Updates in -latency mode")
+	flag.BoolVar(&o.topology, "topology", false, "Services with topology keys over 1,000 nodes (default 10,000 x 10): time node relabels (-updates of them)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "Write a CPU profile of the rounds")
 	flag.StringVar(&o.memProfile, "memprofile", "", "Write a heap profile taken with the services loaded")
 	flag.BoolVar(&o.healthMode, "health", false, "Measure health checking instead: probes of loopback backends, their CPU, and stopped backends' trips into the maps")
@@ -102,8 +104,12 @@ func main() {
 		return
 	}
 	measure := run
-	if o.healthMode {
+	switch {
+	case o.healthMode:
 		measure = runHealth
+	case o.topology:
+		measure = runTopology
+		topologyDefaults(&o)
 	}
 	if err := measure(o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "lbbench:", err)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,12 +30,15 @@ import (
 
 // frontendView is one frontend as simulate prints it.
 type frontendView struct {
-	Frontend  string        `json:"frontend"`
-	Type      string        `json:"type"`
-	Service   string        `json:"service"`
-	PortName  string        `json:"portName"`
-	Algorithm string        `json:"algorithm"`
-	Backends  []backendView `json:"backends"`
+	Frontend  string `json:"frontend"`
+	Type      string `json:"type"`
+	Service   string `json:"service"`
+	PortName  string `json:"portName"`
+	Algorithm string `json:"algorithm"`
+	// Topology is the level the service's topology keys chose on the
+	// simulated node (lb.Frontend.TopologyLevel).
+	Topology string        `json:"topology,omitempty"`
+	Backends []backendView `json:"backends"`
 }
 
 type backendView struct {
@@ -254,7 +258,7 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 	var views []frontendView
 	for fe := range frontends.All(db.ReadTxn()) {
 		fa := fe.Address.String()
-		v := frontendView{Frontend: fa, Type: fe.Type.String(), Service: fe.Service.String(), PortName: fe.PortName, Algorithm: masters[fa].Algorithm}
+		v := frontendView{Frontend: fa, Type: fe.Type.String(), Service: fe.Service.String(), PortName: fe.PortName, Algorithm: masters[fa].Algorithm, Topology: fe.TopologyLevel}
 		slots := serviceSlots[fa]
 		if v.Algorithm == "maglev" {
 			slots = maglevSlots[fe.ID]
@@ -271,9 +275,18 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 
 func printViews(w io.Writer, views []frontendView) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "FRONTEND\tTYPE\tSERVICE\tPORTNAME\tALGORITHM\tBACKEND\tSTATE\tWEIGHT\tSLOTS")
+	// TOPOLOGY only when some service has topology keys.
+	topology := slices.ContainsFunc(views, func(v frontendView) bool { return v.Topology != "" })
+	header := "FRONTEND\tTYPE\tSERVICE\tPORTNAME\tALGORITHM\tBACKEND\tSTATE\tWEIGHT\tSLOTS"
+	if topology {
+		header = strings.Replace(header, "ALGORITHM", "ALGORITHM\tTOPOLOGY", 1)
+	}
+	fmt.Fprintln(tw, header)
 	for _, v := range views {
 		first := []string{v.Frontend, v.Type, v.Service, v.PortName, v.Algorithm}
+		if topology {
+			first = append(first, v.Topology)
+		}
 		if len(v.Backends) == 0 {
 			fmt.Fprintf(tw, "%s\t(none)\t\t\t\n", strings.Join(first, "\t"))
 			continue

@@ -5,6 +5,7 @@ import (
 
 	"github.com/cilium/hive/cell"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
@@ -13,7 +14,8 @@ import (
 // Cell is the Kubernetes source: it watches the API server through the
 // hive's kubernetes.Interface (a clientset from a kubeconfig, or
 // client-go's fake one in tests) and declares what it sees as the k8s
-// source. Without a kubernetes.Interface (or with a nil one) it watches
+// source (with a metadata.Interface of the same API server, if the hive
+// has one, for every Node's labels). Without a kubernetes.Interface (or with a nil one) it watches
 // nothing, but still provides its Config (--k8s-* flags), which the
 // manifests source (reflectors/file) uses too. It needs tables.Cell,
 // job.Cell and a cell.Health provider; with metrics.Cell its counters are
@@ -32,6 +34,9 @@ type sourceParams struct {
 	Source reflectors.Params
 	Config Config
 	Client kubernetes.Interface `optional:"true"`
+	// Metadata, from the same API server, watches every Node's labels
+	// as metadata only; without it they come through Client.
+	Metadata metadata.Interface `optional:"true"`
 }
 
 func registerSource(p sourceParams) error {
@@ -47,6 +52,6 @@ func registerSource(p sourceParams) error {
 			return err
 		}
 		s.Log().Info("Watching Kubernetes", "node", p.Config.K8sNodeName)
-		return r.Run(ctx, r.WatchAPI(p.Client))
+		return r.Run(ctx, r.WatchAPIWithMetadata(p.Client, p.Metadata))
 	})
 }

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/lbstate/lbstate/internal/smallset"
@@ -63,6 +64,9 @@ type Reflector struct {
 	nodeSet bool
 	// unknown holds the unknown values last logged for each service.
 	unknown map[lb.ServiceName][]UnknownValue
+	// topologyNoted holds what was last logged about each service's
+	// topology keys (topologyKeys).
+	topologyNoted map[lb.ServiceName]string
 }
 
 // sliceKey names a namespaced object (an EndpointSlice or a Pod).
@@ -131,23 +135,26 @@ func (r *Reflector) Run(ctx context.Context, feed func(ctx context.Context) erro
 }
 
 // WatchAPI returns a feed for Run that watches client: Services,
-// EndpointSlices, and this node's Node and Pods. It pushes Synced once
-// every informer's initial list was handed over.
+// EndpointSlices, this node's Node and Pods, and every Node's labels
+// (through NodeMetadataClient(client)). It pushes Synced once every
+// informer's initial list was handed over.
 func (r *Reflector) WatchAPI(client kubernetes.Interface) func(ctx context.Context) error {
+	return r.WatchAPIWithMetadata(client, nil)
+}
+
+// WatchAPIWithMetadata is WatchAPI watching every Node's labels through
+// meta, a metadata client of the same API server (nil:
+// NodeMetadataClient(client)).
+func (r *Reflector) WatchAPIWithMetadata(client kubernetes.Interface, meta metadata.Interface) func(ctx context.Context) error {
+	if meta == nil {
+		meta = NodeMetadataClient(client)
+	}
 	return func(ctx context.Context) error {
-		handler := cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { r.Push(obj, false) },
-			UpdateFunc: func(_, obj any) { r.Push(obj, false) },
-			DeleteFunc: func(obj any) {
-				if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-					obj = tomb.Obj
-				}
-				r.Push(obj, true)
-			},
-		}
+		handler := r.handler()
 		onlyThisNode := func(field string) informers.SharedInformerOption {
 			return informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = field + "=" + r.cfg.K8sNodeName })
 		}
+		nodes := nodeLabelsInformers(meta)
 		factories := []informers.SharedInformerFactory{
 			informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropUnused)),
 			informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropUnused), onlyThisNode("metadata.name")),
@@ -163,6 +170,7 @@ func (r *Reflector) WatchAPI(client kubernetes.Interface) func(ctx context.Conte
 			factories[0].Discovery().V1().EndpointSlices().Informer(),
 			factories[1].Core().V1().Nodes().Informer(), // ours only
 			factories[2].Core().V1().Pods().Informer(),  // ours only (host ports)
+			nodes.ForResource(nodesResource).Informer(), // every node's labels (topology keys)
 		} {
 			reg, err := inf.AddEventHandler(handler)
 			if err != nil {
@@ -174,11 +182,27 @@ func (r *Reflector) WatchAPI(client kubernetes.Interface) func(ctx context.Conte
 			f.Start(ctx.Done())
 			defer f.Shutdown()
 		}
+		nodes.Start(ctx.Done())
+		defer nodes.Shutdown()
 		if cache.WaitForCacheSync(ctx.Done(), synced...) {
 			r.Synced()
 		}
 		<-ctx.Done()
 		return nil
+	}
+}
+
+// handler pushes an informer's notifications.
+func (r *Reflector) handler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.Push(obj, false) },
+		UpdateFunc: func(_, obj any) { r.Push(obj, false) },
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			r.Push(obj, true)
+		},
 	}
 }
 
@@ -308,6 +332,7 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			if ev.deleted {
 				delete(r.services, name)
 				delete(r.unknown, name)
+				delete(r.topologyNoted, name)
 				call(func(txn statedb.WriteTxn) { r.check(r.w.DeleteService(txn, name, r.as), name.String()) })
 			} else {
 				r.services[name] = obj
@@ -315,7 +340,10 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			}
 		case *discoveryv1.EndpointSlice:
 			r.applySlice(obj, ev.deleted, dirty)
+		case *metav1.PartialObjectMetadata: // every node's labels
+			r.prepareNodeLabels(call, obj.Name, obj.Labels, ev.deleted)
 		case *corev1.Node:
+			r.prepareNodeLabels(call, obj.Name, obj.Labels, ev.deleted) // a manifests directory has no metadata feed
 			if obj.Name != r.cfg.K8sNodeName {
 				continue
 			}
@@ -364,6 +392,7 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 		case !ok:
 			call(func(txn statedb.WriteTxn) { r.check(r.w.DeleteService(txn, name, r.as), name.String()) })
 		default:
+			params.TopologyKeys = r.topologyKeys(name, svc)
 			call(func(txn statedb.WriteTxn) { r.check(r.w.UpsertService(txn, params), name.String()) })
 		}
 	}
