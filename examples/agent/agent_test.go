@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -168,5 +169,22 @@ func TestHiveHookLinesOnlyWithDebug(t *testing.T) {
 		if strings.Contains(out, "level=INFO msg=\"Start hook executed\"") {
 			t.Errorf("debug=%v: hook line at INFO:\n%s", debug, out)
 		}
+	}
+}
+
+// A kubeconfig gives the Kubernetes source both its clientset and the
+// metadata client it watches every Node's labels with; none gives neither.
+func TestKubeconfigGivesBothClients(t *testing.T) {
+	if c, err := newKubeClients(""); err != nil || c.Client != nil || c.Metadata != nil {
+		t.Fatalf("no kubeconfig: %+v, %v; want no clients", c, err)
+	}
+	path := t.TempDir() + "/kubeconfig"
+	kubeconfig := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:6443'}}]\n" +
+		"contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {token: t}}]\n"
+	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := newKubeClients(path); err != nil || c.Client == nil || c.Metadata == nil {
+		t.Fatalf("kubeconfig: %+v, %v; want both clients", c, err)
 	}
 }

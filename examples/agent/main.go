@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/lbstate/lbstate/bpf"
@@ -98,7 +99,7 @@ func newHive(af *agentFlags) *hive.Hive {
 		k8s.Cell,
 		file.Cell,
 		health.Cell, // --health
-		cell.Provide(func() (kubernetes.Interface, error) { return kubeClient(af.kubeconfig) }),
+		cell.Provide(func() (kubeClients, error) { return newKubeClients(af.kubeconfig) }),
 		cell.Invoke(func(lc cell.Lifecycle, log *slog.Logger, db *statedb.DB, maps *bpf.Maps, gatherer prometheus.Gatherer) {
 			serveAPI(lc, log, af.apiAddr, db, maps)
 			serveMetrics(lc, log, af.metricsAddr, gatherer)
@@ -106,15 +107,28 @@ func newHive(af *agentFlags) *hive.Hive {
 	)
 }
 
-// kubeClient returns a clientset for the kubeconfig, or nil (no cluster)
-// when there is none.
-func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+// kubeClients are the clients of the cluster in the kubeconfig: a
+// clientset, and a metadata client for what needs only objects' metadata
+// (every Node's labels). Both nil when there is no cluster.
+type kubeClients struct {
+	cell.Out
+
+	Client   kubernetes.Interface
+	Metadata metadata.Interface
+}
+
+func newKubeClients(kubeconfig string) (kubeClients, error) {
 	if kubeconfig == "" {
-		return nil, nil
+		return kubeClients{}, nil
 	}
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+		return kubeClients{}, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
 	}
-	return kubernetes.NewForConfig(rc)
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return kubeClients{}, err
+	}
+	md, err := metadata.NewForConfig(rc)
+	return kubeClients{Client: client, Metadata: md}, err
 }
