@@ -28,7 +28,9 @@ var SchemeGroupVersion = schema.GroupVersion{Group: Group, Version: Version}
 
 // AddToScheme registers the policy kind (and its list) in a scheme.
 func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(SchemeGroupVersion, &Policy{}, &PolicyList{})
+	// Our Go names are not Cilium's kind names.
+	s.AddKnownTypeWithName(SchemeGroupVersion.WithKind(Kind), &Policy{})
+	s.AddKnownTypeWithName(SchemeGroupVersion.WithKind(Kind+"List"), &PolicyList{})
 	metav1.AddToGroupVersion(s, SchemeGroupVersion)
 	return nil
 }
