@@ -187,9 +187,47 @@ func (f FrontendParams) Validate() error {
 // another service, e.g. a local redirect policy sending traffic for a
 // service to a node-local pod. It is kept beside the service, so it
 // survives later upserts, and clearing it restores the original backends.
+//
+// A redirect may cover only some of the service's frontends: a local
+// redirect policy's serviceMatcher redirects the ClusterIP frontends, and
+// only the ports it lists. The others keep the service's own backends.
 type Redirect struct {
 	Source Source      `json:"source" yaml:"source"`
 	To     ServiceName `json:"to" yaml:"to"`
+	// ClusterIPOnly limits the redirect to ClusterIP frontends.
+	ClusterIPOnly bool `json:"clusterIPOnly,omitempty" yaml:"clusterIPOnly,omitempty"`
+	// Ports, if not empty, limits the redirect to the frontends matching
+	// one of them.
+	Ports []RedirectPort `json:"ports,omitempty" yaml:"ports,omitempty"`
+}
+
+// RedirectPort matches a frontend by its port name or, when Name is
+// empty, by its port number and protocol.
+type RedirectPort struct {
+	Name     string   `json:"name,omitempty" yaml:"name,omitempty"`
+	Port     uint16   `json:"port,omitempty" yaml:"port,omitempty"`
+	Protocol Protocol `json:"protocol,omitempty" yaml:"protocol,omitempty"`
+}
+
+// Covers reports whether the redirect applies to the frontend fe.
+func (r Redirect) Covers(fe FrontendParams) bool {
+	if r.ClusterIPOnly && fe.Type != SVCTypeClusterIP {
+		return false
+	}
+	if len(r.Ports) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(r.Ports, func(p RedirectPort) bool {
+		if p.Name != "" {
+			return p.Name == fe.PortName
+		}
+		return p.Port == fe.Address.Port() && p.Protocol == fe.Address.Protocol()
+	})
+}
+
+// Equal reports whether two redirects are the same.
+func (r Redirect) Equal(o Redirect) bool {
+	return r.Source == o.Source && r.To == o.To && r.ClusterIPOnly == o.ClusterIPOnly && slices.Equal(r.Ports, o.Ports)
 }
 
 func (r Redirect) String() string { return r.To.String() + " (" + r.Source.String() + ")" }

@@ -286,21 +286,35 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 		policy.TrafficDistribution != lb.TrafficDistributionDefault || len(policy.TopologyKeys) > 0 {
 		node = ch.localNode(w, txn)
 	}
-	target, redirectedTo := name, lb.ServiceName{}
-	if r := svc.Redirect(); r != nil {
-		target, redirectedTo = r.To, r.To
-	}
-	cands := w.candidates(txn, target)
+	r := svc.Redirect()
+	// Each set of candidates is read once, and only if a frontend uses it:
+	// a partial redirect leaves the frontends it does not cover alone.
+	var own, redirectCands []Candidate
+	var ownRead, redirectRead bool
 	if len(policy.TopologyKeys) > 0 { // the only services that read node labels
 		keys := policy.TopologyKeys
-		if !redirectedTo.IsZero() {
-			keys = nil // a redirect skips topology
+		if r != nil && !slices.ContainsFunc(policy.Frontends, func(p lb.FrontendParams) bool { return !r.Covers(p) }) {
+			keys = nil // redirected frontends skip topology, and here all are
 		} else {
-			w.topologyCandidates(txn, ch, cands)
+			own, ownRead = w.candidates(txn, name), true
+			w.topologyCandidates(txn, ch, own)
 		}
-		w.trackTopology(txn, ch, name, keys, cands)
+		w.trackTopology(txn, ch, name, keys, own)
 	}
 	for _, params := range policy.Frontends {
+		var cands []Candidate
+		redirectedTo := lb.ServiceName{}
+		if r != nil && r.Covers(params) {
+			if !redirectRead {
+				redirectCands, redirectRead = w.candidates(txn, r.To), true
+			}
+			cands, redirectedTo = redirectCands, r.To
+		} else {
+			if !ownRead {
+				own, ownRead = w.candidates(txn, name), true
+			}
+			cands = own
+		}
 		cur, _, found := w.t.frontends.Get(txn, FrontendByAddress.Query(params.Address))
 		owner, decided := ch.owners[params.Address]
 		if !decided && found {

@@ -346,7 +346,7 @@ func (w *Writer) SetRedirect(txn statedb.WriteTxn, name lb.ServiceName, r lb.Red
 	old, found := w.service(txn, name)
 	if !found {
 		old = &lb.Service{Name: name}
-	} else if slices.Contains(old.Redirects, r) {
+	} else if slices.ContainsFunc(old.Redirects, r.Equal) {
 		return nil
 	}
 	ch := w.begin(txn)

@@ -12,15 +12,25 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 )
 
-// strictDecoder decodes the kinds client-go knows, rejecting unknown and
+// kinds are client-go's and CiliumLocalRedirectPolicy.
+var kinds = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(scheme.AddToScheme(s))
+	utilruntime.Must(redirectpolicy.AddToScheme(s))
+	return s
+}()
+
+// strictDecoder decodes the kinds of kinds, rejecting unknown and
 // repeated fields, as `kubectl apply --validate` does.
-var strictDecoder = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+var strictDecoder = serializer.NewCodecFactory(kinds, serializer.EnableStrict).UniversalDeserializer()
 
 // manifest is what one version of a file declares.
 type manifest struct {
@@ -53,7 +63,7 @@ func (m *manifest) decode(path string, doc k8s.ManifestDocument) {
 	switch {
 	case runtime.IsNotRegisteredError(err):
 		id := identify(doc.Data)
-		if !scheme.Scheme.IsVersionRegistered(id.groupVersion()) {
+		if !kinds.IsVersionRegistered(id.groupVersion()) {
 			m.skipped = append(m.skipped, id.APIVersion+" "+id.Kind) // not lbstate's
 			return
 		}
@@ -123,10 +133,11 @@ func (m *manifest) reject(key objectKey, err error) {
 // readKinds are the kinds lbstate reads, by the group and version it reads
 // them in.
 var readKinds = map[string]string{
-	"Service":       corev1.SchemeGroupVersion.String(),
-	"Pod":           corev1.SchemeGroupVersion.String(),
-	"Node":          corev1.SchemeGroupVersion.String(),
-	"EndpointSlice": discoveryv1.SchemeGroupVersion.String(),
+	"Service":           corev1.SchemeGroupVersion.String(),
+	"Pod":               corev1.SchemeGroupVersion.String(),
+	"Node":              corev1.SchemeGroupVersion.String(),
+	"EndpointSlice":     discoveryv1.SchemeGroupVersion.String(),
+	redirectpolicy.Kind: redirectpolicy.SchemeGroupVersion.String(),
 }
 
 var (
@@ -211,6 +222,9 @@ func keyOf(obj runtime.Object) (objectKey, bool) {
 		return objectKey{"Pod", o.Namespace, o.Name}, true
 	case *corev1.Node:
 		return objectKey{"Node", "", o.Name}, true
+	case *redirectpolicy.Policy:
+		defaultNamespace(&o.Namespace)
+		return objectKey{redirectpolicy.Kind, o.Namespace, o.Name}, true
 	}
 	return objectKey{}, false
 }

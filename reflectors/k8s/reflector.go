@@ -23,6 +23,7 @@ import (
 	"github.com/lbstate/lbstate/internal/smallset"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -67,6 +68,11 @@ type Reflector struct {
 	// topologyNoted holds what was last logged about each service's
 	// topology keys (topologyKeys).
 	topologyNoted map[lb.ServiceName]string
+	// policies are the local redirect policies (their last valid
+	// versions), applied the plans last written.
+	policies     map[sliceKey]*redirectpolicy.Policy
+	applied      map[sliceKey]redirectpolicy.Plan
+	redirectOpts redirectpolicy.Options
 }
 
 // sliceKey names a namespaced object (an EndpointSlice or a Pod).
@@ -94,6 +100,8 @@ func NewReflector(cfg Config, src *reflectors.Source, as lb.Source) (*Reflector,
 		bySvc:    map[lb.ServiceName][]*discoveryv1.EndpointSlice{},
 		pods:     map[sliceKey]*corev1.Pod{},
 		unknown:  map[lb.ServiceName][]UnknownValue{},
+		policies: map[sliceKey]*redirectpolicy.Policy{},
+		applied:  map[sliceKey]redirectpolicy.Plan{},
 	}, nil
 }
 
@@ -322,6 +330,7 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 	dirty := map[lb.ServiceName]bool{}     // services whose backends to recompute
 	reconvert := map[lb.ServiceName]bool{} // services to convert again
 	call := func(c func(statedb.WriteTxn)) { ws.calls = append(ws.calls, c) }
+	redirects := false // a pod or a policy changed
 	for _, ev := range batch {
 		switch obj := ev.obj.(type) {
 		case *corev1.Service:
@@ -360,6 +369,10 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			}
 		case *corev1.Pod:
 			r.preparePod(call, obj, ev.deleted)
+			redirects = true
+		case *redirectpolicy.Policy:
+			r.preparePolicy(obj, ev.deleted)
+			redirects = true
 		case nil:
 			ws.synced = ws.synced || ev.synced
 		}
@@ -396,6 +409,9 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			call(func(txn statedb.WriteTxn) { r.check(r.w.UpsertService(txn, params), name.String()) })
 		}
 	}
+	if redirects {
+		r.prepareRedirects(call)
+	}
 	if ws.synced {
 		known := r.known()
 		call(func(txn statedb.WriteTxn) {
@@ -419,6 +435,9 @@ func (r *Reflector) known() map[lb.ServiceName]struct{} {
 	}
 	for _, pod := range r.pods {
 		known[HostPortServiceName(pod)] = struct{}{}
+	}
+	for _, plan := range r.applied {
+		known[plan.Target] = struct{}{}
 	}
 	return known
 }
