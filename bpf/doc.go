@@ -61,9 +61,11 @@
 //
 // # Full maps and LRU eviction
 //
-// A full hash map or trie refuses a new key with an error wrapping
-// ErrMapFull and naming the map (the kernel says E2BIG or ENOSPC); keys
-// it holds can still be updated. lb_affinity is an LRU map, written by
+// A full hash map or trie refuses a new key with a *MapFullError, which
+// names the map and matches ErrMapFull (the kernel says E2BIG or ENOSPC);
+// keys it holds can still be updated. Maps.Capacity tells each map's
+// max_entries and the flag that sets it, for the error messages and the
+// room accounting of a writer. lb_affinity is an LRU map, written by
 // the datapath: when full, an insert evicts some entry instead of
 // failing, so no entry is guaranteed to stay.
 //

@@ -43,6 +43,7 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 		}
 		opened = append(opened, m)
 		d.bind.kernel(maps, d, m, ms)
+		maps.setCapacity(d, m.MaxEntries())
 	}
 	maps.close = func() error { return closeMaps(opened) }
 	return maps, nil
@@ -177,7 +178,7 @@ func (m *kernelMap[K, V]) wrap(op string, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, unix.E2BIG), errors.Is(err, unix.ENOSPC): // hash maps say E2BIG, LPM tries ENOSPC
-		return fmt.Errorf("%s: %s: %w (%d entries): %w", m.name, op, ErrMapFull, m.m.MaxEntries(), err)
+		return &MapFullError{Map: m.name, Op: op, MaxEntries: int(m.m.MaxEntries()), Err: err}
 	}
 	return fmt.Errorf("%s: %s: %w", m.name, op, err)
 }
@@ -269,6 +270,7 @@ func OpenPinnedMaps(dir string) (*Maps, error) {
 			ms.InnerMap.ValueSize = pinnedInnerValueSize(m)
 		}
 		d.bind.kernel(maps, d, m, ms)
+		maps.setCapacity(d, m.MaxEntries())
 	}
 	maps.close = func() error { return closeMaps(opened) }
 	return maps, nil

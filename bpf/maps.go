@@ -54,7 +54,34 @@ type Maps struct {
 	// above every ID handed out.
 	IDMarks Map[uint32, uint32]
 
-	close func() error
+	capacities map[string]Capacity
+	close      func() error
+}
+
+// Capacity bounds a map: the most entries it holds, and the flag that
+// sets that number ("" for a map of fixed size).
+type Capacity struct {
+	MaxEntries int
+	Flag       string
+}
+
+// Capacity returns the capacity of the map called name, and false for a
+// map this set does not have.
+func (m *Maps) Capacity(name string) (Capacity, bool) {
+	c, ok := m.capacities[name]
+	return c, ok
+}
+
+// setCapacity records the capacity of d's map.
+func (m *Maps) setCapacity(d *mapDef, maxEntries uint32) {
+	if m.capacities == nil {
+		m.capacities = make(map[string]Capacity, len(layout))
+	}
+	c := Capacity{MaxEntries: int(maxEntries)}
+	if d.sizedBy != nil {
+		c.Flag = "--" + d.sizedBy.flag
+	}
+	m.capacities[d.name] = c
 }
 
 // Keys of Maps.IDMarks.
@@ -122,5 +149,27 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// ErrMapFull is returned (wrapped) when a new entry does not fit.
+// ErrMapFull is returned (wrapped, in a *MapFullError) when a new entry
+// does not fit.
 var ErrMapFull = errors.New("map full")
+
+// MapFullError is the error of a write that a full map refused.
+// errors.Is(err, ErrMapFull) holds for it.
+type MapFullError struct {
+	Map        string
+	Op         string // "update", "batch update", "update 7"
+	MaxEntries int
+	Err        error // the kernel's error; nil for in-memory maps
+}
+
+func (e *MapFullError) Error() string {
+	s := fmt.Sprintf("%s: %s: %v (%d entries)", e.Map, e.Op, ErrMapFull, e.MaxEntries)
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *MapFullError) Is(target error) bool { return target == ErrMapFull }
+
+func (e *MapFullError) Unwrap() error { return e.Err }

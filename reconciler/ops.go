@@ -50,12 +50,26 @@ type ops struct {
 	// asks again after pruneBackoff.
 	requestPrune func()
 	pruneBackoff time.Duration
+
+	// room counts the entries in the maps; waiting holds the frontends
+	// that did not fit, and kick asks statedb's reconciler to retry some
+	// of them now (waiting.go).
+	room    room
+	waiting map[lb.L3n4Addr]*waiter
+	kick    func([]lb.L3n4Addr)
+
+	// call counts the calls of update and delete, so that a backend
+	// knows the one that created it (backendState.born).
+	call uint32
 }
 
 // frontendState is what may be in the maps for one frontend, and what is
 // known to be there, so that an update writes only what changed.
 type frontendState struct {
 	id uint32
+	// hasMaster says that a master entry may exist (the frontend may be in
+	// service), hasRevNat a rev-NAT entry; they count in room.go.
+	hasMaster, hasRevNat bool
 	// backends are the backends whose IDs this frontend's entries may
 	// name. While an update is under way it holds the old and the new
 	// backends; they are released only once nothing names them.
@@ -76,10 +90,13 @@ type frontendState struct {
 }
 
 type backendState struct {
-	id      uint32
+	id   uint32
+	born uint32 // the ops call that created it
+
 	refs    int // frontends whose backends include this one
 	value   bpf.Backend
 	written bool // value is in lb_backends
+	inMap   bool // an lb_backends entry may exist
 	// views are the frontends' views of the backend; the lb_backends
 	// value is derived from all of them (backendValue).
 	views []backendView
@@ -120,6 +137,8 @@ func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Ta
 		beIDs:             newIDAllocator("backend"),
 		restoredFrontends: map[lb.L3n4Addr]*frontendState{},
 		restoredBackends:  map[lb.L3n4Addr]*backendState{},
+		room:              newRoom(maps),
+		waiting:           map[lb.L3n4Addr]*waiter{},
 	}
 	return o, o.restore()
 }
@@ -156,7 +175,7 @@ func (o *ops) claimBackend(st *frontendState, addr lb.L3n4Addr) (*backendState, 
 		if err != nil {
 			return nil, fmt.Errorf("backend %s: %w", addr, err)
 		}
-		be = &backendState{id: id}
+		be = &backendState{id: id, born: o.call}
 		o.backends[addr] = be
 	}
 	if st.backends.Add(addr) {
@@ -199,7 +218,7 @@ func (o *ops) writeMaglev(st *frontendState, rotation []lb.BackendRef) error {
 		table[i] = ids[rotation[idx].Address]
 	}
 	st.maglevInput = nil
-	st.maglev = true // from here on a table may exist
+	o.setMaglev(st, true) // from here on a table may exist
 	if err := o.maps.Maglev.Update(st.id, table); err != nil {
 		return err
 	}
@@ -214,24 +233,18 @@ func sameMaglevBackend(a, b maglev.Backend) bool {
 // slotIDs lays out the backend IDs of slots 1..n: the rotation (weighted
 // for random, one each for Maglev, whose table carries the weights), then
 // the standby backends.
-func (o *ops) slotIDs(algorithm uint8, rotation, standby []lb.BackendRef) []uint32 {
-	ids := make([]uint32, 0, len(rotation)+len(standby))
-	if algorithm == bpf.AlgorithmRandom && len(rotation) > 1 { // one backend gets one slot
-		weights := make([]uint16, len(rotation))
-		for i, b := range rotation {
-			weights[i] = b.Weight
-		}
-		for i, n := range weightedSlots(weights, o.cfg.maxSlots) {
-			for range n {
-				ids = append(ids, o.backends[rotation[i].Address].id)
+func (o *ops) slotIDs(j *task) []uint32 {
+	ids := make([]uint32, 0, j.slotCount)
+	for i, b := range j.rotation {
+		id := o.backends[b.Address].id
+		ids = append(ids, id)
+		if j.slotCounts != nil {
+			for range j.slotCounts[i] - 1 {
+				ids = append(ids, id)
 			}
 		}
-	} else {
-		for _, b := range rotation {
-			ids = append(ids, o.backends[b.Address].id)
-		}
 	}
-	for _, b := range standby {
+	for _, b := range j.standby {
 		ids = append(ids, o.backends[b.Address].id)
 	}
 	return ids
@@ -255,6 +268,7 @@ func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]s
 			return err
 		}
 		st.ranges.Add(k)
+		o.use(roomSourceRanges, 1)
 	}
 	var stale []bpf.SourceRangeKey
 	for _, k := range st.ranges.Items() {
@@ -267,6 +281,7 @@ func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]s
 			return err
 		}
 		st.ranges.Remove(k)
+		o.use(roomSourceRanges, -1)
 	}
 	return nil
 }
@@ -300,14 +315,17 @@ func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef, doomed *[]d
 		switch {
 		case be.refs > 1:
 			if v := o.backendValue(be); !be.written || v != be.value {
+				o.setBackendInMap(be, true)
 				if err := o.maps.Backends.Update(be.id, v); err != nil {
 					return err
 				}
 				be.value, be.written = v, true
 			}
 			be.refs--
-		case !o.initialized:
+		case !o.initialized && be.born != o.call:
 			// Park it: a source that has yet to sync may declare it again.
+			// (Not one this call created, for a frontend taking back what
+			// it wrote: nobody can have used it.)
 			be.refs = 0
 			delete(o.backends, addr)
 			o.restoredBackends[addr] = be
@@ -353,6 +371,7 @@ func (o *ops) deleteBackends(doomed []doomedBackend) {
 		return
 	}
 	for _, d := range doomed {
+		o.setBackendInMap(d.be, false)
 		o.beIDs.free(d.be.id)
 	}
 }

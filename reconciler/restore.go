@@ -27,6 +27,13 @@ func (o *ops) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[*lb
 	defer o.mu.Unlock()
 	o.initialized = true
 	err := o.prune(objs)
+	if err == nil {
+		// The prune deleted entries no state counted.
+		err = o.room.recount()
+	} else {
+		o.room.stale = true
+	}
+	o.offerRoom()
 	switch {
 	case err == nil:
 		o.pruneBackoff = 0
@@ -62,7 +69,7 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 			errs = append(errs, err)
 		}
 	}
-	o.remove(gone)
+	o.remove(gone, true)
 	for _, t := range gone {
 		if t.err != nil {
 			errs = append(errs, t.err)
@@ -73,6 +80,7 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 			errs = append(errs, err)
 			continue
 		}
+		o.setBackendInMap(be, false)
 		o.beIDs.free(be.id)
 		delete(o.restoredBackends, addr)
 	}
@@ -210,6 +218,9 @@ func (o *ops) restore() error {
 	if err := o.readPinnedMaps(); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	if err := o.room.recount(); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
 	if n := len(o.restoredFrontends); n > 0 {
 		o.log.Info("Restored IDs from pinned maps", "frontends", n, "backends", len(o.restoredBackends))
 	}
@@ -267,6 +278,7 @@ func (o *ops) restoreFrontends() (map[*frontendState][]uint32, error) {
 		if k.Slot == 0 {
 			st.id = v.RevNatID
 			st.affinity = v.AffinityTimeout > 0
+			st.hasMaster = true
 		} else {
 			slotBackends[st] = append(slotBackends[st], v.BackendID)
 		}
@@ -318,7 +330,7 @@ func (o *ops) restoreFrontendExtras(byID map[uint32]*frontendState) error {
 func (o *ops) restoreBackends() (map[uint32]lb.L3n4Addr, error) {
 	backendAddrs := map[uint32]lb.L3n4Addr{}
 	err := o.maps.Backends.Iterate(func(id uint32, v bpf.Backend) bool {
-		o.restoredBackends[v.L3n4Addr()] = &backendState{id: id, value: v, written: true}
+		o.restoredBackends[v.L3n4Addr()] = &backendState{id: id, value: v, written: true, inMap: true}
 		backendAddrs[id] = v.L3n4Addr()
 		o.beIDs.reserve(id)
 		return true
@@ -353,7 +365,13 @@ func (o *ops) reserveOrphanIDs(byID map[uint32]*frontendState, backendAddrs map[
 			o.orphanFrontendIDs = append(o.orphanFrontendIDs, id)
 		}
 	}
-	if err := o.maps.RevNat.Iterate(func(id uint32, _ bpf.RevNatValue) bool { reserveOrphan(id); return true }); err != nil {
+	if err := o.maps.RevNat.Iterate(func(id uint32, _ bpf.RevNatValue) bool {
+		if st := byID[id]; st != nil {
+			st.hasRevNat = true
+		}
+		reserveOrphan(id)
+		return true
+	}); err != nil {
 		return err
 	}
 	if err := o.maps.Maglev.Iterate(func(id uint32, _ []uint32) bool { reserveOrphan(id); return true }); err != nil {
