@@ -41,10 +41,15 @@ type agent struct {
 	registry  *prometheus.Registry
 }
 
-// newAgent builds (but does not start) the pipeline over maps. setup runs
-// before the start, e.g. to register initializers.
+// newAgent builds (but does not start) the pipeline over maps, with cfg
+// changing the reconciler's configuration if not nil.
 func newAgent(t testing.TB, maps *bpf.Maps, cfg func(*reconciler.Config)) *agent {
-	a := &agent{log: hivetest.Logger(t, hivetest.LogLevel(slog.LevelWarn))}
+	return newAgentLogging(t, maps, cfg, hivetest.Logger(t, hivetest.LogLevel(slog.LevelWarn)))
+}
+
+// newAgentLogging is newAgent logging to log.
+func newAgentLogging(t testing.TB, maps *bpf.Maps, cfg func(*reconciler.Config), log *slog.Logger) *agent {
+	a := &agent{log: log}
 	a.h = hive.New(
 		statedb.Cell,
 		job.Cell,

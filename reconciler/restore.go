@@ -221,8 +221,11 @@ func (o *ops) restore() error {
 	if err := o.room.recount(); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	if n := len(o.restoredFrontends); n > 0 {
-		o.log.Info("Restored IDs from pinned maps", "frontends", n, "backends", len(o.restoredBackends))
+	// The backends that restored frontends' slots name are taken over
+	// already (restoreReferences); the others wait in restoredBackends.
+	frontends, backends := len(o.restoredFrontends), len(o.backends)+len(o.restoredBackends)
+	if frontends+backends > 0 {
+		o.log.Info("Restored IDs from pinned maps", "frontends", frontends, "backends", backends)
 	}
 	return nil
 }
