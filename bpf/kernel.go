@@ -36,10 +36,13 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 		if d.innerSlots != nil {
 			ms.InnerMap.ValueSize = 4 * d.innerSlots(cfg)
 		}
-		m, err := openPinned(ms, cfg)
+		m, recreated, err := openPinned(ms, cfg)
 		if err != nil {
 			closeMaps(opened)
 			return nil, permissionHint(err, cfg.LBPinDir)
+		}
+		if recreated != nil {
+			maps.Recreated = append(maps.Recreated, RecreatedMap{Name: d.name, Reason: recreated})
 		}
 		opened = append(opened, m)
 		d.bind.kernel(maps, d, m, ms)
@@ -66,29 +69,31 @@ func closeMaps(ms []*ebpf.Map) error {
 }
 
 // openPinned opens or creates one pinned map, checking that an existing
-// one fits the spec (for map-in-map, that its inner tables do too).
-func openPinned(ms *ebpf.MapSpec, cfg Config) (*ebpf.Map, error) {
+// one fits the spec (for map-in-map, that its inner tables do too). If it
+// recreated the map (cfg.LBRecreateMaps), it says why.
+func openPinned(ms *ebpf.MapSpec, cfg Config) (m *ebpf.Map, recreated, err error) {
 	path := filepath.Join(cfg.LBPinDir, ms.Name)
-	m, err := ebpf.NewMapWithOptions(ms, ebpf.MapOptions{PinPath: cfg.LBPinDir})
+	m, err = ebpf.NewMapWithOptions(ms, ebpf.MapOptions{PinPath: cfg.LBPinDir})
 	if err == nil && ms.InnerMap != nil {
 		if err = checkInnerMaps(m, ms.InnerMap); err != nil {
 			m.Close()
 		}
 	}
 	if err != nil && errors.Is(err, ebpf.ErrMapIncompatible) && cfg.LBRecreateMaps {
+		recreated = err
 		if rmErr := os.Remove(path); rmErr != nil {
-			return nil, fmt.Errorf("map %s: recreate: %w", path, rmErr)
+			return nil, nil, fmt.Errorf("map %s: recreate: %w", path, rmErr)
 		}
 		m, err = ebpf.NewMapWithOptions(ms, ebpf.MapOptions{PinPath: cfg.LBPinDir})
 	}
 	if errors.Is(err, ebpf.ErrMapIncompatible) {
-		return nil, fmt.Errorf("map %s: the pinned map does not match this version's layout: %w"+
+		return nil, nil, fmt.Errorf("map %s: the pinned map does not match this version's layout: %w"+
 			" (restart with --lb-recreate-maps to recreate it; its entries are lost)", path, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("map %s: %w", path, err)
+		return nil, nil, fmt.Errorf("map %s: %w", path, err)
 	}
-	return m, nil
+	return m, recreated, nil
 }
 
 // checkInnerMaps reports ErrMapIncompatible if the outer map takes no inner

@@ -54,8 +54,18 @@ type Maps struct {
 	// above every ID handed out.
 	IDMarks Map[uint32, uint32]
 
+	// Recreated lists the pinned maps that NewKernelMaps recreated empty
+	// (Config.LBRecreateMaps), each with why; bpf.Cell logs them.
+	Recreated []RecreatedMap
+
 	capacities map[string]Capacity
 	close      func() error
+}
+
+// RecreatedMap is a pinned map recreated empty, and why.
+type RecreatedMap struct {
+	Name   string
+	Reason error // wraps ebpf.ErrMapIncompatible
 }
 
 // Capacity bounds a map: the most entries it holds, and the flag that

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -36,6 +37,11 @@ type ops struct {
 	// to declare them gets them back).
 	restoredFrontends map[lb.L3n4Addr]*frontendState
 	restoredBackends  map[lb.L3n4Addr]*backendState
+	// Frontends known only by their lb_rev_nat entry, which holds an
+	// address and port (lb_services was recreated, or lost the master
+	// entry), lowest ID first: a frontend with that address and port
+	// takes the first, so that its flows keep their rev-NAT ID.
+	restoredRevNat map[netip.AddrPort][]*frontendState
 	// IDs found in the maps at start that no master entry accounts for;
 	// kept out of use until the first prune has cleaned up after them.
 	orphanFrontendIDs, orphanBackendIDs []uint32
@@ -137,6 +143,7 @@ func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Ta
 		beIDs:             newIDAllocator("backend"),
 		restoredFrontends: map[lb.L3n4Addr]*frontendState{},
 		restoredBackends:  map[lb.L3n4Addr]*backendState{},
+		restoredRevNat:    map[netip.AddrPort][]*frontendState{},
 		room:              newRoom(maps),
 		waiting:           map[lb.L3n4Addr]*waiter{},
 	}
@@ -152,6 +159,11 @@ func (o *ops) claimFrontend(addr lb.L3n4Addr) (*frontendState, error) {
 	st, ok := o.restoredFrontends[addr]
 	if ok {
 		delete(o.restoredFrontends, addr) // its backends' references were counted at restore
+	} else if sts := o.restoredRevNat[addr.AddrPort()]; len(sts) > 0 {
+		st = sts[0]
+		if o.restoredRevNat[addr.AddrPort()] = sts[1:]; len(sts) == 1 {
+			delete(o.restoredRevNat, addr.AddrPort())
+		}
 	} else {
 		id, err := o.feIDs.alloc()
 		if err != nil {

@@ -5,6 +5,7 @@ package reconciler
 // deleted once every source has synced (Prune).
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -87,7 +88,14 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 	if err := o.pruneUnknown(); err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	// What the orphan IDs named is gone now.
+	// What the orphan IDs named is gone now, and what the rev-NAT
+	// entries nobody claimed named.
+	for ap, sts := range o.restoredRevNat {
+		for _, st := range sts {
+			o.orphanFrontendIDs = append(o.orphanFrontendIDs, st.id)
+		}
+		delete(o.restoredRevNat, ap)
+	}
 	for _, id := range o.orphanFrontendIDs {
 		if !o.frontendIDInUse(id) {
 			o.feIDs.free(id)
@@ -241,6 +249,9 @@ func (o *ops) readPinnedMaps() error {
 		return err
 	}
 	byID := o.restoredByID()
+	if err := o.restoreRevNatOnly(byID); err != nil {
+		return err
+	}
 	if err := o.restoreFrontendExtras(byID); err != nil {
 		return err
 	}
@@ -305,6 +316,29 @@ func (o *ops) restoredByID() map[uint32]*frontendState {
 		byID[st.id] = st
 	}
 	return byID
+}
+
+// restoreRevNatOnly reads the lb_rev_nat entries of IDs that no master
+// entry names into restoredRevNat, adding them to byID, so that frontends
+// keep their IDs when lb_services was recreated (--lb-recreate-maps).
+// lb_rev_nat holds an address and port, so frontends that share both
+// (TCP and UDP, or the two scopes of a NodePort) may swap IDs, which the
+// replies' rewriting does not notice.
+func (o *ops) restoreRevNatOnly(byID map[uint32]*frontendState) error {
+	err := o.maps.RevNat.Iterate(func(id uint32, v bpf.RevNatValue) bool {
+		if byID[id] == nil && id != 0 {
+			st := newFrontendState(id)
+			st.hasRevNat = true
+			byID[id] = st
+			o.feIDs.reserve(id)
+			o.restoredRevNat[v.AddrPort()] = append(o.restoredRevNat[v.AddrPort()], st)
+		}
+		return true
+	})
+	for _, sts := range o.restoredRevNat {
+		slices.SortFunc(sts, func(a, b *frontendState) int { return cmp.Compare(a.id, b.id) })
+	}
+	return err
 }
 
 // restoreFrontendExtras records which restored frontends have a Maglev
@@ -384,6 +418,9 @@ func (o *ops) reserveOrphanIDs(byID map[uint32]*frontendState, backendAddrs map[
 		return err
 	}
 	return o.maps.Affinity.Iterate(func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
+		if st := byID[k.RevNatID]; st != nil {
+			st.affinity = true // for a frontend known by its rev-NAT entry only
+		}
 		reserveOrphan(k.RevNatID)
 		if _, ok := backendAddrs[v.BackendID]; !ok && !o.beIDs.inUse(v.BackendID) {
 			o.beIDs.reserve(v.BackendID)

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -372,4 +373,53 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// When --lb-recreate-maps recreates lb_services (its layout changed),
+// every frontend keeps its rev-NAT ID, read back from lb_rev_nat, which
+// was kept: established flows' replies are still rewritten, and the maps
+// end as they were. (The IDs were once renumbered, 1-13 becoming
+// 1025-1037.)
+func TestRecreatedServicesMapKeepsFrontendIDs(t *testing.T) {
+	cfg := kernelMapsConfig(t)
+	maps1 := bpftest.KernelMaps(t, cfg)
+	a1 := newAgent(t, maps1, nil)
+	a1.start(t)
+	declare(t, a1, 0, 13, 2)
+	a1.waitDone(t, 10*time.Second)
+	before, ids := dumpText(t, maps1), a1.frontendIDs()
+	a1.stop(t)
+	maps1.Close()
+
+	bpftest.PinIncompatibleMap(t, cfg.LBPinDir, "lb_services")
+	cfg.LBRecreateMaps = true
+	maps2 := bpftest.KernelMaps(t, cfg)
+	if len(maps2.Recreated) != 1 || maps2.Recreated[0].Name != "lb_services" {
+		t.Fatalf("recreated %v, want lb_services alone", maps2.Recreated)
+	}
+	a2 := newAgent(t, maps2, nil)
+	done, err := a2.w.RegisterInitializer("k8s") // as a source does: nothing is pruned before it syncs
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2.start(t)
+	defer a2.stop(t)
+	declare(t, a2, 0, 13, 2)
+	a2.write(t, func(txn statedb.WriteTxn) error { done(txn); return nil })
+	a2.waitDone(t, 10*time.Second)
+	if got := a2.frontendIDs(); !maps.Equal(got, ids) {
+		t.Errorf("frontend IDs changed:\n before %v\n after  %v", ids, got)
+	}
+	if after := dumpText(t, maps2); after != before {
+		t.Errorf("the maps differ:\n--- before\n%s--- after\n%s", before, after)
+	}
+}
+
+// frontendIDs returns every frontend's ID by address.
+func (a *agent) frontendIDs() map[lb.L3n4Addr]uint32 {
+	ids := map[lb.L3n4Addr]uint32{}
+	for fe := range a.frontends.All(a.db.ReadTxn()) {
+		ids[fe.Address] = fe.ID
+	}
+	return ids
 }
