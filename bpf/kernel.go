@@ -14,13 +14,17 @@ import (
 // that do not exist, so that a restarted agent finds the entries (and IDs)
 // the datapath is using. A pinned map whose layout differs from this
 // version's is an error, or is recreated empty with cfg.LBRecreateMaps.
-// The pin directory must be on bpffs.
+// The pin directory must be on bpffs, and no one but this process's user
+// may have written it (checkPinDir).
 func NewKernelMaps(cfg Config) (*Maps, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(cfg.LBPinDir, 0o755); err != nil {
 		return nil, permissionHint(fmt.Errorf("pin directory: %w", err), cfg.LBPinDir)
+	}
+	if err := checkPinDir(cfg.LBPinDir); err != nil {
+		return nil, err
 	}
 	spec, err := loadLb()
 	if err != nil {
