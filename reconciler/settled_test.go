@@ -94,7 +94,7 @@ func (a *agent) settled(t testing.TB, maps *bpf.Maps) string {
 				}
 			}
 		case statedbreconciler.StatusKindError:
-			if !strings.Contains(fe.Status.GetError(), "no room in") {
+			if !strings.Contains(fe.Status.GetError(), bpf.ErrMapFull.Error()) {
 				return fmt.Sprintf("%s failed: %s", fe.Address, fe.Status.GetError())
 			}
 			need := map[string]int{
