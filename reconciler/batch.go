@@ -164,6 +164,11 @@ func (o *ops) delete(txn statedb.ReadTxn, tasks []task) {
 	o.noteInitialized(txn)
 	o.call++
 	o.remove(tasks, true)
+	for i := range tasks {
+		if tasks[i].err != nil {
+			o.room.stale = true // part of a batch may be gone
+		}
+	}
 	o.offerRoom()
 }
 
@@ -206,7 +211,7 @@ func (o *ops) remove(tasks []task, forget bool) {
 	}
 	for j := range live(tasks) {
 		if j.st != nil {
-			o.setMaster(j.st, false)
+			o.setMay(roomServices, &j.st.hasMaster, false)
 		}
 	}
 	o.deleteSurplusSlots(tasks, func(*task) int { return 0 })
@@ -233,7 +238,7 @@ func (o *ops) remove(tasks []task, forget bool) {
 		if j.st == nil {
 			continue
 		}
-		o.setRevNat(j.st, false)
+		o.setMay(roomRevNat, &j.st.hasRevNat, false)
 		j.err = o.writeSourceRanges(j.st, nil)
 		if j.err == nil && j.st.affinity {
 			if j.err = o.clearAffinity(j.st.id, nil); j.err == nil {
@@ -297,7 +302,7 @@ func (o *ops) writeBackends(tasks []task) {
 		}
 	}
 	for _, be := range todo {
-		o.setBackendInMap(be, true)
+		o.setMay(roomBackends, &be.inMap, true)
 	}
 	if err := o.maps.Backends.BatchUpdate(ids, vals); err != nil {
 		for _, be := range todo {
@@ -397,11 +402,11 @@ func (o *ops) writeMasters(tasks []task) {
 		j.st.affinity = j.st.affinity || master.AffinityTimeout > 0 // before entries can exist
 		if !j.st.masterWritten || j.st.master != master {
 			j.st.masterWritten, j.st.master = false, master
-			o.setMaster(j.st, true)
+			o.setMay(roomServices, &j.st.hasMaster, true)
 			keys, vals, masters = append(keys, bpf.NewServiceKey(j.fe.Address, 0)), append(vals, master), append(masters, j)
 		}
 		if !j.st.revNatWritten {
-			o.setRevNat(j.st, true)
+			o.setMay(roomRevNat, &j.st.hasRevNat, true)
 			revIDs, revVals, revNatOf = append(revIDs, j.st.id), append(revVals, bpf.NewRevNatValue(j.fe.Address)), append(revNatOf, j)
 		}
 	}
@@ -469,6 +474,6 @@ func (o *ops) deleteMaglev(st *frontendState) error {
 	if err := o.maps.Maglev.Delete(st.id); err != nil {
 		return err
 	}
-	o.setMaglev(st, false)
+	o.setMay(roomMaglev, &st.maglev, false)
 	return nil
 }

@@ -230,7 +230,7 @@ func (o *ops) writeMaglev(st *frontendState, rotation []lb.BackendRef) error {
 		table[i] = ids[rotation[idx].Address]
 	}
 	st.maglevInput = nil
-	o.setMaglev(st, true) // from here on a table may exist
+	o.setMay(roomMaglev, &st.maglev, true) // from here on a table may exist
 	if err := o.maps.Maglev.Update(st.id, table); err != nil {
 		return err
 	}
@@ -327,7 +327,7 @@ func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef, doomed *[]d
 		switch {
 		case be.refs > 1:
 			if v := o.backendValue(be); !be.written || v != be.value {
-				o.setBackendInMap(be, true)
+				o.setMay(roomBackends, &be.inMap, true)
 				if err := o.maps.Backends.Update(be.id, v); err != nil {
 					return err
 				}
@@ -383,7 +383,7 @@ func (o *ops) deleteBackends(doomed []doomedBackend) {
 		return
 	}
 	for _, d := range doomed {
-		o.setBackendInMap(d.be, false)
+		o.setMay(roomBackends, &d.be.inMap, false)
 		o.beIDs.free(d.be.id)
 	}
 }

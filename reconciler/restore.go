@@ -81,7 +81,7 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 			errs = append(errs, err)
 			continue
 		}
-		o.setBackendInMap(be, false)
+		o.setMay(roomBackends, &be.inMap, false)
 		o.beIDs.free(be.id)
 		delete(o.restoredBackends, addr)
 	}

@@ -156,39 +156,21 @@ func (o *ops) use(m roomMap, delta int) {
 	}
 }
 
-// The setters below are the only writers of the state that says what may
-// be in the maps, so that the counts follow it.
+// setSlots and setMay (and use, for source ranges) are the only writers of
+// the state that says what may be in the maps, so that the counts follow
+// it.
 
 func (o *ops) setSlots(st *frontendState, n int) {
 	o.use(roomServices, n-st.slots)
 	st.slots = n
 }
 
-func (o *ops) setMaster(st *frontendState, may bool) {
-	if st.hasMaster != may {
-		st.hasMaster = may
-		o.use(roomServices, delta(may))
-	}
-}
-
-func (o *ops) setRevNat(st *frontendState, may bool) {
-	if st.hasRevNat != may {
-		st.hasRevNat = may
-		o.use(roomRevNat, delta(may))
-	}
-}
-
-func (o *ops) setMaglev(st *frontendState, may bool) {
-	if st.maglev != may {
-		st.maglev = may
-		o.use(roomMaglev, delta(may))
-	}
-}
-
-func (o *ops) setBackendInMap(be *backendState, may bool) {
-	if be.inMap != may {
-		be.inMap = may
-		o.use(roomBackends, delta(may))
+// setMay sets flag, which says whether an entry of map m may exist,
+// counting the change.
+func (o *ops) setMay(m roomMap, flag *bool, may bool) {
+	if *flag != may {
+		*flag = may
+		o.use(m, delta(may))
 	}
 }
 
