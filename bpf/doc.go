@@ -31,8 +31,10 @@
 // sizes, flags and max_entries. Changing a capacity flag (--lb-*-max) or
 // --lb-maglev-table-size on a node that has pinned maps therefore fails
 // with an error wrapping ebpf.ErrMapIncompatible and naming
-// --lb-recreate-maps, which recreates the mismatched maps empty (their
-// entries, and the IDs they held, are lost; other maps are kept). The
+// --lb-recreate-maps, which recreates the mismatched maps empty, and only
+// those: their entries are lost, other maps are kept, and Maps.Recreated
+// says which and why (Cell logs each at WARN). A reader of IDs should take
+// them from the maps kept: lb_rev_nat holds every frontend ID. The
 // Maglev table size is checked on the inner maps, by looking at one, or,
 // with none, by trying to insert one. Cell never falls back to in-memory
 // maps on this error: the agent would silently stop programming the

@@ -50,14 +50,14 @@ type task struct {
 	st  *frontendState
 	err error
 
+	algorithm uint8
+	useMaglev bool
 	// wasServed says that the frontend had a master entry before this
 	// update; refused that admit refused it for want of room in fullIn.
 	wasServed, refused bool
 	fullIn             roomMap
 
-	algorithm         uint8
 	rotation, standby []lb.BackendRef
-	useMaglev         bool
 	// slotCounts are the slots of each backend in rotation (nil: one
 	// each), slotCount the slots in all, standby ones included.
 	slotCounts []int

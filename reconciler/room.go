@@ -24,7 +24,7 @@ import (
 )
 
 // roomMap names a map whose room the reconciler accounts for.
-type roomMap int
+type roomMap uint8
 
 const (
 	roomServices roomMap = iota
