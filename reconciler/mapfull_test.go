@@ -313,3 +313,51 @@ func (a *agent) frontendID(vip string) uint32 {
 	}
 	return fe.ID
 }
+
+// A frontend in service whose change needs more room than is free stays
+// in service as it was, and takes the room when it frees.
+func TestFrontendThatCannotGrowStaysInServiceAsItWas(t *testing.T) {
+	cfg := smallMapsConfig()
+	cfg.LBBackendsMax = 4
+	onBothMapKindsWith(t, cfg, func(t *testing.T, maps *bpf.Maps) {
+		defer reconciler.SetRetryMinBackoff(time.Hour)()
+		a := newAgent(t, maps, func(c *reconciler.Config) { c.LBRetryMaxBackoff = time.Hour })
+		a.start(t)
+		defer a.stop(t)
+		a.write(t, func(txn statedb.WriteTxn) error {
+			if err := declareFull(a, txn, 0, 2); err != nil {
+				return err
+			}
+			return declareFull(a, txn, 1, 2)
+		})
+		a.waitDone(t, 10*time.Second)
+		before := dumpText(t, maps)
+
+		a.write(t, func(txn statedb.WriteTxn) error { return declareFull(a, txn, 0, 4) })
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, failed := a.statuses()
+			if err, ok := failed[fullVIP(0)]; ok {
+				if !strings.Contains(err, "lb_backends") {
+					t.Fatalf("error %q does not name lb_backends", err)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the change that does not fit never failed:\n%s", dumpText(t, maps))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if after := dumpText(t, maps); after != before {
+			t.Fatalf("the maps changed:\n--- before\n%s--- after\n%s", before, after)
+		}
+
+		a.write(t, func(txn statedb.WriteTxn) error {
+			return a.w.DeleteService(txn, lb.NewServiceName("test", "full-1"), lb.SourceK8s)
+		})
+		a.waitServed(t, maps, []int{0}, []int{0})
+		if got := len(entriesOf(dumpText(t, maps), fullVIP(0)+" slot=")); got != 4 {
+			t.Fatalf("%s has %d slots, want 4:\n%s", fullVIP(0), got, dumpText(t, maps))
+		}
+	})
+}
