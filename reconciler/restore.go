@@ -76,6 +76,10 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 			errs = append(errs, t.err)
 		}
 	}
+	// Backends go last, once nothing the prune leaves names them.
+	if err := o.pruneUnknown(); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
 	for addr, be := range o.restoredBackends {
 		if err := o.maps.Backends.Delete(be.id); err != nil {
 			errs = append(errs, err)
@@ -85,7 +89,7 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 		o.beIDs.free(be.id)
 		delete(o.restoredBackends, addr)
 	}
-	if err := o.pruneUnknown(); err != nil {
+	if err := o.pruneUnknownBackends(); err != nil {
 		return errors.Join(append(errs, err)...)
 	}
 	// What the orphan IDs named is gone now, and what the rev-NAT
@@ -135,24 +139,19 @@ func (o *ops) backendIDInUse(id uint32) bool {
 
 // pruneUnknown deletes entries that no state accounts for (left behind by
 // a crash between a write and its bookkeeping, or written by someone
-// else).
+// else), but lb_backends' (pruneUnknownBackends): the entries it deletes
+// may name backends.
 func (o *ops) pruneUnknown() error {
 	byID := make(map[uint32]*frontendState, len(o.frontends))
 	for _, st := range o.frontends {
 		byID[st.id] = st
 	}
-	backendIDs := make(map[uint32]bool, len(o.backends))
-	for _, be := range o.backends {
-		backendIDs[be.id] = true
-	}
+	backendIDs := o.backendIDs()
 
 	if err := o.pruneServices(); err != nil {
 		return err
 	}
 	if err := pruneMap(o.maps.RevNat, func(id uint32, _ bpf.RevNatValue) bool { return byID[id] != nil }); err != nil {
-		return err
-	}
-	if err := pruneMap(o.maps.Backends, func(id uint32, _ bpf.Backend) bool { return backendIDs[id] }); err != nil {
 		return err
 	}
 	if err := pruneMap(o.maps.SourceRanges, func(k bpf.SourceRangeKey, _ uint8) bool {
@@ -185,6 +184,22 @@ func (o *ops) pruneUnknown() error {
 		}
 	}
 	return nil
+}
+
+// pruneUnknownBackends deletes the lb_backends entries of backends that
+// no state accounts for.
+func (o *ops) pruneUnknownBackends() error {
+	backendIDs := o.backendIDs()
+	return pruneMap(o.maps.Backends, func(id uint32, _ bpf.Backend) bool { return backendIDs[id] })
+}
+
+// backendIDs returns the IDs of the backends in use.
+func (o *ops) backendIDs() map[uint32]bool {
+	ids := make(map[uint32]bool, len(o.backends))
+	for _, be := range o.backends {
+		ids[be.id] = true
+	}
+	return ids
 }
 
 // pruneServices deletes the lb_services entries of unknown frontends and

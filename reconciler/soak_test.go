@@ -100,7 +100,7 @@ func TestSoakFullMapsRestartsAndBadInput(t *testing.T) {
 		a.waitSettled(t, maps, time.Minute)
 		select {
 		case v := <-violations:
-			t.Fatalf("round %d: the datapath could have seen a half-written service: %s", round, v)
+			t.Fatalf("round %d: the datapath could have seen a half-written service: %s\n(the maps now:)\n%s", round, v, dumpText(t, maps))
 		default:
 		}
 		if _, failed := a.statuses(); len(failed) > 0 {
