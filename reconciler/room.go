@@ -228,6 +228,9 @@ func (o *ops) noRoom(j *task, m roomMap, n, free int) error {
 	if r.flag != "" {
 		raise = "; raise " + r.flag
 	}
+	if n > r.capacity {
+		raise = ", more than the whole map holds" + raise
+	}
 	return fmt.Errorf("frontend %s: no room in %s: needs %d more entries, %d of %d free for it (frontends with lower IDs come first)%s: %w",
 		j.fe.Address, r.name, n, max(free, 0), r.capacity, raise, bpf.ErrMapFull)
 }
