@@ -60,9 +60,10 @@ type ops struct {
 	// room counts the entries in the maps; waiting holds the frontends
 	// that did not fit, and kick asks statedb's reconciler to retry some
 	// of them now (waiting.go).
-	room    room
-	waiting map[lb.L3n4Addr]*waiter
-	kick    func([]lb.L3n4Addr)
+	room      room
+	waiting   map[lb.L3n4Addr]*waiter
+	waitOrder []*waiter // the waiting, by ID
+	kick      func([]lb.L3n4Addr)
 
 	// call counts the calls of update and delete, so that a backend
 	// knows the one that created it (backendState.born).

@@ -183,16 +183,24 @@ func delta(added bool) int {
 
 // need returns the entries the task's frontend needs beyond those it has:
 // backends not in lb_backends (nor in counted, those an older frontend of
-// the batch brings), slots and a master entry, a rev-NAT entry, a Maglev
-// table, source ranges.
+// the batch brings), and what needOwn counts.
 func (o *ops) need(j *task, counted map[lb.L3n4Addr]bool) entries {
-	var n entries
-	st := j.st
+	n := needOwn(j)
 	for _, b := range j.fe.Backends {
 		if be := o.knownBackend(b.Address); (be == nil || !be.inMap) && !counted[b.Address] {
 			n[roomBackends]++
 		}
 	}
+	return n
+}
+
+// needOwn returns the entries of its own the task's frontend needs beyond
+// those it has: slots and a master entry, a rev-NAT entry, a Maglev table,
+// source ranges. Unlike backends, which others may write, they depend on
+// the frontend alone, and cost no lookup.
+func needOwn(j *task) entries {
+	var n entries
+	st := j.st
 	n[roomServices] = max(0, j.slotCount-st.slots)
 	if !st.hasMaster {
 		n[roomServices]++

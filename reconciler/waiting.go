@@ -44,6 +44,11 @@ func (o *ops) admit(tasks []task) {
 	}
 	free := o.room.free()
 	free.sub(o.room.reserved)
+	for j := range live(tasks) {
+		if w := o.waiting[j.fe.Address]; w != nil {
+			free.add(w.reserved) // held for this very frontend
+		}
+	}
 	if _, ok := total.fitsIn(free); ok {
 		return // everything fits: the usual case
 	}
@@ -70,8 +75,8 @@ func (o *ops) admitOldestFirst(tasks []task) {
 		order = append(order, turn{id: j.st.id, j: j})
 		inBatch[j.fe.Address] = true
 	}
-	for addr, w := range o.waiting {
-		if w.reserved != (entries{}) && !inBatch[addr] {
+	for _, w := range o.waitOrder {
+		if w.reserved != (entries{}) && !inBatch[w.t.fe.Address] {
 			order = append(order, turn{id: w.t.st.id, w: w})
 		}
 	}
@@ -142,6 +147,8 @@ func (o *ops) startWaiting(j *task) {
 	if w == nil {
 		w = &waiter{}
 		o.waiting[j.fe.Address] = w
+		i, _ := slices.BinarySearchFunc(o.waitOrder, j.st.id, byID)
+		o.waitOrder = slices.Insert(o.waitOrder, i, w)
 	}
 	o.release(w, false)
 	w.t, w.kicked = *j, false
@@ -154,8 +161,13 @@ func (o *ops) stopWaiting(addr lb.L3n4Addr, used bool) {
 	if w, ok := o.waiting[addr]; ok {
 		o.release(w, used)
 		delete(o.waiting, addr)
+		if i, found := slices.BinarySearchFunc(o.waitOrder, w.t.st.id, byID); found {
+			o.waitOrder = slices.Delete(o.waitOrder, i, i+1)
+		}
 	}
 }
+
+func byID(w *waiter, id uint32) int { return cmp.Compare(w.t.st.id, id) }
 
 // release lets go of the room held for w. Room that w did not use is
 // offered again, as freed room is.
@@ -180,17 +192,15 @@ func (o *ops) offerRoom() {
 	if len(o.waiting) == 0 {
 		return
 	}
-	ws := make([]*waiter, 0, len(o.waiting))
-	for _, w := range o.waiting {
-		ws = append(ws, w)
-	}
-	slices.SortFunc(ws, func(a, b *waiter) int { return cmp.Compare(a.t.st.id, b.t.st.id) })
 	free := o.room.free()
 	counted := map[lb.L3n4Addr]bool{}
 	o.room.reserved = entries{}
 	var kick []lb.L3n4Addr
-	for _, w := range ws {
+	for _, w := range o.waitOrder {
 		w.reserved = entries{}
+		if _, ok := needOwn(&w.t).fitsIn(free); !ok {
+			continue // the usual case once the room is taken: no lookups
+		}
 		n := o.need(&w.t, counted)
 		if _, ok := n.fitsIn(free); !ok {
 			continue
