@@ -21,6 +21,10 @@ func TestFullMapRefusesNewKeysButUpdatesExistingOnes(t *testing.T) {
 		if !errors.Is(err, bpf.ErrMapFull) || !strings.Contains(err.Error(), "lb_backends") {
 			t.Fatalf("9th backend: %v, want ErrMapFull naming lb_backends", err)
 		}
+		var full *bpf.MapFullError
+		if !errors.As(err, &full) || full.Map != "lb_backends" || full.MaxEntries != 8 {
+			t.Fatalf("9th backend: %#v, want a *MapFullError of lb_backends, 8 entries", err)
+		}
 		if err := m.Backends.Update(3, bpf.Backend{ClusterID: 33}); err != nil {
 			t.Fatalf("updating an existing key of a full map: %v", err)
 		}
@@ -71,6 +75,25 @@ func TestFullAffinityMapEvictsInsteadOfFailing(t *testing.T) {
 		}
 		if _, ok, _ := m.Affinity.Lookup(bpf.AffinityKey{RevNatID: 9}); !ok {
 			t.Error("the entry written last was evicted")
+		}
+	})
+}
+
+// Each map's capacity is known, with the flag that sets it, so that a
+// writer can tell how much room is left and what to raise.
+func TestCapacityNamesEachMapsSizeAndFlag(t *testing.T) {
+	implementations(t, smallConfig(), func(t *testing.T, m *bpf.Maps) {
+		for name, want := range map[string]bpf.Capacity{
+			"lb_services": {MaxEntries: 64, Flag: "--lb-services-max"},
+			"lb_backends": {MaxEntries: 8, Flag: "--lb-backends-max"},
+			"lb_id_marks": {MaxEntries: 2},
+		} {
+			if got, ok := m.Capacity(name); !ok || got != want {
+				t.Errorf("Capacity(%q) = %+v, %v; want %+v", name, got, ok, want)
+			}
+		}
+		if _, ok := m.Capacity("lb_nonesuch"); ok {
+			t.Error("a map the set does not have has a capacity")
 		}
 	})
 }

@@ -91,5 +91,14 @@ func openKernelMaps(log *slog.Logger, cfg Config) (*Maps, error) {
 	if mounted != "" {
 		log.Info("Mounted bpffs, as no bpffs held the pin directory", "dir", mounted, "pin-dir", cfg.LBPinDir)
 	}
-	return NewKernelMaps(cfg)
+	maps, err := NewKernelMaps(cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range maps.Recreated {
+		log.Warn("Recreated a pinned map whose layout changed (--lb-recreate-maps): its entries are lost;"+
+			" IDs are restored from the maps that were kept",
+			"map", r.Name, "pin-dir", cfg.LBPinDir, "reason", r.Reason)
+	}
+	return maps, nil
 }

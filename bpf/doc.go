@@ -31,8 +31,10 @@
 // sizes, flags and max_entries. Changing a capacity flag (--lb-*-max) or
 // --lb-maglev-table-size on a node that has pinned maps therefore fails
 // with an error wrapping ebpf.ErrMapIncompatible and naming
-// --lb-recreate-maps, which recreates the mismatched maps empty (their
-// entries, and the IDs they held, are lost; other maps are kept). The
+// --lb-recreate-maps, which recreates the mismatched maps empty, and only
+// those: their entries are lost, other maps are kept, and Maps.Recreated
+// says which and why (Cell logs each at WARN). A reader of IDs should take
+// them from the maps kept: lb_rev_nat holds every frontend ID. The
 // Maglev table size is checked on the inner maps, by looking at one, or,
 // with none, by trying to insert one. Cell never falls back to in-memory
 // maps on this error: the agent would silently stop programming the
@@ -40,7 +42,10 @@
 //
 // The pin directory belongs to one agent: the reconciler restores IDs
 // from everything in it and prunes what none of its frontends claims, so
-// two agents sharing one would delete each other's entries. Tools read it with
+// two agents sharing one would delete each other's entries. For the same
+// reason NewKernelMaps refuses a pin directory, or a pin in it, that
+// belongs to another user or that its group or others may write (bpffs
+// is often mode 1777: anyone may create the directory first). Tools read it with
 // OpenPinnedMaps, which creates nothing. On a fresh machine Cell mounts
 // bpffs on the pin directory's parent (by default /sys/fs/bpf) when that
 // is an empty directory off bpffs; it never mounts over files and never
@@ -61,9 +66,11 @@
 //
 // # Full maps and LRU eviction
 //
-// A full hash map or trie refuses a new key with an error wrapping
-// ErrMapFull and naming the map (the kernel says E2BIG or ENOSPC); keys
-// it holds can still be updated. lb_affinity is an LRU map, written by
+// A full hash map or trie refuses a new key with a *MapFullError, which
+// names the map and matches ErrMapFull (the kernel says E2BIG or ENOSPC);
+// keys it holds can still be updated. Maps.Capacity tells each map's
+// max_entries and the flag that sets it, for the error messages and the
+// room accounting of a writer. lb_affinity is an LRU map, written by
 // the datapath: when full, an insert evicts some entry instead of
 // failing, so no entry is guaranteed to stay.
 //

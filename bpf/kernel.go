@@ -14,13 +14,17 @@ import (
 // that do not exist, so that a restarted agent finds the entries (and IDs)
 // the datapath is using. A pinned map whose layout differs from this
 // version's is an error, or is recreated empty with cfg.LBRecreateMaps.
-// The pin directory must be on bpffs.
+// The pin directory must be on bpffs, and no one but this process's user
+// may have written it (checkPinDir).
 func NewKernelMaps(cfg Config) (*Maps, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(cfg.LBPinDir, 0o755); err != nil {
 		return nil, permissionHint(fmt.Errorf("pin directory: %w", err), cfg.LBPinDir)
+	}
+	if err := checkPinDir(cfg.LBPinDir); err != nil {
+		return nil, err
 	}
 	spec, err := loadLb()
 	if err != nil {
@@ -36,13 +40,17 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 		if d.innerSlots != nil {
 			ms.InnerMap.ValueSize = 4 * d.innerSlots(cfg)
 		}
-		m, err := openPinned(ms, cfg)
+		m, recreated, err := openPinned(ms, cfg)
 		if err != nil {
 			closeMaps(opened)
 			return nil, permissionHint(err, cfg.LBPinDir)
 		}
+		if recreated != nil {
+			maps.Recreated = append(maps.Recreated, RecreatedMap{Name: d.name, Reason: recreated})
+		}
 		opened = append(opened, m)
 		d.bind.kernel(maps, d, m, ms)
+		maps.setCapacity(d, m.MaxEntries())
 	}
 	maps.close = func() error { return closeMaps(opened) }
 	return maps, nil
@@ -65,29 +73,31 @@ func closeMaps(ms []*ebpf.Map) error {
 }
 
 // openPinned opens or creates one pinned map, checking that an existing
-// one fits the spec (for map-in-map, that its inner tables do too).
-func openPinned(ms *ebpf.MapSpec, cfg Config) (*ebpf.Map, error) {
+// one fits the spec (for map-in-map, that its inner tables do too). If it
+// recreated the map (cfg.LBRecreateMaps), it says why.
+func openPinned(ms *ebpf.MapSpec, cfg Config) (m *ebpf.Map, recreated, err error) {
 	path := filepath.Join(cfg.LBPinDir, ms.Name)
-	m, err := ebpf.NewMapWithOptions(ms, ebpf.MapOptions{PinPath: cfg.LBPinDir})
+	m, err = ebpf.NewMapWithOptions(ms, ebpf.MapOptions{PinPath: cfg.LBPinDir})
 	if err == nil && ms.InnerMap != nil {
 		if err = checkInnerMaps(m, ms.InnerMap); err != nil {
 			m.Close()
 		}
 	}
 	if err != nil && errors.Is(err, ebpf.ErrMapIncompatible) && cfg.LBRecreateMaps {
+		recreated = err
 		if rmErr := os.Remove(path); rmErr != nil {
-			return nil, fmt.Errorf("map %s: recreate: %w", path, rmErr)
+			return nil, nil, fmt.Errorf("map %s: recreate: %w", path, rmErr)
 		}
 		m, err = ebpf.NewMapWithOptions(ms, ebpf.MapOptions{PinPath: cfg.LBPinDir})
 	}
 	if errors.Is(err, ebpf.ErrMapIncompatible) {
-		return nil, fmt.Errorf("map %s: the pinned map does not match this version's layout: %w"+
+		return nil, nil, fmt.Errorf("map %s: the pinned map does not match this version's layout: %w"+
 			" (restart with --lb-recreate-maps to recreate it; its entries are lost)", path, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("map %s: %w", path, err)
+		return nil, nil, fmt.Errorf("map %s: %w", path, err)
 	}
-	return m, nil
+	return m, recreated, nil
 }
 
 // checkInnerMaps reports ErrMapIncompatible if the outer map takes no inner
@@ -177,7 +187,7 @@ func (m *kernelMap[K, V]) wrap(op string, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, unix.E2BIG), errors.Is(err, unix.ENOSPC): // hash maps say E2BIG, LPM tries ENOSPC
-		return fmt.Errorf("%s: %s: %w (%d entries): %w", m.name, op, ErrMapFull, m.m.MaxEntries(), err)
+		return &MapFullError{Map: m.name, Op: op, MaxEntries: int(m.m.MaxEntries()), Err: err}
 	}
 	return fmt.Errorf("%s: %s: %w", m.name, op, err)
 }
@@ -269,6 +279,7 @@ func OpenPinnedMaps(dir string) (*Maps, error) {
 			ms.InnerMap.ValueSize = pinnedInnerValueSize(m)
 		}
 		d.bind.kernel(maps, d, m, ms)
+		maps.setCapacity(d, m.MaxEntries())
 	}
 	maps.close = func() error { return closeMaps(opened) }
 	return maps, nil

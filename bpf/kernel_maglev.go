@@ -40,7 +40,7 @@ func (m *kernelMaglev) Update(id uint32, table []uint32) error {
 	}
 	if err := m.outer.Update(id, inner, ebpf.UpdateAny); err != nil {
 		if errors.Is(err, unix.E2BIG) {
-			return fmt.Errorf("%s: update %d: %w (%d entries): %w", m.name, id, ErrMapFull, m.outer.MaxEntries(), err)
+			return &MapFullError{Map: m.name, Op: fmt.Sprintf("update %d", id), MaxEntries: int(m.outer.MaxEntries()), Err: err}
 		}
 		return fmt.Errorf("%s: update %d: %w", m.name, id, err)
 	}

@@ -60,7 +60,44 @@ type Maps struct {
 	Counters      Map[CounterKey, []CounterValue]
 	Drops         Map[DropKey, []uint64]
 
-	close func() error
+	// Recreated lists the pinned maps that NewKernelMaps recreated empty
+	// (Config.LBRecreateMaps), each with why; bpf.Cell logs them.
+	Recreated []RecreatedMap
+
+	capacities map[string]Capacity
+	close      func() error
+}
+
+// RecreatedMap is a pinned map recreated empty, and why.
+type RecreatedMap struct {
+	Name   string
+	Reason error // wraps ebpf.ErrMapIncompatible
+}
+
+// Capacity bounds a map: the most entries it holds, and the flag that
+// sets that number ("" for a map of fixed size).
+type Capacity struct {
+	MaxEntries int
+	Flag       string
+}
+
+// Capacity returns the capacity of the map called name, and false for a
+// map this set does not have.
+func (m *Maps) Capacity(name string) (Capacity, bool) {
+	c, ok := m.capacities[name]
+	return c, ok
+}
+
+// setCapacity records the capacity of d's map.
+func (m *Maps) setCapacity(d *mapDef, maxEntries uint32) {
+	if m.capacities == nil {
+		m.capacities = make(map[string]Capacity, len(layout))
+	}
+	c := Capacity{MaxEntries: int(maxEntries)}
+	if d.sizedBy != nil {
+		c.Flag = "--" + d.sizedBy.flag
+	}
+	m.capacities[d.name] = c
 }
 
 // Keys of Maps.IDMarks.
@@ -136,5 +173,27 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// ErrMapFull is returned (wrapped) when a new entry does not fit.
+// ErrMapFull is returned (wrapped, in a *MapFullError) when a new entry
+// does not fit.
 var ErrMapFull = errors.New("map full")
+
+// MapFullError is the error of a write that a full map refused.
+// errors.Is(err, ErrMapFull) holds for it.
+type MapFullError struct {
+	Map        string
+	Op         string // "update", "batch update", "update 7"
+	MaxEntries int
+	Err        error // the kernel's error; nil for in-memory maps
+}
+
+func (e *MapFullError) Error() string {
+	s := fmt.Sprintf("%s: %s: %v (%d entries)", e.Map, e.Op, ErrMapFull, e.MaxEntries)
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *MapFullError) Is(target error) bool { return target == ErrMapFull }
+
+func (e *MapFullError) Unwrap() error { return e.Err }

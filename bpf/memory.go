@@ -31,6 +31,7 @@ func NewMemoryMaps(cfg Config, faults FaultHook) (*Maps, error) {
 	for i := range layout {
 		d := &layout[i]
 		d.bind.memory(maps, d, cfg, faults)
+		maps.setCapacity(d, d.maxEntries(cfg))
 	}
 	return maps, nil
 }
@@ -81,7 +82,7 @@ func (m *memMap[K, V]) Update(k K, v V) error {
 func (m *memMap[K, V]) updateLocked(k K, v V) error {
 	if _, exists := m.entries[k]; !exists && len(m.entries) >= m.capacity {
 		if !m.lru {
-			return fmt.Errorf("%s: update: %w (%d entries)", m.name, ErrMapFull, m.capacity)
+			return &MapFullError{Map: m.name, Op: "update", MaxEntries: m.capacity}
 		}
 		for old := range m.entries { // evict one, as an LRU map would
 			delete(m.entries, old)
@@ -232,7 +233,7 @@ func (m *memArray[V]) BatchUpdate(ks []uint32, vs []V) error {
 
 func (m *memArray[V]) inRange(k uint32) error {
 	if int(k) >= m.capacity {
-		return fmt.Errorf("%s: update %d: %w (%d entries)", m.name, k, ErrMapFull, m.capacity)
+		return &MapFullError{Map: m.name, Op: fmt.Sprintf("update %d", k), MaxEntries: m.capacity}
 	}
 	return nil
 }

@@ -137,3 +137,32 @@ func TestAutoModeReportsIncompatiblePinnedMaps(t *testing.T) {
 		t.Fatalf("pinned maps of another layout silently gave %s maps instead of an error", got.Kind)
 	}
 }
+
+// With --lb-recreate-maps, only the pinned map whose layout changed is
+// recreated, and the log says which and why; the others keep their
+// entries. (lb_services was once recreated without a word.)
+func TestRecreateReplacesOnlyTheChangedMapAndSaysWhy(t *testing.T) {
+	cfg := pinnedConfig(t)
+	pinBackendAndTable(t, cfg)
+	bpftest.PinIncompatibleMap(t, cfg.LBPinDir, "lb_services")
+	cfg.LBRecreateMaps = true
+	m, logs := startCell(t, cfg, "kernel")
+	var warned []string
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, "level=WARN") && strings.Contains(l, "Recreated") {
+			warned = append(warned, l)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "map=lb_services") || !strings.Contains(warned[0], "ValueSize") {
+		t.Fatalf("want one WARN line saying lb_services was recreated and why (its value size); log:\n%s", logs)
+	}
+	if v, ok, _ := m.Backends.Lookup(1); !ok || v.ClusterID != 42 {
+		t.Error("lb_backends lost its entry, though its layout did not change")
+	}
+	if _, ok, _ := m.Maglev.Lookup(1); !ok {
+		t.Error("lb_maglev lost its table, though its layout did not change")
+	}
+	if err := m.Services.Update(bpf.ServiceKey{}, bpf.ServiceValue{}); err != nil {
+		t.Errorf("the recreated lb_services takes no entry: %v", err)
+	}
+}

@@ -27,10 +27,17 @@ import (
 //     of backends it dropped;
 //  7. backends that no frontend uses any more.
 //
+// Before the first phase, admit (room.go, waiting.go) refuses the
+// frontends that do not fit in the room left in the maps: they write
+// nothing, and wait.
+//
 // A frontend whose write fails drops out of the later phases: what was
 // written stays, with the state describing it, and statedb's retry of the
 // frontend alone carries on from there. A failed batched syscall fails
-// every frontend that had a part in it.
+// every frontend that had a part in it. The exception is a map the kernel
+// found full (admit's counts were low): a frontend that was not in service
+// then takes back what it wrote of itself (settle), so that its entries do
+// not hold room that frontends that fit could use.
 
 // maxSlots is the most backend slots a frontend can have: slots are
 // numbered, and counted in the master entry, in 16 bits (bpf.ServiceKey,
@@ -43,11 +50,20 @@ type task struct {
 	st  *frontendState
 	err error
 
-	algorithm         uint8
+	algorithm uint8
+	useMaglev bool
+	// wasServed says that the frontend had a master entry before this
+	// update; refused that admit refused it for want of room in fullIn.
+	wasServed, refused bool
+	fullIn             roomMap
+
 	rotation, standby []lb.BackendRef
-	useMaglev         bool
-	slotIDs           []uint32
-	ranges            map[bpf.SourceRangeKey]struct{}
+	// slotCounts are the slots of each backend in rotation (nil: one
+	// each), slotCount the slots in all, standby ones included.
+	slotCounts []int
+	slotCount  int
+	slotIDs    []uint32
+	ranges     map[bpf.SourceRangeKey]struct{}
 }
 
 // Update writes one frontend; see UpdateBatch.
@@ -113,10 +129,12 @@ func (o *ops) update(txn statedb.ReadTxn, tasks []task) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.noteInitialized(txn)
+	o.call++
 
+	o.prepare(tasks)
+	o.admit(tasks)
 	o.writeBackends(tasks)
 	for j := range live(tasks) {
-		j.layout(o)
 		if j.useMaglev {
 			j.err = o.writeMaglev(j.st, j.rotation)
 		}
@@ -137,17 +155,39 @@ func (o *ops) update(txn statedb.ReadTxn, tasks []task) {
 		}
 	}
 	o.deleteBackends(doomed)
+	o.settle(tasks)
 }
 
 func (o *ops) delete(txn statedb.ReadTxn, tasks []task) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.noteInitialized(txn)
-	o.remove(tasks)
+	o.call++
+	o.remove(tasks, true)
+	for i := range tasks {
+		if tasks[i].err != nil {
+			o.room.stale = true // part of a batch may be gone
+		}
+	}
+	o.offerRoom()
 }
 
-// remove deletes the frontends' entries and releases what they used.
-func (o *ops) remove(tasks []task) {
+// prepare claims each frontend's state and ID, and lays it out.
+func (o *ops) prepare(tasks []task) {
+	for j := range live(tasks) {
+		if j.st, j.err = o.claimFrontend(j.fe.Address); j.err != nil {
+			continue
+		}
+		j.fe.ID = j.st.id
+		j.wasServed = j.st.hasMaster
+		j.layout(o)
+	}
+}
+
+// remove deletes the frontends' entries and releases what they used. With
+// forget, it also forgets the frontends and frees their IDs; without, they
+// keep their IDs (a frontend taking back what it wrote, for want of room).
+func (o *ops) remove(tasks []task, forget bool) {
 	var masters []bpf.ServiceKey
 	for i := range tasks {
 		j := &tasks[i]
@@ -157,6 +197,9 @@ func (o *ops) remove(tasks []task) {
 			j.st = nil // nothing to do
 			continue
 		}
+		if forget {
+			o.stopWaiting(j.fe.Address, false)
+		}
 		if j.st, j.err = o.claimFrontend(j.fe.Address); j.err != nil {
 			continue
 		}
@@ -165,6 +208,11 @@ func (o *ops) remove(tasks []task) {
 	}
 	if err := o.maps.Services.BatchDelete(masters); err != nil {
 		fail(tasks, err, func(j *task) bool { return j.st != nil })
+	}
+	for j := range live(tasks) {
+		if j.st != nil {
+			o.setMay(roomServices, &j.st.hasMaster, false)
+		}
 	}
 	o.deleteSurplusSlots(tasks, func(*task) int { return 0 })
 	var (
@@ -190,6 +238,7 @@ func (o *ops) remove(tasks []task) {
 		if j.st == nil {
 			continue
 		}
+		o.setMay(roomRevNat, &j.st.hasRevNat, false)
 		j.err = o.writeSourceRanges(j.st, nil)
 		if j.err == nil && j.st.affinity {
 			if j.err = o.clearAffinity(j.st.id, nil); j.err == nil {
@@ -199,7 +248,7 @@ func (o *ops) remove(tasks []task) {
 		if j.err == nil {
 			j.err = o.releaseUnused(j.st, nil, &doomed, j)
 		}
-		if j.err == nil {
+		if j.err == nil && forget {
 			o.feIDs.free(j.st.id)
 			delete(o.frontends, j.fe.Address)
 		}
@@ -216,16 +265,12 @@ func fail(tasks []task, err error, part func(*task) bool) {
 	}
 }
 
-// writeBackends claims each frontend's ID and backends, counting its
+// writeBackends claims each frontend's backends, counting its
 // references, and makes every backend they use present in lb_backends
 // with its current value.
 func (o *ops) writeBackends(tasks []task) {
 	var touched []*backendState
 	for j := range live(tasks) {
-		if j.st, j.err = o.claimFrontend(j.fe.Address); j.err != nil {
-			continue
-		}
-		j.fe.ID = j.st.id
 		for _, ref := range j.fe.Backends {
 			be, err := o.claimBackend(j.st, ref.Address)
 			if err != nil {
@@ -256,6 +301,9 @@ func (o *ops) writeBackends(tasks []task) {
 			ids, vals, todo = append(ids, be.id), append(vals, v), append(todo, be)
 		}
 	}
+	for _, be := range todo {
+		o.setMay(roomBackends, &be.inMap, true)
+	}
 	if err := o.maps.Backends.BatchUpdate(ids, vals); err != nil {
 		for _, be := range todo {
 			be.written = false // some may hold the new value, some the old
@@ -269,7 +317,7 @@ func (o *ops) writeBackends(tasks []task) {
 }
 
 // layout works out a frontend's algorithm, its backends in rotation and on
-// standby, and its source ranges.
+// standby, its slots, and its source ranges.
 func (j *task) layout(o *ops) {
 	j.algorithm = o.cfg.algorithm(j.fe.Policy.Algorithm)
 	for _, b := range j.fe.Backends {
@@ -281,6 +329,22 @@ func (j *task) layout(o *ops) {
 	}
 	j.useMaglev = j.algorithm == bpf.AlgorithmMaglev && len(j.rotation) > 0
 	j.ranges = sourceRanges(j.fe)
+	j.slotCount = len(j.rotation)
+	if j.algorithm == bpf.AlgorithmRandom && len(j.rotation) > 1 { // one backend gets one slot
+		weights := make([]uint16, len(j.rotation))
+		for i, b := range j.rotation {
+			weights[i] = b.Weight
+		}
+		j.slotCounts = weightedSlots(weights, o.cfg.maxSlots)
+		j.slotCount = 0
+		for _, n := range j.slotCounts {
+			j.slotCount += n
+		}
+	}
+	j.slotCount += len(j.standby)
+	if j.slotCount > maxSlots {
+		j.err = fmt.Errorf("frontend %s: %d backend slots, at most %d", j.fe.Address, j.slotCount, maxSlots)
+	}
 }
 
 // writeSlots writes the slots whose backend ID changed.
@@ -291,11 +355,7 @@ func (o *ops) writeSlots(tasks []task) {
 		changed []*task
 	)
 	for j := range live(tasks) {
-		j.slotIDs = o.slotIDs(j.algorithm, j.rotation, j.standby)
-		if len(j.slotIDs) > maxSlots {
-			j.err = fmt.Errorf("frontend %s: %d backend slots, at most %d", j.fe.Address, len(j.slotIDs), maxSlots)
-			continue
-		}
+		j.slotIDs = o.slotIDs(j)
 		n := len(keys)
 		for i, id := range j.slotIDs {
 			if i < len(j.st.written) && j.st.written[i] == id {
@@ -305,7 +365,7 @@ func (o *ops) writeSlots(tasks []task) {
 			vals = append(vals, bpf.ServiceValue{BackendID: id, RevNatID: j.st.id})
 		}
 		if len(keys) > n {
-			j.st.slots = max(j.st.slots, len(j.slotIDs))
+			o.setSlots(j.st, max(j.st.slots, len(j.slotIDs)))
 			changed = append(changed, j)
 		}
 	}
@@ -342,9 +402,11 @@ func (o *ops) writeMasters(tasks []task) {
 		j.st.affinity = j.st.affinity || master.AffinityTimeout > 0 // before entries can exist
 		if !j.st.masterWritten || j.st.master != master {
 			j.st.masterWritten, j.st.master = false, master
+			o.setMay(roomServices, &j.st.hasMaster, true)
 			keys, vals, masters = append(keys, bpf.NewServiceKey(j.fe.Address, 0)), append(vals, master), append(masters, j)
 		}
 		if !j.st.revNatWritten {
+			o.setMay(roomRevNat, &j.st.hasRevNat, true)
 			revIDs, revVals, revNatOf = append(revIDs, j.st.id), append(revVals, bpf.NewRevNatValue(j.fe.Address)), append(revNatOf, j)
 		}
 	}
@@ -399,7 +461,7 @@ func (o *ops) deleteSurplusSlots(tasks []task, keep func(*task) int) {
 			j.st.written, j.err = nil, err // some may be gone
 			continue
 		}
-		j.st.slots = keepFor[i]
+		o.setSlots(j.st, keepFor[i])
 		if len(j.st.written) > keepFor[i] {
 			j.st.written = j.st.written[:keepFor[i]]
 		}
@@ -412,6 +474,6 @@ func (o *ops) deleteMaglev(st *frontendState) error {
 	if err := o.maps.Maglev.Delete(st.id); err != nil {
 		return err
 	}
-	st.maglev = false
+	o.setMay(roomMaglev, &st.maglev, false)
 	return nil
 }

@@ -59,7 +59,7 @@ func (f *partialBackendsUpdate) BatchUpdate(ks []uint32, vs []bpf.Backend) error
 
 // initializedOps returns ops over maps with the tables initialized, so
 // that unused backends are deleted rather than parked.
-func initializedOps(t *testing.T, maps *bpf.Maps) *ops {
+func initializedOps(t testing.TB, maps *bpf.Maps) *ops {
 	t.Helper()
 	s, err := DefaultConfig.settings()
 	if err != nil {

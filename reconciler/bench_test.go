@@ -66,18 +66,8 @@ func benchUpdateDelete(b *testing.B, maps *bpf.Maps, batchSize int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	policy := &lb.ServiceParams{Name: lb.NewServiceName("bench", "svc"), Source: lb.SourceK8s}
 	const n = 1 << 16 // frontends in the maps at a time
-	fes := make([]*lb.Frontend, n)
-	for i := range fes {
-		fes[i] = &lb.Frontend{
-			FrontendParams: lb.FrontendParams{Type: lb.SVCTypeClusterIP,
-				Address: lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), 80, lb.ScopeExternal)},
-			Policy: policy,
-			Backends: []lb.BackendRef{{Weight: lb.DefaultBackendWeight,
-				Address: lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{11, 0, byte(i >> 8), byte(i)}), 8080, lb.ScopeExternal)}},
-		}
-	}
+	fes := benchFrontends(n)
 	ctx, txn := context.Background(), db.ReadTxn()
 	entries := func(first, n int) []reconciler.BatchEntry[*lb.Frontend] {
 		batch := make([]reconciler.BatchEntry[*lb.Frontend], n)
@@ -111,6 +101,57 @@ func benchUpdateDelete(b *testing.B, maps *bpf.Maps, batchSize int) {
 			}
 		}
 	}
+}
+
+// BenchmarkFullMapChurn measures the reconciler when a map is full: 1000
+// frontends served, 1000 waiting for room; each op deletes the oldest
+// served frontend, writes the oldest waiting one into the room that
+// freed, and declares the deleted one again, which now waits (in memory:
+// the reconciler's own work, refusals and offers of room included).
+func BenchmarkFullMapChurn(b *testing.B) {
+	const n = 1000
+	cfg := bpf.DefaultConfig
+	cfg.LBServicesMax = 2 * n // a master and a slot each
+	maps, err := bpf.NewMemoryMaps(cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	o := initializedOps(b, maps)
+	fes := benchFrontends(2 * n)
+	ctx := context.Background()
+	for _, fe := range fes {
+		o.Update(ctx, nil, 0, fe) // the second thousand is refused
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		served, waiting := fes[i%(2*n)], fes[(i+n)%(2*n)]
+		if err := o.Delete(ctx, nil, 0, served); err != nil {
+			b.Fatal(err)
+		}
+		if err := o.Update(ctx, nil, 0, waiting); err != nil {
+			b.Fatal(err)
+		}
+		if err := o.Update(ctx, nil, 0, served); err == nil {
+			b.Fatal("a frontend was written into a full map")
+		}
+	}
+}
+
+// benchFrontends returns n ClusterIP frontends with a backend each.
+func benchFrontends(n int) []*lb.Frontend {
+	policy := &lb.ServiceParams{Name: lb.NewServiceName("bench", "svc"), Source: lb.SourceK8s}
+	fes := make([]*lb.Frontend, n)
+	for i := range fes {
+		fes[i] = &lb.Frontend{
+			FrontendParams: lb.FrontendParams{Type: lb.SVCTypeClusterIP,
+				Address: lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), 80, lb.ScopeExternal)},
+			Policy: policy,
+			Backends: []lb.BackendRef{{Weight: lb.DefaultBackendWeight,
+				Address: lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{11, 0, byte(i >> 8), byte(i)}), 8080, lb.ScopeExternal)}},
+		}
+	}
+	return fes
 }
 
 // BenchmarkIDAlloc measures allocating an ID with 100,000 in use, freeing

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/cilium/hive/cell"
@@ -16,7 +17,8 @@ import (
 
 // Cell reconciles the frontends table into the maps (*bpf.Maps, from
 // bpf.Cell). It provides the statedb reconciler (for WaitUntilReconciled
-// and Prune) and the *Metrics it records.
+// and Prune) and the *Metrics it records, and registers the maps' room
+// (lbstate_map_*) in the hive's registry, if there is one.
 // It needs statedb.Cell, job.Cell, a cell.Health provider, tables.Cell and
 // bpf.Cell.
 var Cell = cell.Module(
@@ -34,6 +36,7 @@ var Cell = cell.Module(
 	),
 	// Providers are built on demand: make sure the reconciler is.
 	cell.Invoke(func(reconciler.Reconciler[*lb.Frontend]) {}),
+	cell.Invoke(registerMapMetrics),
 )
 
 // newCellMetrics registers the metrics in the hive's registry, if it has
@@ -66,10 +69,15 @@ func register(p reconciler.Params, cfg Config, frontends tables.ReconcilerFronte
 		reconciler.WithPruning(pruneInterval),
 		reconciler.WithRetry(retryMinBackoff, max(retryMinBackoff, cfg.LBRetryMaxBackoff)),
 	)
-	if err == nil {
-		o.mu.Lock()
-		o.requestPrune = r.Prune
-		o.mu.Unlock()
+	if err != nil {
+		return nil, err
 	}
-	return r, err
+	k := newKicker()
+	p.JobGroup.Add(job.OneShot("retry-frontends-that-fit", func(ctx context.Context, _ cell.Health) error {
+		return k.run(ctx, p.DB, frontends.RWTable(), r)
+	}))
+	o.mu.Lock()
+	o.requestPrune, o.kick = r.Prune, k.add
+	o.mu.Unlock()
+	return r, nil
 }

@@ -30,11 +30,14 @@ type Config struct {
 
 // Waits that an operator has no reason to tune. Config.LBRetryMaxBackoff
 // is the one that trades load for recovery time.
-const (
-	// retryMinBackoff is the first wait before retrying a frontend that
-	// failed to reconcile; the wait doubles up to LBRetryMaxBackoff.
-	retryMinBackoff = 50 * time.Millisecond
 
+// retryMinBackoff is the first wait before retrying a frontend that
+// failed to reconcile; the wait doubles up to LBRetryMaxBackoff. (A
+// variable, so that a test can leave failed frontends to the retries the
+// reconciler asks for itself.)
+var retryMinBackoff = 50 * time.Millisecond
+
+const (
 	// pruneInterval is how often statedb's reconciler prunes on its own,
 	// once the tables are initialized: it catches entries that someone
 	// other than the reconciler wrote into the maps.
@@ -47,6 +50,11 @@ const (
 	// until then.
 	pruneRetryMin = 200 * time.Millisecond
 	pruneRetryMax = time.Minute
+
+	// mapFullLogInterval is the least time between two log lines saying
+	// that frontends wait for room in a map: while a map stays full,
+	// every retry of every waiting frontend finds it so.
+	mapFullLogInterval = 30 * time.Second
 )
 
 // DefaultConfig is the default reconciler configuration.

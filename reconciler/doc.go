@@ -31,6 +31,12 @@
 //     registered an initializer with the Writer has synced. Until then a
 //     backend no frontend uses is parked, entry and ID kept, not deleted.
 //     A failed prune is retried with backoff (pruneRetryMin).
+//   - Room (room.go, waiting.go): a frontend is written only if it fits
+//     in the room left in the maps, which the reconciler counts; one that
+//     does not writes nothing and waits. Frontends in the maps keep their
+//     entries; free room goes to the others by frontend ID, lowest
+//     (oldest) first, and room that frees is held for the waiting ones
+//     that fit and offered to them at once.
 //   - Batch failures (batch.go, ops.go): a batched syscall may fail after
 //     applying a prefix of its entries. Whatever it touched is then marked
 //     unknown and written again by the retry; the frontends that had a
@@ -41,7 +47,9 @@
 //   - A source that registers an initializer and never marks it done stops
 //     every prune: stale entries stay in the maps for good.
 //   - Nothing else may write these maps: a prune deletes any entry no
-//     frontend accounts for.
+//     frontend accounts for, and entries another writer adds or deletes
+//     put the reconciler's count of the room off until it counts again
+//     (after a failed write, a map the kernel found full, or a prune).
 //   - Every node must use the same Maglev table size (bpf.Config) and seed
 //     (--lb-maglev-seed), or flows move between backends as they move
 //     between nodes.

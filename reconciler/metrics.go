@@ -64,3 +64,56 @@ func (m *Metrics) PruneError(_ cell.FullModuleID, _ string, err error) {
 func (m *Metrics) PruneDuration(_ cell.FullModuleID, _ string, d time.Duration) {
 	m.pruneDuration.Observe(d.Seconds())
 }
+
+// mapMetrics exports the room in the maps the reconciler fills (room.go),
+// by map: entries in use, capacity, their ratio (as Cilium's
+// bpf_map_pressure), and the frontends that found no room. It reads the
+// reconciler's counts when scraped, so that writing costs nothing more.
+type mapMetrics struct {
+	o                                 *ops
+	entries, capacity, pressure, full *prometheus.Desc
+}
+
+func newMapMetrics(o *ops) *mapMetrics {
+	desc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(metrics.Namespace, "map", name), help, []string{"map"}, nil)
+	}
+	return &mapMetrics{
+		o: o,
+		entries: desc("entries",
+			"Entries the reconciler has in the map (after a failed write, at most this many until it counts them again)"),
+		capacity: desc("capacity", "Most entries the map holds (max_entries, set by its --lb-*-max flag)"),
+		pressure: desc("pressure", "Entries in the map over its capacity, from 0 to 1"),
+		full: desc("full_total",
+			"Frontends refused, or failed, for want of room in the map (each try counts; they wait for room, oldest first)"),
+	}
+}
+
+func (m *mapMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.entries
+	ch <- m.capacity
+	ch <- m.pressure
+	ch <- m.full
+}
+
+func (m *mapMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.o.mu.Lock()
+	rooms := m.o.room.maps
+	m.o.mu.Unlock()
+	for _, r := range rooms {
+		ch <- prometheus.MustNewConstMetric(m.entries, prometheus.GaugeValue, float64(r.used), r.name)
+		ch <- prometheus.MustNewConstMetric(m.capacity, prometheus.GaugeValue, float64(r.capacity), r.name)
+		ch <- prometheus.MustNewConstMetric(m.pressure, prometheus.GaugeValue, float64(r.used)/float64(r.capacity), r.name)
+		ch <- prometheus.MustNewConstMetric(m.full, prometheus.CounterValue, float64(r.full), r.name)
+	}
+}
+
+// registerMapMetrics registers the map metrics in the hive's registry, if
+// it has one (metrics.Cell).
+func registerMapMetrics(p struct {
+	cell.In
+	Registerer prometheus.Registerer `optional:"true"`
+	Ops        *ops
+}) {
+	metrics.Register(p.Registerer, newMapMetrics(p.Ops))
+}

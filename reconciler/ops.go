@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -36,6 +37,11 @@ type ops struct {
 	// to declare them gets them back).
 	restoredFrontends map[lb.L3n4Addr]*frontendState
 	restoredBackends  map[lb.L3n4Addr]*backendState
+	// Frontends known only by their lb_rev_nat entry, which holds an
+	// address and port (lb_services was recreated, or lost the master
+	// entry), lowest ID first: a frontend with that address and port
+	// takes the first, so that its flows keep their rev-NAT ID.
+	restoredRevNat map[netip.AddrPort][]*frontendState
 	// IDs found in the maps at start that no master entry accounts for;
 	// kept out of use until the first prune has cleaned up after them.
 	orphanFrontendIDs, orphanBackendIDs []uint32
@@ -50,12 +56,27 @@ type ops struct {
 	// asks again after pruneBackoff.
 	requestPrune func()
 	pruneBackoff time.Duration
+
+	// room counts the entries in the maps; waiting holds the frontends
+	// that did not fit, and kick asks statedb's reconciler to retry some
+	// of them now (waiting.go).
+	room      room
+	waiting   map[lb.L3n4Addr]*waiter
+	waitOrder []*waiter // the waiting, by ID
+	kick      func([]lb.L3n4Addr)
+
+	// call counts the calls of update and delete, so that a backend
+	// knows the one that created it (backendState.born).
+	call uint32
 }
 
 // frontendState is what may be in the maps for one frontend, and what is
 // known to be there, so that an update writes only what changed.
 type frontendState struct {
 	id uint32
+	// hasMaster says that a master entry may exist (the frontend may be in
+	// service), hasRevNat a rev-NAT entry; they count in room.go.
+	hasMaster, hasRevNat bool
 	// backends are the backends whose IDs this frontend's entries may
 	// name. While an update is under way it holds the old and the new
 	// backends; they are released only once nothing names them.
@@ -76,10 +97,13 @@ type frontendState struct {
 }
 
 type backendState struct {
-	id      uint32
+	id   uint32
+	born uint32 // the ops call that created it
+
 	refs    int // frontends whose backends include this one
 	value   bpf.Backend
 	written bool // value is in lb_backends
+	inMap   bool // an lb_backends entry may exist
 	// views are the frontends' views of the backend; the lb_backends
 	// value is derived from all of them (backendValue).
 	views []backendView
@@ -125,6 +149,9 @@ func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Ta
 		beIDs:             newIDAllocator("backend"),
 		restoredFrontends: map[lb.L3n4Addr]*frontendState{},
 		restoredBackends:  map[lb.L3n4Addr]*backendState{},
+		restoredRevNat:    map[netip.AddrPort][]*frontendState{},
+		room:              newRoom(maps),
+		waiting:           map[lb.L3n4Addr]*waiter{},
 	}
 	return o, o.restore()
 }
@@ -138,6 +165,11 @@ func (o *ops) claimFrontend(addr lb.L3n4Addr) (*frontendState, error) {
 	st, ok := o.restoredFrontends[addr]
 	if ok {
 		delete(o.restoredFrontends, addr) // its backends' references were counted at restore
+	} else if sts := o.restoredRevNat[addr.AddrPort()]; len(sts) > 0 {
+		st = sts[0]
+		if o.restoredRevNat[addr.AddrPort()] = sts[1:]; len(sts) == 1 {
+			delete(o.restoredRevNat, addr.AddrPort())
+		}
 	} else {
 		id, err := o.feIDs.alloc()
 		if err != nil {
@@ -161,7 +193,7 @@ func (o *ops) claimBackend(st *frontendState, addr lb.L3n4Addr) (*backendState, 
 		if err != nil {
 			return nil, fmt.Errorf("backend %s: %w", addr, err)
 		}
-		be = &backendState{id: id}
+		be = &backendState{id: id, born: o.call}
 		o.backends[addr] = be
 	}
 	if st.backends.Add(addr) {
@@ -204,7 +236,7 @@ func (o *ops) writeMaglev(st *frontendState, rotation []lb.BackendRef) error {
 		table[i] = ids[rotation[idx].Address]
 	}
 	st.maglevInput = nil
-	st.maglev = true // from here on a table may exist
+	o.setMay(roomMaglev, &st.maglev, true) // from here on a table may exist
 	if err := o.maps.Maglev.Update(st.id, table); err != nil {
 		return err
 	}
@@ -219,24 +251,18 @@ func sameMaglevBackend(a, b maglev.Backend) bool {
 // slotIDs lays out the backend IDs of slots 1..n: the rotation (weighted
 // for random, one each for Maglev, whose table carries the weights), then
 // the standby backends.
-func (o *ops) slotIDs(algorithm uint8, rotation, standby []lb.BackendRef) []uint32 {
-	ids := make([]uint32, 0, len(rotation)+len(standby))
-	if algorithm == bpf.AlgorithmRandom && len(rotation) > 1 { // one backend gets one slot
-		weights := make([]uint16, len(rotation))
-		for i, b := range rotation {
-			weights[i] = b.Weight
-		}
-		for i, n := range weightedSlots(weights, o.cfg.maxSlots) {
-			for range n {
-				ids = append(ids, o.backends[rotation[i].Address].id)
+func (o *ops) slotIDs(j *task) []uint32 {
+	ids := make([]uint32, 0, j.slotCount)
+	for i, b := range j.rotation {
+		id := o.backends[b.Address].id
+		ids = append(ids, id)
+		if j.slotCounts != nil {
+			for range j.slotCounts[i] - 1 {
+				ids = append(ids, id)
 			}
 		}
-	} else {
-		for _, b := range rotation {
-			ids = append(ids, o.backends[b.Address].id)
-		}
 	}
-	for _, b := range standby {
+	for _, b := range j.standby {
 		ids = append(ids, o.backends[b.Address].id)
 	}
 	return ids
@@ -260,6 +286,7 @@ func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]s
 			return err
 		}
 		st.ranges.Add(k)
+		o.use(roomSourceRanges, 1)
 	}
 	var stale []bpf.SourceRangeKey
 	for _, k := range st.ranges.Items() {
@@ -272,6 +299,7 @@ func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]s
 			return err
 		}
 		st.ranges.Remove(k)
+		o.use(roomSourceRanges, -1)
 	}
 	return nil
 }
@@ -305,14 +333,17 @@ func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef, doomed *[]d
 		switch {
 		case be.refs > 1:
 			if v := o.backendValue(be); !be.written || v != be.value {
+				o.setMay(roomBackends, &be.inMap, true)
 				if err := o.maps.Backends.Update(be.id, v); err != nil {
 					return err
 				}
 				be.value, be.written = v, true
 			}
 			be.refs--
-		case !o.initialized:
+		case !o.initialized && be.born != o.call:
 			// Park it: a source that has yet to sync may declare it again.
+			// (Not one this call created, for a frontend taking back what
+			// it wrote: nobody can have used it.)
 			be.refs = 0
 			delete(o.backends, addr)
 			o.restoredBackends[addr] = be
@@ -358,6 +389,7 @@ func (o *ops) deleteBackends(doomed []doomedBackend) {
 		return
 	}
 	for _, d := range doomed {
+		o.setMay(roomBackends, &d.be.inMap, false)
 		o.beIDs.free(d.be.id)
 	}
 }

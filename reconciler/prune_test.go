@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -99,5 +100,83 @@ func TestSuccessfulPruneNotCountedAsError(t *testing.T) {
 		if strings.HasPrefix(line, "lbstate_reconciler_prune_errors_total ") && !strings.HasSuffix(line, " 0") {
 			t.Fatalf("a successful prune was counted as a failure: %s\n%s", line, out)
 		}
+	}
+}
+
+// watchedBackends records every lb_backends delete of an ID that an
+// lb_services slot or a Maglev table still names.
+type watchedBackends struct {
+	bpf.Map[uint32, bpf.Backend]
+	maps  *bpf.Maps
+	named []string
+}
+
+func (w *watchedBackends) Delete(id uint32) error {
+	w.check(id)
+	return w.Map.Delete(id)
+}
+
+func (w *watchedBackends) BatchDelete(ids []uint32) error {
+	for _, id := range ids {
+		w.check(id)
+	}
+	return w.Map.BatchDelete(ids)
+}
+
+func (w *watchedBackends) check(id uint32) {
+	w.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
+		if k.Slot > 0 && v.BackendID == id {
+			w.named = append(w.named, fmt.Sprintf("backend %d deleted while slot %d of %s names it", id, k.Slot, k.L3n4Addr()))
+		}
+		return true
+	})
+	w.maps.Maglev.Iterate(func(rev uint32, table []uint32) bool {
+		if slices.Contains(table, id) {
+			w.named = append(w.named, fmt.Sprintf("backend %d deleted while Maglev table %d names it", id, rev))
+		}
+		return true
+	})
+}
+
+// A prune deletes no backend while an entry it prunes still names it:
+// slots and Maglev tables go first. (Slots left without a master entry,
+// by a failed write before a restart, once outlived the restored backend
+// they named.)
+func TestPruneDeletesBackendsAfterWhatNamesThem(t *testing.T) {
+	raw := memoryMaps(t)
+	// Left by an earlier agent: frontend 10.96.13.1 with slots, but no
+	// master entry (its write failed), naming backend 5, and an orphan
+	// Maglev table naming it too.
+	x := addr("10.13.0.1:8080/TCP")
+	vip := addr("10.96.13.1:80/TCP")
+	mustDo(t, raw.Backends.Update(5, bpf.NewBackend(lb.BackendRef{Address: x}, 0)))
+	mustDo(t, raw.Services.Update(bpf.NewServiceKey(vip, 1), bpf.ServiceValue{BackendID: 5, RevNatID: 3}))
+	mustDo(t, raw.Maglev.Update(3, slices.Repeat([]uint32{5}, raw.Maglev.TableSize())))
+	maps := *raw
+	watched := &watchedBackends{Map: raw.Backends, maps: raw}
+	maps.Backends = watched
+
+	a := newAgent(t, &maps, nil) // no source: the first prune comes at once
+	a.start(t)
+	defer a.stop(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok, _ := raw.Backends.Lookup(5); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stale backend was never pruned:\n%s", dumpText(t, raw))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(watched.named) > 0 {
+		t.Fatal(strings.Join(watched.named, "\n"))
+	}
+}
+
+func mustDo(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

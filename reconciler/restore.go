@@ -5,6 +5,7 @@ package reconciler
 // deleted once every source has synced (Prune).
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +28,13 @@ func (o *ops) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[*lb
 	defer o.mu.Unlock()
 	o.initialized = true
 	err := o.prune(objs)
+	if err == nil {
+		// The prune deleted entries no state counted.
+		err = o.room.recount()
+	} else {
+		o.room.stale = true
+	}
+	o.offerRoom()
 	switch {
 	case err == nil:
 		o.pruneBackoff = 0
@@ -62,24 +70,36 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 			errs = append(errs, err)
 		}
 	}
-	o.remove(gone)
+	o.remove(gone, true)
 	for _, t := range gone {
 		if t.err != nil {
 			errs = append(errs, t.err)
 		}
+	}
+	// Backends go last, once nothing the prune leaves names them.
+	if err := o.pruneUnknown(); err != nil {
+		return errors.Join(append(errs, err)...)
 	}
 	for addr, be := range o.restoredBackends {
 		if err := o.maps.Backends.Delete(be.id); err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		o.setMay(roomBackends, &be.inMap, false)
 		o.beIDs.free(be.id)
 		delete(o.restoredBackends, addr)
 	}
-	if err := o.pruneUnknown(); err != nil {
+	if err := o.pruneUnknownBackends(); err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	// What the orphan IDs named is gone now.
+	// What the orphan IDs named is gone now, and what the rev-NAT
+	// entries nobody claimed named.
+	for ap, sts := range o.restoredRevNat {
+		for _, st := range sts {
+			o.orphanFrontendIDs = append(o.orphanFrontendIDs, st.id)
+		}
+		delete(o.restoredRevNat, ap)
+	}
 	for _, id := range o.orphanFrontendIDs {
 		if !o.frontendIDInUse(id) {
 			o.feIDs.free(id)
@@ -119,24 +139,19 @@ func (o *ops) backendIDInUse(id uint32) bool {
 
 // pruneUnknown deletes entries that no state accounts for (left behind by
 // a crash between a write and its bookkeeping, or written by someone
-// else).
+// else), but lb_backends' (pruneUnknownBackends): the entries it deletes
+// may name backends.
 func (o *ops) pruneUnknown() error {
 	byID := make(map[uint32]*frontendState, len(o.frontends))
 	for _, st := range o.frontends {
 		byID[st.id] = st
 	}
-	backendIDs := make(map[uint32]bool, len(o.backends))
-	for _, be := range o.backends {
-		backendIDs[be.id] = true
-	}
+	backendIDs := o.backendIDs()
 
 	if err := o.pruneServices(); err != nil {
 		return err
 	}
 	if err := pruneMap(o.maps.RevNat, func(id uint32, _ bpf.RevNatValue) bool { return byID[id] != nil }); err != nil {
-		return err
-	}
-	if err := pruneMap(o.maps.Backends, func(id uint32, _ bpf.Backend) bool { return backendIDs[id] }); err != nil {
 		return err
 	}
 	if err := pruneMap(o.maps.SourceRanges, func(k bpf.SourceRangeKey, _ uint8) bool {
@@ -169,6 +184,22 @@ func (o *ops) pruneUnknown() error {
 		}
 	}
 	return nil
+}
+
+// pruneUnknownBackends deletes the lb_backends entries of backends that
+// no state accounts for.
+func (o *ops) pruneUnknownBackends() error {
+	backendIDs := o.backendIDs()
+	return pruneMap(o.maps.Backends, func(id uint32, _ bpf.Backend) bool { return backendIDs[id] })
+}
+
+// backendIDs returns the IDs of the backends in use.
+func (o *ops) backendIDs() map[uint32]bool {
+	ids := make(map[uint32]bool, len(o.backends))
+	for _, be := range o.backends {
+		ids[be.id] = true
+	}
+	return ids
 }
 
 // pruneServices deletes the lb_services entries of unknown frontends and
@@ -210,8 +241,14 @@ func (o *ops) restore() error {
 	if err := o.readPinnedMaps(); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	if n := len(o.restoredFrontends); n > 0 {
-		o.log.Info("Restored IDs from pinned maps", "frontends", n, "backends", len(o.restoredBackends))
+	if err := o.room.recount(); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	// The backends that restored frontends' slots name are taken over
+	// already (restoreReferences); the others wait in restoredBackends.
+	frontends, backends := len(o.restoredFrontends), len(o.backends)+len(o.restoredBackends)
+	if frontends+backends > 0 {
+		o.log.Info("Restored IDs from pinned maps", "frontends", frontends, "backends", backends)
 	}
 	return nil
 }
@@ -227,6 +264,9 @@ func (o *ops) readPinnedMaps() error {
 		return err
 	}
 	byID := o.restoredByID()
+	if err := o.restoreRevNatOnly(byID); err != nil {
+		return err
+	}
 	if err := o.restoreFrontendExtras(byID); err != nil {
 		return err
 	}
@@ -267,6 +307,7 @@ func (o *ops) restoreFrontends() (map[*frontendState][]uint32, error) {
 		if k.Slot == 0 {
 			st.id = v.RevNatID
 			st.affinity = v.AffinityTimeout > 0
+			st.hasMaster = true
 		} else {
 			slotBackends[st] = append(slotBackends[st], v.BackendID)
 		}
@@ -290,6 +331,29 @@ func (o *ops) restoredByID() map[uint32]*frontendState {
 		byID[st.id] = st
 	}
 	return byID
+}
+
+// restoreRevNatOnly reads the lb_rev_nat entries of IDs that no master
+// entry names into restoredRevNat, adding them to byID, so that frontends
+// keep their IDs when lb_services was recreated (--lb-recreate-maps).
+// lb_rev_nat holds an address and port, so frontends that share both
+// (TCP and UDP, or the two scopes of a NodePort) may swap IDs, which the
+// replies' rewriting does not notice.
+func (o *ops) restoreRevNatOnly(byID map[uint32]*frontendState) error {
+	err := o.maps.RevNat.Iterate(func(id uint32, v bpf.RevNatValue) bool {
+		if byID[id] == nil && id != 0 {
+			st := newFrontendState(id)
+			st.hasRevNat = true
+			byID[id] = st
+			o.feIDs.reserve(id)
+			o.restoredRevNat[v.AddrPort()] = append(o.restoredRevNat[v.AddrPort()], st)
+		}
+		return true
+	})
+	for _, sts := range o.restoredRevNat {
+		slices.SortFunc(sts, func(a, b *frontendState) int { return cmp.Compare(a.id, b.id) })
+	}
+	return err
 }
 
 // restoreFrontendExtras records which restored frontends have a Maglev
@@ -318,7 +382,7 @@ func (o *ops) restoreFrontendExtras(byID map[uint32]*frontendState) error {
 func (o *ops) restoreBackends() (map[uint32]lb.L3n4Addr, error) {
 	backendAddrs := map[uint32]lb.L3n4Addr{}
 	err := o.maps.Backends.Iterate(func(id uint32, v bpf.Backend) bool {
-		o.restoredBackends[v.L3n4Addr()] = &backendState{id: id, value: v, written: true}
+		o.restoredBackends[v.L3n4Addr()] = &backendState{id: id, value: v, written: true, inMap: true}
 		backendAddrs[id] = v.L3n4Addr()
 		o.beIDs.reserve(id)
 		return true
@@ -353,7 +417,13 @@ func (o *ops) reserveOrphanIDs(byID map[uint32]*frontendState, backendAddrs map[
 			o.orphanFrontendIDs = append(o.orphanFrontendIDs, id)
 		}
 	}
-	if err := o.maps.RevNat.Iterate(func(id uint32, _ bpf.RevNatValue) bool { reserveOrphan(id); return true }); err != nil {
+	if err := o.maps.RevNat.Iterate(func(id uint32, _ bpf.RevNatValue) bool {
+		if st := byID[id]; st != nil {
+			st.hasRevNat = true
+		}
+		reserveOrphan(id)
+		return true
+	}); err != nil {
 		return err
 	}
 	if err := o.maps.Maglev.Iterate(func(id uint32, _ []uint32) bool { reserveOrphan(id); return true }); err != nil {
@@ -363,6 +433,9 @@ func (o *ops) reserveOrphanIDs(byID map[uint32]*frontendState, backendAddrs map[
 		return err
 	}
 	return o.maps.Affinity.Iterate(func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
+		if st := byID[k.RevNatID]; st != nil {
+			st.affinity = true // for a frontend known by its rev-NAT entry only
+		}
 		reserveOrphan(k.RevNatID)
 		if _, ok := backendAddrs[v.BackendID]; !ok && !o.beIDs.inUse(v.BackendID) {
 			o.beIDs.reserve(v.BackendID)

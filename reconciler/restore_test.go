@@ -6,10 +6,13 @@ package reconciler_test
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -328,4 +331,95 @@ func TestRestartKeepsBackendIDUntilBackendsDeclared(t *testing.T) {
 			t.Fatalf("before the source synced, the backend lost its ID:\n--- before restart\n%s--- after the service\n%s--- after its backends\n%s", before, mid, after)
 		}
 	})
+}
+
+// The log line of a restart counts what it restored: every frontend and
+// every backend ID. (It once said backends=0 when 14 backend IDs were
+// restored: it counted the backends no frontend had claimed yet.)
+func TestRestartLogCountsRestoredIDs(t *testing.T) {
+	onBothMapKinds(t, func(t *testing.T, maps *bpf.Maps, reopen func() *bpf.Maps) {
+		a1 := newAgent(t, maps, nil)
+		a1.start(t)
+		declare(t, a1, 0, 4, 3)
+		a1.waitDone(t, 10*time.Second)
+		a1.stop(t)
+		if maps.Kind == "kernel" {
+			maps.Close()
+		}
+		var buf syncBuffer
+		a2 := newAgentLogging(t, reopen(), nil, slog.New(slog.NewTextHandler(&buf, nil)))
+		a2.start(t)
+		a2.stop(t)
+		want := `msg="Restored IDs from pinned maps" module=lb-reconciler frontends=4 backends=12`
+		if !strings.Contains(buf.String(), want) {
+			t.Fatalf("the log lacks %q:\n%s", want, buf.String())
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer that goroutines may share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// When --lb-recreate-maps recreates lb_services (its layout changed),
+// every frontend keeps its rev-NAT ID, read back from lb_rev_nat, which
+// was kept: established flows' replies are still rewritten, and the maps
+// end as they were. (The IDs were once renumbered, 1-13 becoming
+// 1025-1037.)
+func TestRecreatedServicesMapKeepsFrontendIDs(t *testing.T) {
+	cfg := kernelMapsConfig(t)
+	maps1 := bpftest.KernelMaps(t, cfg)
+	a1 := newAgent(t, maps1, nil)
+	a1.start(t)
+	declare(t, a1, 0, 13, 2)
+	a1.waitDone(t, 10*time.Second)
+	before, ids := dumpText(t, maps1), a1.frontendIDs()
+	a1.stop(t)
+	maps1.Close()
+
+	bpftest.PinIncompatibleMap(t, cfg.LBPinDir, "lb_services")
+	cfg.LBRecreateMaps = true
+	maps2 := bpftest.KernelMaps(t, cfg)
+	if len(maps2.Recreated) != 1 || maps2.Recreated[0].Name != "lb_services" {
+		t.Fatalf("recreated %v, want lb_services alone", maps2.Recreated)
+	}
+	a2 := newAgent(t, maps2, nil)
+	done, err := a2.w.RegisterInitializer("k8s") // as a source does: nothing is pruned before it syncs
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2.start(t)
+	defer a2.stop(t)
+	declare(t, a2, 0, 13, 2)
+	a2.write(t, func(txn statedb.WriteTxn) error { done(txn); return nil })
+	a2.waitDone(t, 10*time.Second)
+	if got := a2.frontendIDs(); !maps.Equal(got, ids) {
+		t.Errorf("frontend IDs changed:\n before %v\n after  %v", ids, got)
+	}
+	if after := dumpText(t, maps2); after != before {
+		t.Errorf("the maps differ:\n--- before\n%s--- after\n%s", before, after)
+	}
+}
+
+// frontendIDs returns every frontend's ID by address.
+func (a *agent) frontendIDs() map[lb.L3n4Addr]uint32 {
+	ids := map[lb.L3n4Addr]uint32{}
+	for fe := range a.frontends.All(a.db.ReadTxn()) {
+		ids[fe.Address] = fe.ID
+	}
+	return ids
 }

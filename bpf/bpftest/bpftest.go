@@ -203,3 +203,31 @@ func notice(line string) {
 	}
 	fmt.Fprintln(os.Stderr, line)
 }
+
+// PinIncompatibleMap replaces the map pinned as name in pinDir with an
+// empty one whose values are 8 bytes larger: what a version with another
+// layout of that map would have left there.
+func PinIncompatibleMap(t testing.TB, pinDir, name string) {
+	t.Helper()
+	path := filepath.Join(pinDir, name)
+	old, err := ebpf.LoadPinnedMap(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := &ebpf.MapSpec{
+		Name: name, Type: old.Type(), KeySize: old.KeySize(), ValueSize: old.ValueSize() + 8,
+		MaxEntries: old.MaxEntries(), Flags: old.Flags(),
+	}
+	old.Close()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ebpf.NewMap(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Pin(path); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,11 @@
+package reconciler
+
+import "time"
+
+// SetRetryMinBackoff makes the hives built from now on wait at least d
+// before statedb retries a failed frontend, and returns what undoes it.
+func SetRetryMinBackoff(d time.Duration) (undo func()) {
+	old := retryMinBackoff
+	retryMinBackoff = d
+	return func() { retryMinBackoff = old }
+}
