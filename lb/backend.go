@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,8 +66,13 @@ func (p *BackendParams) Validate() error {
 	if err := p.Address.Validate(); err != nil {
 		return fmt.Errorf("backend address: %w", err)
 	}
-	if p.Address.Addr().IsUnspecified() {
+	switch a := p.Address.Addr(); {
+	case a.IsUnspecified():
 		return fmt.Errorf("backend %s: address: unspecified address", p.Address)
+	case a.IsMulticast():
+		return fmt.Errorf("backend %s: address: multicast address", p.Address)
+	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return fmt.Errorf("backend %s: address: broadcast address", p.Address)
 	}
 	if p.Address.Scope() != ScopeExternal {
 		return fmt.Errorf("backend %s: address: backends have no scope", p.Address)

@@ -539,6 +539,10 @@ func (r *Reflector) backendsOf(name lb.ServiceName) []lb.BackendParams {
 			out = make([]lb.BackendParams, 0, len(bs))
 		}
 		for _, b := range bs {
+			if err := r.unreachable(es, b.Address.Addr()); err != nil {
+				r.fail(err)
+				continue
+			}
 			if i := index.Find(out, b.Address); i >= 0 {
 				if b.State < out[i].State {
 					out[i] = b
@@ -549,6 +553,21 @@ func (r *Reflector) backendsOf(name lb.ServiceName) []lb.BackendParams {
 		}
 	}
 	return out
+}
+
+// unreachable reports an endpoint address that traffic from another
+// network namespace cannot reach, as the API server rejects it in an
+// EndpointSlice (kube-proxy never sees one): link-local, and loopback,
+// which only a manifests directory may name (a host without a cluster
+// balancing over its own processes).
+func (r *Reflector) unreachable(es *discoveryv1.EndpointSlice, a netip.Addr) error {
+	switch {
+	case a.IsLinkLocalUnicast():
+		return fmt.Errorf("endpointslice %s/%s: endpoint %s: link-local address", es.Namespace, es.Name, a)
+	case a.IsLoopback() && r.as != lb.SourceFile:
+		return fmt.Errorf("endpointslice %s/%s: endpoint %s: loopback address", es.Namespace, es.Name, a)
+	}
+	return nil
 }
 
 // setNode declares the local node.
