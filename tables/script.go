@@ -282,11 +282,12 @@ func clearRedirectCmd(w *Writer) script.Cmd {
 func setNodeCmd(w *Writer) script.Cmd {
 	return script.Command(
 		script.CmdUsage{
-			Summary: "Set the local node's name, zone and labels",
+			Summary: "Declare the local node's name, zone and labels (the highest-priority source's is in force)",
 			Args:    "name",
 			Flags: func(fs *pflag.FlagSet) {
 				fs.String("zone", "", "The node's zone (topology.kubernetes.io/zone)")
 				labelsFlag(fs)
+				sourceFlag(fs)
 			},
 		},
 		func(s *script.State, args ...string) (script.WaitFunc, error) {
@@ -301,8 +302,12 @@ func setNodeCmd(w *Writer) script.Cmd {
 			if err != nil {
 				return result(err)
 			}
+			src, err := getSource(s)
+			if err != nil {
+				return result(err)
+			}
 			return write(w, func(txn statedb.WriteTxn) error {
-				return w.SetLocalNode(txn, lb.Node{Name: args[0], Zone: zone, Labels: labels})
+				return w.SetLocalNode(txn, src, lb.Node{Name: args[0], Zone: zone, Labels: labels})
 			})
 		})
 }

@@ -145,6 +145,7 @@ type tableSet struct {
 	frontends statedb.RWTable[*lb.Frontend]
 	backends  statedb.RWTable[*lb.Backend]
 	node      statedb.RWTable[*lb.Node]
+	nodeDecls statedb.RWTable[*NodeDeclaration]
 
 	nodeLabels statedb.RWTable[*lb.NodeLabels]
 	topology   statedb.RWTable[*TopologyService]
@@ -171,6 +172,9 @@ func newTableSet(db *statedb.DB) (*tableSet, error) {
 	if t.node, err = statedb.NewTable(db, NodeTableName, NodeByName); err != nil {
 		return nil, err
 	}
+	if t.nodeDecls, err = statedb.NewTable(db, NodeDeclarationsTableName, NodeDeclarationBySource); err != nil {
+		return nil, err
+	}
 	if t.nodeLabels, err = statedb.NewTable(db, NodeLabelsTableName, NodeLabelsByName); err != nil {
 		return nil, err
 	}
@@ -182,7 +186,7 @@ func newTableSet(db *statedb.DB) (*tableSet, error) {
 }
 
 func (t *tableSet) all() []statedb.TableMeta {
-	return []statedb.TableMeta{t.services, t.frontends, t.backends, t.node, t.nodeLabels, t.topology}
+	return []statedb.TableMeta{t.services, t.frontends, t.backends, t.node, t.nodeDecls, t.nodeLabels, t.topology}
 }
 
 // ReconcilerFrontends is the frontends table, writable, for the one

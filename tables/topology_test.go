@@ -26,7 +26,7 @@ func topoWriter(t *testing.T) *Writer {
 	}
 	mustWrite(t, w, func(txn statedb.WriteTxn) error {
 		for _, err := range []error{
-			w.SetLocalNode(txn, lb.Node{Name: "node1", Labels: map[string]string{zoneKey: "a"}}),
+			w.SetLocalNode(txn, lb.SourceK8s, lb.Node{Name: "node1", Labels: map[string]string{zoneKey: "a"}}),
 			w.SetNodeLabels(txn, "node2", map[string]string{zoneKey: "a"}),
 			w.SetNodeLabels(txn, "node3", map[string]string{zoneKey: "b"}),
 			w.UpsertService(txn, svc("near", "10.96.0.1:80/TCP", zoneKey, lb.TopologyKeyAny)),
@@ -117,7 +117,7 @@ func TestLocalNodeRelabelReselectsServicesListingTheLabel(t *testing.T) {
 	w := topoWriter(t)
 	_, _, plainRev := frontendState(t, w, "10.96.0.3:80/TCP")
 	mustWrite(t, w, func(txn statedb.WriteTxn) error {
-		return w.SetLocalNode(txn, lb.Node{Name: "node1", Labels: map[string]string{zoneKey: "b"}})
+		return w.SetLocalNode(txn, lb.SourceK8s, lb.Node{Name: "node1", Labels: map[string]string{zoneKey: "b"}})
 	})
 	if far, level, _ := frontendState(t, w, "10.96.0.2:80/TCP"); far != "10.0.1.3:80/TCP" || level != zoneKey {
 		t.Errorf("far after this node moved to zone b: %q at %q", far, level)

@@ -370,37 +370,6 @@ func (w *Writer) ClearRedirect(txn statedb.WriteTxn, name lb.ServiceName, src lb
 	return w.end(txn, ch)
 }
 
-// SetLocalNode records the node the agent runs on. Changing its name or
-// zone re-selects the backends of every frontend; changing a label, those
-// of the services whose topology keys list it.
-func (w *Writer) SetLocalNode(txn statedb.WriteTxn, node lb.Node) error {
-	if node.Name == "" {
-		return errors.New("local node: name: empty")
-	}
-	old, hadOld := w.localNode(txn)
-	if hadOld && old.Equal(&node) {
-		return nil
-	}
-	node = node.Clone()
-	if err := w.t.node.DeleteAll(txn); err != nil {
-		return err
-	}
-	if _, _, err := w.t.node.Insert(txn, &node); err != nil {
-		return err
-	}
-	ch := w.begin(txn)
-	if hadOld && old.Name == node.Name && old.Zone == node.Zone {
-		// Addresses do not affect selection; labels, only through
-		// topology keys.
-		w.localLabelsChanged(ch, txn, old.Labels, node.Labels)
-		return w.end(txn, ch)
-	}
-	for svc := range w.t.services.All(txn) {
-		ch.services[svc.Name] = struct{}{}
-	}
-	return w.end(txn, ch)
-}
-
 // validateRef reports a service name or source that is not valid.
 func validateRef(name lb.ServiceName, src lb.Source) error {
 	if err := name.Validate(); err != nil {

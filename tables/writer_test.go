@@ -204,12 +204,12 @@ func (g *opGen) op() (string, lb.Source, func(*Writer, statedb.WriteTxn) error) 
 			return fmt.Sprintf("ClearRedirect(%s, %s)", n, s), 0,
 				func(w *Writer, txn statedb.WriteTxn) error { return w.ClearRedirect(txn, n, s) }
 		case 1:
-			node := lb.Node{Name: genNodes[g.next(3)], Zone: genZones[g.next(3)]}
+			node, s := lb.Node{Name: genNodes[g.next(3)], Zone: genZones[g.next(3)]}, src()
 			if z := genZones[g.next(3)]; z != "" {
 				node.Labels = map[string]string{zoneKey: z}
 			}
-			return fmt.Sprintf("SetLocalNode(%s, %s, %v)", node.Name, node.Zone, node.Labels), 0,
-				func(w *Writer, txn statedb.WriteTxn) error { return w.SetLocalNode(txn, node) }
+			return fmt.Sprintf("SetLocalNode(%s, %s, %s, %v)", s, node.Name, node.Zone, node.Labels), 0,
+				func(w *Writer, txn statedb.WriteTxn) error { return w.SetLocalNode(txn, s, node) }
 		case 2:
 			node, labels := genNodes[g.next(3)], map[string]string{}
 			if z := genZones[g.next(3)]; z != "" {
@@ -323,8 +323,14 @@ func compareWithRebuild(w *Writer, txn statedb.ReadTxn) error {
 	}
 	wtxn := fresh.WriteTxn()
 	defer wtxn.Abort()
-	for n := range w.Node().All(txn) {
-		if err := fresh.SetLocalNode(wtxn, *n); err != nil {
+	// Declarations in reverse order of priority: the node in force must
+	// not depend on it.
+	var decls []*NodeDeclaration
+	for d := range w.t.nodeDecls.All(txn) {
+		decls = append(decls, d)
+	}
+	for _, d := range slices.Backward(decls) {
+		if err := fresh.SetLocalNode(wtxn, d.Source, d.Node); err != nil {
 			return err
 		}
 	}

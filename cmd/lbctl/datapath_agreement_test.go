@@ -201,7 +201,7 @@ func TestExplainAgreesWithTheKernelThroughRandomWriterOperations(t *testing.T) {
 	p, dp, settle := kernelPipeline(t, "")
 	rng := rand.New(rand.NewPCG(7, 8))
 	txn := p.w.WriteTxn()
-	if err := p.w.SetLocalNode(txn, lb.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.168.1.10")}}); err != nil {
+	if err := p.w.SetLocalNode(txn, lb.SourceAPI, lb.Node{Name: "node-a", Addresses: []netip.Addr{netip.MustParseAddr("192.168.1.10")}}); err != nil {
 		t.Fatal(err)
 	}
 	txn.Commit()

@@ -105,7 +105,7 @@ func declare(w *tables.Writer, txn statedb.WriteTxn, node lb.Node) error {
 	addr := lb.MustParseL3n4Addr
 	web, ingress, dns := lb.NewServiceName("shop", "web"), lb.NewServiceName("shop", "ingress"), lb.NewServiceName("kube-system", "dns")
 	steps := []func() error{
-		func() error { return w.SetLocalNode(txn, node) },
+		func() error { return w.SetLocalNode(txn, lb.SourceAPI, node) },
 		func() error {
 			return w.UpsertService(txn, lb.ServiceParams{Name: web, Source: lb.SourceK8s, Algorithm: lb.AlgorithmMaglev,
 				Frontends: []lb.FrontendParams{

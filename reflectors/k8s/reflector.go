@@ -574,7 +574,7 @@ func (r *Reflector) unreachable(es *discoveryv1.EndpointSlice, a netip.Addr) err
 func (r *Reflector) setNode(call func(func(statedb.WriteTxn))) {
 	r.nodeSet = true
 	node := r.localNode()
-	call(func(txn statedb.WriteTxn) { r.check(r.w.SetLocalNode(txn, node), "node "+node.Name) })
+	call(func(txn statedb.WriteTxn) { r.check(r.w.SetLocalNode(txn, r.as, node), "node "+node.Name) })
 }
 
 // localNode is the local node in the model: name, zone, labels and
