@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/lb"
 )
@@ -126,11 +128,17 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 		if err != nil {
 			return err
 		}
-		if _, alive := backends[v.BackendID]; ok && alive {
+		switch b, alive := backends[v.BackendID]; {
+		case !ok:
+			fmt.Fprintf(w, "affinity: %s is not pinned yet; the backend picked below will be pinned for %ds\n", client.Addr(), master.AffinityTimeout)
+		case !alive || b.State != uint8(lb.BackendActive):
+			fmt.Fprintf(w, "affinity: %s's pin to backend %d is void (the backend takes no new flows); the backend picked below replaces it\n", client.Addr(), v.BackendID)
+		case monotonicSeconds()-v.LastUsed > uint32(master.AffinityTimeout):
+			fmt.Fprintf(w, "affinity: %s's pin to %s expired; the backend picked below replaces it, for %ds\n", client.Addr(), name(v.BackendID), master.AffinityTimeout)
+		default:
 			fmt.Fprintf(w, "affinity: %s is pinned (for %ds) to %s\n", client.Addr(), master.AffinityTimeout, name(v.BackendID))
 			return nil
 		}
-		fmt.Fprintf(w, "affinity: %s is not pinned yet; the backend picked below will be pinned for %ds\n", client.Addr(), master.AffinityTimeout)
 	}
 	if master.Count == 0 {
 		fmt.Fprintln(w, "no backend takes new flows: new connections are refused")
@@ -187,4 +195,15 @@ func printShares(w io.Writer, slots []uint32, name func(uint32) string) {
 	for _, id := range slices.Sorted(maps.Keys(counts)) {
 		fmt.Fprintf(w, "  %s: %d of %d slots (%.1f%%)\n", name(id), counts[id], len(slots), 100*float64(counts[id])/float64(len(slots)))
 	}
+}
+
+// monotonicSeconds is the datapath's clock, which lb_affinity's last-used
+// times are in: the kernel's monotonic time in seconds. lbctl runs on the
+// agent's host, so the clocks are one.
+func monotonicSeconds() uint32 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return uint32(ts.Sec)
 }
