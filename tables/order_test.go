@@ -17,6 +17,8 @@ func TestArrivalOrder(t *testing.T) {
 		local = lb.NewServiceName("default", "web-local")
 		other = lb.NewServiceName("default", "other")
 		vip   = lb.MustParseL3n4Addr("10.96.0.1:80/TCP")
+		// web takes the kvstore backends: it is global.
+		global = map[string]string{lb.AnnotationGlobal: "true"}
 	)
 	backend := func(addr string, w uint16) lb.BackendParams {
 		return lb.BackendParams{Address: lb.MustParseL3n4Addr(addr), Weight: w, PortNames: []string{"http"}}
@@ -26,11 +28,11 @@ func TestArrivalOrder(t *testing.T) {
 		apply func(w *Writer, txn statedb.WriteTxn) error
 	}{
 		{"service k8s", func(w *Writer, txn statedb.WriteTxn) error {
-			return w.UpsertService(txn, lb.ServiceParams{Name: web, Source: lb.SourceK8s,
+			return w.UpsertService(txn, lb.ServiceParams{Name: web, Source: lb.SourceK8s, Annotations: global,
 				Frontends: []lb.FrontendParams{{Address: vip, Type: lb.SVCTypeClusterIP, PortName: "http"}}})
 		}},
 		{"service api", func(w *Writer, txn statedb.WriteTxn) error {
-			return w.UpsertService(txn, lb.ServiceParams{Name: web, Source: lb.SourceAPI, Algorithm: lb.AlgorithmMaglev,
+			return w.UpsertService(txn, lb.ServiceParams{Name: web, Source: lb.SourceAPI, Algorithm: lb.AlgorithmMaglev, Annotations: global,
 				Frontends: []lb.FrontendParams{
 					{Address: vip, Type: lb.SVCTypeClusterIP, PortName: "http"},
 					{Address: vip.WithPort(81), Type: lb.SVCTypeClusterIP, PortName: "http"},

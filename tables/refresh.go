@@ -348,7 +348,7 @@ func (w *Writer) candidates(txn statedb.ReadTxn, name lb.ServiceName) []Candidat
 	var cands []Candidate
 	for b := range w.t.backends.List(txn, BackendByService.Query(name)) {
 		if inst, ok := b.ForService(name); ok {
-			cands = append(cands, Candidate{Params: &inst.Params, Unhealthy: b.Unhealthy})
+			cands = append(cands, Candidate{Params: &inst.Params, Unhealthy: b.Unhealthy, Remote: inst.Source == lb.SourceKVStore})
 		}
 	}
 	return cands

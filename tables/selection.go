@@ -15,6 +15,9 @@ type Candidate struct {
 	// with topology keys; nil when it is unknown (not seen yet, or a
 	// remote cluster's backend), which matches no key but "*".
 	Node *lb.NodeLabels
+	// Remote is a backend another cluster offers (lb.SourceKVStore): used
+	// only by a global service (lb.ServiceParams.IsGlobal).
+	Remote bool
 }
 
 // SelectBackends picks the backends of one frontend from its service's
@@ -22,6 +25,8 @@ type Candidate struct {
 // the local node is not known yet.
 //
 // The steps, in order:
+//  0. Clusters: another cluster's backends only for a global service
+//     (or one the kvstore source declares itself).
 //  1. Port: the backend must be of the frontend's address family (IPv4 or
 //     IPv6) and serve its port name and protocol.
 //  2. Traffic policy Local (the one that applies to the frontend,
@@ -70,8 +75,13 @@ func SelectBackendsLevel(fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.N
 	hints := make([]*lb.BackendParams, 0, len(cands))
 	var nodes []*lb.NodeLabels // parallel to pool, with topology keys only
 	useKeys := !filtered && policy == lb.TrafficPolicyCluster && len(svc.TopologyKeys) > 0
+	// A service a kvstore source declares itself is its own to fill.
+	global := svc.IsGlobal() || svc.Source == lb.SourceKVStore
 	for _, c := range cands {
 		p := c.Params
+		if c.Remote && !global {
+			continue
+		}
 		if p.Address.Addr().Is4() != fe.Address.Addr().Is4() || !p.MatchesPort(fe.PortName, fe.Address.Protocol()) {
 			continue
 		}

@@ -284,7 +284,27 @@ func (w *Writer) deleteSourceWhere(txn statedb.WriteTxn, src lb.Source, keep fun
 	for _, old := range services {
 		w.putService(txn, ch, old, old.WithoutSource(src).WithoutRedirect(src))
 	}
-	ours := func(i *lb.BackendInstance) bool { return i.Source == src && gone(i.Service) }
+	w.deleteInstancesWhere(txn, ch, func(i *lb.BackendInstance) bool { return i.Source == src && gone(i.Service) })
+	return w.end(txn, ch)
+}
+
+// DeleteSourceCluster removes the backends src contributed for one
+// cluster (BackendParams.ClusterID), to every service: a remote cluster
+// that disconnects takes its backends along, and what other clusters and
+// sources contributed stays. Declarations and redirects are not by
+// cluster and stay too.
+func (w *Writer) DeleteSourceCluster(txn statedb.WriteTxn, src lb.Source, clusterID uint32) error {
+	if !src.Valid() {
+		return fmt.Errorf("source: unknown source %s", src)
+	}
+	ch := w.begin(txn)
+	w.deleteInstancesWhere(txn, ch, func(i *lb.BackendInstance) bool { return i.Source == src && i.Params.ClusterID == clusterID })
+	return w.end(txn, ch)
+}
+
+// deleteInstancesWhere removes the backend instances ours selects, by a
+// scan of the backends (see deleteSourceWhere).
+func (w *Writer) deleteInstancesWhere(txn statedb.WriteTxn, ch *changes, ours func(*lb.BackendInstance) bool) {
 	var backends []*lb.Backend
 	for b := range w.t.backends.All(txn) {
 		if slices.ContainsFunc(b.Instances, func(i lb.BackendInstance) bool { return ours(&i) }) {
@@ -299,7 +319,6 @@ func (w *Writer) deleteSourceWhere(txn statedb.WriteTxn, src lb.Source, keep fun
 		}
 		w.putBackend(txn, ch, old.Without(ours))
 	}
-	return w.end(txn, ch)
 }
 
 // SetBackendHealth records a health check's verdict on a backend address,

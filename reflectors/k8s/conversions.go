@@ -92,7 +92,7 @@ func ConvertService(svc *corev1.Service, opts ServiceOptions) (params lb.Service
 		Algorithm:           algorithm(u, svc),
 		HealthCheckNodePort: uint16(svc.Spec.HealthCheckNodePort),
 		Created:             svc.CreationTimestamp.Time,
-		Annotations:         healthCheckAnnotations(svc),
+		Annotations:         carriedAnnotations(svc),
 	}
 	if p := svc.Spec.InternalTrafficPolicy; p != nil {
 		params.IntTrafficPolicy = trafficPolicy(u, "spec.internalTrafficPolicy", string(*p))

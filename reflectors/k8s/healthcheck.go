@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/lbstate/lbstate/lb"
 )
 
 // AnnotationHealthCheckPrefix starts the Service annotations that
@@ -14,12 +16,15 @@ import (
 // Service.
 const AnnotationHealthCheckPrefix = "lbstate.io/health-check"
 
-// healthCheckAnnotations returns the Service's health-check annotations,
-// or nil if it has none.
-func healthCheckAnnotations(svc *corev1.Service) map[string]string {
+// carriedAnnotations returns the Service's annotations that other parts
+// read (health checking's, and clustermesh's lb.AnnotationGlobal,
+// lb.AnnotationShared and lb.AnnotationAffinity), or nil if it has none.
+func carriedAnnotations(svc *corev1.Service) map[string]string {
 	var out map[string]string
 	for k, v := range svc.Annotations {
-		if strings.HasPrefix(k, AnnotationHealthCheckPrefix) {
+		switch {
+		case strings.HasPrefix(k, AnnotationHealthCheckPrefix),
+			k == lb.AnnotationGlobal, k == lb.AnnotationShared, k == lb.AnnotationAffinity:
 			if out == nil {
 				out = map[string]string{}
 			}

@@ -5,11 +5,11 @@ import (
 	"testing"
 )
 
-// A Service's health-check annotations reach its declaration as they are,
-// a value the health checker will reject included, and no other
-// annotation does: one bad health-check value must not cost the Service
-// its frontends.
-func TestConvertServiceCarriesHealthCheckAnnotationsOnly(t *testing.T) {
+// A Service's health-check and clustermesh annotations reach its
+// declaration as they are, a value the health checker will reject
+// included, and no other annotation does: one bad health-check value must
+// not cost the Service its frontends.
+func TestConvertServiceCarriesHealthCheckAndClustermeshAnnotationsOnly(t *testing.T) {
 	p, ok, _, err := ConvertService(decodeService(t, `
 metadata:
   name: web
@@ -19,6 +19,10 @@ metadata:
     lbstate.io/health-check: http
     lbstate.io/health-check-path: /healthz
     lbstate.io/health-check-interval: often
+    service.cilium.io/global: "true"
+    service.cilium.io/shared: "false"
+    service.cilium.io/affinity: local
+    service.cilium.io/lb-l7: enabled
     example.com/owner: team-a
 spec: {clusterIP: 10.96.0.1, ports: [{port: 80}]}
 `), ServiceOptions{})
@@ -29,6 +33,9 @@ spec: {clusterIP: 10.96.0.1, ports: [{port: 80}]}
 		"lbstate.io/health-check":          "http",
 		"lbstate.io/health-check-path":     "/healthz",
 		"lbstate.io/health-check-interval": "often",
+		"service.cilium.io/global":         "true",
+		"service.cilium.io/shared":         "false",
+		"service.cilium.io/affinity":       "local",
 	}
 	if !maps.Equal(p.Annotations, want) {
 		t.Errorf("annotations %v, want %v", p.Annotations, want)
