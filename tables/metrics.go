@@ -41,6 +41,35 @@ func (c *topologyCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n))
 }
 
+// conflictCollector counts, when scraped, the addresses services declare
+// but another service owns (a redirect policy's address a Service has,
+// two LoadBalancers on one IP): each is logged once by the Writer, and
+// the gauge keeps them visible while they last.
+type conflictCollector struct {
+	db       *statedb.DB
+	services statedb.Table[*lb.Service]
+	desc     *prometheus.Desc
+}
+
+// NewConflictCollector returns the collector of
+// lbstate_frontend_address_conflicts.
+func NewConflictCollector(db *statedb.DB, services statedb.Table[*lb.Service]) prometheus.Collector {
+	return &conflictCollector{db: db, services: services, desc: prometheus.NewDesc(
+		metrics.Namespace+"_frontend_address_conflicts",
+		"Frontend addresses services declare but another service owns",
+		nil, nil)}
+}
+
+func (c *conflictCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *conflictCollector) Collect(ch chan<- prometheus.Metric) {
+	n := 0
+	for svc := range c.services.All(c.db.ReadTxn()) {
+		n += len(svc.Conflicts)
+	}
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n))
+}
+
 type metricsParams struct {
 	cell.In
 
@@ -51,4 +80,5 @@ type metricsParams struct {
 
 func registerMetrics(p metricsParams) {
 	metrics.Register(p.Registerer, NewTopologyCollector(p.DB, p.Tables.frontends))
+	metrics.Register(p.Registerer, NewConflictCollector(p.DB, p.Tables.services))
 }
