@@ -19,7 +19,11 @@ import (
 	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/reconciler"
 	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/tables"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 )
@@ -41,13 +45,18 @@ func TestScript(t *testing.T) {
 }
 
 // TestScriptK8s runs testdata/k8s/*.txtar with the Kubernetes reflector
-// watching client-go's fake clientset, which the k8s/* commands change;
-// the local node is node-1. Maps are in memory.
+// watching client-go's fake clientset (and fake dynamic client, for
+// CiliumLocalRedirectPolicies), which the k8s/* commands change; the
+// local node is node-1. Maps are in memory.
 func TestScriptK8s(t *testing.T) {
 	scripttest.Test(t, context.Background(), func(t testing.TB, args []string) *script.Engine {
 		client := fake.NewClientset()
-		e := engineFor("memory", cell.Provide(func() kubernetes.Interface { return client }), k8s.Cell)(t, args)
-		maps.Insert(e.Cmds, maps.All(k8s.ScriptCommands(client)))
+		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), redirectpolicy.ResourceList)
+		e := engineFor("memory", cell.Provide(
+			func() kubernetes.Interface { return client },
+			func() dynamic.Interface { return dyn },
+		), k8s.Cell)(t, args)
+		maps.Insert(e.Cmds, maps.All(k8s.ScriptCommands(k8s.Clients{Client: client, Dynamic: dyn})))
 		return e
 	}, nil, "testdata/k8s/*.txtar")
 }

@@ -21,9 +21,14 @@ const (
 	// (kube-proxy serves them before LoadBalancer and external IPs there).
 	// It outranks every other claim.
 	ClaimReservedNodePort
+	// ClaimRedirect: a local redirect policy's addressMatcher, which
+	// diverts an address to this node's pods but must not take it from
+	// a Service that has it; it gets the address only when no Service
+	// claims it. The weakest claim, for LocalRedirect frontends only.
+	ClaimRedirect
 )
 
-var claimNames = enumNames[Claim]{"claim", []string{"explicit", "node-address", "reserved-node-port"}}
+var claimNames = enumNames[Claim]{"claim", []string{"explicit", "node-address", "reserved-node-port", "redirect"}}
 
 func (c Claim) String() string               { return claimNames.String(c) }
 func (c Claim) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
@@ -33,14 +38,14 @@ func (c *Claim) UnmarshalText(b []byte) (err error) {
 }
 
 // claimRank orders claims, strongest first.
-var claimRank = [...]int{ClaimReservedNodePort: 0, ClaimExplicit: 1, ClaimNodeAddress: 2}
+var claimRank = [...]int{ClaimReservedNodePort: 0, ClaimExplicit: 1, ClaimNodeAddress: 2, ClaimRedirect: 3}
 
 // Outranks reports whether c is a stronger claim on an address than other.
 func (c Claim) Outranks(other Claim) bool { return claimRank[c] < claimRank[other] }
 
 // validFor reports what is wrong with claim c for a frontend of type t:
 // only NodePort and HostPort frontends expand onto node addresses, and
-// only NodePorts have a reserved range.
+// only NodePorts have a reserved range, only redirects are redirects.
 func (c Claim) validFor(t SVCType) string {
 	switch {
 	case !claimNames.Valid(c):
@@ -49,6 +54,8 @@ func (c Claim) validFor(t SVCType) string {
 		return "node-address is for NodePort and HostPort frontends, not " + t.String()
 	case c == ClaimReservedNodePort && t != SVCTypeNodePort:
 		return "reserved-node-port is for NodePort frontends, not " + t.String()
+	case c == ClaimRedirect && t != SVCTypeLocalRedirect:
+		return "redirect is for LocalRedirect frontends, not " + t.String()
 	}
 	return ""
 }

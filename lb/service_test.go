@@ -90,13 +90,15 @@ func TestServiceParamsValidate(t *testing.T) {
 			[]string{"service default/web", "sourceRanges[0]", "invalid prefix"}},
 		{"host bits", func(p *lb.ServiceParams) { p.SourceRanges[1] = netip.MustParsePrefix("fd00::1/64") },
 			[]string{"service default/web", "sourceRanges[1]", "fd00::1/64", "host bits", "fd00::/64"}},
-		{"claim out of range", func(p *lb.ServiceParams) { p.Frontends[1].Claim = 3 },
+		{"claim out of range", func(p *lb.ServiceParams) { p.Frontends[1].Claim = 4 },
 			[]string{"service default/web", "frontends[1]", "0.0.0.0:30080/TCP", "claim: value out of range"}},
 		{"node-address claim of a ClusterIP", func(p *lb.ServiceParams) { p.Frontends[0].Claim = lb.ClaimNodeAddress },
 			[]string{"service default/web", "frontends[0]", "10.96.0.1:80/TCP", "claim: node-address is for NodePort and HostPort frontends, not ClusterIP"}},
 		{"reserved-node-port claim of a HostPort", func(p *lb.ServiceParams) {
 			p.Frontends[1].Type, p.Frontends[1].Claim = lb.SVCTypeHostPort, lb.ClaimReservedNodePort
 		}, []string{"frontends[1]", "claim: reserved-node-port is for NodePort frontends, not HostPort"}},
+		{"redirect claim of a ClusterIP", func(p *lb.ServiceParams) { p.Frontends[0].Claim = lb.ClaimRedirect },
+			[]string{"frontends[0]", "claim: redirect is for LocalRedirect frontends, not ClusterIP"}},
 		{"created past year 9999", func(p *lb.ServiceParams) { p.Created = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) },
 			[]string{"service default/web", "created: year 10000 is outside 0-9999"}},
 	}

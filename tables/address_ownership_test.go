@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cilium/statedb"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/lbstate/lbstate/lb"
 )
@@ -94,6 +95,15 @@ func TestAddressOwnership(t *testing.T) {
 		{"the same creation time in another location is no older",
 			claimant{"a/lb", lb.SourceK8s, lb.SVCTypeLoadBalancer, lb.ClaimExplicit, t0},
 			claimant{"z/lb", lb.SourceK8s, lb.SVCTypeLoadBalancer, lb.ClaimExplicit, t0.In(time.FixedZone("UTC-1", -3600))}},
+		{"a Service's ClusterIP before an older redirect policy's address",
+			claimant{"z/dns", lb.SourceK8s, lb.SVCTypeClusterIP, lb.ClaimExplicit, t0.Add(time.Hour)},
+			claimant{"a/lrp:lrp", lb.SourceK8s, lb.SVCTypeLocalRedirect, lb.ClaimRedirect, t0}},
+		{"a host port on the node's address before a redirect policy's address of a higher source",
+			claimant{"z/hp:hostports", lb.SourceK8s, lb.SVCTypeHostPort, lb.ClaimNodeAddress, t0.Add(time.Hour)},
+			claimant{"a/lrp:lrp", lb.SourceAPI, lb.SVCTypeLocalRedirect, lb.ClaimRedirect, t0}},
+		{"between two redirect policies' addresses, the older policy",
+			claimant{"z/old:lrp", lb.SourceK8s, lb.SVCTypeLocalRedirect, lb.ClaimRedirect, t0},
+			claimant{"a/new:lrp", lb.SourceK8s, lb.SVCTypeLocalRedirect, lb.ClaimRedirect, t0.Add(time.Second)}},
 		{"all else equal, the smaller name",
 			claimant{"a/lb", lb.SourceK8s, lb.SVCTypeLoadBalancer, lb.ClaimExplicit, time.Time{}},
 			claimant{"z/lb", lb.SourceK8s, lb.SVCTypeLoadBalancer, lb.ClaimExplicit, time.Time{}}},
@@ -137,5 +147,39 @@ func TestAddressLoserTakesOverWhenWinnerGoes(t *testing.T) {
 	svc, _, _ := w.Services().Get(w.db.ReadTxn(), ServiceByName.Query(lb.MustParseServiceName(hostPort.name)))
 	if len(svc.Conflicts) != 0 {
 		t.Errorf("the new owner still lists conflicts: %v", svc.Conflicts)
+	}
+}
+
+// A redirect policy's address waits behind the Service that has it and
+// is redirected when the Service lets go.
+func TestRedirectAddressTakesOverWhenServiceGoes(t *testing.T) {
+	w := newTestWriter(t)
+	svc := claimant{"z/dns", lb.SourceK8s, lb.SVCTypeClusterIP, lb.ClaimExplicit, t0.Add(time.Hour)}
+	lrp := claimant{"a/lrp:lrp", lb.SourceK8s, lb.SVCTypeLocalRedirect, lb.ClaimRedirect, t0}
+	mustWrite(t, w, func(txn statedb.WriteTxn) error {
+		if err := w.UpsertService(txn, lrp.params()); err != nil {
+			return err
+		}
+		return w.UpsertService(txn, svc.params())
+	})
+	owner := func() string {
+		fe, _, _ := w.Frontends().Get(w.db.ReadTxn(), FrontendByAddress.Query(sharedAddr))
+		return fe.Service.String()
+	}
+	conflicts := NewConflictCollector(w.db, w.Services())
+	if got := owner(); got != svc.name {
+		t.Fatalf("%s owns the address, want %s", got, svc.name)
+	}
+	if got := testutil.ToFloat64(conflicts); got != 1 {
+		t.Errorf("conflicts gauge = %v while the policy waits, want 1", got)
+	}
+	mustWrite(t, w, func(txn statedb.WriteTxn) error {
+		return w.DeleteService(txn, lb.MustParseServiceName(svc.name), lb.SourceK8s)
+	})
+	if got := owner(); got != lrp.name {
+		t.Fatalf("after the Service went: %s owns the address, want %s", got, lrp.name)
+	}
+	if got := testutil.ToFloat64(conflicts); got != 0 {
+		t.Errorf("conflicts gauge = %v once the policy has the address, want 0", got)
 	}
 }

@@ -39,11 +39,23 @@ func agentURL(api string) (*url.URL, error) {
 // remoteTableCmd lists (and with --watch, follows) one table of a running
 // agent, in the order of its primary index.
 func remoteTableCmd[Obj row, Key any](table string, primary statedb.Index[Obj, Key]) func(args []string, stdout, stderr io.Writer) error {
+	var zero Key
+	usage := fmt.Sprintf("Usage: lbctl %s [flags]\n\nLists the %s table of a running agent.", table, table)
+	return remoteListCmd[Obj](table, usage, table, primary.Name, primary.FromKey(zero), nil)
+}
+
+// remoteListCmd is the command name listing the rows of table that keep
+// accepts (all, and then --watch follows them, with a nil keep), from key
+// on in index's order.
+func remoteListCmd[Obj row](name, usage, table, index string, key []byte, keep func(Obj) bool) func(args []string, stdout, stderr io.Writer) error {
 	return func(args []string, stdout, stderr io.Writer) error {
-		fs := newFlags(table, fmt.Sprintf("Usage: lbctl %s [flags]\n\nLists the %s table of a running agent.", table, table), stderr)
+		fs := newFlags(name, usage, stderr)
 		api := fs.String("api", defaultAPI, "The agent's HTTP API (its --api-addr)")
 		output := fs.StringP("output", "o", "table", "Output format: table, json or yaml")
-		watch := fs.BoolP("watch", "w", false, "Follow changes: print each changed row (deleted rows with '-')")
+		watch := new(bool)
+		if keep == nil { // a filtered watch would miss rows leaving the filter
+			watch = fs.BoolP("watch", "w", false, "Follow changes: print each changed row (deleted rows with '-')")
+		}
 		timeout := addTimeoutFlag(fs)
 		if err := parseFlags(fs, args); err != nil {
 			return err
@@ -58,14 +70,14 @@ func remoteTableCmd[Obj row, Key any](table string, primary statedb.Index[Obj, K
 		if *watch {
 			return watchTable[Obj](c, table, stdout)
 		}
-		var zero Key
-		return listTable(c, table, primary.Name, primary.FromKey(zero), newRowPrinter[Obj](stdout, *output))
+		return listTable(c, table, index, key, newRowPrinter[Obj](stdout, *output), keep)
 	}
 }
 
 // listTable prints the rows of table from key on (in index's order) as
-// they arrive: lbctl holds one row at a time, or one block of a table's.
-func listTable[Obj row](c *agentClient, table, index string, key []byte, p *rowPrinter[Obj]) error {
+// they arrive, those keep accepts (all with a nil keep): lbctl holds one
+// row at a time, or one block of a table's.
+func listTable[Obj row](c *agentClient, table, index string, key []byte, p *rowPrinter[Obj], keep func(Obj) bool) error {
 	q, err := json.Marshal(statedb.QueryRequest{Table: table, Index: index, Key: base64.StdEncoding.EncodeToString(key), LowerBound: true})
 	if err != nil {
 		return err
@@ -88,6 +100,9 @@ func listTable[Obj row](c *agentClient, table, index string, key []byte, p *rowP
 		}
 		if res.Err != "" {
 			return fmt.Errorf("the agent at %s: %s", c.base, res.Err)
+		}
+		if keep != nil && !keep(res.Obj) {
+			continue
 		}
 		if err := p.print(res.Obj); err != nil {
 			return err

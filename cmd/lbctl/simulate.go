@@ -37,8 +37,11 @@ type frontendView struct {
 	Algorithm string `json:"algorithm"`
 	// Topology is the level the service's topology keys chose on the
 	// simulated node (lb.Frontend.TopologyLevel).
-	Topology string        `json:"topology,omitempty"`
-	Backends []backendView `json:"backends"`
+	Topology string `json:"topology,omitempty"`
+	// RedirectedTo is the service whose backends replace the frontend's
+	// own (a local redirect policy's namespace/name:lrp).
+	RedirectedTo string        `json:"redirectedTo,omitempty"`
+	Backends     []backendView `json:"backends"`
 }
 
 type backendView struct {
@@ -259,6 +262,9 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 	for fe := range frontends.All(db.ReadTxn()) {
 		fa := fe.Address.String()
 		v := frontendView{Frontend: fa, Type: fe.Type.String(), Service: fe.Service.String(), PortName: fe.PortName, Algorithm: masters[fa].Algorithm, Topology: fe.TopologyLevel}
+		if !fe.RedirectedTo.IsZero() {
+			v.RedirectedTo = fe.RedirectedTo.String()
+		}
 		slots := serviceSlots[fa]
 		if v.Algorithm == "maglev" {
 			slots = maglevSlots[fe.ID]
@@ -277,13 +283,22 @@ func printViews(w io.Writer, views []frontendView) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	// TOPOLOGY only when some service has topology keys.
 	topology := slices.ContainsFunc(views, func(v frontendView) bool { return v.Topology != "" })
+	// REDIRECTED-TO only when a frontend is redirected.
+	redirects := slices.ContainsFunc(views, func(v frontendView) bool { return v.RedirectedTo != "" })
 	header := "FRONTEND\tTYPE\tSERVICE\tPORTNAME\tALGORITHM\tBACKEND\tSTATE\tWEIGHT\tSLOTS"
 	if topology {
 		header = strings.Replace(header, "ALGORITHM", "ALGORITHM\tTOPOLOGY", 1)
 	}
+	if redirects {
+		header = strings.Replace(header, "PORTNAME", "PORTNAME\tREDIRECTED-TO", 1)
+	}
 	fmt.Fprintln(tw, header)
 	for _, v := range views {
-		first := []string{v.Frontend, v.Type, v.Service, v.PortName, v.Algorithm}
+		first := []string{v.Frontend, v.Type, v.Service, v.PortName}
+		if redirects {
+			first = append(first, v.RedirectedTo)
+		}
+		first = append(first, v.Algorithm)
 		if topology {
 			first = append(first, v.Topology)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/clientcmd"
@@ -108,13 +109,16 @@ func newHive(af *agentFlags) *hive.Hive {
 }
 
 // kubeClients are the clients of the cluster in the kubeconfig: a
-// clientset, and a metadata client for what needs only objects' metadata
-// (every Node's labels). Both nil when there is no cluster.
+// clientset, a metadata client for what needs only objects' metadata
+// (every Node's labels), and a dynamic client for
+// CiliumLocalRedirectPolicies, a CRD without a clientset. All nil when
+// there is no cluster.
 type kubeClients struct {
 	cell.Out
 
 	Client   kubernetes.Interface
 	Metadata metadata.Interface
+	Dynamic  dynamic.Interface
 }
 
 func newKubeClients(kubeconfig string) (kubeClients, error) {
@@ -130,5 +134,9 @@ func newKubeClients(kubeconfig string) (kubeClients, error) {
 		return kubeClients{}, err
 	}
 	md, err := metadata.NewForConfig(rc)
-	return kubeClients{Client: client, Metadata: md}, err
+	if err != nil {
+		return kubeClients{}, err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	return kubeClients{Client: client, Metadata: md, Dynamic: dyn}, err
 }

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/tables"
 )
 
 const kubeDNSYAML = `apiVersion: v1
@@ -104,4 +107,50 @@ func TestRedirectPoliciesFromManifestsRedirectAndRestore(t *testing.T) {
 			t.Errorf("left behind after the policies went: %s redirects %v", svc.Name, svc.Redirects)
 		}
 	}
+}
+
+// addressPolicy is an addressMatcher policy on ip:53/UDP to the local DNS
+// pods, created at created.
+func addressPolicy(name, ip, created string) string {
+	return strings.NewReplacer("$NAME", name, "$IP", ip, "$CREATED", created).Replace(`apiVersion: cilium.io/v2
+kind: CiliumLocalRedirectPolicy
+metadata: {name: $NAME, namespace: kube-system, creationTimestamp: "$CREATED"}
+spec:
+  redirectFrontend:
+    addressMatcher: {ip: $IP, toPorts: [{port: "53", protocol: UDP}]}
+  redirectBackend:
+    localEndpointSelector: {matchLabels: {k8s-app: node-local-dns}}
+    toPorts: [{port: "5353", protocol: UDP}]
+`)
+}
+
+// An addressMatcher on a Service's ClusterIP does not take it over, even
+// when the policy is older than the Service; the policy gets the address
+// once the Service goes. Of two policies on one address, the older has it.
+func TestAddressPolicyYieldsToServiceAndOlderPolicy(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "dns.yaml"), strings.Replace(kubeDNSYAML,
+		"metadata: {name: kube-dns, namespace: kube-system}", `metadata: {name: kube-dns, namespace: kube-system, creationTimestamp: "2025-01-01T00:00:00Z"}`, 1))
+	write(t, filepath.Join(dir, "pods.yaml"), localDNSPod("local-a", "node-1", "10.0.1.1", "True"))
+	write(t, filepath.Join(dir, "lrp.yaml"), addressPolicy("on-clusterip", "10.96.0.10", "2020-01-01T00:00:00Z")+"---\n"+
+		addressPolicy("newer", "169.254.20.10", "2024-01-01T00:00:00Z")+"---\n"+
+		addressPolicy("older", "169.254.20.10", "2023-01-01T00:00:00Z"))
+	_, w, db, _, _ := startSource(t, dir, slog.New(slog.DiscardHandler))
+	frontends(t, db, w, []string{
+		"10.96.0.10:53/TCP -> 10.0.0.1:53/TCP", "10.96.0.10:53/UDP -> 10.0.0.1:53/UDP",
+		"169.254.20.10:53/UDP -> 10.0.1.1:5353/UDP",
+	})
+	owner := func(addr string) string {
+		fe, _, _ := w.Frontends().Get(db.ReadTxn(), tables.FrontendByAddress.Query(lb.MustParseL3n4Addr(addr)))
+		return fe.Service.String()
+	}
+	if got := owner("169.254.20.10:53/UDP"); got != "kube-system/older:lrp" {
+		t.Errorf("169.254.20.10:53/UDP is %s's, want the older policy's", got)
+	}
+	if got := owner("10.96.0.10:53/UDP"); got != "kube-system/kube-dns" {
+		t.Errorf("the ClusterIP is %s's, want kube-dns's", got)
+	}
+
+	write(t, filepath.Join(dir, "dns.yaml"), "")
+	frontends(t, db, w, []string{"10.96.0.10:53/UDP -> 10.0.1.1:5353/UDP", "169.254.20.10:53/UDP -> 10.0.1.1:5353/UDP"})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/cilium/hive/cell"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
@@ -15,7 +16,8 @@ import (
 // hive's kubernetes.Interface (a clientset from a kubeconfig, or
 // client-go's fake one in tests) and declares what it sees as the k8s
 // source (with a metadata.Interface of the same API server, if the hive
-// has one, for every Node's labels). Without a kubernetes.Interface (or with a nil one) it watches
+// has one, for every Node's labels, and a dynamic.Interface, if it has
+// one, for CiliumLocalRedirectPolicies). Without a kubernetes.Interface (or with a nil one) it watches
 // nothing, but still provides its Config (--k8s-* flags), which the
 // manifests source (reflectors/file) uses too. It needs tables.Cell,
 // job.Cell and a cell.Health provider; with metrics.Cell its counters are
@@ -37,6 +39,9 @@ type sourceParams struct {
 	// Metadata, from the same API server, watches every Node's labels
 	// as metadata only; without it they come through Client.
 	Metadata metadata.Interface `optional:"true"`
+	// Dynamic, from the same API server, watches
+	// CiliumLocalRedirectPolicies; without it there are none from the API.
+	Dynamic dynamic.Interface `optional:"true"`
 }
 
 func registerSource(p sourceParams) error {
@@ -52,6 +57,6 @@ func registerSource(p sourceParams) error {
 			return err
 		}
 		s.Log().Info("Watching Kubernetes", "node", p.Config.K8sNodeName)
-		return r.Run(ctx, r.WatchAPIWithMetadata(p.Client, p.Metadata))
+		return r.Run(ctx, r.WatchClients(Clients{Client: p.Client, Metadata: p.Metadata, Dynamic: p.Dynamic}))
 	})
 }

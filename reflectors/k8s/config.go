@@ -3,10 +3,13 @@ package k8s
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 )
 
 // Config is the Kubernetes reflector's configuration (hive flags).
@@ -31,6 +34,9 @@ type Config struct {
 	// one transaction.
 	K8sBatchSize  int
 	K8sBatchDelay time.Duration
+	// LRPAddressMatcherCIDRs, when set, are the ranges a local redirect
+	// policy's addressMatcher address must be in; empty allows any.
+	LRPAddressMatcherCIDRs []string
 }
 
 // DefaultConfig is the default reflector configuration.
@@ -57,12 +63,16 @@ func (def Config) Flags(flags *pflag.FlagSet) {
 	flags.String("k8s-node-port-range", def.K8sNodePortRange, "The cluster's node-port range (kube-apiserver's --service-node-port-range), where NodePorts own node addresses before LoadBalancer and external IPs")
 	flags.Int("k8s-batch-size", def.K8sBatchSize, "Most Kubernetes changes applied in one transaction")
 	flags.Duration("k8s-batch-delay", def.K8sBatchDelay, "Longest wait for a batch of Kubernetes changes to fill")
+	flags.StringSlice("lrp-address-matcher-cidrs", def.LRPAddressMatcherCIDRs, "Ranges a local redirect policy's addressMatcher address must be in (default: any)")
 }
 
 // Validate reports a setting that cannot work, naming its flag.
 func (c Config) Validate() error {
 	if _, err := ParsePortRange(c.K8sNodePortRange); err != nil {
 		return fmt.Errorf("--k8s-node-port-range: %w", err)
+	}
+	if _, err := c.redirectOptions(); err != nil {
+		return err
 	}
 	switch {
 	case c.K8sNodeName == "":
@@ -73,4 +83,18 @@ func (c Config) Validate() error {
 		return errors.New("--k8s-batch-delay: must be above 0")
 	}
 	return nil
+}
+
+// redirectOptions parses the settings local redirect policies are
+// checked against.
+func (c Config) redirectOptions() (redirectpolicy.Options, error) {
+	var opts redirectpolicy.Options
+	for _, s := range c.LRPAddressMatcherCIDRs {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return opts, fmt.Errorf("--lrp-address-matcher-cidrs: %q: %w", s, err)
+		}
+		opts.AddressCIDRs = append(opts.AddressCIDRs, p.Masked())
+	}
+	return opts, nil
 }

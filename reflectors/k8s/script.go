@@ -12,16 +12,22 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 )
 
 // ScriptCommands returns k8s/add, k8s/update and k8s/delete, which apply
-// Kubernetes manifests (Services, EndpointSlices, Nodes, Pods; several per file,
-// separated by ---) to a clientset, typically client-go's fake one, whose
-// informers the reflector watches.
-func ScriptCommands(client kubernetes.Interface) map[string]script.Cmd {
+// Kubernetes manifests (Services, EndpointSlices, Nodes, Pods, and with
+// c.Dynamic CiliumLocalRedirectPolicies; several per file, separated by
+// ---) to the clients, typically client-go's fake ones, whose informers
+// the reflector watches.
+func ScriptCommands(c Clients) map[string]script.Cmd {
 	cmd := func(verb string) script.Cmd {
 		return script.Command(
 			script.CmdUsage{Summary: verb + " Kubernetes objects from YAML files", Args: "file..."},
@@ -39,7 +45,7 @@ func ScriptCommands(client kubernetes.Interface) map[string]script.Cmd {
 						return nil, err
 					}
 					for _, obj := range objs {
-						if err := apply(s.Context(), client, verb, obj); err != nil {
+						if err := apply(s.Context(), c, verb, obj); err != nil {
 							return nil, fmt.Errorf("%s: %w", file, err)
 						}
 					}
@@ -59,7 +65,7 @@ func ScriptCommands(client kubernetes.Interface) map[string]script.Cmd {
 func DecodeManifests(name string, data []byte) ([]runtime.Object, error) {
 	var out []runtime.Object
 	for _, doc := range SplitManifest(data) {
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc.Data, nil, nil)
+		obj, _, err := manifestKinds.UniversalDeserializer().Decode(doc.Data, nil, nil)
 		if err != nil {
 			return nil, doc.Error(name, err)
 		}
@@ -130,8 +136,29 @@ func isComment(doc []byte) bool {
 	return true
 }
 
-func apply(ctx context.Context, c kubernetes.Interface, verb string, obj runtime.Object) error {
+// manifestKinds decodes client-go's kinds and CiliumLocalRedirectPolicy.
+var manifestKinds = func() serializer.CodecFactory {
+	s := runtime.NewScheme()
+	utilruntime.Must(scheme.AddToScheme(s))
+	utilruntime.Must(redirectpolicy.AddToScheme(s))
+	return serializer.NewCodecFactory(s)
+}()
+
+func apply(ctx context.Context, clients Clients, verb string, obj runtime.Object) error {
+	c := clients.Client
 	switch o := obj.(type) {
+	case *redirectpolicy.Policy:
+		if clients.Dynamic == nil {
+			return fmt.Errorf("%s %s/%s: no dynamic client", redirectpolicy.Kind, o.Namespace, o.Name)
+		}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			return err
+		}
+		obj := &unstructured.Unstructured{Object: u}
+		obj.SetAPIVersion(redirectpolicy.SchemeGroupVersion.String())
+		obj.SetKind(redirectpolicy.Kind)
+		return applyTo(ctx, dynamicClient{clients.Dynamic.Resource(redirectpolicy.Resource).Namespace(o.Namespace)}, verb, obj)
 	case *corev1.Service:
 		return applyTo(ctx, c.CoreV1().Services(o.Namespace), verb, o)
 	case *discoveryv1.EndpointSlice:
@@ -141,7 +168,18 @@ func apply(ctx context.Context, c kubernetes.Interface, verb string, obj runtime
 	case *corev1.Pod:
 		return applyTo(ctx, c.CoreV1().Pods(o.Namespace), verb, o)
 	}
-	return fmt.Errorf("%T: not a Service, EndpointSlice, Node or Pod", obj)
+	return fmt.Errorf("%T: not a Service, EndpointSlice, Node, Pod or %s", obj, redirectpolicy.Kind)
+}
+
+// dynamicClient is a dynamic client's resource as a typedClient.
+type dynamicClient struct{ dynamic.ResourceInterface }
+
+func (c dynamicClient) Create(ctx context.Context, u *unstructured.Unstructured, o metav1.CreateOptions) (*unstructured.Unstructured, error) {
+	return c.ResourceInterface.Create(ctx, u, o)
+}
+
+func (c dynamicClient) Update(ctx context.Context, u *unstructured.Unstructured, o metav1.UpdateOptions) (*unstructured.Unstructured, error) {
+	return c.ResourceInterface.Update(ctx, u, o)
 }
 
 // typedClient is what client-go's typed clients (Services(ns), Nodes(),
@@ -163,4 +201,8 @@ func applyTo[T metav1.Object](ctx context.Context, c typedClient[T], verb string
 		err = c.Delete(ctx, obj.GetName(), metav1.DeleteOptions{})
 	}
 	return err
+}
+
+func (c dynamicClient) Delete(ctx context.Context, name string, o metav1.DeleteOptions) error {
+	return c.ResourceInterface.Delete(ctx, name, o)
 }

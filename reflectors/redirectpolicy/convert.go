@@ -72,9 +72,9 @@ func Convert(p *Policy, pods []Pod, opts Options) (plan Plan, problems []error, 
 			plan.Frontends = append(plan.Frontends, lb.FrontendParams{
 				Address: lb.NewL3n4Addr(fp.proto, s.addr, fp.num, lb.ScopeExternal),
 				Type:    lb.SVCTypeLocalRedirect,
-				// The address is named by the policy, as a ClusterIP is
-				// by its Service; a Service of a higher-priority source
-				// keeps it.
+				// A Service that has the address keeps it, whatever the
+				// ages: the policy is reported and waits for it to go.
+				Claim:    lb.ClaimRedirect,
 				PortName: name,
 			})
 			continue

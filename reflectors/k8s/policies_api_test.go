@@ -1,0 +1,199 @@
+package k8s
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cilium/statedb"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/reflectors"
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
+	"github.com/lbstate/lbstate/tables"
+)
+
+// syncedLog is a log the source writes from several goroutines.
+type syncedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *syncedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *syncedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// startPolicyReflector runs a reflector over client and dyn on node-1,
+// with cidrs as --lrp-address-matcher-cidrs, logging into the returned
+// log.
+func startPolicyReflector(t *testing.T, client *fake.Clientset, dyn *dynamicfake.FakeDynamicClient, cidrs ...string) (*Reflector, *tables.Writer, *statedb.DB, *syncedLog) {
+	t.Helper()
+	w, db, cfg := newTestTables(t, "node-1")
+	cfg.LRPAddressMatcherCIDRs = cidrs
+	log := &syncedLog{}
+	src, err := reflectors.NewSource(w, lb.SourceK8s.String(), slog.New(slog.NewTextHandler(log, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewReflector(cfg, src, lb.SourceK8s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, r.WatchClients(Clients{Client: client, Dynamic: dyn})) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return r, w, db, log
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after 10s", what)
+		}
+	}
+}
+
+// Without the CRD the source still syncs, says so once, and does not ask
+// again: a watch of a missing resource would fail forever.
+func TestPoliciesWithoutCRDSyncAndLogOnce(t *testing.T) {
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), redirectpolicy.ResourceList)
+	dyn.PrependReactor("list", redirectpolicy.Resource.Resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(redirectpolicy.Resource.GroupResource(), "")
+	})
+	r, _, _, log := startPolicyReflector(t, fake.NewClientset(), dyn)
+	eventually(t, "synced", r.src.IsSynced)
+	time.Sleep(100 * time.Millisecond) // room for a retry loop to show
+	if n := strings.Count(log.String(), "CRD not installed"); n != 1 {
+		t.Errorf("%d log lines about the missing CRD, want 1:\n%s", n, log)
+	}
+	if n := len(dyn.Actions()); n != 1 {
+		t.Errorf("%d calls to the API, want the one list: %v", n, dyn.Actions())
+	}
+}
+
+func policyObject(t *testing.T, ip string) *unstructured.Unstructured {
+	t.Helper()
+	p := &redirectpolicy.Policy{
+		ObjectMeta: metav1.ObjectMeta{Name: "dns", Namespace: "kube-system"},
+		Spec: redirectpolicy.Spec{
+			RedirectFrontend: redirectpolicy.Frontend{AddressMatcher: &redirectpolicy.AddressMatcher{
+				IP: ip, ToPorts: []redirectpolicy.PortInfo{{Port: "53", Protocol: "UDP"}}}},
+			RedirectBackend: redirectpolicy.Backend{
+				LocalEndpointSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "dns"}},
+				ToPorts:               []redirectpolicy.PortInfo{{Port: "5353", Protocol: "UDP"}}},
+		},
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := &unstructured.Unstructured{Object: u}
+	obj.SetAPIVersion(redirectpolicy.SchemeGroupVersion.String())
+	obj.SetKind(redirectpolicy.Kind)
+	return obj
+}
+
+// A policy from the API redirects its address to the ready local pod;
+// an invalid update is reported and the last valid version keeps
+// serving; deleting the policy removes its frontend.
+func TestPolicyFromAPIRedirectsAndKeepsLastValidVersion(t *testing.T) {
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), redirectpolicy.ResourceList, policyObject(t, "169.254.20.10"))
+	r, w, db, _ := startPolicyReflector(t, fake.NewClientset(dnsPod()), dyn)
+	backends := redirectedBackends(w, db, "169.254.20.10:53/UDP")
+	eventually(t, "redirected to the pod", func() bool { return backends() == "10.0.1.1:5353/UDP" })
+
+	policies := dyn.Resource(redirectpolicy.Resource).Namespace("kube-system")
+	errs := r.src.Errors()
+	if _, err := policies.Update(context.Background(), policyObject(t, "169.254.20.300"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the invalid update reported", func() bool { return r.src.Errors() > errs })
+	if got := backends(); got != "10.0.1.1:5353/UDP" {
+		t.Errorf("after an invalid update: %s, want the last valid version's backend", got)
+	}
+
+	if err := policies.Delete(context.Background(), "dns", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the frontend gone with the policy", func() bool { return backends() == "none" })
+}
+
+// --lrp-address-matcher-cidrs reaches the policies: an address outside
+// them is reported and not redirected, one inside is.
+func TestAddressMatcherOutsideAllowedCIDRsIsReported(t *testing.T) {
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), redirectpolicy.ResourceList, policyObject(t, "169.254.20.10"))
+	r, w, db, _ := startPolicyReflector(t, fake.NewClientset(dnsPod()), dyn, "192.0.2.0/24")
+	eventually(t, "synced", r.src.IsSynced)
+	if r.src.Errors() == 0 {
+		t.Error("a policy outside --lrp-address-matcher-cidrs was not reported")
+	}
+	if got := redirectedBackends(w, db, "169.254.20.10:53/UDP")(); got != "none" {
+		t.Errorf("169.254.20.10 redirected to %s, outside the allowed CIDRs", got)
+	}
+	if _, err := dyn.Resource(redirectpolicy.Resource).Namespace("kube-system").Update(context.Background(), policyObject(t, "192.0.2.53"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "an address inside redirected", func() bool { return redirectedBackends(w, db, "192.0.2.53:53/UDP")() == "10.0.1.1:5353/UDP" })
+}
+
+func TestConfigRejectsBadAddressMatcherCIDR(t *testing.T) {
+	cfg := DefaultConfig
+	cfg.LRPAddressMatcherCIDRs = []string{"169.254.0.0/16", "10.0.0.0/33"}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `--lrp-address-matcher-cidrs: "10.0.0.0/33"`) {
+		t.Errorf("error %v, want one naming the flag and the bad CIDR", err)
+	}
+}
+
+// redirectedBackends returns a function listing the backends of the
+// frontend at addr ("none" without one).
+func redirectedBackends(w *tables.Writer, db *statedb.DB, addr string) func() string {
+	a := lb.MustParseL3n4Addr(addr)
+	return func() string {
+		fe, _, found := w.Frontends().Get(db.ReadTxn(), tables.FrontendByAddress.Query(a))
+		if !found {
+			return "none"
+		}
+		var out []string
+		for _, b := range fe.Backends {
+			out = append(out, b.Address.String())
+		}
+		return strings.Join(out, " ")
+	}
+}
+
+// dnsPod is a ready pod on node-1 that policyObject selects.
+func dnsPod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "dns-1", Namespace: "kube-system", Labels: map[string]string{"app": "dns"}},
+		Spec:       corev1.PodSpec{NodeName: "node-1"},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: "10.0.1.1"}},
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	}
+}
