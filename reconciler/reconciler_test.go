@@ -372,12 +372,16 @@ func keepChecking(check func()) (stop func()) {
 }
 
 // checkMaps reads the maps the way a datapath would and reports a
-// violation it can prove: an entry naming a missing backend, read again
-// after finding the backend missing (IDs are not reused, so a backend
-// that was missing cannot come back), or a master counting a slot that is
-// missing while the master stayed the same. (It once took a backend that
-// an iteration of lb_backends skipped, as the kernel's may while the map
-// changes, for a missing one.)
+// violation it can prove: an entry naming a backend that is missing
+// before and after the entry is read again, or a master counting a slot
+// that is missing while the master stayed the same. Both lookups are
+// needed: a backend ID can come back (a parked backend, or one whose
+// batch delete failed, keeps its ID for whoever takes its address back),
+// and then, written before the entry that names it, it is there again
+// when that entry is. (It once took a backend that an iteration of
+// lb_backends skipped, as the kernel's may while the map changes, for a
+// missing one; and once, under load, a backend that came back between
+// its lookup and the entry's second reading.)
 func checkMaps(m *bpf.Maps) string {
 	type slotRef struct {
 		key bpf.ServiceKey
@@ -416,7 +420,7 @@ func checkMaps(m *bpf.Maps) string {
 		if !missing(s.id) {
 			continue
 		}
-		if v, ok, _ := m.Services.Lookup(s.key); ok && v.BackendID == s.id {
+		if v, ok, _ := m.Services.Lookup(s.key); ok && v.BackendID == s.id && missing(s.id) {
 			return fmt.Sprintf("slot %d of %s names backend %d, which is not in lb_backends", s.key.Slot, s.key.L3n4Addr(), s.id)
 		}
 	}
@@ -425,7 +429,7 @@ func checkMaps(m *bpf.Maps) string {
 			if !missing(b) {
 				continue
 			}
-			if again, ok, _ := m.Maglev.Lookup(id); ok && contains(again, b) {
+			if again, ok, _ := m.Maglev.Lookup(id); ok && contains(again, b) && missing(b) {
 				return fmt.Sprintf("Maglev table %d names backend %d, which is not in lb_backends", id, b)
 			}
 			break
