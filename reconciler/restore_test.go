@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
+	"github.com/lbstate/lbstate/internal/syncbuf"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/tables"
 )
@@ -346,7 +346,7 @@ func TestRestartLogCountsRestoredIDs(t *testing.T) {
 		if maps.Kind == "kernel" {
 			maps.Close()
 		}
-		var buf syncBuffer
+		var buf syncbuf.Buffer
 		a2 := newAgentLogging(t, reopen(), nil, slog.New(slog.NewTextHandler(&buf, nil)))
 		a2.start(t)
 		a2.stop(t)
@@ -355,24 +355,6 @@ func TestRestartLogCountsRestoredIDs(t *testing.T) {
 			t.Fatalf("the log lacks %q:\n%s", want, buf.String())
 		}
 	})
-}
-
-// syncBuffer is a bytes.Buffer that goroutines may share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // When --lb-recreate-maps recreates lb_services (its layout changed),

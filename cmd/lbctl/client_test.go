@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lbstate/lbstate/internal/syncbuf"
 	"github.com/lbstate/lbstate/lb"
 )
 
@@ -39,7 +40,7 @@ func silentAgent(t *testing.T) string {
 // detects a hang.
 func runWithin(t *testing.T, limit time.Duration, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() { done <- run(args, &out, &errOut) }()
 	select {
@@ -72,7 +73,7 @@ func TestAgentThatNeverAnswersTimesOut(t *testing.T) {
 func TestWatchOutlivesTimeout(t *testing.T) {
 	p := demoPipeline(t, "random")
 	srv := httptest.NewServer(http.StripPrefix("/statedb", p.db.HTTPHandler()))
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- run([]string{"services", "--api", srv.URL, "--watch", "--timeout", "500ms"}, out, io.Discard)

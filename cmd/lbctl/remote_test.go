@@ -7,11 +7,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/internal/syncbuf"
 	"github.com/lbstate/lbstate/lb"
 )
 
@@ -75,7 +75,7 @@ func TestRemoteWatch(t *testing.T) {
 	mux.Handle("/statedb/", http.StripPrefix("/statedb", p.db.HTTPHandler()))
 	srv := httptest.NewServer(mux)
 
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- run([]string{"frontends", "--api", srv.URL, "--watch"}, out, io.Discard) }()
 	waitFor := func(want string) {
@@ -111,22 +111,4 @@ func TestRemoteWatch(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("watch did not end when the agent went away")
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

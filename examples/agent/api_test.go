@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,9 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/lbstate/lbstate/internal/syncbuf"
 )
 
 // writeManyPorts writes a Service with n ports into a new manifests
@@ -76,7 +76,7 @@ func TestFrontendsDumpIsLinearInPorts(t *testing.T) {
 // error, and logged without a stack trace. It once made StateDB's handler
 // panic: net/http logged the stack and cut the connection.
 func TestQueryForUnknownIndexAnswers400(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	api, _ := startAgentOn(t, "../demo", slog.New(slog.NewTextHandler(&logs, nil)))
 	for _, index := range []string{"nope", ""} {
 		body := fmt.Sprintf(`{"table": "frontends", "index": %q, "key": ""}`, index)
@@ -99,22 +99,4 @@ func TestQueryForUnknownIndexAnswers400(t *testing.T) {
 	if strings.Contains(logs.String(), "goroutine") {
 		t.Fatalf("a stack trace in the log:\n%s", logs.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers and a reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lbstate/lbstate/internal/syncbuf"
 )
 
 // A directory tree moved into the manifests directory is followed,
@@ -92,7 +94,7 @@ func TestFollowsDirectoryRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, filepath.Join(dir, "web.yaml"), strings.Replace(webYAML, "ENDPOINTS", "10.0.0.1", 1))
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	_, w, db, _, _ := startSource(t, dir, slog.New(slog.NewTextHandler(&logs, nil)))
 	frontends(t, db, w, []string{"10.96.0.1:80/TCP -> 10.0.0.1:8080/TCP"})
 

@@ -1,18 +1,17 @@
 package file
 
 import (
-	"bytes"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cilium/statedb"
 
+	"github.com/lbstate/lbstate/internal/syncbuf"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -54,7 +53,7 @@ func TestNonRegularFilesAreSkipped(t *testing.T) {
 	if err := os.Symlink("/dev/zero", filepath.Join(dir, "zero.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	src, w, db, cancel, done := startSource(t, dir, slog.New(slog.NewTextHandler(&logs, nil)))
 	waitInitialized(t, w, db)
 	frontends(t, db, w, []string{"10.96.0.1:80/TCP -> 10.0.0.1:8080/TCP"})
@@ -79,31 +78,13 @@ func TestFileOverSizeCapIsRejected(t *testing.T) {
 	big := strings.Replace(strings.ReplaceAll(webYAML, "web", "big"), "10.96.0.1", "10.96.0.2", 1)
 	big = strings.Replace(big, "ENDPOINTS", "10.0.0.9", 1) + strings.Repeat("# padding\n", 200)
 	write(t, filepath.Join(dir, "big.yaml"), big)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	src, w, db := startSourceWith(t, dir, slog.New(slog.NewTextHandler(&logs, nil)), 1024)
 	waitInitialized(t, w, db)
 	frontends(t, db, w, []string{"10.96.0.1:80/TCP -> 10.0.0.1:8080/TCP"})
 	if want := "big.yaml: 2"; !strings.Contains(logs.String(), want) || !strings.Contains(logs.String(), "--manifests-max-file-size") || src.Errors() != 1 {
 		t.Fatalf("%d errors; want one, naming the file, its size and --manifests-max-file-size:\n%s", src.Errors(), logs.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers and a reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // --manifests-max-file-size takes a Kubernetes quantity above zero.

@@ -1,7 +1,6 @@
 package health
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/lbstate/lbstate/internal/syncbuf"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/tables"
@@ -32,7 +32,7 @@ type harness struct {
 	c      *checker
 	src    *reflectors.Source
 	reg    *prometheus.Registry
-	log    *syncBuffer
+	log    *syncbuf.Buffer
 	probes chan probeResult
 
 	mu   sync.Mutex
@@ -68,7 +68,7 @@ func newHarness(t *testing.T, cfg Config) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, db: db, w: w, clock: newFakeClock(), reg: prometheus.NewRegistry(), log: &syncBuffer{},
+	h := &harness{t: t, db: db, w: w, clock: newFakeClock(), reg: prometheus.NewRegistry(), log: &syncbuf.Buffer{},
 		probes: make(chan probeResult, 100)}
 	h.cond = sync.NewCond(&h.mu)
 	logger := slog.New(slog.NewTextHandler(h.log, &slog.HandlerOptions{Level: slog.LevelInfo,
@@ -206,23 +206,6 @@ func (h *harness) lines(substr string, replace ...string) string {
 }
 
 func (h *harness) metric(c prometheus.Collector) float64 { return testutil.ToFloat64(c) }
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // Servers on 127.0.0.1, each on a port the kernel picks.
 
