@@ -43,6 +43,7 @@ func newSource(dir string, maxFileSize int64, cfg k8s.Config, src *reflectors.So
 	if err != nil {
 		return nil, err
 	}
+	r.AcceptLoopbackEndpoints()
 	return &source{
 		dir: dir, maxFileSize: maxFileSize, r: r, src: src,
 		files: map[string]*fileState{}, owners: map[objectKey][]string{}, known: map[objectKey]runtime.Object{},

@@ -52,9 +52,10 @@ type Reflector struct {
 	services map[lb.ServiceName]*corev1.Service
 	slices   map[sliceKey]lb.ServiceName // the service each slice belongs to
 	// bySvc holds each service's slices, by namespace and name.
-	bySvc map[lb.ServiceName][]*discoveryv1.EndpointSlice
-	pods  map[sliceKey]*corev1.Pod // this node's pods, by namespace and name
-	node  *corev1.Node
+	bySvc      map[lb.ServiceName][]*discoveryv1.EndpointSlice
+	pods       map[sliceKey]*corev1.Pod // this node's pods, by namespace and name
+	node       *corev1.Node
+	loopbackOK bool // AcceptLoopbackEndpoints
 	// nodeSet is whether the local node was declared: at the first Node
 	// event, or at the first batch when the zone is overridden.
 	nodeSet bool
@@ -462,16 +463,21 @@ func (r *Reflector) backendsOf(name lb.ServiceName) []lb.BackendParams {
 	return out
 }
 
+// AcceptLoopbackEndpoints lets endpoints on loopback addresses be
+// backends: a manifests directory may name them (a host without a cluster
+// balancing over its own processes), the API server never does. Call it
+// before Run.
+func (r *Reflector) AcceptLoopbackEndpoints() { r.loopbackOK = true }
+
 // unreachable reports an endpoint address that traffic from another
 // network namespace cannot reach, as the API server rejects it in an
 // EndpointSlice (kube-proxy never sees one): link-local, and loopback,
-// which only a manifests directory may name (a host without a cluster
-// balancing over its own processes).
+// unless AcceptLoopbackEndpoints was called.
 func (r *Reflector) unreachable(es *discoveryv1.EndpointSlice, a netip.Addr) error {
 	switch {
 	case a.IsLinkLocalUnicast():
 		return fmt.Errorf("endpointslice %s/%s: endpoint %s: link-local address", es.Namespace, es.Name, a)
-	case a.IsLoopback() && r.as != lb.SourceFile:
+	case a.IsLoopback() && !r.loopbackOK:
 		return fmt.Errorf("endpointslice %s/%s: endpoint %s: loopback address", es.Namespace, es.Name, a)
 	}
 	return nil

@@ -27,7 +27,9 @@ func TestUnreachableEndpointsRejectedAlone(t *testing.T) {
 		t.Run(tc.as.String(), func(t *testing.T) {
 			w, db, cfg := newTestTables(t, "n1")
 			r := newTestReflector(t, cfg, w)
-			r.as = tc.as
+			if tc.as == lb.SourceFile { // as the manifests source does
+				r.AcceptLoopbackEndpoints()
+			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			go r.Run(ctx, func(context.Context) error { return nil })
