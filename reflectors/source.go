@@ -90,10 +90,11 @@ type Source struct {
 	counts map[string]int // SetObjects' last counts, for the synced log line
 	synced atomic.Bool
 
-	errors      atomic.Uint64
-	errorsTotal prometheus.Counter
-	objects     *prometheus.GaugeVec
-	syncedGauge prometheus.Gauge
+	errors       atomic.Uint64
+	errorsTotal  prometheus.Counter
+	unknownTotal prometheus.Counter
+	objects      *prometheus.GaugeVec
+	syncedGauge  prometheus.Gauge
 }
 
 // NewSource registers the initializer name with w and returns its
@@ -106,13 +107,14 @@ func NewSource(w *tables.Writer, name string, log *slog.Logger, reg prometheus.R
 	}
 	m := sourceMetrics(reg)
 	return &Source{
-		Writer:      w,
-		name:        name,
-		log:         log.With("source", name),
-		done:        done,
-		errorsTotal: m.errors.WithLabelValues(name),
-		objects:     m.objects.MustCurryWith(prometheus.Labels{"source": name}),
-		syncedGauge: m.synced.WithLabelValues(name),
+		Writer:       w,
+		name:         name,
+		log:          log.With("source", name),
+		done:         done,
+		errorsTotal:  m.errors.WithLabelValues(name),
+		unknownTotal: m.unknown.WithLabelValues(name),
+		objects:      m.objects.MustCurryWith(prometheus.Labels{"source": name}),
+		syncedGauge:  m.synced.WithLabelValues(name),
 	}, nil
 }
 
@@ -160,6 +162,17 @@ func (s *Source) Reject(err error) {
 	s.log.Warn("Object rejected", "error", err)
 }
 
+// Unknown logs (at INFO) and counts a value of an evolving field that
+// this version does not know, for which the source used the field's
+// default: object and field name where it is, def what was used. It is
+// not an error: the object is kept. A source calls it once per object
+// until the object's unknown values change.
+func (s *Source) Unknown(object, field, value, def string) {
+	s.unknownTotal.Inc()
+	s.log.Info("Unknown value of an evolving field, using its default",
+		"object", object, "field", field, "value", value, "default", def)
+}
+
 // Errors returns how many times Reject was called.
 func (s *Source) Errors() uint64 { return s.errors.Load() }
 
@@ -189,6 +202,7 @@ func (s *Source) setHealth(h cell.Health) {
 // source.
 type metricFamilies struct {
 	errors  *prometheus.CounterVec
+	unknown *prometheus.CounterVec
 	objects *prometheus.GaugeVec
 	synced  *prometheus.GaugeVec
 }
@@ -200,6 +214,8 @@ func sourceMetrics(reg prometheus.Registerer) metricFamilies {
 	return metricFamilies{
 		errors: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts(opts("errors_total",
 			"Objects (or parts of objects) a source rejected as invalid")), []string{"source"})),
+		unknown: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts(opts("unknown_values_total",
+			"Values of evolving fields a source did not know and replaced by the field's default")), []string{"source"})),
 		objects: metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("objects",
 			"Objects a source holds, by kind")), []string{"source", "kind"})),
 		synced: metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("synced",

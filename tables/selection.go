@@ -31,7 +31,14 @@ type Candidate struct {
 //     IPv6) and serve its port name and protocol.
 //  2. Traffic policy Local (the one that applies to the frontend,
 //     lb.ServiceParams.TrafficPolicyFor): only this node's backends.
-//  3. Topology, with policy Cluster. With TopologyKeys (which win over
+//  3. Cluster affinity of a global service (lb.ServiceParams.ClusterAffinity):
+//     with local, while a backend of this cluster left by steps 1-2 is
+//     active (state active and healthy, as Cilium counts them), the
+//     other clusters' backends are left out; with remote, the reverse;
+//     with none, or when the preferred side has no active backend, both
+//     go on. Those left out stay with weight 0, so that the flows they
+//     carry can finish, and take no part in the steps below.
+//  4. Topology, with policy Cluster. With TopologyKeys (which win over
 //     TrafficDistribution), see topologyLevel: the first key at which
 //     some usable backend's node shares this node's value selects
 //     exactly those backends; "*" selects all; with no match and no "*",
@@ -44,14 +51,14 @@ type Candidate struct {
 //     PreferSameNode without any node hints keeps the active backends
 //     whose NodeName is this node, if there are any: slices written
 //     without forNodes hints still say where each endpoint runs.
-//  4. State, within the selected set: the best tier present takes new flows: active, else
+//  5. State, within the selected set: the best tier present takes new flows: active, else
 //     terminating, else quarantined (an unhealthy active backend counts as
 //     quarantined). The others stay with weight 0, so the flows they carry
 //     can finish; maintenance and not-ready backends never take new flows,
 //     not even when nothing else is left.
 //
 // Redirected frontends (redirected is true) and LocalRedirect frontends
-// skip steps 2 and 3: the redirect chose their backends.
+// skip steps 2 to 4: the redirect chose their backends.
 //
 // The result has the backends taking new flows first, each group sorted
 // by address.
@@ -77,6 +84,11 @@ func SelectBackendsLevel(fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.N
 	useKeys := !filtered && policy == lb.TrafficPolicyCluster && len(svc.TopologyKeys) > 0
 	// A service a kvstore source declares itself is its own to fill.
 	global := svc.IsGlobal() || svc.Source == lb.SourceKVStore
+	var remote []bool // parallel to pool, with a cluster affinity only
+	affinity := lb.AffinityNone
+	if global && !filtered {
+		affinity = svc.ClusterAffinity()
+	}
 	for _, c := range cands {
 		p := c.Params
 		if c.Remote && !global {
@@ -100,6 +112,13 @@ func SelectBackendsLevel(fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.N
 		if useKeys {
 			nodes = append(nodes, c.Node)
 		}
+		if affinity != lb.AffinityNone {
+			remote = append(remote, c.Remote)
+		}
+	}
+	var benched []lb.BackendRef // left out by the cluster affinity
+	if affinity != lb.AffinityNone {
+		pool, hints, nodes, benched = applyAffinity(affinity, pool, hints, nodes, remote)
 	}
 
 	level := ""
@@ -125,6 +144,10 @@ func SelectBackendsLevel(fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.N
 			pool[i].Weight = 0
 		}
 	}
+	for _, r := range benched {
+		r.Weight = 0
+		pool = append(pool, r)
+	}
 	slices.SortFunc(pool, func(a, b lb.BackendRef) int {
 		if (a.Weight > 0) != (b.Weight > 0) {
 			if a.Weight > 0 {
@@ -135,6 +158,41 @@ func SelectBackendsLevel(fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.N
 		return a.Address.Compare(b.Address)
 	})
 	return pool, level
+}
+
+// applyAffinity moves the backends of the side the affinity does not
+// prefer from pool to benched, if the preferred side has an active
+// backend. hints and nodes (nil without topology keys) and remote are
+// parallel to pool, and stay so.
+func applyAffinity(a lb.ClusterAffinity, pool []lb.BackendRef, hints []*lb.BackendParams, nodes []*lb.NodeLabels, remote []bool) ([]lb.BackendRef, []*lb.BackendParams, []*lb.NodeLabels, []lb.BackendRef) {
+	preferRemote := a == lb.AffinityRemote
+	found := false
+	for i, r := range pool {
+		if remote[i] == preferRemote && r.State == lb.BackendActive {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return pool, hints, nodes, nil
+	}
+	var benched []lb.BackendRef
+	n := 0
+	for i, r := range pool {
+		if remote[i] != preferRemote {
+			benched = append(benched, r)
+			continue
+		}
+		pool[n], hints[n] = r, hints[i]
+		if nodes != nil {
+			nodes[n] = nodes[i]
+		}
+		n++
+	}
+	if nodes != nil {
+		nodes = nodes[:n]
+	}
+	return pool[:n], hints[:n], nodes, benched
 }
 
 const tierNone = 3

@@ -94,6 +94,7 @@ func ConvertService(svc *corev1.Service, opts ServiceOptions) (params lb.Service
 		Created:             svc.CreationTimestamp.Time,
 		Annotations:         carriedAnnotations(svc),
 	}
+	clusterAffinity(u, params.Annotations)
 	if p := svc.Spec.InternalTrafficPolicy; p != nil {
 		params.IntTrafficPolicy = trafficPolicy(u, "spec.internalTrafficPolicy", string(*p))
 	}
@@ -162,6 +163,17 @@ func distribution(u *unknownValues, svc *corev1.Service) lb.TrafficDistribution 
 		}
 	}
 	return lb.TrafficDistributionDefault
+}
+
+// clusterAffinity drops a cluster affinity annotation lbstate does not
+// know (lb.ParseClusterAffinity) from the carried annotations, reporting
+// it: the service then converts as without one (none).
+func clusterAffinity(u *unknownValues, annotations map[string]string) {
+	v, found := annotations[lb.AnnotationAffinity]
+	if _, err := lb.ParseClusterAffinity(v); found && err != nil {
+		u.add("annotation "+lb.AnnotationAffinity, v, "none")
+		delete(annotations, lb.AnnotationAffinity)
+	}
 }
 
 // algorithm reads AnnotationAlgorithm: random or maglev, else the agent's

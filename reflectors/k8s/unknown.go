@@ -54,8 +54,8 @@ func (u *unknownValues) add(field, value, def string) {
 	u.list = append(u.list, UnknownValue{Object: u.object, Field: field, Value: value, Default: def})
 }
 
-// logUnknown logs the unknown values of a Service's evolving fields at
-// INFO, each once: again only after the Service stopped having it (every
+// logUnknown logs and counts (Source.Unknown) the unknown values of a
+// Service's evolving fields, each once: again only after the Service stopped having it (every
 // change of the node converts every Service again).
 func (r *Reflector) logUnknown(name lb.ServiceName, unknown []UnknownValue) {
 	logged := r.unknown[name]
@@ -64,8 +64,7 @@ func (r *Reflector) logUnknown(name lb.ServiceName, unknown []UnknownValue) {
 	}
 	for _, u := range unknown {
 		if !slices.Contains(logged, u) {
-			r.src.Log().Info("Unknown value of an evolving Kubernetes field, using its default",
-				"object", u.Object, "field", u.Field, "value", u.Value, "default", u.Default)
+			r.src.Unknown(u.Object, u.Field, u.Value, u.Default)
 		}
 	}
 	if len(unknown) == 0 {

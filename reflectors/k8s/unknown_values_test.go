@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/cilium/statedb"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/lbstate/lbstate/lb"
@@ -60,6 +62,9 @@ func TestUnknownValuesOfEvolvingFieldsMeanTheDefault(t *testing.T) {
 		{"annotation service.kubernetes.io/topology-mode",
 			serviceWith("  annotations: {service.kubernetes.io/topology-mode: PreferZone}", "", ""),
 			serviceWith("  annotations: {service.kubernetes.io/topology-mode: Disabled}", "", ""), "PreferZone"},
+		{"annotation service.cilium.io/affinity",
+			serviceWith("  annotations: {service.cilium.io/global: \"true\", service.cilium.io/affinity: nearest}", "", ""),
+			serviceWith("  annotations: {service.cilium.io/global: \"true\"}", "", ""), "nearest"},
 		{"spec.type",
 			strings.Replace(serviceWith("", "", ""), "type: LoadBalancer", "type: DirectRouted", 1),
 			strings.Replace(serviceWith("", "", ""), "type: LoadBalancer", "type: ClusterIP", 1), "DirectRouted"},
@@ -101,6 +106,7 @@ func TestKnownValuesAreNotReported(t *testing.T) {
 		serviceWith("", "  sessionAffinity: ClientIP", ", ipMode: Proxy"),
 		serviceWith("  annotations: {service.kubernetes.io/topology-mode: auto, lbstate.io/algorithm: maglev}", "", ""),
 		serviceWith("  annotations: {service.kubernetes.io/topology-aware-hints: disabled, lbstate.io/algorithm: random}", "", ""),
+		serviceWith("  annotations: {service.cilium.io/global: \"true\", service.cilium.io/affinity: Remote}", "", ""),
 		strings.Replace(serviceWith("", "", ""), "protocol: UDP", "protocol: SCTP", 1),
 		strings.Replace(serviceWith("", "", ""), "type: LoadBalancer", "type: NodePort", 1),
 	} {
@@ -145,7 +151,8 @@ func TestUnknownValuesLoggedOncePerService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := reflectors.NewSource(w, "k8s", slog.New(slog.NewTextHandler(&logs, nil)), nil)
+	reg := prometheus.NewPedanticRegistry()
+	src, err := reflectors.NewSource(w, "k8s", slog.New(slog.NewTextHandler(&logs, nil)), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,5 +184,16 @@ func TestUnknownValuesLoggedOncePerService(t *testing.T) {
 	r.apply([]event{{obj: changed}})
 	if n := strings.Count(logs.String(), "Unknown value"); n != 2 || !strings.Contains(logs.String(), "value=Cookie") {
 		t.Errorf("after a second unknown value: %d log lines, want 2:\n%s", n, logs.String())
+	}
+	// Counted as logged: each once.
+	if n, err := testutil.GatherAndCount(reg, "lbstate_source_unknown_values_total"); err != nil || n != 1 {
+		t.Fatalf("unknown values metric: %d series, %v", n, err)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP lbstate_source_unknown_values_total Values of evolving fields a source did not know and replaced by the field's default
+# TYPE lbstate_source_unknown_values_total counter
+lbstate_source_unknown_values_total{source="k8s"} 2
+`), "lbstate_source_unknown_values_total"); err != nil {
+		t.Error(err)
 	}
 }
