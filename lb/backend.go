@@ -185,7 +185,7 @@ func (b *Backend) Services() []ServiceName {
 }
 
 func (b *Backend) TableHeader() []string {
-	return []string{"Address", "Instances", "Health", "HealthSince", "LastError"}
+	return []string{"Address", "Cluster", "Instances", "Health", "HealthSince", "LastError"}
 }
 
 func (b *Backend) TableRow() []string {
@@ -193,7 +193,24 @@ func (b *Backend) TableRow() []string {
 	for i, inst := range b.Instances {
 		insts[i] = inst.String()
 	}
-	return append([]string{b.Address.String(), strings.Join(insts, ", ")}, b.healthColumns()...)
+	return append([]string{b.Address.String(), b.clusters(), strings.Join(insts, ", ")}, b.healthColumns()...)
+}
+
+// clusters lists the remote clusters (IDs) that offer the backend, each
+// once: empty for this cluster's own.
+func (b *Backend) clusters() string {
+	var ids []uint32
+	for _, inst := range b.Instances {
+		if id := inst.Params.ClusterID; id != 0 && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = strconv.FormatUint(uint64(id), 10)
+	}
+	return strings.Join(out, ",")
 }
 
 // String prints the instance compactly: the service and source, then the

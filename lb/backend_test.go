@@ -417,3 +417,24 @@ func FuzzBackendParamsJSON(f *testing.F) {
 		}
 	})
 }
+
+// The backends table's Cluster column lists the remote clusters that
+// offer a backend, each once; this cluster's own have none.
+func TestBackendTableRowCluster(t *testing.T) {
+	addr := lb.MustParseL3n4Addr("10.2.0.1:80/TCP")
+	inst := func(svc string, cluster uint32) lb.BackendInstance {
+		return lb.BackendInstance{Service: lb.NewServiceName("shop", svc), Source: lb.SourceKVStore, Params: lb.BackendParams{Address: addr, Weight: 100, ClusterID: cluster}}
+	}
+	for _, tc := range []struct {
+		insts []lb.BackendInstance
+		want  string
+	}{
+		{[]lb.BackendInstance{{Service: lb.NewServiceName("shop", "web"), Source: lb.SourceK8s, Params: lb.BackendParams{Address: addr, Weight: 100}}}, ""},
+		{[]lb.BackendInstance{inst("a", 3), inst("b", 2), inst("c", 3)}, "2,3"},
+	} {
+		b := &lb.Backend{Address: addr, Instances: tc.insts}
+		if got := b.TableRow()[slices.Index(b.TableHeader(), "Cluster")]; got != tc.want {
+			t.Errorf("Cluster column %q, want %q", got, tc.want)
+		}
+	}
+}

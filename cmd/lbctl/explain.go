@@ -88,6 +88,9 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 	}
 	name := func(id uint32) string {
 		if b, ok := backends[id]; ok {
+			if b.ClusterID != 0 { // another cluster's
+				return fmt.Sprintf("backend %d %s (%s, cluster %d)", id, b.L3n4Addr(), lb.BackendState(b.State), b.ClusterID)
+			}
 			return fmt.Sprintf("backend %d %s (%s)", id, b.L3n4Addr(), lb.BackendState(b.State))
 		}
 		return fmt.Sprintf("backend %d: MISSING from lb_backends", id)

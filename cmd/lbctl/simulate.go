@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -48,6 +49,9 @@ type backendView struct {
 	Address string `json:"address"`
 	State   string `json:"state"`
 	Weight  uint16 `json:"weight"`
+	// Cluster is the ID of the remote cluster that offers the backend;
+	// 0 (left out) for this cluster's own.
+	Cluster uint32 `json:"cluster,omitempty"`
 	// Slots is how many Maglev table slots (or random-algorithm service
 	// slots) take the backend.
 	Slots int `json:"slots"`
@@ -271,7 +275,7 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 		}
 		for _, b := range fe.Backends {
 			v.Backends = append(v.Backends, backendView{
-				Address: b.Address.String(), State: b.State.String(), Weight: b.Weight, Slots: slots[b.Address.String()],
+				Address: b.Address.String(), State: b.State.String(), Weight: b.Weight, Cluster: b.ClusterID, Slots: slots[b.Address.String()],
 			})
 		}
 		views = append(views, v)
@@ -285,7 +289,14 @@ func printViews(w io.Writer, views []frontendView) {
 	topology := slices.ContainsFunc(views, func(v frontendView) bool { return v.Topology != "" })
 	// REDIRECTED-TO only when a frontend is redirected.
 	redirects := slices.ContainsFunc(views, func(v frontendView) bool { return v.RedirectedTo != "" })
+	// CLUSTER only when a backend is another cluster's (empty for ours).
+	clusters := slices.ContainsFunc(views, func(v frontendView) bool {
+		return slices.ContainsFunc(v.Backends, func(b backendView) bool { return b.Cluster != 0 })
+	})
 	header := "FRONTEND\tTYPE\tSERVICE\tPORTNAME\tALGORITHM\tBACKEND\tSTATE\tWEIGHT\tSLOTS"
+	if clusters {
+		header = strings.Replace(header, "BACKEND", "BACKEND\tCLUSTER", 1)
+	}
 	if topology {
 		header = strings.Replace(header, "ALGORITHM", "ALGORITHM\tTOPOLOGY", 1)
 	}
@@ -311,8 +322,20 @@ func printViews(w io.Writer, views []frontendView) {
 			if i > 0 {
 				lead = make([]string, len(first))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", strings.Join(lead, "\t"), b.Address, b.State, b.Weight, b.Slots)
+			backend := b.Address
+			if clusters {
+				backend += "\t" + clusterColumn(b.Cluster)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", strings.Join(lead, "\t"), backend, b.State, b.Weight, b.Slots)
 		}
 	}
 	tw.Flush()
+}
+
+// clusterColumn prints a backend's cluster: its ID, empty for ours.
+func clusterColumn(id uint32) string {
+	if id == 0 {
+		return ""
+	}
+	return strconv.FormatUint(uint64(id), 10)
 }
