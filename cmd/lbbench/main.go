@@ -7,6 +7,7 @@
 //	go run ./cmd/lbbench -latency      # update one slice at a time, 1000 times
 //	go run ./cmd/lbbench -health       # health checking: 10,000 loopback backends probed every second
 //	go run ./cmd/lbbench -topology     # relabel one node at a time, with topology keys
+//	go run ./cmd/lbbench -clusters 10  # clustermesh: 10 remote clusters x 10,000 services x 10 backends over etcd
 package main
 
 import (
@@ -47,6 +48,7 @@ type options struct {
 	services, backends, iterations, updates int
 	maps                                    string
 	json, latency, topology                 bool
+	clusters                                int
 	cpuProfile, memProfile                  string
 	healthMode                              bool
 	health                                  healthOptions
@@ -88,6 +90,7 @@ func main() {
 	flag.BoolVar(&o.latency, "latency", false, "With the services loaded, update one EndpointSlice at a time and report latencies")
 	flag.IntVar(&o.updates, "updates", 1000, "Updates in -latency mode")
 	flag.BoolVar(&o.topology, "topology", false, "Services with topology keys over 1,000 nodes (default 10,000 x 10): time node relabels (-updates of them)")
+	flag.IntVar(&o.clusters, "clusters", 0, "Clustermesh: this many remote clusters share -services global services (default 10,000 x 10) in one etcd; time the import, its heap and watch events, and single changes (-updates of them)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "Write a CPU profile of the rounds")
 	flag.StringVar(&o.memProfile, "memprofile", "", "Write a heap profile taken with the services loaded")
 	flag.BoolVar(&o.healthMode, "health", false, "Measure health checking instead: probes of loopback backends, their CPU, and stopped backends' trips into the maps")
@@ -110,6 +113,9 @@ func main() {
 	case o.topology:
 		measure = runTopology
 		topologyDefaults(&o)
+	case o.clusters > 0:
+		measure = runClusters
+		clustersDefaults(&o)
 	}
 	if err := measure(o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "lbbench:", err)

@@ -20,8 +20,9 @@ const (
 )
 
 // cluster follows one remote cluster's services. written is what it
-// declared to each local service, so that an update or a delete releases
-// exactly the backends this cluster no longer offers.
+// declared to each local service (the addresses only: the tables hold
+// the rest), so that an update or a delete releases exactly the backends
+// this cluster no longer offers.
 type cluster struct {
 	remote Remote
 	src    *reflectors.Source
@@ -30,7 +31,7 @@ type cluster struct {
 	done   chan struct{} // closed when run returns
 
 	syncOnce sync.Once
-	written  map[lb.ServiceName][]lb.BackendParams // only run's goroutine
+	written  map[lb.ServiceName][]lb.L3n4Addr // only run's goroutine
 }
 
 func (c *cluster) markSynced() { c.syncOnce.Do(func() { close(c.synced) }) }
@@ -125,15 +126,16 @@ func (c *cluster) follow(ctx context.Context) error {
 // while we were disconnected) is released.
 func (c *cluster) resync(kvs []*mvccpb.KeyValue) {
 	next := map[lb.ServiceName][]lb.BackendParams{}
+	bad := map[lb.ServiceName]bool{}
 	for _, kv := range kvs {
 		if name, backends, ok := c.decode(string(kv.Key), kv.Value); ok {
 			next[name] = backends
-		} else if old, found := c.written[name]; found && !name.IsZero() {
-			next[name] = old // a bad value leaves what was there alone
+		} else if !name.IsZero() {
+			bad[name] = true // a bad value leaves what was there alone
 		}
 	}
 	for name := range c.written {
-		if _, found := next[name]; !found {
+		if _, found := next[name]; !found && !bad[name] {
 			next[name] = nil
 		}
 	}
@@ -200,8 +202,8 @@ func (c *cluster) write(next map[lb.ServiceName][]lb.BackendParams) {
 		for name, backends := range next {
 			var gone []lb.L3n4Addr
 			for _, old := range c.written[name] {
-				if !slices.ContainsFunc(backends, func(b lb.BackendParams) bool { return b.Address == old.Address }) {
-					gone = append(gone, old.Address)
+				if !slices.ContainsFunc(backends, func(b lb.BackendParams) bool { return b.Address == old }) {
+					gone = append(gone, old)
 				}
 			}
 			if err := w.ReleaseBackends(txn, name, lb.SourceKVStore, gone...); err != nil {
@@ -223,7 +225,11 @@ func (c *cluster) write(next map[lb.ServiceName][]lb.BackendParams) {
 		if backends == nil {
 			delete(c.written, name)
 		} else {
-			c.written[name] = backends
+			addrs := make([]lb.L3n4Addr, len(backends))
+			for i := range backends {
+				addrs[i] = backends[i].Address
+			}
+			c.written[name] = addrs
 		}
 	}
 }

@@ -145,7 +145,7 @@ func (im *Importer) start(r Remote) *cluster {
 	c := &cluster{
 		remote: r, src: im.src, cancel: cancel,
 		synced: make(chan struct{}), done: make(chan struct{}),
-		written: map[lb.ServiceName][]lb.BackendParams{},
+		written: map[lb.ServiceName][]lb.L3n4Addr{},
 	}
 	im.clusters[r.Name] = c
 	go c.run(ctx)
