@@ -65,3 +65,25 @@ func TestBenchKernelSmoke(t *testing.T) {
 		t.Errorf("summary %v", res)
 	}
 }
+
+// -clusters on a small mesh: every phase completes (each checks its own
+// end state in the tables and maps) and the summary has every figure.
+func TestBenchClustersSmoke(t *testing.T) {
+	var out bytes.Buffer
+	if err := runClusters(options{clusters: 2, services: 50, backends: 2, updates: 10, maps: "memory", json: true}, &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var res map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("last line is not JSON: %v\n%s", err, out.String())
+	}
+	for _, k := range []string{"converge_seconds", "heap_bytes_per_remote_backend", "watch_events_per_sec", "latency", "latency_after_churn"} {
+		if _, ok := res[k]; !ok {
+			t.Errorf("JSON lacks %s:\n%s", k, out.String())
+		}
+	}
+	if res["remote_backends"] != float64(200) || res["watch_events"] != float64(100) {
+		t.Errorf("summary %v", res)
+	}
+}
