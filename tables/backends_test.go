@@ -87,7 +87,7 @@ func TestSetBackendVerdictKeepsDetailsOnTheRow(t *testing.T) {
 	if got := b.Verdict(); !got.Equal(again) {
 		t.Errorf("backend row says %+v, want %+v", got, again)
 	}
-	if row := b.TableRow(); row[2] != "unhealthy" || row[3] != "2025-01-02T03:04:05Z" || row[4] != "timeout after 1s" {
+	if row := b.TableRow(); row[3] != "unhealthy" || row[4] != "2025-01-02T03:04:05Z" || row[5] != "timeout after 1s" {
 		t.Errorf("table row %q", row)
 	}
 }

@@ -38,6 +38,10 @@ type changes struct {
 	nameList   []lb.ServiceName
 	node       *lb.Node
 	nodeLooked bool
+	// Candidates of the service refreshService is at, and of its
+	// redirect's target: reused from one service to the next (a service
+	// merged from many clusters has hundreds).
+	ownCands, redirectCands []Candidate
 }
 
 // changesPool keeps the maps of earlier calls: a call records a handful
@@ -80,6 +84,9 @@ func (ch *changes) release() {
 	clear(ch.instancesChanged)
 	ch.snapshot = nil
 	ch.addrList, ch.nameList = ch.addrList[:0], ch.nameList[:0]
+	clear(ch.ownCands[:cap(ch.ownCands)]) // no table objects kept alive in the pool
+	clear(ch.redirectCands[:cap(ch.redirectCands)])
+	ch.ownCands, ch.redirectCands = ch.ownCands[:0], ch.redirectCands[:0]
 	ch.err, ch.node, ch.nodeLooked = nil, nil, false
 	changesPool.Put(ch)
 }
@@ -296,7 +303,8 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 		if r != nil && !slices.ContainsFunc(policy.Frontends, func(p lb.FrontendParams) bool { return !r.Covers(p) }) {
 			keys = nil // redirected frontends skip topology, and here all are
 		} else {
-			own, ownRead = w.candidates(txn, name), true
+			own, ownRead = w.candidates(txn, name, ch.ownCands[:0]), true
+			ch.ownCands = own
 			w.topologyCandidates(txn, ch, own)
 		}
 		w.trackTopology(txn, ch, name, keys, own)
@@ -306,12 +314,14 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 		redirectedTo := lb.ServiceName{}
 		if r != nil && r.Covers(params) {
 			if !redirectRead {
-				redirectCands, redirectRead = w.candidates(txn, r.To), true
+				redirectCands, redirectRead = w.candidates(txn, r.To, ch.redirectCands[:0]), true
+				ch.redirectCands = redirectCands
 			}
 			cands, redirectedTo = redirectCands, r.To
 		} else {
 			if !ownRead {
-				own, ownRead = w.candidates(txn, name), true
+				own, ownRead = w.candidates(txn, name, ch.ownCands[:0]), true
+				ch.ownCands = own
 			}
 			cands = own
 		}
@@ -342,10 +352,10 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	}
 }
 
-// candidates returns the backends of a service, each with the parameters
-// of the highest-priority source that declares it for that service.
-func (w *Writer) candidates(txn statedb.ReadTxn, name lb.ServiceName) []Candidate {
-	var cands []Candidate
+// candidates appends to cands the backends of a service, each with the
+// parameters of the highest-priority source that declares it for that
+// service.
+func (w *Writer) candidates(txn statedb.ReadTxn, name lb.ServiceName, cands []Candidate) []Candidate {
 	for b := range w.t.backends.List(txn, BackendByService.Query(name)) {
 		if inst, ok := b.ForService(name); ok {
 			cands = append(cands, Candidate{Params: &inst.Params, Unhealthy: b.Unhealthy, Remote: inst.Source == lb.SourceKVStore})

@@ -178,13 +178,15 @@ func (c *cluster) decode(key string, value []byte) (lb.ServiceName, []lb.Backend
 		}
 		return name, nil, false
 	}
-	var backends []lb.BackendParams
-	for _, b := range s.LocalBackends() {
-		if err := b.Validate(); err != nil {
+	backends := slices.DeleteFunc(s.LocalBackends(), func(b lb.BackendParams) bool {
+		err := b.Validate()
+		if err != nil {
 			c.src.Reject(fmt.Errorf("key %s: %w", key, err))
-			continue
 		}
-		backends = append(backends, b)
+		return err != nil
+	})
+	if len(backends) == 0 {
+		backends = nil // none: what a service that offers nothing writes
 	}
 	return lb.NewServiceName(s.Namespace, s.Name), backends, true
 }

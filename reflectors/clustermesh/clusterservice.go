@@ -10,7 +10,6 @@
 package clustermesh
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -117,8 +116,7 @@ func DecodeService(key string, value []byte) (*ClusterService, error) {
 		return nil, err
 	}
 	var s ClusterService
-	dec := json.NewDecoder(bytes.NewReader(value))
-	if err := dec.Decode(&s); err != nil {
+	if err := json.Unmarshal(value, &s); err != nil {
 		return nil, fmt.Errorf("key %s: %w", key, err)
 	}
 	if s.Cluster != cluster || s.Namespace != namespace || s.Name != name {

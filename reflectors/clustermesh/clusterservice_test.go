@@ -24,7 +24,8 @@ func TestDecodeServiceRejectsBadValuesNamingTheKey(t *testing.T) {
 	tests := []struct {
 		name, key, value, want string
 	}{
-		{"not JSON", webKey, `{"cluster":`, "unexpected EOF"},
+		{"not JSON", webKey, `{"cluster":`, "unexpected end of JSON input"},
+		{"data after the value", webKey, webValue + `{}`, "invalid character"},
 		{"key of another cluster", ServicesPrefix + "c3/default/web", webValue, "value names c2/default/web"},
 		{"key of another name", ServicesPrefix + "c2/default/api", webValue, "value names c2/default/web"},
 		{"unknown protocol", webKey, strings.Replace(webValue, `"UDP"`, `"TPC"`, 1), `backends[10.1.0.1][dns]: Protocol: unknown protocol "TPC"`},

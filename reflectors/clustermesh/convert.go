@@ -20,27 +20,31 @@ func (s *ClusterService) LocalBackends() []lb.BackendParams {
 	type l4 struct {
 		proto lb.Protocol
 		port  uint16
+		names []string
 	}
-	var out []lb.BackendParams
-	for addr, ports := range s.Backends {
+	out := make([]lb.BackendParams, 0, len(s.Backends))
+	var ports []l4 // per address; a handful, searched in order
+	for addr, byName := range s.Backends {
 		a := netip.MustParseAddr(addr).Unmap()
-		names := map[l4][]string{}
-		for name, p := range ports {
+		ports = ports[:0]
+		for name, p := range byName {
 			proto, _ := lb.ParseProtocol(p.Protocol) // Validate checked it
-			k := l4{proto, p.Port}
-			ns := names[k]
+			i := slices.IndexFunc(ports, func(k l4) bool { return k.proto == proto && k.port == p.Port })
+			if i < 0 {
+				ports = append(ports, l4{proto: proto, port: p.Port})
+				i = len(ports) - 1
+			}
 			// An unnamed port is a single-port service's: no name, which
 			// serves every frontend of the protocol.
 			if name != "" {
-				ns = append(ns, name)
+				ports[i].names = append(ports[i].names, name)
 			}
-			names[k] = ns
 		}
-		for k, ns := range names {
-			slices.Sort(ns)
+		for _, k := range ports {
+			slices.Sort(k.names)
 			b := lb.BackendParams{
 				Address:   lb.NewL3n4Addr(k.proto, a, k.port, lb.ScopeExternal),
-				PortNames: ns,
+				PortNames: k.names,
 				Weight:    lb.DefaultBackendWeight,
 				ClusterID: s.ClusterID,
 			}
