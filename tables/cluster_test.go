@@ -1,6 +1,7 @@
 package tables
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/cilium/statedb"
@@ -49,4 +50,59 @@ func TestDeleteSourceClusterRemovesOnlyThatClustersBackends(t *testing.T) {
 	if err := w.DeleteSourceCluster(wtxn, lb.Source(99), 2); err == nil {
 		t.Error("an unknown source was accepted")
 	}
+}
+
+// Through the Writer, the affinity follows the local backends' state and
+// the annotation: remote backends take new flows once the last local one
+// terminates, and lose them again when it is back; affinity none, later,
+// uses both.
+func TestClusterAffinityFollowsLocalBackendsAndAnnotation(t *testing.T) {
+	w := newTestWriter(t)
+	web := lb.NewServiceName("ns", "web")
+	local := lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.0.1:80/TCP"), Weight: lb.DefaultBackendWeight}
+	remote := lb.BackendParams{Address: lb.MustParseL3n4Addr("10.2.0.1:80/TCP"), Weight: lb.DefaultBackendWeight, ClusterID: 2}
+	declare := func(affinity string) {
+		mustWrite(t, w, func(txn statedb.WriteTxn) error {
+			return w.UpsertService(txn, lb.ServiceParams{Name: web, Source: lb.SourceK8s,
+				Annotations: map[string]string{lb.AnnotationGlobal: "true", lb.AnnotationAffinity: affinity},
+				Frontends:   []lb.FrontendParams{{Address: lb.MustParseL3n4Addr("10.96.0.1:80/TCP"), Type: lb.SVCTypeClusterIP}},
+			})
+		})
+	}
+	selected := func() []string {
+		var got []string
+		for fe := range w.FrontendsOf(w.db.ReadTxn(), web) {
+			for _, b := range fe.Backends {
+				got = append(got, selRefString(b))
+			}
+		}
+		return got
+	}
+	expect := func(what string, want ...string) {
+		t.Helper()
+		if got := selected(); !slices.Equal(got, want) {
+			t.Errorf("%s: %q, want %q", what, got, want)
+		}
+	}
+	declare("local")
+	mustWrite(t, w, func(txn statedb.WriteTxn) error {
+		if err := w.SetBackends(txn, web, lb.SourceK8s, local); err != nil {
+			return err
+		}
+		return w.UpsertBackends(txn, web, lb.SourceKVStore, remote)
+	})
+	expect("local affinity", "10.0.0.1:80/TCP", "10.2.0.1:80/TCP (weight=0) cluster=2")
+
+	terminating := local
+	terminating.State = lb.BackendTerminating
+	mustWrite(t, w, func(txn statedb.WriteTxn) error { return w.SetBackends(txn, web, lb.SourceK8s, terminating) })
+	expect("the local backend terminates", "10.2.0.1:80/TCP cluster=2", "10.0.0.1:80/TCP (terminating weight=0)")
+
+	mustWrite(t, w, func(txn statedb.WriteTxn) error { return w.SetBackends(txn, web, lb.SourceK8s, local) })
+	expect("a local backend is back", "10.0.0.1:80/TCP", "10.2.0.1:80/TCP (weight=0) cluster=2")
+
+	declare("remote")
+	expect("remote affinity", "10.2.0.1:80/TCP cluster=2", "10.0.0.1:80/TCP (weight=0)")
+	declare("none")
+	expect("no affinity", "10.0.0.1:80/TCP", "10.2.0.1:80/TCP cluster=2")
 }
