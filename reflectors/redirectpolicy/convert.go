@@ -24,6 +24,8 @@ type Plan struct {
 	Ports     []lb.RedirectPort
 	Frontends []lb.FrontendParams // addressMatcher's
 	Backends  []lb.BackendParams
+	// Pods are the pods the policy selects, with their backends' state.
+	Pods []PodRef
 	// SkipFromBackend is the policy's skipRedirectFromBackend (not yet in
 	// the map ABI).
 	SkipFromBackend bool
@@ -41,18 +43,56 @@ func TargetName(namespace, policy string) lb.ServiceName {
 	return lb.NewServiceName(namespace, policy+":lrp")
 }
 
+// Rule is a validated policy, ready to be converted against pods again
+// and again without being parsed each time.
+type Rule struct {
+	policy *Policy
+	s      spec
+	opts   Options
+}
+
+// Compile validates a policy against the node's options: the error names
+// the policy and the field.
+func Compile(p *Policy, opts Options) (*Rule, error) {
+	s, err := validate(p)
+	if err != nil {
+		return nil, err
+	}
+	if s.addr.IsValid() && len(opts.AddressCIDRs) > 0 &&
+		!slices.ContainsFunc(opts.AddressCIDRs, func(c netip.Prefix) bool { return c.Contains(s.addr) }) {
+		return nil, fmt.Errorf("policy %s/%s: spec.redirectFrontend.addressMatcher.ip: %s %w", p.Namespace, p.Name, s.addr, errNotInCIDRs)
+	}
+	return &Rule{policy: p, s: s, opts: opts}, nil
+}
+
+// Policy returns the policy the rule was compiled from.
+func (r *Rule) Policy() *Policy { return r.policy }
+
+// Service is the serviceMatcher's Service, or zero for an addressMatcher.
+func (r *Rule) Service() lb.ServiceName { return r.s.service }
+
+// Selects reports whether a pod is one of the policy's: in its namespace,
+// matching its localEndpointSelector (whatever its readiness).
+func (r *Rule) Selects(pod *Pod) bool {
+	return pod != nil && pod.Namespace == r.policy.Namespace && r.s.selector.Matches(labels.Set(pod.Labels))
+}
+
 // Convert returns the plan of a policy given this node's pods. err is set
 // for an invalid policy (nothing of it applies); problems are pods that
 // lack a port the policy names: they serve the policy's other ports.
 func Convert(p *Policy, pods []Pod, opts Options) (plan Plan, problems []error, err error) {
-	s, err := validate(p)
+	r, err := Compile(p, opts)
 	if err != nil {
 		return Plan{}, nil, err
 	}
-	if s.addr.IsValid() && len(opts.AddressCIDRs) > 0 &&
-		!slices.ContainsFunc(opts.AddressCIDRs, func(c netip.Prefix) bool { return c.Contains(s.addr) }) {
-		return Plan{}, nil, fmt.Errorf("policy %s/%s: spec.redirectFrontend.addressMatcher.ip: %s %w", p.Namespace, p.Name, s.addr, errNotInCIDRs)
-	}
+	plan, problems = r.Convert(pods)
+	return plan, problems, nil
+}
+
+// Convert returns the rule's plan given this node's pods (pods of other
+// namespaces are skipped).
+func (r *Rule) Convert(pods []Pod) (plan Plan, problems []error) {
+	p, s := r.policy, r.s
 	plan = Plan{
 		Policy:          p.Namespace + "/" + p.Name,
 		Created:         p.CreationTimestamp.Time,
@@ -87,9 +127,11 @@ func Convert(p *Policy, pods []Pod, opts Options) (plan Plan, problems []error, 
 	}
 	for i := range pods {
 		pod := &pods[i]
-		if pod.Namespace != p.Namespace || !pod.Ready || len(pod.IPs) == 0 || !s.selector.Matches(labels.Set(pod.Labels)) {
+		state, serves := pod.State()
+		if !serves || len(pod.IPs) == 0 || !r.Selects(pod) {
 			continue
 		}
+		plan.Pods = append(plan.Pods, PodRef{Name: pod.Name, IPs: pod.IPs, State: state})
 		for bi, bp := range s.backend {
 			num := bp.num
 			if bp.name != "" && paired {
@@ -109,10 +151,11 @@ func Convert(p *Policy, pods []Pod, opts Options) (plan Plan, problems []error, 
 					Address:   lb.NewL3n4Addr(bp.proto, ip, num, lb.ScopeExternal),
 					PortNames: names,
 					Weight:    lb.DefaultBackendWeight,
+					State:     state,
 				})
 			}
 		}
 	}
 	slices.SortFunc(plan.Backends, func(a, b lb.BackendParams) int { return a.Address.Compare(b.Address) })
-	return plan, problems, nil
+	return plan, problems
 }

@@ -41,17 +41,31 @@ func summary(p Plan) string {
 		fmt.Fprintf(&b, "svc %s ports %v\n", p.Service, p.Ports)
 	}
 	for _, be := range p.Backends {
-		fmt.Fprintf(&b, "be %s %v\n", be.Address, be.PortNames)
+		fmt.Fprintf(&b, "be %s %v", be.Address, be.PortNames)
+		if be.State != lb.BackendActive {
+			fmt.Fprintf(&b, " %s", be.State)
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }
 
 const selectDNS = "  localEndpointSelector: {matchLabels: {k8s-app: node-local-dns}}\n"
 
-func TestConvertMapsFrontendPortsToReadyLocalPods(t *testing.T) {
+// Unready pods are kept as not-ready backends (no new flows, but their
+// backend IDs and connections survive a readiness flip); a terminating
+// pod that still reports ready takes new flows only when nothing else
+// does; a finished pod is no backend.
+func TestConvertMapsFrontendPortsToLocalPods(t *testing.T) {
+	terminating := dnsPod("f", true, "10.0.1.6")
+	terminating.Terminating = true
+	finished := dnsPod("g", true, "10.0.1.7")
+	finished.Finished = true
 	pods := []Pod{
 		dnsPod("a", true, "10.0.1.1", "fd00::1"),
 		dnsPod("b", false, "10.0.1.2"), // not ready
+		terminating,
+		finished,
 		dnsPod("c", true),              // no IP yet
 		{Namespace: "default", Name: "d", Labels: map[string]string{"k8s-app": "node-local-dns"}, Ready: true,
 			IPs: []netip.Addr{netip.MustParseAddr("10.0.1.4")}}, // another namespace
@@ -65,24 +79,29 @@ func TestConvertMapsFrontendPortsToReadyLocalPods(t *testing.T) {
 		name: "address, single port, by number",
 		spec: "redirectFrontend: {addressMatcher: {ip: 169.254.169.254, toPorts: [{port: '8080', protocol: TCP}]}}\n" +
 			"redirectBackend:\n" + selectDNS + "  toPorts: [{port: '80', protocol: TCP}]\n",
-		want: "fe 169.254.169.254:8080/TCP LocalRedirect \"\"\nbe 10.0.1.1:80/TCP []\nbe 10.0.1.5:80/TCP []\nbe [fd00::1]:80/TCP []\n",
+		want: "fe 169.254.169.254:8080/TCP LocalRedirect \"\"\nbe 10.0.1.1:80/TCP []\nbe 10.0.1.2:80/TCP [] not-ready\nbe 10.0.1.5:80/TCP []\n" +
+			"be 10.0.1.6:80/TCP [] terminating\nbe [fd00::1]:80/TCP []\n",
 	}, {
 		name: "address, named ports, by the pods' container port names",
 		spec: "redirectFrontend: {addressMatcher: {ip: 169.254.20.10, toPorts: [{port: '53', protocol: UDP, name: dns}, {port: '53', protocol: TCP, name: dns-tcp}]}}\n" +
 			"redirectBackend:\n" + selectDNS + "  toPorts: [{port: '53', protocol: UDP, name: dns}, {port: '53', protocol: TCP, name: dns-tcp}]\n",
 		want: "fe 169.254.20.10:53/UDP LocalRedirect \"dns\"\nfe 169.254.20.10:53/TCP LocalRedirect \"dns-tcp\"\n" +
-			"be 10.0.1.1:5353/TCP [dns-tcp]\nbe 10.0.1.1:5353/UDP [dns]\nbe 10.0.1.5:53/UDP [dns]\nbe [fd00::1]:5353/TCP [dns-tcp]\nbe [fd00::1]:5353/UDP [dns]\n",
+			"be 10.0.1.1:5353/TCP [dns-tcp]\nbe 10.0.1.1:5353/UDP [dns]\nbe 10.0.1.2:5353/TCP [dns-tcp] not-ready\nbe 10.0.1.2:5353/UDP [dns] not-ready\n" +
+			"be 10.0.1.5:53/UDP [dns]\nbe 10.0.1.6:5353/TCP [dns-tcp] terminating\nbe 10.0.1.6:5353/UDP [dns] terminating\n" +
+			"be [fd00::1]:5353/TCP [dns-tcp]\nbe [fd00::1]:5353/UDP [dns]\n",
 		problems: 1, // e has no dns-tcp
 	}, {
 		name: "service, all ports",
 		spec: "redirectFrontend: {serviceMatcher: {serviceName: kube-dns, namespace: kube-system}}\n" +
 			"redirectBackend:\n" + selectDNS + "  toPorts: [{port: '53', protocol: UDP}]\n",
-		want: "svc kube-system/kube-dns ports []\nbe 10.0.1.1:53/UDP []\nbe 10.0.1.5:53/UDP []\nbe [fd00::1]:53/UDP []\n",
+		want: "svc kube-system/kube-dns ports []\nbe 10.0.1.1:53/UDP []\nbe 10.0.1.2:53/UDP [] not-ready\nbe 10.0.1.5:53/UDP []\n" +
+			"be 10.0.1.6:53/UDP [] terminating\nbe [fd00::1]:53/UDP []\n",
 	}, {
 		name: "service, one numbered port",
 		spec: "redirectFrontend: {serviceMatcher: {serviceName: kube-dns, namespace: kube-system, toPorts: [{port: '53', protocol: UDP}]}}\n" +
 			"redirectBackend:\n  localEndpointSelector: {matchExpressions: [{key: k8s-app, operator: In, values: [node-local-dns]}]}\n  toPorts: [{port: '53', protocol: UDP, name: dns}]\n",
-		want: "svc kube-system/kube-dns ports [{ 53 UDP}]\nbe 10.0.1.1:53/UDP []\nbe 10.0.1.5:53/UDP []\nbe [fd00::1]:53/UDP []\n",
+		want: "svc kube-system/kube-dns ports [{ 53 UDP}]\nbe 10.0.1.1:53/UDP []\nbe 10.0.1.2:53/UDP [] not-ready\nbe 10.0.1.5:53/UDP []\n" +
+			"be 10.0.1.6:53/UDP [] terminating\nbe [fd00::1]:53/UDP []\n",
 	}, {
 		name: "selector matching nothing",
 		spec: "redirectFrontend: {serviceMatcher: {serviceName: kube-dns, namespace: kube-system}}\n" +
