@@ -45,7 +45,7 @@ func (l *syncedLog) String() string {
 
 // startPolicyReflector runs a reflector over client and dyn on node-1,
 // with cidrs as --lrp-address-matcher-cidrs, logging into the returned
-// log.
+// log, keeping policy rows in r.lrp.table.
 func startPolicyReflector(t *testing.T, client *fake.Clientset, dyn *dynamicfake.FakeDynamicClient, cidrs ...string) (*Reflector, *tables.Writer, *statedb.DB, *syncedLog) {
 	t.Helper()
 	w, db, cfg := newTestTables(t, "node-1")
@@ -59,6 +59,11 @@ func startPolicyReflector(t *testing.T, client *fake.Clientset, dyn *dynamicfake
 	if err != nil {
 		t.Fatal(err)
 	}
+	rows, err := redirectpolicy.NewTable(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ReportPolicies(rows)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx, r.WatchClients(Clients{Client: client, Dynamic: dyn})) }()
