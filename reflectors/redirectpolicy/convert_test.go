@@ -66,7 +66,7 @@ func TestConvertMapsFrontendPortsToLocalPods(t *testing.T) {
 		dnsPod("b", false, "10.0.1.2"), // not ready
 		terminating,
 		finished,
-		dnsPod("c", true),              // no IP yet
+		dnsPod("c", true), // no IP yet
 		{Namespace: "default", Name: "d", Labels: map[string]string{"k8s-app": "node-local-dns"}, Ready: true,
 			IPs: []netip.Addr{netip.MustParseAddr("10.0.1.4")}}, // another namespace
 		{Namespace: "kube-system", Name: "e", Ready: true, IPs: []netip.Addr{netip.MustParseAddr("10.0.1.5")},
