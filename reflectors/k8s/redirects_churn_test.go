@@ -26,7 +26,7 @@ import (
 func TestPodChurnUpdatesRedirectInOneTransaction(t *testing.T) {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), redirectpolicy.ResourceList, policyObject(t, "169.254.20.10"))
 	client := fake.NewClientset()
-	r, w, db, _ := startPolicyReflector(t, client, dyn)
+	r, w, db, _ := startPolicyReflector(t, client, dyn, policyTest{})
 	rows := r.lrp.table
 	redirected := lb.MustParseL3n4Addr("169.254.20.10:53/UDP")
 	hostPort := lb.MustParseL3n4Addr("0.0.0.0:5300/UDP")

@@ -67,6 +67,9 @@ type Reflector struct {
 	// lrp holds the local redirect policies and this node's pods as
 	// they read them.
 	lrp *redirects
+	// crdPoll is how often a missing CiliumLocalRedirectPolicy CRD is
+	// looked for (policyCRDPoll).
+	crdPoll time.Duration
 }
 
 // sliceKey names a namespaced object (an EndpointSlice or a Pod).
@@ -96,6 +99,7 @@ func NewReflector(cfg Config, src *reflectors.Source, as lb.Source) (*Reflector,
 		pods:     map[sliceKey]*corev1.Pod{},
 		unknown:  map[lb.ServiceName][]UnknownValue{},
 		lrp:      newRedirects(redirectOpts),
+		crdPoll:  policyCRDPoll,
 	}, nil
 }
 
