@@ -23,7 +23,8 @@ func redirectsPipeline(t *testing.T) *pipeline {
 
 // lbctl redirects lists every policy with what it redirects on this
 // node, its pods, and why it does not when it does not: a newer policy on
-// the same Service waits for the older, a policy without pods says so.
+// the same Service waits for the older, a policy without pods redirects
+// nothing (its address goes where it would without it) and says so.
 func TestRedirectsShowsWhatEachPolicyRedirectsOrWhyNot(t *testing.T) {
 	api := serveAgent(t, redirectsPipeline(t))
 	var stdout, stderr bytes.Buffer
@@ -31,11 +32,11 @@ func TestRedirectsShowsWhatEachPolicyRedirectsOrWhyNot(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	want := []string{
-		"Name                      Source  Frontend                                  Redirects               Pods            Why",
-		"kube-system/linklocal     file    address 169.254.20.10 53/UDP              169.254.20.10:53/UDP    node-local-dns",
-		"kube-system/metadata      file    address 169.254.169.254 80/TCP            169.254.169.254:80/TCP                  no pod on this node in namespace kube-system matches the selector",
-		"kube-system/newer-dns     file    service kube-system/kube-dns (all ports)                          node-local-dns  service kube-system/kube-dns is redirected by the older policy kube-system/nodelocaldns",
-		"kube-system/nodelocaldns  file    service kube-system/kube-dns (all ports)  10.96.0.10:53/UDP       node-local-dns",
+		"Name                      Source  Frontend                                  Redirects             Pods            Why",
+		"kube-system/linklocal     file    address 169.254.20.10 53/UDP              169.254.20.10:53/UDP  node-local-dns",
+		"kube-system/metadata      file    address 169.254.169.254 80/TCP                                                  no pod on this node in namespace kube-system matches the selector",
+		"kube-system/newer-dns     file    service kube-system/kube-dns (all ports)                        node-local-dns  service kube-system/kube-dns is redirected by the older policy kube-system/nodelocaldns",
+		"kube-system/nodelocaldns  file    service kube-system/kube-dns (all ports)  10.96.0.10:53/UDP     node-local-dns",
 	}
 	var got []string
 	for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {

@@ -247,9 +247,10 @@ func (r *Reflector) prepareRedirects(call func(func(statedb.WriteTxn))) {
 }
 
 // inForce is the plan the Writer should have: none for a policy deleted,
-// never valid, or waiting for an older one on its Service.
+// never valid, waiting for an older one on its Service, or without a pod
+// that takes new flows.
 func (ps *policyState) inForce() *redirectpolicy.Plan {
-	if ps.latest == nil || ps.rule == nil || ps.lostTo != "" {
+	if ps.latest == nil || ps.rule == nil || ps.lostTo != "" || !ps.plan.Serving {
 		return nil
 	}
 	plan := ps.plan

@@ -26,6 +26,10 @@ type Plan struct {
 	Backends  []lb.BackendParams
 	// Pods are the pods the policy selects, with their backends' state.
 	Pods []PodRef
+	// Serving is whether any frontend is redirected: some port has a pod
+	// that takes new flows. Without one, the policy's frontends go where
+	// they would without it.
+	Serving bool
 	// SkipFromBackend is the policy's skipRedirectFromBackend (not yet in
 	// the map ABI).
 	SkipFromBackend bool
@@ -103,7 +107,50 @@ func (r *Rule) Convert(pods []Pod) (plan Plan, problems []error) {
 	// With one port on each side, names are not needed to pair them:
 	// the backends serve every frontend port of their protocol.
 	paired := len(s.frontend) > 1 || len(s.backend) > 1
+	serving := map[string]bool{} // backend port names with a pod taking new flows ("" unpaired)
+	for i := range pods {
+		pod := &pods[i]
+		state, serves := pod.State()
+		if !serves || len(pod.IPs) == 0 || !r.Selects(pod) {
+			continue
+		}
+		plan.Pods = append(plan.Pods, PodRef{Name: pod.Name, IPs: pod.IPs, State: state})
+		for bi, bp := range s.backend {
+			num := bp.num
+			// A pod that declares no ports is taken at the policy's
+			// numbers; one that declares some must have the named one.
+			if bp.name != "" && paired && len(pod.Ports) > 0 {
+				var ok bool
+				if num, ok = pod.namedPort(bp.name, bp.proto); !ok {
+					problems = append(problems, fmt.Errorf("policy %s: spec.redirectBackend.toPorts[%d].name: pod %s/%s has no %s container port %q",
+						plan.Policy, bi, pod.Namespace, pod.Name, bp.proto, bp.name))
+					continue
+				}
+			}
+			var names []string
+			if paired {
+				names = []string{bp.name}
+			}
+			if state == lb.BackendActive || state == lb.BackendTerminating {
+				serving[portKey(paired, bp.name)] = true
+			}
+			for _, ip := range pod.IPs {
+				plan.Backends = append(plan.Backends, lb.BackendParams{
+					Address:   lb.NewL3n4Addr(bp.proto, ip, num, lb.ScopeExternal),
+					PortNames: names,
+					Weight:    lb.DefaultBackendWeight,
+					State:     state,
+				})
+			}
+		}
+	}
+	// Only ports with a pod that takes new flows are redirected: the
+	// others go where they would without the policy.
 	for _, fp := range s.frontend {
+		if !serving[portKey(paired, fp.name)] {
+			continue
+		}
+		plan.Serving = true
 		if s.addr.IsValid() {
 			name := fp.name
 			if !paired {
@@ -125,37 +172,28 @@ func (r *Rule) Convert(pods []Pod) (plan Plan, problems []error) {
 			plan.Ports = append(plan.Ports, lb.RedirectPort{Port: fp.num, Protocol: fp.proto})
 		}
 	}
-	for i := range pods {
-		pod := &pods[i]
-		state, serves := pod.State()
-		if !serves || len(pod.IPs) == 0 || !r.Selects(pod) {
-			continue
-		}
-		plan.Pods = append(plan.Pods, PodRef{Name: pod.Name, IPs: pod.IPs, State: state})
-		for bi, bp := range s.backend {
-			num := bp.num
-			if bp.name != "" && paired {
-				var ok bool
-				if num, ok = pod.namedPort(bp.name, bp.proto); !ok {
-					problems = append(problems, fmt.Errorf("policy %s: spec.redirectBackend.toPorts[%d].name: pod %s/%s has no %s container port %q",
-						plan.Policy, bi, pod.Namespace, pod.Name, bp.proto, bp.name))
-					continue
+	if len(s.frontend) == 0 { // a serviceMatcher of all the Service's ports
+		if !paired {
+			plan.Serving = serving[""]
+		} else {
+			// Named backend ports pair with the Service's port names.
+			for _, bp := range s.backend {
+				if serving[bp.name] {
+					plan.Serving = true
+					plan.Ports = append(plan.Ports, lb.RedirectPort{Name: bp.name})
 				}
-			}
-			var names []string
-			if paired {
-				names = []string{bp.name}
-			}
-			for _, ip := range pod.IPs {
-				plan.Backends = append(plan.Backends, lb.BackendParams{
-					Address:   lb.NewL3n4Addr(bp.proto, ip, num, lb.ScopeExternal),
-					PortNames: names,
-					Weight:    lb.DefaultBackendWeight,
-					State:     state,
-				})
 			}
 		}
 	}
 	slices.SortFunc(plan.Backends, func(a, b lb.BackendParams) int { return a.Address.Compare(b.Address) })
 	return plan, problems
+}
+
+// portKey names a backend port in the serving set: by name when ports
+// pair by name, else "".
+func portKey(paired bool, name string) string {
+	if paired {
+		return name
+	}
+	return ""
 }

@@ -40,6 +40,9 @@ func summary(p Plan) string {
 	if !p.Service.IsZero() {
 		fmt.Fprintf(&b, "svc %s ports %v\n", p.Service, p.Ports)
 	}
+	if !p.Serving {
+		b.WriteString("not serving\n")
+	}
 	for _, be := range p.Backends {
 		fmt.Fprintf(&b, "be %s %v", be.Address, be.PortNames)
 		if be.State != lb.BackendActive {
@@ -75,6 +78,7 @@ func TestConvertMapsFrontendPortsToLocalPods(t *testing.T) {
 	for _, tc := range []struct {
 		name, spec, want string
 		problems         int
+		pods             []Pod // nil: pods
 	}{{
 		name: "address, single port, by number",
 		spec: "redirectFrontend: {addressMatcher: {ip: 169.254.169.254, toPorts: [{port: '8080', protocol: TCP}]}}\n" +
@@ -106,10 +110,35 @@ func TestConvertMapsFrontendPortsToLocalPods(t *testing.T) {
 		name: "selector matching nothing",
 		spec: "redirectFrontend: {serviceMatcher: {serviceName: kube-dns, namespace: kube-system}}\n" +
 			"redirectBackend:\n  localEndpointSelector: {matchLabels: {app: other}}\n  toPorts: [{port: '53', protocol: UDP}]\n",
-		want: "svc kube-system/kube-dns ports []\n",
+		want: "svc kube-system/kube-dns ports []\nnot serving\n",
+	}, {
+		name: "only unready pods: nothing redirected, the pods kept for when one is ready",
+		spec: "redirectFrontend: {addressMatcher: {ip: 169.254.20.10, toPorts: [{port: '53', protocol: UDP}]}}\n" +
+			"redirectBackend:\n  localEndpointSelector: {matchLabels: {k8s-app: node-local-dns}, matchExpressions: [{key: x, operator: DoesNotExist}]}\n" +
+			"  toPorts: [{port: '53', protocol: UDP}]\n",
+		want: "not serving\nbe 10.0.1.2:53/UDP [] not-ready\n",
+		pods: []Pod{dnsPod("b", false, "10.0.1.2")},
+	}, {
+		name: "a pod declaring no ports is taken at the policy's numbers",
+		spec: "redirectFrontend: {serviceMatcher: {serviceName: kube-dns, namespace: kube-system, toPorts: [{port: '53', protocol: TCP, name: dns-tcp}]}}\n" +
+			"redirectBackend:\n" + selectDNS + "  toPorts: [{port: '5300', protocol: TCP, name: dns-tcp}, {port: '5300', protocol: UDP, name: dns}]\n",
+		want: "svc kube-system/kube-dns ports [{dns-tcp 0 ANY}]\nbe 10.0.1.8:5300/TCP [dns-tcp]\nbe 10.0.1.8:5300/UDP [dns]\n",
+		pods: []Pod{{Namespace: "kube-system", Name: "h", Ready: true, IPs: []netip.Addr{netip.MustParseAddr("10.0.1.8")},
+			Labels: map[string]string{"k8s-app": "node-local-dns"}}},
+	}, {
+		name: "service, all ports, named backend ports: only the names a pod serves",
+		spec: "redirectFrontend: {serviceMatcher: {serviceName: kube-dns, namespace: kube-system}}\n" +
+			"redirectBackend:\n" + selectDNS + "  toPorts: [{port: '53', protocol: UDP, name: dns}, {port: '53', protocol: TCP, name: dns-tcp}]\n",
+		want:     "svc kube-system/kube-dns ports [{dns 0 ANY}]\nbe 10.0.1.5:53/UDP [dns]\n",
+		pods:     []Pod{pods[6]},
+		problems: 1,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			plan, problems, err := Convert(policy(t, tc.spec), pods, Options{})
+			in := pods
+			if tc.pods != nil {
+				in = tc.pods
+			}
+			plan, problems, err := Convert(policy(t, tc.spec), in, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,6 +177,10 @@ func TestConvertRejectsBadPoliciesNamingTheField(t *testing.T) {
 		{"redirectFrontend: {addressMatcher: {ip: 1.2.3.4, toPorts: [{port: '53', protocol: UDP, name: dns}, {port: '53', protocol: TCP, name: tcp}]}}\n" +
 			"redirectBackend:\n" + selectDNS + "  toPorts: [{port: '53', protocol: UDP, name: dns}, {port: '53', protocol: TCP, name: dns-tcp}]\n",
 			`spec.redirectFrontend.toPorts[1].name: "tcp" has no port of that name`},
+		{"redirectFrontend: {serviceMatcher: {serviceName: a, namespace: kube-system, toPorts: [{port: '443', protocol: UDP, name: https}]}}\n" +
+			"redirectBackend:\n" + selectDNS + "  toPorts: [{port: '8443', protocol: TCP, name: https}, {port: '8443', protocol: UDP, name: dtls}]\n",
+			`spec.redirectFrontend.toPorts[0].protocol: UDP, but "https" is TCP in spec.redirectBackend.toPorts`},
+		{addr("169.254.20.10", "53", "TCP") + be, "spec.redirectFrontend.toPorts[0].protocol: TCP, but the backend port is UDP"},
 	} {
 		_, _, err := Convert(policy(t, tc.spec), nil, Options{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -33,7 +33,11 @@ func ScriptCommands(db *statedb.DB, policies statedb.Table[*Status], frontends s
 					fmt.Fprintln(tw, strings.Join(rep.TableRow(), "\t"))
 				}
 				tw.Flush()
-				return func(*script.State) (string, string, error) { return b.String(), "", nil }, nil
+				out := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+				for i := range out {
+					out[i] = strings.TrimRight(out[i], " ")
+				}
+				return func(*script.State) (string, string, error) { return strings.Join(out, "\n") + "\n", "", nil }, nil
 			}),
 		"lrp/show": script.Command(
 			script.CmdUsage{Summary: "Show a local redirect policy's report in YAML", Args: "source:namespace/name"},

@@ -177,12 +177,13 @@ func describe(st *Status, bySvc map[lb.ServiceName][]*lb.Frontend, owners map[lb
 		}
 	}
 	slices.SortFunc(rep.Redirects, lb.L3n4Addr.Compare)
+	serving := slices.ContainsFunc(st.Pods, func(p PodRef) bool { return p.State == lb.BackendActive || p.State == lb.BackendTerminating })
 	switch {
 	case st.LostTo != "":
 		why("service %s is redirected by the older policy %s", st.Service, st.LostTo)
 	case !st.Service.IsZero() && len(bySvc[st.Service]) == 0:
 		why("service %s has no frontends (not declared yet?)", st.Service)
-	case !st.Service.IsZero() && len(rep.Redirects) == 0:
+	case !st.Service.IsZero() && len(rep.Redirects) == 0 && serving:
 		why("service %s has no ClusterIP frontend on the policy's ports", st.Service)
 	}
 	for _, a := range st.Addresses {
@@ -190,10 +191,13 @@ func describe(st *Status, bySvc map[lb.ServiceName][]*lb.Frontend, owners map[lb
 			why("address %s is owned by service %s", a, owner)
 		}
 	}
+	for _, p := range st.Problems {
+		why("%s", strings.TrimPrefix(p, "policy "+st.Name+": "))
+	}
 	switch {
 	case len(st.Pods) == 0:
 		why("no pod on this node in namespace %s matches the selector", strings.SplitN(st.Name, "/", 2)[0])
-	case !slices.ContainsFunc(st.Pods, func(p PodRef) bool { return p.State == lb.BackendActive }):
+	case !serving:
 		why("no selected pod is ready")
 	}
 	return rep
