@@ -7,6 +7,7 @@
 //	go run ./cmd/lbbench -latency      # update one slice at a time, 1000 times
 //	go run ./cmd/lbbench -health       # health checking: 10,000 loopback backends probed every second
 //	go run ./cmd/lbbench -topology     # relabel one node at a time, with topology keys
+//	go run ./cmd/lbbench -redirects 1000   # apply and remove local redirect policies; one pod change
 package main
 
 import (
@@ -45,6 +46,7 @@ import (
 
 type options struct {
 	services, backends, iterations, updates int
+	redirects                               int
 	maps                                    string
 	json, latency, topology                 bool
 	cpuProfile, memProfile                  string
@@ -90,6 +92,7 @@ func main() {
 	flag.BoolVar(&o.topology, "topology", false, "Services with topology keys over 1,000 nodes (default 10,000 x 10): time node relabels (-updates of them)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "Write a CPU profile of the rounds")
 	flag.StringVar(&o.memProfile, "memprofile", "", "Write a heap profile taken with the services loaded")
+	flag.IntVar(&o.redirects, "redirects", 0, "Measure local redirect policies instead: this many, over 10,000 services by default (-services), applied and removed, and -updates pod changes")
 	flag.BoolVar(&o.healthMode, "health", false, "Measure health checking instead: probes of loopback backends, their CPU, and stopped backends' trips into the maps")
 	flag.IntVar(&o.health.backends, "health-backends", 10000, "Backends in -health mode, 10 per service")
 	flag.DurationVar(&o.health.interval, "health-interval", time.Second, "Probe interval in -health mode")
@@ -110,11 +113,26 @@ func main() {
 	case o.topology:
 		measure = runTopology
 		topologyDefaults(&o)
+	case o.redirects > 0:
+		measure = runRedirects
+		if !flagSet("services") {
+			o.services = 10000
+		}
+		if !flagSet("iterations") {
+			o.iterations = 3
+		}
 	}
 	if err := measure(o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "lbbench:", err)
 		os.Exit(1)
 	}
+}
+
+// flagSet reports whether a flag was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func defaultMaps() string {

@@ -28,9 +28,14 @@ type redirects struct {
 	byNS     map[string]map[sliceKey]struct{}          // the policies of each namespace
 	bySvc    map[lb.ServiceName]map[sliceKey]struct{}  // the serviceMatcher policies of each Service
 	pods     map[string]map[string]*redirectpolicy.Pod // this node's pods, by namespace and name
-	sorted   map[string][]redirectpolicy.Pod           // pods by namespace, in name order (dropped on change)
-	dirty    map[sliceKey]bool                         // policies to convert again
-	affected map[lb.ServiceName]bool                   // Services whose winning policy to decide again
+	// selects and selectedBy say which pods each policy's selector
+	// matches (by namespace and labels alone), both ways: a pod change
+	// that keeps its labels concerns only the policies that select it,
+	// and a policy is converted over its own pods only.
+	selects    map[sliceKey]map[string]struct{}   // policy -> names of its namespace's pods
+	selectedBy map[sliceKey]map[sliceKey]struct{} // pod -> policies
+	dirty      map[sliceKey]bool                  // policies to convert again
+	affected   map[lb.ServiceName]bool            // Services whose winning policy to decide again
 }
 
 // policyState is one policy.
@@ -48,7 +53,8 @@ func newRedirects(opts redirectpolicy.Options) *redirects {
 	return &redirects{
 		opts: opts, policies: map[sliceKey]*policyState{}, byNS: map[string]map[sliceKey]struct{}{},
 		bySvc: map[lb.ServiceName]map[sliceKey]struct{}{}, pods: map[string]map[string]*redirectpolicy.Pod{},
-		sorted: map[string][]redirectpolicy.Pod{}, dirty: map[sliceKey]bool{}, affected: map[lb.ServiceName]bool{},
+		selects: map[sliceKey]map[string]struct{}{}, selectedBy: map[sliceKey]map[sliceKey]struct{}{},
+		dirty: map[sliceKey]bool{}, affected: map[lb.ServiceName]bool{},
 	}
 }
 
@@ -101,6 +107,27 @@ func (ps *policyState) setRule(l *redirects, key sliceKey, rule *redirectpolicy.
 		l.affected[rule.Service()] = true
 		addTo(l.bySvc, rule.Service(), key)
 	}
+	for name := range l.selects[key] {
+		delete(l.selectedBy[sliceKey{key.namespace, name}], key)
+	}
+	delete(l.selects, key)
+	if rule == nil {
+		return
+	}
+	for name, pod := range l.pods[key.namespace] {
+		if rule.Selects(pod) {
+			l.markSelected(key, sliceKey{key.namespace, name})
+		}
+	}
+}
+
+// markSelected records that a policy's selector matches a pod.
+func (l *redirects) markSelected(policy, pod sliceKey) {
+	if l.selects[policy] == nil {
+		l.selects[policy] = map[string]struct{}{}
+	}
+	l.selects[policy][pod.name] = struct{}{}
+	addTo(l.selectedBy, pod, policy)
 }
 
 // preparePodRedirects records a pod change for redirects: the policies
@@ -126,24 +153,34 @@ func (r *Reflector) preparePodRedirects(pod *corev1.Pod, deleted bool) {
 		}
 		l.pods[pod.Namespace][pod.Name] = next
 	}
-	delete(l.sorted, pod.Namespace)
+	podKey := sliceKey{pod.Namespace, pod.Name}
+	for key := range l.selectedBy[podKey] { // the policies that selected it
+		l.dirty[key] = true
+	}
+	if prev != nil && next != nil && maps.Equal(prev.Labels, next.Labels) {
+		return // the same policies select it
+	}
+	for key := range l.selectedBy[podKey] {
+		delete(l.selects[key], pod.Name)
+	}
+	delete(l.selectedBy, podKey)
+	if next == nil {
+		return
+	}
 	for key := range l.byNS[pod.Namespace] {
-		if rule := l.policies[key].rule; rule != nil && (rule.Selects(prev) || rule.Selects(next)) {
+		if rule := l.policies[key].rule; rule != nil && rule.Selects(next) {
+			l.markSelected(key, podKey)
 			l.dirty[key] = true
 		}
 	}
 }
 
-// podsOf returns a namespace's pods in name order.
-func (l *redirects) podsOf(ns string) []redirectpolicy.Pod {
-	if pods, ok := l.sorted[ns]; ok {
-		return pods
+// podsOf returns the pods a policy selects, in name order.
+func (l *redirects) podsOf(key sliceKey) []redirectpolicy.Pod {
+	pods := make([]redirectpolicy.Pod, 0, len(l.selects[key]))
+	for _, name := range slices.Sorted(maps.Keys(l.selects[key])) {
+		pods = append(pods, *l.pods[key.namespace][name])
 	}
-	pods := make([]redirectpolicy.Pod, 0, len(l.pods[ns]))
-	for _, name := range slices.Sorted(maps.Keys(l.pods[ns])) {
-		pods = append(pods, *l.pods[ns][name])
-	}
-	l.sorted[ns] = pods
 	return pods
 }
 
@@ -163,7 +200,7 @@ func (r *Reflector) prepareRedirects(call func(func(statedb.WriteTxn))) {
 			ps.plan, ps.problems = redirectpolicy.Plan{}, nil
 			continue
 		}
-		plan, problems := ps.rule.Convert(l.podsOf(key.namespace))
+		plan, problems := ps.rule.Convert(l.podsOf(key))
 		if !slices.EqualFunc(problems, ps.problems, func(a, b error) bool { return a.Error() == b.Error() }) {
 			for _, p := range problems { // once per change, not at every pod event
 				r.fail(p)
