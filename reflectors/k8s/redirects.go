@@ -25,9 +25,14 @@ type redirects struct {
 	table statedb.RWTable[*redirectpolicy.Status] // nil: no status rows
 
 	policies map[sliceKey]*policyState
-	byNS     map[string]map[sliceKey]struct{}          // the policies of each namespace
-	bySvc    map[lb.ServiceName]map[sliceKey]struct{}  // the serviceMatcher policies of each Service
-	pods     map[string]map[string]*redirectpolicy.Pod // this node's pods, by namespace and name
+	// rulesByLabel and podsByLabel index a namespace's policies by their
+	// IndexLabel ("" for those without matchLabels) and its pods by each
+	// of their labels, so that a new policy or new pod labels are matched
+	// against the candidates only.
+	rulesByLabel map[nsLabel]map[sliceKey]struct{}
+	podsByLabel  map[nsLabel]map[string]struct{}
+	bySvc        map[lb.ServiceName]map[sliceKey]struct{}  // the serviceMatcher policies of each Service
+	pods         map[string]map[string]*redirectpolicy.Pod // this node's pods, by namespace and name
 	// selects and selectedBy say which pods each policy's selector
 	// matches (by namespace and labels alone), both ways: a pod change
 	// that keeps its labels concerns only the policies that select it,
@@ -37,6 +42,9 @@ type redirects struct {
 	dirty      map[sliceKey]bool                  // policies to convert again
 	affected   map[lb.ServiceName]bool            // Services whose winning policy to decide again
 }
+
+// nsLabel is a namespace and a "key=value" label.
+type nsLabel struct{ namespace, label string }
 
 // policyState is one policy.
 type policyState struct {
@@ -51,7 +59,8 @@ type policyState struct {
 
 func newRedirects(opts redirectpolicy.Options) *redirects {
 	return &redirects{
-		opts: opts, policies: map[sliceKey]*policyState{}, byNS: map[string]map[sliceKey]struct{}{},
+		opts: opts, policies: map[sliceKey]*policyState{},
+		rulesByLabel: map[nsLabel]map[sliceKey]struct{}{}, podsByLabel: map[nsLabel]map[string]struct{}{},
 		bySvc: map[lb.ServiceName]map[sliceKey]struct{}{}, pods: map[string]map[string]*redirectpolicy.Pod{},
 		selects: map[sliceKey]map[string]struct{}{}, selectedBy: map[sliceKey]map[sliceKey]struct{}{},
 		dirty: map[sliceKey]bool{}, affected: map[lb.ServiceName]bool{},
@@ -82,11 +91,9 @@ func (r *Reflector) preparePolicy(p *redirectpolicy.Policy, deleted bool) {
 	if deleted {
 		ps.latest = nil
 		ps.setRule(l, key, nil)
-		delete(l.byNS[p.Namespace], key)
 		return
 	}
 	ps.latest = p
-	addTo(l.byNS, p.Namespace, key)
 	rule, err := redirectpolicy.Compile(p, l.opts)
 	if ps.err = err; err != nil {
 		r.fail(err)
@@ -98,14 +105,20 @@ func (r *Reflector) preparePolicy(p *redirectpolicy.Policy, deleted bool) {
 // setRule puts a new valid version in force, moving the policy between
 // the Services it redirects.
 func (ps *policyState) setRule(l *redirects, key sliceKey, rule *redirectpolicy.Rule) {
-	if ps.rule != nil && !ps.rule.Service().IsZero() {
-		l.affected[ps.rule.Service()] = true
-		delete(l.bySvc[ps.rule.Service()], key)
+	if old := ps.rule; old != nil {
+		if !old.Service().IsZero() {
+			l.affected[old.Service()] = true
+			delete(l.bySvc[old.Service()], key)
+		}
+		delete(l.rulesByLabel[nsLabel{key.namespace, old.IndexLabel()}], key)
 	}
 	ps.rule = rule
-	if rule != nil && !rule.Service().IsZero() {
-		l.affected[rule.Service()] = true
-		addTo(l.bySvc, rule.Service(), key)
+	if rule != nil {
+		if !rule.Service().IsZero() {
+			l.affected[rule.Service()] = true
+			addTo(l.bySvc, rule.Service(), key)
+		}
+		addTo(l.rulesByLabel, nsLabel{key.namespace, rule.IndexLabel()}, key)
 	}
 	for name := range l.selects[key] {
 		delete(l.selectedBy[sliceKey{key.namespace, name}], key)
@@ -114,10 +127,19 @@ func (ps *policyState) setRule(l *redirects, key sliceKey, rule *redirectpolicy.
 	if rule == nil {
 		return
 	}
-	for name, pod := range l.pods[key.namespace] {
-		if rule.Selects(pod) {
+	check := func(name string) {
+		if rule.Selects(l.pods[key.namespace][name]) {
 			l.markSelected(key, sliceKey{key.namespace, name})
 		}
+	}
+	if label := rule.IndexLabel(); label != "" {
+		for name := range l.podsByLabel[nsLabel{key.namespace, label}] {
+			check(name)
+		}
+		return
+	}
+	for name := range l.pods[key.namespace] {
+		check(name)
 	}
 }
 
@@ -164,13 +186,31 @@ func (r *Reflector) preparePodRedirects(pod *corev1.Pod, deleted bool) {
 		delete(l.selects[key], pod.Name)
 	}
 	delete(l.selectedBy, podKey)
+	if prev != nil {
+		for k, v := range prev.Labels {
+			delete(l.podsByLabel[nsLabel{pod.Namespace, k + "=" + v}], pod.Name)
+		}
+	}
 	if next == nil {
 		return
 	}
-	for key := range l.byNS[pod.Namespace] {
+	check := func(key sliceKey) {
 		if rule := l.policies[key].rule; rule != nil && rule.Selects(next) {
 			l.markSelected(key, podKey)
 			l.dirty[key] = true
+		}
+	}
+	for key := range l.rulesByLabel[nsLabel{pod.Namespace, ""}] {
+		check(key)
+	}
+	for k, v := range next.Labels {
+		label := nsLabel{pod.Namespace, k + "=" + v}
+		if l.podsByLabel[label] == nil {
+			l.podsByLabel[label] = map[string]struct{}{}
+		}
+		l.podsByLabel[label][pod.Name] = struct{}{}
+		for key := range l.rulesByLabel[label] {
+			check(key)
 		}
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/tables"
@@ -45,5 +48,39 @@ func TestNewerPolicyOnAServiceReportedOnceAndTakesOver(t *testing.T) {
 	}
 	if _, _, found := rows.Get(db.ReadTxn(), redirectpolicy.StatusByName.Query("k8s:kube-system/older")); found {
 		t.Error("the deleted policy's row is still there")
+	}
+}
+
+// A pod whose labels change leaves the policies that selected it for
+// those that select it now, whether they select by matchLabels or by
+// matchExpressions alone.
+func TestPodRelabelMovesItBetweenPolicies(t *testing.T) {
+	r, _, db, rows := newPolicyReflector(t)
+	byLabels := func(name, app string) *redirectpolicy.Policy {
+		p := dnsPolicy(name, time.Unix(1, 0))
+		p.Spec.RedirectFrontend = redirectpolicy.Frontend{AddressMatcher: &redirectpolicy.AddressMatcher{
+			IP: "169.254.0." + app[len(app)-1:], ToPorts: []redirectpolicy.PortInfo{{Port: "53", Protocol: "UDP"}}}}
+		p.Spec.RedirectBackend.LocalEndpointSelector = metav1.LabelSelector{MatchLabels: map[string]string{"app": app, "tier": "dns"}}
+		return p
+	}
+	byExpr := byLabels("expr", "app-3")
+	byExpr.Spec.RedirectBackend.LocalEndpointSelector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"app-2"}}}}
+	pod := func(app string) *corev1.Pod {
+		p := dnsPodObject("a", "10.0.1.1", true, 0)
+		p.Labels = map[string]string{"app": app, "tier": "dns"}
+		return p
+	}
+	pods := func(name string) int {
+		row, _, _ := rows.Get(db.ReadTxn(), redirectpolicy.StatusByName.Query("k8s:kube-system/"+name))
+		return len(row.Pods)
+	}
+	r.apply([]event{{obj: pod("app-1")}, {obj: byLabels("one", "app-1")}, {obj: byLabels("two", "app-2")}, {obj: byExpr}})
+	if pods("one") != 1 || pods("two") != 0 || pods("expr") != 0 {
+		t.Errorf("app-1: policies one, two, expr select %d, %d, %d pods, want 1, 0, 0", pods("one"), pods("two"), pods("expr"))
+	}
+	r.apply([]event{{obj: pod("app-2")}})
+	if pods("one") != 0 || pods("two") != 1 || pods("expr") != 1 {
+		t.Errorf("app-2: policies one, two, expr select %d, %d, %d pods, want 0, 1, 1", pods("one"), pods("two"), pods("expr"))
 	}
 }

@@ -2,6 +2,7 @@ package redirectpolicy
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -74,6 +75,18 @@ func (r *Rule) Policy() *Policy { return r.policy }
 
 // Service is the serviceMatcher's Service, or zero for an addressMatcher.
 func (r *Rule) Service() lb.ServiceName { return r.s.service }
+
+// IndexLabel is a "key=value" every pod the policy selects has (the first
+// of its matchLabels), or "" when its selector has no matchLabels: a
+// source can index pods and policies by it.
+func (r *Rule) IndexLabel() string {
+	m := r.policy.Spec.RedirectBackend.LocalEndpointSelector.MatchLabels
+	if len(m) == 0 {
+		return ""
+	}
+	k := slices.Min(slices.Collect(maps.Keys(m)))
+	return k + "=" + m[k]
+}
 
 // Selects reports whether a pod is one of the policy's: in its namespace,
 // matching its localEndpointSelector (whatever its readiness).
