@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -82,5 +83,30 @@ func TestPodRelabelMovesItBetweenPolicies(t *testing.T) {
 	r.apply([]event{{obj: pod("app-2")}})
 	if pods("one") != 0 || pods("two") != 1 || pods("expr") != 1 {
 		t.Errorf("app-2: policies one, two, expr select %d, %d, %d pods, want 0, 1, 1", pods("one"), pods("two"), pods("expr"))
+	}
+}
+
+// At the synced marker the rows of this source's policies that the
+// reflector does not hold (left by a run that started over) go, and
+// other sources' rows stay.
+func TestSyncRemovesStalePolicyRows(t *testing.T) {
+	r, _, db, rows := newPolicyReflector(t)
+	txn := db.WriteTxn(rows)
+	for _, row := range []*redirectpolicy.Status{
+		{Source: lb.SourceK8s, Name: "kube-system/gone"},
+		{Source: lb.SourceFile, Name: "kube-system/gone"},
+	} {
+		if _, _, err := rows.Insert(txn, row); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn.Commit()
+	r.apply([]event{{obj: dnsPolicy("kept", time.Unix(1, 0))}, {synced: true}})
+	var got []string
+	for row := range rows.All(db.ReadTxn()) {
+		got = append(got, row.Source.String()+":"+row.Name)
+	}
+	if want := []string{"file:kube-system/gone", "k8s:kube-system/kept"}; !slices.Equal(got, want) {
+		t.Errorf("rows %v, want %v", got, want)
 	}
 }

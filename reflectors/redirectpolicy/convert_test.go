@@ -203,12 +203,13 @@ func TestConvertLimitsAddressesToTheAllowedCIDRs(t *testing.T) {
 }
 
 // Whatever a policy says, Convert returns an error or a plan whose
-// frontends and backends are valid, and never panics.
+// frontends and backends are valid and that redirects nothing when no
+// pod serves, and never panics.
 func FuzzConvert(f *testing.F) {
 	f.Add("169.254.20.10", "53", "UDP", "dns", "53", "UDP", "dns", "k8s-app", "In", true)
 	f.Add("", "80", "TCP", "", "8080", "TCP", "", "app", "Exists", false)
 	f.Add("::1", "0", "SCTP", "x", "65536", "udp", "y", "", "NotIn", true)
-	pods := []Pod{dnsPod("a", true, "10.0.1.1", "fd00::1"), dnsPod("b", true, "10.0.1.2")}
+	pods := []Pod{dnsPod("a", true, "10.0.1.1", "fd00::1"), dnsPod("b", true, "10.0.1.2"), dnsPod("c", false, "10.0.1.3")}
 	f.Fuzz(func(t *testing.T, ip, fport, fproto, fname, bport, bproto, bname, key, op string, second bool) {
 		p := &Policy{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "lrp"}}
 		fps := []PortInfo{{Port: fport, Protocol: fproto, Name: fname}}
@@ -230,6 +231,9 @@ func FuzzConvert(f *testing.F) {
 				t.Fatalf("error does not name the policy and field: %v", err)
 			}
 			return
+		}
+		if !plan.Serving && (len(plan.Frontends) > 0 || len(plan.Ports) > 0) {
+			t.Fatalf("a plan serving nothing redirects %v %v", plan.Frontends, plan.Ports)
 		}
 		svc := lb.ServiceParams{Name: plan.Target, Source: lb.SourceRedirect, Frontends: plan.Frontends}
 		if len(plan.Frontends) > 0 {
