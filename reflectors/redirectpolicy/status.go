@@ -191,6 +191,9 @@ func describe(st *Status, bySvc map[lb.ServiceName][]*lb.Frontend, owners map[lb
 			why("address %s is owned by service %s", a, owner)
 		}
 	}
+	if st.Error != "" { // the last valid version applies
+		why("latest version rejected, the last valid one applies: %s", st.Error)
+	}
 	for _, p := range st.Problems {
 		why("%s", strings.TrimPrefix(p, "policy "+st.Name+": "))
 	}
