@@ -32,11 +32,11 @@ func TestRedirectsShowsWhatEachPolicyRedirectsOrWhyNot(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	want := []string{
-		"Name                      Source  Frontend                                  Redirects             Pods            Why",
-		"kube-system/linklocal     file    address 169.254.20.10 53/UDP              169.254.20.10:53/UDP  node-local-dns",
-		"kube-system/metadata      file    address 169.254.169.254 80/TCP                                                  no pod on this node in namespace kube-system matches the selector",
-		"kube-system/newer-dns     file    service kube-system/kube-dns (all ports)                        node-local-dns  service kube-system/kube-dns is redirected by the older policy kube-system/nodelocaldns",
-		"kube-system/nodelocaldns  file    service kube-system/kube-dns (all ports)  10.96.0.10:53/UDP     node-local-dns",
+		"Name                      Source  Frontend                                      Redirects             Pods            Why",
+		"kube-system/linklocal     file    address 169.254.20.10 53/UDP                  169.254.20.10:53/UDP  node-local-dns",
+		"kube-system/metadata      file    address 169.254.169.254 80/TCP                                                      no pod on this node in namespace kube-system matches the selector",
+		"kube-system/newer-dns     file    service kube-system/kube-dns (all UDP ports)                        node-local-dns  service kube-system/kube-dns is redirected by the older policy kube-system/nodelocaldns",
+		"kube-system/nodelocaldns  file    service kube-system/kube-dns (all UDP ports)  10.96.0.10:53/UDP     node-local-dns",
 	}
 	var got []string
 	for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {

@@ -140,7 +140,7 @@ func TestRedirectPoliciesInAnyOrderGiveTheSameTables(t *testing.T) {
 	for _, line := range []string{
 		"10.96.0.10:53/UDP | ClusterIP | kube-system/kube-dns | dns | 10.0.1.1:5353/UDP, 10.0.1.2:5353/UDP (not-ready weight=0) | kube-system/older:lrp",
 		"10.96.0.10:53/TCP | ClusterIP | kube-system/kube-dns | dns-tcp | 10.0.0.1:53/TCP |  |",
-		"kube-system/newer | k8s | service kube-system/kube-dns (all ports) | kube-system/newer:lrp | a active, b not-ready | kube-system/older |",
+		"kube-system/newer | k8s | service kube-system/kube-dns (all UDP ports) | kube-system/newer:lrp | a active, b not-ready | kube-system/older |",
 		"kube-system/older | k8s | service kube-system/kube-dns 53/UDP | kube-system/older:lrp | a active, b not-ready |  |",
 	} {
 		if !strings.Contains(want, line) {

@@ -187,7 +187,10 @@ func (r *Rule) Convert(pods []Pod) (plan Plan, problems []error) {
 	}
 	if len(s.frontend) == 0 { // a serviceMatcher of all the Service's ports
 		if !paired {
-			plan.Serving = serving[""]
+			// The backend port serves the Service's ports of its protocol.
+			if plan.Serving = serving[""]; plan.Serving {
+				plan.Ports = []lb.RedirectPort{{Protocol: s.backend[0].proto}}
+			}
 		} else {
 			// Named backend ports pair with the Service's port names.
 			for _, bp := range s.backend {

@@ -98,7 +98,7 @@ func TestConvertMapsFrontendPortsToLocalPods(t *testing.T) {
 		name: "service, all ports",
 		spec: "redirectFrontend: {serviceMatcher: {serviceName: kube-dns, namespace: kube-system}}\n" +
 			"redirectBackend:\n" + selectDNS + "  toPorts: [{port: '53', protocol: UDP}]\n",
-		want: "svc kube-system/kube-dns ports []\nbe 10.0.1.1:53/UDP []\nbe 10.0.1.2:53/UDP [] not-ready\nbe 10.0.1.5:53/UDP []\n" +
+		want: "svc kube-system/kube-dns ports [{ 0 UDP}]\nbe 10.0.1.1:53/UDP []\nbe 10.0.1.2:53/UDP [] not-ready\nbe 10.0.1.5:53/UDP []\n" +
 			"be 10.0.1.6:53/UDP [] terminating\nbe [fd00::1]:53/UDP []\n",
 	}, {
 		name: "service, one numbered port",

@@ -99,7 +99,7 @@ func StatusOf(src lb.Source, p *Policy, r *Rule, plan Plan, problems []error, lo
 
 // frontendString writes the policy's frontend as it is written:
 // "address 169.254.20.10 53/UDP" or "service kube-system/kube-dns (all
-// ports)".
+// UDP ports)".
 func (r *Rule) frontendString() string {
 	ports := make([]string, len(r.s.frontend))
 	for i, p := range r.s.frontend {
@@ -111,8 +111,15 @@ func (r *Rule) frontendString() string {
 	if r.s.addr.IsValid() {
 		return "address " + r.s.addr.String() + " " + strings.Join(ports, ",")
 	}
+	if len(ports) == 0 && len(r.s.backend) == 1 {
+		return fmt.Sprintf("service %s (all %s ports)", r.s.service, r.s.backend[0].proto)
+	}
 	if len(ports) == 0 {
-		return "service " + r.s.service.String() + " (all ports)"
+		names := make([]string, len(r.s.backend))
+		for i, p := range r.s.backend {
+			names[i] = p.name
+		}
+		return "service " + r.s.service.String() + " (ports " + strings.Join(names, ",") + ")"
 	}
 	return "service " + r.s.service.String() + " " + strings.Join(ports, ",")
 }
