@@ -202,7 +202,7 @@ type Redirect struct {
 }
 
 // RedirectPort matches a frontend by its port name or, when Name is
-// empty, by its port number and protocol.
+// empty, by its port number (0: any) and protocol.
 type RedirectPort struct {
 	Name     string   `json:"name,omitempty" yaml:"name,omitempty"`
 	Port     uint16   `json:"port,omitempty" yaml:"port,omitempty"`
@@ -221,7 +221,7 @@ func (r Redirect) Covers(fe FrontendParams) bool {
 		if p.Name != "" {
 			return p.Name == fe.PortName
 		}
-		return p.Port == fe.Address.Port() && p.Protocol == fe.Address.Protocol()
+		return (p.Port == 0 || p.Port == fe.Address.Port()) && p.Protocol == fe.Address.Protocol()
 	})
 }
 

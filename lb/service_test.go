@@ -319,3 +319,13 @@ func TestServiceParamsCloneSharesNothing(t *testing.T) {
 		t.Errorf("changing the clone changed the original: %+v", orig)
 	}
 }
+
+// A redirect port without a number covers every port of its protocol.
+func TestRedirectPortWithoutNumberCoversItsProtocol(t *testing.T) {
+	r := lb.Redirect{Ports: []lb.RedirectPort{{Protocol: lb.ProtoUDP}}}
+	for addr, want := range map[string]bool{"10.96.0.10:53/UDP": true, "10.96.0.10:5353/UDP": true, "10.96.0.10:53/TCP": false} {
+		if got := r.Covers(lb.FrontendParams{Address: lb.MustParseL3n4Addr(addr), Type: lb.SVCTypeClusterIP}); got != want {
+			t.Errorf("covers %s: %v, want %v", addr, got, want)
+		}
+	}
+}

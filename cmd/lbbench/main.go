@@ -8,6 +8,7 @@
 //	go run ./cmd/lbbench -health       # health checking: 10,000 loopback backends probed every second
 //	go run ./cmd/lbbench -topology     # relabel one node at a time, with topology keys
 //	go run ./cmd/lbbench -clusters 10  # clustermesh: 10 remote clusters x 10,000 services x 10 backends over etcd
+//	go run ./cmd/lbbench -redirects 1000   # apply and remove local redirect policies; one pod change
 package main
 
 import (
@@ -46,6 +47,7 @@ import (
 
 type options struct {
 	services, backends, iterations, updates int
+	redirects                               int
 	maps                                    string
 	json, latency, topology                 bool
 	clusters                                int
@@ -93,6 +95,7 @@ func main() {
 	flag.IntVar(&o.clusters, "clusters", 0, "Clustermesh: this many remote clusters share -services global services (default 10,000 x 10) in one etcd; time the import, its heap and watch events, and single changes (-updates of them)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "Write a CPU profile of the rounds")
 	flag.StringVar(&o.memProfile, "memprofile", "", "Write a heap profile taken with the services loaded")
+	flag.IntVar(&o.redirects, "redirects", 0, "Measure local redirect policies instead: this many, over 10,000 services by default (-services), applied and removed, and -updates pod changes")
 	flag.BoolVar(&o.healthMode, "health", false, "Measure health checking instead: probes of loopback backends, their CPU, and stopped backends' trips into the maps")
 	flag.IntVar(&o.health.backends, "health-backends", 10000, "Backends in -health mode, 10 per service")
 	flag.DurationVar(&o.health.interval, "health-interval", time.Second, "Probe interval in -health mode")
@@ -116,11 +119,26 @@ func main() {
 	case o.clusters > 0:
 		measure = runClusters
 		clustersDefaults(&o)
+	case o.redirects > 0:
+		measure = runRedirects
+		if !flagSet("services") {
+			o.services = 10000
+		}
+		if !flagSet("iterations") {
+			o.iterations = 3
+		}
 	}
 	if err := measure(o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "lbbench:", err)
 		os.Exit(1)
 	}
+}
+
+// flagSet reports whether a flag was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func defaultMaps() string {

@@ -2,7 +2,7 @@
 // flows go. Subcommands:
 //
 //	lbctl services|frontends|backends [--api URL] [-o table|json|yaml] [--watch] [--timeout D]
-//	lbctl redirects [--api URL] [-o table|json|yaml] [--timeout D]   frontends redirect policies redirect
+//	lbctl redirects [--api URL] [-o table|json|yaml] [--timeout D]   local redirect policies: what each redirects, or why not
 //	lbctl maps [--lb-pin-dir DIR | --api URL] [-o text|json] [--timeout D]
 //	lbctl explain FRONTEND [--src ADDR:PORT] [--lb-pin-dir DIR | --api URL | -f DIR]
 //	lbctl simulate -f DIR [flags]   manifests -> tables -> in-memory maps, offline
@@ -37,7 +37,7 @@ func init() {
 		"simulate":  {"Run manifests through tables, reconciler and in-memory maps, and print the result", simulate},
 		"services":  {"List a running agent's services", servicesCmd},
 		"frontends": {"List a running agent's frontends and their selected backends", frontendsCmd},
-		"redirects": {"List a running agent's frontends that local redirect policies redirect", redirectsCmd},
+		"redirects": {"List a running agent's local redirect policies: what each redirects, to which pods, or why not", redirectsCmd},
 		"backends":  {"List a running agent's backends", backendsCmd},
 		"maps":      {"Dump an agent's maps, pinned or over its API", mapsCmd},
 		"explain":   {"Walk the maps for a flow to a frontend and say which backends it reaches", explain},

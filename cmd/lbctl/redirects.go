@@ -1,54 +1,72 @@
 package main
 
 import (
-	"encoding/json"
-	"strings"
+	"fmt"
+	"io"
+	"slices"
 
 	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/tables"
 )
 
-// redirectsCmd lists the frontends a local redirect policy redirects: a
-// Service's frontends sent to the policy's pods, and the policies' own
-// LocalRedirect addresses. Policies themselves are not in a table; the
-// target service (namespace/policy:lrp) names the policy.
-var redirectsCmd = remoteListCmd("redirects",
-	"Usage: lbctl redirects [flags]\n\nLists a running agent's redirected frontends: where each goes (the policy's namespace/name:lrp) and its backends.",
-	tables.FrontendsTableName, tables.FrontendByAddress.Name, tables.FrontendByAddress.FromKey(lb.L3n4Addr{}),
-	func(r redirectRow) bool { return r.redirected() })
+const redirectsUsage = `Usage: lbctl redirects [flags]
 
-// redirectRow is a frontend as lbctl redirects prints it.
-type redirectRow struct{ fe *lb.Frontend }
+Lists a running agent's local redirect policies: what each redirects on
+this node (FRONTEND as written; REDIRECTS, the frontends it redirects now),
+the pods it selects (with their state when not active), and WHY it
+redirects nothing to a ready pod (no pod, no such Service, an older policy
+on the same Service, an address a Service owns, an invalid policy).`
 
-func (r redirectRow) redirected() bool {
-	return r.fe != nil && (!r.fe.RedirectedTo.IsZero() || r.fe.Type == lb.SVCTypeLocalRedirect)
-}
-
-// target is the service whose backends the frontend uses.
-func (r redirectRow) target() string {
-	if !r.fe.RedirectedTo.IsZero() {
-		return r.fe.RedirectedTo.String()
+// redirectsCmd joins the agent's local-redirect-policies table with its
+// frontends (redirectpolicy.Describe).
+func redirectsCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("redirects", redirectsUsage, stderr)
+	api := fs.String("api", defaultAPI, "The agent's HTTP API (its --api-addr)")
+	output := fs.StringP("output", "o", "table", "Output format: table, json or yaml")
+	timeout := addTimeoutFlag(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
-	return r.fe.Service.String()
-}
-
-func (redirectRow) TableHeader() []string {
-	return []string{"Address", "Type", "Service", "RedirectedTo", "Backends"}
-}
-
-func (r redirectRow) TableRow() []string {
-	backends := make([]string, len(r.fe.Backends))
-	for i, b := range r.fe.Backends {
-		backends[i] = b.Address.String()
+	if *output != "table" && *output != "json" && *output != "yaml" {
+		return fmt.Errorf("-o %q: want table, json or yaml", *output)
 	}
-	return []string{r.fe.Address.String(), r.fe.Type.String(), r.fe.Service.String(), r.target(), strings.Join(backends, ", ")}
-}
-
-func (r redirectRow) MarshalJSON() ([]byte, error) { return json.Marshal(r.fe) }
-
-func (r redirectRow) MarshalYAML() (any, error) { return r.fe, nil }
-
-func (r *redirectRow) UnmarshalJSON(data []byte) error {
-	r.fe = &lb.Frontend{}
-	return json.Unmarshal(data, r.fe)
+	c, err := newAgentClient(*api, *timeout)
+	if err != nil {
+		return err
+	}
+	var policies []*redirectpolicy.Status
+	services := map[lb.ServiceName]bool{}
+	addrs := map[lb.L3n4Addr]bool{}
+	err = eachRow(c, redirectpolicy.TableName, redirectpolicy.StatusByName.Name, redirectpolicy.StatusByName.FromKey(""),
+		func(st *redirectpolicy.Status) error {
+			policies = append(policies, st)
+			services[st.Service], services[st.Target] = true, true
+			for _, a := range st.Addresses {
+				addrs[a] = true
+			}
+			return nil
+		})
+	if err != nil {
+		return err
+	}
+	// Only the frontends the policies name are kept.
+	var frontends []*lb.Frontend
+	err = eachRow(c, tables.FrontendsTableName, tables.FrontendByAddress.Name, tables.FrontendByAddress.FromKey(lb.L3n4Addr{}),
+		func(fe *lb.Frontend) error {
+			if services[fe.Service] || addrs[fe.Address] {
+				frontends = append(frontends, fe)
+			}
+			return nil
+		})
+	if err != nil {
+		return err
+	}
+	p := newRowPrinter[redirectpolicy.Report](stdout, *output)
+	for _, rep := range redirectpolicy.Describe(slices.Values(policies), slices.Values(frontends)) {
+		if err := p.print(rep); err != nil {
+			return err
+		}
+	}
+	return p.end()
 }

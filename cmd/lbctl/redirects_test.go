@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
-	"github.com/lbstate/lbstate/lb"
+	"go.yaml.in/yaml/v3"
 )
 
 func redirectsPipeline(t *testing.T) *pipeline {
@@ -20,34 +21,57 @@ func redirectsPipeline(t *testing.T) *pipeline {
 	return p
 }
 
-// lbctl redirects lists the frontends policies redirect, and only those:
-// kube-dns's ClusterIP sent to the policy's pod, and the policy's own
-// link-local address.
-func TestRedirectsListsRedirectedFrontendsOnly(t *testing.T) {
+// lbctl redirects lists every policy with what it redirects on this
+// node, its pods, and why it does not when it does not: a newer policy on
+// the same Service waits for the older, a policy without pods redirects
+// nothing (its address goes where it would without it) and says so.
+func TestRedirectsShowsWhatEachPolicyRedirectsOrWhyNot(t *testing.T) {
 	api := serveAgent(t, redirectsPipeline(t))
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"redirects", "--api", api}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	want := []string{
-		"Address               Type           Service                    RedirectedTo                  Backends",
-		"10.96.0.10:53/UDP     ClusterIP      kube-system/kube-dns       kube-system/nodelocaldns:lrp  10.0.1.1:53/UDP",
-		"169.254.20.10:53/UDP  LocalRedirect  kube-system/linklocal:lrp  kube-system/linklocal:lrp     10.0.1.1:53/UDP",
+		"Name                      Source  Frontend                                      Redirects             Pods            Why",
+		"kube-system/linklocal     file    address 169.254.20.10 53/UDP                  169.254.20.10:53/UDP  node-local-dns",
+		"kube-system/metadata      file    address 169.254.169.254 80/TCP                                                      no pod on this node in namespace kube-system matches the selector",
+		"kube-system/newer-dns     file    service kube-system/kube-dns (all UDP ports)                        node-local-dns  service kube-system/kube-dns is redirected by the older policy kube-system/nodelocaldns",
+		"kube-system/nodelocaldns  file    service kube-system/kube-dns (all UDP ports)  10.96.0.10:53/UDP     node-local-dns",
 	}
-	if got := strings.TrimSpace(stdout.String()); got != strings.Join(want, "\n") {
-		t.Errorf("got\n%s\nwant\n%s", got, strings.Join(want, "\n"))
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		got = append(got, strings.TrimRight(l, " "))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 
-	stdout.Reset()
-	if code := run([]string{"redirects", "--api", api, "-o", "json"}, &stdout, &stderr); code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
-	}
-	var fes []*lb.Frontend
-	if err := json.Unmarshal(stdout.Bytes(), &fes); err != nil {
-		t.Fatal(err)
-	}
-	if len(fes) != 2 || fes[0].RedirectedTo != lb.NewServiceName("kube-system", "nodelocaldns:lrp") {
-		t.Errorf("json: %d frontends, first redirected to %v", len(fes), fes[0].RedirectedTo)
+	for _, format := range []string{"json", "yaml"} {
+		stdout.Reset()
+		if code := run([]string{"redirects", "--api", api, "-o", format}, &stdout, &stderr); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		var reports []struct {
+			Name      string
+			Target    string
+			Pods      []struct{ Name, State string }
+			Redirects []string
+			LostTo    string `json:"lostTo" yaml:"lostTo"`
+		}
+		var err error
+		if format == "json" {
+			err = json.Unmarshal(stdout.Bytes(), &reports)
+		} else {
+			err = yaml.Unmarshal(stdout.Bytes(), &reports)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", format, err, stdout.String())
+		}
+		if len(reports) != 4 || reports[3].Name != "kube-system/nodelocaldns" || reports[3].Target != "kube-system/nodelocaldns:lrp" ||
+			!slices.Equal(reports[3].Redirects, []string{"10.96.0.10:53/UDP"}) || len(reports[3].Pods) != 1 || reports[3].Pods[0].State != "active" ||
+			reports[2].LostTo != "kube-system/nodelocaldns" {
+			t.Errorf("%s: %+v", format, reports)
+		}
 	}
 }
 

@@ -78,6 +78,21 @@ func remoteListCmd[Obj row](name, usage, table, index string, key []byte, keep f
 // they arrive, those keep accepts (all with a nil keep): lbctl holds one
 // row at a time, or one block of a table's.
 func listTable[Obj row](c *agentClient, table, index string, key []byte, p *rowPrinter[Obj], keep func(Obj) bool) error {
+	err := eachRow(c, table, index, key, func(o Obj) error {
+		if keep != nil && !keep(o) {
+			return nil
+		}
+		return p.print(o)
+	})
+	if err != nil {
+		return err
+	}
+	return p.end()
+}
+
+// eachRow calls fn with each row of table from key on, in index's order,
+// as they arrive.
+func eachRow[Obj any](c *agentClient, table, index string, key []byte, fn func(Obj) error) error {
 	q, err := json.Marshal(statedb.QueryRequest{Table: table, Index: index, Key: base64.StdEncoding.EncodeToString(key), LowerBound: true})
 	if err != nil {
 		return err
@@ -94,21 +109,17 @@ func listTable[Obj row](c *agentClient, table, index string, key []byte, p *rowP
 			Err string `json:"err"`
 		}
 		if err := dec.Decode(&res); err == io.EOF {
-			break
+			return nil
 		} else if err != nil {
 			return fmt.Errorf("reading the %s table from the agent at %s: %w", table, c.base, err)
 		}
 		if res.Err != "" {
 			return fmt.Errorf("the agent at %s: %s", c.base, res.Err)
 		}
-		if keep != nil && !keep(res.Obj) {
-			continue
-		}
-		if err := p.print(res.Obj); err != nil {
+		if err := fn(res.Obj); err != nil {
 			return err
 		}
 	}
-	return p.end()
 }
 
 func watchTable[Obj row](c *agentClient, table string, w io.Writer) error {

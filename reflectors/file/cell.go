@@ -7,12 +7,14 @@ import (
 	"path/filepath"
 
 	"github.com/cilium/hive/cell"
+	"github.com/cilium/statedb"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 )
 
 // Cell is the manifests source: it serves the directory named by
@@ -59,9 +61,10 @@ func (c Config) maxFileSize() (int64, error) {
 type sourceParams struct {
 	cell.In
 
-	Source reflectors.Params
-	Config Config
-	K8s    k8s.Config
+	Source   reflectors.Params
+	Config   Config
+	K8s      k8s.Config
+	Policies statedb.RWTable[*redirectpolicy.Status] // k8s.Cell's
 }
 
 func registerSource(p sourceParams) error {
@@ -87,6 +90,7 @@ func registerSource(p sourceParams) error {
 		if err != nil {
 			return err
 		}
+		src.r.ReportPolicies(p.Policies)
 		s.Log().Info("Serving a manifests directory", "dir", dir, "node", p.K8s.K8sNodeName, "max-file-size", p.Config.ManifestsMaxFileSize)
 		return src.run(ctx)
 	})

@@ -92,6 +92,9 @@ func frontends(t *testing.T, db *statedb.DB, w *tables.Writer, want []string) {
 			row := fe.Address.String() + " ->"
 			for _, b := range fe.Backends {
 				row += " " + b.Address.String()
+				if b.State != lb.BackendActive {
+					row += " " + b.State.String()
+				}
 			}
 			got = append(got, row)
 		}

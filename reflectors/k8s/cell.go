@@ -3,13 +3,16 @@ package k8s
 import (
 	"context"
 
+	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
+	"github.com/cilium/statedb"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 )
 
 // Cell is the Kubernetes source: it watches the API server through the
@@ -17,8 +20,10 @@ import (
 // client-go's fake one in tests) and declares what it sees as the k8s
 // source (with a metadata.Interface of the same API server, if the hive
 // has one, for every Node's labels, and a dynamic.Interface, if it has
-// one, for CiliumLocalRedirectPolicies). Without a kubernetes.Interface (or with a nil one) it watches
-// nothing, but still provides its Config (--k8s-* flags), which the
+// one, for CiliumLocalRedirectPolicies). Without a kubernetes.Interface
+// (or with a nil one) it watches nothing, but still provides its Config
+// (--k8s-* flags) and the local-redirect-policies table
+// (redirectpolicy.Status rows, and the lrp/* script commands), which the
 // manifests source (reflectors/file) uses too. It needs tables.Cell,
 // job.Cell and a cell.Health provider; with metrics.Cell its counters are
 // in the hive's registry.
@@ -27,6 +32,13 @@ var Cell = cell.Module(
 	"Feeds the load-balancing tables from Kubernetes",
 
 	cell.Config(DefaultConfig),
+	cell.Provide(
+		redirectpolicy.NewTable,
+		func(t statedb.RWTable[*redirectpolicy.Status]) statedb.Table[*redirectpolicy.Status] { return t },
+		func(db *statedb.DB, t statedb.RWTable[*redirectpolicy.Status], fes statedb.Table[*lb.Frontend]) hive.ScriptCmdsOut {
+			return hive.NewScriptCmds(redirectpolicy.ScriptCommands(db, t, fes))
+		},
+	),
 	cell.Invoke(registerSource),
 )
 
@@ -35,7 +47,9 @@ type sourceParams struct {
 
 	Source reflectors.Params
 	Config Config
-	Client kubernetes.Interface `optional:"true"`
+	// Policies is the local-redirect-policies table (this cell's).
+	Policies statedb.RWTable[*redirectpolicy.Status]
+	Client   kubernetes.Interface `optional:"true"`
 	// Metadata, from the same API server, watches every Node's labels
 	// as metadata only; without it they come through Client.
 	Metadata metadata.Interface `optional:"true"`
@@ -56,6 +70,7 @@ func registerSource(p sourceParams) error {
 		if err != nil {
 			return err
 		}
+		r.ReportPolicies(p.Policies)
 		s.Log().Info("Watching Kubernetes", "node", p.Config.K8sNodeName)
 		return r.Run(ctx, r.WatchClients(Clients{Client: p.Client, Metadata: p.Metadata, Dynamic: p.Dynamic}))
 	})

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,13 +44,18 @@ func (l *syncedLog) String() string {
 	return l.buf.String()
 }
 
+// policyTest sets up startPolicyReflector's reflector.
+type policyTest struct {
+	cidrs   []string      // --lrp-address-matcher-cidrs
+	crdPoll time.Duration // how often a missing CRD is looked for (0: the default)
+}
+
 // startPolicyReflector runs a reflector over client and dyn on node-1,
-// with cidrs as --lrp-address-matcher-cidrs, logging into the returned
-// log.
-func startPolicyReflector(t *testing.T, client *fake.Clientset, dyn *dynamicfake.FakeDynamicClient, cidrs ...string) (*Reflector, *tables.Writer, *statedb.DB, *syncedLog) {
+// logging into the returned log, keeping policy rows in r.lrp.table.
+func startPolicyReflector(t *testing.T, client *fake.Clientset, dyn *dynamicfake.FakeDynamicClient, opts policyTest) (*Reflector, *tables.Writer, *statedb.DB, *syncedLog) {
 	t.Helper()
 	w, db, cfg := newTestTables(t, "node-1")
-	cfg.LRPAddressMatcherCIDRs = cidrs
+	cfg.LRPAddressMatcherCIDRs = opts.cidrs
 	log := &syncedLog{}
 	src, err := reflectors.NewSource(w, lb.SourceK8s.String(), slog.New(slog.NewTextHandler(log, nil)), nil)
 	if err != nil {
@@ -58,6 +64,14 @@ func startPolicyReflector(t *testing.T, client *fake.Clientset, dyn *dynamicfake
 	r, err := NewReflector(cfg, src, lb.SourceK8s)
 	if err != nil {
 		t.Fatal(err)
+	}
+	rows, err := redirectpolicy.NewTable(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ReportPolicies(rows)
+	if opts.crdPoll > 0 {
+		r.crdPoll = opts.crdPoll
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -87,7 +101,7 @@ func TestPoliciesWithoutCRDSyncAndLogOnce(t *testing.T) {
 	dyn.PrependReactor("list", redirectpolicy.Resource.Resource, func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewNotFound(redirectpolicy.Resource.GroupResource(), "")
 	})
-	r, _, _, log := startPolicyReflector(t, fake.NewClientset(), dyn)
+	r, _, _, log := startPolicyReflector(t, fake.NewClientset(), dyn, policyTest{})
 	eventually(t, "synced", r.src.IsSynced)
 	time.Sleep(100 * time.Millisecond) // room for a retry loop to show
 	if n := strings.Count(log.String(), "CRD not installed"); n != 1 {
@@ -95,6 +109,44 @@ func TestPoliciesWithoutCRDSyncAndLogOnce(t *testing.T) {
 	}
 	if n := len(dyn.Actions()); n != 1 {
 		t.Errorf("%d calls to the API, want the one list: %v", n, dyn.Actions())
+	}
+}
+
+// A CRD installed after the agent started is picked up without a restart:
+// while it is missing the source is synced, says so once, and asks
+// quietly every poll; once it is there, one line says so, and its
+// policies apply.
+func TestPolicyCRDInstalledLaterIsPickedUp(t *testing.T) {
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), redirectpolicy.ResourceList)
+	var installed atomic.Bool
+	dyn.PrependReactor("list", redirectpolicy.Resource.Resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+		if installed.Load() {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewNotFound(redirectpolicy.Resource.GroupResource(), "")
+	})
+	r, w, db, log := startPolicyReflector(t, fake.NewClientset(dnsPod()), dyn, policyTest{crdPoll: 10 * time.Millisecond})
+	eventually(t, "synced", r.src.IsSynced)
+	eventually(t, "a few polls", func() bool { return len(dyn.Actions()) >= 5 })
+	if n := strings.Count(log.String(), "CRD not installed"); n != 1 {
+		t.Errorf("%d log lines about the missing CRD, want 1:\n%s", n, log)
+	}
+	if r.src.Errors() != 0 {
+		t.Errorf("%d errors counted while the CRD is missing, want none", r.src.Errors())
+	}
+
+	if _, err := dyn.Resource(redirectpolicy.Resource).Namespace("kube-system").Create(context.Background(), policyObject(t, "169.254.20.10"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	installed.Store(true)
+	eventually(t, "the policy applied", func() bool { return redirectedBackends(w, db, "169.254.20.10:53/UDP")() == "10.0.1.1:5353/UDP" })
+	if n := strings.Count(log.String(), "CRD installed"); n != 1 {
+		t.Errorf("%d log lines about the CRD installed, want 1:\n%s", n, log)
+	}
+	polls := len(dyn.Actions())
+	time.Sleep(100 * time.Millisecond) // ten polls' time
+	if n := len(dyn.Actions()); n != polls {
+		t.Errorf("%d more calls to the API once the CRD is watched, want none: %v", n-polls, dyn.Actions()[polls:])
 	}
 }
 
@@ -125,7 +177,7 @@ func policyObject(t *testing.T, ip string) *unstructured.Unstructured {
 // serving; deleting the policy removes its frontend.
 func TestPolicyFromAPIRedirectsAndKeepsLastValidVersion(t *testing.T) {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), redirectpolicy.ResourceList, policyObject(t, "169.254.20.10"))
-	r, w, db, _ := startPolicyReflector(t, fake.NewClientset(dnsPod()), dyn)
+	r, w, db, _ := startPolicyReflector(t, fake.NewClientset(dnsPod()), dyn, policyTest{})
 	backends := redirectedBackends(w, db, "169.254.20.10:53/UDP")
 	eventually(t, "redirected to the pod", func() bool { return backends() == "10.0.1.1:5353/UDP" })
 
@@ -149,7 +201,7 @@ func TestPolicyFromAPIRedirectsAndKeepsLastValidVersion(t *testing.T) {
 // them is reported and not redirected, one inside is.
 func TestAddressMatcherOutsideAllowedCIDRsIsReported(t *testing.T) {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), redirectpolicy.ResourceList, policyObject(t, "169.254.20.10"))
-	r, w, db, _ := startPolicyReflector(t, fake.NewClientset(dnsPod()), dyn, "192.0.2.0/24")
+	r, w, db, _ := startPolicyReflector(t, fake.NewClientset(dnsPod()), dyn, policyTest{cidrs: []string{"192.0.2.0/24"}})
 	eventually(t, "synced", r.src.IsSynced)
 	if r.src.Errors() == 0 {
 		t.Error("a policy outside --lrp-address-matcher-cidrs was not reported")

@@ -13,89 +13,325 @@ import (
 	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 )
 
-// The reflector applies local redirect policies over the same store of
-// this node's pods that host ports read (r.pods): a pod's change updates
-// its HostPort service and every policy's redirect in the same batch, so
-// in one transaction.
+// The reflector applies local redirect policies over its store of this
+// node's pods (the one host ports read too): a pod's change updates its
+// HostPort service, the redirects of the policies that select it (before
+// or after the change) and their status rows in the same batch, so in one
+// transaction. Only the policies a change concerns are converted again.
+
+// redirects is what the reflector keeps of local redirect policies.
+type redirects struct {
+	opts  redirectpolicy.Options
+	table statedb.RWTable[*redirectpolicy.Status] // nil: no status rows
+
+	policies map[sliceKey]*policyState
+	// rulesByLabel and podsByLabel index a namespace's policies by their
+	// IndexLabel ("" for those without matchLabels) and its pods by each
+	// of their labels, so that a new policy or new pod labels are matched
+	// against the candidates only.
+	rulesByLabel map[nsLabel]map[sliceKey]struct{}
+	podsByLabel  map[nsLabel]map[string]struct{}
+	bySvc        map[lb.ServiceName]map[sliceKey]struct{}  // the serviceMatcher policies of each Service
+	pods         map[string]map[string]*redirectpolicy.Pod // this node's pods, by namespace and name
+	// selects and selectedBy say which pods each policy's selector
+	// matches (by namespace and labels alone), both ways: a pod change
+	// that keeps its labels concerns only the policies that select it,
+	// and a policy is converted over its own pods only.
+	selects    map[sliceKey]map[string]struct{}   // policy -> names of its namespace's pods
+	selectedBy map[sliceKey]map[sliceKey]struct{} // pod -> policies
+	dirty      map[sliceKey]bool                  // policies to convert again
+	affected   map[lb.ServiceName]bool            // Services whose winning policy to decide again
+}
+
+// nsLabel is a namespace and a "key=value" label.
+type nsLabel struct{ namespace, label string }
+
+// policyState is one policy.
+type policyState struct {
+	latest   *redirectpolicy.Policy // the latest version (nil once deleted)
+	rule     *redirectpolicy.Rule   // the last valid version, or nil
+	err      error                  // why the latest version was rejected
+	plan     redirectpolicy.Plan    // rule's plan over the pods
+	problems []error
+	lostTo   string               // the older policy that has the same Service
+	applied  *redirectpolicy.Plan // what the Writer has of it
+}
+
+func newRedirects(opts redirectpolicy.Options) *redirects {
+	return &redirects{
+		opts: opts, policies: map[sliceKey]*policyState{},
+		rulesByLabel: map[nsLabel]map[sliceKey]struct{}{}, podsByLabel: map[nsLabel]map[string]struct{}{},
+		bySvc: map[lb.ServiceName]map[sliceKey]struct{}{}, pods: map[string]map[string]*redirectpolicy.Pod{},
+		selects: map[sliceKey]map[string]struct{}{}, selectedBy: map[sliceKey]map[sliceKey]struct{}{},
+		dirty: map[sliceKey]bool{}, affected: map[lb.ServiceName]bool{},
+	}
+}
+
+// ReportPolicies makes the reflector keep a row per local redirect policy
+// in table (redirectpolicy.NewTable), written in the transaction that
+// applies the policy. Call it before Run.
+func (r *Reflector) ReportPolicies(table statedb.RWTable[*redirectpolicy.Status]) {
+	r.lrp.table = table
+}
 
 // preparePolicy records a policy change. An invalid update is reported
 // and leaves the policy's last valid version in force.
 func (r *Reflector) preparePolicy(p *redirectpolicy.Policy, deleted bool) {
+	l := r.lrp
 	key := sliceKey{p.Namespace, p.Name}
+	ps := l.policies[key]
+	if ps == nil {
+		if deleted {
+			return
+		}
+		ps = &policyState{}
+		l.policies[key] = ps
+	}
+	l.dirty[key] = true
 	if deleted {
-		delete(r.policies, key)
+		ps.latest = nil
+		ps.setRule(l, key, nil)
 		return
 	}
-	if err := redirectpolicy.Validate(p); err != nil {
+	ps.latest = p
+	rule, err := redirectpolicy.Compile(p, l.opts)
+	if ps.err = err; err != nil {
 		r.fail(err)
 		return
 	}
-	r.policies[key] = p
+	ps.setRule(l, key, rule)
 }
 
-// prepareRedirects returns the calls that bring every policy's redirect
-// up to date with the policies and pods, and removes what policies that
-// are gone, or lost their frontend, applied before.
-func (r *Reflector) prepareRedirects(call func(func(statedb.WriteTxn))) {
-	pods := make([]redirectpolicy.Pod, 0, len(r.pods))
-	for _, key := range slices.SortedFunc(maps.Keys(r.pods), compareKeys) {
-		if pod := r.pods[key]; pod.Spec.NodeName == r.cfg.K8sNodeName { // a manifests directory holds every node's
-			pods = append(pods, redirectpolicy.PodOf(pod))
+// setRule puts a new valid version in force, moving the policy between
+// the Services it redirects.
+func (ps *policyState) setRule(l *redirects, key sliceKey, rule *redirectpolicy.Rule) {
+	if old := ps.rule; old != nil {
+		if !old.Service().IsZero() {
+			l.affected[old.Service()] = true
+			delete(l.bySvc[old.Service()], key)
+		}
+		delete(l.rulesByLabel[nsLabel{key.namespace, old.IndexLabel()}], key)
+	}
+	ps.rule = rule
+	if rule != nil {
+		if !rule.Service().IsZero() {
+			l.affected[rule.Service()] = true
+			addTo(l.bySvc, rule.Service(), key)
+		}
+		addTo(l.rulesByLabel, nsLabel{key.namespace, rule.IndexLabel()}, key)
+	}
+	for name := range l.selects[key] {
+		delete(l.selectedBy[sliceKey{key.namespace, name}], key)
+	}
+	delete(l.selects, key)
+	if rule == nil {
+		return
+	}
+	check := func(name string) {
+		if rule.Selects(l.pods[key.namespace][name]) {
+			l.markSelected(key, sliceKey{key.namespace, name})
 		}
 	}
-	plans := map[sliceKey]redirectpolicy.Plan{}
-	owner := map[lb.ServiceName]sliceKey{} // the policy in force on each redirected Service
-	for _, key := range slices.SortedFunc(maps.Keys(r.policies), compareKeys) {
-		plan, problems, err := redirectpolicy.Convert(r.policies[key], pods, r.redirectOpts)
-		if err != nil {
-			r.fail(err) // validated on arrival: only the node's options can make it fail now
+	if label := rule.IndexLabel(); label != "" {
+		for name := range l.podsByLabel[nsLabel{key.namespace, label}] {
+			check(name)
+		}
+		return
+	}
+	for name := range l.pods[key.namespace] {
+		check(name)
+	}
+}
+
+// markSelected records that a policy's selector matches a pod.
+func (l *redirects) markSelected(policy, pod sliceKey) {
+	if l.selects[policy] == nil {
+		l.selects[policy] = map[string]struct{}{}
+	}
+	l.selects[policy][pod.name] = struct{}{}
+	addTo(l.selectedBy, pod, policy)
+}
+
+// preparePodRedirects records a pod change for redirects: the policies
+// that select it, before or after, are converted again.
+func (r *Reflector) preparePodRedirects(pod *corev1.Pod, deleted bool) {
+	l := r.lrp
+	var next *redirectpolicy.Pod
+	if !deleted && pod.Spec.NodeName == r.cfg.K8sNodeName { // a manifests directory holds every node's
+		p := redirectpolicy.PodOf(pod)
+		next = &p
+	}
+	prev := l.pods[pod.Namespace][pod.Name]
+	switch {
+	case prev == nil && next == nil:
+		return
+	case prev != nil && next != nil && prev.Equal(next):
+		return
+	case next == nil:
+		delete(l.pods[pod.Namespace], pod.Name)
+	default:
+		if l.pods[pod.Namespace] == nil {
+			l.pods[pod.Namespace] = map[string]*redirectpolicy.Pod{}
+		}
+		l.pods[pod.Namespace][pod.Name] = next
+	}
+	podKey := sliceKey{pod.Namespace, pod.Name}
+	for key := range l.selectedBy[podKey] { // the policies that selected it
+		l.dirty[key] = true
+	}
+	if prev != nil && next != nil && maps.Equal(prev.Labels, next.Labels) {
+		return // the same policies select it
+	}
+	for key := range l.selectedBy[podKey] {
+		delete(l.selects[key], pod.Name)
+	}
+	delete(l.selectedBy, podKey)
+	if prev != nil {
+		for k, v := range prev.Labels {
+			delete(l.podsByLabel[nsLabel{pod.Namespace, k + "=" + v}], pod.Name)
+		}
+	}
+	if next == nil {
+		return
+	}
+	check := func(key sliceKey) {
+		if rule := l.policies[key].rule; rule != nil && rule.Selects(next) {
+			l.markSelected(key, podKey)
+			l.dirty[key] = true
+		}
+	}
+	for key := range l.rulesByLabel[nsLabel{pod.Namespace, ""}] {
+		check(key)
+	}
+	for k, v := range next.Labels {
+		label := nsLabel{pod.Namespace, k + "=" + v}
+		if l.podsByLabel[label] == nil {
+			l.podsByLabel[label] = map[string]struct{}{}
+		}
+		l.podsByLabel[label][pod.Name] = struct{}{}
+		for key := range l.rulesByLabel[label] {
+			check(key)
+		}
+	}
+}
+
+// podsOf returns the pods a policy selects, in name order.
+func (l *redirects) podsOf(key sliceKey) []redirectpolicy.Pod {
+	pods := make([]redirectpolicy.Pod, 0, len(l.selects[key]))
+	for _, name := range slices.Sorted(maps.Keys(l.selects[key])) {
+		pods = append(pods, *l.pods[key.namespace][name])
+	}
+	return pods
+}
+
+// prepareRedirects returns the calls that bring the redirects of the
+// policies that changed (or whose pods did) up to date: first every
+// redirect that goes, then every one that is set, so that a policy
+// taking a Service over from another in the same batch keeps it.
+func (r *Reflector) prepareRedirects(call func(func(statedb.WriteTxn))) {
+	l := r.lrp
+	if len(l.dirty) == 0 && len(l.affected) == 0 {
+		return
+	}
+	changed := l.dirty
+	for key := range l.dirty {
+		ps := l.policies[key]
+		if ps.rule == nil {
+			ps.plan, ps.problems = redirectpolicy.Plan{}, nil
 			continue
 		}
-		for _, p := range problems {
-			r.fail(p)
-		}
-		if !plan.Service.IsZero() {
-			// The older policy (then the smaller name) keeps a Service;
-			// the other waits, reported, and takes over when it goes.
-			if prev, taken := owner[plan.Service]; taken {
-				winner, loser := prev, key
-				if older(plan, plans[prev]) {
-					winner, loser = key, prev
-				}
-				owner[plan.Service] = winner
-				r.fail(fmt.Errorf("policy %s/%s: spec.redirectFrontend.serviceMatcher: service %s is redirected by policy %s/%s, which is older",
-					loser.namespace, loser.name, plan.Service, winner.namespace, winner.name))
-				if loser == prev {
-					delete(plans, prev)
-				} else {
-					continue
-				}
-			} else {
-				owner[plan.Service] = key
+		plan, problems := ps.rule.Convert(l.podsOf(key))
+		if !slices.EqualFunc(problems, ps.problems, func(a, b error) bool { return a.Error() == b.Error() }) {
+			for _, p := range problems { // once per change, not at every pod event
+				r.fail(p)
 			}
 		}
-		plans[key] = plan
+		ps.plan, ps.problems = plan, problems
 	}
-	for _, key := range slices.SortedFunc(maps.Keys(r.applied), compareKeys) {
-		old := r.applied[key]
-		if next, ok := plans[key]; !ok || next.Service != old.Service {
-			call(func(txn statedb.WriteTxn) {
-				if !old.Service.IsZero() {
-					r.check(r.w.ClearRedirect(txn, old.Service, r.as), old.Service.String())
+	// Of the policies on one Service, the older (then the smaller name)
+	// has it; the others wait, reported, and take over when it goes.
+	for _, svc := range slices.SortedFunc(maps.Keys(l.affected), lb.ServiceName.Compare) {
+		var winner *policyState
+		var winnerKey sliceKey
+		for key := range l.bySvc[svc] {
+			if ps := l.policies[key]; winner == nil || older(ps, key, winner, winnerKey) {
+				winner, winnerKey = ps, key
+			}
+		}
+		for key := range l.bySvc[svc] {
+			lostTo := ""
+			if key != winnerKey {
+				lostTo = winnerKey.namespace + "/" + winnerKey.name
+			}
+			if ps := l.policies[key]; ps.lostTo != lostTo {
+				if ps.lostTo = lostTo; lostTo != "" {
+					r.fail(fmt.Errorf("policy %s/%s: spec.redirectFrontend.serviceMatcher: service %s is redirected by policy %s, which is older",
+						key.namespace, key.name, svc, lostTo))
 				}
-				if !ok {
-					r.check(r.w.DeleteService(txn, old.Target, r.as), old.Target.String())
-					r.check(r.w.SetBackends(txn, old.Target, r.as), old.Target.String())
+				changed[key] = true
+			}
+		}
+		if len(l.bySvc[svc]) == 0 {
+			delete(l.bySvc, svc)
+		}
+	}
+	keys := slices.SortedFunc(maps.Keys(changed), compareKeys)
+	for _, key := range keys {
+		ps := l.policies[key]
+		old := ps.applied
+		next := ps.inForce()
+		if old == nil || (next != nil && next.Service == old.Service) {
+			continue
+		}
+		call(func(txn statedb.WriteTxn) {
+			if !old.Service.IsZero() {
+				r.check(r.w.ClearRedirect(txn, old.Service, r.as), old.Service.String())
+			}
+			if next == nil {
+				r.check(r.w.DeleteService(txn, old.Target, r.as), old.Target.String())
+				r.check(r.w.SetBackends(txn, old.Target, r.as), old.Target.String())
+			}
+		})
+	}
+	for _, key := range keys {
+		ps := l.policies[key]
+		ps.applied = ps.inForce()
+		if plan := ps.applied; plan != nil {
+			call(func(txn statedb.WriteTxn) { r.applyPlan(txn, *plan) })
+		}
+		if l.table != nil {
+			var row *redirectpolicy.Status
+			if ps.latest != nil {
+				row = redirectpolicy.StatusOf(r.as, ps.latest, ps.rule, ps.plan, ps.problems, ps.lostTo, ps.err)
+			}
+			name := key.namespace + "/" + key.name
+			call(func(txn statedb.WriteTxn) {
+				if row != nil {
+					_, _, err := l.table.Insert(txn, row)
+					r.check(err, "policy "+name)
+				} else {
+					_, _, err := l.table.Delete(txn, &redirectpolicy.Status{Source: r.as, Name: name})
+					r.check(err, "policy "+name)
 				}
 			})
 		}
+		if ps.latest == nil {
+			delete(l.policies, key)
+		}
 	}
-	for _, key := range slices.SortedFunc(maps.Keys(plans), compareKeys) {
-		plan := plans[key]
-		call(func(txn statedb.WriteTxn) { r.applyPlan(txn, plan) })
+	l.dirty, l.affected = map[sliceKey]bool{}, map[lb.ServiceName]bool{}
+	r.src.SetObjects("localredirectpolicies", len(l.policies))
+}
+
+// inForce is the plan the Writer should have: none for a policy deleted,
+// never valid, waiting for an older one on its Service, or without a pod
+// that takes new flows.
+func (ps *policyState) inForce() *redirectpolicy.Plan {
+	if ps.latest == nil || ps.rule == nil || ps.lostTo != "" || !ps.plan.Serving {
+		return nil
 	}
-	r.applied = plans
-	r.src.SetObjects("localredirectpolicies", len(r.policies))
+	plan := ps.plan
+	return &plan
 }
 
 // applyPlan declares one policy's target service and backends, and its
@@ -115,17 +351,53 @@ func (r *Reflector) applyPlan(txn statedb.WriteTxn, plan redirectpolicy.Plan) {
 	}
 }
 
+// sweepPolicyRows removes the status rows of this source's policies that
+// the reflector does not hold (a run that started over has not seen them
+// deleted).
+func (r *Reflector) sweepPolicyRows(txn statedb.WriteTxn) {
+	if r.lrp.table == nil {
+		return
+	}
+	for row := range r.lrp.table.All(txn) {
+		if row.Source != r.as {
+			continue
+		}
+		ns, name, _ := cut(row.Name)
+		if _, ok := r.lrp.policies[sliceKey{ns, name}]; !ok {
+			_, _, err := r.lrp.table.Delete(txn, row)
+			r.check(err, "policy "+row.Name)
+		}
+	}
+}
+
 // older reports whether a's policy was created before b's, the policies'
 // names deciding a tie.
-func older(a, b redirectpolicy.Plan) bool {
-	if c := a.Created.Compare(b.Created); c != 0 {
+func older(a *policyState, ak sliceKey, b *policyState, bk sliceKey) bool {
+	if c := a.latest.CreationTimestamp.Time.Compare(b.latest.CreationTimestamp.Time); c != 0 {
 		return c < 0
 	}
-	return a.Policy < b.Policy
+	return compareKeys(ak, bk) < 0
 }
 
 func compareKeys(a, b sliceKey) int {
 	return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
+}
+
+func addTo[K comparable](m map[K]map[sliceKey]struct{}, k K, key sliceKey) {
+	if m[k] == nil {
+		m[k] = map[sliceKey]struct{}{}
+	}
+	m[k][key] = struct{}{}
+}
+
+// cut splits "namespace/name".
+func cut(s string) (ns, name string, ok bool) {
+	for i := range len(s) {
+		if s[i] == '/' {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return "", s, false
 }
 
 // podReadiness keeps the Ready condition of a pod, all that redirects

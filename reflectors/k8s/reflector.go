@@ -64,11 +64,12 @@ type Reflector struct {
 	// topologyNoted holds what was last logged about each service's
 	// topology keys (topologyKeys).
 	topologyNoted map[lb.ServiceName]string
-	// policies are the local redirect policies (their last valid
-	// versions), applied the plans last written.
-	policies     map[sliceKey]*redirectpolicy.Policy
-	applied      map[sliceKey]redirectpolicy.Plan
-	redirectOpts redirectpolicy.Options
+	// lrp holds the local redirect policies and this node's pods as
+	// they read them.
+	lrp *redirects
+	// crdPoll is how often a missing CiliumLocalRedirectPolicy CRD is
+	// looked for (policyCRDPoll).
+	crdPoll time.Duration
 }
 
 // sliceKey names a namespaced object (an EndpointSlice or a Pod).
@@ -97,10 +98,8 @@ func NewReflector(cfg Config, src *reflectors.Source, as lb.Source) (*Reflector,
 		bySvc:    map[lb.ServiceName][]*discoveryv1.EndpointSlice{},
 		pods:     map[sliceKey]*corev1.Pod{},
 		unknown:  map[lb.ServiceName][]UnknownValue{},
-		policies: map[sliceKey]*redirectpolicy.Policy{},
-		applied:  map[sliceKey]redirectpolicy.Plan{},
-
-		redirectOpts: redirectOpts,
+		lrp:      newRedirects(redirectOpts),
+		crdPoll:  policyCRDPoll,
 	}, nil
 }
 
@@ -217,7 +216,11 @@ func (r *Reflector) apply(batch []event) { r.write(r.prepare(batch)) }
 // write applies one batch's calls in one transaction, as one Writer batch:
 // each service's frontends are derived once for the batch.
 func (r *Reflector) write(ws writes) {
-	txn := r.w.WriteTxn()
+	var extra []statedb.TableMeta
+	if r.lrp.table != nil {
+		extra = append(extra, r.lrp.table)
+	}
+	txn := r.w.WriteTxn(extra...)
 	defer txn.Abort()
 	err := r.w.Batch(txn, func() error {
 		for _, call := range ws.calls {
@@ -238,7 +241,6 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 	dirty := map[lb.ServiceName]bool{}     // services whose backends to recompute
 	reconvert := map[lb.ServiceName]bool{} // services to convert again
 	call := func(c func(statedb.WriteTxn)) { ws.calls = append(ws.calls, c) }
-	redirects := false // a pod or a policy changed
 	for _, ev := range batch {
 		switch obj := ev.obj.(type) {
 		case *corev1.Service:
@@ -277,10 +279,9 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			}
 		case *corev1.Pod:
 			r.preparePod(call, obj, ev.deleted)
-			redirects = true
+			r.preparePodRedirects(obj, ev.deleted)
 		case *redirectpolicy.Policy:
 			r.preparePolicy(obj, ev.deleted)
-			redirects = true
 		case nil:
 			ws.synced = ws.synced || ev.synced
 		}
@@ -317,13 +318,12 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			call(func(txn statedb.WriteTxn) { r.check(r.w.UpsertService(txn, params), name.String()) })
 		}
 	}
-	if redirects {
-		r.prepareRedirects(call)
-	}
+	r.prepareRedirects(call)
 	if ws.synced {
 		known := r.known()
 		call(func(txn statedb.WriteTxn) {
 			r.check(r.w.SweepSource(txn, r.as, func(n lb.ServiceName) bool { _, ok := known[n]; return ok }), "resync")
+			r.sweepPolicyRows(txn)
 		})
 	}
 	return ws
@@ -344,8 +344,10 @@ func (r *Reflector) known() map[lb.ServiceName]struct{} {
 	for _, pod := range r.pods {
 		known[HostPortServiceName(pod)] = struct{}{}
 	}
-	for _, plan := range r.applied {
-		known[plan.Target] = struct{}{}
+	for _, ps := range r.lrp.policies {
+		if ps.applied != nil {
+			known[ps.applied.Target] = struct{}{}
+		}
 	}
 	return known
 }

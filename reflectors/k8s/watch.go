@@ -2,8 +2,11 @@ package k8s
 
 import (
 	"context"
+	"log/slog"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -11,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 )
 
 // WatchAPI returns a feed for Run that watches client: Services,
@@ -74,17 +79,18 @@ func (r *Reflector) WatchClients(c Clients) func(ctx context.Context) error {
 			synced = append(synced, reg.HasSynced)
 		}
 		if c.Dynamic != nil {
-			f, inf, err := r.policyInformer(ctx, c.Dynamic)
-			if err != nil {
+			f, reg, err := r.policyInformer(ctx, c.Dynamic)
+			switch {
+			case apierrors.IsNotFound(err):
+				r.src.Log().Info("CiliumLocalRedirectPolicy CRD not installed: local redirect policies are off until it is",
+					slog.String("resource", redirectpolicy.Resource.String()))
+				var wg sync.WaitGroup
+				wg.Go(func() { r.watchPolicyCRD(ctx, c.Dynamic) })
+				defer wg.Wait()
+			case err != nil:
 				return err
-			}
-			if inf != nil {
-				reg, err := inf.AddEventHandler(r.policyHandler())
-				if err != nil {
-					return err
-				}
+			default:
 				synced = append(synced, reg.HasSynced)
-				f.Start(ctx.Done())
 				defer f.Shutdown()
 			}
 		}

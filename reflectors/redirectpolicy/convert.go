@@ -2,6 +2,7 @@ package redirectpolicy
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -24,6 +25,12 @@ type Plan struct {
 	Ports     []lb.RedirectPort
 	Frontends []lb.FrontendParams // addressMatcher's
 	Backends  []lb.BackendParams
+	// Pods are the pods the policy selects, with their backends' state.
+	Pods []PodRef
+	// Serving is whether any frontend is redirected: some port has a pod
+	// that takes new flows. Without one, the policy's frontends go where
+	// they would without it.
+	Serving bool
 	// SkipFromBackend is the policy's skipRedirectFromBackend (not yet in
 	// the map ABI).
 	SkipFromBackend bool
@@ -41,18 +48,68 @@ func TargetName(namespace, policy string) lb.ServiceName {
 	return lb.NewServiceName(namespace, policy+":lrp")
 }
 
+// Rule is a validated policy, ready to be converted against pods again
+// and again without being parsed each time.
+type Rule struct {
+	policy *Policy
+	s      spec
+	opts   Options
+}
+
+// Compile validates a policy against the node's options: the error names
+// the policy and the field.
+func Compile(p *Policy, opts Options) (*Rule, error) {
+	s, err := validate(p)
+	if err != nil {
+		return nil, err
+	}
+	if s.addr.IsValid() && len(opts.AddressCIDRs) > 0 &&
+		!slices.ContainsFunc(opts.AddressCIDRs, func(c netip.Prefix) bool { return c.Contains(s.addr) }) {
+		return nil, fmt.Errorf("policy %s/%s: spec.redirectFrontend.addressMatcher.ip: %s %w", p.Namespace, p.Name, s.addr, errNotInCIDRs)
+	}
+	return &Rule{policy: p, s: s, opts: opts}, nil
+}
+
+// Policy returns the policy the rule was compiled from.
+func (r *Rule) Policy() *Policy { return r.policy }
+
+// Service is the serviceMatcher's Service, or zero for an addressMatcher.
+func (r *Rule) Service() lb.ServiceName { return r.s.service }
+
+// IndexLabel is a "key=value" every pod the policy selects has (the first
+// of its matchLabels), or "" when its selector has no matchLabels: a
+// source can index pods and policies by it.
+func (r *Rule) IndexLabel() string {
+	m := r.policy.Spec.RedirectBackend.LocalEndpointSelector.MatchLabels
+	if len(m) == 0 {
+		return ""
+	}
+	k := slices.Min(slices.Collect(maps.Keys(m)))
+	return k + "=" + m[k]
+}
+
+// Selects reports whether a pod is one of the policy's: in its namespace,
+// matching its localEndpointSelector (whatever its readiness).
+func (r *Rule) Selects(pod *Pod) bool {
+	return pod != nil && pod.Namespace == r.policy.Namespace && r.s.selector.Matches(labels.Set(pod.Labels))
+}
+
 // Convert returns the plan of a policy given this node's pods. err is set
 // for an invalid policy (nothing of it applies); problems are pods that
 // lack a port the policy names: they serve the policy's other ports.
 func Convert(p *Policy, pods []Pod, opts Options) (plan Plan, problems []error, err error) {
-	s, err := validate(p)
+	r, err := Compile(p, opts)
 	if err != nil {
 		return Plan{}, nil, err
 	}
-	if s.addr.IsValid() && len(opts.AddressCIDRs) > 0 &&
-		!slices.ContainsFunc(opts.AddressCIDRs, func(c netip.Prefix) bool { return c.Contains(s.addr) }) {
-		return Plan{}, nil, fmt.Errorf("policy %s/%s: spec.redirectFrontend.addressMatcher.ip: %s %w", p.Namespace, p.Name, s.addr, errNotInCIDRs)
-	}
+	plan, problems = r.Convert(pods)
+	return plan, problems, nil
+}
+
+// Convert returns the rule's plan given this node's pods (pods of other
+// namespaces are skipped).
+func (r *Rule) Convert(pods []Pod) (plan Plan, problems []error) {
+	p, s := r.policy, r.s
 	plan = Plan{
 		Policy:          p.Namespace + "/" + p.Name,
 		Created:         p.CreationTimestamp.Time,
@@ -63,7 +120,50 @@ func Convert(p *Policy, pods []Pod, opts Options) (plan Plan, problems []error, 
 	// With one port on each side, names are not needed to pair them:
 	// the backends serve every frontend port of their protocol.
 	paired := len(s.frontend) > 1 || len(s.backend) > 1
+	serving := map[string]bool{} // backend port names with a pod taking new flows ("" unpaired)
+	for i := range pods {
+		pod := &pods[i]
+		state, serves := pod.State()
+		if !serves || len(pod.IPs) == 0 || !r.Selects(pod) {
+			continue
+		}
+		plan.Pods = append(plan.Pods, PodRef{Name: pod.Name, IPs: pod.IPs, State: state})
+		for bi, bp := range s.backend {
+			num := bp.num
+			// A pod that declares no ports is taken at the policy's
+			// numbers; one that declares some must have the named one.
+			if bp.name != "" && paired && len(pod.Ports) > 0 {
+				var ok bool
+				if num, ok = pod.namedPort(bp.name, bp.proto); !ok {
+					problems = append(problems, fmt.Errorf("policy %s: spec.redirectBackend.toPorts[%d].name: pod %s/%s has no %s container port %q",
+						plan.Policy, bi, pod.Namespace, pod.Name, bp.proto, bp.name))
+					continue
+				}
+			}
+			var names []string
+			if paired {
+				names = []string{bp.name}
+			}
+			if state == lb.BackendActive || state == lb.BackendTerminating {
+				serving[portKey(paired, bp.name)] = true
+			}
+			for _, ip := range pod.IPs {
+				plan.Backends = append(plan.Backends, lb.BackendParams{
+					Address:   lb.NewL3n4Addr(bp.proto, ip, num, lb.ScopeExternal),
+					PortNames: names,
+					Weight:    lb.DefaultBackendWeight,
+					State:     state,
+				})
+			}
+		}
+	}
+	// Only ports with a pod that takes new flows are redirected: the
+	// others go where they would without the policy.
 	for _, fp := range s.frontend {
+		if !serving[portKey(paired, fp.name)] {
+			continue
+		}
+		plan.Serving = true
 		if s.addr.IsValid() {
 			name := fp.name
 			if !paired {
@@ -85,34 +185,31 @@ func Convert(p *Policy, pods []Pod, opts Options) (plan Plan, problems []error, 
 			plan.Ports = append(plan.Ports, lb.RedirectPort{Port: fp.num, Protocol: fp.proto})
 		}
 	}
-	for i := range pods {
-		pod := &pods[i]
-		if pod.Namespace != p.Namespace || !pod.Ready || len(pod.IPs) == 0 || !s.selector.Matches(labels.Set(pod.Labels)) {
-			continue
-		}
-		for bi, bp := range s.backend {
-			num := bp.num
-			if bp.name != "" && paired {
-				var ok bool
-				if num, ok = pod.namedPort(bp.name, bp.proto); !ok {
-					problems = append(problems, fmt.Errorf("policy %s: spec.redirectBackend.toPorts[%d].name: pod %s/%s has no %s container port %q",
-						plan.Policy, bi, pod.Namespace, pod.Name, bp.proto, bp.name))
-					continue
+	if len(s.frontend) == 0 { // a serviceMatcher of all the Service's ports
+		if !paired {
+			// The backend port serves the Service's ports of its protocol.
+			if plan.Serving = serving[""]; plan.Serving {
+				plan.Ports = []lb.RedirectPort{{Protocol: s.backend[0].proto}}
+			}
+		} else {
+			// Named backend ports pair with the Service's port names.
+			for _, bp := range s.backend {
+				if serving[bp.name] {
+					plan.Serving = true
+					plan.Ports = append(plan.Ports, lb.RedirectPort{Name: bp.name})
 				}
-			}
-			var names []string
-			if paired {
-				names = []string{bp.name}
-			}
-			for _, ip := range pod.IPs {
-				plan.Backends = append(plan.Backends, lb.BackendParams{
-					Address:   lb.NewL3n4Addr(bp.proto, ip, num, lb.ScopeExternal),
-					PortNames: names,
-					Weight:    lb.DefaultBackendWeight,
-				})
 			}
 		}
 	}
 	slices.SortFunc(plan.Backends, func(a, b lb.BackendParams) int { return a.Address.Compare(b.Address) })
-	return plan, problems, nil
+	return plan, problems
+}
+
+// portKey names a backend port in the serving set: by name when ports
+// pair by name, else "".
+func portKey(paired bool, name string) string {
+	if paired {
+		return name
+	}
+	return ""
 }

@@ -40,19 +40,36 @@ func summary(p Plan) string {
 	if !p.Service.IsZero() {
 		fmt.Fprintf(&b, "svc %s ports %v\n", p.Service, p.Ports)
 	}
+	if !p.Serving {
+		b.WriteString("not serving\n")
+	}
 	for _, be := range p.Backends {
-		fmt.Fprintf(&b, "be %s %v\n", be.Address, be.PortNames)
+		fmt.Fprintf(&b, "be %s %v", be.Address, be.PortNames)
+		if be.State != lb.BackendActive {
+			fmt.Fprintf(&b, " %s", be.State)
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }
 
 const selectDNS = "  localEndpointSelector: {matchLabels: {k8s-app: node-local-dns}}\n"
 
-func TestConvertMapsFrontendPortsToReadyLocalPods(t *testing.T) {
+// Unready pods are kept as not-ready backends (no new flows, but their
+// backend IDs and connections survive a readiness flip); a terminating
+// pod that still reports ready takes new flows only when nothing else
+// does; a finished pod is no backend.
+func TestConvertMapsFrontendPortsToLocalPods(t *testing.T) {
+	terminating := dnsPod("f", true, "10.0.1.6")
+	terminating.Terminating = true
+	finished := dnsPod("g", true, "10.0.1.7")
+	finished.Finished = true
 	pods := []Pod{
 		dnsPod("a", true, "10.0.1.1", "fd00::1"),
 		dnsPod("b", false, "10.0.1.2"), // not ready
-		dnsPod("c", true),              // no IP yet
+		terminating,
+		finished,
+		dnsPod("c", true), // no IP yet
 		{Namespace: "default", Name: "d", Labels: map[string]string{"k8s-app": "node-local-dns"}, Ready: true,
 			IPs: []netip.Addr{netip.MustParseAddr("10.0.1.4")}}, // another namespace
 		{Namespace: "kube-system", Name: "e", Ready: true, IPs: []netip.Addr{netip.MustParseAddr("10.0.1.5")},
@@ -61,36 +78,67 @@ func TestConvertMapsFrontendPortsToReadyLocalPods(t *testing.T) {
 	for _, tc := range []struct {
 		name, spec, want string
 		problems         int
+		pods             []Pod // nil: pods
 	}{{
 		name: "address, single port, by number",
 		spec: "redirectFrontend: {addressMatcher: {ip: 169.254.169.254, toPorts: [{port: '8080', protocol: TCP}]}}\n" +
 			"redirectBackend:\n" + selectDNS + "  toPorts: [{port: '80', protocol: TCP}]\n",
-		want: "fe 169.254.169.254:8080/TCP LocalRedirect \"\"\nbe 10.0.1.1:80/TCP []\nbe 10.0.1.5:80/TCP []\nbe [fd00::1]:80/TCP []\n",
+		want: "fe 169.254.169.254:8080/TCP LocalRedirect \"\"\nbe 10.0.1.1:80/TCP []\nbe 10.0.1.2:80/TCP [] not-ready\nbe 10.0.1.5:80/TCP []\n" +
+			"be 10.0.1.6:80/TCP [] terminating\nbe [fd00::1]:80/TCP []\n",
 	}, {
 		name: "address, named ports, by the pods' container port names",
 		spec: "redirectFrontend: {addressMatcher: {ip: 169.254.20.10, toPorts: [{port: '53', protocol: UDP, name: dns}, {port: '53', protocol: TCP, name: dns-tcp}]}}\n" +
 			"redirectBackend:\n" + selectDNS + "  toPorts: [{port: '53', protocol: UDP, name: dns}, {port: '53', protocol: TCP, name: dns-tcp}]\n",
 		want: "fe 169.254.20.10:53/UDP LocalRedirect \"dns\"\nfe 169.254.20.10:53/TCP LocalRedirect \"dns-tcp\"\n" +
-			"be 10.0.1.1:5353/TCP [dns-tcp]\nbe 10.0.1.1:5353/UDP [dns]\nbe 10.0.1.5:53/UDP [dns]\nbe [fd00::1]:5353/TCP [dns-tcp]\nbe [fd00::1]:5353/UDP [dns]\n",
+			"be 10.0.1.1:5353/TCP [dns-tcp]\nbe 10.0.1.1:5353/UDP [dns]\nbe 10.0.1.2:5353/TCP [dns-tcp] not-ready\nbe 10.0.1.2:5353/UDP [dns] not-ready\n" +
+			"be 10.0.1.5:53/UDP [dns]\nbe 10.0.1.6:5353/TCP [dns-tcp] terminating\nbe 10.0.1.6:5353/UDP [dns] terminating\n" +
+			"be [fd00::1]:5353/TCP [dns-tcp]\nbe [fd00::1]:5353/UDP [dns]\n",
 		problems: 1, // e has no dns-tcp
 	}, {
 		name: "service, all ports",
 		spec: "redirectFrontend: {serviceMatcher: {serviceName: kube-dns, namespace: kube-system}}\n" +
 			"redirectBackend:\n" + selectDNS + "  toPorts: [{port: '53', protocol: UDP}]\n",
-		want: "svc kube-system/kube-dns ports []\nbe 10.0.1.1:53/UDP []\nbe 10.0.1.5:53/UDP []\nbe [fd00::1]:53/UDP []\n",
+		want: "svc kube-system/kube-dns ports [{ 0 UDP}]\nbe 10.0.1.1:53/UDP []\nbe 10.0.1.2:53/UDP [] not-ready\nbe 10.0.1.5:53/UDP []\n" +
+			"be 10.0.1.6:53/UDP [] terminating\nbe [fd00::1]:53/UDP []\n",
 	}, {
 		name: "service, one numbered port",
 		spec: "redirectFrontend: {serviceMatcher: {serviceName: kube-dns, namespace: kube-system, toPorts: [{port: '53', protocol: UDP}]}}\n" +
 			"redirectBackend:\n  localEndpointSelector: {matchExpressions: [{key: k8s-app, operator: In, values: [node-local-dns]}]}\n  toPorts: [{port: '53', protocol: UDP, name: dns}]\n",
-		want: "svc kube-system/kube-dns ports [{ 53 UDP}]\nbe 10.0.1.1:53/UDP []\nbe 10.0.1.5:53/UDP []\nbe [fd00::1]:53/UDP []\n",
+		want: "svc kube-system/kube-dns ports [{ 53 UDP}]\nbe 10.0.1.1:53/UDP []\nbe 10.0.1.2:53/UDP [] not-ready\nbe 10.0.1.5:53/UDP []\n" +
+			"be 10.0.1.6:53/UDP [] terminating\nbe [fd00::1]:53/UDP []\n",
 	}, {
 		name: "selector matching nothing",
 		spec: "redirectFrontend: {serviceMatcher: {serviceName: kube-dns, namespace: kube-system}}\n" +
 			"redirectBackend:\n  localEndpointSelector: {matchLabels: {app: other}}\n  toPorts: [{port: '53', protocol: UDP}]\n",
-		want: "svc kube-system/kube-dns ports []\n",
+		want: "svc kube-system/kube-dns ports []\nnot serving\n",
+	}, {
+		name: "only unready pods: nothing redirected, the pods kept for when one is ready",
+		spec: "redirectFrontend: {addressMatcher: {ip: 169.254.20.10, toPorts: [{port: '53', protocol: UDP}]}}\n" +
+			"redirectBackend:\n  localEndpointSelector: {matchLabels: {k8s-app: node-local-dns}, matchExpressions: [{key: x, operator: DoesNotExist}]}\n" +
+			"  toPorts: [{port: '53', protocol: UDP}]\n",
+		want: "not serving\nbe 10.0.1.2:53/UDP [] not-ready\n",
+		pods: []Pod{dnsPod("b", false, "10.0.1.2")},
+	}, {
+		name: "a pod declaring no ports is taken at the policy's numbers",
+		spec: "redirectFrontend: {serviceMatcher: {serviceName: kube-dns, namespace: kube-system, toPorts: [{port: '53', protocol: TCP, name: dns-tcp}]}}\n" +
+			"redirectBackend:\n" + selectDNS + "  toPorts: [{port: '5300', protocol: TCP, name: dns-tcp}, {port: '5300', protocol: UDP, name: dns}]\n",
+		want: "svc kube-system/kube-dns ports [{dns-tcp 0 ANY}]\nbe 10.0.1.8:5300/TCP [dns-tcp]\nbe 10.0.1.8:5300/UDP [dns]\n",
+		pods: []Pod{{Namespace: "kube-system", Name: "h", Ready: true, IPs: []netip.Addr{netip.MustParseAddr("10.0.1.8")},
+			Labels: map[string]string{"k8s-app": "node-local-dns"}}},
+	}, {
+		name: "service, all ports, named backend ports: only the names a pod serves",
+		spec: "redirectFrontend: {serviceMatcher: {serviceName: kube-dns, namespace: kube-system}}\n" +
+			"redirectBackend:\n" + selectDNS + "  toPorts: [{port: '53', protocol: UDP, name: dns}, {port: '53', protocol: TCP, name: dns-tcp}]\n",
+		want:     "svc kube-system/kube-dns ports [{dns 0 ANY}]\nbe 10.0.1.5:53/UDP [dns]\n",
+		pods:     []Pod{pods[6]},
+		problems: 1,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			plan, problems, err := Convert(policy(t, tc.spec), pods, Options{})
+			in := pods
+			if tc.pods != nil {
+				in = tc.pods
+			}
+			plan, problems, err := Convert(policy(t, tc.spec), in, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -129,6 +177,10 @@ func TestConvertRejectsBadPoliciesNamingTheField(t *testing.T) {
 		{"redirectFrontend: {addressMatcher: {ip: 1.2.3.4, toPorts: [{port: '53', protocol: UDP, name: dns}, {port: '53', protocol: TCP, name: tcp}]}}\n" +
 			"redirectBackend:\n" + selectDNS + "  toPorts: [{port: '53', protocol: UDP, name: dns}, {port: '53', protocol: TCP, name: dns-tcp}]\n",
 			`spec.redirectFrontend.toPorts[1].name: "tcp" has no port of that name`},
+		{"redirectFrontend: {serviceMatcher: {serviceName: a, namespace: kube-system, toPorts: [{port: '443', protocol: UDP, name: https}]}}\n" +
+			"redirectBackend:\n" + selectDNS + "  toPorts: [{port: '8443', protocol: TCP, name: https}, {port: '8443', protocol: UDP, name: dtls}]\n",
+			`spec.redirectFrontend.toPorts[0].protocol: UDP, but "https" is TCP in spec.redirectBackend.toPorts`},
+		{addr("169.254.20.10", "53", "TCP") + be, "spec.redirectFrontend.toPorts[0].protocol: TCP, but the backend port is UDP"},
 	} {
 		_, _, err := Convert(policy(t, tc.spec), nil, Options{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -151,12 +203,13 @@ func TestConvertLimitsAddressesToTheAllowedCIDRs(t *testing.T) {
 }
 
 // Whatever a policy says, Convert returns an error or a plan whose
-// frontends and backends are valid, and never panics.
+// frontends and backends are valid and that redirects nothing when no
+// pod serves, and never panics.
 func FuzzConvert(f *testing.F) {
 	f.Add("169.254.20.10", "53", "UDP", "dns", "53", "UDP", "dns", "k8s-app", "In", true)
 	f.Add("", "80", "TCP", "", "8080", "TCP", "", "app", "Exists", false)
 	f.Add("::1", "0", "SCTP", "x", "65536", "udp", "y", "", "NotIn", true)
-	pods := []Pod{dnsPod("a", true, "10.0.1.1", "fd00::1"), dnsPod("b", true, "10.0.1.2")}
+	pods := []Pod{dnsPod("a", true, "10.0.1.1", "fd00::1"), dnsPod("b", true, "10.0.1.2"), dnsPod("c", false, "10.0.1.3")}
 	f.Fuzz(func(t *testing.T, ip, fport, fproto, fname, bport, bproto, bname, key, op string, second bool) {
 		p := &Policy{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "lrp"}}
 		fps := []PortInfo{{Port: fport, Protocol: fproto, Name: fname}}
@@ -178,6 +231,9 @@ func FuzzConvert(f *testing.F) {
 				t.Fatalf("error does not name the policy and field: %v", err)
 			}
 			return
+		}
+		if !plan.Serving && (len(plan.Frontends) > 0 || len(plan.Ports) > 0) {
+			t.Fatalf("a plan serving nothing redirects %v %v", plan.Frontends, plan.Ports)
 		}
 		svc := lb.ServiceParams{Name: plan.Target, Source: lb.SourceRedirect, Frontends: plan.Frontends}
 		if len(plan.Frontends) > 0 {

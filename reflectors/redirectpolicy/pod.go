@@ -1,6 +1,7 @@
 package redirectpolicy
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 
@@ -14,10 +15,45 @@ type Pod struct {
 	Namespace, Name string
 	Labels          map[string]string
 	IPs             []netip.Addr
-	// Ready is the pod's latest Ready condition, false for a pod that
-	// is terminating or has finished.
+	// Ready is the pod's latest Ready condition.
 	Ready bool
-	Ports []ContainerPort
+	// Terminating is set once the pod is being deleted.
+	Terminating bool
+	// Finished is set once the pod has succeeded or failed: it serves
+	// nothing any more.
+	Finished bool
+	Ports    []ContainerPort
+}
+
+// State is the backend state of the pod's addresses, as the EndpointSlice
+// controller would publish them: active when ready and not terminating;
+// terminating while it still reports ready (it takes new flows only when
+// no pod is active); otherwise not-ready, taking no new flows but kept, so
+// that its connections and its backend ID survive a failed readiness
+// probe. serves is false for a finished pod, which is no backend at all.
+func (p *Pod) State() (state lb.BackendState, serves bool) {
+	switch {
+	case p.Finished:
+		return 0, false
+	case p.Ready && !p.Terminating:
+		return lb.BackendActive, true
+	case p.Ready:
+		return lb.BackendTerminating, true
+	}
+	return lb.BackendNotReady, true
+}
+
+// Equal reports whether two pods are the same to a policy.
+func (p *Pod) Equal(o *Pod) bool {
+	return p.Namespace == o.Namespace && p.Name == o.Name && maps.Equal(p.Labels, o.Labels) && slices.Equal(p.IPs, o.IPs) &&
+		p.Ready == o.Ready && p.Terminating == o.Terminating && p.Finished == o.Finished && slices.Equal(p.Ports, o.Ports)
+}
+
+// PodRef is a pod a policy selects, as its status shows it.
+type PodRef struct {
+	Name  string          `json:"name" yaml:"name"`
+	IPs   []netip.Addr    `json:"ips,omitempty" yaml:"ips,omitempty"`
+	State lb.BackendState `json:"state" yaml:"state"`
 }
 
 // ContainerPort is one port a container declares.
@@ -36,10 +72,11 @@ func PodOf(p *corev1.Pod) Pod {
 			out.IPs = append(out.IPs, a.Unmap())
 		}
 	}
-	live := p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+	out.Terminating = p.DeletionTimestamp != nil
+	out.Finished = p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
-			out.Ready = live && c.Status == corev1.ConditionTrue
+			out.Ready = c.Status == corev1.ConditionTrue
 		}
 	}
 	for _, c := range p.Spec.Containers {

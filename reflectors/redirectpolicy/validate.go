@@ -88,10 +88,16 @@ func validate(p *Policy) (spec, error) {
 	// each side pairs without them.
 	if len(s.frontend) > 1 || len(s.backend) > 1 {
 		for i, fp := range s.frontend {
-			if !hasName(s.backend, fp.name) {
+			bp, ok := portNamed(s.backend, fp.name)
+			if !ok {
 				return s, errf(fmt.Sprintf("spec.redirectFrontend.toPorts[%d].name", i), "%q has no port of that name in %s.toPorts", fp.name, be)
 			}
+			if bp.proto != fp.proto {
+				return s, errf(fmt.Sprintf("spec.redirectFrontend.toPorts[%d].protocol", i), "%s, but %q is %s in %s.toPorts", fp.proto, fp.name, bp.proto, be)
+			}
 		}
+	} else if len(s.frontend) == 1 && s.frontend[0].proto != s.backend[0].proto {
+		return s, errf("spec.redirectFrontend.toPorts[0].protocol", "%s, but the backend port is %s", s.frontend[0].proto, s.backend[0].proto)
 	}
 	if s.selector, err = metav1.LabelSelectorAsSelector(&p.Spec.RedirectBackend.LocalEndpointSelector); err != nil {
 		return s, errf(be+".localEndpointSelector", "%v", err)
@@ -133,13 +139,13 @@ func parsePorts(in []PortInfo) ([]port, error) {
 	return out, nil
 }
 
-func hasName(ports []port, name string) bool {
+func portNamed(ports []port, name string) (port, bool) {
 	for _, p := range ports {
 		if p.name == name {
-			return true
+			return p, true
 		}
 	}
-	return false
+	return port{}, false
 }
 
 // errNotInCIDRs is wrapped when an addressMatcher's address is outside

@@ -1,0 +1,112 @@
+package k8s
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
+	"github.com/lbstate/lbstate/tables"
+)
+
+// Of two policies on one Service, the newer is reported (logged and
+// counted) once when it starts waiting, not again at every pod change;
+// its row names the older; it takes over when the older goes.
+func TestNewerPolicyOnAServiceReportedOnceAndTakesOver(t *testing.T) {
+	r, w, db, rows := newPolicyReflector(t)
+	svc, slice := kubeDNS()
+	older, newer := dnsPolicy("older", time.Unix(1, 0)), dnsPolicy("newer", time.Unix(2, 0))
+	r.apply([]event{{obj: svc}, {obj: slice}, {obj: dnsPodObject("a", "10.0.1.1", true, 0)}, {obj: newer}})
+	if n := r.src.Errors(); n != 0 {
+		t.Fatalf("%d errors before the conflict", n)
+	}
+	r.apply([]event{{obj: older}})
+	if n := r.src.Errors(); n != 1 {
+		t.Errorf("%d errors once the newer policy waits, want 1", n)
+	}
+	for _, ready := range []bool{false, true, false, true} {
+		r.apply([]event{{obj: dnsPodObject("a", "10.0.1.1", ready, 0)}})
+	}
+	if n := r.src.Errors(); n != 1 {
+		t.Errorf("%d errors after pod changes, want still 1", n)
+	}
+	redirectedTo := func() lb.ServiceName {
+		fe, _, _ := w.Frontends().Get(db.ReadTxn(), tables.FrontendByAddress.Query(lb.MustParseL3n4Addr("10.96.0.10:53/UDP")))
+		return fe.RedirectedTo
+	}
+	row, _, _ := rows.Get(db.ReadTxn(), redirectpolicy.StatusByName.Query("k8s:kube-system/newer"))
+	if got := redirectedTo(); got != redirectpolicy.TargetName("kube-system", "older") || row.LostTo != "kube-system/older" {
+		t.Errorf("redirected to %s, newer's row lost to %q: want the older's", got, row.LostTo)
+	}
+	r.apply([]event{{obj: older, deleted: true}})
+	row, _, _ = rows.Get(db.ReadTxn(), redirectpolicy.StatusByName.Query("k8s:kube-system/newer"))
+	if got := redirectedTo(); got != redirectpolicy.TargetName("kube-system", "newer") || row.LostTo != "" {
+		t.Errorf("after the older went: redirected to %s, newer's row lost to %q", got, row.LostTo)
+	}
+	if _, _, found := rows.Get(db.ReadTxn(), redirectpolicy.StatusByName.Query("k8s:kube-system/older")); found {
+		t.Error("the deleted policy's row is still there")
+	}
+}
+
+// A pod whose labels change leaves the policies that selected it for
+// those that select it now, whether they select by matchLabels or by
+// matchExpressions alone.
+func TestPodRelabelMovesItBetweenPolicies(t *testing.T) {
+	r, _, db, rows := newPolicyReflector(t)
+	byLabels := func(name, app string) *redirectpolicy.Policy {
+		p := dnsPolicy(name, time.Unix(1, 0))
+		p.Spec.RedirectFrontend = redirectpolicy.Frontend{AddressMatcher: &redirectpolicy.AddressMatcher{
+			IP: "169.254.0." + app[len(app)-1:], ToPorts: []redirectpolicy.PortInfo{{Port: "53", Protocol: "UDP"}}}}
+		p.Spec.RedirectBackend.LocalEndpointSelector = metav1.LabelSelector{MatchLabels: map[string]string{"app": app, "tier": "dns"}}
+		return p
+	}
+	byExpr := byLabels("expr", "app-3")
+	byExpr.Spec.RedirectBackend.LocalEndpointSelector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"app-2"}}}}
+	pod := func(app string) *corev1.Pod {
+		p := dnsPodObject("a", "10.0.1.1", true, 0)
+		p.Labels = map[string]string{"app": app, "tier": "dns"}
+		return p
+	}
+	pods := func(name string) int {
+		row, _, _ := rows.Get(db.ReadTxn(), redirectpolicy.StatusByName.Query("k8s:kube-system/"+name))
+		return len(row.Pods)
+	}
+	r.apply([]event{{obj: pod("app-1")}, {obj: byLabels("one", "app-1")}, {obj: byLabels("two", "app-2")}, {obj: byExpr}})
+	if pods("one") != 1 || pods("two") != 0 || pods("expr") != 0 {
+		t.Errorf("app-1: policies one, two, expr select %d, %d, %d pods, want 1, 0, 0", pods("one"), pods("two"), pods("expr"))
+	}
+	r.apply([]event{{obj: pod("app-2")}})
+	if pods("one") != 0 || pods("two") != 1 || pods("expr") != 1 {
+		t.Errorf("app-2: policies one, two, expr select %d, %d, %d pods, want 0, 1, 1", pods("one"), pods("two"), pods("expr"))
+	}
+}
+
+// At the synced marker the rows of this source's policies that the
+// reflector does not hold (left by a run that started over) go, and
+// other sources' rows stay.
+func TestSyncRemovesStalePolicyRows(t *testing.T) {
+	r, _, db, rows := newPolicyReflector(t)
+	txn := db.WriteTxn(rows)
+	for _, row := range []*redirectpolicy.Status{
+		{Source: lb.SourceK8s, Name: "kube-system/gone"},
+		{Source: lb.SourceFile, Name: "kube-system/gone"},
+	} {
+		if _, _, err := rows.Insert(txn, row); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn.Commit()
+	r.apply([]event{{obj: dnsPolicy("kept", time.Unix(1, 0))}, {synced: true}})
+	var got []string
+	for row := range rows.All(db.ReadTxn()) {
+		got = append(got, row.Source.String()+":"+row.Name)
+	}
+	if want := []string{"file:kube-system/gone", "k8s:kube-system/kept"}; !slices.Equal(got, want) {
+		t.Errorf("rows %v, want %v", got, want)
+	}
+}
