@@ -83,6 +83,11 @@ type AffinityEntry struct {
 	RevNatID  uint32     `json:"revNatID"`
 	Client    netip.Addr `json:"client"`
 	BackendID uint32     `json:"backendID"`
+	// LastUsed is the datapath's coarse monotonic clock, in seconds, when
+	// the pin was last used: with the service's affinity timeout it says
+	// whether the pin is still in force. The text dump leaves it out, so
+	// that dumps taken at different times compare equal.
+	LastUsed uint32 `json:"lastUsed,omitempty"`
 }
 
 var flagNames = []struct {
@@ -135,7 +140,7 @@ func TakeDump(m *Maps) (*Dump, error) {
 	}
 	if err == nil {
 		err = m.Affinity.Iterate(func(k AffinityKey, v AffinityValue) bool {
-			d.Affinity = append(d.Affinity, AffinityEntry{RevNatID: k.RevNatID, Client: netip.AddrFrom16(k.Client).Unmap(), BackendID: v.BackendID})
+			d.Affinity = append(d.Affinity, AffinityEntry{RevNatID: k.RevNatID, Client: netip.AddrFrom16(k.Client).Unmap(), BackendID: v.BackendID, LastUsed: v.LastUsed})
 			return true
 		})
 	}

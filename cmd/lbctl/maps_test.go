@@ -80,7 +80,7 @@ func TestMapsAndExplainOverTheAPIMatchTheMaps(t *testing.T) {
 				master, _, _ := m.Services.Lookup(bpf.NewServiceKey(fe, 0))
 				slot2, _, _ := m.Services.Lookup(bpf.NewServiceKey(fe, 2))
 				m.Affinity.Update(bpf.AffinityKey{Client: netip.MustParseAddr("198.51.100.20").As16(), RevNatID: master.RevNatID},
-					bpf.AffinityValue{BackendID: slot2.BackendID})
+					bpf.AffinityValue{BackendID: slot2.BackendID, LastUsed: monotonicSeconds()})
 			}
 			api := serveAgent(t, tc.p)
 			for _, format := range []string{"text", "json"} {
