@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -40,8 +41,12 @@ type frontendView struct {
 	Topology string `json:"topology,omitempty"`
 	// RedirectedTo is the service whose backends replace the frontend's
 	// own (a local redirect policy's namespace/name:lrp).
-	RedirectedTo string        `json:"redirectedTo,omitempty"`
-	Backends     []backendView `json:"backends"`
+	RedirectedTo string `json:"redirectedTo,omitempty"`
+	// ProxyPort is the port of the L7 proxy on this node that takes the
+	// frontend's new flows (lbstate.io/proxy-port); the backends stay
+	// listed, for the proxy.
+	ProxyPort uint16        `json:"proxyPort,omitempty"`
+	Backends  []backendView `json:"backends"`
 }
 
 type backendView struct {
@@ -265,6 +270,7 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 		if !fe.RedirectedTo.IsZero() {
 			v.RedirectedTo = fe.RedirectedTo.String()
 		}
+		v.ProxyPort = fe.ProxyPort
 		slots := serviceSlots[fa]
 		if v.Algorithm == "maglev" {
 			slots = maglevSlots[fe.ID]
@@ -285,7 +291,12 @@ func printViews(w io.Writer, views []frontendView) {
 	topology := slices.ContainsFunc(views, func(v frontendView) bool { return v.Topology != "" })
 	// REDIRECTED-TO only when a frontend is redirected.
 	redirects := slices.ContainsFunc(views, func(v frontendView) bool { return v.RedirectedTo != "" })
+	// PROXY only when a frontend's new flows go to an L7 proxy.
+	proxies := slices.ContainsFunc(views, func(v frontendView) bool { return v.ProxyPort != 0 })
 	header := "FRONTEND\tTYPE\tSERVICE\tPORTNAME\tALGORITHM\tBACKEND\tSTATE\tWEIGHT\tSLOTS"
+	if proxies {
+		header = strings.Replace(header, "PORTNAME", "PORTNAME\tPROXY", 1)
+	}
 	if topology {
 		header = strings.Replace(header, "ALGORITHM", "ALGORITHM\tTOPOLOGY", 1)
 	}
@@ -295,6 +306,13 @@ func printViews(w io.Writer, views []frontendView) {
 	fmt.Fprintln(tw, header)
 	for _, v := range views {
 		first := []string{v.Frontend, v.Type, v.Service, v.PortName}
+		if proxies {
+			proxy := ""
+			if v.ProxyPort != 0 {
+				proxy = strconv.Itoa(int(v.ProxyPort))
+			}
+			first = append(first, proxy)
+		}
 		if redirects {
 			first = append(first, v.RedirectedTo)
 		}

@@ -24,8 +24,8 @@ type Plan struct {
 	Ports     []lb.RedirectPort
 	Frontends []lb.FrontendParams // addressMatcher's
 	Backends  []lb.BackendParams
-	// SkipFromBackend is the policy's skipRedirectFromBackend (not yet in
-	// the map ABI).
+	// SkipFromBackend is the policy's skipRedirectFromBackend: the
+	// redirect's lb.Redirect.SkipFromBackend.
 	SkipFromBackend bool
 }
 
