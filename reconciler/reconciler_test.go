@@ -436,14 +436,14 @@ func checkMaps(m *bpf.Maps) string {
 		}
 	}
 	for k, v := range masters {
-		for slot := 1; slot <= int(v.Count)+int(v.Standby); slot++ {
+		for slot := 1; slot <= int(v.Count)+int(v.Standby)+int(v.Fallback); slot++ {
 			sk := k
 			sk.Slot = uint16(slot)
 			if _, ok, _ := m.Services.Lookup(sk); ok {
 				continue
 			}
 			if again, ok, _ := m.Services.Lookup(k); ok && again == v {
-				return fmt.Sprintf("master of %s counts %d slots but slot %d is missing", k.L3n4Addr(), v.Count+v.Standby, slot)
+				return fmt.Sprintf("master of %s counts %d slots but slot %d is missing", k.L3n4Addr(), v.Count+v.Standby+v.Fallback, slot)
 			}
 			break
 		}
