@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
@@ -281,7 +280,7 @@ func (o *ops) writeBackends(tasks []task) {
 		// hidden ones, whether or not they come in the same update); a
 		// backend both hidden and selected is seen as selected.
 		selected := smallset.NewIndex(func(b *lb.BackendRef) lb.L3n4Addr { return b.Address })
-		for i, ref := range slices.Concat(j.fe.Backends, j.fe.Hidden) {
+		for i, ref := range kept(j.fe) {
 			be, err := o.claimBackend(j.st, ref.Address)
 			if err != nil {
 				j.err = err
