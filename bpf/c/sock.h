@@ -6,7 +6,11 @@
  * backend. The client's address and port are not known at connect(), so
  * a new socket takes a random slot, also for Maglev frontends, and
  * frontends restricted by source ranges are left to the tc programs.
- * Session affinity pins the client's network namespace (see lb.h).
+ * Session affinity pins the client's network namespace (see lb.h). A
+ * proxy-redirected frontend's sockets go to the L7 proxy on the loopback
+ * address; for a redirect with skip-from-backend, only a socket bound to
+ * its address can be told from the redirect's backends, and the others
+ * are left to the tc programs too.
  */
 #ifndef __LBSTATE_SOCK_H
 #define __LBSTATE_SOCK_H
