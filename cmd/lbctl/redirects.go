@@ -24,9 +24,13 @@ func (r redirectRow) redirected() bool {
 	return r.fe != nil && (!r.fe.RedirectedTo.IsZero() || r.fe.Type == lb.SVCTypeLocalRedirect)
 }
 
-// target is the service whose backends the frontend uses.
+// target is the service whose backends the frontend uses, marked when
+// the redirect leaves its backends' own traffic to the service's.
 func (r redirectRow) target() string {
 	if !r.fe.RedirectedTo.IsZero() {
+		if r.fe.SkipFromBackend {
+			return r.fe.RedirectedTo.String() + " (skip-from-backend)"
+		}
 		return r.fe.RedirectedTo.String()
 	}
 	return r.fe.Service.String()
