@@ -34,6 +34,8 @@ type ServiceValue struct {
 	Flags           uint8
 	Algorithm       uint8
 	Pad             uint8
+	ProxyPort       [2]byte // network order
+	Fallback        uint16
 }
 
 // Backend is a value of lb_backends.
@@ -80,6 +82,10 @@ const (
 	FlagAffinity     = 1 << 2
 	FlagSourceRanges = 1 << 3
 	FlagRedirected   = 1 << 4
+	FlagProxy        = 1 << 5
+	// FlagSkipFromBackend: a client that is one of the redirect's
+	// backends takes a fallback slot (ServiceValue.Fallback).
+	FlagSkipFromBackend = 1 << 6
 )
 
 // Algorithms of ServiceValue.Algorithm, as in lb.h.

@@ -103,6 +103,8 @@ type datapathLbServiceValue struct {
 	Flags           uint8
 	Algorithm       uint8
 	Pad             uint8
+	ProxyPort       uint16
+	Fallback        uint16
 }
 
 type datapathLbSrcRangeKey struct {

@@ -1,7 +1,9 @@
 package bpf_test
 
 import (
+	"encoding/binary"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -65,6 +67,12 @@ type testFrontend struct {
 	ranges   []string
 	slots    []uint32 // backend IDs taking new flows, one per slot
 	standby  []uint32
+	// Overrides: redirected (with skip, a redirect's skipRedirectFromBackend,
+	// whose fallback slots hold the service's own backends), and the L7
+	// proxy's port.
+	redirected, skip bool
+	fallback         []uint32
+	proxy            uint16
 	// table, with maglev, is the lookup table; nil repeats slots.
 	table []uint32
 }
@@ -96,11 +104,22 @@ func (h *dpHarness) frontend(f testFrontend) {
 	if f.affinity > 0 {
 		master.Flags |= bpf.FlagAffinity
 	}
+	if f.redirected {
+		master.Flags |= bpf.FlagRedirected
+	}
+	if f.skip {
+		master.Flags |= bpf.FlagSkipFromBackend
+		master.Fallback = uint16(len(f.fallback))
+	}
+	if f.proxy != 0 {
+		master.Flags |= bpf.FlagProxy
+		binary.BigEndian.PutUint16(master.ProxyPort[:], f.proxy)
+	}
 	for _, r := range f.ranges {
 		master.Flags |= bpf.FlagSourceRanges
 		h.check(h.maps.SourceRanges.Update(bpf.NewSourceRangeKey(f.id, netip.MustParsePrefix(r)), 1))
 	}
-	for i, id := range append(append([]uint32(nil), f.slots...), f.standby...) {
+	for i, id := range slices.Concat(f.slots, f.standby, f.fallback) {
 		h.check(h.maps.Services.Update(bpf.NewServiceKey(fe, uint16(i+1)), bpf.ServiceValue{BackendID: id}))
 	}
 	h.check(h.maps.Services.Update(bpf.NewServiceKey(fe, 0), master))

@@ -2,6 +2,7 @@ package bpf
 
 import (
 	"cmp"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -22,7 +23,7 @@ import (
 //	backend ID ADDR STATE [cluster=N] [zone=N]
 //	maglev REVNAT size=M sum=FNV32 ID:SLOTS...
 //	revnat REVNAT ADDR:PORT
-//	service FRONTEND master revnat=ID type=T algorithm=A count=N standby=N [affinity=S] [flags=F,...]
+//	service FRONTEND master revnat=ID type=T algorithm=A count=N standby=N [fallback=N] [affinity=S] [proxy-port=P] [flags=F,...]
 //	service FRONTEND slot=N backend=ID
 //	srcrange REVNAT PREFIX
 //	affinity REVNAT CLIENT backend=ID
@@ -70,6 +71,8 @@ type ServiceEntry struct {
 	Algorithm       string      `json:"algorithm,omitempty"`
 	Count           uint16      `json:"count,omitempty"`
 	Standby         uint16      `json:"standby,omitempty"`
+	Fallback        uint16      `json:"fallback,omitempty"`
+	ProxyPort       uint16      `json:"proxyPort,omitempty"`
 	AffinityTimeout uint32      `json:"affinityTimeout,omitempty"`
 	Flags           []string    `json:"flags,omitempty"`
 }
@@ -96,6 +99,7 @@ var flagNames = []struct {
 }{
 	{FlagExtLocal, "ext-local"}, {FlagIntLocal, "int-local"}, {FlagAffinity, "affinity"},
 	{FlagSourceRanges, "source-ranges"}, {FlagRedirected, "redirected"},
+	{FlagProxy, "proxy"}, {FlagSkipFromBackend, "skip-from-backend"},
 }
 
 // TakeDump reads every map of m.
@@ -159,6 +163,7 @@ func NewServiceEntry(k ServiceKey, v ServiceValue) ServiceEntry {
 		return e
 	}
 	e.RevNatID, e.Count, e.Standby, e.AffinityTimeout = v.RevNatID, v.Count, v.Standby, v.AffinityTimeout
+	e.Fallback, e.ProxyPort = v.Fallback, binary.BigEndian.Uint16(v.ProxyPort[:])
 	e.Type = lb.SVCType(v.Type).String()
 	switch v.Algorithm {
 	case AlgorithmRandom:
@@ -233,8 +238,14 @@ func (d *Dump) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(&sb, "service %s master revnat=%d type=%s algorithm=%s count=%d standby=%d",
 			s.Frontend, s.RevNatID, s.Type, s.Algorithm, s.Count, s.Standby)
+		if s.Fallback != 0 {
+			fmt.Fprintf(&sb, " fallback=%d", s.Fallback)
+		}
 		if s.AffinityTimeout != 0 {
 			fmt.Fprintf(&sb, " affinity=%d", s.AffinityTimeout)
+		}
+		if s.ProxyPort != 0 {
+			fmt.Fprintf(&sb, " proxy-port=%d", s.ProxyPort)
 		}
 		if len(s.Flags) > 0 {
 			fmt.Fprintf(&sb, " flags=%s", strings.Join(s.Flags, ","))

@@ -1,6 +1,7 @@
 package bpf
 
 import (
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"sync"
@@ -89,7 +90,8 @@ func serviceValueOf(e ServiceEntry) (ServiceValue, error) {
 	if e.Slot > 0 {
 		return ServiceValue{BackendID: e.BackendID}, nil
 	}
-	v := ServiceValue{RevNatID: e.RevNatID, Count: e.Count, Standby: e.Standby, AffinityTimeout: e.AffinityTimeout}
+	v := ServiceValue{RevNatID: e.RevNatID, Count: e.Count, Standby: e.Standby, Fallback: e.Fallback, AffinityTimeout: e.AffinityTimeout}
+	binary.BigEndian.PutUint16(v.ProxyPort[:], e.ProxyPort)
 	names := entryNames()
 	var ok bool
 	if v.Type, ok = names.types[e.Type]; !ok {

@@ -58,9 +58,25 @@ type Frontend struct {
 	// service's, when a redirect is set.
 	RedirectedTo ServiceName `json:"redirectedTo,omitzero" yaml:"redirectedTo,omitempty"`
 
+	// SkipFromBackend says that the redirect leaves the traffic of its own
+	// backends (the clients that are one of Backends) to Hidden: the
+	// redirect's SkipFromBackend.
+	SkipFromBackend bool `json:"skipFromBackend,omitempty" yaml:"skipFromBackend,omitempty"`
+
+	// ProxyPort, when not 0, sends new flows to the L7 proxy on this node
+	// listening on this port; Backends stay for the proxy to use.
+	ProxyPort uint16 `json:"proxyPort,omitempty" yaml:"proxyPort,omitempty"`
+
 	// Backends are the selected backends, the ones taking new flows (weight
 	// above 0) first, each group sorted by address.
 	Backends []BackendRef `json:"backends" yaml:"backends"`
+
+	// Hidden are, while a redirect is in force, the backends the frontend
+	// would have without it (selected as Backends are). The reconciler
+	// keeps their IDs, so that clearing the redirect gives back the maps
+	// as they were, and with SkipFromBackend writes them as the fallback
+	// slots that the redirect's own backends are sent to.
+	Hidden []BackendRef `json:"hidden,omitempty" yaml:"hidden,omitempty"`
 
 	// TopologyLevel is, for a service with topology keys, the key whose
 	// level was selected ("*" for the fallback to all), or
@@ -90,7 +106,7 @@ func (f *Frontend) SetStatus(s reconciler.Status) *Frontend {
 }
 
 func (f *Frontend) TableHeader() []string {
-	return []string{"Address", "Type", "Service", "PortName", "Backends", "RedirectTo", "ID", "Status", "Topology"}
+	return []string{"Address", "Type", "Service", "PortName", "Backends", "RedirectTo", "Proxy", "ID", "Status", "Topology"}
 }
 
 func (f *Frontend) TableRow() []string {
@@ -98,9 +114,15 @@ func (f *Frontend) TableRow() []string {
 	for i, b := range f.Backends {
 		backends[i] = b.String()
 	}
-	redirect := ""
+	redirect, proxy := "", ""
 	if !f.RedirectedTo.IsZero() {
 		redirect = f.RedirectedTo.String()
+		if f.SkipFromBackend {
+			redirect += " (skip-from-backend)"
+		}
+	}
+	if f.ProxyPort != 0 {
+		proxy = strconv.Itoa(int(f.ProxyPort))
 	}
 	id := ""
 	if f.ID != 0 {
@@ -108,6 +130,6 @@ func (f *Frontend) TableRow() []string {
 	}
 	return []string{
 		f.Address.String(), f.Type.String(), f.Service.String(), f.PortName,
-		strings.Join(backends, ", "), redirect, id, f.Status.Kind.String(), f.TopologyLevel,
+		strings.Join(backends, ", "), redirect, proxy, id, f.Status.Kind.String(), f.TopologyLevel,
 	}
 }

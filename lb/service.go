@@ -199,6 +199,11 @@ type Redirect struct {
 	// Ports, if not empty, limits the redirect to the frontends matching
 	// one of them.
 	Ports []RedirectPort `json:"ports,omitempty" yaml:"ports,omitempty"`
+	// SkipFromBackend leaves the traffic of To's backends themselves to
+	// the service's own backends (a local redirect policy's
+	// skipRedirectFromBackend): a node-local DNS cache still reaches the
+	// real DNS service.
+	SkipFromBackend bool `json:"skipFromBackend,omitempty" yaml:"skipFromBackend,omitempty"`
 }
 
 // RedirectPort matches a frontend by its port name or, when Name is
@@ -227,7 +232,8 @@ func (r Redirect) Covers(fe FrontendParams) bool {
 
 // Equal reports whether two redirects are the same.
 func (r Redirect) Equal(o Redirect) bool {
-	return r.Source == o.Source && r.To == o.To && r.ClusterIPOnly == o.ClusterIPOnly && slices.Equal(r.Ports, o.Ports)
+	return r.Source == o.Source && r.To == o.To && r.ClusterIPOnly == o.ClusterIPOnly &&
+		r.SkipFromBackend == o.SkipFromBackend && slices.Equal(r.Ports, o.Ports)
 }
 
 func (r Redirect) String() string { return r.To.String() + " (" + r.Source.String() + ")" }
@@ -258,6 +264,10 @@ type Service struct {
 	// first; the first one is in force.
 	Redirects []Redirect `json:"redirects,omitempty" yaml:"redirects,omitempty"`
 
+	// ProxyRedirects has at most one L7 proxy redirect per source,
+	// highest priority first; the first one is in force.
+	ProxyRedirects []ProxyRedirect `json:"proxyRedirects,omitempty" yaml:"proxyRedirects,omitempty"`
+
 	// Conflicts lists the frontends this service declares but another
 	// service owns.
 	Conflicts []FrontendConflict `json:"conflicts,omitempty" yaml:"conflicts,omitempty"`
@@ -278,6 +288,14 @@ func (s *Service) Redirect() *Redirect {
 		return nil
 	}
 	return &s.Redirects[0]
+}
+
+// ProxyRedirect returns the L7 proxy redirect in force, or nil.
+func (s *Service) ProxyRedirect() *ProxyRedirect {
+	if len(s.ProxyRedirects) == 0 {
+		return nil
+	}
+	return &s.ProxyRedirects[0]
 }
 
 // Sources lists the sources that declare the service, highest priority
@@ -326,8 +344,30 @@ func (s *Service) WithoutRedirect(src Source) *Service {
 	return c
 }
 
-func (p ServiceParams) source() Source { return p.Source }
-func (r Redirect) source() Source      { return r.Source }
+// WithProxyRedirect returns a copy with pr in place of the same source's
+// proxy redirect.
+func (s *Service) WithProxyRedirect(pr ProxyRedirect) *Service {
+	c := s.Clone()
+	c.ProxyRedirects = withBySource(s.ProxyRedirects, pr, ProxyRedirect.source)
+	return c
+}
+
+// WithoutProxyRedirect returns a copy without the source's proxy redirect.
+func (s *Service) WithoutProxyRedirect(src Source) *Service {
+	c := s.Clone()
+	c.ProxyRedirects = withoutSource(s.ProxyRedirects, src, ProxyRedirect.source)
+	return c
+}
+
+// Overridden reports whether the service row exists for more than its
+// declarations: a redirect or a proxy redirect is kept for it.
+func (s *Service) Overridden() bool {
+	return len(s.Redirects) > 0 || len(s.ProxyRedirects) > 0
+}
+
+func (p ServiceParams) source() Source  { return p.Source }
+func (r Redirect) source() Source       { return r.Source }
+func (pr ProxyRedirect) source() Source { return pr.Source }
 
 // withBySource returns a copy of xs, kept sorted by source priority, with
 // x in place of the element from x's source.
@@ -360,6 +400,9 @@ func (s *Service) TableRow() []string {
 	redirects := make([]string, len(s.Redirects))
 	for i, r := range s.Redirects {
 		redirects[i] = r.String()
+	}
+	for _, pr := range s.ProxyRedirects {
+		redirects = append(redirects, pr.String())
 	}
 	redirect := strings.Join(redirects, ", ")
 	conflicts := make([]string, len(s.Conflicts))

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/cilium/statedb/reconciler"
 
 	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/internal/smallset"
 	"github.com/lbstate/lbstate/lb"
 )
 
@@ -58,6 +60,9 @@ type task struct {
 	fullIn             roomMap
 
 	rotation, standby []lb.BackendRef
+	// fallback are the hidden backends that take new flows, for the
+	// fallback slots of a redirect with SkipFromBackend (one slot each).
+	fallback []lb.BackendRef
 	// slotCounts are the slots of each backend in rotation (nil: one
 	// each), slotCount the slots in all, standby ones included.
 	slotCounts []int
@@ -151,7 +156,7 @@ func (o *ops) update(txn statedb.ReadTxn, tasks []task) {
 			j.err = o.writeSourceRanges(j.st, j.ranges)
 		}
 		if j.err == nil {
-			j.err = o.releaseUnused(j.st, j.fe.Backends, &doomed, j)
+			j.err = o.releaseUnused(j.st, kept(j.fe), &doomed, j)
 		}
 	}
 	o.deleteBackends(doomed)
@@ -271,13 +276,19 @@ func fail(tasks []task, err error, part func(*task) bool) {
 func (o *ops) writeBackends(tasks []task) {
 	var touched []*backendState
 	for j := range live(tasks) {
-		for _, ref := range j.fe.Backends {
+		// The selected backends first (a new one gets its ID before the
+		// hidden ones, whether or not they come in the same update); a
+		// backend both hidden and selected is seen as selected.
+		selected := smallset.NewIndex(func(b *lb.BackendRef) lb.L3n4Addr { return b.Address })
+		for i, ref := range kept(j.fe) {
 			be, err := o.claimBackend(j.st, ref.Address)
 			if err != nil {
 				j.err = err
 				break
 			}
-			be.setView(j.st.id, ref)
+			if i < len(j.fe.Backends) || !selected.Has(j.fe.Backends, ref.Address) {
+				be.setView(j.st.id, ref)
+			}
 			touched = append(touched, be)
 		}
 	}
@@ -341,7 +352,14 @@ func (j *task) layout(o *ops) {
 			j.slotCount += n
 		}
 	}
-	j.slotCount += len(j.standby)
+	if j.fe.SkipFromBackend && !j.fe.RedirectedTo.IsZero() {
+		for _, b := range j.fe.Hidden {
+			if b.Weight > 0 {
+				j.fallback = append(j.fallback, b)
+			}
+		}
+	}
+	j.slotCount += len(j.standby) + len(j.fallback)
 	if j.slotCount > maxSlots {
 		j.err = fmt.Errorf("frontend %s: %d backend slots, at most %d", j.fe.Address, j.slotCount, maxSlots)
 	}
@@ -393,12 +411,14 @@ func (o *ops) writeMasters(tasks []task) {
 		master := bpf.ServiceValue{
 			RevNatID:        j.st.id,
 			AffinityTimeout: j.fe.Policy.AffinityTimeout(),
-			Count:           uint16(len(j.slotIDs) - len(j.standby)),
+			Count:           uint16(len(j.slotIDs) - len(j.standby) - len(j.fallback)),
 			Standby:         uint16(len(j.standby)),
+			Fallback:        uint16(len(j.fallback)),
 			Type:            uint8(j.fe.Type),
 			Flags:           flags(j.fe, len(j.ranges) > 0),
 			Algorithm:       j.algorithm,
 		}
+		binary.BigEndian.PutUint16(master.ProxyPort[:], j.fe.ProxyPort)
 		j.st.affinity = j.st.affinity || master.AffinityTimeout > 0 // before entries can exist
 		if !j.st.masterWritten || j.st.master != master {
 			j.st.masterWritten, j.st.master = false, master

@@ -249,8 +249,8 @@ func sameMaglevBackend(a, b maglev.Backend) bool {
 }
 
 // slotIDs lays out the backend IDs of slots 1..n: the rotation (weighted
-// for random, one each for Maglev, whose table carries the weights), then
-// the standby backends.
+// for random, one each for Maglev, whose table carries the weights), the
+// standby backends, then the fallback ones.
 func (o *ops) slotIDs(j *task) []uint32 {
 	ids := make([]uint32, 0, j.slotCount)
 	for i, b := range j.rotation {
@@ -262,10 +262,20 @@ func (o *ops) slotIDs(j *task) []uint32 {
 			}
 		}
 	}
-	for _, b := range j.standby {
+	for _, b := range slices.Concat(j.standby, j.fallback) {
 		ids = append(ids, o.backends[b.Address].id)
 	}
 	return ids
+}
+
+// kept are the backends whose IDs a frontend keeps: those it uses and
+// those an override hides (Hidden), so that clearing the override gives
+// back the entries, under the same IDs, that were there before it.
+func kept(fe *lb.Frontend) []lb.BackendRef {
+	if len(fe.Hidden) == 0 {
+		return fe.Backends
+	}
+	return slices.Concat(fe.Backends, fe.Hidden)
 }
 
 // writeSourceRanges makes the frontend's lb_src_range entries the wanted
@@ -431,6 +441,12 @@ func flags(fe *lb.Frontend, hasRanges bool) uint8 {
 	}
 	if !fe.RedirectedTo.IsZero() {
 		f |= bpf.FlagRedirected
+		if fe.SkipFromBackend {
+			f |= bpf.FlagSkipFromBackend
+		}
+	}
+	if fe.ProxyPort != 0 {
+		f |= bpf.FlagProxy
 	}
 	return f
 }

@@ -316,9 +316,15 @@ func churn(t *testing.T, maps *bpf.Maps, cfg func(*reconciler.Config)) *agent {
 	for op := range ops {
 		i := r.IntN(services)
 		a.write(t, func(txn statedb.WriteTxn) error {
-			switch r.IntN(4) {
+			switch r.IntN(6) {
 			case 0:
 				return a.w.DeleteService(txn, serviceName(i), lb.SourceK8s)
+			case 4: // a redirect hides the service's own backends
+				to := serviceName(r.IntN(services))
+				if to == serviceName(i) {
+					return a.w.ClearRedirect(txn, serviceName(i), lb.SourceRedirect)
+				}
+				return a.w.SetRedirect(txn, serviceName(i), lb.Redirect{Source: lb.SourceRedirect, To: to, SkipFromBackend: r.IntN(2) == 0})
 			case 1:
 				return declareOne(a.w, txn, i, r.IntN(6), uint16(1+r.IntN(300)))
 			default:
@@ -436,14 +442,14 @@ func checkMaps(m *bpf.Maps) string {
 		}
 	}
 	for k, v := range masters {
-		for slot := 1; slot <= int(v.Count)+int(v.Standby); slot++ {
+		for slot := 1; slot <= int(v.Count)+int(v.Standby)+int(v.Fallback); slot++ {
 			sk := k
 			sk.Slot = uint16(slot)
 			if _, ok, _ := m.Services.Lookup(sk); ok {
 				continue
 			}
 			if again, ok, _ := m.Services.Lookup(k); ok && again == v {
-				return fmt.Sprintf("master of %s counts %d slots but slot %d is missing", k.L3n4Addr(), v.Count+v.Standby, slot)
+				return fmt.Sprintf("master of %s counts %d slots but slot %d is missing", k.L3n4Addr(), v.Count+v.Standby+v.Fallback, slot)
 			}
 			break
 		}

@@ -182,11 +182,21 @@ func delta(added bool) int {
 }
 
 // need returns the entries the task's frontend needs beyond those it has:
-// backends not in lb_backends (nor in counted, those an older frontend of
+// backends (selected or hidden) not in lb_backends (nor in counted, those an older frontend of
 // the batch brings), and what needOwn counts.
 func (o *ops) need(j *task, counted map[lb.L3n4Addr]bool) entries {
 	n := needOwn(j)
-	for _, b := range j.fe.Backends {
+	var seen map[lb.L3n4Addr]bool // a backend both hidden and selected counts once
+	if len(j.fe.Hidden) > 0 {
+		seen = map[lb.L3n4Addr]bool{}
+	}
+	for _, b := range kept(j.fe) {
+		if seen != nil {
+			if seen[b.Address] {
+				continue
+			}
+			seen[b.Address] = true
+		}
 		if be := o.knownBackend(b.Address); (be == nil || !be.inMap) && !counted[b.Address] {
 			n[roomBackends]++
 		}

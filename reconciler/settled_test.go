@@ -2,6 +2,7 @@ package reconciler_test
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -78,15 +79,21 @@ func (a *agent) settled(t testing.TB, maps *bpf.Maps) string {
 	inTable := map[lb.L3n4Addr]bool{}
 	for fe := range a.frontends.All(a.db.ReadTxn()) {
 		inTable[fe.Address] = true
+		fallback := 0 // the hidden backends taking new flows, with skip-from-backend
+		if fe.SkipFromBackend {
+			for _, b := range fe.Hidden {
+				fallback += b2i(b.Weight > 0)
+			}
+		}
 		switch fe.Status.Kind {
 		case statedbreconciler.StatusKindDone:
 			m, ok := masters[fe.Address]
 			if !ok {
 				return fmt.Sprintf("%s is reconciled but has no master entry", fe.Address)
 			}
-			if n := int(m.Count) + int(m.Standby); n != len(fe.Backends) || len(slots[fe.Address]) != n {
-				return fmt.Sprintf("%s is reconciled with %d backends, but its master counts %d slots and %d exist",
-					fe.Address, len(fe.Backends), n, len(slots[fe.Address]))
+			if n := int(m.Count) + int(m.Standby); n != len(fe.Backends) || int(m.Fallback) != fallback || len(slots[fe.Address]) != n+fallback {
+				return fmt.Sprintf("%s is reconciled with %d backends and %d fallback ones, but its master counts %d slots and %d fallback, and %d exist",
+					fe.Address, len(fe.Backends), fallback, n, m.Fallback, len(slots[fe.Address]))
 			}
 			for _, id := range slots[fe.Address] {
 				if !hasBackend(fe, backendAt[id]) {
@@ -98,14 +105,16 @@ func (a *agent) settled(t testing.TB, maps *bpf.Maps) string {
 				return fmt.Sprintf("%s failed: %s", fe.Address, fe.Status.GetError())
 			}
 			need := map[string]int{
-				maps.Services.Name(): max(0, len(fe.Backends)-len(slots[fe.Address])),
+				maps.Services.Name(): max(0, len(fe.Backends)+fallback-len(slots[fe.Address])),
 				maps.RevNat.Name():   b2i(!revNat[fe.ID]),
 			}
 			if _, ok := masters[fe.Address]; !ok {
 				need[maps.Services.Name()]++
 			}
-			for _, b := range fe.Backends {
-				if !haveBackend[b.Address] {
+			needed := map[lb.L3n4Addr]bool{} // selected and hidden: the reconciler keeps both
+			for _, b := range slices.Concat(fe.Backends, fe.Hidden) {
+				if !haveBackend[b.Address] && !needed[b.Address] {
+					needed[b.Address] = true
 					need[maps.Backends.Name()]++
 				}
 			}
@@ -138,7 +147,7 @@ func (a *agent) settled(t testing.TB, maps *bpf.Maps) string {
 }
 
 func hasBackend(fe *lb.Frontend, addr lb.L3n4Addr) bool {
-	for _, b := range fe.Backends {
+	for _, b := range slices.Concat(fe.Backends, fe.Hidden) {
 		if b.Address == addr {
 			return true
 		}

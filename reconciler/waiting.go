@@ -94,7 +94,7 @@ func (o *ops) admitOldestFirst(tasks []task) {
 			continue
 		}
 		free.sub(n)
-		for _, b := range t.j.fe.Backends {
+		for _, b := range kept(t.j.fe) {
 			counted[b.Address] = true
 		}
 	}
@@ -206,7 +206,7 @@ func (o *ops) offerRoom() {
 			continue
 		}
 		free.sub(n)
-		for _, b := range w.t.fe.Backends {
+		for _, b := range kept(w.t.fe) {
 			counted[b.Address] = true
 		}
 		w.reserved = n

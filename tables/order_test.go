@@ -94,9 +94,9 @@ func TestArrivalOrder(t *testing.T) {
 	// merge both sources, k8s's weight for the shared 10.0.0.2 outranking
 	// kvstore's; default/other keeps its own address, redirected.
 	wantRows := fmt.Sprint(
-		"10.96.0.1:80/TCP | ClusterIP | default/web | http | 10.0.0.1:8080/TCP, 10.0.0.2:8080/TCP, 10.1.0.1:8080/TCP |  policy=api\n",
-		"10.96.0.1:81/TCP | ClusterIP | default/web | http | 10.0.0.1:8080/TCP, 10.0.0.2:8080/TCP, 10.1.0.1:8080/TCP |  policy=api\n",
-		"10.96.0.2:80/TCP | ClusterIP | default/other | http | 10.0.9.1:8080/TCP | default/web-local policy=k8s\n",
+		"10.96.0.1:80/TCP | ClusterIP | default/web | http | 10.0.0.1:8080/TCP, 10.0.0.2:8080/TCP, 10.1.0.1:8080/TCP |  |  policy=api\n",
+		"10.96.0.1:81/TCP | ClusterIP | default/web | http | 10.0.0.1:8080/TCP, 10.0.0.2:8080/TCP, 10.1.0.1:8080/TCP |  |  policy=api\n",
+		"10.96.0.2:80/TCP | ClusterIP | default/other | http | 10.0.9.1:8080/TCP | default/web-local |  policy=k8s\n",
 		"default/other [frontend 10.96.0.1:81/TCP is owned by service default/web]\n",
 		"default/web []\n",
 	)

@@ -293,38 +293,19 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 		policy.TrafficDistribution != lb.TrafficDistributionDefault || len(policy.TopologyKeys) > 0 {
 		node = ch.localNode(w, txn)
 	}
-	r := svc.Redirect()
-	// Each set of candidates is read once, and only if a frontend uses it:
-	// a partial redirect leaves the frontends it does not cover alone.
+	r, pr := svc.Redirect(), svc.ProxyRedirect()
+	// Each set of candidates is read once, and only if a frontend uses it.
+	// The service's own are read even for a redirected frontend: the
+	// backends it would have without the redirect are kept (Hidden).
 	var own, redirectCands []Candidate
-	var ownRead, redirectRead bool
+	var redirectRead bool
+	own = w.candidates(txn, name, ch.ownCands[:0])
+	ch.ownCands = own
 	if len(policy.TopologyKeys) > 0 { // the only services that read node labels
-		keys := policy.TopologyKeys
-		if r != nil && !slices.ContainsFunc(policy.Frontends, func(p lb.FrontendParams) bool { return !r.Covers(p) }) {
-			keys = nil // redirected frontends skip topology, and here all are
-		} else {
-			own, ownRead = w.candidates(txn, name, ch.ownCands[:0]), true
-			ch.ownCands = own
-			w.topologyCandidates(txn, ch, own)
-		}
-		w.trackTopology(txn, ch, name, keys, own)
+		w.topologyCandidates(txn, ch, own)
 	}
+	w.trackTopology(txn, ch, name, policy.TopologyKeys, own)
 	for _, params := range policy.Frontends {
-		var cands []Candidate
-		redirectedTo := lb.ServiceName{}
-		if r != nil && r.Covers(params) {
-			if !redirectRead {
-				redirectCands, redirectRead = w.candidates(txn, r.To, ch.redirectCands[:0]), true
-				ch.redirectCands = redirectCands
-			}
-			cands, redirectedTo = redirectCands, r.To
-		} else {
-			if !ownRead {
-				own, ownRead = w.candidates(txn, name, ch.ownCands[:0]), true
-				ch.ownCands = own
-			}
-			cands = own
-		}
 		cur, _, found := w.t.frontends.Get(txn, FrontendByAddress.Query(params.Address))
 		owner, decided := ch.owners[params.Address]
 		if !decided && found {
@@ -337,9 +318,20 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 			FrontendParams: params,
 			Service:        name,
 			Policy:         policy,
-			RedirectedTo:   redirectedTo,
 		}
-		next.Backends, next.TopologyLevel = SelectBackendsLevel(params, policy, node, !redirectedTo.IsZero(), cands)
+		next.Backends, next.TopologyLevel = SelectBackendsLevel(params, policy, node, false, own)
+		if r != nil && r.Covers(params) {
+			if !redirectRead {
+				redirectCands, redirectRead = w.candidates(txn, r.To, ch.redirectCands[:0]), true
+				ch.redirectCands = redirectCands
+			}
+			next.Hidden = next.Backends
+			next.RedirectedTo, next.SkipFromBackend = r.To, r.SkipFromBackend
+			next.Backends, next.TopologyLevel = SelectBackendsLevel(params, policy, node, true, redirectCands)
+		}
+		if pr != nil && pr.Covers(params) {
+			next.ProxyPort = pr.ProxyPort
+		}
 		if found {
 			if sameFrontend(cur, next) {
 				continue
@@ -368,9 +360,12 @@ func sameFrontend(a, b *lb.Frontend) bool {
 	return a.FrontendParams == b.FrontendParams &&
 		a.Service == b.Service &&
 		a.RedirectedTo == b.RedirectedTo &&
+		a.SkipFromBackend == b.SkipFromBackend &&
+		a.ProxyPort == b.ProxyPort &&
 		a.TopologyLevel == b.TopologyLevel &&
 		(a.Policy == b.Policy || a.Policy.Equal(b.Policy)) &&
-		slices.Equal(a.Backends, b.Backends)
+		slices.Equal(a.Backends, b.Backends) &&
+		slices.Equal(a.Hidden, b.Hidden)
 }
 
 // refreshConflicts brings a service's list of lost frontend addresses up to

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -32,19 +33,21 @@ type backendsDoc struct {
 func ScriptCommands(w *Writer) map[string]script.Cmd {
 	inits := &initializers{w: w, done: map[string]func(statedb.WriteTxn){}}
 	return map[string]script.Cmd{
-		"lb/upsert-service":   upsertServiceCmd(w),
-		"lb/delete-service":   deleteServiceCmd(w),
-		"lb/upsert-backends":  upsertBackendsCmd(w),
-		"lb/release-backends": releaseBackendsCmd(w),
-		"lb/delete-source":    deleteSourceCmd(w),
-		"lb/set-health":       setHealthCmd(w),
-		"lb/set-redirect":     setRedirectCmd(w),
-		"lb/clear-redirect":   clearRedirectCmd(w),
-		"lb/set-node":         setNodeCmd(w),
-		"lb/set-node-labels":  setNodeLabelsCmd(w),
-		"lb/delete-node":      deleteNodeCmd(w),
-		"lb/init-register":    inits.registerCmd(),
-		"lb/init-done":        inits.doneCmd(),
+		"lb/upsert-service":       upsertServiceCmd(w),
+		"lb/delete-service":       deleteServiceCmd(w),
+		"lb/upsert-backends":      upsertBackendsCmd(w),
+		"lb/release-backends":     releaseBackendsCmd(w),
+		"lb/delete-source":        deleteSourceCmd(w),
+		"lb/set-health":           setHealthCmd(w),
+		"lb/set-redirect":         setRedirectCmd(w),
+		"lb/clear-redirect":       clearRedirectCmd(w),
+		"lb/set-proxy-redirect":   setProxyRedirectCmd(w),
+		"lb/clear-proxy-redirect": clearProxyRedirectCmd(w),
+		"lb/set-node":             setNodeCmd(w),
+		"lb/set-node-labels":      setNodeLabelsCmd(w),
+		"lb/delete-node":          deleteNodeCmd(w),
+		"lb/init-register":        inits.registerCmd(),
+		"lb/init-done":            inits.doneCmd(),
 	}
 }
 
@@ -232,10 +235,17 @@ func setRedirectCmd(w *Writer) script.Cmd {
 		script.CmdUsage{
 			Summary: "Redirect a service's frontends to another service's backends",
 			Args:    "service target",
-			Flags:   func(fs *pflag.FlagSet) { fs.StringP("source", "s", "redirect", "The source that sets the redirect") },
+			Flags: func(fs *pflag.FlagSet) {
+				fs.StringP("source", "s", "redirect", "The source that sets the redirect")
+				fs.Bool("skip-from-backend", false, "Leave the target's backends' own traffic to the service's backends")
+			},
 		},
 		func(s *script.State, args ...string) (script.WaitFunc, error) {
 			src, err := getSource(s)
+			if err != nil {
+				return result(err)
+			}
+			skip, err := s.Flags.GetBool("skip-from-backend")
 			if err != nil {
 				return result(err)
 			}
@@ -251,7 +261,7 @@ func setRedirectCmd(w *Writer) script.Cmd {
 				return result(err)
 			}
 			return write(w, func(txn statedb.WriteTxn) error {
-				return w.SetRedirect(txn, name, lb.Redirect{Source: src, To: to})
+				return w.SetRedirect(txn, name, lb.Redirect{Source: src, To: to, SkipFromBackend: skip})
 			})
 		})
 }
@@ -276,6 +286,60 @@ func clearRedirectCmd(w *Writer) script.Cmd {
 				return result(err)
 			}
 			return write(w, func(txn statedb.WriteTxn) error { return w.ClearRedirect(txn, name, src) })
+		})
+}
+
+func setProxyRedirectCmd(w *Writer) script.Cmd {
+	return script.Command(
+		script.CmdUsage{
+			Summary: "Send new flows of a service's frontends to the L7 proxy on this node",
+			Args:    "service proxy-port [port-name...]",
+			Flags:   func(fs *pflag.FlagSet) { fs.StringP("source", "s", "api", "The source that sets the proxy redirect") },
+			Detail: []string{
+				"Port names limit the proxy redirect to the frontends of those ports; without, it covers every frontend.",
+			},
+		},
+		func(s *script.State, args ...string) (script.WaitFunc, error) {
+			src, err := getSource(s)
+			if err != nil {
+				return result(err)
+			}
+			if len(args) < 2 {
+				return nil, script.ErrUsage
+			}
+			name, err := lb.ParseServiceName(args[0])
+			if err != nil {
+				return result(err)
+			}
+			port, err := strconv.ParseUint(args[1], 10, 16)
+			if err != nil {
+				return result(fmt.Errorf("proxy port %q: %w", args[1], err))
+			}
+			pr := lb.ProxyRedirect{Source: src, ProxyPort: uint16(port), Ports: args[2:]}
+			return write(w, func(txn statedb.WriteTxn) error { return w.SetProxyRedirect(txn, name, pr) })
+		})
+}
+
+func clearProxyRedirectCmd(w *Writer) script.Cmd {
+	return script.Command(
+		script.CmdUsage{
+			Summary: "Clear the L7 proxy redirect a source set on a service",
+			Args:    "service",
+			Flags:   func(fs *pflag.FlagSet) { fs.StringP("source", "s", "api", "The source that set the proxy redirect") },
+		},
+		func(s *script.State, args ...string) (script.WaitFunc, error) {
+			src, err := getSource(s)
+			if err != nil {
+				return result(err)
+			}
+			if len(args) != 1 {
+				return nil, script.ErrUsage
+			}
+			name, err := lb.ParseServiceName(args[0])
+			if err != nil {
+				return result(err)
+			}
+			return write(w, func(txn statedb.WriteTxn) error { return w.ClearProxyRedirect(txn, name, src) })
 		})
 }
 

@@ -143,7 +143,9 @@ func TestTopologyServicesTableFollowsKeysAndBackends(t *testing.T) {
 	if len(got) != 2 || got["default/near"] != "topology.kubernetes.io/zone,* on node2, node3" || got["default/far"] != "topology.kubernetes.io/zone on node3" {
 		t.Fatalf("topology-services: %v", got)
 	}
-	// far drops its keys, near is redirected: neither reads node labels.
+	// far drops its keys: it no longer reads node labels. near is
+	// redirected and still does: the backends the redirect hides are
+	// selected as without it, for when it goes.
 	mustWrite(t, w, func(txn statedb.WriteTxn) error {
 		if err := w.UpsertService(txn, lb.ServiceParams{
 			Name: lb.NewServiceName("default", "far"), Source: lb.SourceK8s,
@@ -153,8 +155,8 @@ func TestTopologyServicesTableFollowsKeysAndBackends(t *testing.T) {
 		}
 		return w.SetRedirect(txn, lb.NewServiceName("default", "near"), lb.Redirect{Source: lb.SourceK8s, To: lb.NewServiceName("default", "plain")})
 	})
-	if got := rows(); len(got) != 0 {
-		t.Errorf("topology-services after the keys stopped applying: %v", got)
+	if got := rows(); len(got) != 1 || got["default/near"] != "topology.kubernetes.io/zone,* on node2, node3" {
+		t.Errorf("topology-services after far's keys stopped applying: %v", got)
 	}
 	if far, level, _ := frontendState(t, w, "10.96.0.2:80/TCP"); far != "10.0.1.3:80/TCP" || level != "" {
 		t.Errorf("far without keys: %q at %q", far, level)

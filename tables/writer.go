@@ -248,7 +248,7 @@ func (w *Writer) ReleaseBackends(txn statedb.WriteTxn, name lb.ServiceName, src 
 }
 
 // DeleteSource removes everything a source contributed: its declarations
-// of services, its backends and the redirects it set. What other sources
+// of services, its backends and the redirects and proxy redirects it set. What other sources
 // contributed stays.
 func (w *Writer) DeleteSource(txn statedb.WriteTxn, src lb.Source) error {
 	return w.deleteSourceWhere(txn, src, nil)
@@ -277,12 +277,14 @@ func (w *Writer) deleteSourceWhere(txn statedb.WriteTxn, src lb.Source, keep fun
 	ch := w.begin(txn)
 	var services []*lb.Service
 	for s := range w.t.services.All(txn) {
-		if gone(s.Name) && (slices.ContainsFunc(s.Params, func(p lb.ServiceParams) bool { return p.Source == src }) || slices.ContainsFunc(s.Redirects, func(r lb.Redirect) bool { return r.Source == src })) {
+		if gone(s.Name) && (slices.ContainsFunc(s.Params, func(p lb.ServiceParams) bool { return p.Source == src }) ||
+			slices.ContainsFunc(s.Redirects, func(r lb.Redirect) bool { return r.Source == src }) ||
+			slices.ContainsFunc(s.ProxyRedirects, func(pr lb.ProxyRedirect) bool { return pr.Source == src })) {
 			services = append(services, s)
 		}
 	}
 	for _, old := range services {
-		w.putService(txn, ch, old, old.WithoutSource(src).WithoutRedirect(src))
+		w.putService(txn, ch, old, old.WithoutSource(src).WithoutRedirect(src).WithoutProxyRedirect(src))
 	}
 	w.deleteInstancesWhere(txn, ch, func(i *lb.BackendInstance) bool { return i.Source == src && gone(i.Service) })
 	return w.end(txn, ch)
@@ -389,6 +391,49 @@ func (w *Writer) ClearRedirect(txn statedb.WriteTxn, name lb.ServiceName, src lb
 	return w.end(txn, ch)
 }
 
+// SetProxyRedirect sends the new flows of a service's frontends (those
+// pr.Ports names, or all) to the L7 proxy on this node at pr.ProxyPort,
+// until pr.Source clears it; the backends stay selected, for the proxy.
+// Each source has at most one proxy redirect per service; the
+// highest-priority source's is in force. Like a redirect, it is kept
+// beside the service: it may come before the service is declared,
+// survives every later upsert, and applies on top of whatever backends
+// the frontends have (their own or a redirect's).
+func (w *Writer) SetProxyRedirect(txn statedb.WriteTxn, name lb.ServiceName, pr lb.ProxyRedirect) error {
+	if err := validateRef(name, pr.Source); err != nil {
+		return err
+	}
+	if err := pr.Validate(name); err != nil {
+		return err
+	}
+	old, found := w.service(txn, name)
+	if !found {
+		old = &lb.Service{Name: name}
+	} else if slices.ContainsFunc(old.ProxyRedirects, pr.Equal) {
+		return nil
+	}
+	pr.Ports = slices.Clone(pr.Ports)
+	ch := w.begin(txn)
+	w.putService(txn, ch, old, old.WithProxyRedirect(pr))
+	return w.end(txn, ch)
+}
+
+// ClearProxyRedirect removes the proxy redirect that source set on a
+// service. The next source's, if any, comes into force; otherwise new
+// flows go to the backends again, and the maps are as before it was set.
+func (w *Writer) ClearProxyRedirect(txn statedb.WriteTxn, name lb.ServiceName, src lb.Source) error {
+	if err := validateRef(name, src); err != nil {
+		return err
+	}
+	old, found := w.service(txn, name)
+	if !found || !slices.ContainsFunc(old.ProxyRedirects, func(pr lb.ProxyRedirect) bool { return pr.Source == src }) {
+		return nil
+	}
+	ch := w.begin(txn)
+	w.putService(txn, ch, old, old.WithoutProxyRedirect(src))
+	return w.end(txn, ch)
+}
+
 // validateRef reports a service name or source that is not valid.
 func validateRef(name lb.ServiceName, src lb.Source) error {
 	if err := name.Validate(); err != nil {
@@ -487,7 +532,7 @@ func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Ser
 			w.trackTopology(txn, ch, next.Name, nil, nil) // no longer reads node labels
 		}
 	}
-	if len(next.Params) == 0 && len(next.Redirects) == 0 {
+	if len(next.Params) == 0 && !next.Overridden() {
 		_, _, err := w.t.services.Delete(txn, old)
 		ch.fail(err)
 		return

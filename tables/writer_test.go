@@ -189,20 +189,32 @@ func (g *opGen) op() (string, lb.Source, func(*Writer, statedb.WriteTxn) error) 
 				return nil
 			}
 	case 8:
-		n, to, s := name(), name(), src()
-		return fmt.Sprintf("SetRedirect(%s -> %s, %s)", n, to, s), 0,
+		n, to, s, skip := name(), name(), src(), g.next(2) == 1
+		return fmt.Sprintf("SetRedirect(%s -> %s, %s, skip=%v)", n, to, s, skip), 0,
 			func(w *Writer, txn statedb.WriteTxn) error {
-				if err := w.SetRedirect(txn, n, lb.Redirect{Source: s, To: to}); err != nil && n != to {
+				if err := w.SetRedirect(txn, n, lb.Redirect{Source: s, To: to, SkipFromBackend: skip}); err != nil && n != to {
 					return err // n == to is rejected, as it should be
 				}
 				return nil
 			}
 	default:
-		switch g.next(4) {
+		switch g.next(6) {
 		case 0:
 			n, s := name(), src()
 			return fmt.Sprintf("ClearRedirect(%s, %s)", n, s), 0,
 				func(w *Writer, txn statedb.WriteTxn) error { return w.ClearRedirect(txn, n, s) }
+		case 4:
+			pr := lb.ProxyRedirect{Source: src(), ProxyPort: uint16(15000 + g.next(3))}
+			if g.next(2) == 1 {
+				pr.Ports = []string{"http"}
+			}
+			n := name()
+			return fmt.Sprintf("SetProxyRedirect(%s, %s)", n, pr), 0,
+				func(w *Writer, txn statedb.WriteTxn) error { return w.SetProxyRedirect(txn, n, pr) }
+		case 5:
+			n, s := name(), src()
+			return fmt.Sprintf("ClearProxyRedirect(%s, %s)", n, s), 0,
+				func(w *Writer, txn statedb.WriteTxn) error { return w.ClearProxyRedirect(txn, n, s) }
 		case 1:
 			node, s := lb.Node{Name: genNodes[g.next(3)], Zone: genZones[g.next(3)]}, src()
 			if z := genZones[g.next(3)]; z != "" {
@@ -259,7 +271,7 @@ func checkInvariants(w *Writer, txn statedb.ReadTxn, deleted lb.Source) error {
 		}
 	}
 	for s := range w.Services().All(txn) {
-		if len(s.Params) == 0 && len(s.Redirects) == 0 {
+		if len(s.Params) == 0 && !s.Overridden() {
 			return fmt.Errorf("service %s: empty row left behind", s.Name)
 		}
 		for _, p := range s.Params {
@@ -269,6 +281,9 @@ func checkInvariants(w *Writer, txn statedb.ReadTxn, deleted lb.Source) error {
 		}
 		if deleted != 0 && slices.ContainsFunc(s.Redirects, func(r lb.Redirect) bool { return r.Source == deleted }) {
 			return fmt.Errorf("service %s keeps a redirect of deleted source %s", s.Name, deleted)
+		}
+		if deleted != 0 && slices.ContainsFunc(s.ProxyRedirects, func(pr lb.ProxyRedirect) bool { return pr.Source == deleted }) {
+			return fmt.Errorf("service %s keeps a proxy redirect of deleted source %s", s.Name, deleted)
 		}
 	}
 	for fe := range w.Frontends().All(txn) {
@@ -282,6 +297,24 @@ func checkInvariants(w *Writer, txn statedb.ReadTxn, deleted lb.Source) error {
 		from := fe.Service
 		if !fe.RedirectedTo.IsZero() {
 			from = fe.RedirectedTo
+		} else if len(fe.Hidden) > 0 || fe.SkipFromBackend {
+			return fmt.Errorf("frontend %s: hidden backends without a redirect", fe.Address)
+		}
+		var wantPort uint16
+		if pr := svc.ProxyRedirect(); pr != nil && pr.Covers(fe.FrontendParams) {
+			wantPort = pr.ProxyPort
+		}
+		if fe.ProxyPort != wantPort {
+			return fmt.Errorf("frontend %s: proxy port %d, the proxy redirect in force says %d", fe.Address, fe.ProxyPort, wantPort)
+		}
+		for _, ref := range fe.Hidden {
+			b, _, found := w.Backends().Get(txn, BackendByAddress.Query(ref.Address))
+			if !found {
+				return fmt.Errorf("frontend %s: hidden backend %s is not in the backends table", fe.Address, ref.Address)
+			}
+			if _, ok := b.ForService(fe.Service); !ok {
+				return fmt.Errorf("frontend %s: hidden backend %s has no instance for %s", fe.Address, ref.Address, fe.Service)
+			}
 		}
 		for _, ref := range fe.Backends {
 			b, _, found := w.Backends().Get(txn, BackendByAddress.Query(ref.Address))
@@ -366,6 +399,11 @@ func compareWithRebuild(w *Writer, txn statedb.ReadTxn) error {
 				return err
 			}
 		}
+		for _, pr := range s.ProxyRedirects {
+			if err := fresh.SetProxyRedirect(wtxn, s.Name, pr); err != nil {
+				return err
+			}
+		}
 	}
 	if got, want := frontendsDump(w, txn), frontendsDump(fresh, wtxn); got != want {
 		return fmt.Errorf("frontends differ from a rebuild:\n--- incremental\n%s--- rebuild\n%s", got, want)
@@ -382,8 +420,11 @@ func compareWithRebuild(w *Writer, txn statedb.ReadTxn) error {
 func frontendsDump(w *Writer, txn statedb.ReadTxn) string {
 	var sb strings.Builder
 	for fe := range w.Frontends().All(txn) {
-		row := fe.TableRow()[:6] // what the Writer derives: up to RedirectTo
+		row := fe.TableRow()[:7] // what the Writer derives: up to Proxy
 		fmt.Fprintf(&sb, "%s policy=%s", strings.Join(row, " | "), fe.Policy.Source)
+		if len(fe.Hidden) > 0 {
+			fmt.Fprintf(&sb, " hidden=%v", fe.Hidden)
+		}
 		if fe.TopologyLevel != "" {
 			fmt.Fprintf(&sb, " topology=%s", fe.TopologyLevel)
 		}

@@ -30,6 +30,8 @@ const clientEnv = "LBSTATE_TEST_CLIENT"
 //
 //	tcp ADDR:PORT N      N connections, each reading the server's name
 //	                     (or printing "refused ADDR:PORT")
+//	tcpfrom SRC ADDR:PORT N
+//	                     the same from sockets bound to address SRC
 //	udp ADDR:PORT N      N sockets, each sending one datagram
 //	udp1 ADDR:PORT N     one socket sending N datagrams
 //	udpc ADDR:PORT N     N connected UDP sockets, each sending one
@@ -106,6 +108,16 @@ func runClientLine(out *bufio.Writer, line string) error {
 		}
 		return timeConnects(out, a1, a2, n, cg1, cg2)
 	}
+	dialer := net.Dialer{Timeout: 5 * time.Second}
+	if rest, ok := strings.CutPrefix(line, "tcpfrom "); ok {
+		src, rest, _ := strings.Cut(rest, " ")
+		ip, err := netip.ParseAddr(src)
+		if err != nil {
+			return err
+		}
+		dialer.LocalAddr = &net.TCPAddr{IP: ip.AsSlice()}
+		line = "tcp " + rest
+	}
 	var op, to string
 	var n int
 	if _, err := fmt.Sscan(line, &op, &to, &n); err != nil {
@@ -120,7 +132,7 @@ func runClientLine(out *bufio.Writer, line string) error {
 	for range n {
 		switch op {
 		case "tcp":
-			c, err := net.DialTimeout("tcp", to, 5*time.Second)
+			c, err := dialer.Dial("tcp", to)
 			if errors.Is(err, unix.ECONNREFUSED) {
 				fmt.Fprintln(out, "refused", to)
 				continue

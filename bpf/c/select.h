@@ -198,6 +198,99 @@ static __always_inline __u32 lb_select_backend(const struct lb_service_key *key,
 	return slot ? slot->backend_id : 0;
 }
 
+/*
+ * The overrides (lb.h, lb_services). LB_SKIP_MAX_SLOTS bounds the slots
+ * lb_client_is_backend reads: a redirect to node-local pods has few.
+ */
+#define LB_SKIP_MAX_SLOTS 64
+
+static __always_inline bool lb_addr_eq(const __u8 a[16], const __u8 b[16])
+{
+	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
+
+	return x[0] == y[0] && x[1] == y[1];
+}
+
+/*
+ * lb_client_is_backend says whether client is the address of one of the
+ * backends in slots 1..count+standby (the first LB_SKIP_MAX_SLOTS) of the
+ * frontend whose master entry key names.
+ */
+static __always_inline bool lb_client_is_backend(const struct lb_service_key *key, const struct lb_service_value *m,
+						 const __u8 client[16])
+{
+	struct lb_service_key slot_key = *key;
+	struct lb_service_value *slot;
+	struct lb_backend *b;
+	__u32 n = (__u32)m->count + m->standby, id;
+
+	for (__u32 i = 1; i <= LB_SKIP_MAX_SLOTS; i++) {
+		if (i > n)
+			break;
+		slot_key.slot = i;
+		slot = bpf_map_lookup_elem(&lb_services, &slot_key);
+		if (!slot)
+			continue;
+		id = slot->backend_id;
+		b = bpf_map_lookup_elem(&lb_backends, &id);
+		if (b && lb_addr_eq(b->addr, client))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * lb_select_fallback picks a random fallback slot (after the standby
+ * ones): the service's own backends, for a client that is one of the
+ * redirect's backends. 0, with *reason set, when there is none.
+ */
+static __always_inline __u32 lb_select_fallback(const struct lb_service_key *key, const struct lb_service_value *m,
+						__u32 *reason)
+{
+	struct lb_service_key slot_key = *key;
+	struct lb_service_value *slot;
+
+	*reason = LB_DROP_NO_BACKEND;
+	if (m->fallback == 0)
+		return 0;
+	*reason = LB_DROP_MISSING_ENTRY;
+	slot_key.slot = m->count + m->standby + 1 + bpf_get_prandom_u32() % m->fallback;
+	slot = bpf_map_lookup_elem(&lb_services, &slot_key);
+	return slot ? slot->backend_id : 0;
+}
+
+/*
+ * lb_proxy_backend fills b with the L7 proxy's address of a frontend with
+ * LB_F_PROXY: the loopback address of the flow's family, at proxy_port.
+ * Its backend ID is 0.
+ */
+static __always_inline void lb_proxy_backend(const struct lb_service_value *m, bool v4, struct lb_backend *b)
+{
+	__builtin_memset(b, 0, sizeof(*b));
+	if (v4) {
+		b->addr[10] = b->addr[11] = 0xff;
+		b->addr[12] = 127;
+		b->addr[15] = 1;
+	} else {
+		b->addr[15] = 1;
+	}
+	b->port = m->proxy_port;
+}
+
+/* lb_backend_get copies backend id into *to; false if there is none. */
+static __always_inline bool lb_backend_get(__u32 id, struct lb_backend *to)
+{
+	struct lb_backend *b;
+
+	if (!id)
+		return false;
+	b = bpf_map_lookup_elem(&lb_backends, &id);
+	if (!b)
+		return false;
+	*to = *b;
+	return true;
+}
+
 static __always_inline bool lb_ct_expired(const struct lb_ct_value *ct, __u8 proto, __u32 now)
 {
 	__u32 timeout = proto == IPPROTO_TCP ? LB_CT_TIMEOUT_TCP : LB_CT_TIMEOUT_OTHER;

@@ -6,7 +6,11 @@
  * backend. The client's address and port are not known at connect(), so
  * a new socket takes a random slot, also for Maglev frontends, and
  * frontends restricted by source ranges are left to the tc programs.
- * Session affinity pins the client's network namespace (see lb.h).
+ * Session affinity pins the client's network namespace (see lb.h). A
+ * proxy-redirected frontend's sockets go to the L7 proxy on the loopback
+ * address; for a redirect with skip-from-backend, only a socket bound to
+ * its address can be told from the redirect's backends, and the others
+ * are left to the tc programs too.
  */
 #ifndef __LBSTATE_SOCK_H
 #define __LBSTATE_SOCK_H
@@ -74,6 +78,32 @@ static __always_inline void lb_sock_client(struct bpf_sock_addr *ctx, __u8 clien
 }
 
 /*
+ * lb_sock_source reads the address a socket is bound to, mapped as in
+ * lb.h; false when it is not bound to one (its address is chosen after
+ * connect(), or per datagram).
+ */
+static __always_inline bool lb_sock_source(struct bpf_sock_addr *ctx, bool v6, __u8 addr[16])
+{
+	struct bpf_sock *sk = ctx->sk;
+	__u32 *w = (__u32 *)addr;
+
+	if (!sk)
+		return false;
+	if (v6) {
+		w[0] = sk->src_ip6[0];
+		w[1] = sk->src_ip6[1];
+		w[2] = sk->src_ip6[2];
+		w[3] = sk->src_ip6[3];
+		return w[0] | w[1] | w[2] | w[3];
+	}
+	w[0] = 0;
+	w[1] = 0;
+	w[2] = bpf_htonl(0x0000ffff);
+	w[3] = sk->src_ip4;
+	return w[3] != 0;
+}
+
+/*
  * lb_sock_forward sends a connect() (or, with sendmsg, a datagram) to a
  * frontend to a backend. An unconnected UDP socket keeps its backend
  * while the backend exists, as a flow does in conntrack (lb_sock_ct).
@@ -84,10 +114,10 @@ static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, b
 	struct lb_ct_key fwd = {}, reply = {};
 	struct lb_ct_value v = {}, *ct;
 	struct lb_service_value *m;
-	struct lb_backend *b = NULL;
-	__u8 client[16] = {};
+	struct lb_backend to;
+	__u8 client[16] = {}, source[16] = {};
 	__u32 rev_nat_id, backend_id = 0, reason, now;
-	bool new_flow = true;
+	bool new_flow = true, have = false;
 
 	if (ctx->protocol != IPPROTO_TCP && ctx->protocol != IPPROTO_UDP)
 		return 1;
@@ -99,26 +129,49 @@ static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, b
 		return 1;
 	rev_nat_id = m->rev_nat_id;
 	now = lb_now();
-	if (sendmsg) {
+	if (sendmsg)
 		lb_sock_key(ctx, &fwd, key.addr, key.port);
+	if (m->flags & LB_F_PROXY) {
+		lb_proxy_backend(m, !v6 || lb_addr_is_v4(key.addr), &to);
+		have = true;
+		if (sendmsg) { /* a datagram of a flow already at the proxy is not a new flow */
+			ct = bpf_map_lookup_elem(&lb_sock_ct, &fwd);
+			new_flow = !(ct && ct->dir == LB_CT_FORWARD && ct->rev_nat_id == rev_nat_id && ct->backend_id == 0 &&
+				     !lb_ct_expired(ct, key.proto, now));
+		}
+	} else if (m->flags & LB_F_SKIP_FROM_BACKEND) {
+		/* Only a socket bound to its address can be told from a
+		 * backend here; the others are left to the tc programs,
+		 * which see the packets' source. */
+		if (!lb_sock_source(ctx, v6, source))
+			return 1;
+		if (lb_client_is_backend(&key, m, source)) {
+			backend_id = lb_select_fallback(&key, m, &reason);
+			if (!lb_backend_get(backend_id, &to)) {
+				lb_count_drop(rev_nat_id, backend_id ? LB_DROP_MISSING_ENTRY : reason);
+				bpf_set_retval(-ECONNREFUSED);
+				return 0;
+			}
+			have = true;
+		}
+	}
+	if (!have && sendmsg) {
 		ct = bpf_map_lookup_elem(&lb_sock_ct, &fwd);
 		if (ct && ct->dir == LB_CT_FORWARD && ct->rev_nat_id == rev_nat_id &&
 		    !lb_ct_expired(ct, key.proto, now)) {
 			backend_id = ct->backend_id;
-			b = bpf_map_lookup_elem(&lb_backends, &backend_id);
-			new_flow = !b;
+			have = lb_backend_get(backend_id, &to);
+			new_flow = !have;
 		}
 	}
-	if (!b && (m->flags & LB_F_AFFINITY)) {
+	if (!have && (m->flags & LB_F_AFFINITY)) {
 		lb_sock_client(ctx, client);
 		backend_id = lb_affinity_backend(m, client, now);
-		if (backend_id)
-			b = bpf_map_lookup_elem(&lb_backends, &backend_id);
+		have = lb_backend_get(backend_id, &to);
 	}
-	if (!b) {
+	if (!have) {
 		backend_id = lb_select_backend(&key, m, NULL, &reason);
-		b = backend_id ? bpf_map_lookup_elem(&lb_backends, &backend_id) : NULL;
-		if (!b) {
+		if (!lb_backend_get(backend_id, &to)) {
 			lb_count_drop(rev_nat_id, backend_id ? LB_DROP_MISSING_ENTRY : reason);
 			bpf_set_retval(-ECONNREFUSED);
 			return 0;
@@ -126,7 +179,7 @@ static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, b
 		if (m->flags & LB_F_AFFINITY)
 			lb_affinity_pin(m, client, backend_id, now);
 	}
-	if (!lb_sock_set_addr(ctx, v6, b->addr, b->port)) {
+	if (!lb_sock_set_addr(ctx, v6, to.addr, to.port)) {
 		lb_count_drop(rev_nat_id, LB_DROP_UNSUPPORTED);
 		bpf_set_retval(-ECONNREFUSED);
 		return 0;
@@ -138,7 +191,7 @@ static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, b
 		v.dir = LB_CT_FORWARD;
 		bpf_map_update_elem(&lb_sock_ct, &fwd, &v, BPF_ANY);
 	}
-	lb_sock_key(ctx, &reply, b->addr, b->port);
+	lb_sock_key(ctx, &reply, to.addr, to.port);
 	v.dir = LB_CT_REPLY;
 	bpf_map_update_elem(&lb_sock_ct, &reply, &v, BPF_ANY);
 	lb_count(rev_nat_id, backend_id, new_flow ? 1 : 0, sendmsg ? 1 : 0, 0);

@@ -236,12 +236,16 @@ static __always_inline void lb_ct_create(const struct lb_pkt *p, const struct lb
 	bpf_map_update_elem(&lb_ct, &reply, &v, BPF_ANY);
 }
 
-/* lb_tc_new_flow balances the first packet of a flow to a frontend. */
-static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *p, bool internal, __u32 now)
+/*
+ * lb_tc_new_flow balances the first packet of a flow to a frontend (or a
+ * packet of a flow to the L7 proxy, again: proxied says so, and it does
+ * not count as a new flow).
+ */
+static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *p, bool internal, __u32 now, bool proxied)
 {
 	struct lb_service_key key = {};
 	struct lb_service_value *m;
-	struct lb_backend *b = NULL;
+	struct lb_backend *b = NULL, proxy;
 	__u32 rev_nat_id, backend_id = 0, reason, hash;
 
 	m = lb_tc_frontend(skb, p, &key, internal);
@@ -252,9 +256,24 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 		lb_count_drop(rev_nat_id, LB_DROP_SOURCE_RANGE);
 		return TC_ACT_SHOT;
 	}
-	if (m->flags & LB_F_AFFINITY)
+	if (m->flags & LB_F_PROXY) {
+		lb_proxy_backend(m, p->v4, &proxy);
+		b = &proxy;
+	} else if ((m->flags & LB_F_SKIP_FROM_BACKEND) && lb_client_is_backend(&key, m, p->tuple.src)) {
+		backend_id = lb_select_fallback(&key, m, &reason);
+		if (!backend_id) {
+			lb_count_drop(rev_nat_id, reason);
+			return TC_ACT_SHOT;
+		}
+		b = bpf_map_lookup_elem(&lb_backends, &backend_id);
+		if (!b) {
+			lb_count_drop(rev_nat_id, LB_DROP_MISSING_ENTRY);
+			return TC_ACT_SHOT;
+		}
+	}
+	if (!b && (m->flags & LB_F_AFFINITY))
 		backend_id = lb_affinity_backend(m, p->tuple.src, now);
-	if (backend_id)
+	if (!b && backend_id)
 		b = bpf_map_lookup_elem(&lb_backends, &backend_id);
 	if (!b) {
 		hash = lb_flow_hash(p->tuple.src, p->tuple.sport, key.addr, key.port, key.proto);
@@ -280,7 +299,7 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 		lb_count_drop(rev_nat_id, LB_DROP_REWRITE);
 		return TC_ACT_SHOT;
 	}
-	lb_count(rev_nat_id, backend_id, 1, 1, skb->len);
+	lb_count(rev_nat_id, backend_id, proxied ? 0 : 1, 1, skb->len);
 	return TC_ACT_OK;
 }
 
@@ -297,6 +316,7 @@ static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool inter
 	struct lb_rev_nat_value *fe;
 	struct lb_backend *b;
 	__u32 now, id;
+	bool proxied = false;
 
 	if (!lb_parse(skb, &p))
 		return TC_ACT_OK;
@@ -317,7 +337,10 @@ static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool inter
 			return TC_ACT_OK;
 		}
 		id = ct->backend_id;
-		b = forward ? bpf_map_lookup_elem(&lb_backends, &id) : NULL;
+		/* A flow to the L7 proxy (backend 0) follows its frontend's
+		 * master entry: to the proxy while the flag stays. */
+		proxied = id == 0;
+		b = forward && id ? bpf_map_lookup_elem(&lb_backends, &id) : NULL;
 		if (b) {
 			lb_ct_touch(ct, now);
 			if (lb_rewrite(skb, &p, true, b->addr, b->port)) {
@@ -330,7 +353,7 @@ static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool inter
 	}
 	if (!forward)
 		return TC_ACT_OK;
-	return lb_tc_new_flow(skb, &p, internal, now);
+	return lb_tc_new_flow(skb, &p, internal, now, proxied);
 }
 
 /* Ingress of a device that brings traffic from outside: external scope. */

@@ -30,6 +30,9 @@ enum {
 	LB_F_AFFINITY      = 1 << 2, /* session affinity by client address */
 	LB_F_SOURCE_RANGES = 1 << 3, /* clients must match lb_src_range */
 	LB_F_REDIRECTED    = 1 << 4, /* backends come from a redirect */
+	LB_F_PROXY         = 1 << 5, /* new flows go to the L7 proxy at proxy_port */
+	LB_F_SKIP_FROM_BACKEND = 1 << 6, /* a client that is one of the redirect's
+					  * backends takes a fallback slot */
 };
 
 /* Backend selection (lb_service_value.algorithm). */
@@ -58,6 +61,23 @@ enum {
  * backend slot. Slots 1..count take new flows, each backend in proportion
  * to its weight; slots count+1..count+standby hold backends that only
  * carry the flows they already have (terminating, quarantined, drained).
+ *
+ * Overrides (see the README's Writer rules):
+ * - LB_F_REDIRECTED: a redirect (a local redirect policy) chose the
+ *   backends of slots 1..count+standby instead of the service's own.
+ *   With LB_F_SKIP_FROM_BACKEND too (skipRedirectFromBackend), a client
+ *   whose address is one of those backends' addresses is not redirected:
+ *   its new flow takes a random one of the fallback slots
+ *   count+standby+1..count+standby+fallback, which hold the service's
+ *   own backends that take new flows, one slot each (the lb_backends
+ *   entries are the ones the service has without the redirect, under the
+ *   same IDs). No fallback slot (fallback 0): such a client is dropped as
+ *   LB_DROP_NO_BACKEND, as any client of a service without backends.
+ * - LB_F_PROXY: an L7 proxy on this node takes the new flows: they go to
+ *   port proxy_port at the loopback address of the flow's family
+ *   (127.0.0.1 or ::1) instead of to a slot's backend; the slots stay, for
+ *   the proxy to balance over. It applies on top of the above. A flow to
+ *   the proxy names backend ID 0 in conntrack.
  */
 struct lb_service_key {
 	__u8   addr[16];
@@ -78,6 +98,8 @@ struct lb_service_value {
 	__u8  flags;            /* master: LB_F_* */
 	__u8  algorithm;        /* master: LB_ALG_* */
 	__u8  pad;
+	__be16 proxy_port;      /* master, LB_F_PROXY: the L7 proxy's port */
+	__u16 fallback;         /* master, LB_F_SKIP_FROM_BACKEND: fallback slots */
 };
 
 /* lb_backends: backend ID -> backend. */

@@ -126,6 +126,17 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 			fmt.Fprintf(w, "source ranges: %s is allowed\n", client.Addr())
 		}
 	}
+	if master.Flags&bpf.FlagProxy != 0 {
+		fmt.Fprintf(w, "proxy: new flows go to the L7 proxy on this node, port %d at the loopback address; its %d slots are the proxy's to balance over\n",
+			me.ProxyPort, master.Count)
+		return nil
+	}
+	if master.Flags&bpf.FlagSkipFromBackend != 0 {
+		done, err := explainSkip(w, m, fe, master, client, backends, name)
+		if done || err != nil {
+			return err
+		}
+	}
 	if master.Flags&bpf.FlagAffinity != 0 && client != nil {
 		v, ok, err := m.Affinity.Lookup(bpf.AffinityKey{Client: client.Addr().Unmap().As16(), RevNatID: master.RevNatID})
 		if err != nil {
@@ -187,6 +198,51 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 		fmt.Fprintf(w, "standby (existing flows only): %s\n", name(id))
 	}
 	return nil
+}
+
+// explainSkip explains a redirect with skip-from-backend: a client that is
+// one of the redirect's backends takes a random fallback slot (done is
+// then true).
+func explainSkip(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, master bpf.ServiceValue, client *netip.AddrPort,
+	backends map[uint32]bpf.Backend, name func(uint32) string) (done bool, err error) {
+	slot := func(i int) (uint32, error) {
+		v, ok, err := m.Services.Lookup(bpf.NewServiceKey(fe, uint16(i)))
+		if err == nil && !ok {
+			err = fmt.Errorf("slot %d of %s is missing: the maps are inconsistent", i, fe)
+		}
+		return v.BackendID, err
+	}
+	first := int(master.Count) + int(master.Standby)
+	var fallback []uint32
+	for i := first + 1; i <= first+int(master.Fallback); i++ {
+		id, err := slot(i)
+		if err != nil {
+			return false, err
+		}
+		fallback = append(fallback, id)
+	}
+	if client == nil {
+		fmt.Fprintf(w, "skip-from-backend: a flow from one of the redirect's backends takes a random one of %d fallback slots (give --src for one flow)\n", len(fallback))
+		printShares(w, fallback, name)
+		return false, nil
+	}
+	for i := 1; i <= first; i++ {
+		id, err := slot(i)
+		if err != nil {
+			return false, err
+		}
+		if b, ok := backends[id]; ok && netip.AddrFrom16(b.Addr).Unmap() == client.Addr().Unmap() {
+			if len(fallback) == 0 {
+				fmt.Fprintf(w, "skip-from-backend: %s is the redirect's %s and no fallback slot takes new flows: DROPPED\n", client.Addr(), name(id))
+				return true, nil
+			}
+			fmt.Fprintf(w, "skip-from-backend: %s is the redirect's %s: a random fallback slot of %d (the service's own backends):\n", client.Addr(), name(id), len(fallback))
+			printShares(w, fallback, name)
+			return true, nil
+		}
+	}
+	fmt.Fprintf(w, "skip-from-backend: %s is none of the redirect's backends: redirected\n", client.Addr())
+	return false, nil
 }
 
 // printShares prints each backend's share of the slots.

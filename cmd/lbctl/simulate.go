@@ -41,8 +41,12 @@ type frontendView struct {
 	Topology string `json:"topology,omitempty"`
 	// RedirectedTo is the service whose backends replace the frontend's
 	// own (a local redirect policy's namespace/name:lrp).
-	RedirectedTo string        `json:"redirectedTo,omitempty"`
-	Backends     []backendView `json:"backends"`
+	RedirectedTo string `json:"redirectedTo,omitempty"`
+	// ProxyPort is the port of the L7 proxy on this node that takes the
+	// frontend's new flows (lbstate.io/proxy-port); the backends stay
+	// listed, for the proxy.
+	ProxyPort uint16        `json:"proxyPort,omitempty"`
+	Backends  []backendView `json:"backends"`
 }
 
 type backendView struct {
@@ -269,6 +273,7 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 		if !fe.RedirectedTo.IsZero() {
 			v.RedirectedTo = fe.RedirectedTo.String()
 		}
+		v.ProxyPort = fe.ProxyPort
 		slots := serviceSlots[fa]
 		if v.Algorithm == "maglev" {
 			slots = maglevSlots[fe.ID]
@@ -293,19 +298,34 @@ func printViews(w io.Writer, views []frontendView) {
 	clusters := slices.ContainsFunc(views, func(v frontendView) bool {
 		return slices.ContainsFunc(v.Backends, func(b backendView) bool { return b.Cluster != 0 })
 	})
-	header := "FRONTEND\tTYPE\tSERVICE\tPORTNAME\tALGORITHM\tBACKEND\tSTATE\tWEIGHT\tSLOTS"
-	if clusters {
-		header = strings.Replace(header, "BACKEND", "BACKEND\tCLUSTER", 1)
-	}
-	if topology {
-		header = strings.Replace(header, "ALGORITHM", "ALGORITHM\tTOPOLOGY", 1)
+	// PROXY only when a frontend's new flows go to an L7 proxy.
+	proxies := slices.ContainsFunc(views, func(v frontendView) bool { return v.ProxyPort != 0 })
+	header := []string{"FRONTEND", "TYPE", "SERVICE", "PORTNAME"}
+	if proxies {
+		header = append(header, "PROXY")
 	}
 	if redirects {
-		header = strings.Replace(header, "PORTNAME", "PORTNAME\tREDIRECTED-TO", 1)
+		header = append(header, "REDIRECTED-TO")
 	}
-	fmt.Fprintln(tw, header)
+	header = append(header, "ALGORITHM")
+	if topology {
+		header = append(header, "TOPOLOGY")
+	}
+	header = append(header, "BACKEND")
+	if clusters {
+		header = append(header, "CLUSTER")
+	}
+	header = append(header, "STATE", "WEIGHT", "SLOTS")
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, v := range views {
 		first := []string{v.Frontend, v.Type, v.Service, v.PortName}
+		if proxies {
+			proxy := ""
+			if v.ProxyPort != 0 {
+				proxy = strconv.Itoa(int(v.ProxyPort))
+			}
+			first = append(first, proxy)
+		}
 		if redirects {
 			first = append(first, v.RedirectedTo)
 		}

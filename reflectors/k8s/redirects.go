@@ -346,7 +346,7 @@ func (r *Reflector) applyPlan(txn statedb.WriteTxn, plan redirectpolicy.Plan) {
 	r.check(r.w.SetBackends(txn, plan.Target, r.as, plan.Backends...), plan.Target.String())
 	if !plan.Service.IsZero() {
 		r.check(r.w.SetRedirect(txn, plan.Service, lb.Redirect{
-			Source: r.as, To: plan.Target, ClusterIPOnly: true, Ports: plan.Ports,
+			Source: r.as, To: plan.Target, ClusterIPOnly: true, Ports: plan.Ports, SkipFromBackend: plan.SkipFromBackend,
 		}), plan.Service.String())
 	}
 }

@@ -252,7 +252,10 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 				delete(r.services, name)
 				delete(r.unknown, name)
 				delete(r.topologyNoted, name)
-				call(func(txn statedb.WriteTxn) { r.check(r.w.DeleteService(txn, name, r.as), name.String()) })
+				call(func(txn statedb.WriteTxn) {
+					r.check(r.w.DeleteService(txn, name, r.as), name.String())
+					r.check(r.w.ClearProxyRedirect(txn, name, r.as), name.String())
+				})
 			} else {
 				r.services[name] = obj
 				reconvert[name] = true
@@ -308,14 +311,34 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			Node: node, LoadBalancerClasses: r.cfg.K8sLoadBalancerClasses, Source: r.as, NodePortRange: r.nodePorts,
 		})
 		r.logUnknown(name, unknown)
+		var (
+			proxy      lb.ProxyRedirect
+			proxied    bool
+			proxyError error
+		)
+		if err == nil && ok {
+			proxy, proxied, proxyError = ConvertProxyRedirect(svc, r.as)
+		}
 		switch {
 		case err != nil:
 			r.fail(err) // the previous declaration, if any, stays
+		case proxyError != nil:
+			r.fail(proxyError) // so does the previous proxy redirect
 		case !ok:
-			call(func(txn statedb.WriteTxn) { r.check(r.w.DeleteService(txn, name, r.as), name.String()) })
+			call(func(txn statedb.WriteTxn) {
+				r.check(r.w.DeleteService(txn, name, r.as), name.String())
+				r.check(r.w.ClearProxyRedirect(txn, name, r.as), name.String())
+			})
 		default:
 			params.TopologyKeys = r.topologyKeys(name, svc)
-			call(func(txn statedb.WriteTxn) { r.check(r.w.UpsertService(txn, params), name.String()) })
+			call(func(txn statedb.WriteTxn) {
+				r.check(r.w.UpsertService(txn, params), name.String())
+				if proxied {
+					r.check(r.w.SetProxyRedirect(txn, name, proxy), name.String())
+				} else {
+					r.check(r.w.ClearProxyRedirect(txn, name, r.as), name.String())
+				}
+			})
 		}
 	}
 	r.prepareRedirects(call)

@@ -31,8 +31,8 @@ type Plan struct {
 	// that takes new flows. Without one, the policy's frontends go where
 	// they would without it.
 	Serving bool
-	// SkipFromBackend is the policy's skipRedirectFromBackend (not yet in
-	// the map ABI).
+	// SkipFromBackend is the policy's skipRedirectFromBackend: the
+	// redirect's lb.Redirect.SkipFromBackend.
 	SkipFromBackend bool
 }
 
