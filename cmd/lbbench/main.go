@@ -5,6 +5,7 @@
 //
 //	go run ./cmd/lbbench [-services 50000] [-backends 1] [-iterations 5] [-maps kernel|memory] [-json]
 //	go run ./cmd/lbbench -latency      # update one slice at a time, 1000 times
+//	go run ./cmd/lbbench -compare FILE # ratios against a saved run of Cilium's benchmark
 //	go run ./cmd/lbbench -health       # health checking: 10,000 loopback backends probed every second
 //	go run ./cmd/lbbench -topology     # relabel one node at a time, with topology keys
 package main
@@ -48,6 +49,7 @@ type options struct {
 	maps                                    string
 	json, latency, topology                 bool
 	cpuProfile, memProfile                  string
+	compare                                 string // a saved anchor run
 	healthMode                              bool
 	health                                  healthOptions
 	// cells and configure add to newBench's hive (-health's checker).
@@ -70,6 +72,8 @@ type result struct {
 	LatencyP99Ms           float64 `json:"latency_p99_ms,omitempty"`
 	LatencyMaxMs           float64 `json:"latency_max_ms,omitempty"`
 	PeakRSSBytes           int64   `json:"peak_rss_bytes,omitempty"`
+	// Compare is set with -compare: the anchor's figures and our ratios.
+	Compare *comparison `json:"compare,omitempty"`
 }
 
 type stats struct {
@@ -89,7 +93,8 @@ func main() {
 	flag.IntVar(&o.updates, "updates", 1000, "Updates in -latency mode")
 	flag.BoolVar(&o.topology, "topology", false, "Services with topology keys over 1,000 nodes (default 10,000 x 10): time node relabels (-updates of them)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "Write a CPU profile of the rounds")
-	flag.StringVar(&o.memProfile, "memprofile", "", "Write a heap profile taken with the services loaded")
+	flag.StringVar(&o.memProfile, "memprofile", "", "Write a heap profile taken with the services loaded (sampled every 4 KiB allocated)")
+	flag.StringVar(&o.compare, "compare", "", "A saved run of Cilium's benchmark (or an lbbench -json line) to print our ratios against")
 	flag.BoolVar(&o.healthMode, "health", false, "Measure health checking instead: probes of loopback backends, their CPU, and stopped backends' trips into the maps")
 	flag.IntVar(&o.health.backends, "health-backends", 10000, "Backends in -health mode, 10 per service")
 	flag.DurationVar(&o.health.interval, "health-interval", time.Second, "Probe interval in -health mode")
@@ -250,6 +255,19 @@ func run(o options, out io.Writer) error {
 	if o.latency && o.backends == 0 {
 		return errors.New("-latency needs -backends of at least 1: it times backend changes")
 	}
+	var base *anchor
+	if o.compare != "" {
+		a, err := readAnchor(o.compare)
+		if err != nil {
+			return err
+		}
+		base = &a
+	}
+	if o.memProfile != "" {
+		// Finer than the default (512 KiB) so that the profile accounts
+		// for every few bytes per service.
+		runtime.MemProfileRate = 4096
+	}
 	b, err := newBench(o)
 	if err != nil {
 		return err
@@ -334,6 +352,9 @@ func run(o options, out io.Writer) error {
 	fmt.Fprintf(out, "heap in use: %.0f bytes and %.1f objects per service\n", res.BytesInUsePerService, res.ObjectsPerService)
 	if res.PeakRSSBytes = peakRSS(); res.PeakRSSBytes > 0 {
 		fmt.Fprintf(out, "peak RSS: %.1f MiB\n", float64(res.PeakRSSBytes)/(1<<20))
+	}
+	if base != nil {
+		res.Compare = compare(res, *base, out)
 	}
 	if o.json {
 		js, _ := json.Marshal(res)
