@@ -141,26 +141,32 @@ func (r *Reflector) Run(ctx context.Context, feed func(ctx context.Context) erro
 	return feedErr
 }
 
-// batchIdle is how long a batch waits for one more event before it is
-// applied: bursts coalesce, a lone change goes out at once.
-const batchIdle = time.Millisecond
-
-// loop applies events in batches of at most cfg.K8sBatchSize, gathered
-// while events keep coming (batchIdle apart at most), for at most
-// cfg.K8sBatchDelay.
+// loop applies events in batches of at most cfg.K8sBatchSize.
 //
 // It runs in two stages: this goroutine keeps the objects and converts
 // them into Writer calls, and a second one applies each batch's calls in
 // a write transaction, so converting the next batch overlaps with writing
 // this one. Batches are written in order.
+//
+// Batching costs nothing when there is nothing to batch: a batch goes to
+// the writer as soon as no event is queued, unless the writer already
+// has one batch in hand and another waiting; then it keeps gathering
+// events until the writer takes one, for at most cfg.K8sBatchDelay. A
+// lone change is applied at once; under load, batches grow with the time
+// the writer takes.
 func (r *Reflector) loop(ctx context.Context) {
 	defer r.stop()
 	writes := make(chan writes, 1)
+	// done gets one token per batch written. At most three batches are in
+	// flight (one being written, one queued, one being handed over), so
+	// the writer never waits to say so.
+	done := make(chan struct{}, 3)
 	written := make(chan struct{})
 	go func() {
 		defer close(written)
 		for ws := range writes {
 			r.write(ws)
+			done <- struct{}{}
 		}
 	}()
 	defer func() {
@@ -168,37 +174,47 @@ func (r *Reflector) loop(ctx context.Context) {
 		<-written
 	}()
 	batch := make([]event, 0, r.cfg.K8sBatchSize)
-	idle := time.NewTimer(batchIdle)
+	inFlight := 0 // batches handed to the writer and not yet written
+	deadline := time.NewTimer(r.cfg.K8sBatchDelay)
+	deadline.Stop()
 	for {
 		batch = batch[:0]
-		select {
-		case <-ctx.Done():
-			return
-		case ev := <-r.events:
-			batch = append(batch, ev)
+		for len(batch) == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-done:
+				inFlight--
+			case ev := <-r.events:
+				batch = append(batch, ev)
+			}
 		}
-		deadline := time.Now().Add(r.cfg.K8sBatchDelay)
+		deadline.Reset(r.cfg.K8sBatchDelay)
 	fill:
 		for len(batch) < r.cfg.K8sBatchSize {
 			select {
 			case ev := <-r.events:
 				batch = append(batch, ev)
 				continue
+			case <-done:
+				inFlight--
+				continue
 			default:
 			}
-			wait := min(batchIdle, time.Until(deadline))
-			if wait <= 0 {
-				break
+			if inFlight < 2 {
+				break // the writer would wait for this batch
 			}
-			idle.Reset(wait)
 			select {
 			case ev := <-r.events:
-				idle.Stop()
 				batch = append(batch, ev)
-			case <-idle.C:
+			case <-done:
+				inFlight--
+			case <-deadline.C:
 				break fill
 			}
 		}
+		deadline.Stop()
+		inFlight++
 		writes <- r.prepare(batch) // the writer never stops before the loop
 	}
 }
