@@ -49,11 +49,11 @@ type Reflector struct {
 	stop    func()
 
 	// Owned by the loop.
-	services map[lb.ServiceName]*corev1.Service
-	slices   map[sliceKey]lb.ServiceName // the service each slice belongs to
-	// bySvc holds each service's slices, by namespace and name.
-	bySvc      map[lb.ServiceName][]*discoveryv1.EndpointSlice
-	pods       map[sliceKey]*corev1.Pod // this node's pods, by namespace and name
+	// services holds each service that has a Service or slices.
+	services  map[lb.ServiceName]serviceEntry
+	nServices int                         // entries with a Service
+	slices    map[sliceKey]lb.ServiceName // the service each slice belongs to
+	pods      map[sliceKey]*corev1.Pod    // this node's pods, by namespace and name
 	node       *corev1.Node
 	loopbackOK bool // AcceptLoopbackEndpoints
 	// nodeSet is whether the local node was declared: at the first Node
@@ -69,6 +69,35 @@ type Reflector struct {
 	policies     map[sliceKey]*redirectpolicy.Policy
 	applied      map[sliceKey]redirectpolicy.Plan
 	redirectOpts redirectpolicy.Options
+}
+
+// serviceEntry is what the reflector holds of one service: its Service,
+// if any, and its slices, if any.
+type serviceEntry struct {
+	// name is the entry's key. Every name the reflector hands the Writer
+	// for the service is this one, so that the tables' rows share one
+	// string.
+	name   lb.ServiceName
+	svc    *corev1.Service
+	slices []*discoveryv1.EndpointSlice // by name
+}
+
+// entry returns the service's entry, a new one if there is none.
+func (r *Reflector) entry(name lb.ServiceName) serviceEntry {
+	e, ok := r.services[name]
+	if !ok {
+		e.name = name
+	}
+	return e
+}
+
+// putEntry stores the entry, or drops it once it holds nothing.
+func (r *Reflector) putEntry(e serviceEntry) {
+	if e.svc == nil && len(e.slices) == 0 {
+		delete(r.services, e.name)
+		return
+	}
+	r.services[e.name] = e
 }
 
 // sliceKey names a namespaced object (an EndpointSlice or a Pod).
@@ -92,9 +121,8 @@ func NewReflector(cfg Config, src *reflectors.Source, as lb.Source) (*Reflector,
 		events:   make(chan event, 4096),
 		stopped:  stopped,
 		stop:     sync.OnceFunc(func() { close(stopped) }),
-		services: map[lb.ServiceName]*corev1.Service{},
+		services: map[lb.ServiceName]serviceEntry{},
 		slices:   map[sliceKey]lb.ServiceName{},
-		bySvc:    map[lb.ServiceName][]*discoveryv1.EndpointSlice{},
 		pods:     map[sliceKey]*corev1.Pod{},
 		unknown:  map[lb.ServiceName][]UnknownValue{},
 		policies: map[sliceKey]*redirectpolicy.Policy{},
@@ -258,19 +286,25 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 	for _, ev := range batch {
 		switch obj := ev.obj.(type) {
 		case *corev1.Service:
-			name := lb.NewServiceName(obj.Namespace, obj.Name)
+			e := r.entry(lb.NewServiceName(obj.Namespace, obj.Name))
+			name := e.name
 			// A service's backends come from its slices alone (their
 			// conditions say what publishNotReadyAddresses asks), so only
 			// its declaration changes here.
+			if e.svc != nil {
+				r.nServices--
+			}
 			if ev.deleted {
-				delete(r.services, name)
+				e.svc = nil
 				delete(r.unknown, name)
 				delete(r.topologyNoted, name)
 				call(func(txn statedb.WriteTxn) { r.check(r.w.DeleteService(txn, name, r.as), name.String()) })
 			} else {
-				r.services[name] = obj
+				e.svc = obj
+				r.nServices++
 				reconvert[name] = true
 			}
+			r.putEntry(e)
 		case *discoveryv1.EndpointSlice:
 			r.applySlice(obj, ev.deleted, dirty)
 		case *metav1.PartialObjectMetadata: // every node's labels
@@ -285,8 +319,10 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			}
 			r.node = obj
 			r.setNode(call)
-			for name := range r.services { // NodePort frontends follow the node's addresses
-				reconvert[name] = true
+			for name, e := range r.services { // NodePort frontends follow the node's addresses
+				if e.svc != nil {
+					reconvert[name] = true
+				}
 			}
 			for _, pod := range r.pods { // and so do HostPort frontends
 				r.preparePod(call, pod, false)
@@ -304,7 +340,7 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 	if !r.nodeSet && r.cfg.K8sNodeZone != "" {
 		r.setNode(call) // before any frontend is selected without it
 	}
-	r.src.SetObjects("services", len(r.services))
+	r.src.SetObjects("services", r.nServices)
 	r.src.SetObjects("endpointslices", len(r.slices))
 	r.src.SetObjects("pods", len(r.pods))
 	// Backends first: a new service's frontends are then derived once, with
@@ -315,8 +351,8 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 	}
 	node := r.localNode() // once for the batch: every conversion reads it
 	for _, name := range slices.SortedFunc(maps.Keys(reconvert), lb.ServiceName.Compare) {
-		svc, ok := r.services[name]
-		if !ok {
+		svc := r.services[name].svc
+		if svc == nil {
 			continue
 		}
 		params, ok, unknown, err := ConvertService(svc, ServiceOptions{
@@ -329,6 +365,7 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 		case !ok:
 			call(func(txn statedb.WriteTxn) { r.check(r.w.DeleteService(txn, name, r.as), name.String()) })
 		default:
+			params.Name = name // the same name, in the string the other rows share
 			params.TopologyKeys = r.topologyKeys(name, svc)
 			call(func(txn statedb.WriteTxn) { r.check(r.w.UpsertService(txn, params), name.String()) })
 		}
@@ -352,9 +389,6 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 func (r *Reflector) known() map[lb.ServiceName]struct{} {
 	known := make(map[lb.ServiceName]struct{}, len(r.services)+len(r.pods))
 	for name := range r.services {
-		known[name] = struct{}{}
-	}
-	for name := range r.bySvc {
 		known[name] = struct{}{}
 	}
 	for _, pod := range r.pods {
@@ -412,23 +446,20 @@ func (r *Reflector) applySlice(es *discoveryv1.EndpointSlice, deleted bool, dirt
 	key := sliceKey{es.Namespace, es.Name}
 	if old, ok := r.slices[key]; ok {
 		dirty[old] = true
-		list := slices.DeleteFunc(r.bySvc[old], func(o *discoveryv1.EndpointSlice) bool { return o.Name == es.Name })
-		if len(list) == 0 {
-			delete(r.bySvc, old)
-		} else {
-			r.bySvc[old] = list
-		}
+		e := r.services[old]
+		e.slices = slices.DeleteFunc(e.slices, func(o *discoveryv1.EndpointSlice) bool { return o.Name == es.Name })
+		r.putEntry(e)
 		delete(r.slices, key)
 	}
 	if deleted {
 		return
 	}
-	name := lb.NewServiceName(es.Namespace, es.Labels[LabelServiceName])
-	r.slices[key] = name
-	list := r.bySvc[name]
-	i, _ := slices.BinarySearchFunc(list, es.Name, func(o *discoveryv1.EndpointSlice, n string) int { return cmp.Compare(o.Name, n) })
-	r.bySvc[name] = slices.Insert(list, i, es)
-	dirty[name] = true
+	e := r.entry(lb.NewServiceName(es.Namespace, es.Labels[LabelServiceName]))
+	r.slices[key] = e.name
+	i, _ := slices.BinarySearchFunc(e.slices, es.Name, func(o *discoveryv1.EndpointSlice, n string) int { return cmp.Compare(o.Name, n) })
+	e.slices = slices.Insert(e.slices, i, es)
+	r.putEntry(e)
+	dirty[e.name] = true
 }
 
 // sliceError says what makes a slice unusable as a whole (no service
@@ -450,7 +481,7 @@ func sliceError(es *discoveryv1.EndpointSlice) error {
 func (r *Reflector) backendsOf(name lb.ServiceName) []lb.BackendParams {
 	var out []lb.BackendParams
 	index := smallset.NewIndex(func(b *lb.BackendParams) lb.L3n4Addr { return b.Address })
-	for _, es := range r.bySvc[name] { // in order of name, so the result does not depend on arrival
+	for _, es := range r.services[name].slices { // in order of name, so the result does not depend on arrival
 		_, bs, errs, err := ConvertEndpointSlice(es)
 		if err != nil {
 			r.fail(err)
