@@ -106,7 +106,7 @@ type backendState struct {
 	inMap   bool // an lb_backends entry may exist
 	// views are the frontends' views of the backend; the lb_backends
 	// value is derived from all of them (backendValue).
-	views []backendView
+	views backendViews
 }
 
 // backendValue is the lb_backends value of a backend: the most available
@@ -119,15 +119,15 @@ func (o *ops) backendValue(be *backendState) bpf.Backend {
 		firstID uint32
 		state   lb.BackendState
 	)
-	for i, v := range be.views {
-		if firstID == 0 || v.frontend < firstID {
-			first, firstID = v.ref, v.frontend
-		}
+	for v := range be.views.all() {
 		// States are numbered from the most available; starting from the
 		// first view, not from a fixed "least available" state, keeps a
 		// state numbered after it (not-ready) from being read as that one.
-		if i == 0 || v.ref.State < state {
+		if firstID == 0 || v.ref.State < state {
 			state = v.ref.State
+		}
+		if firstID == 0 || v.frontend < firstID {
+			first, firstID = v.ref, v.frontend
 		}
 	}
 	first.State = state
