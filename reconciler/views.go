@@ -13,22 +13,13 @@ type backendView struct {
 	ref      lb.BackendRef
 }
 
-// backendViews are the frontends' views of one backend. The first is kept
-// inline: most backends serve one frontend, and then the views cost no
-// allocation of their own. Frontend IDs start at 1, so a first view of
-// frontend 0 is no view.
-type backendViews struct {
-	first backendView
-	more  []backendView
-}
-
-// all yields every view.
-func (vs *backendViews) all() iter.Seq[backendView] {
+// views yields every frontend's view of the backend.
+func (be *backendState) views() iter.Seq[backendView] {
 	return func(yield func(backendView) bool) {
-		if vs.first.frontend != 0 && !yield(vs.first) {
+		if be.firstView != 0 && !yield(backendView{be.firstView, be.firstRef}) {
 			return
 		}
-		for _, v := range vs.more {
+		for _, v := range be.moreViews {
 			if !yield(v) {
 				return
 			}
@@ -38,36 +29,36 @@ func (vs *backendViews) all() iter.Seq[backendView] {
 
 // setView records frontend id's view of the backend.
 func (be *backendState) setView(id uint32, ref lb.BackendRef) {
-	vs := &be.views
 	switch {
-	case vs.first.frontend == id:
-		vs.first.ref = ref
+	case be.firstView == id:
+		be.firstRef = ref
 		return
-	case vs.first.frontend == 0:
-		vs.first = backendView{id, ref}
+	case be.firstView == 0:
+		be.firstView, be.firstRef = id, ref
 		return
 	}
-	for i := range vs.more {
-		if vs.more[i].frontend == id {
-			vs.more[i].ref = ref
+	for i := range be.moreViews {
+		if be.moreViews[i].frontend == id {
+			be.moreViews[i].ref = ref
 			return
 		}
 	}
-	vs.more = append(vs.more, backendView{id, ref})
+	be.moreViews = append(be.moreViews, backendView{id, ref})
 }
 
 // dropView forgets frontend id's view of the backend.
 func (be *backendState) dropView(id uint32) {
-	vs := &be.views
-	if vs.first.frontend == id {
-		vs.first = backendView{}
-		if len(vs.more) > 0 {
-			vs.first, vs.more = vs.more[0], vs.more[1:]
-			if len(vs.more) == 0 {
-				vs.more = nil
-			}
+	if be.firstView != id {
+		if be.moreViews = slices.DeleteFunc(be.moreViews, func(v backendView) bool { return v.frontend == id }); len(be.moreViews) == 0 {
+			be.moreViews = nil
 		}
 		return
 	}
-	vs.more = slices.DeleteFunc(vs.more, func(v backendView) bool { return v.frontend == id })
+	be.firstView, be.firstRef = 0, lb.BackendRef{}
+	if len(be.moreViews) > 0 {
+		be.firstView, be.firstRef = be.moreViews[0].frontend, be.moreViews[0].ref
+		if be.moreViews = be.moreViews[1:]; len(be.moreViews) == 0 {
+			be.moreViews = nil
+		}
+	}
 }
