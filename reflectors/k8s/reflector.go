@@ -180,8 +180,9 @@ func (r *Reflector) Run(ctx context.Context, feed func(ctx context.Context) erro
 // the writer as soon as no event is queued, unless the writer already
 // has one batch in hand and another waiting; then it keeps gathering
 // events until the writer takes one, for at most cfg.K8sBatchDelay. A
-// lone change is applied at once; under load, batches grow with the time
-// the writer takes.
+// lone change is applied at once (by this goroutine itself when the
+// writer is idle); under load, batches grow with the time the writer
+// takes.
 func (r *Reflector) loop(ctx context.Context) {
 	defer r.stop()
 	writes := make(chan writes, 1)
@@ -242,6 +243,13 @@ func (r *Reflector) loop(ctx context.Context) {
 			}
 		}
 		deadline.Stop()
+		if inFlight == 0 && len(r.events) == 0 {
+			// A lone change and an idle writer: write it here, one
+			// goroutine hand-over fewer. (With more events queued, the
+			// writer takes it, so that converting them overlaps.)
+			r.apply(batch)
+			continue
+		}
 		inFlight++
 		writes <- r.prepare(batch) // the writer never stops before the loop
 	}
