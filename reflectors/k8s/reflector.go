@@ -50,10 +50,10 @@ type Reflector struct {
 
 	// Owned by the loop.
 	// services holds each service that has a Service or slices.
-	services  map[lb.ServiceName]serviceEntry
-	nServices int                         // entries with a Service
-	slices    map[sliceKey]lb.ServiceName // the service each slice belongs to
-	pods      map[sliceKey]*corev1.Pod    // this node's pods, by namespace and name
+	services   map[lb.ServiceName]serviceEntry
+	nServices  int                         // entries with a Service
+	slices     map[sliceKey]lb.ServiceName // the service each slice belongs to
+	pods       map[sliceKey]*corev1.Pod    // this node's pods, by namespace and name
 	node       *corev1.Node
 	loopbackOK bool // AcceptLoopbackEndpoints
 	// nodeSet is whether the local node was declared: at the first Node
@@ -77,9 +77,31 @@ type serviceEntry struct {
 	// name is the entry's key. Every name the reflector hands the Writer
 	// for the service is this one, so that the tables' rows share one
 	// string.
-	name   lb.ServiceName
-	svc    *corev1.Service
-	slices []*discoveryv1.EndpointSlice // by name
+	name lb.ServiceName
+	svc  *corev1.Service
+	// The slices by name: the first inline (most services have one), the
+	// others in more.
+	first *discoveryv1.EndpointSlice
+	more  []*discoveryv1.EndpointSlice
+}
+
+// slices returns the service's slices, by name.
+func (e serviceEntry) slices() []*discoveryv1.EndpointSlice {
+	if e.first == nil {
+		return nil
+	}
+	return append([]*discoveryv1.EndpointSlice{e.first}, e.more...)
+}
+
+// setSlices keeps list (sorted by name) as the service's slices.
+func (e *serviceEntry) setSlices(list []*discoveryv1.EndpointSlice) {
+	e.first, e.more = nil, nil
+	if len(list) > 0 {
+		e.first = list[0]
+	}
+	if len(list) > 1 {
+		e.more = slices.Clone(list[1:])
+	}
 }
 
 // entry returns the service's entry, a new one if there is none.
@@ -93,7 +115,7 @@ func (r *Reflector) entry(name lb.ServiceName) serviceEntry {
 
 // putEntry stores the entry, or drops it once it holds nothing.
 func (r *Reflector) putEntry(e serviceEntry) {
-	if e.svc == nil && len(e.slices) == 0 {
+	if e.svc == nil && e.first == nil {
 		delete(r.services, e.name)
 		return
 	}
@@ -455,7 +477,7 @@ func (r *Reflector) applySlice(es *discoveryv1.EndpointSlice, deleted bool, dirt
 	if old, ok := r.slices[key]; ok {
 		dirty[old] = true
 		e := r.services[old]
-		e.slices = slices.DeleteFunc(e.slices, func(o *discoveryv1.EndpointSlice) bool { return o.Name == es.Name })
+		e.setSlices(slices.DeleteFunc(e.slices(), func(o *discoveryv1.EndpointSlice) bool { return o.Name == es.Name }))
 		r.putEntry(e)
 		delete(r.slices, key)
 	}
@@ -464,8 +486,9 @@ func (r *Reflector) applySlice(es *discoveryv1.EndpointSlice, deleted bool, dirt
 	}
 	e := r.entry(lb.NewServiceName(es.Namespace, es.Labels[LabelServiceName]))
 	r.slices[key] = e.name
-	i, _ := slices.BinarySearchFunc(e.slices, es.Name, func(o *discoveryv1.EndpointSlice, n string) int { return cmp.Compare(o.Name, n) })
-	e.slices = slices.Insert(e.slices, i, es)
+	list := e.slices()
+	i, _ := slices.BinarySearchFunc(list, es.Name, func(o *discoveryv1.EndpointSlice, n string) int { return cmp.Compare(o.Name, n) })
+	e.setSlices(slices.Insert(list, i, es))
 	r.putEntry(e)
 	dirty[e.name] = true
 }
@@ -489,7 +512,8 @@ func sliceError(es *discoveryv1.EndpointSlice) error {
 func (r *Reflector) backendsOf(name lb.ServiceName) []lb.BackendParams {
 	var out []lb.BackendParams
 	index := smallset.NewIndex(func(b *lb.BackendParams) lb.L3n4Addr { return b.Address })
-	for _, es := range r.services[name].slices { // in order of name, so the result does not depend on arrival
+	e := r.services[name]
+	for _, es := range e.slices() { // in order of name, so the result does not depend on arrival
 		_, bs, errs, err := ConvertEndpointSlice(es)
 		if err != nil {
 			r.fail(err)
