@@ -490,7 +490,7 @@ func (o *ops) deleteSurplusSlots(tasks []task, keep func(*task) int) {
 
 // deleteMaglev deletes a frontend's Maglev table.
 func (o *ops) deleteMaglev(st *frontendState) error {
-	st.maglevInput = nil
+	st.maglevKnown = nil
 	if err := o.maps.Maglev.Delete(st.id); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/lb"
@@ -68,6 +69,7 @@ func register(p reconciler.Params, cfg Config, frontends tables.ReconcilerFronte
 		reconciler.WithMetrics(m),
 		reconciler.WithPruning(pruneInterval),
 		reconciler.WithRetry(retryMinBackoff, max(retryMinBackoff, cfg.LBRetryMaxBackoff)),
+		reconciler.WithRoundLimits(roundSize, rate.NewLimiter(roundRate, roundBurst)),
 	)
 	if err != nil {
 		return nil, err

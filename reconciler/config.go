@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/time/rate"
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/lb"
@@ -51,10 +52,24 @@ const (
 	pruneRetryMin = 200 * time.Millisecond
 	pruneRetryMax = time.Minute
 
+	// roundSize bounds the frontends reconciled in one round, before
+	// their status is written back.
+	roundSize = 1000
+
 	// mapFullLogInterval is the least time between two log lines saying
 	// that frontends wait for room in a map: while a map stays full,
 	// every retry of every waiting frontend finds it so.
 	mapFullLogInterval = 30 * time.Second
+)
+
+// roundRate and roundBurst limit statedb's reconciler's rounds. A round
+// takes every change made since the previous one, so batches form under
+// load by themselves; a limit would only make a lone change wait (the
+// round that follows the reconciler's own status write-back takes a
+// token too).
+var (
+	roundRate  = rate.Inf
+	roundBurst = 1
 )
 
 // DefaultConfig is the default reconciler configuration.

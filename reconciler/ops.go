@@ -73,40 +73,63 @@ type ops struct {
 // frontendState is what may be in the maps for one frontend, and what is
 // known to be there, so that an update writes only what changed.
 type frontendState struct {
+	// (Fields ordered so that the struct packs into 112 bytes.)
 	id uint32
+	// Known contents, nil or zero when unknown (after a failure, or for a
+	// restored frontend): master is slot 0, if masterWritten.
+	master                       bpf.ServiceValue
+	masterWritten, revNatWritten bool // lb_services slot 0, lb_rev_nat entry
 	// hasMaster says that a master entry may exist (the frontend may be in
 	// service), hasRevNat a rev-NAT entry; they count in room.go.
 	hasMaster, hasRevNat bool
+	maglev               bool // a Maglev table may exist
+	affinity             bool // affinity entries may exist
 	// backends are the backends whose IDs this frontend's entries may
 	// name. While an update is under way it holds the old and the new
 	// backends; they are released only once nothing names them.
 	backends smallset.Set[lb.L3n4Addr]
-	slots    int  // slots 1..slots may exist
-	maglev   bool // a Maglev table may exist
-	affinity bool // affinity entries may exist
-	ranges   smallset.Set[bpf.SourceRangeKey]
+	slots    int // slots 1..slots may exist
+	// ranges are the lb_src_range entries that may exist; nil for the
+	// frontends (most) that have none.
+	ranges      *smallset.Set[bpf.SourceRangeKey]
+	written     []uint32       // known: backend IDs of slots 1..len(written)
+	maglevKnown *maglevContent // known: what the Maglev table holds
+}
 
-	// Known contents, nil or zero when unknown (after a failure, or for a
-	// restored frontend).
-	written       []uint32               // backend IDs of slots 1..len(written)
-	master        bpf.ServiceValue       // slot 0, if masterWritten
-	masterWritten bool                   // lb_services slot 0
-	revNatWritten bool                   // lb_rev_nat entry
-	maglevInput   []maglev.Backend       // what the Maglev table was computed from
-	maglevIDs     map[lb.L3n4Addr]uint32 // and the IDs it names
+// maglevContent is what a frontend's Maglev table was computed from.
+type maglevContent struct {
+	input []maglev.Backend
+	ids   map[lb.L3n4Addr]uint32 // the IDs it names
+}
+
+// addRange records that the frontend's lb_src_range entry k may exist.
+func (st *frontendState) addRange(k bpf.SourceRangeKey) {
+	if st.ranges == nil {
+		st.ranges = &smallset.Set[bpf.SourceRangeKey]{}
+	}
+	st.ranges.Add(k)
+}
+
+// hasRange reports whether the frontend's lb_src_range entry k may exist.
+func (st *frontendState) hasRange(k bpf.SourceRangeKey) bool {
+	return st.ranges != nil && st.ranges.Has(k)
 }
 
 type backendState struct {
+	// (Fields ordered so that the struct packs into 128 bytes.)
 	id   uint32
 	born uint32 // the ops call that created it
-
-	refs    int // frontends whose backends include this one
-	value   bpf.Backend
-	written bool // value is in lb_backends
-	inMap   bool // an lb_backends entry may exist
-	// views are the frontends' views of the backend; the lb_backends
-	// value is derived from all of them (backendValue).
-	views []backendView
+	refs int32  // frontends whose backends include this one
+	// The frontends' views of the backend; the lb_backends value is
+	// derived from all of them (backendValue). The first is kept inline
+	// (firstView is its frontend's ID, 0 for none: IDs start at 1), as
+	// most backends serve one frontend; moreViews hold the others.
+	firstView uint32
+	value     bpf.Backend
+	written   bool // value is in lb_backends
+	inMap     bool // an lb_backends entry may exist
+	firstRef  lb.BackendRef
+	moreViews []backendView
 }
 
 // backendValue is the lb_backends value of a backend: the most available
@@ -119,15 +142,15 @@ func (o *ops) backendValue(be *backendState) bpf.Backend {
 		firstID uint32
 		state   lb.BackendState
 	)
-	for i, v := range be.views {
-		if firstID == 0 || v.frontend < firstID {
-			first, firstID = v.ref, v.frontend
-		}
+	for v := range be.views() {
 		// States are numbered from the most available; starting from the
 		// first view, not from a fixed "least available" state, keeps a
 		// state numbered after it (not-ready) from being read as that one.
-		if i == 0 || v.ref.State < state {
+		if firstID == 0 || v.ref.State < state {
 			state = v.ref.State
+		}
+		if firstID == 0 || v.frontend < firstID {
+			first, firstID = v.ref, v.frontend
 		}
 	}
 	first.State = state
@@ -225,7 +248,7 @@ func (o *ops) writeMaglev(st *frontendState, rotation []lb.BackendRef) error {
 		mb[i] = maglev.Backend{Key: b.Address.Key(), Weight: b.Weight}
 		ids[b.Address] = o.backends[b.Address].id
 	}
-	if st.maglev && slices.EqualFunc(mb, st.maglevInput, sameMaglevBackend) && maps.Equal(ids, st.maglevIDs) {
+	if k := st.maglevKnown; st.maglev && k != nil && slices.EqualFunc(mb, k.input, sameMaglevBackend) && maps.Equal(ids, k.ids) {
 		return nil
 	}
 	table, err := maglev.Compute(mb, o.maps.Maglev.TableSize(), o.cfg.maglevSeed)
@@ -235,12 +258,12 @@ func (o *ops) writeMaglev(st *frontendState, rotation []lb.BackendRef) error {
 	for i, idx := range table {
 		table[i] = ids[rotation[idx].Address]
 	}
-	st.maglevInput = nil
+	st.maglevKnown = nil
 	o.setMay(roomMaglev, &st.maglev, true) // from here on a table may exist
 	if err := o.maps.Maglev.Update(st.id, table); err != nil {
 		return err
 	}
-	st.maglevInput, st.maglevIDs = mb, ids
+	st.maglevKnown = &maglevContent{mb, ids}
 	return nil
 }
 
@@ -281,7 +304,7 @@ func kept(fe *lb.Frontend) []lb.BackendRef {
 // writeSourceRanges makes the frontend's lb_src_range entries the wanted
 // ones. Keys in want and st.ranges leave RevNatID 0; the map's carry the ID.
 func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]struct{}) error {
-	if len(want) == 0 && st.ranges.Len() == 0 {
+	if len(want) == 0 && st.ranges == nil {
 		return nil // most frontends
 	}
 	withID := func(k bpf.SourceRangeKey) bpf.SourceRangeKey {
@@ -289,19 +312,21 @@ func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]s
 		return k
 	}
 	for k := range want {
-		if st.ranges.Has(k) {
+		if st.hasRange(k) {
 			continue
 		}
 		if err := o.maps.SourceRanges.Update(withID(k), 1); err != nil {
 			return err
 		}
-		st.ranges.Add(k)
+		st.addRange(k)
 		o.use(roomSourceRanges, 1)
 	}
 	var stale []bpf.SourceRangeKey
-	for _, k := range st.ranges.Items() {
-		if _, ok := want[k]; !ok {
-			stale = append(stale, k)
+	if st.ranges != nil {
+		for _, k := range st.ranges.Items() {
+			if _, ok := want[k]; !ok {
+				stale = append(stale, k)
+			}
 		}
 	}
 	for _, k := range stale {
@@ -310,6 +335,9 @@ func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]s
 		}
 		st.ranges.Remove(k)
 		o.use(roomSourceRanges, -1)
+	}
+	if st.ranges != nil && st.ranges.Len() == 0 {
+		st.ranges = nil
 	}
 	return nil
 }

@@ -160,7 +160,7 @@ func (o *ops) pruneUnknown() error {
 			return false
 		}
 		k.RevNatID = 0
-		return st.ranges.Has(k)
+		return st.hasRange(k)
 	}); err != nil {
 		return err
 	}
@@ -371,7 +371,7 @@ func (o *ops) restoreFrontendExtras(byID map[uint32]*frontendState) error {
 	return o.maps.SourceRanges.Iterate(func(k bpf.SourceRangeKey, _ uint8) bool {
 		if st := byID[k.RevNatID]; st != nil {
 			k.RevNatID = 0
-			st.ranges.Add(k)
+			st.addRange(k)
 		}
 		return true
 	})

@@ -222,7 +222,7 @@ func needOwn(j *task) entries {
 		n[roomMaglev] = 1
 	}
 	for k := range j.ranges {
-		if !st.ranges.Has(k) {
+		if !st.hasRange(k) {
 			n[roomSourceRanges]++
 		}
 	}

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"math"
 	"slices"
 	"testing"
 )
@@ -67,5 +68,42 @@ func TestIDAllocator(t *testing.T) {
 	}
 	if !a.inUse(5) || a.inUse(6) {
 		t.Fatal("inUse disagrees with reserve/free")
+	}
+}
+
+// IDs on both sides of a bitmap page boundary and at the top of the space
+// are tracked one by one, a freed page forgets them, and a full run of
+// taken IDs after a wrap is skipped.
+func TestIDAllocatorAcrossPagesAndWrap(t *testing.T) {
+	a := newIDAllocator("test")
+	for _, id := range []uint32{idPageBits - 1, idPageBits, 2*idPageBits + 3, math.MaxUint32 - 2} {
+		a.reserve(id)
+		if !a.inUse(id) || a.inUse(id+1) && id != idPageBits-1 {
+			t.Fatalf("after reserving %d: inUse(%d)=%v inUse(%d)=%v", id, id, a.inUse(id), id+1, a.inUse(id+1))
+		}
+	}
+	a.free(idPageBits)
+	a.free(idPageBits) // twice: no effect
+	if a.inUse(idPageBits) || !a.inUse(idPageBits-1) || a.inUseN != 3 {
+		t.Fatalf("after free: inUse %v %v, %d in use", a.inUse(idPageBits), a.inUse(idPageBits-1), a.inUseN)
+	}
+	a.free(2*idPageBits + 3)
+	if _, ok := a.used[2]; ok {
+		t.Error("an empty page is kept")
+	}
+	// The last reserve moved next to the top: the allocator wraps to 1
+	// and skips what is taken there.
+	a.reserve(1)
+	a.reserve(2)
+	var got []uint32
+	for range 2 {
+		id, err := a.alloc()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, id)
+	}
+	if !slices.Equal(got, []uint32{math.MaxUint32 - 1, 3}) {
+		t.Fatalf("allocated %v, want [%d 3]", got, uint32(math.MaxUint32-1))
 	}
 }

@@ -5,6 +5,7 @@
 //
 //	go run ./cmd/lbbench [-services 50000] [-backends 1] [-iterations 5] [-maps kernel|memory] [-json]
 //	go run ./cmd/lbbench -latency      # update one slice at a time, 1000 times
+//	go run ./cmd/lbbench -compare FILE # ratios against a saved run of Cilium's benchmark
 //	go run ./cmd/lbbench -health       # health checking: 10,000 loopback backends probed every second
 //	go run ./cmd/lbbench -topology     # relabel one node at a time, with topology keys
 //	go run ./cmd/lbbench -clusters 10  # clustermesh: 10 remote clusters x 10,000 services x 10 backends over etcd
@@ -52,6 +53,7 @@ type options struct {
 	json, latency, topology                 bool
 	clusters                                int
 	cpuProfile, memProfile                  string
+	compare                                 string // a saved anchor run
 	healthMode                              bool
 	health                                  healthOptions
 	// cells and configure add to newBench's hive (-health's checker).
@@ -68,12 +70,20 @@ type result struct {
 	DeleteServicesPerSec   stats   `json:"delete_services_per_sec"`
 	InsertServicesPerSecAv float64 `json:"insert_services_per_sec_avg"`
 	DeleteServicesPerSecAv float64 `json:"delete_services_per_sec_avg"`
-	BytesInUsePerService   float64 `json:"bytes_in_use_per_service"`
-	ObjectsPerService      float64 `json:"objects_per_service"`
-	LatencyP50Ms           float64 `json:"latency_p50_ms,omitempty"`
-	LatencyP99Ms           float64 `json:"latency_p99_ms,omitempty"`
-	LatencyMaxMs           float64 `json:"latency_max_ms,omitempty"`
-	PeakRSSBytes           int64   `json:"peak_rss_bytes,omitempty"`
+	// BytesInUsePerService and ObjectsPerService are the average over the
+	// rounds of the heap each round's services hold once reconciled
+	// (after a GC, less what was in use before the round), as Cilium's
+	// benchmark reports them; the first round's alone follow.
+	BytesInUsePerService      float64 `json:"bytes_in_use_per_service"`
+	ObjectsPerService         float64 `json:"objects_per_service"`
+	BytesInUsePerServiceFirst float64 `json:"bytes_in_use_per_service_first_round"`
+	ObjectsPerServiceFirst    float64 `json:"objects_per_service_first_round"`
+	LatencyP50Ms              float64 `json:"latency_p50_ms,omitempty"`
+	LatencyP99Ms              float64 `json:"latency_p99_ms,omitempty"`
+	LatencyMaxMs              float64 `json:"latency_max_ms,omitempty"`
+	PeakRSSBytes              int64   `json:"peak_rss_bytes,omitempty"`
+	// Compare is set with -compare: the anchor's figures and our ratios.
+	Compare *comparison `json:"compare,omitempty"`
 }
 
 type stats struct {
@@ -94,8 +104,9 @@ func main() {
 	flag.BoolVar(&o.topology, "topology", false, "Services with topology keys over 1,000 nodes (default 10,000 x 10): time node relabels (-updates of them)")
 	flag.IntVar(&o.clusters, "clusters", 0, "Clustermesh: this many remote clusters share -services global services (default 10,000 x 10) in one etcd; time the import, its heap and watch events, and single changes (-updates of them)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "Write a CPU profile of the rounds")
-	flag.StringVar(&o.memProfile, "memprofile", "", "Write a heap profile taken with the services loaded")
+	flag.StringVar(&o.memProfile, "memprofile", "", "Write a heap profile taken with the services loaded (sampled every 4 KiB allocated)")
 	flag.IntVar(&o.redirects, "redirects", 0, "Measure local redirect policies instead: this many, over 10,000 services by default (-services), applied and removed, and -updates pod changes")
+	flag.StringVar(&o.compare, "compare", "", "A saved run of Cilium's benchmark (or an lbbench -json line) to print our ratios against")
 	flag.BoolVar(&o.healthMode, "health", false, "Measure health checking instead: probes of loopback backends, their CPU, and stopped backends' trips into the maps")
 	flag.IntVar(&o.health.backends, "health-backends", 10000, "Backends in -health mode, 10 per service")
 	flag.DurationVar(&o.health.interval, "health-interval", time.Second, "Probe interval in -health mode")
@@ -274,6 +285,19 @@ func run(o options, out io.Writer) error {
 	if o.latency && o.backends == 0 {
 		return errors.New("-latency needs -backends of at least 1: it times backend changes")
 	}
+	var base *anchor
+	if o.compare != "" {
+		a, err := readAnchor(o.compare)
+		if err != nil {
+			return err
+		}
+		base = &a
+	}
+	if o.memProfile != "" {
+		// Finer than the default (512 KiB) so that the profile accounts
+		// for every few bytes per service.
+		runtime.MemProfileRate = 4096
+	}
 	b, err := newBench(o)
 	if err != nil {
 		return err
@@ -296,7 +320,7 @@ func run(o options, out io.Writer) error {
 
 	res := result{Maps: b.maps.Kind, Services: o.services, BackendsPerService: o.backends}
 	fmt.Fprintf(out, "lbbench: %d services x %d backends, %s maps, %d iterations\n", o.services, o.backends, b.maps.Kind, o.iterations)
-	var inserts, deletes []float64
+	var inserts, deletes, heaps, objs []float64
 	for it := range o.iterations {
 		var before runtime.MemStats
 		runtime.GC()
@@ -315,12 +339,14 @@ func run(o options, out io.Writer) error {
 			return fmt.Errorf("after insert lb_services has %d entries, want %d", got, want)
 		}
 
+		// Every round's heap in use, as Cilium's benchmark measures it
+		// (the summary is their average, like its "Avg:" line).
+		var after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		heaps = append(heaps, float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(o.services))
+		objs = append(objs, float64(int64(after.HeapObjects)-int64(before.HeapObjects))/float64(o.services))
 		if it == 0 {
-			var after runtime.MemStats
-			runtime.GC()
-			runtime.ReadMemStats(&after)
-			res.BytesInUsePerService = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(o.services)
-			res.ObjectsPerService = float64(int64(after.HeapObjects)-int64(before.HeapObjects)) / float64(o.services)
 			if o.memProfile != "" {
 				if f, err := os.Create(o.memProfile); err == nil {
 					pprof.WriteHeapProfile(f)
@@ -352,12 +378,18 @@ func run(o options, out io.Writer) error {
 			it+1, ins, insert.Round(time.Millisecond), dls, del.Round(time.Millisecond))
 	}
 	res.InsertServicesPerSec, res.DeleteServicesPerSec = summarize(inserts), summarize(deletes)
+	res.BytesInUsePerService, res.ObjectsPerService = summarize(heaps).Avg, summarize(objs).Avg
+	res.BytesInUsePerServiceFirst, res.ObjectsPerServiceFirst = heaps[0], objs[0]
 	res.InsertServicesPerSecAv, res.DeleteServicesPerSecAv = res.InsertServicesPerSec.Avg, res.DeleteServicesPerSec.Avg
 	fmt.Fprintf(out, "insert: min %.0f avg %.0f max %.0f services/s\n", res.InsertServicesPerSec.Min, res.InsertServicesPerSec.Avg, res.InsertServicesPerSec.Max)
 	fmt.Fprintf(out, "delete: min %.0f avg %.0f max %.0f services/s\n", res.DeleteServicesPerSec.Min, res.DeleteServicesPerSec.Avg, res.DeleteServicesPerSec.Max)
-	fmt.Fprintf(out, "heap in use: %.0f bytes and %.1f objects per service\n", res.BytesInUsePerService, res.ObjectsPerService)
+	fmt.Fprintf(out, "heap in use: %.0f bytes and %.1f objects per service (average of the rounds; first round %.0f bytes, %.1f objects)\n",
+		res.BytesInUsePerService, res.ObjectsPerService, res.BytesInUsePerServiceFirst, res.ObjectsPerServiceFirst)
 	if res.PeakRSSBytes = peakRSS(); res.PeakRSSBytes > 0 {
 		fmt.Fprintf(out, "peak RSS: %.1f MiB\n", float64(res.PeakRSSBytes)/(1<<20))
+	}
+	if base != nil {
+		res.Compare = compare(res, *base, out)
 	}
 	if o.json {
 		js, _ := json.Marshal(res)

@@ -49,11 +49,11 @@ type Reflector struct {
 	stop    func()
 
 	// Owned by the loop.
-	services map[lb.ServiceName]*corev1.Service
-	slices   map[sliceKey]lb.ServiceName // the service each slice belongs to
-	// bySvc holds each service's slices, by namespace and name.
-	bySvc      map[lb.ServiceName][]*discoveryv1.EndpointSlice
-	pods       map[sliceKey]*corev1.Pod // this node's pods, by namespace and name
+	// services holds each service that has a Service or slices.
+	services   map[lb.ServiceName]serviceEntry
+	nServices  int                         // entries with a Service
+	slices     map[sliceKey]lb.ServiceName // the service each slice belongs to
+	pods       map[sliceKey]*corev1.Pod    // this node's pods, by namespace and name
 	node       *corev1.Node
 	loopbackOK bool // AcceptLoopbackEndpoints
 	// nodeSet is whether the local node was declared: at the first Node
@@ -70,6 +70,57 @@ type Reflector struct {
 	// crdPoll is how often a missing CiliumLocalRedirectPolicy CRD is
 	// looked for (policyCRDPoll).
 	crdPoll time.Duration
+}
+
+// serviceEntry is what the reflector holds of one service: its Service,
+// if any, and its slices, if any.
+type serviceEntry struct {
+	// name is the entry's key. Every name the reflector hands the Writer
+	// for the service is this one, so that the tables' rows share one
+	// string.
+	name lb.ServiceName
+	svc  *corev1.Service
+	// The slices by name: the first inline (most services have one), the
+	// others in more.
+	first *discoveryv1.EndpointSlice
+	more  []*discoveryv1.EndpointSlice
+}
+
+// slices returns the service's slices, by name.
+func (e serviceEntry) slices() []*discoveryv1.EndpointSlice {
+	if e.first == nil {
+		return nil
+	}
+	return append([]*discoveryv1.EndpointSlice{e.first}, e.more...)
+}
+
+// setSlices keeps list (sorted by name) as the service's slices.
+func (e *serviceEntry) setSlices(list []*discoveryv1.EndpointSlice) {
+	e.first, e.more = nil, nil
+	if len(list) > 0 {
+		e.first = list[0]
+	}
+	if len(list) > 1 {
+		e.more = slices.Clone(list[1:])
+	}
+}
+
+// entry returns the service's entry, a new one if there is none.
+func (r *Reflector) entry(name lb.ServiceName) serviceEntry {
+	e, ok := r.services[name]
+	if !ok {
+		e.name = name
+	}
+	return e
+}
+
+// putEntry stores the entry, or drops it once it holds nothing.
+func (r *Reflector) putEntry(e serviceEntry) {
+	if e.svc == nil && e.first == nil {
+		delete(r.services, e.name)
+		return
+	}
+	r.services[e.name] = e
 }
 
 // sliceKey names a namespaced object (an EndpointSlice or a Pod).
@@ -93,9 +144,8 @@ func NewReflector(cfg Config, src *reflectors.Source, as lb.Source) (*Reflector,
 		events:   make(chan event, 4096),
 		stopped:  stopped,
 		stop:     sync.OnceFunc(func() { close(stopped) }),
-		services: map[lb.ServiceName]*corev1.Service{},
+		services: map[lb.ServiceName]serviceEntry{},
 		slices:   map[sliceKey]lb.ServiceName{},
-		bySvc:    map[lb.ServiceName][]*discoveryv1.EndpointSlice{},
 		pods:     map[sliceKey]*corev1.Pod{},
 		unknown:  map[lb.ServiceName][]UnknownValue{},
 		lrp:      newRedirects(redirectOpts),
@@ -140,26 +190,33 @@ func (r *Reflector) Run(ctx context.Context, feed func(ctx context.Context) erro
 	return feedErr
 }
 
-// batchIdle is how long a batch waits for one more event before it is
-// applied: bursts coalesce, a lone change goes out at once.
-const batchIdle = time.Millisecond
-
-// loop applies events in batches of at most cfg.K8sBatchSize, gathered
-// while events keep coming (batchIdle apart at most), for at most
-// cfg.K8sBatchDelay.
+// loop applies events in batches of at most cfg.K8sBatchSize.
 //
 // It runs in two stages: this goroutine keeps the objects and converts
 // them into Writer calls, and a second one applies each batch's calls in
 // a write transaction, so converting the next batch overlaps with writing
 // this one. Batches are written in order.
+//
+// Batching costs nothing when there is nothing to batch: a batch goes to
+// the writer as soon as no event is queued, unless the writer already
+// has one batch in hand and another waiting; then it keeps gathering
+// events until the writer takes one, for at most cfg.K8sBatchDelay. A
+// lone change is applied at once (by this goroutine itself when the
+// writer is idle); under load, batches grow with the time the writer
+// takes.
 func (r *Reflector) loop(ctx context.Context) {
 	defer r.stop()
 	writes := make(chan writes, 1)
+	// done gets one token per batch written. At most three batches are in
+	// flight (one being written, one queued, one being handed over), so
+	// the writer never waits to say so.
+	done := make(chan struct{}, 3)
 	written := make(chan struct{})
 	go func() {
 		defer close(written)
 		for ws := range writes {
 			r.write(ws)
+			done <- struct{}{}
 		}
 	}()
 	defer func() {
@@ -167,37 +224,54 @@ func (r *Reflector) loop(ctx context.Context) {
 		<-written
 	}()
 	batch := make([]event, 0, r.cfg.K8sBatchSize)
-	idle := time.NewTimer(batchIdle)
+	inFlight := 0 // batches handed to the writer and not yet written
+	deadline := time.NewTimer(r.cfg.K8sBatchDelay)
+	deadline.Stop()
 	for {
 		batch = batch[:0]
-		select {
-		case <-ctx.Done():
-			return
-		case ev := <-r.events:
-			batch = append(batch, ev)
+		for len(batch) == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-done:
+				inFlight--
+			case ev := <-r.events:
+				batch = append(batch, ev)
+			}
 		}
-		deadline := time.Now().Add(r.cfg.K8sBatchDelay)
+		deadline.Reset(r.cfg.K8sBatchDelay)
 	fill:
 		for len(batch) < r.cfg.K8sBatchSize {
 			select {
 			case ev := <-r.events:
 				batch = append(batch, ev)
 				continue
+			case <-done:
+				inFlight--
+				continue
 			default:
 			}
-			wait := min(batchIdle, time.Until(deadline))
-			if wait <= 0 {
-				break
+			if inFlight < 2 {
+				break // the writer would wait for this batch
 			}
-			idle.Reset(wait)
 			select {
 			case ev := <-r.events:
-				idle.Stop()
 				batch = append(batch, ev)
-			case <-idle.C:
+			case <-done:
+				inFlight--
+			case <-deadline.C:
 				break fill
 			}
 		}
+		deadline.Stop()
+		if inFlight == 0 && len(r.events) == 0 {
+			// A lone change and an idle writer: write it here, one
+			// goroutine hand-over fewer. (With more events queued, the
+			// writer takes it, so that converting them overlaps.)
+			r.apply(batch)
+			continue
+		}
+		inFlight++
 		writes <- r.prepare(batch) // the writer never stops before the loop
 	}
 }
@@ -244,12 +318,16 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 	for _, ev := range batch {
 		switch obj := ev.obj.(type) {
 		case *corev1.Service:
-			name := lb.NewServiceName(obj.Namespace, obj.Name)
+			e := r.entry(lb.NewServiceName(obj.Namespace, obj.Name))
+			name := e.name
 			// A service's backends come from its slices alone (their
 			// conditions say what publishNotReadyAddresses asks), so only
 			// its declaration changes here.
+			if e.svc != nil {
+				r.nServices--
+			}
 			if ev.deleted {
-				delete(r.services, name)
+				e.svc = nil
 				delete(r.unknown, name)
 				delete(r.topologyNoted, name)
 				call(func(txn statedb.WriteTxn) {
@@ -257,9 +335,11 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 					r.check(r.w.ClearProxyRedirect(txn, name, r.as), name.String())
 				})
 			} else {
-				r.services[name] = obj
+				e.svc = obj
+				r.nServices++
 				reconvert[name] = true
 			}
+			r.putEntry(e)
 		case *discoveryv1.EndpointSlice:
 			r.applySlice(obj, ev.deleted, dirty)
 		case *metav1.PartialObjectMetadata: // every node's labels
@@ -274,8 +354,10 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			}
 			r.node = obj
 			r.setNode(call)
-			for name := range r.services { // NodePort frontends follow the node's addresses
-				reconvert[name] = true
+			for name, e := range r.services { // NodePort frontends follow the node's addresses
+				if e.svc != nil {
+					reconvert[name] = true
+				}
 			}
 			for _, pod := range r.pods { // and so do HostPort frontends
 				r.preparePod(call, pod, false)
@@ -292,7 +374,7 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 	if !r.nodeSet && r.cfg.K8sNodeZone != "" {
 		r.setNode(call) // before any frontend is selected without it
 	}
-	r.src.SetObjects("services", len(r.services))
+	r.src.SetObjects("services", r.nServices)
 	r.src.SetObjects("endpointslices", len(r.slices))
 	r.src.SetObjects("pods", len(r.pods))
 	// Backends first: a new service's frontends are then derived once, with
@@ -303,8 +385,8 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 	}
 	node := r.localNode() // once for the batch: every conversion reads it
 	for _, name := range slices.SortedFunc(maps.Keys(reconvert), lb.ServiceName.Compare) {
-		svc, ok := r.services[name]
-		if !ok {
+		svc := r.services[name].svc
+		if svc == nil {
 			continue
 		}
 		params, ok, unknown, err := ConvertService(svc, ServiceOptions{
@@ -330,6 +412,7 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 				r.check(r.w.ClearProxyRedirect(txn, name, r.as), name.String())
 			})
 		default:
+			params.Name = name // the same name, in the string the other rows share
 			params.TopologyKeys = r.topologyKeys(name, svc)
 			call(func(txn statedb.WriteTxn) {
 				r.check(r.w.UpsertService(txn, params), name.String())
@@ -359,9 +442,6 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 func (r *Reflector) known() map[lb.ServiceName]struct{} {
 	known := make(map[lb.ServiceName]struct{}, len(r.services)+len(r.pods))
 	for name := range r.services {
-		known[name] = struct{}{}
-	}
-	for name := range r.bySvc {
 		known[name] = struct{}{}
 	}
 	for _, pod := range r.pods {
@@ -421,23 +501,21 @@ func (r *Reflector) applySlice(es *discoveryv1.EndpointSlice, deleted bool, dirt
 	key := sliceKey{es.Namespace, es.Name}
 	if old, ok := r.slices[key]; ok {
 		dirty[old] = true
-		list := slices.DeleteFunc(r.bySvc[old], func(o *discoveryv1.EndpointSlice) bool { return o.Name == es.Name })
-		if len(list) == 0 {
-			delete(r.bySvc, old)
-		} else {
-			r.bySvc[old] = list
-		}
+		e := r.services[old]
+		e.setSlices(slices.DeleteFunc(e.slices(), func(o *discoveryv1.EndpointSlice) bool { return o.Name == es.Name }))
+		r.putEntry(e)
 		delete(r.slices, key)
 	}
 	if deleted {
 		return
 	}
-	name := lb.NewServiceName(es.Namespace, es.Labels[LabelServiceName])
-	r.slices[key] = name
-	list := r.bySvc[name]
+	e := r.entry(lb.NewServiceName(es.Namespace, es.Labels[LabelServiceName]))
+	r.slices[key] = e.name
+	list := e.slices()
 	i, _ := slices.BinarySearchFunc(list, es.Name, func(o *discoveryv1.EndpointSlice, n string) int { return cmp.Compare(o.Name, n) })
-	r.bySvc[name] = slices.Insert(list, i, es)
-	dirty[name] = true
+	e.setSlices(slices.Insert(list, i, es))
+	r.putEntry(e)
+	dirty[e.name] = true
 }
 
 // sliceError says what makes a slice unusable as a whole (no service
@@ -459,7 +537,8 @@ func sliceError(es *discoveryv1.EndpointSlice) error {
 func (r *Reflector) backendsOf(name lb.ServiceName) []lb.BackendParams {
 	var out []lb.BackendParams
 	index := smallset.NewIndex(func(b *lb.BackendParams) lb.L3n4Addr { return b.Address })
-	for _, es := range r.bySvc[name] { // in order of name, so the result does not depend on arrival
+	e := r.services[name]
+	for _, es := range e.slices() { // in order of name, so the result does not depend on arrival
 		_, bs, errs, err := ConvertEndpointSlice(es)
 		if err != nil {
 			r.fail(err)

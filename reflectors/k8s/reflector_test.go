@@ -109,16 +109,16 @@ func TestReflectorForgetsDeletedSlices(t *testing.T) {
 	}
 	a1, a2, moved := slice("a-2", "a", "10.0.0.2"), slice("a-1", "a", "10.0.0.1"), slice("a-2", "b", "10.0.0.2")
 	r.apply([]event{{obj: a1}, {obj: a2}})
-	if got := r.bySvc[lb.NewServiceName("ns", "a")]; len(got) != 2 || got[0].Name != "a-1" || got[1].Name != "a-2" {
+	if got := r.services[lb.NewServiceName("ns", "a")].slices(); len(got) != 2 || got[0].Name != "a-1" || got[1].Name != "a-2" {
 		t.Fatalf("service a: slices %v, want a-1 and a-2 in order", got)
 	}
 	r.apply([]event{{obj: moved}})
-	if len(r.bySvc[lb.NewServiceName("ns", "a")]) != 1 || len(r.bySvc[lb.NewServiceName("ns", "b")]) != 1 {
-		t.Fatalf("after a-2 moved to b: %v", r.bySvc)
+	if a, b := r.services[lb.NewServiceName("ns", "a")], r.services[lb.NewServiceName("ns", "b")]; len(a.slices()) != 1 || len(b.slices()) != 1 {
+		t.Fatalf("after a-2 moved to b: %v", r.services)
 	}
 	r.apply([]event{{obj: moved, deleted: true}, {obj: a2, deleted: true}})
-	if len(r.bySvc) != 0 || len(r.slices) != 0 {
-		t.Fatalf("after deleting every slice the reflector still holds %v and %v", r.bySvc, r.slices)
+	if len(r.services) != 0 || len(r.slices) != 0 {
+		t.Fatalf("after deleting every slice the reflector still holds %v and %v", r.services, r.slices)
 	}
 	if n := w.Backends().NumObjects(db.ReadTxn()); n != 0 {
 		t.Fatalf("%d backends left", n)
