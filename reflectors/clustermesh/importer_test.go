@@ -102,7 +102,7 @@ func newFixture(t *testing.T, global bool) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	im, err := NewImporter(Remote{Name: "c2", ID: 2, Etcd: cfg, SyncTimeout: 10 * time.Second})
+	im, err := NewImporter(Self{Name: "c1", ID: 1}, Remote{Name: "c2", ID: 2, Etcd: cfg, SyncTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
