@@ -20,7 +20,7 @@ import (
 // provider; with metrics.Cell its counters are in the hive's registry.
 var Cell = cell.Module(
 	"clustermesh",
-	"Imports and exports global services over etcd, in Cilium's ClusterMesh format",
+	"Global services shared with other clusters over etcd",
 
 	cell.Config(DefaultConfig),
 	cell.Invoke(register),
