@@ -75,10 +75,7 @@ func TestScriptClustermesh(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cli, err := srv.Client()
-		if err != nil {
-			t.Fatal(err)
-		}
+		t.Cleanup(srv.Stop) // after the hive's
 		configDir := t.TempDir()
 		client := fake.NewClientset()
 		e := engineFor("memory",
@@ -90,9 +87,8 @@ func TestScriptClustermesh(t *testing.T) {
 				c.ClusterName, c.ClusterID, c.ClustermeshConfig = "c1", 1, configDir
 			})
 		})
-		t.Cleanup(func() { cli.Close(); srv.Stop() })
 		maps.Insert(e.Cmds, maps.All(k8s.ScriptCommands(k8s.Clients{Client: client})))
-		maps.Insert(e.Cmds, maps.All(clustermesh.ScriptCommands(cli)))
+		maps.Insert(e.Cmds, maps.All(clustermesh.ScriptCommands(srv.ClientConfig())))
 		maps.Insert(e.Cmds, maps.All(embedetcd.ScriptCommands(srv, configDir)))
 		return e
 	}, nil, "testdata/clustermesh/*.txtar")

@@ -83,8 +83,11 @@ func (c *cluster) staleTimeout() time.Duration {
 // connection is checked. Both scale with the stale timeout so that a
 // dead etcd is noticed well within it.
 func (c *cluster) requestTimeout() time.Duration {
-	return min(max(c.staleTimeout()/3, time.Second), 10*time.Second)
+	return min(max(c.staleTimeout()/6, time.Second), 5*time.Second)
 }
+
+// listTimeout bounds a full list, which may be large.
+const listTimeout = 30 * time.Second
 
 func (c *cluster) heartbeat() time.Duration {
 	return min(max(c.staleTimeout()/6, 100*time.Millisecond), 5*time.Second)
@@ -142,7 +145,7 @@ func (c *cluster) follow(ctx context.Context) (connected bool, err error) {
 	name := c.remote.Name
 	prefix := ServicesPrefix + name + "/"
 	if rev == 0 {
-		rctx, cancel := request()
+		rctx, cancel := context.WithTimeout(ctx, listTimeout)
 		list, err := cli.Get(rctx, prefix, clientv3.WithPrefix())
 		cancel()
 		if err != nil {
@@ -237,6 +240,7 @@ func (c *cluster) clusterID(ctx context.Context, cli *clientv3.Client) (uint32, 
 		return 0, 0, fmt.Errorf("%s: not found, and no cluster ID configured: the cluster's ID is unknown", key)
 	}
 	if err := c.self.refuses(c.remote.Name, id); err != nil {
+		c.markSynced("refused") // nobody waits for it
 		return 0, 0, err
 	}
 	return id, resp.Header.ClusterId, nil
@@ -309,6 +313,13 @@ func (c *cluster) disconnected() {
 // drop removes every backend the cluster wrote, and stops its timers;
 // the follower is stopped.
 func (c *cluster) drop() error {
+	c.stopTimers()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dropLocked()
+}
+
+func (c *cluster) stopTimers() {
 	c.sync.Stop()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -316,7 +327,6 @@ func (c *cluster) drop() error {
 		c.stale.Stop()
 		c.stale = nil
 	}
-	return c.dropLocked()
 }
 
 func (c *cluster) dropLocked() error {

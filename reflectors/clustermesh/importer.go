@@ -124,6 +124,7 @@ func (im *Importer) Start(ctx context.Context, s *reflectors.Source) {
 		}
 	}
 	im.mu.Unlock()
+	context.AfterFunc(ctx, im.stopTimers)
 	go func() {
 		for _, w := range waits {
 			select {
@@ -134,6 +135,16 @@ func (im *Importer) Start(ctx context.Context, s *reflectors.Source) {
 		}
 		s.Synced()
 	}()
+}
+
+// stopTimers stops every cluster's timers once the importer stops: its
+// backends stay as they are.
+func (im *Importer) stopTimers() {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	for _, c := range im.clusters {
+		c.stopTimers()
+	}
 }
 
 // Add connects a cluster to a running importer.

@@ -17,8 +17,8 @@ import (
 	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -138,10 +138,10 @@ func (s *Server) WriteClientConfig(path string, client *TLS) error {
 	return os.Rename(tmp, path)
 }
 
-// Client returns a client of both endpoints (plain; a TLS server needs
-// a client built with the caller's certificate).
-func (s *Server) Client() (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{Endpoints: s.Endpoints(), DialTimeout: 5 * time.Second})
+// ClientConfig is a client config of both endpoints (plain; a TLS
+// server needs the caller's certificate added).
+func (s *Server) ClientConfig() clientv3.Config {
+	return clientv3.Config{Endpoints: s.Endpoints(), DialTimeout: 5 * time.Second}
 }
 
 // freePort picks a loopback port nobody listens on now.
