@@ -91,11 +91,13 @@ func (s *Server) start(client url.URL) error {
 	return nil
 }
 
-// Stop stops the server; its data stays.
+// Stop stops the server at once, as a crash would, without waiting for
+// its clients to leave; its data stays.
 func (s *Server) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.e != nil {
+		s.e.Server.HardStop()
 		s.e.Close()
 		s.e = nil
 	}
