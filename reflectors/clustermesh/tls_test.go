@@ -137,9 +137,9 @@ func TestImporterConnectsWithClientCertificates(t *testing.T) {
 		t.Fatal("the etcd took a client without a certificate")
 	}
 	for k, v := range map[string]string{
-		ClusterConfigKey("c2"):            `{"id":2,"capabilities":{"syncedCanaries":true}}`,
+		ClusterConfigKey("c2"):             `{"id":2,"capabilities":{"syncedCanaries":true}}`,
 		ServiceKey("c2", "default", "web"): c2Web,
-		SyncedKey("c2"):                   "now",
+		SyncedKey("c2"):                    "now",
 	} {
 		if err := put(withCert, k, v); err != nil {
 			t.Fatal(err)
