@@ -107,7 +107,7 @@ func (c *cluster) run(ctx context.Context) {
 		}
 		c.disconnected()
 		// Endpoints only: the config holds credentials.
-		c.log.Warn("Remote cluster's etcd failed, connecting again", "endpoints", c.remote.Etcd.Endpoints, "error", err, "in", wait)
+		c.log.Warn("Remote cluster unreachable or not ready, connecting again", "endpoints", c.remote.Etcd.Endpoints, "error", err, "in", wait)
 		select {
 		case <-ctx.Done():
 			return
