@@ -52,7 +52,7 @@ func register(p cellParams) error {
 			if err != nil {
 				return err
 			}
-			d := &configDir{dir: dir, cfg: c, im: im, src: s, acted: map[string][32]byte{}}
+			d := newConfigDir(dir, c, im, s)
 			im.initial = d.initial()
 			s.Log().Info("Following the clustermesh config directory", "dir", dir, "clusters", len(im.initial))
 			im.Start(ctx, s)

@@ -37,15 +37,16 @@ var errCompacted = errors.New("revision compacted, listing again")
 // writes nothing. A cluster away for longer than its stale timeout loses
 // its backends then.
 type cluster struct {
-	src    *reflectors.Source
-	log    *slog.Logger
-	self   Self          // the local cluster, which no remote may claim to be
-	synced chan struct{} // closed once the synced key was seen, or on timeout
-	sync   *time.Timer   // the sync timeout
-	once   sync.Once     // closes synced
-	remote Remote        // the follower's; replaced only while it is stopped
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the follower returns
+	src     *reflectors.Source
+	log     *slog.Logger
+	self    Self          // the local cluster, which no remote may claim to be
+	synced  chan struct{} // closed once the synced key was seen, or on timeout
+	sync    *time.Timer   // the sync timeout
+	once    sync.Once     // closes synced
+	refused sync.Once     // counts a refusal once
+	remote  Remote        // the follower's; replaced only while it is stopped
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the follower returns
 
 	mu          sync.Mutex // the follower and the stale timer
 	written     map[lb.ServiceName][]lb.BackendParams
@@ -105,7 +106,9 @@ func (c *cluster) run(ctx context.Context) {
 		if connected {
 			wait = retryMin
 		}
-		c.disconnected()
+		if !errors.Is(err, errCompacted) { // still connected: list at once
+			c.disconnected()
+		}
 		// Endpoints only: the config holds credentials.
 		c.log.Warn("Remote cluster unreachable or not ready, connecting again", "endpoints", c.remote.Etcd.Endpoints, "error", err, "in", wait)
 		select {
@@ -241,6 +244,7 @@ func (c *cluster) clusterID(ctx context.Context, cli *clientv3.Client) (uint32, 
 	}
 	if err := c.self.refuses(c.remote.Name, id); err != nil {
 		c.markSynced("refused") // nobody waits for it
+		c.refused.Do(func() { c.src.Reject(err) })
 		return 0, 0, err
 	}
 	return id, resp.Header.ClusterId, nil

@@ -25,6 +25,10 @@ const (
 	configPoll = 5 * time.Second
 )
 
+func newConfigDir(dir string, cfg Config, im *Importer, src *reflectors.Source) *configDir {
+	return &configDir{dir: dir, cfg: cfg, im: im, src: src, acted: map[string][32]byte{}, bad: map[string][32]byte{}}
+}
+
 // configDir follows --clustermesh-config: a file per remote cluster,
 // named by the cluster. A file added connects its cluster, changed (or
 // a file it names changed) reconnects it, removed disconnects it and
@@ -35,6 +39,7 @@ type configDir struct {
 	im    *Importer
 	src   *reflectors.Source
 	acted map[string][32]byte // the version of each file last acted on
+	bad   map[string][32]byte // the content of each bad file reported
 }
 
 // load reads the directory. A file that cannot be read or parsed is
@@ -63,13 +68,13 @@ func (d *configDir) load() (map[string]Remote, map[string][32]byte, error) {
 			if v, ok := d.acted[name]; ok {
 				versions[name] = v // keep the cluster as it is
 			}
-			if v := sha256.Sum256(data); d.acted["!"+name] != v {
-				d.acted["!"+name] = v // report a bad file once
+			if v := sha256.Sum256(data); d.bad[name] != v {
+				d.bad[name] = v // reported once
 				d.src.Reject(fmt.Errorf("--clustermesh-config: cluster %s: %w", name, err))
 			}
 			continue
 		}
-		delete(d.acted, "!"+name)
+		delete(d.bad, name)
 		remotes[name] = Remote{
 			Name: name, Etcd: etcd,
 			SyncTimeout: d.cfg.ClustermeshSyncTimeout, StaleTimeout: d.cfg.ClustermeshStaleTimeout,
@@ -108,7 +113,7 @@ func (d *configDir) sync() {
 	}
 	connected := d.im.Connected()
 	for name := range d.acted {
-		if _, found := versions[name]; found || strings.HasPrefix(name, "!") {
+		if _, found := versions[name]; found {
 			continue
 		}
 		delete(d.acted, name)

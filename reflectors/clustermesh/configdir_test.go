@@ -22,7 +22,7 @@ func TestConfigDirConnectsReconnectsAndDisconnects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &configDir{dir: dir, cfg: DefaultConfig, im: im, src: f.src, acted: map[string][32]byte{}}
+	d := newConfigDir(dir, DefaultConfig, im, f.src)
 	im.initial = d.initial()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -166,9 +166,7 @@ func TestImporterConnectsWithClientCertificates(t *testing.T) {
 	go func() { defer close(done); im.Run(rctx, src) }()
 	t.Cleanup(func() { stop(); <-done })
 	eventually(t, "over TLS", webWithC2, func() []string { return backendsOf(w, db, "web") })
-	if !src.IsSynced() {
-		t.Error("not synced over TLS")
-	}
+	waitFor(t, "synced over TLS", src.IsSynced)
 
 	keyPEM, _ := os.ReadFile(p.path("client.key"))
 	for _, secret := range []string{"PRIVATE KEY", strings.Split(string(keyPEM), "\n")[1]} {
