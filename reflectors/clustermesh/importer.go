@@ -76,8 +76,9 @@ func (r *Remote) validate(self Self) error {
 // Importer follows the services other clusters share and merges their
 // backends into the local services of the same namespace and name.
 // Run is its source body (reflectors.Register(p, SourceName, im.Run));
-// Set (or Add, Update and Remove) connect, reconnect and disconnect
-// clusters while it runs.
+// Add, Update and Remove connect, reconnect and disconnect clusters
+// while it runs (clustermesh.Cell calls them as the config directory
+// changes).
 type Importer struct {
 	self     Self
 	mu       sync.Mutex
