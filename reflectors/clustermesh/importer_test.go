@@ -294,3 +294,15 @@ func waitForLog(t *testing.T, log *syncbuf.Buffer, msg string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A cluster that never writes its synced key holds the initial sync
+// only until its sync timeout, which is logged for it.
+func TestImporterSyncTimeoutReleasesTheInitialSync(t *testing.T) {
+	f := newFixture(t, true)
+	f.im.initial[0].SyncTimeout = 300 * time.Millisecond
+	f.put(ServiceKey("c2", "default", "web"), c2Web)
+	f.run(t)
+	eventually(t, "listed", webWithC2, func() []string { return backendsOf(f.w, f.db, "web") })
+	waitFor(t, "synced after the timeout", f.src.IsSynced)
+	waitForLog(t, f.log, `msg="Remote cluster not synced in time, going on without it" source=kvstore cluster=c2 timeout=300ms`)
+}
