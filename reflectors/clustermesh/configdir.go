@@ -150,6 +150,7 @@ func (d *configDir) follow(ctx context.Context) {
 			}
 		}()
 	}
+	d.sync() // what changed since the initial read, before the watch began
 	poll := time.NewTicker(configPoll)
 	defer poll.Stop()
 	var settle <-chan time.Time
