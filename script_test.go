@@ -18,6 +18,8 @@ import (
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/reconciler"
+	"github.com/lbstate/lbstate/reflectors/clustermesh"
+	"github.com/lbstate/lbstate/reflectors/clustermesh/embedetcd"
 	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/tables"
@@ -37,10 +39,10 @@ import (
 func TestScript(t *testing.T) {
 	t.Run("kernel", func(t *testing.T) {
 		bpftest.Require(t)
-		scripttest.Test(t, context.Background(), engineFor("kernel"), nil, "testdata/*.txtar")
+		scripttest.Test(t, context.Background(), engine(engineFor("kernel")), nil, "testdata/*.txtar")
 	})
 	t.Run("memory", func(t *testing.T) {
-		scripttest.Test(t, context.Background(), engineFor("memory"), nil, "testdata/*.txtar")
+		scripttest.Test(t, context.Background(), engine(engineFor("memory")), nil, "testdata/*.txtar")
 	})
 }
 
@@ -61,8 +63,41 @@ func TestScriptK8s(t *testing.T) {
 	}, nil, "testdata/k8s/*.txtar")
 }
 
-func engineFor(mode string, extra ...cell.Cell) func(t testing.TB, args []string) *script.Engine {
-	return func(t testing.TB, args []string) *script.Engine {
+// TestScriptClustermesh runs testdata/clustermesh/*.txtar: this cluster
+// is c1 (ID 1), with the Kubernetes reflector over the fake clientset as
+// in TestScriptK8s, and the clustermesh Cell following a config directory
+// that etcd/config-write and etcd/config-remove change. Each script has
+// its own embedded etcd, which plays the remote clusters' (kvstore/*
+// commands write their services; etcd/stop and etcd/start restart it).
+func TestScriptClustermesh(t *testing.T) {
+	scripttest.Test(t, context.Background(), func(t testing.TB, args []string) *script.Engine {
+		srv, err := embedetcd.Start(t.TempDir(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(srv.Stop) // after the hive's
+		configDir := t.TempDir()
+		client := fake.NewClientset()
+		e := engineFor("memory",
+			cell.Provide(func() kubernetes.Interface { return client }),
+			k8s.Cell,
+			clustermesh.Cell,
+		)(t, args, func(h *hive.Hive) {
+			hive.AddConfigOverride(h, func(c *clustermesh.Config) {
+				c.ClusterName, c.ClusterID, c.ClustermeshConfig = "c1", 1, configDir
+			})
+		})
+		maps.Insert(e.Cmds, maps.All(k8s.ScriptCommands(k8s.Clients{Client: client})))
+		maps.Insert(e.Cmds, maps.All(clustermesh.ScriptCommands(srv.ClientConfig())))
+		maps.Insert(e.Cmds, maps.All(embedetcd.ScriptCommands(srv, configDir)))
+		return e
+	}, nil, "testdata/clustermesh/*.txtar")
+}
+
+// engineFor returns a new script engine over a hive of the whole
+// pipeline and extra; configure, if given, adds config overrides.
+func engineFor(mode string, extra ...cell.Cell) func(t testing.TB, args []string, configure ...func(*hive.Hive)) *script.Engine {
+	return func(t testing.TB, args []string, configure ...func(*hive.Hive)) *script.Engine {
 		log := hivetest.Logger(t)
 		h := hive.New(append([]cell.Cell{
 			statedb.Cell,
@@ -84,6 +119,9 @@ func engineFor(mode string, extra ...cell.Cell) func(t testing.TB, args []string
 			pinDir = filepath.Join(bpftest.PinDir(t), "maps")
 		}
 		hive.AddConfigOverride(h, func(c *bpf.ModeConfig) { c.LBMaps = mode })
+		for _, f := range configure {
+			f(h)
+		}
 		hive.AddConfigOverride(h, func(c *bpf.Config) {
 			c.LBPinDir = pinDir
 			c.LBMaglevTableSize = 251 // small tables keep dumps and tests quick
@@ -100,4 +138,8 @@ func engineFor(mode string, extra ...cell.Cell) func(t testing.TB, args []string
 		})
 		return &script.Engine{Cmds: cmds, Conds: scripttest.DefaultConds()}
 	}
+}
+
+func engine(f func(testing.TB, []string, ...func(*hive.Hive)) *script.Engine) func(testing.TB, []string) *script.Engine {
+	return func(t testing.TB, args []string) *script.Engine { return f(t, args) }
 }

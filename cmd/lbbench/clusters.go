@@ -161,7 +161,7 @@ func runClusters(o options, out io.Writer) error {
 	for c := 1; c <= n; c++ {
 		remotes[c-1] = clustermesh.Remote{Name: clusterName(c), ID: uint32(c), Etcd: clientv3.Config{Endpoints: []string{endpoint}}}
 	}
-	im, err := clustermesh.NewImporter(remotes...)
+	im, err := clustermesh.NewImporter(clustermesh.Self{}, remotes...)
 	if err != nil {
 		return err
 	}

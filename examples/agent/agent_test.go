@@ -36,12 +36,12 @@ func startAgent(t *testing.T) (api, metricsAddr string) {
 // startAgentOn starts the agent on a manifests directory, logging to log.
 // A port freeAddr found free may be taken before the agent binds it (by
 // the local end of another test's connection): it then tries others.
-func startAgentOn(t *testing.T, dir string, log *slog.Logger) (api, metricsAddr string) {
+func startAgentOn(t *testing.T, dir string, log *slog.Logger, extra ...string) (api, metricsAddr string) {
 	t.Helper()
 	for attempt := 0; ; attempt++ {
 		api, metricsAddr = freeAddr(t), freeAddr(t)
-		h, _, err := newAgent([]string{"--manifests", dir, "--k8s-node-name", "node-a",
-			"--lb-maps", "memory", "--api-addr", api, "--metrics-addr", metricsAddr})
+		h, _, err := newAgent(append([]string{"--manifests", dir, "--k8s-node-name", "node-a",
+			"--lb-maps", "memory", "--api-addr", api, "--metrics-addr", metricsAddr}, extra...))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,10 @@
 //
 //	go run ./examples/agent --manifests examples/demo --k8s-node-name node-a
 //	go run ./examples/agent --kubeconfig ~/.kube/config
+//
+// With --cluster-name, --cluster-id and --clustermesh-config DIR (and/or
+// --clustermesh-export FILE) it joins a clustermesh over etcd; see
+// examples/clustermesh.
 package main
 
 import (
@@ -31,6 +35,7 @@ import (
 	"github.com/lbstate/lbstate/bpf/datapath"
 	"github.com/lbstate/lbstate/metrics"
 	"github.com/lbstate/lbstate/reconciler"
+	"github.com/lbstate/lbstate/reflectors/clustermesh"
 	"github.com/lbstate/lbstate/reflectors/file"
 	"github.com/lbstate/lbstate/reflectors/health"
 	"github.com/lbstate/lbstate/reflectors/k8s"
@@ -79,8 +84,10 @@ func newAgent(args []string) (*hive.Hive, *slog.Logger, error) {
 	if flags.NArg() > 0 {
 		return nil, nil, fmt.Errorf("unexpected argument %q (flags start with --; see --help)", flags.Arg(0))
 	}
-	if manifests, _ := flags.GetString("manifests"); manifests == "" && af.kubeconfig == "" {
-		return nil, nil, errors.New("no source: give --manifests DIR (e.g. --manifests examples/demo), --kubeconfig FILE, or both")
+	manifests, _ := flags.GetString("manifests")
+	mesh, _ := flags.GetString("clustermesh-config")
+	if manifests == "" && af.kubeconfig == "" && mesh == "" {
+		return nil, nil, errors.New("no source: give --manifests DIR (e.g. --manifests examples/demo), --kubeconfig FILE, --clustermesh-config DIR, or several")
 	}
 	return h, newLogger(os.Stderr, af.debug), nil
 }
@@ -99,7 +106,8 @@ func newHive(af *agentFlags) *hive.Hive {
 		datapath.Cell,
 		k8s.Cell,
 		file.Cell,
-		health.Cell, // --health
+		health.Cell,      // --health
+		clustermesh.Cell, // --cluster-name, --cluster-id, --clustermesh-*
 		cell.Provide(func() (kubeClients, error) { return newKubeClients(af.kubeconfig) }),
 		cell.Invoke(func(lc cell.Lifecycle, log *slog.Logger, db *statedb.DB, maps *bpf.Maps, gatherer prometheus.Gatherer) {
 			serveAPI(lc, log, af.apiAddr, db, maps)

@@ -1,13 +1,17 @@
 package clustermesh
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lbstate/lbstate/lb"
@@ -19,44 +23,95 @@ const (
 	retryMax = 30 * time.Second
 )
 
+// errCompacted ends a watch whose revision etcd compacted away: the
+// next connection lists again.
+var errCompacted = errors.New("revision compacted, listing again")
+
 // cluster follows one remote cluster's services. written is what it
 // declared to each local service (the addresses only: the tables hold
 // the rest), so that an update or a delete releases exactly the backends
 // this cluster no longer offers.
+//
+// A lost connection keeps what was written: the next one resumes the
+// watch from the last revision applied (a full list only when etcd
+// compacted it, or is another etcd), so a reconnect to unchanged content
+// writes nothing. A cluster away for longer than its stale timeout loses
+// its backends then.
 type cluster struct {
-	remote Remote
-	src    *reflectors.Source
-	cancel context.CancelFunc
-	synced chan struct{} // closed once the synced key was seen, or on timeout
-	done   chan struct{} // closed when run returns
+	src     *reflectors.Source
+	log     *slog.Logger
+	self    Self          // the local cluster, which no remote may claim to be
+	synced  chan struct{} // closed once the synced key was seen, or on timeout
+	sync    *time.Timer   // the sync timeout
+	once    sync.Once     // closes synced
+	refused sync.Once     // counts a refusal once
+	remote  Remote        // the follower's; replaced only while it is stopped
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the follower returns
 
-	syncOnce sync.Once
-	written  map[lb.ServiceName][]lb.L3n4Addr // only run's goroutine
+	mu          sync.Mutex // the follower and the stale timer
+	written     map[lb.ServiceName][]lb.L3n4Addr
+	id          uint32 // the cluster ID the written backends carry
+	rev         int64  // the last revision applied; 0: list first
+	etcdID      uint64 // the etcd cluster rev belongs to
+	lastContact time.Time
+	stale       *time.Timer // running while disconnected with backends written
 }
 
-func (c *cluster) markSynced() { c.syncOnce.Do(func() { close(c.synced) }) }
+// markSynced ends the wait for the cluster's initial sync, for a reason:
+// "synced" (its synced key), "timeout" or "removed".
+func (c *cluster) markSynced(reason string) {
+	c.once.Do(func() {
+		switch reason {
+		case "synced":
+			c.log.Info("Remote cluster synced")
+		case "timeout":
+			c.log.Warn("Remote cluster not synced in time, going on without it", "timeout", cmp.Or(c.remote.SyncTimeout, DefaultSyncTimeout))
+		}
+		close(c.synced)
+	})
+}
 
-// run lists and watches until ctx is done, listing anew after any
+// staleTimeout is how long the cluster's backends outlive a lost
+// connection.
+func (c *cluster) staleTimeout() time.Duration {
+	if c.remote.StaleTimeout > 0 {
+		return c.remote.StaleTimeout
+	}
+	return DefaultStaleTimeout
+}
+
+// requestTimeout bounds one request; heartbeat is how often a quiet
+// connection is checked. Both scale with the stale timeout so that a
+// dead etcd is noticed well within it.
+func (c *cluster) requestTimeout() time.Duration {
+	return min(max(c.staleTimeout()/6, time.Second), 5*time.Second)
+}
+
+// listTimeout bounds a full list, which may be large.
+const listTimeout = 30 * time.Second
+
+func (c *cluster) heartbeat() time.Duration {
+	return min(max(c.staleTimeout()/6, 100*time.Millisecond), 5*time.Second)
+}
+
+// run follows the cluster until ctx is done, connecting again after any
 // failure (a lost connection, a compacted revision), with backoff.
 func (c *cluster) run(ctx context.Context) {
 	defer close(c.done)
-	timeout := c.remote.SyncTimeout
-	if timeout == 0 {
-		timeout = DefaultSyncTimeout
-	}
-	timer := time.AfterFunc(timeout, func() {
-		c.src.Log().Warn("Remote cluster not synced in time, going on without it", "cluster", c.remote.Name, "timeout", timeout)
-		c.markSynced()
-	})
-	defer timer.Stop()
-	log := c.src.Log().With("cluster", c.remote.Name)
 	for wait := retryMin; ; wait = min(2*wait, retryMax) {
-		err := c.follow(ctx)
+		connected, err := c.follow(ctx)
 		if ctx.Err() != nil {
 			return
 		}
+		if connected {
+			wait = retryMin
+		}
+		if !errors.Is(err, errCompacted) { // still connected: list at once
+			c.disconnected()
+		}
 		// Endpoints only: the config holds credentials.
-		log.Warn("Remote cluster's etcd failed, connecting again", "endpoints", c.remote.Etcd.Endpoints, "error", err, "in", wait)
+		c.log.Warn("Remote cluster unreachable or not ready, connecting again", "endpoints", c.remote.Etcd.Endpoints, "error", err, "in", wait)
 		select {
 		case <-ctx.Done():
 			return
@@ -65,66 +120,241 @@ func (c *cluster) run(ctx context.Context) {
 	}
 }
 
-// follow connects, lists the services and the synced key, then watches
-// both from the listed revision, until an error or ctx is done.
-func (c *cluster) follow(ctx context.Context) error {
+// follow connects, lists the services (unless it can resume the watch)
+// and the synced key, then watches both, until an error or ctx is done.
+// connected says it got as far as watching.
+func (c *cluster) follow(ctx context.Context) (connected bool, err error) {
 	cfg := c.remote.Etcd
 	cfg.Context = ctx
 	if cfg.DialTimeout == 0 {
-		cfg.DialTimeout = 5 * time.Second
+		cfg.DialTimeout = c.requestTimeout()
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer cli.Close()
+	request := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, c.requestTimeout()) }
 
-	prefix := ServicesPrefix + c.remote.Name + "/"
-	list, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
+	rctx, cancel := request()
+	id, etcdID, err := c.clusterID(rctx, cli)
+	cancel()
 	if err != nil {
-		return fmt.Errorf("list %s: %w", prefix, err)
+		return false, err
 	}
-	rev := list.Header.Revision
-	synced, err := cli.Get(ctx, SyncedKey(c.remote.Name), clientv3.WithRev(rev))
+	rev, err := c.connected(id, etcdID)
 	if err != nil {
-		return fmt.Errorf("get %s: %w", SyncedKey(c.remote.Name), err)
+		return false, err
 	}
-	c.resync(list.Kvs)
+	name := c.remote.Name
+	prefix := ServicesPrefix + name + "/"
+	if rev == 0 {
+		rctx, cancel := context.WithTimeout(ctx, listTimeout)
+		list, err := cli.Get(rctx, prefix, clientv3.WithPrefix())
+		cancel()
+		if err != nil {
+			return false, fmt.Errorf("list %s: %w", prefix, err)
+		}
+		rev = list.Header.Revision
+		c.resync(list.Kvs, rev)
+	}
+	rctx, cancel = request()
+	synced, err := cli.Get(rctx, SyncedKey(name), clientv3.WithRev(rev), clientv3.WithCountOnly())
+	cancel()
+	if errors.Is(err, rpctypes.ErrCompacted) {
+		c.forget() // since the last revision applied
+		return false, fmt.Errorf("get %s: %w", SyncedKey(name), errCompacted)
+	}
+	if err != nil {
+		return false, fmt.Errorf("get %s: %w", SyncedKey(name), err)
+	}
 	if synced.Count > 0 {
-		c.markSynced()
+		c.markSynced("synced")
 	}
 
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	services := cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-	syncedKey := cli.Watch(wctx, SyncedKey(c.remote.Name), clientv3.WithRev(rev+1))
+	syncedKey := cli.Watch(wctx, SyncedKey(name), clientv3.WithRev(rev+1))
+	beat := time.NewTicker(c.heartbeat())
+	defer beat.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return true, nil
 		case resp, ok := <-services:
-			if !ok {
-				return fmt.Errorf("watch %s: closed", prefix)
+			if err := c.watchErr(prefix, resp, ok); err != nil {
+				return true, err
 			}
-			if err := resp.Err(); err != nil {
-				return fmt.Errorf("watch %s: %w", prefix, err)
-			}
-			c.apply(resp.Events)
+			c.apply(resp.Events, resp.Header.Revision)
 		case resp, ok := <-syncedKey:
-			if !ok || resp.Err() != nil {
-				return fmt.Errorf("watch %s: closed (%v)", SyncedKey(c.remote.Name), resp.Err())
+			if err := c.watchErr(SyncedKey(name), resp, ok); err != nil {
+				return true, err
 			}
 			if slices.ContainsFunc(resp.Events, func(e *clientv3.Event) bool { return e.Type == mvccpb.PUT }) {
-				c.markSynced()
+				c.markSynced("synced")
 			}
+		case <-beat.C:
+			rctx, cancel := request()
+			_, err := cli.Get(rctx, SyncedKey(name), clientv3.WithCountOnly())
+			cancel()
+			if err != nil {
+				return true, fmt.Errorf("heartbeat: %w", err)
+			}
+			c.contact()
 		}
 	}
+}
+
+func (c *cluster) watchErr(key string, resp clientv3.WatchResponse, ok bool) error {
+	switch {
+	case !ok:
+		return fmt.Errorf("watch %s: closed", key)
+	case resp.CompactRevision != 0:
+		c.forget()
+		return fmt.Errorf("watch %s: %w", key, errCompacted)
+	case resp.Err() != nil:
+		return fmt.Errorf("watch %s: %w", key, resp.Err())
+	}
+	c.contact()
+	return nil
+}
+
+// clusterID is the remote's ID: the configured one, or else the one its
+// cluster-config key declares; and the ID of the etcd cluster that
+// answered. Our own name or ID is refused.
+func (c *cluster) clusterID(ctx context.Context, cli *clientv3.Client) (uint32, uint64, error) {
+	key := ClusterConfigKey(c.remote.Name)
+	resp, err := cli.Get(ctx, key)
+	if err != nil {
+		return 0, 0, fmt.Errorf("get %s: %w", key, err)
+	}
+	id := c.remote.ID
+	if len(resp.Kvs) > 0 {
+		cc, err := DecodeClusterConfig(key, resp.Kvs[0].Value)
+		if err != nil {
+			return 0, 0, err
+		}
+		if id != 0 && cc.ID != id {
+			return 0, 0, fmt.Errorf("%s: id %d, but the cluster is configured as %d", key, cc.ID, id)
+		}
+		id = cc.ID
+	}
+	if id == 0 {
+		return 0, 0, fmt.Errorf("%s: not found, and no cluster ID configured: the cluster's ID is unknown", key)
+	}
+	if err := c.self.refuses(c.remote.Name, id); err != nil {
+		c.markSynced("refused") // nobody waits for it
+		c.refused.Do(func() { c.src.Reject(err) })
+		return 0, 0, err
+	}
+	return id, resp.Header.ClusterId, nil
+}
+
+// connected is called once a connection answered: it stops the stale
+// timer and says from which revision to resume (0: list). Another
+// cluster ID, or another etcd, drops what was written and lists anew.
+func (c *cluster) connected(id uint32, etcdID uint64) (int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stale != nil {
+		c.stale.Stop()
+		c.stale = nil
+		c.log.Info("Remote cluster reconnected within the stale timeout; its backends stayed")
+	}
+	c.lastContact = time.Now()
+	if c.id != id || c.etcdID != etcdID {
+		if c.id != 0 && c.id != id {
+			c.log.Warn("Remote cluster's ID changed, replacing its backends", "from", c.id, "to", id)
+			if err := c.dropLocked(); err != nil {
+				return 0, err
+			}
+		}
+		c.id, c.etcdID, c.rev = id, etcdID, 0
+	}
+	return c.rev, nil
+}
+
+func (c *cluster) contact() {
+	c.mu.Lock()
+	c.lastContact = time.Now()
+	c.mu.Unlock()
+}
+
+// forget makes the next connection list again.
+func (c *cluster) forget() {
+	c.mu.Lock()
+	c.rev = 0
+	c.mu.Unlock()
+}
+
+// disconnected starts the stale timer, counted from the last contact,
+// if backends were written.
+func (c *cluster) disconnected() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stale != nil || len(c.written) == 0 {
+		return
+	}
+	left := max(0, c.staleTimeout()-time.Since(c.lastContact))
+	c.log.Warn("Remote cluster disconnected; its backends stay until it is back or the stale timeout passes", "in", left.Round(time.Millisecond))
+	var t *time.Timer
+	t = time.AfterFunc(left, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.stale != t {
+			return // reconnected meanwhile
+		}
+		c.stale = nil
+		if err := c.dropLocked(); err != nil {
+			c.src.Reject(err)
+			return
+		}
+		c.log.Warn("Remote cluster stale: its backends are removed", "after", c.staleTimeout())
+	})
+	c.stale = t
+}
+
+// drop removes every backend the cluster wrote, and stops its timers;
+// the follower is stopped.
+func (c *cluster) drop() error {
+	c.stopTimers()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dropLocked()
+}
+
+func (c *cluster) stopTimers() {
+	c.sync.Stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stale != nil {
+		c.stale.Stop()
+		c.stale = nil
+	}
+}
+
+func (c *cluster) dropLocked() error {
+	if c.id != 0 {
+		w := c.src.Writer
+		txn := w.WriteTxn()
+		if err := w.DeleteSourceCluster(txn, lb.SourceKVStore, c.id); err != nil {
+			txn.Abort()
+			return fmt.Errorf("remote cluster %s: %w", c.remote.Name, err)
+		}
+		txn.Commit()
+	}
+	clear(c.written)
+	c.rev = 0
+	return nil
 }
 
 // resync applies a full listing: every service listed is written, and
 // what this cluster wrote before for services no longer listed (gone
 // while we were disconnected) is released.
-func (c *cluster) resync(kvs []*mvccpb.KeyValue) {
+func (c *cluster) resync(kvs []*mvccpb.KeyValue, rev int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	next := map[lb.ServiceName][]lb.BackendParams{}
 	bad := map[lb.ServiceName]bool{}
 	for _, kv := range kvs {
@@ -140,10 +370,13 @@ func (c *cluster) resync(kvs []*mvccpb.KeyValue) {
 		}
 	}
 	c.write(next)
+	c.rev = rev
 }
 
 // apply applies one watch response's events in one transaction.
-func (c *cluster) apply(events []*clientv3.Event) {
+func (c *cluster) apply(events []*clientv3.Event, rev int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	next := map[lb.ServiceName][]lb.BackendParams{}
 	for _, e := range events {
 		key := string(e.Kv.Key)
@@ -158,6 +391,7 @@ func (c *cluster) apply(events []*clientv3.Event) {
 		}
 	}
 	c.write(next)
+	c.rev = max(c.rev, rev)
 }
 
 // decode turns one value into the local service it joins and the
@@ -167,8 +401,8 @@ func (c *cluster) decode(key string, value []byte) (lb.ServiceName, []lb.Backend
 	if err == nil && s.Cluster != c.remote.Name {
 		err = fmt.Errorf("key %s: cluster %q, want %q", key, s.Cluster, c.remote.Name)
 	}
-	if err == nil && s.ClusterID != c.remote.ID {
-		err = fmt.Errorf("key %s: clusterID %d, want %d", key, s.ClusterID, c.remote.ID)
+	if err == nil && s.ClusterID != c.id {
+		err = fmt.Errorf("key %s: clusterID %d, want %d", key, s.ClusterID, c.id)
 	}
 	if err != nil {
 		c.src.Reject(err)
@@ -192,7 +426,7 @@ func (c *cluster) decode(key string, value []byte) (lb.ServiceName, []lb.Backend
 }
 
 // write makes each local service's backends from this cluster the given
-// ones (nil: none), in one transaction.
+// ones (nil: none), in one transaction; c.mu is held.
 func (c *cluster) write(next map[lb.ServiceName][]lb.BackendParams) {
 	if len(next) == 0 {
 		return

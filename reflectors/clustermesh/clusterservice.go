@@ -1,6 +1,8 @@
-// Package clustermesh imports the global services of other clusters from
-// their etcd, in Cilium's published ClusterService schema, and merges
-// their backends into the local services of the same namespace and name.
+// Package clustermesh shares global services between clusters over
+// etcd, in Cilium's published ClusterService schema: the Importer (the
+// kvstore source) merges other clusters' backends into the local
+// services of the same namespace and name, the Exporter publishes this
+// cluster's, and Cell runs both from flags and a config directory.
 //
 // Its traps: a remote service never creates a local one (its backends
 // are written, but only a local service that declares itself global

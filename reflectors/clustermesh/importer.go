@@ -1,9 +1,13 @@
 package clustermesh
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,36 +26,61 @@ const SourceName = "kvstore"
 // local tables from initializing (and the reconciler from pruning).
 const DefaultSyncTimeout = 30 * time.Second
 
+// DefaultStaleTimeout is how long a disconnected cluster's backends stay
+// (Cilium's agents keep them until the cluster is removed).
+const DefaultStaleTimeout = 30 * time.Second
+
+// Self is the local cluster: no remote may use its name or ID.
+type Self struct {
+	Name string
+	ID   uint32
+}
+
+func (s Self) refuses(name string, id uint32) error {
+	switch {
+	case s.Name != "" && name == s.Name:
+		return fmt.Errorf("remote cluster %s: refused: that is this cluster's name (--cluster-name)", name)
+	case s.ID != 0 && id == s.ID:
+		return fmt.Errorf("remote cluster %s: refused: cluster ID %d is this cluster's (--cluster-id)", name, id)
+	}
+	return nil
+}
+
 // Remote is one remote cluster to import from.
 type Remote struct {
 	// Name is the cluster's name, as in its keys.
 	Name string
-	// ID is its cluster ID (1-MaxClusterID); values must carry it, and
-	// its backends are removed by it when the cluster is.
+	// ID is its cluster ID (1-MaxClusterID). Zero: the ID its
+	// cilium/cluster-config/<name> key declares, read at each connect.
+	// Values must carry it, and its backends are removed by it.
 	ID uint32
 	// Etcd is how to reach its etcd. Its credentials are never logged.
 	Etcd clientv3.Config
-	// SyncTimeout replaces DefaultSyncTimeout when set.
-	SyncTimeout time.Duration
+	// SyncTimeout replaces DefaultSyncTimeout, StaleTimeout
+	// DefaultStaleTimeout, when set.
+	SyncTimeout, StaleTimeout time.Duration
 }
 
-func (r *Remote) validate() error {
+func (r *Remote) validate(self Self) error {
 	switch {
-	case r.Name == "" || len(r.Name) > 253:
-		return fmt.Errorf("remote cluster %q: name: empty or too long", r.Name)
-	case r.ID == 0 || r.ID > MaxClusterID:
+	case r.Name == "" || len(r.Name) > 253 || strings.ContainsAny(r.Name, "/ "):
+		return fmt.Errorf("remote cluster %q: name: empty, too long, or with a slash or space", r.Name)
+	case r.ID > MaxClusterID:
 		return fmt.Errorf("remote cluster %s: ID %d out of range 1-%d", r.Name, r.ID, MaxClusterID)
 	case len(r.Etcd.Endpoints) == 0:
 		return fmt.Errorf("remote cluster %s: no etcd endpoints", r.Name)
 	}
-	return nil
+	return self.refuses(r.Name, r.ID)
 }
 
 // Importer follows the services other clusters share and merges their
 // backends into the local services of the same namespace and name.
 // Run is its source body (reflectors.Register(p, SourceName, im.Run));
-// Add and Remove connect and disconnect clusters while it runs.
+// Add, Update and Remove connect, reconnect and disconnect clusters
+// while it runs (clustermesh.Cell calls them as the config directory
+// changes).
 type Importer struct {
+	self     Self
 	mu       sync.Mutex
 	ctx      context.Context // Run's; nil until it starts
 	src      *reflectors.Source
@@ -59,11 +88,12 @@ type Importer struct {
 	initial  []Remote
 }
 
-// NewImporter returns an importer of the given clusters.
-func NewImporter(remotes ...Remote) (*Importer, error) {
+// NewImporter returns an importer of the given clusters, refusing any
+// that claims to be self.
+func NewImporter(self Self, remotes ...Remote) (*Importer, error) {
 	seen := map[string]bool{}
 	for i := range remotes {
-		if err := remotes[i].validate(); err != nil {
+		if err := remotes[i].validate(self); err != nil {
 			return nil, err
 		}
 		if seen[remotes[i].Name] {
@@ -71,13 +101,21 @@ func NewImporter(remotes ...Remote) (*Importer, error) {
 		}
 		seen[remotes[i].Name] = true
 	}
-	return &Importer{clusters: map[string]*cluster{}, initial: remotes}, nil
+	return &Importer{self: self, clusters: map[string]*cluster{}, initial: remotes}, nil
 }
 
 // Run connects to every cluster, marks the source synced once each has
 // written its synced key (or its sync timeout passed), and follows them
 // until ctx is done.
 func (im *Importer) Run(ctx context.Context, s *reflectors.Source) error {
+	im.Start(ctx, s)
+	<-ctx.Done()
+	return nil
+}
+
+// Start is Run without the wait: the clusters are followed until ctx is
+// done.
+func (im *Importer) Start(ctx context.Context, s *reflectors.Source) {
 	im.mu.Lock()
 	im.ctx, im.src = ctx, s
 	var waits []<-chan struct{}
@@ -87,21 +125,32 @@ func (im *Importer) Run(ctx context.Context, s *reflectors.Source) error {
 		}
 	}
 	im.mu.Unlock()
-	for _, w := range waits {
-		select {
-		case <-w:
-		case <-ctx.Done():
-			return nil
+	context.AfterFunc(ctx, im.stopTimers)
+	go func() {
+		for _, w := range waits {
+			select {
+			case <-w:
+			case <-ctx.Done():
+				return
+			}
 		}
+		s.Synced()
+	}()
+}
+
+// stopTimers stops every cluster's timers once the importer stops: its
+// backends stay as they are.
+func (im *Importer) stopTimers() {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	for _, c := range im.clusters {
+		c.stopTimers()
 	}
-	s.Synced()
-	<-ctx.Done()
-	return nil
 }
 
 // Add connects a cluster to a running importer.
 func (im *Importer) Add(r Remote) error {
-	if err := r.validate(); err != nil {
+	if err := r.validate(im.self); err != nil {
 		return err
 	}
 	im.mu.Lock()
@@ -113,6 +162,33 @@ func (im *Importer) Add(r Remote) error {
 		return fmt.Errorf("remote cluster %s: already connected", r.Name)
 	}
 	im.start(r)
+	im.src.Log().Info("Remote cluster added", "cluster", r.Name, "endpoints", r.Etcd.Endpoints)
+	return nil
+}
+
+// Update connects a cluster anew with r, or adds it. What the cluster
+// offered stays, and the new connection resumes where the old one was:
+// a reconnect to unchanged content changes nothing.
+func (im *Importer) Update(r Remote) error {
+	if err := r.validate(im.self); err != nil {
+		return err
+	}
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	if im.ctx == nil {
+		return errors.New("importer: not running")
+	}
+	c, found := im.clusters[r.Name]
+	if !found {
+		im.start(r)
+		im.src.Log().Info("Remote cluster added", "cluster", r.Name, "endpoints", r.Etcd.Endpoints)
+		return nil
+	}
+	c.cancel()
+	<-c.done
+	c.remote = r
+	im.follow(c)
+	im.src.Log().Info("Remote cluster's configuration changed, connecting again", "cluster", r.Name, "endpoints", r.Etcd.Endpoints)
 	return nil
 }
 
@@ -128,26 +204,41 @@ func (im *Importer) Remove(name string) error {
 	}
 	c.cancel()
 	<-c.done
-	w := im.src.Writer
-	txn := w.WriteTxn()
-	if err := w.DeleteSourceCluster(txn, lb.SourceKVStore, c.remote.ID); err != nil {
-		txn.Abort()
-		return fmt.Errorf("remote cluster %s: %w", name, err)
+	c.markSynced("removed") // nobody waits for a cluster that is gone
+	if err := c.drop(); err != nil {
+		return err
 	}
-	txn.Commit()
-	im.src.Log().Info("Remote cluster disconnected", "cluster", name)
+	im.src.Log().Info("Remote cluster removed, with its backends", "cluster", name)
 	return nil
 }
 
-// start runs a cluster's follower; im.mu is held.
+// Connected lists the clusters followed.
+func (im *Importer) Connected() []string {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	return slices.Sorted(maps.Keys(im.clusters))
+}
+
+// start creates a cluster and its follower; im.mu is held.
 func (im *Importer) start(r Remote) *cluster {
-	ctx, cancel := context.WithCancel(im.ctx)
 	c := &cluster{
-		remote: r, src: im.src, cancel: cancel,
-		synced: make(chan struct{}), done: make(chan struct{}),
+		remote: r, src: im.src, self: im.self,
+		log:     im.src.Log().With("cluster", r.Name),
+		synced:  make(chan struct{}),
 		written: map[lb.ServiceName][]lb.L3n4Addr{},
 	}
+	timeout := cmp.Or(r.SyncTimeout, DefaultSyncTimeout)
+	c.sync = time.AfterFunc(timeout, func() {
+		c.markSynced("timeout")
+	})
 	im.clusters[r.Name] = c
-	go c.run(ctx)
+	im.follow(c)
 	return c
+}
+
+// follow starts c's follower; im.mu is held.
+func (im *Importer) follow(c *cluster) {
+	ctx, cancel := context.WithCancel(im.ctx)
+	c.cancel, c.done = cancel, make(chan struct{})
+	go c.run(ctx)
 }

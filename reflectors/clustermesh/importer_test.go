@@ -11,8 +11,10 @@ import (
 	"github.com/cilium/statedb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/lbstate/lbstate/internal/syncbuf"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
+	"github.com/lbstate/lbstate/reflectors/clustermesh/embedetcd"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -87,26 +89,29 @@ type fixture struct {
 	im  *Importer
 	cli *clientv3.Client
 	put func(key, value string)
+	srv *embedetcd.Server
+	log *syncbuf.Buffer
 }
 
 // newFixture starts a real etcd as cluster c2's, and an importer of it.
 func newFixture(t *testing.T, global bool) *fixture {
-	cli, cfg := startEtcd(t)
+	cli, cfg, srv := startEtcd(t)
 	db := statedb.New()
 	w, err := tables.New(db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	localWeb(t, w, global, "web", "api")
-	src, err := reflectors.NewSource(w, SourceName, slog.New(slog.DiscardHandler), nil)
+	log := &syncbuf.Buffer{}
+	src, err := reflectors.NewSource(w, SourceName, slog.New(slog.NewTextHandler(log, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	im, err := NewImporter(Remote{Name: "c2", ID: 2, Etcd: cfg, SyncTimeout: 10 * time.Second})
+	im, err := NewImporter(Self{Name: "c1", ID: 1}, Remote{Name: "c2", ID: 2, Etcd: cfg, SyncTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{db: db, w: w, src: src, im: im, cli: cli}
+	f := &fixture{db: db, w: w, src: src, im: im, cli: cli, srv: srv, log: log}
 	f.put = func(key, value string) {
 		t.Helper()
 		if _, err := cli.Put(context.Background(), key, value); err != nil {
@@ -226,4 +231,78 @@ func TestImporterRemoveTakesTheClustersBackendsOnly(t *testing.T) {
 	if err := f.im.Remove("c2"); err == nil {
 		t.Error("a second Remove succeeded")
 	}
+}
+
+// An etcd that comes back within the stale timeout with the same content
+// changes no row: the importer resumes its watch where it was.
+func TestImporterReconnectToUnchangedContentChangesNoRow(t *testing.T) {
+	f := newFixture(t, true)
+	f.im.initial[0].StaleTimeout = 6 * time.Second // probes every second
+	f.put(ServiceKey("c2", "default", "web"), c2Web)
+	f.run(t)
+	eventually(t, "connected", webWithC2, func() []string { return backendsOf(f.w, f.db, "web") })
+	txn := f.db.ReadTxn()
+	fes, bes := f.w.Frontends().Revision(txn), f.w.Backends().Revision(txn)
+
+	f.srv.Stop()
+	waitForLog(t, f.log, "Remote cluster disconnected")
+	if err := f.srv.Restart(false); err != nil {
+		t.Fatal(err)
+	}
+	waitForLog(t, f.log, "Remote cluster reconnected within the stale timeout")
+	time.Sleep(500 * time.Millisecond) // what a list would have written by now
+	txn = f.db.ReadTxn()
+	if f.w.Frontends().Revision(txn) != fes || f.w.Backends().Revision(txn) != bes {
+		t.Errorf("a reconnect to unchanged content wrote: frontends revision %d -> %d, backends %d -> %d",
+			fes, f.w.Frontends().Revision(txn), bes, f.w.Backends().Revision(txn))
+	}
+	// The resumed watch sees what changes next.
+	f.put(ServiceKey("c2", "default", "web"), strings.Replace(c2Web, `"10.2.0.1"`, `"10.2.0.9"`, 1))
+	eventually(t, "after the reconnect", []string{
+		"10.96.0.4:53/UDP -> 10.2.0.9:53/UDP",
+		"10.96.0.4:80/TCP -> 10.0.0.1:8080/TCP,10.2.0.9:8080/TCP",
+		"[fd00:96::4]:80/TCP -> [fd00:2::1]:8080/TCP",
+	}, func() []string { return backendsOf(f.w, f.db, "web") })
+}
+
+// No remote may use this cluster's name or ID: the one that does is
+// refused with an error naming the flag, and nobody waits for it.
+func TestImporterRefusesThisClustersNameAndID(t *testing.T) {
+	self := Self{Name: "c1", ID: 1}
+	if _, err := NewImporter(self, Remote{Name: "c1", Etcd: clientv3.Config{Endpoints: []string{"http://127.0.0.1:1"}}}); err == nil || !strings.Contains(err.Error(), "--cluster-name") {
+		t.Errorf("a remote named c1: %v", err)
+	}
+	f := newFixture(t, true)
+	f.im.initial[0].ID = 0 // learned from its cluster-config key, which says 1
+	f.put(ClusterConfigKey("c2"), `{"id":1,"capabilities":{}}`)
+	f.put(ServiceKey("c2", "default", "web"), strings.Replace(c2Web, `"clusterID":2`, `"clusterID":1`, 1))
+	f.run(t)
+	waitForLog(t, f.log, "cluster ID 1 is this cluster's (--cluster-id)")
+	eventually(t, "synced without it", []string{"true"}, func() []string { return []string{map[bool]string{true: "true"}[f.src.IsSynced()]} })
+	if got := backendsOf(f.w, f.db, "web"); !slices.Equal(got, webAlone) {
+		t.Fatalf("a refused cluster's backends were merged: %q", got)
+	}
+}
+
+func waitForLog(t *testing.T, log *syncbuf.Buffer, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(log.String(), msg) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the log:\n%s", msg, log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A cluster that never writes its synced key holds the initial sync
+// only until its sync timeout, which is logged for it.
+func TestImporterSyncTimeoutReleasesTheInitialSync(t *testing.T) {
+	f := newFixture(t, true)
+	f.im.initial[0].SyncTimeout = 300 * time.Millisecond
+	f.put(ServiceKey("c2", "default", "web"), c2Web)
+	f.run(t)
+	eventually(t, "listed", webWithC2, func() []string { return backendsOf(f.w, f.db, "web") })
+	waitFor(t, "synced after the timeout", f.src.IsSynced)
+	waitForLog(t, f.log, `msg="Remote cluster not synced in time, going on without it" source=kvstore cluster=c2 timeout=300ms`)
 }

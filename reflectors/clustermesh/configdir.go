@@ -1,0 +1,169 @@
+package clustermesh
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/lbstate/lbstate/reflectors"
+)
+
+const (
+	// configDebounce is how long the directory is left to settle after
+	// an event (a Secret update swaps several links).
+	configDebounce = 100 * time.Millisecond
+	// configPoll is how often the directory is read anyway: certificates
+	// it names live elsewhere and change without an event here.
+	configPoll = 5 * time.Second
+)
+
+func newConfigDir(dir string, cfg Config, im *Importer, src *reflectors.Source) *configDir {
+	return &configDir{dir: dir, cfg: cfg, im: im, src: src, acted: map[string][32]byte{}, bad: map[string][32]byte{}}
+}
+
+// configDir follows --clustermesh-config: a file per remote cluster,
+// named by the cluster. A file added connects its cluster, changed (or
+// a file it names changed) reconnects it, removed disconnects it and
+// removes its backends at once.
+type configDir struct {
+	dir   string
+	cfg   Config
+	im    *Importer
+	src   *reflectors.Source
+	acted map[string][32]byte // the version of each file last acted on
+	bad   map[string][32]byte // the content of each bad file reported
+}
+
+// load reads the directory. A file that cannot be read or parsed is
+// reported and left as it was acted on before.
+func (d *configDir) load() (map[string]Remote, map[string][32]byte, error) {
+	entries, err := os.ReadDir(d.dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--clustermesh-config %s: %w", d.dir, err)
+	}
+	remotes, versions := map[string]Remote{}, map[string][32]byte{}
+	for _, e := range entries {
+		name := e.Name()
+		path := filepath.Join(d.dir, name)
+		if strings.HasPrefix(name, ".") { // a Secret volume's ..data and its kind
+			continue
+		}
+		if fi, err := os.Stat(path); err != nil || fi.IsDir() {
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil || !isEtcdFile(data) {
+			continue // a certificate or key beside the configs
+		}
+		etcd, version, err := LoadEtcdFile(path)
+		if err != nil {
+			if v, ok := d.acted[name]; ok {
+				versions[name] = v // keep the cluster as it is
+			}
+			if v := sha256.Sum256(data); d.bad[name] != v {
+				d.bad[name] = v // reported once
+				d.src.Reject(fmt.Errorf("--clustermesh-config: cluster %s: %w", name, err))
+			}
+			continue
+		}
+		delete(d.bad, name)
+		remotes[name] = Remote{
+			Name: name, Etcd: etcd,
+			SyncTimeout: d.cfg.ClustermeshSyncTimeout, StaleTimeout: d.cfg.ClustermeshStaleTimeout,
+		}
+		versions[name] = version
+	}
+	return remotes, versions, nil
+}
+
+// initial reads the clusters to start with; those that are not valid
+// are reported and left out.
+func (d *configDir) initial() []Remote {
+	remotes, versions, err := d.load()
+	if err != nil {
+		d.src.Reject(err)
+	}
+	var out []Remote
+	for _, name := range slices.Sorted(maps.Keys(remotes)) {
+		r := remotes[name]
+		d.acted[name] = versions[name]
+		if err := r.validate(d.im.self); err != nil {
+			d.src.Reject(fmt.Errorf("--clustermesh-config: %w", err))
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// sync acts on what changed since the last look.
+func (d *configDir) sync() {
+	remotes, versions, err := d.load()
+	if err != nil {
+		d.src.Log().Warn("Reading the clustermesh config directory; the clusters stay as they are", "error", err)
+		return
+	}
+	connected := d.im.Connected()
+	for name := range d.acted {
+		if _, found := versions[name]; found {
+			continue
+		}
+		delete(d.acted, name)
+		if slices.Contains(connected, name) {
+			d.src.Reject(d.im.Remove(name))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(remotes)) {
+		v := versions[name]
+		if old, found := d.acted[name]; found && old == v {
+			continue
+		}
+		d.acted[name] = v
+		if err := d.im.Update(remotes[name]); err != nil {
+			d.src.Reject(fmt.Errorf("--clustermesh-config: %w", err))
+		}
+	}
+}
+
+// follow looks at the directory after each burst of events, and every
+// configPoll, until ctx is done.
+func (d *configDir) follow(ctx context.Context) {
+	var events <-chan fsnotify.Event
+	if w, err := fsnotify.NewWatcher(); err != nil {
+		d.src.Log().Warn("Not watching the clustermesh config directory; polling it", "error", err)
+	} else if err := w.Add(d.dir); err != nil {
+		w.Close()
+		d.src.Log().Warn("Not watching the clustermesh config directory; polling it", "dir", d.dir, "error", err)
+	} else {
+		defer w.Close()
+		events = w.Events
+		go func() {
+			for range w.Errors { // overflows are caught by the poll
+			}
+		}()
+	}
+	d.sync() // what changed since the initial read, before the watch began
+	poll := time.NewTicker(configPoll)
+	defer poll.Stop()
+	var settle <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-events:
+			settle = time.After(configDebounce)
+		case <-settle:
+			d.sync()
+		case <-poll.C:
+			d.sync()
+		}
+	}
+}
