@@ -58,6 +58,10 @@ type Frontend struct {
 	// service's, when a redirect is set.
 	RedirectedTo ServiceName `json:"redirectedTo,omitzero" yaml:"redirectedTo,omitempty"`
 
+	// RoutedBy names the route (Route.Name) whose split chose the
+	// backends, when one is in force and no redirect is.
+	RoutedBy string `json:"routedBy,omitempty" yaml:"routedBy,omitempty"`
+
 	// Backends are the selected backends, the ones taking new flows (weight
 	// above 0) first, each group sorted by address.
 	Backends []BackendRef `json:"backends" yaml:"backends"`
@@ -101,6 +105,8 @@ func (f *Frontend) TableRow() []string {
 	redirect := ""
 	if !f.RedirectedTo.IsZero() {
 		redirect = f.RedirectedTo.String()
+	} else if f.RoutedBy != "" {
+		redirect = "route " + f.RoutedBy
 	}
 	id := ""
 	if f.ID != 0 {

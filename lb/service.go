@@ -244,8 +244,8 @@ func (c FrontendConflict) Error() string {
 }
 
 // Service is a row of the services table: every source's declaration of
-// one service, the redirect override if any, and the frontends it could
-// not claim.
+// one service, the redirect and route overrides if any, and the frontends
+// it could not claim.
 type Service struct {
 	Name ServiceName `json:"name" yaml:"name"`
 
@@ -257,6 +257,10 @@ type Service struct {
 	// Redirects has at most one redirect per source, highest priority
 	// first; the first one is in force.
 	Redirects []Redirect `json:"redirects,omitempty" yaml:"redirects,omitempty"`
+
+	// Routes are the traffic splits set on the service, ordered by source
+	// priority, then port (see Route and RouteFor).
+	Routes []Route `json:"routes,omitempty" yaml:"routes,omitempty"`
 
 	// Conflicts lists the frontends this service declares but another
 	// service owns.
@@ -360,6 +364,9 @@ func (s *Service) TableRow() []string {
 	redirects := make([]string, len(s.Redirects))
 	for i, r := range s.Redirects {
 		redirects[i] = r.String()
+	}
+	for _, r := range s.Routes {
+		redirects = append(redirects, "route "+r.String())
 	}
 	redirect := strings.Join(redirects, ", ")
 	conflicts := make([]string, len(s.Conflicts))

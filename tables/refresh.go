@@ -134,6 +134,16 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 			}
 		}
 	}
+	// Services routed to one whose backends or declaration changed.
+	if len(ch.services) > 0 && w.anyService(txn, ServiceByRouteTarget.QueryFromKey(nil)) {
+		ch.nameList = sortedKeys(ch.nameList[:0], ch.services, lb.ServiceName.Compare)
+		for _, name := range ch.nameList {
+			for s := range w.t.services.List(txn, ServiceByRouteTarget.Query(name)) {
+				ch.services[s.Name] = struct{}{}
+			}
+		}
+		ch.nameList = ch.nameList[:0]
+	}
 	// The services this call changed, by the addresses they claim; with
 	// the row's owner and the services in conflict over an address, they
 	// are its claimants.
@@ -291,6 +301,7 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	// a partial redirect leaves the frontends it does not cover alone.
 	var own, redirectCands []Candidate
 	var ownRead, redirectRead bool
+	var routeCands map[lb.ServiceName][]Candidate // by backend service, for routes
 	if len(policy.TopologyKeys) > 0 { // the only services that read node labels
 		keys := policy.TopologyKeys
 		if r != nil && !slices.ContainsFunc(policy.Frontends, func(p lb.FrontendParams) bool { return !r.Covers(p) }) {
@@ -304,11 +315,19 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	for _, params := range policy.Frontends {
 		var cands []Candidate
 		redirectedTo := lb.ServiceName{}
+		var route *lb.Route
 		if r != nil && r.Covers(params) {
 			if !redirectRead {
 				redirectCands, redirectRead = w.candidates(txn, r.To), true
 			}
 			cands, redirectedTo = redirectCands, r.To
+		} else if route = svc.RouteFor(policy.ServicePort(params)); route != nil {
+			if !ownRead {
+				own, ownRead = w.candidates(txn, name), true
+			}
+			if routeCands == nil {
+				routeCands = map[lb.ServiceName][]Candidate{name: own}
+			}
 		} else {
 			if !ownRead {
 				own, ownRead = w.candidates(txn, name), true
@@ -329,7 +348,12 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 			Policy:         policy,
 			RedirectedTo:   redirectedTo,
 		}
-		next.Backends, next.TopologyLevel = SelectBackendsLevel(params, policy, node, !redirectedTo.IsZero(), cands)
+		if route != nil {
+			next.RoutedBy = route.Name
+			next.Backends = w.routeBackends(txn, svc, params, node, route, routeCands)
+		} else {
+			next.Backends, next.TopologyLevel = SelectBackendsLevel(params, policy, node, !redirectedTo.IsZero(), cands)
+		}
 		if found {
 			if sameFrontend(cur, next) {
 				continue
@@ -358,6 +382,7 @@ func sameFrontend(a, b *lb.Frontend) bool {
 	return a.FrontendParams == b.FrontendParams &&
 		a.Service == b.Service &&
 		a.RedirectedTo == b.RedirectedTo &&
+		a.RoutedBy == b.RoutedBy &&
 		a.TopologyLevel == b.TopologyLevel &&
 		(a.Policy == b.Policy || a.Policy.Equal(b.Policy)) &&
 		slices.Equal(a.Backends, b.Backends)
