@@ -301,8 +301,9 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	// a partial redirect leaves the frontends it does not cover alone.
 	var own, redirectCands []Candidate
 	var ownRead, redirectRead bool
-	var routeCands map[lb.ServiceName][]Candidate // by backend service, for routes
-	if len(policy.TopologyKeys) > 0 {             // the only services that read node labels
+	// Routes' candidates, by backend service.
+	var routeCands map[lb.ServiceName][]Candidate
+	if len(policy.TopologyKeys) > 0 { // the only services that read node labels
 		keys := policy.TopologyKeys
 		if r != nil && !slices.ContainsFunc(policy.Frontends, func(p lb.FrontendParams) bool { return !r.Covers(p) }) {
 			keys = nil // redirected frontends skip topology, and here all are
