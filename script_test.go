@@ -20,6 +20,7 @@ import (
 	"github.com/lbstate/lbstate/reconciler"
 	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
+	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
@@ -51,7 +52,8 @@ func TestScript(t *testing.T) {
 func TestScriptK8s(t *testing.T) {
 	scripttest.Test(t, context.Background(), func(t testing.TB, args []string) *script.Engine {
 		client := fake.NewClientset()
-		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), redirectpolicy.ResourceList)
+		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+			mapsMerge(redirectpolicy.ResourceList, routes.ResourceList))
 		e := engineFor("memory", cell.Provide(
 			func() kubernetes.Interface { return client },
 			func() dynamic.Interface { return dyn },
@@ -100,4 +102,13 @@ func engineFor(mode string, extra ...cell.Cell) func(t testing.TB, args []string
 		})
 		return &script.Engine{Cmds: cmds, Conds: scripttest.DefaultConds()}
 	}
+}
+
+// mapsMerge returns the union of ms.
+func mapsMerge[K comparable, V any](ms ...map[K]V) map[K]V {
+	out := map[K]V{}
+	for _, m := range ms {
+		maps.Copy(out, m)
+	}
+	return out
 }

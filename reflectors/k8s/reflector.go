@@ -19,6 +19,7 @@ import (
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
+	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -69,6 +70,14 @@ type Reflector struct {
 	policies     map[sliceKey]*redirectpolicy.Policy
 	applied      map[sliceKey]redirectpolicy.Plan
 	redirectOpts redirectpolicy.Options
+	// routeObjs and grants are the traffic splits and ReferenceGrants
+	// (their last valid versions); routesApplied the routes last set on
+	// each parent, routeProblems what was last reported of each object.
+	routeObjs     map[routes.Key]*routes.Object
+	grants        map[routes.Key]*routes.ReferenceGrant
+	routesApplied map[lb.ServiceName][]lb.Route
+	routeProblems map[routes.Key][]string
+	routeStatus   []routes.Status
 }
 
 // sliceKey names a namespaced object (an EndpointSlice or a Pod).
@@ -99,6 +108,10 @@ func NewReflector(cfg Config, src *reflectors.Source, as lb.Source) (*Reflector,
 		unknown:  map[lb.ServiceName][]UnknownValue{},
 		policies: map[sliceKey]*redirectpolicy.Policy{},
 		applied:  map[sliceKey]redirectpolicy.Plan{},
+
+		routeObjs:     map[routes.Key]*routes.Object{},
+		grants:        map[routes.Key]*routes.ReferenceGrant{},
+		routesApplied: map[lb.ServiceName][]lb.Route{},
 
 		redirectOpts: redirectOpts,
 	}, nil
@@ -239,6 +252,7 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 	reconvert := map[lb.ServiceName]bool{} // services to convert again
 	call := func(c func(statedb.WriteTxn)) { ws.calls = append(ws.calls, c) }
 	redirects := false // a pod or a policy changed
+	splits := false    // a route, split or grant changed
 	for _, ev := range batch {
 		switch obj := ev.obj.(type) {
 		case *corev1.Service:
@@ -283,6 +297,11 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			redirects = true
 		case nil:
 			ws.synced = ws.synced || ev.synced
+		default:
+			if key, ok := routes.KeyOf(obj); ok {
+				r.prepareRouteObject(key, obj, ev.deleted)
+				splits = true
+			}
 		}
 	}
 	if !r.nodeSet && r.cfg.K8sNodeZone != "" {
@@ -320,6 +339,9 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 	if redirects {
 		r.prepareRedirects(call)
 	}
+	if splits {
+		r.prepareRoutes(call)
+	}
 	if ws.synced {
 		known := r.known()
 		call(func(txn statedb.WriteTxn) {
@@ -346,6 +368,9 @@ func (r *Reflector) known() map[lb.ServiceName]struct{} {
 	}
 	for _, plan := range r.applied {
 		known[plan.Target] = struct{}{}
+	}
+	for parent := range r.routesApplied {
+		known[parent] = struct{}{}
 	}
 	return known
 }

@@ -1,0 +1,155 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/cilium/statedb"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/reflectors/routes"
+)
+
+// The reflector applies traffic splits (Gateway API routes on Services,
+// SMI TrafficSplits) as lb.Routes on their parent Services, from the
+// objects' last valid versions and the ReferenceGrants.
+
+// prepareRouteObject records a route, split or grant. An invalid update
+// is reported and leaves the last valid version in force.
+func (r *Reflector) prepareRouteObject(key routes.Key, obj any, deleted bool) {
+	if deleted {
+		delete(r.routeObjs, key)
+		delete(r.grants, key)
+		return
+	}
+	if key.Kind == "ReferenceGrant" {
+		g, err := routes.ReadGrant(obj)
+		if err != nil {
+			r.fail(err)
+			return
+		}
+		r.grants[key] = g
+		return
+	}
+	o, err := routes.Read(obj)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	r.routeObjs[key] = o
+}
+
+// prepareRoutes returns the calls that bring every parent's routes up to
+// date, reports each object's new problems once, and clears the routes
+// of parents no object splits any more.
+func (r *Reflector) prepareRoutes(call func(func(statedb.WriteTxn))) {
+	objs := slices.Collect(maps.Values(r.routeObjs))
+	grants := slices.Collect(maps.Values(r.grants))
+	plan := routes.MakePlan(objs, grants, r.as)
+	reported := make(map[routes.Key][]string, len(plan.Status))
+	for _, st := range plan.Status {
+		for _, p := range st.Problems {
+			if !slices.Contains(r.routeProblems[st.Key], p) {
+				r.fail(errors.New(st.Key.String() + ": " + p))
+			}
+		}
+		reported[st.Key] = st.Problems
+	}
+	r.routeProblems = reported
+	r.routeStatus = plan.Status
+	for _, parent := range slices.SortedFunc(maps.Keys(r.routesApplied), lb.ServiceName.Compare) {
+		next := plan.Routes[parent]
+		for _, old := range r.routesApplied[parent] {
+			if !slices.ContainsFunc(next, func(n lb.Route) bool { return n.Port == old.Port }) {
+				call(func(txn statedb.WriteTxn) { r.check(r.w.ClearRoute(txn, parent, r.as, old.Port), parent.String()) })
+			}
+		}
+	}
+	for _, parent := range slices.SortedFunc(maps.Keys(plan.Routes), lb.ServiceName.Compare) {
+		for _, rt := range plan.Routes[parent] {
+			call(func(txn statedb.WriteTxn) { r.check(r.w.SetRoute(txn, parent, rt), parent.String()) })
+		}
+	}
+	r.routesApplied = plan.Routes
+	counts := map[string]int{}
+	for key := range r.routeObjs {
+		counts[strings.ToLower(key.Kind)+"s"]++
+	}
+	for _, res := range routes.Resources {
+		kind := strings.ToLower(res.Kind) + "s"
+		if res.Kind == "ReferenceGrant" {
+			r.src.SetObjects(kind, len(r.grants))
+		} else {
+			r.src.SetObjects(kind, counts[kind])
+		}
+	}
+}
+
+// RouteStatus returns what became of each route and split at the last
+// batch that changed one. Call it from the loop's goroutine only (tests
+// call it once the reflector is idle).
+func (r *Reflector) RouteStatus() []routes.Status { return r.routeStatus }
+
+// routeInformers returns an informer for each route kind the API server
+// serves (in the first version of routes.Resources it serves). A kind
+// without its CRD is logged once and skipped: its objects stay off until
+// the agent restarts.
+func (r *Reflector) routeInformers(ctx context.Context, dyn dynamic.Interface) (dynamicinformer.DynamicSharedInformerFactory, []cache.SharedIndexInformer, error) {
+	f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	var infs []cache.SharedIndexInformer
+	for _, res := range routes.Resources {
+		served := false
+		for _, gvr := range res.Versions {
+			_, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			infs = append(infs, f.ForResource(gvr).Informer())
+			served = true
+			break
+		}
+		if !served {
+			r.src.Log().Info(res.Kind+" CRD not installed: its objects are off",
+				slog.String("resource", res.Versions[0].GroupResource().String()))
+		}
+	}
+	return f, infs, nil
+}
+
+// routeHandler pushes route objects read from unstructured ones; one
+// that does not read is reported, and its last good version stays.
+func (r *Reflector) routeHandler() cache.ResourceEventHandler {
+	push := func(obj any, deleted bool) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		o, err := routes.FromUnstructured(u)
+		if err != nil {
+			r.fail(err)
+			return
+		}
+		r.Push(o, deleted)
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { push(obj, false) },
+		UpdateFunc: func(_, obj any) { push(obj, false) },
+		DeleteFunc: func(obj any) { push(obj, true) },
+	}
+}
