@@ -184,4 +184,3 @@ func (s Status) TableRow() []string {
 	}
 	return []string{s.Key.String(), strings.Join(s.Parents, ", "), strings.Join(shares, ", "), strings.Join(s.Problems, "; ")}
 }
-

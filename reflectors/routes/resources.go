@@ -76,23 +76,18 @@ func FromUnstructured(u *unstructured.Unstructured) (runtime.Object, error) {
 }
 
 // ResourceOf returns the resource to write obj to (for tests and the
-// k8s/add script command): its apiVersion's, or the preferred one.
+// k8s/add script command): the preferred version of its kind, which
+// WatchClients watches when it is served. (An API server converts
+// between a CRD's versions; a fake dynamic client keeps each apart.)
 func ResourceOf(obj runtime.Object) (schema.GroupVersionResource, bool) {
 	key, ok := KeyOf(obj)
 	if !ok {
 		return schema.GroupVersionResource{}, false
 	}
-	gvk := obj.GetObjectKind().GroupVersionKind()
 	for _, r := range Resources {
-		if r.Kind != key.Kind {
-			continue
+		if r.Kind == key.Kind {
+			return r.Versions[0], true
 		}
-		for _, v := range r.Versions {
-			if v.GroupVersion() == gvk.GroupVersion() {
-				return v, true
-			}
-		}
-		return r.Versions[0], true
 	}
 	return schema.GroupVersionResource{}, false
 }

@@ -25,7 +25,7 @@ type TrafficSplit struct {
 // TrafficSplitSpec: the apex service, split across backends by weight.
 type TrafficSplitSpec struct {
 	// Service is the apex: the service clients address.
-	Service  string               `json:"service"`
+	Service  string                `json:"service"`
 	Backends []TrafficSplitBackend `json:"backends"`
 	// Matches (v1alpha3 and later) limit the split to HTTP requests of
 	// HTTPRouteGroups, which L4 cannot tell apart: a split with matches
