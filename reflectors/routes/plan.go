@@ -112,19 +112,22 @@ func MakePlan(objs []*Object, grants []*ReferenceGrant, as lb.Source) Plan {
 					break
 				}
 			}
-			if win == nil || (port != 0 && win == all) {
-				continue // the route for every port covers it
+			if win == nil {
+				continue
 			}
-			plan.Routes[parent] = append(plan.Routes[parent], lb.Route{Source: as, Name: win.obj.Kind + " " + win.obj.Namespace + "/" + win.obj.Name, Port: port, Backends: win.backends})
-			st := status[win.obj.Key]
-			st.Parents = append(st.Parents, parentString(parent, port))
-			st.Shares = shares(win.backends)
 			for i := range cs {
 				if c := &cs[i]; c != win && c.port == port {
 					ls := status[c.obj.Key]
 					ls.Problems = append(ls.Problems, fmt.Sprintf("parent %s: %s is older (or first by name) and wins", parentString(parent, port), win.obj.Key))
 				}
 			}
+			if port != 0 && win == all {
+				continue // the route for every port covers it
+			}
+			plan.Routes[parent] = append(plan.Routes[parent], lb.Route{Source: as, Name: win.obj.Kind + " " + win.obj.Namespace + "/" + win.obj.Name, Port: port, Backends: win.backends})
+			st := status[win.obj.Key]
+			st.Parents = append(st.Parents, parentString(parent, port))
+			st.Shares = shares(win.backends)
 		}
 	}
 	for i, o := range objs {
