@@ -57,7 +57,7 @@ func TestScriptK8s(t *testing.T) {
 		e := engineFor("memory", cell.Provide(
 			func() kubernetes.Interface { return client },
 			func() dynamic.Interface { return dyn },
-		), k8s.Cell)(t, args)
+		), k8s.Cell, routes.Cell)(t, args)
 		maps.Insert(e.Cmds, maps.All(k8s.ScriptCommands(k8s.Clients{Client: client, Dynamic: dyn})))
 		return e
 	}, nil, "testdata/k8s/*.txtar")

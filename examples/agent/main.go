@@ -34,6 +34,7 @@ import (
 	"github.com/lbstate/lbstate/reflectors/file"
 	"github.com/lbstate/lbstate/reflectors/health"
 	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -99,6 +100,7 @@ func newHive(af *agentFlags) *hive.Hive {
 		datapath.Cell,
 		k8s.Cell,
 		file.Cell,
+		routes.Cell, // route status, for lbctl routes
 		health.Cell, // --health
 		cell.Provide(func() (kubeClients, error) { return newKubeClients(af.kubeconfig) }),
 		cell.Invoke(func(lc cell.Lifecycle, log *slog.Logger, db *statedb.DB, maps *bpf.Maps, gatherer prometheus.Gatherer) {

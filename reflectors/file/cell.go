@@ -7,12 +7,14 @@ import (
 	"path/filepath"
 
 	"github.com/cilium/hive/cell"
+	"github.com/cilium/statedb"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/routes"
 )
 
 // Cell is the manifests source: it serves the directory named by
@@ -62,6 +64,8 @@ type sourceParams struct {
 	Source reflectors.Params
 	Config Config
 	K8s    k8s.Config
+	// RouteStatus, from routes.Cell, keeps a status row per route.
+	RouteStatus statedb.RWTable[*routes.Status] `optional:"true"`
 }
 
 func registerSource(p sourceParams) error {
@@ -86,6 +90,9 @@ func registerSource(p sourceParams) error {
 		src, err := newSource(dir, maxSize, p.K8s, s)
 		if err != nil {
 			return err
+		}
+		if p.RouteStatus != nil {
+			src.r.PublishRouteStatus(p.RouteStatus)
 		}
 		s.Log().Info("Serving a manifests directory", "dir", dir, "node", p.K8s.K8sNodeName, "max-file-size", p.Config.ManifestsMaxFileSize)
 		return src.run(ctx)

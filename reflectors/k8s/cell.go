@@ -4,12 +4,14 @@ import (
 	"context"
 
 	"github.com/cilium/hive/cell"
+	"github.com/cilium/statedb"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
+	"github.com/lbstate/lbstate/reflectors/routes"
 )
 
 // Cell is the Kubernetes source: it watches the API server through the
@@ -17,7 +19,8 @@ import (
 // client-go's fake one in tests) and declares what it sees as the k8s
 // source (with a metadata.Interface of the same API server, if the hive
 // has one, for every Node's labels, and a dynamic.Interface, if it has
-// one, for CiliumLocalRedirectPolicies). Without a kubernetes.Interface (or with a nil one) it watches
+// one, for CiliumLocalRedirectPolicies, Gateway API routes and SMI
+// TrafficSplits; with routes.Cell it keeps their status). Without a kubernetes.Interface (or with a nil one) it watches
 // nothing, but still provides its Config (--k8s-* flags), which the
 // manifests source (reflectors/file) uses too. It needs tables.Cell,
 // job.Cell and a cell.Health provider; with metrics.Cell its counters are
@@ -42,6 +45,8 @@ type sourceParams struct {
 	// Dynamic, from the same API server, watches
 	// CiliumLocalRedirectPolicies; without it there are none from the API.
 	Dynamic dynamic.Interface `optional:"true"`
+	// RouteStatus, from routes.Cell, keeps a status row per route.
+	RouteStatus statedb.RWTable[*routes.Status] `optional:"true"`
 }
 
 func registerSource(p sourceParams) error {
@@ -55,6 +60,9 @@ func registerSource(p sourceParams) error {
 		r, err := NewReflector(p.Config, s, lb.SourceK8s)
 		if err != nil {
 			return err
+		}
+		if p.RouteStatus != nil {
+			r.PublishRouteStatus(p.RouteStatus)
 		}
 		s.Log().Info("Watching Kubernetes", "node", p.Config.K8sNodeName)
 		return r.Run(ctx, r.WatchClients(Clients{Client: p.Client, Metadata: p.Metadata, Dynamic: p.Dynamic}))

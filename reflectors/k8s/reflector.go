@@ -78,6 +78,7 @@ type Reflector struct {
 	routesApplied map[lb.ServiceName][]lb.Route
 	routeProblems map[routes.Key][]string
 	routeStatus   []routes.Status
+	statusTable   statedb.RWTable[*routes.Status] // nil: none kept
 }
 
 // sliceKey names a namespaced object (an EndpointSlice or a Pod).
@@ -230,7 +231,11 @@ func (r *Reflector) apply(batch []event) { r.write(r.prepare(batch)) }
 // write applies one batch's calls in one transaction, as one Writer batch:
 // each service's frontends are derived once for the batch.
 func (r *Reflector) write(ws writes) {
-	txn := r.w.WriteTxn()
+	var extra []statedb.TableMeta
+	if r.statusTable != nil {
+		extra = append(extra, r.statusTable)
+	}
+	txn := r.w.WriteTxn(extra...)
 	defer txn.Abort()
 	err := r.w.Batch(txn, func() error {
 		for _, call := range ws.calls {

@@ -67,6 +67,24 @@ func (r *Reflector) prepareRoutes(call func(func(statedb.WriteTxn))) {
 	}
 	r.routeProblems = reported
 	r.routeStatus = plan.Status
+	if tbl := r.statusTable; tbl != nil {
+		rows := make([]*routes.Status, len(plan.Status))
+		for i := range plan.Status {
+			rows[i] = &plan.Status[i]
+		}
+		call(func(txn statedb.WriteTxn) {
+			for old := range tbl.All(txn) {
+				if old.Source == r.as && !slices.ContainsFunc(rows, func(s *routes.Status) bool { return s.Key == old.Key }) {
+					_, _, err := tbl.Delete(txn, old)
+					r.check(err, old.Key.String())
+				}
+			}
+			for _, row := range rows {
+				_, _, err := tbl.Insert(txn, row)
+				r.check(err, row.Key.String())
+			}
+		})
+	}
 	for _, parent := range slices.SortedFunc(maps.Keys(r.routesApplied), lb.ServiceName.Compare) {
 		next := plan.Routes[parent]
 		for _, old := range r.routesApplied[parent] {
@@ -94,6 +112,11 @@ func (r *Reflector) prepareRoutes(call func(func(statedb.WriteTxn))) {
 		}
 	}
 }
+
+// PublishRouteStatus makes the reflector keep a status row per route in
+// tbl (routes.Cell's), written in the transaction that applies the
+// routes. Call it before Run.
+func (r *Reflector) PublishRouteStatus(tbl statedb.RWTable[*routes.Status]) { r.statusTable = tbl }
 
 // RouteStatus returns what became of each route and split at the last
 // batch that changed one. Call it from the loop's goroutine only (tests

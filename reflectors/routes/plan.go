@@ -21,22 +21,23 @@ type Plan struct {
 
 // Status is what became of one object.
 type Status struct {
+	Source lb.Source `json:"source"`
 	Key
 	// Parents are the parents the object's split applies to: "ns/name" or
 	// "ns/name:port".
-	Parents []string
+	Parents []string `json:"parents,omitempty"`
 	// Shares are the backends in force with their share of new flows.
-	Shares []Share
+	Shares []Share `json:"shares,omitempty"`
 	// Problems are what is not applied, and why.
-	Problems []string
+	Problems []string `json:"problems,omitempty"`
 }
 
 // Share is a backend service's share of a split, in percent.
 type Share struct {
-	Service lb.ServiceName
-	Port    uint16
-	Weight  uint32
-	Percent float64
+	Service lb.ServiceName `json:"service"`
+	Port    uint16         `json:"port,omitempty"`
+	Weight  uint32         `json:"weight"`
+	Percent float64        `json:"percent"`
 }
 
 // claim is one object's split on one parent port.
@@ -67,7 +68,7 @@ func MakePlan(objs []*Object, grants []*ReferenceGrant, as lb.Source) Plan {
 	status := make(map[Key]*Status, len(objs))
 	claims := map[lb.ServiceName][]claim{} // oldest first
 	for _, o := range objs {
-		st := &Status{Key: o.Key, Problems: slices.Clone(o.Problems)}
+		st := &Status{Source: as, Key: o.Key, Problems: slices.Clone(o.Problems)}
 		status[o.Key] = st
 		plan.Status = append(plan.Status, Status{}) // filled below
 		if o.Backends == nil {
@@ -178,12 +179,14 @@ func (s Share) String() string {
 	return name + " " + strconv.FormatFloat(s.Percent, 'f', -1, 64) + "%"
 }
 
-func (s Status) TableHeader() []string { return []string{"Route", "Parents", "Shares", "Not applied"} }
+func (s *Status) TableHeader() []string {
+	return []string{"Route", "Source", "Parents", "Shares", "NotApplied"}
+}
 
-func (s Status) TableRow() []string {
+func (s *Status) TableRow() []string {
 	shares := make([]string, len(s.Shares))
 	for i, sh := range s.Shares {
 		shares[i] = sh.String()
 	}
-	return []string{s.Key.String(), strings.Join(s.Parents, ", "), strings.Join(shares, ", "), strings.Join(s.Problems, "; ")}
+	return []string{s.Key.String(), s.Source.String(), strings.Join(s.Parents, ", "), strings.Join(shares, ", "), strings.Join(s.Problems, "; ")}
 }

@@ -43,7 +43,11 @@ func AddToScheme(s *runtime.Scheme) error {
 }
 
 // Key names an object Read reads.
-type Key struct{ Kind, Namespace, Name string }
+type Key struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
 
 func (k Key) String() string { return k.Kind + " " + k.Namespace + "/" + k.Name }
 
