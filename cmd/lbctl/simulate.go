@@ -40,8 +40,10 @@ type frontendView struct {
 	Topology string `json:"topology,omitempty"`
 	// RedirectedTo is the service whose backends replace the frontend's
 	// own (a local redirect policy's namespace/name:lrp).
-	RedirectedTo string        `json:"redirectedTo,omitempty"`
-	Backends     []backendView `json:"backends"`
+	RedirectedTo string `json:"redirectedTo,omitempty"`
+	// Route names the traffic split that chose the backends.
+	Route    string        `json:"route,omitempty"`
+	Backends []backendView `json:"backends"`
 }
 
 type backendView struct {
@@ -51,6 +53,9 @@ type backendView struct {
 	// Slots is how many Maglev table slots (or random-algorithm service
 	// slots) take the backend.
 	Slots int `json:"slots"`
+	// Share is the backend's share of new flows in percent: its slots
+	// over the frontend's.
+	Share float64 `json:"share"`
 }
 
 func simulate(args []string, stdout, stderr io.Writer) error {
@@ -265,14 +270,21 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 		if !fe.RedirectedTo.IsZero() {
 			v.RedirectedTo = fe.RedirectedTo.String()
 		}
+		v.Route = fe.RoutedBy
 		slots := serviceSlots[fa]
 		if v.Algorithm == "maglev" {
 			slots = maglevSlots[fe.ID]
 		}
+		total := 0
+		for _, n := range slots {
+			total += n
+		}
 		for _, b := range fe.Backends {
-			v.Backends = append(v.Backends, backendView{
-				Address: b.Address.String(), State: b.State.String(), Weight: b.Weight, Slots: slots[b.Address.String()],
-			})
+			bv := backendView{Address: b.Address.String(), State: b.State.String(), Weight: b.Weight, Slots: slots[b.Address.String()]}
+			if total > 0 {
+				bv.Share = 100 * float64(bv.Slots) / float64(total)
+			}
+			v.Backends = append(v.Backends, bv)
 		}
 		views = append(views, v)
 	}
@@ -285,7 +297,12 @@ func printViews(w io.Writer, views []frontendView) {
 	topology := slices.ContainsFunc(views, func(v frontendView) bool { return v.Topology != "" })
 	// REDIRECTED-TO only when a frontend is redirected.
 	redirects := slices.ContainsFunc(views, func(v frontendView) bool { return v.RedirectedTo != "" })
+	// ROUTE and SHARE only when a frontend is routed.
+	routed := slices.ContainsFunc(views, func(v frontendView) bool { return v.Route != "" })
 	header := "FRONTEND\tTYPE\tSERVICE\tPORTNAME\tALGORITHM\tBACKEND\tSTATE\tWEIGHT\tSLOTS"
+	if routed {
+		header = strings.Replace(header, "PORTNAME", "PORTNAME\tROUTE", 1) + "\tSHARE"
+	}
 	if topology {
 		header = strings.Replace(header, "ALGORITHM", "ALGORITHM\tTOPOLOGY", 1)
 	}
@@ -297,6 +314,9 @@ func printViews(w io.Writer, views []frontendView) {
 		first := []string{v.Frontend, v.Type, v.Service, v.PortName}
 		if redirects {
 			first = append(first, v.RedirectedTo)
+		}
+		if routed {
+			first = append(first, v.Route)
 		}
 		first = append(first, v.Algorithm)
 		if topology {
@@ -311,7 +331,11 @@ func printViews(w io.Writer, views []frontendView) {
 			if i > 0 {
 				lead = make([]string, len(first))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", strings.Join(lead, "\t"), b.Address, b.State, b.Weight, b.Slots)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d", strings.Join(lead, "\t"), b.Address, b.State, b.Weight, b.Slots)
+			if routed {
+				fmt.Fprintf(tw, "\t%.1f%%", b.Share)
+			}
+			fmt.Fprintln(tw)
 		}
 	}
 	tw.Flush()
