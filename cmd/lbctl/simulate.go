@@ -25,6 +25,7 @@ import (
 	lbreconciler "github.com/lbstate/lbstate/reconciler"
 	"github.com/lbstate/lbstate/reflectors/file"
 	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -191,7 +192,7 @@ func startPipeline(dir, nodeName, zone, algorithm string, tableSize uint32, logT
 	)
 	h := hive.New(
 		statedb.Cell, job.Cell, cell.SimpleHealthCell,
-		tables.Cell, bpf.Cell, lbreconciler.Cell, k8s.Cell, file.Cell,
+		tables.Cell, bpf.Cell, lbreconciler.Cell, k8s.Cell, file.Cell, routes.Cell,
 		cell.Invoke(func(d *statedb.DB, wr *tables.Writer, m *bpf.Maps, fes statedb.Table[*lb.Frontend], r reconciler.Reconciler[*lb.Frontend]) {
 			db, w, maps, frontends, rec = d, wr, m, fes, r
 		}),
