@@ -7,6 +7,7 @@
 //	go run ./cmd/lbbench -latency      # update one slice at a time, 1000 times
 //	go run ./cmd/lbbench -health       # health checking: 10,000 loopback backends probed every second
 //	go run ./cmd/lbbench -topology     # relabel one node at a time, with topology keys
+//	go run ./cmd/lbbench -routes 1000  # traffic splits: apply, shift all, one shift's latency
 package main
 
 import (
@@ -49,6 +50,7 @@ type options struct {
 	json, latency, topology                 bool
 	cpuProfile, memProfile                  string
 	healthMode                              bool
+	routes                                  int
 	health                                  healthOptions
 	// cells and configure add to newBench's hive (-health's checker).
 	cells     []cell.Cell
@@ -90,6 +92,7 @@ func main() {
 	flag.BoolVar(&o.topology, "topology", false, "Services with topology keys over 1,000 nodes (default 10,000 x 10): time node relabels (-updates of them)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "Write a CPU profile of the rounds")
 	flag.StringVar(&o.memProfile, "memprofile", "", "Write a heap profile taken with the services loaded")
+	flag.IntVar(&o.routes, "routes", 0, "Measure N TrafficSplits instead (default 10,000 services x 10): apply all, shift all, and -updates single shifts")
 	flag.BoolVar(&o.healthMode, "health", false, "Measure health checking instead: probes of loopback backends, their CPU, and stopped backends' trips into the maps")
 	flag.IntVar(&o.health.backends, "health-backends", 10000, "Backends in -health mode, 10 per service")
 	flag.DurationVar(&o.health.interval, "health-interval", time.Second, "Probe interval in -health mode")
@@ -110,6 +113,9 @@ func main() {
 	case o.topology:
 		measure = runTopology
 		topologyDefaults(&o)
+	case o.routes > 0:
+		measure = runRoutes
+		topologyDefaults(&o) // the same size: 10,000 x 10
 	}
 	if err := measure(o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "lbbench:", err)
@@ -141,6 +147,9 @@ func newBench(o options) (*bench, error) {
 	cfg := bpf.DefaultConfig
 	n := uint32(o.services)
 	cfg.LBServicesMax = n*uint32(1+o.backends) + 1024
+	// A routed frontend has up to 256 weighted slots (the reconciler's
+	// --lb-max-weighted-slots) and its services' backends on standby.
+	cfg.LBServicesMax += uint32(o.routes) * (256 + 3*uint32(o.backends))
 	cfg.LBBackendsMax = n*uint32(o.backends) + 1024
 	cfg.LBRevNatMax = n + 1024
 	var pinRoot string
