@@ -47,17 +47,18 @@ func split(i, n int, canary int64) *routes.TrafficSplit {
 }
 
 // applied waits until svc-i's route gives its canary weight canary.
-func (b *bench) applied(i int, canary uint32) {
+func (b *bench) applied(i int, canary uint32) error {
 	name := lb.NewServiceName("bench", fmt.Sprintf("svc-%d", i))
+	timeout := time.After(time.Minute)
 	for {
 		svc, _, watch, found := b.w.Services().GetWatch(b.db.ReadTxn(), tables.ServiceByName.Query(name))
 		if found && len(svc.Routes) == 1 && len(svc.Routes[0].Backends) == 2 && svc.Routes[0].Backends[1].Weight == canary {
-			return
+			return nil
 		}
 		select {
 		case <-watch:
-		case <-time.After(5 * time.Second):
-			panic(fmt.Sprintf("svc-%d: routes %v, want canary %d", i, svc.Routes, canary))
+		case <-timeout:
+			return fmt.Errorf("%s: the route did not get canary weight %d in a minute", name, canary)
 		}
 	}
 }
@@ -101,7 +102,9 @@ func runRoutes(o options, out io.Writer) error {
 			b.refl.Push(split(i, n, canary), false)
 		}
 		for i := range n {
-			b.applied(i, uint32(canary))
+			if err := b.applied(i, uint32(canary)); err != nil {
+				return 0, err
+			}
 		}
 		err := b.reconciled()
 		return time.Since(t0), err
@@ -125,7 +128,9 @@ func runRoutes(o options, out io.Writer) error {
 		}
 		t0 := time.Now()
 		b.refl.Push(split(i, n, canary), false)
-		b.applied(i, uint32(canary))
+		if err := b.applied(i, uint32(canary)); err != nil {
+			return err
+		}
 		if err := b.reconciled(); err != nil {
 			return err
 		}

@@ -94,6 +94,9 @@ func (r *Reflector) prepareRoutes(call func(func(statedb.WriteTxn))) {
 		}
 	}
 	for _, parent := range slices.SortedFunc(maps.Keys(plan.Routes), lb.ServiceName.Compare) {
+		if slices.EqualFunc(plan.Routes[parent], r.routesApplied[parent], lb.Route.Equal) {
+			continue // as applied: most batches change one route of many
+		}
 		for _, rt := range plan.Routes[parent] {
 			call(func(txn statedb.WriteTxn) { r.check(r.w.SetRoute(txn, parent, rt), parent.String()) })
 		}
