@@ -211,12 +211,16 @@ func (o *Object) readSplit(ts *TrafficSplit) error {
 	if len(ts.Spec.Matches) > 0 {
 		o.problem("spec.matches: HTTP route groups cannot be told apart at L4: the split is not applied")
 	}
-	o.Parents = []Parent{{Service: lb.NewServiceName(o.Namespace, ts.Spec.Service), Field: "spec.service"}}
+	apex := lb.NewServiceName(o.Namespace, ts.Spec.Service)
+	if err := apex.Validate(); err != nil {
+		return fmt.Errorf("spec.service: %w", err)
+	}
+	o.Parents = []Parent{{Service: apex, Field: "spec.service"}}
 	backends := make([]Backend, 0, len(ts.Spec.Backends))
 	for i, b := range ts.Spec.Backends {
 		field := "spec.backends[" + strconv.Itoa(i) + "]"
-		if b.Service == "" {
-			return errors.New(field + ".service: missing")
+		if err := lb.NewServiceName(o.Namespace, b.Service).Validate(); err != nil {
+			return fmt.Errorf("%s.service: %w", field, err)
 		}
 		if b.Weight < 0 || b.Weight > MaxWeight {
 			return fmt.Errorf("%s.weight: %d is outside 0-%d", field, b.Weight, MaxWeight)
@@ -263,7 +267,11 @@ func (o *Object) readParents(spec gwv1.CommonRouteSpec) error {
 			}
 			port = uint16(*p.Port)
 		}
-		o.Parents = append(o.Parents, Parent{Service: lb.NewServiceName(ns, string(p.Name)), Port: port, Field: field})
+		name := lb.NewServiceName(ns, string(p.Name))
+		if err := name.Validate(); err != nil {
+			return fmt.Errorf("%s: %w", field, err)
+		}
+		o.Parents = append(o.Parents, Parent{Service: name, Port: port, Field: field})
 	}
 	return nil
 }
@@ -302,6 +310,9 @@ func (o *Object) readBackends(field string, refs []gwv1.BackendRef) ([]Backend, 
 		ns := o.Namespace
 		if r.Namespace != nil && *r.Namespace != "" {
 			ns = string(*r.Namespace)
+		}
+		if err := lb.NewServiceName(ns, string(r.Name)).Validate(); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
 		}
 		out = append(out, Backend{Namespace: ns, Name: string(r.Name), Port: uint16(*r.Port), Weight: uint32(weight), Field: f})
 	}

@@ -194,3 +194,52 @@ spec:
 		t.Fatalf("granted: routes on ns/api %v, want both backends", api)
 	}
 }
+
+// Read and MakePlan never panic, whatever a manifest says: an object is
+// read or refused with an error naming it.
+func FuzzRead(f *testing.F) {
+	f.Add(`apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: ns}
+spec:
+  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
+  rules: [{matches: [{path: {value: /}}], backendRefs: [{name: a, port: 80, weight: 3}, {name: b, namespace: o, port: 80}]}]`)
+	f.Add(`apiVersion: split.smi-spec.io/v1alpha3
+kind: TrafficSplit
+metadata: {name: s}
+spec: {service: web, backends: [{service: a, weight: 1}], matches: [{kind: HTTPRouteGroup, name: g}]}`)
+	f.Add(`apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: GRPCRoute
+metadata: {name: g, namespace: ns}
+spec:
+  parentRefs: [{group: "", kind: Service, name: web}]
+  rules: [{matches: [{method: {service: x}}], backendRefs: [{name: a, port: 80}]}, {backendRefs: [{name: b, port: 80}]}]`)
+	f.Fuzz(func(t *testing.T, doc string) {
+		obj, _, err := decoder.Decode([]byte(doc), nil, nil)
+		if err != nil {
+			return
+		}
+		key, ok := KeyOf(obj)
+		if !ok || key.Kind == "ReferenceGrant" {
+			return
+		}
+		o, err := Read(obj)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), key.String()+": ") {
+				t.Fatalf("error %q does not name %s", err, key)
+			}
+			return
+		}
+		plan := MakePlan([]*Object{o}, nil, lb.SourceK8s)
+		if len(plan.Status) != 1 {
+			t.Fatalf("%d statuses for one object", len(plan.Status))
+		}
+		for parent, rs := range plan.Routes {
+			for _, r := range rs {
+				if err := r.Validate(parent); err != nil && len(r.Backends) <= lb.MaxRouteBackends {
+					t.Fatalf("the plan's route does not validate: %v", err)
+				}
+			}
+		}
+	})
+}
