@@ -322,7 +322,7 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 				redirectCands, redirectRead = w.candidates(txn, r.To), true
 			}
 			cands, redirectedTo = redirectCands, r.To
-		} else if route = svc.RouteFor(policy.ServicePort(params)); route != nil {
+		} else if route = routeFor(svc, policy, params); route != nil {
 			if !ownRead {
 				own, ownRead = w.candidates(txn, name), true
 			}
@@ -377,6 +377,15 @@ func (w *Writer) candidates(txn statedb.ReadTxn, name lb.ServiceName) []Candidat
 		}
 	}
 	return cands
+}
+
+// routeFor returns the route in force on a frontend of svc, if any (most
+// services have none, and are spared the search for the service port).
+func routeFor(svc *lb.Service, policy *lb.ServiceParams, fe lb.FrontendParams) *lb.Route {
+	if len(svc.Routes) == 0 {
+		return nil
+	}
+	return svc.RouteFor(policy.ServicePort(fe))
 }
 
 func sameFrontend(a, b *lb.Frontend) bool {
