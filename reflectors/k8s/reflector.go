@@ -352,6 +352,7 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 		call(func(txn statedb.WriteTxn) {
 			r.check(r.w.SweepSource(txn, r.as, func(n lb.ServiceName) bool { _, ok := known[n]; return ok }), "resync")
 		})
+		r.sweepRoutes(call)
 	}
 	return ws
 }

@@ -116,6 +116,35 @@ func (r *Reflector) prepareRoutes(call func(func(statedb.WriteTxn))) {
 	}
 }
 
+// sweepRoutes returns the call that clears the routes this source set
+// before (a run that started over) on services its plan no longer
+// routes: SweepSource keeps what it set on services it still declares.
+func (r *Reflector) sweepRoutes(call func(func(statedb.WriteTxn))) {
+	applied := make(map[lb.ServiceName][]uint16, len(r.routesApplied))
+	for parent, rs := range r.routesApplied {
+		for _, rt := range rs {
+			applied[parent] = append(applied[parent], rt.Port)
+		}
+	}
+	call(func(txn statedb.WriteTxn) {
+		type stale struct {
+			name lb.ServiceName
+			port uint16
+		}
+		var gone []stale
+		for s := range r.w.Services().All(txn) {
+			for _, rt := range s.Routes {
+				if rt.Source == r.as && !slices.Contains(applied[s.Name], rt.Port) {
+					gone = append(gone, stale{s.Name, rt.Port})
+				}
+			}
+		}
+		for _, g := range gone {
+			r.check(r.w.ClearRoute(txn, g.name, r.as, g.port), g.name.String())
+		}
+	})
+}
+
 // PublishRouteStatus makes the reflector keep a status row per route in
 // tbl (routes.Cell's), written in the transaction that applies the
 // routes. Call it before Run.
