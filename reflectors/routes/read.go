@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -31,8 +32,9 @@ import (
 // GatewayGroup is the Gateway API's group.
 const GatewayGroup = gwv1.GroupName
 
-// MaxWeight is the largest weight the Gateway API allows a backendRef
-// (and lbstate a TrafficSplit backend).
+// MaxWeight is the largest weight the Gateway API allows a backendRef.
+// SMI sets no bound; lbstate takes TrafficSplit weights up to
+// math.MaxUint32 (lb.RouteBackend.Weight), reduced exactly as well.
 const MaxWeight = 1_000_000
 
 // AddToScheme registers the kinds Read reads: the Gateway API's route
@@ -222,8 +224,8 @@ func (o *Object) readSplit(ts *TrafficSplit) error {
 		if err := lb.NewServiceName(o.Namespace, b.Service).Validate(); err != nil {
 			return fmt.Errorf("%s.service: %w", field, err)
 		}
-		if b.Weight < 0 || b.Weight > MaxWeight {
-			return fmt.Errorf("%s.weight: %d is outside 0-%d", field, b.Weight, MaxWeight)
+		if b.Weight < 0 || b.Weight > math.MaxUint32 {
+			return fmt.Errorf("%s.weight: %d is outside 0-%d", field, b.Weight, uint32(math.MaxUint32))
 		}
 		backends = append(backends, Backend{Namespace: o.Namespace, Name: b.Service, Weight: uint32(b.Weight), Field: field})
 	}

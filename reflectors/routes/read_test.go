@@ -65,7 +65,7 @@ spec:
 kind: TrafficSplit
 metadata: {name: s, namespace: ns}
 spec: {service: web, backends: [{service: a, weight: -1}]}`,
-			"TrafficSplit ns/s: spec.backends[0].weight: -1 is outside 0-1000000"},
+			"TrafficSplit ns/s: spec.backends[0].weight: -1 is outside 0-4294967295"},
 		{`apiVersion: split.smi-spec.io/v1alpha4
 kind: TrafficSplit
 metadata: {name: s, namespace: ns}
