@@ -161,7 +161,10 @@ func (r *Reflector) RouteStatus() []routes.Status { return r.routeStatus }
 // the agent restarts.
 func (r *Reflector) routeInformers(ctx context.Context, dyn dynamic.Interface) (dynamicinformer.DynamicSharedInformerFactory, []cache.SharedIndexInformer, error) {
 	f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
-	var infs []cache.SharedIndexInformer
+	var (
+		infs    []cache.SharedIndexInformer
+		missing []string
+	)
 	for _, res := range routes.Resources {
 		served := false
 		for _, gvr := range res.Versions {
@@ -177,9 +180,11 @@ func (r *Reflector) routeInformers(ctx context.Context, dyn dynamic.Interface) (
 			break
 		}
 		if !served {
-			r.src.Log().Info(res.Kind+" CRD not installed: its objects are off",
-				slog.String("resource", res.Versions[0].GroupResource().String()))
+			missing = append(missing, res.Kind)
 		}
+	}
+	if len(missing) > 0 {
+		r.src.Log().Info("Route CRDs not installed: their objects are off", slog.String("kinds", strings.Join(missing, ",")))
 	}
 	return f, infs, nil
 }
