@@ -156,9 +156,9 @@ func (r *Reflector) PublishRouteStatus(tbl statedb.RWTable[*routes.Status]) { r.
 func (r *Reflector) RouteStatus() []routes.Status { return r.routeStatus }
 
 // routeInformers returns an informer for each route kind the API server
-// serves (in the first version of routes.Resources it serves). A kind
-// without its CRD is logged once and skipped: its objects stay off until
-// the agent restarts.
+// serves (in the first version of routes.Resources it serves). The kinds
+// without their CRDs are logged in one line and skipped: their objects
+// stay off until the agent restarts.
 func (r *Reflector) routeInformers(ctx context.Context, dyn dynamic.Interface) (dynamicinformer.DynamicSharedInformerFactory, []cache.SharedIndexInformer, error) {
 	f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 	var (
