@@ -77,7 +77,6 @@ type Reflector struct {
 	grants        map[routes.Key]*routes.ReferenceGrant
 	routesApplied map[lb.ServiceName][]lb.Route
 	routeProblems map[routes.Key][]string
-	routeStatus   []routes.Status
 	statusTable   statedb.RWTable[*routes.Status] // nil: none kept
 }
 

@@ -66,7 +66,6 @@ func (r *Reflector) prepareRoutes(call func(func(statedb.WriteTxn))) {
 		reported[st.Key] = st.Problems
 	}
 	r.routeProblems = reported
-	r.routeStatus = plan.Status
 	if tbl := r.statusTable; tbl != nil {
 		rows := make([]*routes.Status, len(plan.Status))
 		for i := range plan.Status {
@@ -149,11 +148,6 @@ func (r *Reflector) sweepRoutes(call func(func(statedb.WriteTxn))) {
 // tbl (routes.Cell's), written in the transaction that applies the
 // routes. Call it before Run.
 func (r *Reflector) PublishRouteStatus(tbl statedb.RWTable[*routes.Status]) { r.statusTable = tbl }
-
-// RouteStatus returns what became of each route and split at the last
-// batch that changed one. Call it from the loop's goroutine only (tests
-// call it once the reflector is idle).
-func (r *Reflector) RouteStatus() []routes.Status { return r.routeStatus }
 
 // routeInformers returns an informer for each route kind the API server
 // serves (in the first version of routes.Resources it serves). The kinds
