@@ -22,6 +22,7 @@ import (
 	"github.com/lbstate/lbstate/reflectors/clustermesh/embedetcd"
 	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
+	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
@@ -53,11 +54,12 @@ func TestScript(t *testing.T) {
 func TestScriptK8s(t *testing.T) {
 	scripttest.Test(t, context.Background(), func(t testing.TB, args []string) *script.Engine {
 		client := fake.NewClientset()
-		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), redirectpolicy.ResourceList)
+		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+			mapsMerge(redirectpolicy.ResourceList, routes.ResourceList))
 		e := engineFor("memory", cell.Provide(
 			func() kubernetes.Interface { return client },
 			func() dynamic.Interface { return dyn },
-		), k8s.Cell)(t, args)
+		), k8s.Cell, routes.Cell)(t, args)
 		maps.Insert(e.Cmds, maps.All(k8s.ScriptCommands(k8s.Clients{Client: client, Dynamic: dyn})))
 		return e
 	}, nil, "testdata/k8s/*.txtar")
@@ -142,4 +144,13 @@ func engineFor(mode string, extra ...cell.Cell) func(t testing.TB, args []string
 
 func engine(f func(testing.TB, []string, ...func(*hive.Hive)) *script.Engine) func(testing.TB, []string) *script.Engine {
 	return func(t testing.TB, args []string) *script.Engine { return f(t, args) }
+}
+
+// mapsMerge returns the union of ms.
+func mapsMerge[K comparable, V any](ms ...map[K]V) map[K]V {
+	out := map[K]V{}
+	for _, m := range ms {
+		maps.Copy(out, m)
+	}
+	return out
 }

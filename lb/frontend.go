@@ -63,6 +63,10 @@ type Frontend struct {
 	// redirect's SkipFromBackend.
 	SkipFromBackend bool `json:"skipFromBackend,omitempty" yaml:"skipFromBackend,omitempty"`
 
+	// RoutedBy names the route (Route.Name) whose split chose the
+	// backends, when one is in force and no redirect is.
+	RoutedBy string `json:"routedBy,omitempty" yaml:"routedBy,omitempty"`
+
 	// ProxyPort, when not 0, sends new flows to the L7 proxy on this node
 	// listening on this port; Backends stay for the proxy to use.
 	ProxyPort uint16 `json:"proxyPort,omitempty" yaml:"proxyPort,omitempty"`
@@ -120,6 +124,8 @@ func (f *Frontend) TableRow() []string {
 		if f.SkipFromBackend {
 			redirect += " (skip-from-backend)"
 		}
+	} else if f.RoutedBy != "" {
+		redirect = "route " + f.RoutedBy
 	}
 	if f.ProxyPort != 0 {
 		proxy = strconv.Itoa(int(f.ProxyPort))

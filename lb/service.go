@@ -250,8 +250,8 @@ func (c FrontendConflict) Error() string {
 }
 
 // Service is a row of the services table: every source's declaration of
-// one service, the redirect override if any, and the frontends it could
-// not claim.
+// one service, the redirect and route overrides if any, and the frontends
+// it could not claim.
 type Service struct {
 	Name ServiceName `json:"name" yaml:"name"`
 
@@ -267,6 +267,9 @@ type Service struct {
 	// ProxyRedirects has at most one L7 proxy redirect per source,
 	// highest priority first; the first one is in force.
 	ProxyRedirects []ProxyRedirect `json:"proxyRedirects,omitempty" yaml:"proxyRedirects,omitempty"`
+	// Routes are the traffic splits set on the service, ordered by source
+	// priority, then port (see Route and RouteFor).
+	Routes []Route `json:"routes,omitempty" yaml:"routes,omitempty"`
 
 	// Conflicts lists the frontends this service declares but another
 	// service owns.
@@ -362,7 +365,7 @@ func (s *Service) WithoutProxyRedirect(src Source) *Service {
 // Overridden reports whether the service row exists for more than its
 // declarations: a redirect or a proxy redirect is kept for it.
 func (s *Service) Overridden() bool {
-	return len(s.Redirects) > 0 || len(s.ProxyRedirects) > 0
+	return len(s.Redirects) > 0 || len(s.ProxyRedirects) > 0 || len(s.Routes) > 0
 }
 
 func (p ServiceParams) source() Source  { return p.Source }
@@ -403,6 +406,9 @@ func (s *Service) TableRow() []string {
 	}
 	for _, pr := range s.ProxyRedirects {
 		redirects = append(redirects, pr.String())
+	}
+	for _, r := range s.Routes {
+		redirects = append(redirects, "route "+r.String())
 	}
 	redirect := strings.Join(redirects, ", ")
 	conflicts := make([]string, len(s.Conflicts))

@@ -141,6 +141,16 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 			}
 		}
 	}
+	// Services routed to one whose backends or declaration changed.
+	if len(ch.services) > 0 && w.anyService(txn, ServiceByRouteTarget.QueryFromKey(nil)) {
+		ch.nameList = sortedKeys(ch.nameList[:0], ch.services, lb.ServiceName.Compare)
+		for _, name := range ch.nameList {
+			for s := range w.t.services.List(txn, ServiceByRouteTarget.Query(name)) {
+				ch.services[s.Name] = struct{}{}
+			}
+		}
+		ch.nameList = ch.nameList[:0]
+	}
 	// The services this call changed, by the addresses they claim; with
 	// the row's owner and the services in conflict over an address, they
 	// are its claimants.
@@ -301,6 +311,8 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	var redirectRead bool
 	own = w.candidates(txn, name, ch.ownCands[:0])
 	ch.ownCands = own
+	// Routes' candidates, by backend service, read on a route's first use.
+	var routeCands map[lb.ServiceName][]Candidate
 	if len(policy.TopologyKeys) > 0 { // the only services that read node labels
 		w.topologyCandidates(txn, ch, own)
 	}
@@ -328,6 +340,13 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 			next.Hidden = next.Backends
 			next.RedirectedTo, next.SkipFromBackend = r.To, r.SkipFromBackend
 			next.Backends, next.TopologyLevel = SelectBackendsLevel(params, policy, node, true, redirectCands)
+		} else if route := routeFor(svc, policy, params); route != nil {
+			if routeCands == nil {
+				routeCands = map[lb.ServiceName][]Candidate{name: own}
+			}
+			next.Hidden = next.Backends
+			next.RoutedBy = route.Name
+			next.Backends, next.TopologyLevel = w.routeBackends(txn, svc, params, route, routeCands), ""
 		}
 		if pr != nil && pr.Covers(params) {
 			next.ProxyPort = pr.ProxyPort
@@ -356,12 +375,22 @@ func (w *Writer) candidates(txn statedb.ReadTxn, name lb.ServiceName, cands []Ca
 	return cands
 }
 
+// routeFor returns the route in force on a frontend of svc, if any (most
+// services have none, and are spared the search for the service port).
+func routeFor(svc *lb.Service, policy *lb.ServiceParams, fe lb.FrontendParams) *lb.Route {
+	if len(svc.Routes) == 0 {
+		return nil
+	}
+	return svc.RouteFor(policy.ServicePort(fe))
+}
+
 func sameFrontend(a, b *lb.Frontend) bool {
 	return a.FrontendParams == b.FrontendParams &&
 		a.Service == b.Service &&
 		a.RedirectedTo == b.RedirectedTo &&
 		a.SkipFromBackend == b.SkipFromBackend &&
 		a.ProxyPort == b.ProxyPort &&
+		a.RoutedBy == b.RoutedBy &&
 		a.TopologyLevel == b.TopologyLevel &&
 		(a.Policy == b.Policy || a.Policy.Equal(b.Policy)) &&
 		slices.Equal(a.Backends, b.Backends) &&

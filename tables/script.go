@@ -43,6 +43,8 @@ func ScriptCommands(w *Writer) map[string]script.Cmd {
 		"lb/clear-redirect":       clearRedirectCmd(w),
 		"lb/set-proxy-redirect":   setProxyRedirectCmd(w),
 		"lb/clear-proxy-redirect": clearProxyRedirectCmd(w),
+		"lb/set-route":            setRouteCmd(w),
+		"lb/clear-route":          clearRouteCmd(w),
 		"lb/set-node":             setNodeCmd(w),
 		"lb/set-node-labels":      setNodeLabelsCmd(w),
 		"lb/delete-node":          deleteNodeCmd(w),
@@ -340,6 +342,66 @@ func clearProxyRedirectCmd(w *Writer) script.Cmd {
 				return result(err)
 			}
 			return write(w, func(txn statedb.WriteTxn) error { return w.ClearProxyRedirect(txn, name, src) })
+		})
+}
+
+// routeDoc is the YAML form lb/set-route reads: a route and the service
+// it is set on.
+type routeDoc struct {
+	Service lb.ServiceName `json:"service"`
+	lb.Route
+}
+
+func setRouteCmd(w *Writer) script.Cmd {
+	return script.Command(
+		script.CmdUsage{
+			Summary: "Set traffic-split routes on services from YAML files (one per document)",
+			Args:    "file...",
+			Detail: []string{
+				"Each document is a service and the route to set on it (lb.Route), e.g.:",
+				"  service: default/web",
+				"  source: api",
+				"  name: TCPRoute default/web",
+				"  port: 80            # optional: only that service port's frontends",
+				"  backends:",
+				"  - {service: default/web-primary, weight: 90}",
+				"  - {service: default/web-canary, port: 8080, weight: 10}",
+			},
+		},
+		func(s *script.State, args ...string) (script.WaitFunc, error) {
+			return write(w, func(txn statedb.WriteTxn) error {
+				return forEachDoc(s, args, func(d routeDoc) error { return w.SetRoute(txn, d.Service, d.Route) })
+			})
+		})
+}
+
+func clearRouteCmd(w *Writer) script.Cmd {
+	return script.Command(
+		script.CmdUsage{
+			Summary: "Clear the route a source set on a service (and port)",
+			Args:    "service",
+			Flags: func(fs *pflag.FlagSet) {
+				fs.StringP("source", "s", "api", "The source that set the route")
+				fs.Uint16("port", 0, "The service port the route covers (0: every port)")
+			},
+		},
+		func(s *script.State, args ...string) (script.WaitFunc, error) {
+			src, err := getSource(s)
+			if err != nil {
+				return result(err)
+			}
+			port, err := s.Flags.GetUint16("port")
+			if err != nil {
+				return result(err)
+			}
+			if len(args) != 1 {
+				return nil, script.ErrUsage
+			}
+			name, err := lb.ParseServiceName(args[0])
+			if err != nil {
+				return result(err)
+			}
+			return write(w, func(txn statedb.WriteTxn) error { return w.ClearRoute(txn, name, src, port) })
 		})
 }
 

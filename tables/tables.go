@@ -81,6 +81,23 @@ var ServiceByRedirectTarget = statedb.Index[*lb.Service, lb.ServiceName]{
 	FromString: serviceNameFromString,
 }
 
+// ServiceByRouteTarget finds the services with a route that sends flows
+// to a service (any of their routes, in force or not).
+var ServiceByRouteTarget = statedb.Index[*lb.Service, lb.ServiceName]{
+	Name: "route-to",
+	FromObject: func(s *lb.Service) index.KeySet {
+		var keys []index.Key
+		for _, r := range s.Routes {
+			for _, b := range r.Backends {
+				keys = append(keys, serviceNameKey(b.Service))
+			}
+		}
+		return index.NewKeySet(keys...)
+	},
+	FromKey:    serviceNameKey,
+	FromString: serviceNameFromString,
+}
+
 // FrontendByAddress is the primary index of frontends.
 var FrontendByAddress = statedb.Index[*lb.Frontend, lb.L3n4Addr]{
 	Name: "address",
@@ -158,7 +175,7 @@ func newTableSet(db *statedb.DB) (*tableSet, error) {
 		err error
 	)
 	if t.services, err = statedb.NewTable(db, ServicesTableName,
-		ServiceByName, ServiceByConflict, ServiceByRedirectTarget); err != nil {
+		ServiceByName, ServiceByConflict, ServiceByRedirectTarget, ServiceByRouteTarget); err != nil {
 		return nil, err
 	}
 	if t.frontends, err = statedb.NewTable(db, FrontendsTableName,

@@ -248,7 +248,7 @@ func (w *Writer) ReleaseBackends(txn statedb.WriteTxn, name lb.ServiceName, src 
 }
 
 // DeleteSource removes everything a source contributed: its declarations
-// of services, its backends and the redirects and proxy redirects it set. What other sources
+// of services, its backends and the redirects, proxy redirects and routes it set. What other sources
 // contributed stays.
 func (w *Writer) DeleteSource(txn statedb.WriteTxn, src lb.Source) error {
 	return w.deleteSourceWhere(txn, src, nil)
@@ -279,12 +279,13 @@ func (w *Writer) deleteSourceWhere(txn statedb.WriteTxn, src lb.Source, keep fun
 	for s := range w.t.services.All(txn) {
 		if gone(s.Name) && (slices.ContainsFunc(s.Params, func(p lb.ServiceParams) bool { return p.Source == src }) ||
 			slices.ContainsFunc(s.Redirects, func(r lb.Redirect) bool { return r.Source == src }) ||
-			slices.ContainsFunc(s.ProxyRedirects, func(pr lb.ProxyRedirect) bool { return pr.Source == src })) {
+			slices.ContainsFunc(s.ProxyRedirects, func(pr lb.ProxyRedirect) bool { return pr.Source == src }) ||
+			slices.ContainsFunc(s.Routes, func(r lb.Route) bool { return r.Source == src })) {
 			services = append(services, s)
 		}
 	}
 	for _, old := range services {
-		w.putService(txn, ch, old, old.WithoutSource(src).WithoutRedirect(src).WithoutProxyRedirect(src))
+		w.putService(txn, ch, old, old.WithoutSource(src).WithoutRedirect(src).WithoutProxyRedirect(src).WithoutRoutes(src))
 	}
 	w.deleteInstancesWhere(txn, ch, func(i *lb.BackendInstance) bool { return i.Source == src && gone(i.Service) })
 	return w.end(txn, ch)
@@ -398,7 +399,7 @@ func (w *Writer) ClearRedirect(txn statedb.WriteTxn, name lb.ServiceName, src lb
 // highest-priority source's is in force. Like a redirect, it is kept
 // beside the service: it may come before the service is declared,
 // survives every later upsert, and applies on top of whatever backends
-// the frontends have (their own or a redirect's).
+// the frontends have (their own, a redirect's or a route's).
 func (w *Writer) SetProxyRedirect(txn statedb.WriteTxn, name lb.ServiceName, pr lb.ProxyRedirect) error {
 	if err := validateRef(name, pr.Source); err != nil {
 		return err
@@ -431,6 +432,48 @@ func (w *Writer) ClearProxyRedirect(txn statedb.WriteTxn, name lb.ServiceName, s
 	}
 	ch := w.begin(txn)
 	w.putService(txn, ch, old, old.WithoutProxyRedirect(src))
+	return w.end(txn, ch)
+}
+
+// SetRoute sets r.Source's traffic split of a service's frontends at
+// r.Port (0: every port) across the backends of other services (see
+// lb.Route), in place of that source's earlier route of the port. Like a
+// redirect, a route is kept beside the service: it may come before the
+// service or its backend services are declared, survives every later
+// upsert, and follows every change of its backend services. Routes do not
+// chain: a backend service's own backends serve, even if it is routed too.
+func (w *Writer) SetRoute(txn statedb.WriteTxn, name lb.ServiceName, r lb.Route) error {
+	if err := validateRef(name, r.Source); err != nil {
+		return err
+	}
+	if err := r.Validate(name); err != nil {
+		return err
+	}
+	r.Backends = slices.Clone(r.Backends)
+	old, found := w.service(txn, name)
+	if !found {
+		old = &lb.Service{Name: name}
+	} else if slices.ContainsFunc(old.Routes, r.Equal) {
+		return nil
+	}
+	ch := w.begin(txn)
+	w.putService(txn, ch, old, old.WithRoute(r))
+	return w.end(txn, ch)
+}
+
+// ClearRoute removes the route src set on a service's port (0: the route
+// of every port). The frontends it covered get the next route in force,
+// or else the service's own backends back.
+func (w *Writer) ClearRoute(txn statedb.WriteTxn, name lb.ServiceName, src lb.Source, port uint16) error {
+	if err := validateRef(name, src); err != nil {
+		return err
+	}
+	old, found := w.service(txn, name)
+	if !found || !slices.ContainsFunc(old.Routes, func(r lb.Route) bool { return r.Source == src && r.Port == port }) {
+		return nil
+	}
+	ch := w.begin(txn)
+	w.putService(txn, ch, old, old.WithoutRoute(src, port))
 	return w.end(txn, ch)
 }
 

@@ -198,7 +198,7 @@ func (g *opGen) op() (string, lb.Source, func(*Writer, statedb.WriteTxn) error) 
 				return nil
 			}
 	default:
-		switch g.next(6) {
+		switch g.next(8) {
 		case 0:
 			n, s := name(), src()
 			return fmt.Sprintf("ClearRedirect(%s, %s)", n, s), 0,
@@ -215,6 +215,18 @@ func (g *opGen) op() (string, lb.Source, func(*Writer, statedb.WriteTxn) error) 
 			n, s := name(), src()
 			return fmt.Sprintf("ClearProxyRedirect(%s, %s)", n, s), 0,
 				func(w *Writer, txn statedb.WriteTxn) error { return w.ClearProxyRedirect(txn, n, s) }
+		case 6:
+			r := lb.Route{Source: src(), Name: "r", Port: []uint16{0, 80, 443}[g.next(3)]}
+			for range g.next(4) {
+				r.Backends = append(r.Backends, lb.RouteBackend{Service: name(), Port: []uint16{0, 80}[g.next(2)], Weight: uint32(g.next(4))})
+			}
+			n := name()
+			return fmt.Sprintf("SetRoute(%s, %v)", n, r), 0,
+				func(w *Writer, txn statedb.WriteTxn) error { return w.SetRoute(txn, n, r) }
+		case 7:
+			n, s, port := name(), src(), []uint16{0, 80, 443}[g.next(3)]
+			return fmt.Sprintf("ClearRoute(%s, %s, %d)", n, s, port), 0,
+				func(w *Writer, txn statedb.WriteTxn) error { return w.ClearRoute(txn, n, s, port) }
 		case 1:
 			node, s := lb.Node{Name: genNodes[g.next(3)], Zone: genZones[g.next(3)]}, src()
 			if z := genZones[g.next(3)]; z != "" {
@@ -274,6 +286,9 @@ func checkInvariants(w *Writer, txn statedb.ReadTxn, deleted lb.Source) error {
 		if len(s.Params) == 0 && !s.Overridden() {
 			return fmt.Errorf("service %s: empty row left behind", s.Name)
 		}
+		if deleted != 0 && slices.ContainsFunc(s.Routes, func(r lb.Route) bool { return r.Source == deleted }) {
+			return fmt.Errorf("service %s keeps a route of deleted source %s", s.Name, deleted)
+		}
 		for _, p := range s.Params {
 			if deleted != 0 && p.Source == deleted {
 				return fmt.Errorf("service %s keeps a declaration of deleted source %s", s.Name, deleted)
@@ -294,11 +309,22 @@ func checkInvariants(w *Writer, txn statedb.ReadTxn, deleted lb.Source) error {
 		if !slices.ContainsFunc(svc.Policy().Frontends, func(p lb.FrontendParams) bool { return p == fe.FrontendParams }) {
 			return fmt.Errorf("frontend %s: not declared as such by its owner %s", fe.Address, fe.Service)
 		}
-		from := fe.Service
+		from := []lb.ServiceName{fe.Service}
 		if !fe.RedirectedTo.IsZero() {
-			from = fe.RedirectedTo
-		} else if len(fe.Hidden) > 0 || fe.SkipFromBackend {
-			return fmt.Errorf("frontend %s: hidden backends without a redirect", fe.Address)
+			from = []lb.ServiceName{fe.RedirectedTo}
+		} else if fe.RoutedBy != "" {
+			// the route's services' (the parent's own are hidden)
+			route := svc.RouteFor(svc.Policy().ServicePort(fe.FrontendParams))
+			if route == nil || route.Name != fe.RoutedBy {
+				return fmt.Errorf("frontend %s: routed by %s, not the route in force %v", fe.Address, fe.RoutedBy, route)
+			}
+			from = nil
+			for _, rb := range route.Backends {
+				from = append(from, rb.Service)
+			}
+		}
+		if fe.RedirectedTo.IsZero() && (fe.SkipFromBackend || fe.RoutedBy == "" && len(fe.Hidden) > 0) {
+			return fmt.Errorf("frontend %s: hidden backends or skip-from-backend without a redirect or route", fe.Address)
 		}
 		var wantPort uint16
 		if pr := svc.ProxyRedirect(); pr != nil && pr.Covers(fe.FrontendParams) {
@@ -321,8 +347,8 @@ func checkInvariants(w *Writer, txn statedb.ReadTxn, deleted lb.Source) error {
 			if !found {
 				return fmt.Errorf("frontend %s: backend %s is not in the backends table", fe.Address, ref.Address)
 			}
-			if _, ok := b.ForService(from); !ok {
-				return fmt.Errorf("frontend %s: backend %s has no instance for %s", fe.Address, ref.Address, from)
+			if !slices.ContainsFunc(from, func(n lb.ServiceName) bool { _, ok := b.ForService(n); return ok }) {
+				return fmt.Errorf("frontend %s: backend %s has no instance for %v", fe.Address, ref.Address, from)
 			}
 		}
 		// The owner outranks every other claimant.
@@ -401,6 +427,11 @@ func compareWithRebuild(w *Writer, txn statedb.ReadTxn) error {
 		}
 		for _, pr := range s.ProxyRedirects {
 			if err := fresh.SetProxyRedirect(wtxn, s.Name, pr); err != nil {
+				return err
+			}
+		}
+		for _, r := range s.Routes {
+			if err := fresh.SetRoute(wtxn, s.Name, r); err != nil {
 				return err
 			}
 		}

@@ -10,6 +10,7 @@
 //	go run ./cmd/lbbench -topology     # relabel one node at a time, with topology keys
 //	go run ./cmd/lbbench -clusters 10  # clustermesh: 10 remote clusters x 10,000 services x 10 backends over etcd
 //	go run ./cmd/lbbench -redirects 1000   # apply and remove local redirect policies; one pod change
+//	go run ./cmd/lbbench -routes 1000  # traffic splits: apply, shift all, one shift's latency
 package main
 
 import (
@@ -55,6 +56,7 @@ type options struct {
 	cpuProfile, memProfile                  string
 	compare                                 string // a saved anchor run
 	healthMode                              bool
+	routes                                  int
 	health                                  healthOptions
 	// cells and configure add to newBench's hive (-health's checker).
 	cells     []cell.Cell
@@ -107,6 +109,7 @@ func main() {
 	flag.StringVar(&o.memProfile, "memprofile", "", "Write a heap profile taken with the services loaded (sampled every 4 KiB allocated)")
 	flag.IntVar(&o.redirects, "redirects", 0, "Measure local redirect policies instead: this many, over 10,000 services by default (-services), applied and removed, and -updates pod changes")
 	flag.StringVar(&o.compare, "compare", "", "A saved run of Cilium's benchmark (or an lbbench -json line) to print our ratios against")
+	flag.IntVar(&o.routes, "routes", 0, "Measure N TrafficSplits instead (default 10,000 services x 10): apply all, shift all, and -updates single shifts")
 	flag.BoolVar(&o.healthMode, "health", false, "Measure health checking instead: probes of loopback backends, their CPU, and stopped backends' trips into the maps")
 	flag.IntVar(&o.health.backends, "health-backends", 10000, "Backends in -health mode, 10 per service")
 	flag.DurationVar(&o.health.interval, "health-interval", time.Second, "Probe interval in -health mode")
@@ -138,6 +141,9 @@ func main() {
 		if !flagSet("iterations") {
 			o.iterations = 3
 		}
+	case o.routes > 0:
+		measure = runRoutes
+		topologyDefaults(&o) // the same size: 10,000 x 10
 	}
 	if err := measure(o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "lbbench:", err)
@@ -176,6 +182,9 @@ func newBench(o options) (*bench, error) {
 	cfg := bpf.DefaultConfig
 	n := uint32(o.services)
 	cfg.LBServicesMax = n*uint32(1+o.backends) + 1024
+	// A routed frontend has up to 256 weighted slots (the reconciler's
+	// --lb-max-weighted-slots) and its services' backends on standby.
+	cfg.LBServicesMax += uint32(o.routes) * (256 + 3*uint32(o.backends))
 	cfg.LBBackendsMax = n*uint32(o.backends) + 1024
 	cfg.LBRevNatMax = n + 1024
 	var pinRoot string

@@ -39,6 +39,7 @@ func init() {
 		"frontends": {"List a running agent's frontends and their selected backends", frontendsCmd},
 		"redirects": {"List a running agent's local redirect policies: what each redirects, to which pods, or why not", redirectsCmd},
 		"backends":  {"List a running agent's backends", backendsCmd},
+		"routes":    {"List a running agent's traffic splits: parents, shares, what is not applied", routesCmd},
 		"maps":      {"Dump an agent's maps, pinned or over its API", mapsCmd},
 		"explain":   {"Walk the maps for a flow to a frontend and say which backends it reaches", explain},
 		"top":       {"Show the busiest frontends and backends from the datapath's counters, refreshing", topCmd},

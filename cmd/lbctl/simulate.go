@@ -26,6 +26,7 @@ import (
 	lbreconciler "github.com/lbstate/lbstate/reconciler"
 	"github.com/lbstate/lbstate/reflectors/file"
 	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -45,8 +46,10 @@ type frontendView struct {
 	// ProxyPort is the port of the L7 proxy on this node that takes the
 	// frontend's new flows (lbstate.io/proxy-port); the backends stay
 	// listed, for the proxy.
-	ProxyPort uint16        `json:"proxyPort,omitempty"`
-	Backends  []backendView `json:"backends"`
+	ProxyPort uint16 `json:"proxyPort,omitempty"`
+	// Route names the traffic split that chose the backends.
+	Route    string        `json:"route,omitempty"`
+	Backends []backendView `json:"backends"`
 }
 
 type backendView struct {
@@ -59,6 +62,9 @@ type backendView struct {
 	// Slots is how many Maglev table slots (or random-algorithm service
 	// slots) take the backend.
 	Slots int `json:"slots"`
+	// Share is the backend's share of new flows in percent: its slots
+	// over the frontend's.
+	Share float64 `json:"share"`
 }
 
 func simulate(args []string, stdout, stderr io.Writer) error {
@@ -194,7 +200,7 @@ func startPipeline(dir, nodeName, zone, algorithm string, tableSize uint32, logT
 	)
 	h := hive.New(
 		statedb.Cell, job.Cell, cell.SimpleHealthCell,
-		tables.Cell, bpf.Cell, lbreconciler.Cell, k8s.Cell, file.Cell,
+		tables.Cell, bpf.Cell, lbreconciler.Cell, k8s.Cell, file.Cell, routes.Cell,
 		cell.Invoke(func(d *statedb.DB, wr *tables.Writer, m *bpf.Maps, fes statedb.Table[*lb.Frontend], r reconciler.Reconciler[*lb.Frontend]) {
 			db, w, maps, frontends, rec = d, wr, m, fes, r
 		}),
@@ -274,14 +280,21 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 			v.RedirectedTo = fe.RedirectedTo.String()
 		}
 		v.ProxyPort = fe.ProxyPort
+		v.Route = fe.RoutedBy
 		slots := serviceSlots[fa]
 		if v.Algorithm == "maglev" {
 			slots = maglevSlots[fe.ID]
 		}
+		total := 0
+		for _, n := range slots {
+			total += n
+		}
 		for _, b := range fe.Backends {
-			v.Backends = append(v.Backends, backendView{
-				Address: b.Address.String(), State: b.State.String(), Weight: b.Weight, Cluster: b.ClusterID, Slots: slots[b.Address.String()],
-			})
+			bv := backendView{Address: b.Address.String(), State: b.State.String(), Weight: b.Weight, Cluster: b.ClusterID, Slots: slots[b.Address.String()]}
+			if total > 0 {
+				bv.Share = 100 * float64(bv.Slots) / float64(total)
+			}
+			v.Backends = append(v.Backends, bv)
 		}
 		views = append(views, v)
 	}
@@ -300,12 +313,17 @@ func printViews(w io.Writer, views []frontendView) {
 	})
 	// PROXY only when a frontend's new flows go to an L7 proxy.
 	proxies := slices.ContainsFunc(views, func(v frontendView) bool { return v.ProxyPort != 0 })
+	// ROUTE and SHARE only when a frontend is routed.
+	routed := slices.ContainsFunc(views, func(v frontendView) bool { return v.Route != "" })
 	header := []string{"FRONTEND", "TYPE", "SERVICE", "PORTNAME"}
 	if proxies {
 		header = append(header, "PROXY")
 	}
 	if redirects {
 		header = append(header, "REDIRECTED-TO")
+	}
+	if routed {
+		header = append(header, "ROUTE")
 	}
 	header = append(header, "ALGORITHM")
 	if topology {
@@ -316,6 +334,9 @@ func printViews(w io.Writer, views []frontendView) {
 		header = append(header, "CLUSTER")
 	}
 	header = append(header, "STATE", "WEIGHT", "SLOTS")
+	if routed {
+		header = append(header, "SHARE")
+	}
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, v := range views {
 		first := []string{v.Frontend, v.Type, v.Service, v.PortName}
@@ -328,6 +349,9 @@ func printViews(w io.Writer, views []frontendView) {
 		}
 		if redirects {
 			first = append(first, v.RedirectedTo)
+		}
+		if routed {
+			first = append(first, v.Route)
 		}
 		first = append(first, v.Algorithm)
 		if topology {
@@ -346,7 +370,11 @@ func printViews(w io.Writer, views []frontendView) {
 			if clusters {
 				backend += "\t" + clusterColumn(b.Cluster)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", strings.Join(lead, "\t"), backend, b.State, b.Weight, b.Slots)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d", strings.Join(lead, "\t"), backend, b.State, b.Weight, b.Slots)
+			if routed {
+				fmt.Fprintf(tw, "\t%.1f%%", b.Share)
+			}
+			fmt.Fprintln(tw)
 		}
 	}
 	tw.Flush()

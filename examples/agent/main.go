@@ -39,6 +39,7 @@ import (
 	"github.com/lbstate/lbstate/reflectors/file"
 	"github.com/lbstate/lbstate/reflectors/health"
 	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -106,6 +107,7 @@ func newHive(af *agentFlags) *hive.Hive {
 		datapath.Cell,
 		k8s.Cell,
 		file.Cell,
+		routes.Cell,      // route status, for lbctl routes
 		health.Cell,      // --health
 		clustermesh.Cell, // --cluster-name, --cluster-id, --clustermesh-*
 		cell.Provide(func() (kubeClients, error) { return newKubeClients(af.kubeconfig) }),

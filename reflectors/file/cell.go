@@ -15,6 +15,7 @@ import (
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
+	"github.com/lbstate/lbstate/reflectors/routes"
 )
 
 // Cell is the manifests source: it serves the directory named by
@@ -65,6 +66,8 @@ type sourceParams struct {
 	Config   Config
 	K8s      k8s.Config
 	Policies statedb.RWTable[*redirectpolicy.Status] // k8s.Cell's
+	// RouteStatus, from routes.Cell, keeps a status row per route.
+	RouteStatus statedb.RWTable[*routes.Status] `optional:"true"`
 }
 
 func registerSource(p sourceParams) error {
@@ -91,6 +94,9 @@ func registerSource(p sourceParams) error {
 			return err
 		}
 		src.r.ReportPolicies(p.Policies)
+		if p.RouteStatus != nil {
+			src.r.PublishRouteStatus(p.RouteStatus)
+		}
 		s.Log().Info("Serving a manifests directory", "dir", dir, "node", p.K8s.K8sNodeName, "max-file-size", p.Config.ManifestsMaxFileSize)
 		return src.run(ctx)
 	})

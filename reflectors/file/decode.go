@@ -18,13 +18,16 @@ import (
 
 	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
+	"github.com/lbstate/lbstate/reflectors/routes"
 )
 
-// kinds are client-go's and CiliumLocalRedirectPolicy.
+// kinds are client-go's, CiliumLocalRedirectPolicy, the Gateway API's
+// and SMI's TrafficSplit.
 var kinds = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(scheme.AddToScheme(s))
 	utilruntime.Must(redirectpolicy.AddToScheme(s))
+	utilruntime.Must(routes.AddToScheme(s))
 	return s
 }()
 
@@ -138,6 +141,12 @@ var readKinds = map[string]string{
 	"Node":              corev1.SchemeGroupVersion.String(),
 	"EndpointSlice":     discoveryv1.SchemeGroupVersion.String(),
 	redirectpolicy.Kind: redirectpolicy.SchemeGroupVersion.String(),
+	"HTTPRoute":         routes.GatewayGroup + "/v1",
+	"GRPCRoute":         routes.GatewayGroup + "/v1",
+	"TCPRoute":          routes.GatewayGroup + "/v1",
+	"UDPRoute":          routes.GatewayGroup + "/v1",
+	"ReferenceGrant":    routes.GatewayGroup + "/v1",
+	"TrafficSplit":      routes.SMIGroup + "/" + routes.SMIVersions[0],
 }
 
 var (
@@ -225,6 +234,12 @@ func keyOf(obj runtime.Object) (objectKey, bool) {
 	case *redirectpolicy.Policy:
 		defaultNamespace(&o.Namespace)
 		return objectKey{redirectpolicy.Kind, o.Namespace, o.Name}, true
+	}
+	if key, ok := routes.KeyOf(obj); ok {
+		if m, ok := obj.(interface{ SetNamespace(string) }); ok {
+			m.SetNamespace(key.Namespace) // defaulted
+		}
+		return objectKey{key.Kind, key.Namespace, key.Name}, true
 	}
 	return objectKey{}, false
 }

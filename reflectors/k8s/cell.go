@@ -13,6 +13,7 @@ import (
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
+	"github.com/lbstate/lbstate/reflectors/routes"
 )
 
 // Cell is the Kubernetes source: it watches the API server through the
@@ -20,7 +21,8 @@ import (
 // client-go's fake one in tests) and declares what it sees as the k8s
 // source (with a metadata.Interface of the same API server, if the hive
 // has one, for every Node's labels, and a dynamic.Interface, if it has
-// one, for CiliumLocalRedirectPolicies). Without a kubernetes.Interface
+// one, for CiliumLocalRedirectPolicies, Gateway API routes and SMI
+// TrafficSplits; with routes.Cell it keeps their status). Without a kubernetes.Interface
 // (or with a nil one) it watches nothing, but still provides its Config
 // (--k8s-* flags) and the local-redirect-policies table
 // (redirectpolicy.Status rows, and the lrp/* script commands), which the
@@ -56,6 +58,8 @@ type sourceParams struct {
 	// Dynamic, from the same API server, watches
 	// CiliumLocalRedirectPolicies; without it there are none from the API.
 	Dynamic dynamic.Interface `optional:"true"`
+	// RouteStatus, from routes.Cell, keeps a status row per route.
+	RouteStatus statedb.RWTable[*routes.Status] `optional:"true"`
 }
 
 func registerSource(p sourceParams) error {
@@ -71,6 +75,9 @@ func registerSource(p sourceParams) error {
 			return err
 		}
 		r.ReportPolicies(p.Policies)
+		if p.RouteStatus != nil {
+			r.PublishRouteStatus(p.RouteStatus)
+		}
 		s.Log().Info("Watching Kubernetes", "node", p.Config.K8sNodeName)
 		return r.Run(ctx, r.WatchClients(Clients{Client: p.Client, Metadata: p.Metadata, Dynamic: p.Dynamic}))
 	})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -23,6 +25,7 @@ import (
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
+	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -94,22 +97,38 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// Without the CRD the source still syncs, says so once, and does not ask
-// again: a watch of a missing resource would fail forever.
+// Without the CRDs the source still syncs, says so once per kind, and
+// does not ask again: a watch of a missing resource would fail forever.
+// (Route kinds are tried in each version lbstate reads.)
 func TestPoliciesWithoutCRDSyncAndLogOnce(t *testing.T) {
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), redirectpolicy.ResourceList)
-	dyn.PrependReactor("list", redirectpolicy.Resource.Resource, func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewNotFound(redirectpolicy.Resource.GroupResource(), "")
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), allResources())
+	dyn.PrependReactor("list", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(a.GetResource().GroupResource(), "")
 	})
 	r, _, _, log := startPolicyReflector(t, fake.NewClientset(), dyn, policyTest{})
 	eventually(t, "synced", r.src.IsSynced)
 	time.Sleep(100 * time.Millisecond) // room for a retry loop to show
-	if n := strings.Count(log.String(), "CRD not installed"); n != 1 {
-		t.Errorf("%d log lines about the missing CRD, want 1:\n%s", n, log)
+	wantCalls := 1
+	if n := strings.Count(log.String(), redirectpolicy.Kind+" CRD not installed"); n != 1 {
+		t.Errorf("%d log lines about the missing %s CRD, want 1:\n%s", n, redirectpolicy.Kind, log)
 	}
-	if n := len(dyn.Actions()); n != 1 {
-		t.Errorf("%d calls to the API, want the one list: %v", n, dyn.Actions())
+	if n := strings.Count(log.String(), "Route CRDs not installed"); n != 1 || !strings.Contains(log.String(), strings.Join(routeKinds(), ",")) {
+		t.Errorf("%d log lines about the missing route CRDs, want 1 naming %v:\n%s", n, routeKinds(), log)
 	}
+	for _, res := range routes.Resources {
+		wantCalls += len(res.Versions)
+	}
+	if n := len(dyn.Actions()); n != wantCalls {
+		t.Errorf("%d calls to the API, want the %d lists: %v", n, wantCalls, dyn.Actions())
+	}
+}
+
+func routeKinds() []string {
+	var kinds []string
+	for _, res := range routes.Resources {
+		kinds = append(kinds, res.Kind)
+	}
+	return kinds
 }
 
 // A CRD installed after the agent started is picked up without a restart:
@@ -117,7 +136,7 @@ func TestPoliciesWithoutCRDSyncAndLogOnce(t *testing.T) {
 // quietly every poll; once it is there, one line says so, and its
 // policies apply.
 func TestPolicyCRDInstalledLaterIsPickedUp(t *testing.T) {
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), redirectpolicy.ResourceList)
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), allResources())
 	var installed atomic.Bool
 	dyn.PrependReactor("list", redirectpolicy.Resource.Resource, func(k8stesting.Action) (bool, runtime.Object, error) {
 		if installed.Load() {
@@ -176,7 +195,7 @@ func policyObject(t *testing.T, ip string) *unstructured.Unstructured {
 // an invalid update is reported and the last valid version keeps
 // serving; deleting the policy removes its frontend.
 func TestPolicyFromAPIRedirectsAndKeepsLastValidVersion(t *testing.T) {
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), redirectpolicy.ResourceList, policyObject(t, "169.254.20.10"))
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), allResources(), policyObject(t, "169.254.20.10"))
 	r, w, db, _ := startPolicyReflector(t, fake.NewClientset(dnsPod()), dyn, policyTest{})
 	backends := redirectedBackends(w, db, "169.254.20.10:53/UDP")
 	eventually(t, "redirected to the pod", func() bool { return backends() == "10.0.1.1:5353/UDP" })
@@ -200,7 +219,7 @@ func TestPolicyFromAPIRedirectsAndKeepsLastValidVersion(t *testing.T) {
 // --lrp-address-matcher-cidrs reaches the policies: an address outside
 // them is reported and not redirected, one inside is.
 func TestAddressMatcherOutsideAllowedCIDRsIsReported(t *testing.T) {
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), redirectpolicy.ResourceList, policyObject(t, "169.254.20.10"))
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), allResources(), policyObject(t, "169.254.20.10"))
 	r, w, db, _ := startPolicyReflector(t, fake.NewClientset(dnsPod()), dyn, policyTest{cidrs: []string{"192.0.2.0/24"}})
 	eventually(t, "synced", r.src.IsSynced)
 	if r.src.Errors() == 0 {
@@ -248,4 +267,12 @@ func dnsPod() *corev1.Pod {
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIPs: []corev1.PodIP{{IP: "10.0.1.1"}},
 			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 	}
+}
+
+// allResources are the list kinds of every resource the reflector's
+// dynamic client lists.
+func allResources() map[schema.GroupVersionResource]string {
+	m := maps.Clone(redirectpolicy.ResourceList)
+	maps.Copy(m, routes.ResourceList)
+	return m
 }

@@ -26,7 +26,7 @@ import (
 // sees one of them ahead of the others. (A second pod stays ready, so
 // the redirect stays and the unready pod is kept in standby.)
 func TestPodChurnUpdatesRedirectInOneTransaction(t *testing.T) {
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), redirectpolicy.ResourceList, policyObject(t, "169.254.20.10"))
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), allResources(), policyObject(t, "169.254.20.10"))
 	other := dnsPod()
 	other.Name, other.Status.PodIPs = "dns-2", []corev1.PodIP{{IP: "10.0.1.2"}}
 	client := fake.NewClientset(other)

@@ -19,6 +19,7 @@ import (
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
+	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -70,6 +71,14 @@ type Reflector struct {
 	// crdPoll is how often a missing CiliumLocalRedirectPolicy CRD is
 	// looked for (policyCRDPoll).
 	crdPoll time.Duration
+	// routeObjs and grants are the traffic splits and ReferenceGrants
+	// (their last valid versions); routesApplied the routes last set on
+	// each parent, routeProblems what was last reported of each object.
+	routeObjs     map[routes.Key]*routes.Object
+	grants        map[routes.Key]*routes.ReferenceGrant
+	routesApplied map[lb.ServiceName][]lb.Route
+	routeProblems map[routes.Key][]string
+	statusTable   statedb.RWTable[*routes.Status] // nil: none kept
 }
 
 // serviceEntry is what the reflector holds of one service: its Service,
@@ -141,15 +150,18 @@ func NewReflector(cfg Config, src *reflectors.Source, as lb.Source) (*Reflector,
 	stopped := make(chan struct{})
 	return &Reflector{
 		cfg: cfg, nodePorts: nodePorts, src: src, w: src.Writer, as: as,
-		events:   make(chan event, 4096),
-		stopped:  stopped,
-		stop:     sync.OnceFunc(func() { close(stopped) }),
-		services: map[lb.ServiceName]serviceEntry{},
-		slices:   map[sliceKey]lb.ServiceName{},
-		pods:     map[sliceKey]*corev1.Pod{},
-		unknown:  map[lb.ServiceName][]UnknownValue{},
-		lrp:      newRedirects(redirectOpts),
-		crdPoll:  policyCRDPoll,
+		events:        make(chan event, 4096),
+		stopped:       stopped,
+		stop:          sync.OnceFunc(func() { close(stopped) }),
+		services:      map[lb.ServiceName]serviceEntry{},
+		slices:        map[sliceKey]lb.ServiceName{},
+		pods:          map[sliceKey]*corev1.Pod{},
+		unknown:       map[lb.ServiceName][]UnknownValue{},
+		lrp:           newRedirects(redirectOpts),
+		crdPoll:       policyCRDPoll,
+		routeObjs:     map[routes.Key]*routes.Object{},
+		grants:        map[routes.Key]*routes.ReferenceGrant{},
+		routesApplied: map[lb.ServiceName][]lb.Route{},
 	}, nil
 }
 
@@ -294,6 +306,9 @@ func (r *Reflector) write(ws writes) {
 	if r.lrp.table != nil {
 		extra = append(extra, r.lrp.table)
 	}
+	if r.statusTable != nil {
+		extra = append(extra, r.statusTable)
+	}
 	txn := r.w.WriteTxn(extra...)
 	defer txn.Abort()
 	err := r.w.Batch(txn, func() error {
@@ -315,6 +330,7 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 	dirty := map[lb.ServiceName]bool{}     // services whose backends to recompute
 	reconvert := map[lb.ServiceName]bool{} // services to convert again
 	call := func(c func(statedb.WriteTxn)) { ws.calls = append(ws.calls, c) }
+	splits := false // a route, split or grant changed
 	for _, ev := range batch {
 		switch obj := ev.obj.(type) {
 		case *corev1.Service:
@@ -369,6 +385,11 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			r.preparePolicy(obj, ev.deleted)
 		case nil:
 			ws.synced = ws.synced || ev.synced
+		default:
+			if key, ok := routes.KeyOf(obj); ok {
+				r.prepareRouteObject(key, obj, ev.deleted)
+				splits = true
+			}
 		}
 	}
 	if !r.nodeSet && r.cfg.K8sNodeZone != "" {
@@ -425,12 +446,16 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 		}
 	}
 	r.prepareRedirects(call)
+	if splits {
+		r.prepareRoutes(call)
+	}
 	if ws.synced {
 		known := r.known()
 		call(func(txn statedb.WriteTxn) {
 			r.check(r.w.SweepSource(txn, r.as, func(n lb.ServiceName) bool { _, ok := known[n]; return ok }), "resync")
 			r.sweepPolicyRows(txn)
 		})
+		r.sweepRoutes(call)
 	}
 	return ws
 }
@@ -451,6 +476,9 @@ func (r *Reflector) known() map[lb.ServiceName]struct{} {
 		if ps.applied != nil {
 			known[ps.applied.Target] = struct{}{}
 		}
+	}
+	for parent := range r.routesApplied {
+		known[parent] = struct{}{}
 	}
 	return known
 }

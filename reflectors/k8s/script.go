@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
+	"github.com/lbstate/lbstate/reflectors/routes"
 )
 
 // ScriptCommands returns k8s/add, k8s/update and k8s/delete, which apply
@@ -141,11 +142,27 @@ var manifestKinds = func() serializer.CodecFactory {
 	s := runtime.NewScheme()
 	utilruntime.Must(scheme.AddToScheme(s))
 	utilruntime.Must(redirectpolicy.AddToScheme(s))
+	utilruntime.Must(routes.AddToScheme(s))
 	return serializer.NewCodecFactory(s)
 }()
 
 func apply(ctx context.Context, clients Clients, verb string, obj runtime.Object) error {
 	c := clients.Client
+	if gvr, ok := routes.ResourceOf(obj); ok {
+		key, _ := routes.KeyOf(obj)
+		if clients.Dynamic == nil {
+			return fmt.Errorf("%s: no dynamic client", key)
+		}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			return err
+		}
+		obj := &unstructured.Unstructured{Object: u}
+		obj.SetAPIVersion(gvr.GroupVersion().String())
+		obj.SetKind(key.Kind)
+		obj.SetNamespace(key.Namespace)
+		return applyTo(ctx, dynamicClient{clients.Dynamic.Resource(gvr).Namespace(key.Namespace)}, verb, obj)
+	}
 	switch o := obj.(type) {
 	case *redirectpolicy.Policy:
 		if clients.Dynamic == nil {

@@ -38,8 +38,9 @@ type Clients struct {
 	Client kubernetes.Interface
 	// Metadata watches every Node's labels (nil: NodeMetadataClient(Client)).
 	Metadata metadata.Interface
-	// Dynamic, if set, watches CiliumLocalRedirectPolicies (skipped, with
-	// one log line, when the API server lacks their CRD).
+	// Dynamic, if set, watches CiliumLocalRedirectPolicies, the Gateway
+	// API's routes and ReferenceGrants, and SMI TrafficSplits (each kind
+	// skipped, with one log line, when the API server lacks its CRD).
 	Dynamic dynamic.Interface
 }
 
@@ -93,6 +94,19 @@ func (r *Reflector) WatchClients(c Clients) func(ctx context.Context) error {
 				synced = append(synced, reg.HasSynced)
 				defer f.Shutdown()
 			}
+			rf, infs, err := r.routeInformers(ctx, c.Dynamic)
+			if err != nil {
+				return err
+			}
+			for _, inf := range infs {
+				reg, err := inf.AddEventHandler(r.routeHandler())
+				if err != nil {
+					return err
+				}
+				synced = append(synced, reg.HasSynced)
+			}
+			rf.Start(ctx.Done())
+			defer rf.Shutdown()
 		}
 		for _, f := range factories {
 			f.Start(ctx.Done())

@@ -1,0 +1,192 @@
+package routes
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/lbstate/lbstate/lb"
+)
+
+// Plan is what a set of objects asks for: the routes to set on each
+// parent Service (at most one per port, Port 0 for every port) and each
+// object's status.
+type Plan struct {
+	Routes map[lb.ServiceName][]lb.Route
+	Status []Status
+}
+
+// Status is what became of one object.
+type Status struct {
+	Source lb.Source `json:"source"`
+	Key
+	// Parents are the parents the object's split applies to: "ns/name" or
+	// "ns/name:port".
+	Parents []string `json:"parents,omitempty"`
+	// Shares are the backends in force with their share of new flows.
+	Shares []Share `json:"shares,omitempty"`
+	// Problems are what is not applied, and why.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Share is a backend service's share of a split, in percent.
+type Share struct {
+	Service lb.ServiceName `json:"service"`
+	Port    uint16         `json:"port,omitempty"`
+	Weight  uint32         `json:"weight"`
+	Percent float64        `json:"percent"`
+}
+
+// claim is one object's split on one parent port.
+type claim struct {
+	obj      *Object
+	port     uint16
+	backends []lb.RouteBackend
+}
+
+// MakePlan decides the routes of objs with as as their source. Of two
+// objects on one parent port (an object for every port competes on each
+// port too), the older wins, then the one first by namespace, name and
+// kind, as the Gateway API orders conflicting routes; the other is
+// reported. A consumer route (in another namespace than its parent
+// Service, for that namespace's clients only) cannot tell clients apart
+// at a node's L4 balancer and is reported. A backendRef to another
+// namespace needs a ReferenceGrant there; without one it is dropped and
+// its share lost, as the Gateway API says.
+func MakePlan(objs []*Object, grants []*ReferenceGrant, as lb.Source) Plan {
+	objs = slices.Clone(objs)
+	slices.SortFunc(objs, func(a, b *Object) int {
+		if !a.Created.Equal(b.Created) {
+			return a.Created.Compare(b.Created)
+		}
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind))
+	})
+	plan := Plan{Routes: map[lb.ServiceName][]lb.Route{}}
+	status := make(map[Key]*Status, len(objs))
+	claims := map[lb.ServiceName][]claim{} // oldest first
+	for _, o := range objs {
+		st := &Status{Source: as, Key: o.Key, Problems: slices.Clone(o.Problems)}
+		status[o.Key] = st
+		plan.Status = append(plan.Status, Status{}) // filled below
+		if o.Backends == nil {
+			continue
+		}
+		backends := make([]lb.RouteBackend, 0, len(o.Backends))
+		for _, b := range o.Backends {
+			if b.Namespace != o.Namespace && !granted(grants, o, b) {
+				st.Problems = append(st.Problems, fmt.Sprintf("%s: namespace %s: no ReferenceGrant there allows %s from %s: the ref is dropped and its share (weight %d) lost",
+					b.Field, b.Namespace, o.Kind, o.Namespace, b.Weight))
+				continue
+			}
+			backends = append(backends, lb.RouteBackend{Service: lb.NewServiceName(b.Namespace, b.Name), Port: b.Port, Weight: b.Weight})
+		}
+		for _, p := range o.Parents {
+			if p.Service.Namespace() != o.Namespace {
+				st.Problems = append(st.Problems, fmt.Sprintf("%s: service %s is in another namespace: a consumer route splits only its own namespace's clients, which L4 cannot tell apart: not applied",
+					p.Field, p.Service))
+				continue
+			}
+			claims[p.Service] = append(claims[p.Service], claim{obj: o, port: p.Port, backends: backends})
+		}
+	}
+	for _, parent := range slices.SortedFunc(maps.Keys(claims), lb.ServiceName.Compare) {
+		cs := claims[parent]
+		ports := map[uint16]bool{0: true}
+		for _, c := range cs {
+			ports[c.port] = true
+		}
+		var all *claim // the winner for every port
+		for i := range cs {
+			if cs[i].port == 0 {
+				all = &cs[i]
+				break
+			}
+		}
+		for _, port := range slices.Sorted(maps.Keys(ports)) {
+			var win *claim
+			for i := range cs {
+				if cs[i].port == port || cs[i].port == 0 {
+					win = &cs[i]
+					break
+				}
+			}
+			if win == nil {
+				continue
+			}
+			for i := range cs {
+				if c := &cs[i]; c != win && c.port == port {
+					ls := status[c.obj.Key]
+					ls.Problems = append(ls.Problems, fmt.Sprintf("parent %s: %s is older (or first by name) and wins", parentString(parent, port), win.obj.Key))
+				}
+			}
+			if port != 0 && win == all {
+				continue // the route for every port covers it
+			}
+			plan.Routes[parent] = append(plan.Routes[parent], lb.Route{Source: as, Name: win.obj.Kind + " " + win.obj.Namespace + "/" + win.obj.Name, Port: port, Backends: win.backends})
+			st := status[win.obj.Key]
+			st.Parents = append(st.Parents, parentString(parent, port))
+			st.Shares = shares(win.backends)
+		}
+	}
+	for i, o := range objs {
+		plan.Status[i] = *status[o.Key]
+	}
+	return plan
+}
+
+func parentString(name lb.ServiceName, port uint16) string {
+	if port == 0 {
+		return name.String()
+	}
+	return name.String() + ":" + strconv.Itoa(int(port))
+}
+
+// granted reports whether a ReferenceGrant in b's namespace allows o's
+// ref to it.
+func granted(grants []*ReferenceGrant, o *Object, b Backend) bool {
+	if o.Kind == "TrafficSplit" {
+		return false // SMI names services of its own namespace only
+	}
+	return slices.ContainsFunc(grants, func(g *ReferenceGrant) bool {
+		return g.Namespace == b.Namespace && g.Allows(o.Kind, o.Namespace, b.Name)
+	})
+}
+
+// shares returns each backend's weight as a percentage of the sum.
+func shares(backends []lb.RouteBackend) []Share {
+	var sum float64
+	for _, b := range backends {
+		sum += float64(b.Weight)
+	}
+	out := make([]Share, len(backends))
+	for i, b := range backends {
+		out[i] = Share{Service: b.Service, Port: b.Port, Weight: b.Weight}
+		if sum > 0 {
+			out[i].Percent = 100 * float64(b.Weight) / sum
+		}
+	}
+	return out
+}
+
+func (s Share) String() string {
+	name := s.Service.String()
+	if s.Port != 0 {
+		name += ":" + strconv.Itoa(int(s.Port))
+	}
+	return name + " " + strconv.FormatFloat(s.Percent, 'f', -1, 64) + "%"
+}
+
+func (s *Status) TableHeader() []string {
+	return []string{"Route", "Source", "Parents", "Shares", "NotApplied"}
+}
+
+func (s *Status) TableRow() []string {
+	shares := make([]string, len(s.Shares))
+	for i, sh := range s.Shares {
+		shares[i] = sh.String()
+	}
+	return []string{s.Key.String(), s.Source.String(), strings.Join(s.Parents, ", "), strings.Join(shares, ", "), strings.Join(s.Problems, "; ")}
+}
