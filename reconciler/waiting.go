@@ -34,6 +34,12 @@ type waiter struct {
 	t        task    // as last tried, to work out its need again
 	reserved entries // room held for it
 	kicked   bool    // its retry was asked for since it last failed
+	// refusedBy says that the kernel, not the counts, found no room for
+	// it, when the maps had freeAfter left once it took back what it
+	// wrote. The counts said it fits, so they cannot say when it does:
+	// it is offered room only once some map has more free than then.
+	refusedBy bool
+	freeAfter entries
 }
 
 // admit refuses the tasks that do not fit in the room that is free.
@@ -108,6 +114,7 @@ func (o *ops) settle(tasks []task) {
 		undo       []task
 		kernelFull bool
 	)
+	var byKernel []*waiter
 	for i := range tasks {
 		j := &tasks[i]
 		if j.st == nil {
@@ -117,14 +124,15 @@ func (o *ops) settle(tasks []task) {
 		case j.err == nil:
 			o.stopWaiting(j.fe.Address, true)
 		case errors.Is(j.err, bpf.ErrMapFull):
+			o.noteFull(j)
+			w := o.startWaiting(j)
 			if !j.refused {
 				kernelFull = true
+				byKernel = append(byKernel, w)
 				if !j.wasServed {
 					undo = append(undo, task{fe: j.fe})
 				}
 			}
-			o.noteFull(j)
-			o.startWaiting(j)
 		default:
 			o.room.stale = true
 			o.stopWaiting(j.fe.Address, false)
@@ -138,11 +146,19 @@ func (o *ops) settle(tasks []task) {
 		if err := o.room.recount(); err != nil {
 			o.log.Warn("Cannot count the entries of the maps", "error", err)
 		}
+		// What they took back is no new room for them: without this, each
+		// would be retried at once, fail again, and so on.
+		free := o.room.free()
+		for _, w := range byKernel {
+			w.refusedBy, w.freeAfter = true, free
+		}
 	}
 	o.offerRoom()
 }
 
-func (o *ops) startWaiting(j *task) {
+// startWaiting records a frontend that found no room, and returns its
+// waiter.
+func (o *ops) startWaiting(j *task) *waiter {
 	w := o.waiting[j.fe.Address]
 	if w == nil {
 		w = &waiter{}
@@ -151,8 +167,9 @@ func (o *ops) startWaiting(j *task) {
 		o.waitOrder = slices.Insert(o.waitOrder, i, w)
 	}
 	o.release(w, false)
-	w.t, w.kicked = *j, false
+	w.t, w.kicked, w.refusedBy = *j, false, false
 	w.t.err = nil
+	return w
 }
 
 // stopWaiting forgets a waiting frontend; used says that it took the room
@@ -198,6 +215,9 @@ func (o *ops) offerRoom() {
 	var kick []lb.L3n4Addr
 	for _, w := range o.waitOrder {
 		w.reserved = entries{}
+		if w.refusedBy && !more(o.room.free(), w.freeAfter) {
+			continue // no room freed since the kernel refused it
+		}
 		if _, ok := needOwn(&w.t).fitsIn(free); !ok {
 			continue // the usual case once the room is taken: no lookups
 		}
@@ -219,6 +239,16 @@ func (o *ops) offerRoom() {
 	if len(kick) > 0 && o.kick != nil {
 		o.kick(kick)
 	}
+}
+
+// more reports whether a has more entries than b in some map.
+func more(a, b entries) bool {
+	for m := range a {
+		if a[m] > b[m] {
+			return true
+		}
+	}
+	return false
 }
 
 // noteFull counts a frontend that found no room, and logs it, once per
