@@ -49,20 +49,32 @@ func TestScript(t *testing.T) {
 
 // TestScriptK8s runs testdata/k8s/*.txtar with the Kubernetes reflector
 // watching client-go's fake clientset (and fake dynamic client, for
-// CiliumLocalRedirectPolicies), which the k8s/* commands change; the
-// local node is node-1. Maps are in memory.
+// CiliumLocalRedirectPolicies and traffic splits), which the k8s/*
+// commands change; the local node is node-1. As TestScript, on kernel
+// maps and on in-memory maps, which must give the same dumps.
 func TestScriptK8s(t *testing.T) {
-	scripttest.Test(t, context.Background(), func(t testing.TB, args []string) *script.Engine {
+	for _, mode := range []string{"kernel", "memory"} {
+		t.Run(mode, func(t *testing.T) {
+			if mode == "kernel" {
+				bpftest.Require(t)
+			}
+			scripttest.Test(t, context.Background(), k8sEngine(mode), nil, "testdata/k8s/*.txtar")
+		})
+	}
+}
+
+func k8sEngine(mode string) func(t testing.TB, args []string) *script.Engine {
+	return func(t testing.TB, args []string) *script.Engine {
 		client := fake.NewClientset()
 		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 			mapsMerge(redirectpolicy.ResourceList, routes.ResourceList))
-		e := engineFor("memory", cell.Provide(
+		e := engineFor(mode, cell.Provide(
 			func() kubernetes.Interface { return client },
 			func() dynamic.Interface { return dyn },
 		), k8s.Cell, routes.Cell)(t, args)
 		maps.Insert(e.Cmds, maps.All(k8s.ScriptCommands(k8s.Clients{Client: client, Dynamic: dyn})))
 		return e
-	}, nil, "testdata/k8s/*.txtar")
+	}
 }
 
 // TestScriptClustermesh runs testdata/clustermesh/*.txtar: this cluster
