@@ -69,9 +69,20 @@ func (r *Reflector) watchPolicyCRD(ctx context.Context, dyn dynamic.Interface) {
 	}
 }
 
-// policyHandler pushes policies read from unstructured objects; one that
-// does not read is reported, and its last good version stays in force.
+// policyHandler pushes policies read from unstructured objects.
 func (r *Reflector) policyHandler() cache.ResourceEventHandler {
+	return r.unstructuredHandler(func(u *unstructured.Unstructured, deleted bool) (any, error) {
+		if deleted { // only the name matters
+			return &redirectpolicy.Policy{ObjectMeta: metav1.ObjectMeta{Namespace: u.GetNamespace(), Name: u.GetName()}}, nil
+		}
+		return redirectpolicy.FromUnstructured(u)
+	})
+}
+
+// unstructuredHandler pushes what read makes of each unstructured object
+// of a dynamic informer; one that does not read is reported, and its last
+// good version stays in force.
+func (r *Reflector) unstructuredHandler(read func(u *unstructured.Unstructured, deleted bool) (any, error)) cache.ResourceEventHandler {
 	push := func(obj any, deleted bool) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
@@ -80,16 +91,12 @@ func (r *Reflector) policyHandler() cache.ResourceEventHandler {
 		if !ok {
 			return
 		}
-		if deleted { // only the name matters
-			r.Push(&redirectpolicy.Policy{ObjectMeta: metav1.ObjectMeta{Namespace: u.GetNamespace(), Name: u.GetName()}}, true)
-			return
-		}
-		p, err := redirectpolicy.FromUnstructured(u)
+		o, err := read(u, deleted)
 		if err != nil {
 			r.fail(err)
 			return
 		}
-		r.Push(p, false)
+		r.Push(o, deleted)
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { push(obj, false) },

@@ -183,27 +183,9 @@ func (r *Reflector) routeInformers(ctx context.Context, dyn dynamic.Interface) (
 	return f, infs, nil
 }
 
-// routeHandler pushes route objects read from unstructured ones; one
-// that does not read is reported, and its last good version stays.
+// routeHandler pushes route objects read from unstructured ones.
 func (r *Reflector) routeHandler() cache.ResourceEventHandler {
-	push := func(obj any, deleted bool) {
-		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = tomb.Obj
-		}
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return
-		}
-		o, err := routes.FromUnstructured(u)
-		if err != nil {
-			r.fail(err)
-			return
-		}
-		r.Push(o, deleted)
-	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { push(obj, false) },
-		UpdateFunc: func(_, obj any) { push(obj, false) },
-		DeleteFunc: func(obj any) { push(obj, true) },
-	}
+	return r.unstructuredHandler(func(u *unstructured.Unstructured, _ bool) (any, error) {
+		return routes.FromUnstructured(u)
+	})
 }
