@@ -136,3 +136,33 @@ func TestSocketLBAffinityPinsTheClientsNetworkNamespace(t *testing.T) {
 		t.Errorf("%d affinity entries, want 1", n)
 	}
 }
+
+// A connect that lands on a reject slot (a route's share that does not
+// resolve) is refused and counted as a rejected drop; the others reach
+// the backend: with one backend slot and one reject slot, both happen,
+// and every connect is one or the other.
+func TestSocketLBRefusesConnectsThatLandOnARejectSlot(t *testing.T) {
+	s := newSockSetup(t)
+	s.frontend(testFrontend{addr: "10.96.0.12:80/TCP", id: 1, slots: []uint32{1, bpf.BackendReject}})
+	const n = 200
+	var refused, served uint64
+	for _, l := range bpftest.RunClient(t, s.cg, s.ns, fmt.Sprintf("tcp 10.96.0.12:80 %d", n)) {
+		switch l {
+		case "refused 10.96.0.12:80":
+			refused++
+		case "b1 10.96.0.12:80":
+			served++
+		default:
+			t.Fatalf("unexpected client line %q", l)
+		}
+	}
+	if refused == 0 || served == 0 || refused+served != n {
+		t.Errorf("%d connects refused, %d served, want both of %d", refused, served, n)
+	}
+	if d := s.drops(1, bpf.DropRejected); d != refused {
+		t.Errorf("%d rejected drops, want %d (the refused connects)", d, refused)
+	}
+	if d := s.drops(1, bpf.DropNoBackend); d != 0 {
+		t.Errorf("%d no-backend drops, want 0", d)
+	}
+}
