@@ -2,6 +2,7 @@ package bpf
 
 import (
 	"encoding/binary"
+	"math"
 	"net/netip"
 
 	"github.com/lbstate/lbstate/lb"
@@ -37,6 +38,12 @@ type ServiceValue struct {
 	ProxyPort       [2]byte // network order
 	Fallback        uint16
 }
+
+// BackendReject (LB_BACKEND_REJECT) is the backend ID of a slot, or a
+// Maglev table element, that rejects the new flows landing on it: a
+// route's share that does not resolve (lb.Frontend.Rejected). No
+// lb_backends entry has it; the reconciler's IDs never reach it.
+const BackendReject = math.MaxUint32
 
 // Backend is a value of lb_backends.
 type Backend struct {

@@ -86,6 +86,7 @@ const (
 	DropMissingEntry = 3
 	DropUnsupported  = 4
 	DropRewrite      = 5
+	DropRejected     = 6
 )
 
 // DropReasons names each drop reason, as metrics and lbctl show it.
@@ -95,6 +96,7 @@ var DropReasons = map[uint32]string{
 	DropMissingEntry: "missing-entry",
 	DropUnsupported:  "unsupported",
 	DropRewrite:      "rewrite",
+	DropRejected:     "rejected",
 }
 
 // bindPerCPU binds a per-CPU hash map, whose values are one V per

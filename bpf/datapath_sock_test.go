@@ -136,3 +136,60 @@ func TestSocketLBAffinityPinsTheClientsNetworkNamespace(t *testing.T) {
 		t.Errorf("%d affinity entries, want 1", n)
 	}
 }
+
+// A connect that lands on a reject slot (a route's share that does not
+// resolve) is refused and counted as a rejected drop; the others reach
+// the backend: with one backend slot and one reject slot, both happen,
+// and every connect is one or the other.
+func TestSocketLBRefusesConnectsThatLandOnARejectSlot(t *testing.T) {
+	s := newSockSetup(t)
+	s.frontend(testFrontend{addr: "10.96.0.12:80/TCP", id: 1, slots: []uint32{1, bpf.BackendReject}})
+	const n = 200
+	var refused, served uint64
+	for _, l := range bpftest.RunClient(t, s.cg, s.ns, fmt.Sprintf("tcp 10.96.0.12:80 %d", n)) {
+		switch l {
+		case "refused 10.96.0.12:80":
+			refused++
+		case "b1 10.96.0.12:80":
+			served++
+		default:
+			t.Fatalf("unexpected client line %q", l)
+		}
+	}
+	if refused == 0 || served == 0 || refused+served != n {
+		t.Errorf("%d connects refused, %d served, want both of %d", refused, served, n)
+	}
+	if d := s.drops(1, bpf.DropRejected); d != refused {
+		t.Errorf("%d rejected drops, want %d (the refused connects)", d, refused)
+	}
+	if d := s.drops(1, bpf.DropNoBackend); d != 0 {
+		t.Errorf("%d no-backend drops, want 0", d)
+	}
+}
+
+// A socket to a Maglev frontend takes a random element of its table, so
+// that the table's weights hold: with one slot each for a backend and
+// the rejected share, but a table where one element in ten rejects,
+// about a tenth of the connects are refused, not half.
+func TestSocketLBFollowsAMaglevTablesShares(t *testing.T) {
+	s := newSockSetup(t)
+	table := make([]uint32, s.maps.Maglev.TableSize())
+	for i := range table {
+		table[i] = 1
+		if i%10 == 0 {
+			table[i] = bpf.BackendReject
+		}
+	}
+	s.frontend(testFrontend{addr: "10.96.0.13:80/TCP", id: 1, maglev: true, slots: []uint32{1, bpf.BackendReject}, table: table})
+	const n = 400
+	var refused int
+	for _, l := range bpftest.RunClient(t, s.cg, s.ns, fmt.Sprintf("tcp 10.96.0.13:80 %d", n)) {
+		if l == "refused 10.96.0.13:80" {
+			refused++
+		}
+	}
+	// About 40 (a tenth); half would be 200.
+	if refused == 0 || refused > 100 {
+		t.Errorf("%d of %d connects refused, want about a tenth", refused, n)
+	}
+}

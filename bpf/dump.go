@@ -29,7 +29,8 @@ import (
 //	affinity REVNAT CLIENT backend=ID
 //
 // sorted by map, then by key (IDs numerically, frontends by address, then
-// slot).
+// slot). A slot or Maglev element that rejects flows (BackendReject)
+// prints "reject" for its ID.
 type Dump struct {
 	Backends     []BackendEntry     `json:"backends"`
 	Maglev       []MaglevEntry      `json:"maglev"`
@@ -224,7 +225,7 @@ func (d *Dump) WriteText(w io.Writer) error {
 	for _, m := range d.Maglev {
 		fmt.Fprintf(&sb, "maglev %d size=%d sum=%08x", m.RevNatID, m.Size, m.Sum)
 		for _, id := range slices.Sorted(maps.Keys(m.Slots)) {
-			fmt.Fprintf(&sb, " %d:%d", id, m.Slots[id])
+			fmt.Fprintf(&sb, " %s:%d", backendIDString(id), m.Slots[id])
 		}
 		sb.WriteByte('\n')
 	}
@@ -233,7 +234,7 @@ func (d *Dump) WriteText(w io.Writer) error {
 	}
 	for _, s := range d.Services {
 		if s.Slot > 0 {
-			fmt.Fprintf(&sb, "service %s slot=%d backend=%d\n", s.Frontend, s.Slot, s.BackendID)
+			fmt.Fprintf(&sb, "service %s slot=%d backend=%s\n", s.Frontend, s.Slot, backendIDString(s.BackendID))
 			continue
 		}
 		fmt.Fprintf(&sb, "service %s master revnat=%d type=%s algorithm=%s count=%d standby=%d",
@@ -267,4 +268,12 @@ func (d *Dump) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(d)
+}
+
+// backendIDString prints a slot's backend ID: "reject" for BackendReject.
+func backendIDString(id uint32) string {
+	if id == BackendReject {
+		return "reject"
+	}
+	return strconv.FormatUint(uint64(id), 10)
 }

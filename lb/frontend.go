@@ -39,6 +39,12 @@ func (r BackendRef) String() string {
 	return s
 }
 
+// RejectString prints a frontend's rejected share (Frontend.Rejected)
+// among its backends: "reject (weight=N)".
+func RejectString(weight uint16) string {
+	return "reject (weight=" + strconv.Itoa(int(weight)) + ")"
+}
+
 // Frontend is a row of the frontends table: one address the datapath
 // matches, the service that owns it, and the backends selected for it.
 // The Writer derives frontends from services, backends and the local node;
@@ -74,6 +80,13 @@ type Frontend struct {
 	// Backends are the selected backends, the ones taking new flows (weight
 	// above 0) first, each group sorted by address.
 	Backends []BackendRef `json:"backends" yaml:"backends"`
+
+	// Rejected is the weight, on the scale of Backends' weights, of the
+	// share of new flows that the datapath rejects: a route's backend
+	// services that do not resolve (missing, without the port, or without
+	// a backend taking new flows) keep their share, as the Gateway API
+	// requires, instead of handing it to the others. 0 for none.
+	Rejected uint16 `json:"rejected,omitempty" yaml:"rejected,omitempty"`
 
 	// Hidden are, while a redirect is in force, the backends the frontend
 	// would have without it (selected as Backends are). The reconciler
@@ -114,9 +127,12 @@ func (f *Frontend) TableHeader() []string {
 }
 
 func (f *Frontend) TableRow() []string {
-	backends := make([]string, len(f.Backends))
+	backends := make([]string, len(f.Backends), len(f.Backends)+1)
 	for i, b := range f.Backends {
 		backends[i] = b.String()
+	}
+	if f.Rejected > 0 {
+		backends = append(backends, RejectString(f.Rejected))
 	}
 	redirect, proxy := "", ""
 	if !f.RedirectedTo.IsZero() {

@@ -47,6 +47,11 @@ type RouteBackend struct {
 	// new flows (the service's backends stay on standby for the flows
 	// they carry).
 	Weight uint32 `json:"weight" yaml:"weight"`
+	// Rejected says that the source found the ref invalid (a kind that
+	// is not a Service, another namespace without a ReferenceGrant): its
+	// share of new flows is rejected, as the Gateway API requires, and
+	// Service (which may be empty) is not used.
+	Rejected bool `json:"rejected,omitempty" yaml:"rejected,omitempty"`
 }
 
 // Validate reports what is wrong with a route of service name.
@@ -58,6 +63,9 @@ func (r Route) Validate(name ServiceName) error {
 		return fmt.Errorf("service %s: route %s: backends: %d services, at most %d", name, r.Name, len(r.Backends), MaxRouteBackends)
 	}
 	for i, b := range r.Backends {
+		if b.Rejected && b.Service.IsZero() {
+			continue
+		}
 		if err := b.Service.Validate(); err != nil {
 			return fmt.Errorf("service %s: route %s: backends[%d].service: %w", name, r.Name, i, err)
 		}
@@ -82,6 +90,9 @@ func (r Route) String() string {
 			parts[i] += ":" + strconv.Itoa(int(b.Port))
 		}
 		parts[i] += "=" + strconv.FormatUint(uint64(b.Weight), 10)
+		if b.Rejected {
+			parts[i] += "(rejected)"
+		}
 	}
 	s := r.Name
 	if s == "" {

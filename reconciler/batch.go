@@ -328,7 +328,9 @@ func (o *ops) writeBackends(tasks []task) {
 }
 
 // layout works out a frontend's algorithm, its backends in rotation and on
-// standby, its slots, and its source ranges.
+// standby, its slots, and its source ranges. A rejected share
+// (Frontend.Rejected) is in rotation as a backend of its own, whose slots
+// and Maglev elements name bpf.BackendReject.
 func (j *task) layout(o *ops) {
 	j.algorithm = o.cfg.algorithm(j.fe.Policy.Algorithm)
 	for _, b := range j.fe.Backends {
@@ -337,6 +339,9 @@ func (j *task) layout(o *ops) {
 		} else {
 			j.standby = append(j.standby, b)
 		}
+	}
+	if j.fe.Rejected > 0 {
+		j.rotation = append(j.rotation, rejectRef(j.fe.Rejected))
 	}
 	j.useMaglev = j.algorithm == bpf.AlgorithmMaglev && len(j.rotation) > 0
 	j.ranges = sourceRanges(j.fe)

@@ -246,7 +246,10 @@ func (o *ops) writeMaglev(st *frontendState, rotation []lb.BackendRef) error {
 	ids := make(map[lb.L3n4Addr]uint32, len(rotation))
 	for i, b := range rotation {
 		mb[i] = maglev.Backend{Key: b.Address.Key(), Weight: b.Weight}
-		ids[b.Address] = o.backends[b.Address].id
+		if isReject(b) {
+			mb[i].Key = rejectKey
+		}
+		ids[b.Address] = o.slotID(b)
 	}
 	if k := st.maglevKnown; st.maglev && k != nil && slices.EqualFunc(mb, k.input, sameMaglevBackend) && maps.Equal(ids, k.ids) {
 		return nil
@@ -277,7 +280,7 @@ func sameMaglevBackend(a, b maglev.Backend) bool {
 func (o *ops) slotIDs(j *task) []uint32 {
 	ids := make([]uint32, 0, j.slotCount)
 	for i, b := range j.rotation {
-		id := o.backends[b.Address].id
+		id := o.slotID(b)
 		ids = append(ids, id)
 		if j.slotCounts != nil {
 			for range j.slotCounts[i] - 1 {
@@ -289,6 +292,26 @@ func (o *ops) slotIDs(j *task) []uint32 {
 		ids = append(ids, o.backends[b.Address].id)
 	}
 	return ids
+}
+
+// rejectRef is the rotation's entry for a frontend's rejected share of
+// the given weight: the zero address, which no backend has.
+func rejectRef(weight uint16) lb.BackendRef {
+	return lb.BackendRef{Weight: weight}
+}
+
+func isReject(b lb.BackendRef) bool { return b.Address == lb.L3n4Addr{} }
+
+// rejectKey is the Maglev key of the rejected share: shorter than every
+// backend's, so it is no backend's, and the same on every node.
+var rejectKey = []byte("reject")
+
+// slotID is the backend ID that a slot of b names.
+func (o *ops) slotID(b lb.BackendRef) uint32 {
+	if isReject(b) {
+		return bpf.BackendReject
+	}
+	return o.backends[b.Address].id
 }
 
 // kept are the backends whose IDs a frontend keeps: those it uses and

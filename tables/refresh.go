@@ -346,7 +346,8 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 			}
 			next.Hidden = next.Backends
 			next.RoutedBy = route.Name
-			next.Backends, next.TopologyLevel = w.routeBackends(txn, svc, params, route, routeCands), ""
+			next.Backends, next.Rejected = w.routeBackends(txn, svc, params, route, routeCands)
+			next.TopologyLevel = ""
 		}
 		if pr != nil && pr.Covers(params) {
 			next.ProxyPort = pr.ProxyPort
@@ -391,6 +392,7 @@ func sameFrontend(a, b *lb.Frontend) bool {
 		a.SkipFromBackend == b.SkipFromBackend &&
 		a.ProxyPort == b.ProxyPort &&
 		a.RoutedBy == b.RoutedBy &&
+		a.Rejected == b.Rejected &&
 		a.TopologyLevel == b.TopologyLevel &&
 		(a.Policy == b.Policy || a.Policy.Equal(b.Policy)) &&
 		slices.Equal(a.Backends, b.Backends) &&

@@ -12,9 +12,11 @@ import (
 // which are the parent's), combined by SplitBackends. The parent's own
 // backends are the frontend's Hidden ones, as under a redirect: they keep
 // their datapath IDs and the flows they carry, so that clearing the route
-// gives back exactly what was there before. cands caches candidates by
-// service (the parent's own are in it already).
-func (w *Writer) routeBackends(txn statedb.ReadTxn, svc *lb.Service, fe lb.FrontendParams, route *lb.Route, cands map[lb.ServiceName][]Candidate) []lb.BackendRef {
+// gives back exactly what was there before. A backend service that is
+// missing, or has no such port, selects no backend, nor does a ref the
+// source found invalid (RouteBackend.Rejected): its share is rejected (the second result, see SplitBackends). cands caches
+// candidates by service (the parent's own are in it already).
+func (w *Writer) routeBackends(txn statedb.ReadTxn, svc *lb.Service, fe lb.FrontendParams, route *lb.Route, cands map[lb.ServiceName][]Candidate) ([]lb.BackendRef, uint16) {
 	policy := svc.Policy()
 	port := policy.ServicePort(fe)
 	proto := fe.Address.Protocol()
@@ -22,10 +24,14 @@ func (w *Writer) routeBackends(txn statedb.ReadTxn, svc *lb.Service, fe lb.Front
 	for _, rb := range route.Backends {
 		g := SplitGroup{Weight: rb.Weight}
 		bp := policy
+		if rb.Rejected {
+			groups = append(groups, g) // invalid: its share is rejected
+			continue
+		}
 		if rb.Service != svc.Name {
 			bs, found := w.service(txn, rb.Service)
 			if !found || bs.Policy() == nil {
-				groups = append(groups, g) // missing: no share
+				groups = append(groups, g) // missing: its share is rejected
 				continue
 			}
 			bp = bs.Policy()

@@ -1,6 +1,7 @@
 package tables
 
 import (
+	"maps"
 	"math"
 	"testing"
 
@@ -117,15 +118,19 @@ func TestRouteRemovedWithItsSource(t *testing.T) {
 	}
 }
 
-// TestSplitBackends checks the weights a split gives, as exact ratios.
+// TestSplitBackends checks the weights a split gives, as exact ratios,
+// the share of the services that do not resolve (key "reject") included.
 func TestSplitBackends(t *testing.T) {
 	ref := func(addr string, w uint16) lb.BackendRef {
 		return lb.BackendRef{Address: lb.MustParseL3n4Addr(addr), Weight: w}
 	}
-	weights := func(refs []lb.BackendRef) map[string]uint16 {
+	weights := func(refs []lb.BackendRef, rejected uint16) map[string]uint16 {
 		m := map[string]uint16{}
 		for _, r := range refs {
 			m[r.Address.String()] = r.Weight
+		}
+		if rejected > 0 {
+			m["reject"] = rejected
 		}
 		return m
 	}
@@ -148,7 +153,21 @@ func TestSplitBackends(t *testing.T) {
 			{Weight: 0, Backends: []lb.BackendRef{ref("1.0.0.1:80/TCP", 100)}},
 			{Weight: 5},
 			{Weight: 1, Backends: []lb.BackendRef{ref("1.0.0.2:80/TCP", 100), ref("1.0.0.3:80/TCP", 0)}}},
-			map[string]uint16{"1.0.0.1:80/TCP": 0, "1.0.0.2:80/TCP": 1, "1.0.0.3:80/TCP": 0}},
+			map[string]uint16{"1.0.0.1:80/TCP": 0, "1.0.0.2:80/TCP": 1, "1.0.0.3:80/TCP": 0, "reject": 5}},
+		{"a missing service's share is rejected", []SplitGroup{
+			{Weight: 90},
+			{Weight: 10, Backends: []lb.BackendRef{ref("1.0.0.2:80/TCP", 100)}}},
+			map[string]uint16{"1.0.0.2:80/TCP": 1, "reject": 9}},
+		{"a service with only standby backends does not resolve", []SplitGroup{
+			{Weight: 1, Backends: []lb.BackendRef{ref("1.0.0.1:80/TCP", 0)}},
+			{Weight: 3, Backends: []lb.BackendRef{ref("1.0.0.2:80/TCP", 100), ref("1.0.0.3:80/TCP", 300)}}},
+			map[string]uint16{"1.0.0.1:80/TCP": 0, "1.0.0.2:80/TCP": 3, "1.0.0.3:80/TCP": 9, "reject": 4}},
+		{"nothing resolves: all is rejected", []SplitGroup{{Weight: 2}, {Weight: 3}},
+			map[string]uint16{"reject": 1}},
+		{"a rejected share scales down with the others", []SplitGroup{
+			{Weight: 1},
+			{Weight: 1_000_000, Backends: []lb.BackendRef{ref("1.0.0.1:80/TCP", 100)}}},
+			map[string]uint16{"1.0.0.1:80/TCP": math.MaxUint16, "reject": 1}},
 		{"all zero", []SplitGroup{
 			{Weight: 0, Backends: []lb.BackendRef{ref("1.0.0.1:80/TCP", 100)}},
 			{Weight: 0, Backends: []lb.BackendRef{ref("1.0.0.2:80/TCP", 100)}}},
@@ -164,14 +183,9 @@ func TestSplitBackends(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := SplitBackends(tt.groups)
-			if len(got) != len(tt.want) {
-				t.Fatalf("got %v, want %v", got, tt.want)
-			}
-			for addr, w := range weights(got) {
-				if tt.want[addr] != w {
-					t.Fatalf("got %v, want %v", got, tt.want)
-				}
+			got, rejected := SplitBackends(tt.groups)
+			if gotW := weights(got, rejected); !maps.Equal(gotW, tt.want) {
+				t.Fatalf("got %v, want %v", gotW, tt.want)
 			}
 			for i := 1; i < len(got); i++ {
 				if compareSelected(got[i-1], got[i]) > 0 {

@@ -19,21 +19,26 @@ type SplitGroup struct {
 // SplitBackends combines the selections of a route's backend services
 // into one: a backend taking new flows in group g gets the weight
 //
-//	g.Weight / (sum of the weights of the groups that take new flows)
+//	g.Weight / (sum of the weights of the groups)
 //	  × its own weight / (sum of its group's own weights),
 //
-// the product computed exactly and reduced as a ratio. Only when the
-// reduced weights do not fit the datapath's 16 bits are they scaled down
-// (to 65535 at most, rounded, each at least 1): the finest split of one
-// frontend is then 1/65535 (and the random algorithm's slots, or the
-// Maglev table, are coarser still).
+// the product computed exactly and reduced as a ratio. A group of weight
+// above 0 without a backend taking new flows (a service that is missing,
+// lacks the port, or has no backend that takes new flows) does not
+// resolve: its share is rejected, as the Gateway API requires of an
+// invalid backendRef, rather than given to the others. The second result
+// is that rejected weight, on the same scale as the backends' (0 when
+// every group resolves). Only when the reduced weights do not fit the
+// datapath's 16 bits are they scaled down (to 65535 at most, rounded,
+// each at least 1): the finest split of one frontend is then 1/65535
+// (and the random algorithm's slots, or the Maglev table, are coarser
+// still).
 //
-// A group of weight 0, or without a backend taking new flows (a service
-// that is missing, or has none), gets no share; its backends, and every
-// backend when no group takes new flows, stay with weight 0, on standby
-// for the flows they carry. A backend in several groups gets the sum of
-// its shares. The result is sorted as SelectBackends sorts.
-func SplitBackends(groups []SplitGroup) []lb.BackendRef {
+// A group of weight 0 gets no share; its backends, and every backend
+// when no group takes new flows, stay with weight 0, on standby for the
+// flows they carry. A backend in several groups gets the sum of its
+// shares. The backends are sorted as SelectBackends sorts.
+func SplitBackends(groups []SplitGroup) ([]lb.BackendRef, uint16) {
 	type acc struct {
 		ref    lb.BackendRef
 		weight *big.Int
@@ -69,6 +74,14 @@ func SplitBackends(groups []SplitGroup) []lb.BackendRef {
 			lcm.Mul(lcm, s.Div(s, gcd))
 		}
 	}
+	// The groups that do not resolve: their share, on the lcm's scale.
+	rejected := new(big.Int)
+	for i, g := range groups {
+		if g.Weight > 0 && sums[i] == 0 {
+			rejected.Add(rejected, new(big.Int).SetUint64(uint64(g.Weight)))
+		}
+	}
+	rejected.Mul(rejected, lcm)
 	// First every backend taking new flows, so that one that is also on
 	// standby in another group takes its share.
 	for i, g := range groups {
@@ -90,7 +103,7 @@ func SplitBackends(groups []SplitGroup) []lb.BackendRef {
 	}
 
 	// Reduce by the greatest common divisor, then scale down if needed.
-	gcd, maxW := new(big.Int), new(big.Int)
+	gcd, maxW := new(big.Int).Set(rejected), new(big.Int).Set(rejected)
 	for _, a := range out {
 		if a.weight != nil {
 			gcd.GCD(nil, nil, gcd, a.weight)
@@ -103,14 +116,11 @@ func SplitBackends(groups []SplitGroup) []lb.BackendRef {
 	if gcd.Sign() > 0 {
 		maxW.Div(maxW, gcd)
 	}
-	refs := make([]lb.BackendRef, len(out))
-	for i, a := range out {
-		refs[i] = a.ref
-		refs[i].Weight = 0
-		if a.weight == nil {
-			continue
+	scaled := func(weight *big.Int) uint16 {
+		if weight == nil || weight.Sign() == 0 {
+			return 0
 		}
-		w := new(big.Int).Div(a.weight, gcd)
+		w := new(big.Int).Div(weight, gcd)
 		if maxW.Cmp(limit) > 0 {
 			// round(w × limit / max), at least 1
 			w.Mul(w, limit)
@@ -120,10 +130,15 @@ func SplitBackends(groups []SplitGroup) []lb.BackendRef {
 				w.SetInt64(1)
 			}
 		}
-		refs[i].Weight = uint16(w.Uint64())
+		return uint16(w.Uint64())
+	}
+	refs := make([]lb.BackendRef, len(out))
+	for i, a := range out {
+		refs[i] = a.ref
+		refs[i].Weight = scaled(a.weight)
 	}
 	slices.SortFunc(refs, compareSelected)
-	return refs
+	return refs, scaled(rejected)
 }
 
 // compareSelected orders selected backends: those taking new flows first,

@@ -89,7 +89,9 @@ var ServiceByRouteTarget = statedb.Index[*lb.Service, lb.ServiceName]{
 		var keys []index.Key
 		for _, r := range s.Routes {
 			for _, b := range r.Backends {
-				keys = append(keys, serviceNameKey(b.Service))
+				if !b.Rejected { // an invalid ref follows no service
+					keys = append(keys, serviceNameKey(b.Service))
+				}
 			}
 		}
 		return index.NewKeySet(keys...)

@@ -158,14 +158,14 @@ static __always_inline void lb_affinity_pin(const struct lb_service_value *m, co
 }
 
 /*
- * lb_select_backend picks the backend of a new flow to the frontend whose
+ * lb_pick_backend picks the slot of a new flow to the frontend whose
  * master entry key names: with Maglev (and a flow hash), the table's slot
  * hash % M; otherwise a random slot of 1..count, so that each backend gets
- * new flows in proportion to its slots. It returns 0, with *reason set,
- * when there is none.
+ * new flows in proportion to its slots. It returns the slot's backend ID,
+ * or 0, with *reason set, when there is none.
  */
-static __always_inline __u32 lb_select_backend(const struct lb_service_key *key, const struct lb_service_value *m,
-					       const __u32 *hash, __u32 *reason)
+static __always_inline __u32 lb_pick_backend(const struct lb_service_key *key, const struct lb_service_value *m,
+					     const __u32 *hash, __u32 *reason)
 {
 	struct lb_service_key slot_key = *key;
 	struct lb_service_value *slot;
@@ -196,6 +196,22 @@ static __always_inline __u32 lb_select_backend(const struct lb_service_key *key,
 	slot_key.slot = bpf_get_prandom_u32() % m->count + 1;
 	slot = bpf_map_lookup_elem(&lb_services, &slot_key);
 	return slot ? slot->backend_id : 0;
+}
+
+/*
+ * lb_select_backend is lb_pick_backend, except that a flow landing on a
+ * reject slot (LB_BACKEND_REJECT) gets 0, with *reason LB_DROP_REJECTED.
+ */
+static __always_inline __u32 lb_select_backend(const struct lb_service_key *key, const struct lb_service_value *m,
+					       const __u32 *hash, __u32 *reason)
+{
+	__u32 id = lb_pick_backend(key, m, hash, reason);
+
+	if (id == LB_BACKEND_REJECT) {
+		*reason = LB_DROP_REJECTED;
+		return 0;
+	}
+	return id;
 }
 
 /*

@@ -4,8 +4,10 @@
  * sendmsg() to a frontend is sent to a backend before any packet exists,
  * and recvmsg() and getpeername() show the frontend instead of the
  * backend. The client's address and port are not known at connect(), so
- * a new socket takes a random slot, also for Maglev frontends, and
- * frontends restricted by source ranges are left to the tc programs.
+ * a new socket takes a random slot (for a Maglev frontend, a random
+ * element of its table, which carries the weights and any rejected
+ * share), and frontends restricted by source ranges are left to the tc
+ * programs.
  * Session affinity pins the client's network namespace (see lb.h). A
  * proxy-redirected frontend's sockets go to the L7 proxy on the loopback
  * address; for a redirect with skip-from-backend, only a socket bound to
@@ -116,7 +118,7 @@ static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, b
 	struct lb_service_value *m;
 	struct lb_backend to;
 	__u8 client[16] = {}, source[16] = {};
-	__u32 rev_nat_id, backend_id = 0, reason, now;
+	__u32 rev_nat_id, backend_id = 0, reason, now, rnd;
 	bool new_flow = true, have = false;
 
 	if (ctx->protocol != IPPROTO_TCP && ctx->protocol != IPPROTO_UDP)
@@ -170,7 +172,8 @@ static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, b
 		have = lb_backend_get(backend_id, &to);
 	}
 	if (!have) {
-		backend_id = lb_select_backend(&key, m, NULL, &reason);
+		rnd = bpf_get_prandom_u32(); /* the "hash" of a Maglev frontend's socket */
+		backend_id = lb_select_backend(&key, m, &rnd, &reason);
 		if (!lb_backend_get(backend_id, &to)) {
 			lb_count_drop(rev_nat_id, backend_id ? LB_DROP_MISSING_ENTRY : reason);
 			bpf_set_retval(-ECONNREFUSED);

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cilium/statedb"
 
+	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/bpf/datapath"
 	"github.com/lbstate/lbstate/lb"
@@ -79,6 +80,66 @@ func TestRouteSplitsNewFlowsByServiceWeight(t *testing.T) {
 		})
 	}
 }
+
+// 100,000 new flows through a route whose 10% backendRef names a service
+// that does not exist: about 10% (± 1 point) are rejected, dropped and
+// counted as rejected drops, not given to the primary, which takes the
+// other 90%, with either algorithm (the Gateway API's rule for an invalid
+// backendRef).
+func TestRouteRejectsTheShareOfAMissingService(t *testing.T) {
+	for _, alg := range []lb.Algorithm{lb.AlgorithmRandom, lb.AlgorithmMaglev} {
+		t.Run(alg.String(), func(t *testing.T) {
+			maps := kernelMaps(t, 0)
+			a := newAgent(t, maps, datapath.DefaultConfig)
+			a.start()
+			defer a.stop()
+			primary, _ := canary(a, alg)
+			a.write(func(txn statedb.WriteTxn) error {
+				return a.w.SetRoute(txn, lb.NewServiceName("test", "web"), lb.Route{Source: lb.SourceK8s, Name: "canary", Backends: []lb.RouteBackend{
+					{Service: lb.NewServiceName("test", "primary"), Weight: 90},
+					{Service: lb.NewServiceName("test", "gone"), Weight: 10},
+				}})
+			})
+			fe := a.frontend("10.96.0.1:80/TCP")
+			dp := loadDatapath(t, maps)
+			r := bpftest.NewFlowRunner(t, dp.Program("lb_tc_ingress"), addrPort("10.96.0.1:80"), lb.ProtoTCP)
+			const n = 100000
+			var toPrimary, rejected uint64
+			for _, c := range randomClients(5, n) {
+				verdict, dst, err := r.Run(c)
+				switch {
+				case err != nil:
+					t.Fatal(err)
+				case verdict == tcActShot:
+					rejected++
+				case verdict == 0 && primary[dst]:
+					toPrimary++
+				default:
+					t.Fatalf("flow from %s: verdict %d, to %s", c, verdict, dst)
+				}
+			}
+			p, rj := 100*float64(toPrimary)/n, 100*float64(rejected)/n
+			t.Logf("%s: primary %.2f%%, rejected %.2f%%", alg, p, rj)
+			if math.Abs(p-90) > 1 || math.Abs(rj-10) > 1 {
+				t.Errorf("primary %.2f%%, rejected %.2f%%, want 90 and 10 ± 1", p, rj)
+			}
+			v, _, err := maps.Drops.Lookup(bpf.DropKey{RevNatID: fe.ID, Reason: bpf.DropRejected})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var drops uint64
+			for _, c := range v {
+				drops += c
+			}
+			if drops != rejected {
+				t.Errorf("%d rejected drops counted, want %d", drops, rejected)
+			}
+		})
+	}
+}
+
+// tcActShot is TC_ACT_SHOT, the tc program's verdict for a dropped packet.
+const tcActShot = 2
 
 // A canary shift of 10% → 20% → 50% → 100% with Maglev moves flows from
 // the primary to the canary only, about as many as the shift asks, and

@@ -78,7 +78,19 @@ enum {
  *   (127.0.0.1 or ::1) instead of to a slot's backend; the slots stay, for
  *   the proxy to balance over. It applies on top of the above. A flow to
  *   the proxy names backend ID 0 in conntrack.
+ *
+ * Rejected share: a slot among 1..count, or an element of the frontend's
+ * Maglev table, may name LB_BACKEND_REJECT instead of a backend: a new
+ * flow that lands on it is refused (a socket's connect() or sendmsg()
+ * fails with ECONNREFUSED, a packet is dropped) and counted in lb_drops
+ * as LB_DROP_REJECTED. The control plane writes such slots for the share
+ * of a traffic split whose backend service does not resolve (the Gateway
+ * API's rule for an invalid backendRef), in proportion to that share like
+ * any backend's slots. No lb_backends entry has that ID; the ID
+ * allocator never hands it out.
  */
+#define LB_BACKEND_REJECT 0xffffffffU
+
 struct lb_service_key {
 	__u8   addr[16];
 	__be16 port;
@@ -274,6 +286,7 @@ enum {
 	LB_DROP_MISSING_ENTRY = 3, /* a slot, backend or Maglev table the master implies is missing */
 	LB_DROP_UNSUPPORTED   = 4, /* the backend is of another IP family */
 	LB_DROP_REWRITE       = 5, /* rewriting the packet failed */
+	LB_DROP_REJECTED      = 6, /* the flow landed on a reject slot (LB_BACKEND_REJECT) */
 };
 
 struct lb_drop_key {

@@ -87,6 +87,9 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 		return err
 	}
 	name := func(id uint32) string {
+		if id == bpf.BackendReject {
+			return "reject (a route's share that does not resolve: new flows are refused)"
+		}
 		if b, ok := backends[id]; ok {
 			if b.ClusterID != 0 { // another cluster's
 				return fmt.Sprintf("backend %d %s (%s, cluster %d)", id, b.L3n4Addr(), lb.BackendState(b.State), b.ClusterID)
@@ -185,7 +188,11 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 		if client != nil && ok {
 			// The reference datapath's choice: include/lb.h's flow hash.
 			slot := bpf.FlowHash(*client, fe) % uint32(len(table))
-			fmt.Fprintf(w, "maglev: flow %s -> %s hashes to slot %d of %d: %s\n", client, fe, slot, len(table), name(table[slot]))
+			to := name(table[slot])
+			if table[slot] == bpf.BackendReject {
+				to += ": REJECTED"
+			}
+			fmt.Fprintf(w, "maglev: flow %s -> %s hashes to slot %d of %d: %s\n", client, fe, slot, len(table), to)
 			break
 		}
 		fmt.Fprintf(w, "maglev: a flow takes the backend of its hash's slot among %d (give --src for one flow):\n", len(table))

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -49,5 +51,52 @@ func TestRoutesListsSharesAndWhatIsNotApplied(t *testing.T) {
 	}
 	if js := lbctl(t, "routes", "--api", api, "-o", "json"); !strings.Contains(js, `"percent": 90`) {
 		t.Errorf("lbctl routes -o json lacks the 90%% share:\n%s", js)
+	}
+}
+
+// A route whose 10% backendRef names a Service that does not exist:
+// lbctl routes shows the frontend's 10% rejected, simulate lists the
+// reject slots with their share, and explain names them in the Maglev
+// table and for a flow that lands on one.
+func TestRoutesSimulateAndExplainShowTheRejectedShare(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile("../../examples/canary/manifests/services.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := strings.NewReplacer("weight: 100", "weight: 90", "name: web-canary, port: 80, weight: 0", "name: web-gone, port: 80, weight: 10")
+	routeData, err := os.ReadFile("../../examples/canary/manifests/route.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f, d := range map[string][]byte{"services.yaml": data, "route.yaml": []byte(route.Replace(string(routeData)))} {
+		if err := os.WriteFile(filepath.Join(dir, f), d, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := explainPipeline(t, dir, "maglev")
+	api := serveAgent(t, p)
+	if got := lbctl(t, "routes", "--api", api); !strings.Contains(got, "default/web-gone:80 10%") || !strings.Contains(got, "10.96.10.1:80/TCP 10.0%") {
+		t.Errorf("lbctl routes lacks the rejected 10%%:\n%s", got)
+	}
+	if js := lbctl(t, "routes", "--api", api, "-o", "json"); !strings.Contains(js, `"rejected"`) {
+		t.Errorf("lbctl routes -o json lacks the rejected share:\n%s", js)
+	}
+	sim := lbctl(t, "simulate", "-f", dir, "--algorithm", "random")
+	if !regexp.MustCompile(`reject\s+rejected\s+1\s+1\s+10\.0%`).MatchString(sim) {
+		t.Errorf("lbctl simulate lacks the reject slot with 10%%:\n%s", sim)
+	}
+	out := explainText(t, p.maps, "10.96.10.1:80/TCP", "")
+	if !regexp.MustCompile(`reject \(a route's share that does not resolve: new flows are refused\): 2[0-9] of 251 slots`).MatchString(out) {
+		t.Errorf("explain lacks the Maglev table's reject elements (about 25 of 251):\n%s", out)
+	}
+	for port := 40000; ; port++ {
+		out := explainText(t, p.maps, "10.96.10.1:80/TCP", fmt.Sprintf("192.0.2.77:%d", port))
+		if strings.Contains(out, ": REJECTED") {
+			break
+		}
+		if port == 40500 {
+			t.Fatalf("no flow of 500 landed on a reject element:\n%s", out)
+		}
 	}
 }

@@ -52,6 +52,11 @@ type frontendView struct {
 	Backends []backendView `json:"backends"`
 }
 
+// rejectAddress stands, in a frontend's backends, for the share of its
+// new flows that the datapath rejects (lb.Frontend.Rejected): the slots
+// and Maglev elements of bpf.BackendReject.
+const rejectAddress = "reject"
+
 type backendView struct {
 	Address string `json:"address"`
 	State   string `json:"state"`
@@ -242,7 +247,7 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 	if err != nil {
 		return nil, err
 	}
-	addrOf := map[uint32]string{}
+	addrOf := map[uint32]string{bpf.BackendReject: rejectAddress}
 	for _, b := range d.Backends {
 		addrOf[b.ID] = b.Address.String()
 	}
@@ -291,6 +296,13 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 		}
 		for _, b := range fe.Backends {
 			bv := backendView{Address: b.Address.String(), State: b.State.String(), Weight: b.Weight, Cluster: b.ClusterID, Slots: slots[b.Address.String()]}
+			if total > 0 {
+				bv.Share = 100 * float64(bv.Slots) / float64(total)
+			}
+			v.Backends = append(v.Backends, bv)
+		}
+		if fe.Rejected > 0 {
+			bv := backendView{Address: rejectAddress, State: "rejected", Weight: fe.Rejected, Slots: slots[rejectAddress]}
 			if total > 0 {
 				bv.Share = 100 * float64(bv.Slots) / float64(total)
 			}

@@ -78,7 +78,15 @@ type Reflector struct {
 	grants        map[routes.Key]*routes.ReferenceGrant
 	routesApplied map[lb.ServiceName][]lb.Route
 	routeProblems map[routes.Key][]string
-	statusTable   statedb.RWTable[*routes.Status] // nil: none kept
+	// routeClaims are the objects naming each parent; routesDirty the
+	// parents whose objects changed since the routes were last planned,
+	// routesGone the objects removed since; routesAll asks for the whole
+	// plan (at first, and when a grant changed). See prepareRoutes.
+	routeClaims map[lb.ServiceName]map[routes.Key]struct{}
+	routesDirty map[lb.ServiceName]struct{}
+	routesGone  map[routes.Key]struct{}
+	routesAll   bool
+	statusTable statedb.RWTable[*routes.Status] // nil: none kept
 }
 
 // serviceEntry is what the reflector holds of one service: its Service,
@@ -162,6 +170,11 @@ func NewReflector(cfg Config, src *reflectors.Source, as lb.Source) (*Reflector,
 		routeObjs:     map[routes.Key]*routes.Object{},
 		grants:        map[routes.Key]*routes.ReferenceGrant{},
 		routesApplied: map[lb.ServiceName][]lb.Route{},
+		routeProblems: map[routes.Key][]string{},
+		routeClaims:   map[lb.ServiceName]map[routes.Key]struct{}{},
+		routesDirty:   map[lb.ServiceName]struct{}{},
+		routesGone:    map[routes.Key]struct{}{},
+		routesAll:     true,
 	}, nil
 }
 

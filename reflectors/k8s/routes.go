@@ -27,12 +27,12 @@ import (
 // prepareRouteObject records a route, split or grant. An invalid update
 // is reported and leaves the last valid version in force.
 func (r *Reflector) prepareRouteObject(key routes.Key, obj any, deleted bool) {
-	if deleted {
-		delete(r.routeObjs, key)
-		delete(r.grants, key)
-		return
-	}
 	if key.Kind == "ReferenceGrant" {
+		r.routesAll = true // a grant may change any object's refs
+		if deleted {
+			delete(r.grants, key)
+			return
+		}
 		g, err := routes.ReadGrant(obj)
 		if err != nil {
 			r.fail(err)
@@ -41,76 +41,157 @@ func (r *Reflector) prepareRouteObject(key routes.Key, obj any, deleted bool) {
 		r.grants[key] = g
 		return
 	}
-	o, err := routes.Read(obj)
-	if err != nil {
-		r.fail(err)
+	var o *routes.Object
+	if !deleted {
+		var err error
+		if o, err = routes.Read(obj); err != nil {
+			r.fail(err)
+			return
+		}
+	}
+	if old := r.routeObjs[key]; old != nil {
+		r.claim(key, old, false)
+	}
+	if o == nil {
+		delete(r.routeObjs, key)
+		r.routesGone[key] = struct{}{}
 		return
 	}
 	r.routeObjs[key] = o
+	r.claim(key, o, true)
 }
 
-// prepareRoutes returns the calls that bring every parent's routes up to
-// date, reports each object's new problems once, and clears the routes
-// of parents no object splits any more.
+// claim records (add) or forgets that o, under key, names its parents,
+// and marks them for planning.
+func (r *Reflector) claim(key routes.Key, o *routes.Object, add bool) {
+	for _, p := range o.Parents {
+		r.routesDirty[p.Service] = struct{}{}
+		objs := r.routeClaims[p.Service]
+		switch {
+		case add && objs == nil:
+			r.routeClaims[p.Service] = map[routes.Key]struct{}{key: {}}
+		case add:
+			objs[key] = struct{}{}
+		default:
+			delete(objs, key)
+			if len(objs) == 0 {
+				delete(r.routeClaims, p.Service)
+			}
+		}
+	}
+}
+
+// planned returns the objects whose plan may have changed: those naming
+// a dirty parent, and, so that each of their parents is decided among
+// all its objects, every object naming one of their parents, and so on.
+// With routesAll, every object.
+func (r *Reflector) planned() (objs []*routes.Object, parents map[lb.ServiceName]struct{}) {
+	parents = r.routesDirty
+	if r.routesAll {
+		for parent := range r.routesApplied {
+			parents[parent] = struct{}{}
+		}
+		for parent := range r.routeClaims {
+			parents[parent] = struct{}{}
+		}
+		return slices.Collect(maps.Values(r.routeObjs)), parents
+	}
+	seen := map[routes.Key]struct{}{}
+	queue := slices.Collect(maps.Keys(parents))
+	for len(queue) > 0 {
+		parent := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		for key := range r.routeClaims[parent] {
+			if _, ok := seen[key]; ok {
+				continue
+			}
+			seen[key] = struct{}{}
+			o := r.routeObjs[key]
+			objs = append(objs, o)
+			for _, p := range o.Parents {
+				if _, ok := parents[p.Service]; !ok {
+					parents[p.Service] = struct{}{}
+					queue = append(queue, p.Service)
+				}
+			}
+		}
+	}
+	return objs, parents
+}
+
+// prepareRoutes returns the calls that bring the routes of the parents
+// whose objects changed up to date (every parent's when a grant changed:
+// routesAll), reports each object's new problems once, and clears the
+// routes of parents no object splits any more. A plan of some objects
+// decides their parents as the whole plan would (planned takes every
+// object of those parents), so one route's change costs that route's
+// plan, not every route's.
 func (r *Reflector) prepareRoutes(call func(func(statedb.WriteTxn))) {
-	objs := slices.Collect(maps.Values(r.routeObjs))
-	grants := slices.Collect(maps.Values(r.grants))
-	plan := routes.MakePlan(objs, grants, r.as)
-	reported := make(map[routes.Key][]string, len(plan.Status))
+	objs, parents := r.planned()
+	plan := routes.MakePlan(objs, slices.Collect(maps.Values(r.grants)), r.as)
 	for _, st := range plan.Status {
 		for _, p := range st.Problems {
 			if !slices.Contains(r.routeProblems[st.Key], p) {
 				r.fail(errors.New(st.Key.String() + ": " + p))
 			}
 		}
-		reported[st.Key] = st.Problems
+		r.routeProblems[st.Key] = st.Problems
 	}
-	r.routeProblems = reported
+	gone := r.routesGone
+	for key := range gone {
+		delete(r.routeProblems, key)
+	}
 	if tbl := r.statusTable; tbl != nil {
-		rows := make([]*routes.Status, len(plan.Status))
-		for i := range plan.Status {
-			rows[i] = &plan.Status[i]
-		}
+		all := r.routesAll
 		call(func(txn statedb.WriteTxn) {
-			for old := range tbl.All(txn) {
-				if old.Source == r.as && !slices.ContainsFunc(rows, func(s *routes.Status) bool { return s.Key == old.Key }) {
-					_, _, err := tbl.Delete(txn, old)
-					r.check(err, old.Key.String())
+			for key := range gone {
+				_, _, err := tbl.Delete(txn, &routes.Status{Source: r.as, Key: key})
+				r.check(err, key.String())
+			}
+			if all { // rows of objects this source no longer holds, from an earlier run
+				for old := range tbl.All(txn) {
+					if _, ok := r.routeObjs[old.Key]; old.Source == r.as && !ok {
+						_, _, err := tbl.Delete(txn, old)
+						r.check(err, old.Key.String())
+					}
 				}
 			}
-			for _, row := range rows {
-				_, _, err := tbl.Insert(txn, row)
-				r.check(err, row.Key.String())
+			for i := range plan.Status {
+				_, _, err := tbl.Insert(txn, &plan.Status[i])
+				r.check(err, plan.Status[i].Key.String())
 			}
 		})
 	}
-	for _, parent := range slices.SortedFunc(maps.Keys(r.routesApplied), lb.ServiceName.Compare) {
-		next := plan.Routes[parent]
-		for _, old := range r.routesApplied[parent] {
+	for _, parent := range slices.SortedFunc(maps.Keys(parents), lb.ServiceName.Compare) {
+		next, applied := plan.Routes[parent], r.routesApplied[parent]
+		if slices.EqualFunc(next, applied, lb.Route.Equal) {
+			continue // as applied: a parent of the plan whose routes stay
+		}
+		for _, old := range applied {
 			if !slices.ContainsFunc(next, func(n lb.Route) bool { return n.Port == old.Port }) {
 				call(func(txn statedb.WriteTxn) { r.check(r.w.ClearRoute(txn, parent, r.as, old.Port), parent.String()) })
 			}
 		}
-	}
-	for _, parent := range slices.SortedFunc(maps.Keys(plan.Routes), lb.ServiceName.Compare) {
-		if slices.EqualFunc(plan.Routes[parent], r.routesApplied[parent], lb.Route.Equal) {
-			continue // as applied: most batches change one route of many
-		}
-		for _, rt := range plan.Routes[parent] {
+		for _, rt := range next {
 			call(func(txn statedb.WriteTxn) { r.check(r.w.SetRoute(txn, parent, rt), parent.String()) })
 		}
+		if len(next) == 0 {
+			delete(r.routesApplied, parent)
+		} else {
+			r.routesApplied[parent] = next
+		}
 	}
-	r.routesApplied = plan.Routes
+	r.routesDirty, r.routesGone, r.routesAll = map[lb.ServiceName]struct{}{}, map[routes.Key]struct{}{}, false
 	counts := map[string]int{}
 	for key := range r.routeObjs {
-		counts[strings.ToLower(key.Kind)+"s"]++
+		counts[key.Kind]++
 	}
 	for _, res := range routes.Resources {
 		kind := strings.ToLower(res.Kind) + "s"
 		if res.Kind == "ReferenceGrant" {
 			r.src.SetObjects(kind, len(r.grants))
 		} else {
-			r.src.SetObjects(kind, counts[kind])
+			r.src.SetObjects(kind, counts[res.Kind])
 		}
 	}
 }

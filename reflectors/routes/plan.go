@@ -32,12 +32,14 @@ type Status struct {
 	Problems []string `json:"problems,omitempty"`
 }
 
-// Share is a backend service's share of a split, in percent.
+// Share is a backend service's share of a split, in percent. Rejected:
+// the ref is invalid (see its Problem) and the share is rejected.
 type Share struct {
-	Service lb.ServiceName `json:"service"`
-	Port    uint16         `json:"port,omitempty"`
-	Weight  uint32         `json:"weight"`
-	Percent float64        `json:"percent"`
+	Service  lb.ServiceName `json:"service"`
+	Port     uint16         `json:"port,omitempty"`
+	Weight   uint32         `json:"weight"`
+	Percent  float64        `json:"percent"`
+	Rejected bool           `json:"rejected,omitempty"`
 }
 
 // claim is one object's split on one parent port.
@@ -54,8 +56,8 @@ type claim struct {
 // reported. A consumer route (in another namespace than its parent
 // Service, for that namespace's clients only) cannot tell clients apart
 // at a node's L4 balancer and is reported. A backendRef to another
-// namespace needs a ReferenceGrant there; without one it is dropped and
-// its share lost, as the Gateway API says.
+// namespace needs a ReferenceGrant there; without one it is invalid and
+// its share rejected, as the Gateway API says.
 func MakePlan(objs []*Object, grants []*ReferenceGrant, as lb.Source) Plan {
 	objs = slices.Clone(objs)
 	slices.SortFunc(objs, func(a, b *Object) int {
@@ -76,12 +78,17 @@ func MakePlan(objs []*Object, grants []*ReferenceGrant, as lb.Source) Plan {
 		}
 		backends := make([]lb.RouteBackend, 0, len(o.Backends))
 		for _, b := range o.Backends {
-			if b.Namespace != o.Namespace && !granted(grants, o, b) {
-				st.Problems = append(st.Problems, fmt.Sprintf("%s: namespace %s: no ReferenceGrant there allows %s from %s: the ref is dropped and its share (weight %d) lost",
-					b.Field, b.Namespace, o.Kind, o.Namespace, b.Weight))
+			if b.Invalid {
+				backends = append(backends, lb.RouteBackend{Weight: b.Weight, Rejected: true})
 				continue
 			}
-			backends = append(backends, lb.RouteBackend{Service: lb.NewServiceName(b.Namespace, b.Name), Port: b.Port, Weight: b.Weight})
+			rb := lb.RouteBackend{Service: lb.NewServiceName(b.Namespace, b.Name), Port: b.Port, Weight: b.Weight}
+			if b.Namespace != o.Namespace && !granted(grants, o, b) {
+				st.Problems = append(st.Problems, fmt.Sprintf("%s: namespace %s: no ReferenceGrant there allows %s from %s: the ref's share (weight %d) is rejected",
+					b.Field, b.Namespace, o.Kind, o.Namespace, b.Weight))
+				rb.Rejected = true
+			}
+			backends = append(backends, rb)
 		}
 		for _, p := range o.Parents {
 			if p.Service.Namespace() != o.Namespace {
@@ -163,7 +170,7 @@ func shares(backends []lb.RouteBackend) []Share {
 	}
 	out := make([]Share, len(backends))
 	for i, b := range backends {
-		out[i] = Share{Service: b.Service, Port: b.Port, Weight: b.Weight}
+		out[i] = Share{Service: b.Service, Port: b.Port, Weight: b.Weight, Rejected: b.Rejected}
 		if sum > 0 {
 			out[i].Percent = 100 * float64(b.Weight) / sum
 		}
@@ -175,6 +182,9 @@ func (s Share) String() string {
 	name := s.Service.String()
 	if s.Port != 0 {
 		name += ":" + strconv.Itoa(int(s.Port))
+	}
+	if s.Rejected {
+		name = strings.TrimSpace("rejected " + name)
 	}
 	return name + " " + strconv.FormatFloat(s.Percent, 'f', -1, 64) + "%"
 }

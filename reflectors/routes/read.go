@@ -78,12 +78,14 @@ type Parent struct {
 }
 
 // Backend is one backendRef: a Service, its port (0: the parent's) and
-// weight.
+// weight. Invalid says that the ref is not one that can resolve (a kind
+// that is not a Service): its share is rejected.
 type Backend struct {
 	Namespace, Name string
 	Port            uint16
 	Weight          uint32
 	Field           string
+	Invalid         bool
 }
 
 // ReferenceGrant allows refs from some kinds of objects in other
@@ -279,7 +281,7 @@ func (o *Object) readParents(spec gwv1.CommonRouteSpec) error {
 }
 
 // readBackends reads the backendRefs of rule field. A ref of a kind
-// other than Service is invalid and loses its share (a Problem); a
+// other than Service is invalid: its share is rejected (a Problem); a
 // weight out of range or a Service ref without a port is an error.
 func (o *Object) readBackends(field string, refs []gwv1.BackendRef) ([]Backend, error) {
 	out := make([]Backend, 0, len(refs))
@@ -300,7 +302,8 @@ func (o *Object) readBackends(field string, refs []gwv1.BackendRef) ([]Backend, 
 			kind = string(*r.Kind)
 		}
 		if group != "" || kind != "Service" {
-			o.problem("%s: kind %s of group %q is not a Service: its share (weight %d) is lost", f, kind, group, weight)
+			o.problem("%s: kind %s of group %q is not a Service: its share (weight %d) is rejected", f, kind, group, weight)
+			out = append(out, Backend{Weight: uint32(weight), Field: f, Invalid: true})
 			continue
 		}
 		if r.Port == nil {

@@ -81,8 +81,9 @@ spec: {backends: [{service: a, weight: 1}]}`,
 }
 
 // What cannot apply at L4 is reported and left out, never half-applied:
-// rules with L7 matches or filters, refs of other kinds (their share
-// lost), Gateway parents (not lbstate's); a catch-all rule applies.
+// rules with L7 matches or filters, refs of other kinds (invalid: their
+// share rejected), Gateway parents (not lbstate's); a catch-all rule
+// applies.
 func TestReadReportsWhatL4CannotApply(t *testing.T) {
 	o := read(t, `apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -104,8 +105,9 @@ spec:
 	if len(o.Parents) != 1 || o.Parents[0] != (Parent{Service: lb.NewServiceName("ns", "web"), Port: 80, Field: "spec.parentRefs[1]"}) {
 		t.Errorf("parents %v, want ns/web:80 only", o.Parents)
 	}
-	if len(o.Backends) != 1 || o.Backends[0].Name != "a" || o.Backends[0].Weight != 9 || o.Backends[0].Port != 8080 {
-		t.Errorf("backends %v, want the catch-all rule's a:8080 weight 9", o.Backends)
+	if len(o.Backends) != 2 || o.Backends[0].Name != "a" || o.Backends[0].Weight != 9 || o.Backends[0].Port != 8080 || o.Backends[0].Invalid ||
+		!o.Backends[1].Invalid || o.Backends[1].Weight != 1 {
+		t.Errorf("backends %v, want the catch-all rule's a:8080 weight 9 and the ServiceImport's weight 1, invalid", o.Backends)
 	}
 	for _, want := range []string{
 		"spec.rules[0].matches[0].path: cannot be decided per connection at L4",
@@ -142,7 +144,8 @@ spec: {service: web, matches: [{kind: HTTPRouteGroup, name: canary-users}], back
 
 // Two routes on one parent: the older wins, then the first by name; a
 // route on one port and one on every port share the rest; the loser is
-// reported. Consumer routes and ungranted refs are reported.
+// reported. Consumer routes and ungranted refs are reported; an
+// ungranted ref's share is rejected.
 func TestPlanPrecedenceGrantsAndConsumers(t *testing.T) {
 	route := func(name, created, parent, extra string) *Object {
 		return read(t, `apiVersion: gateway.networking.k8s.io/v1
@@ -179,6 +182,10 @@ spec:
 			t.Errorf("%s: problems %q, want %q", name, problems[name], want)
 		}
 	}
+	// Ungranted, the ref stays with its weight, rejected.
+	if api := plan.Routes[lb.NewServiceName("ns", "api")]; len(api) != 1 || len(api[0].Backends) != 2 || api[0].Backends[0].Rejected || !api[0].Backends[1].Rejected {
+		t.Fatalf("ungranted: routes on ns/api %v, want the ref to other/x rejected", api)
+	}
 	grantDoc := decode(t, `apiVersion: gateway.networking.k8s.io/v1beta1
 kind: ReferenceGrant
 metadata: {name: g, namespace: other}
@@ -190,8 +197,8 @@ spec:
 		t.Fatal(err)
 	}
 	plan = MakePlan(objs, []*ReferenceGrant{grant}, lb.SourceK8s)
-	if api := plan.Routes[lb.NewServiceName("ns", "api")]; len(api) != 1 || len(api[0].Backends) != 2 {
-		t.Fatalf("granted: routes on ns/api %v, want both backends", api)
+	if api := plan.Routes[lb.NewServiceName("ns", "api")]; len(api) != 1 || len(api[0].Backends) != 2 || api[0].Backends[1].Rejected {
+		t.Fatalf("granted: routes on ns/api %v, want both backends, neither rejected", api)
 	}
 }
 
