@@ -223,11 +223,36 @@ func (w *Writer) SetBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.S
 	if err := validateBackends(name, src, backends); err != nil {
 		return err
 	}
+	return w.setBackends(txn, name, src, backends, nil)
+}
+
+// SetClusterBackends makes backends the whole set of source's backends of
+// a service from one cluster (BackendParams.ClusterID, which every one
+// of them must carry): the cluster's backends not listed are released,
+// and what the source has from other clusters stays. An importer of
+// remote clusters thus keeps no list of what it wrote.
+func (w *Writer) SetClusterBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.Source, clusterID uint32, backends ...lb.BackendParams) error {
+	if err := validateBackends(name, src, backends); err != nil {
+		return err
+	}
+	for i := range backends {
+		if id := backends[i].ClusterID; id != clusterID {
+			return fmt.Errorf("service %s (%s): backend %s: clusterID %d, want %d", name, src, backends[i].Address, id, clusterID)
+		}
+	}
+	return w.setBackends(txn, name, src, backends, func(inst *lb.BackendInstance) bool {
+		return inst.Params.ClusterID == clusterID
+	})
+}
+
+// setBackends releases src's backends of a service that ours selects
+// (all when nil) and that backends does not list, and upserts backends.
+func (w *Writer) setBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.Source, backends []lb.BackendParams, ours func(*lb.BackendInstance) bool) error {
 	kept := smallset.NewIndex(func(b *lb.BackendParams) lb.L3n4Addr { return b.Address })
 	ch := w.begin(txn)
 	var stale []lb.L3n4Addr
 	for b := range w.backendsAt(ch.backendsView(txn, name), w.backendAddrs(txn, name)) {
-		if _, ok := b.Instance(name, src); ok && !kept.Has(backends, b.Address) {
+		if inst, ok := b.Instance(name, src); ok && (ours == nil || ours(inst)) && !kept.Has(backends, b.Address) {
 			stale = append(stale, b.Address)
 		}
 	}
