@@ -153,10 +153,13 @@ func (b *Backend) ForService(name ServiceName) (*BackendInstance, bool) {
 // WithInstance returns a copy of b with inst added or replacing the
 // instance of the same service and source.
 func (b *Backend) WithInstance(inst BackendInstance) *Backend {
-	c := *b
 	i, found := slices.BinarySearchFunc(b.Instances, inst, func(e, t BackendInstance) int {
 		return compareInstanceKey(e, t.Service, t.Source)
 	})
+	if len(b.Instances) == 0 || found && len(b.Instances) == 1 {
+		return b.withOneInstance(inst)
+	}
+	c := *b
 	c.Instances = slices.Clone(b.Instances)
 	if found {
 		c.Instances[i] = inst
@@ -168,9 +171,27 @@ func (b *Backend) WithInstance(inst BackendInstance) *Backend {
 
 // Without returns a copy of b without the instances for which drop is true.
 func (b *Backend) Without(drop func(*BackendInstance) bool) *Backend {
+	insts := slices.DeleteFunc(slices.Clone(b.Instances), func(i BackendInstance) bool { return drop(&i) })
+	if len(insts) == 1 {
+		return b.withOneInstance(insts[0])
+	}
 	c := *b
-	c.Instances = slices.DeleteFunc(slices.Clone(b.Instances), func(i BackendInstance) bool { return drop(&i) })
+	c.Instances = insts
 	return &c
+}
+
+// backendWithOne is a backend row with one instance (most have one) in
+// a single allocation, 16 bytes and an object less than two.
+type backendWithOne struct {
+	b   Backend
+	one [1]BackendInstance
+}
+
+// withOneInstance returns a copy of b whose only instance is inst.
+func (b *Backend) withOneInstance(inst BackendInstance) *Backend {
+	c := &backendWithOne{b: *b, one: [1]BackendInstance{inst}}
+	c.b.Instances = c.one[:]
+	return &c.b
 }
 
 // Services lists the services that use this backend, each once.

@@ -377,6 +377,32 @@ func TestBackendImmutability(t *testing.T) {
 	unchanged("Without with a writing predicate")
 }
 
+// A row with one instance (kept with its instance in one allocation) is
+// as immutable as any: replacing, dropping down to one and setting a
+// verdict leave the receiver as it was.
+func TestBackendWithOneInstanceImmutability(t *testing.T) {
+	one := (&lb.Backend{}).WithInstance(inst(svcA, lb.SourceAPI, 1))
+	replaced := one.WithInstance(inst(svcA, lb.SourceAPI, 2))
+	replaced.Instances[0].Params.Weight = 77
+	judged := one.WithVerdict(lb.HealthVerdict{Healthy: false, LastError: "down"})
+	judged.Instances[0].Params.Weight = 88
+	if got := one.Instances[0].Params.Weight; got != 1 || one.Unhealthy {
+		t.Errorf("receiver changed: weight %d, unhealthy %v", got, one.Unhealthy)
+	}
+	if !judged.Unhealthy || judged.HealthError != "down" || len(judged.Instances) != 1 {
+		t.Errorf("WithVerdict = %+v", judged)
+	}
+	two := one.WithInstance(inst(svcB, lb.SourceK8s, 3))
+	left := two.Without(func(i *lb.BackendInstance) bool { return i.Service == svcA })
+	left.Instances[0].Params.Weight = 99
+	if got := instKeys(two); len(got) != 2 || two.Instances[1].Params.Weight != 3 {
+		t.Errorf("Without changed the receiver: %v, weight %d", got, two.Instances[1].Params.Weight)
+	}
+	if len(left.Instances) != 1 || left.Instances[0].Service != svcB {
+		t.Errorf("Without left %v", instKeys(left))
+	}
+}
+
 func FuzzBackendParamsJSON(f *testing.F) {
 	for _, s := range []string{
 		`{"address":"10.0.0.1:8080/TCP"}`,

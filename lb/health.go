@@ -29,6 +29,9 @@ func (b *Backend) Verdict() HealthVerdict {
 func (b *Backend) WithVerdict(v HealthVerdict) *Backend {
 	c := *b
 	c.Unhealthy, c.HealthSince, c.HealthError = !v.Healthy, v.Since, v.LastError
+	if len(c.Instances) == 1 { // in one allocation, not keeping b's alive
+		return c.withOneInstance(c.Instances[0])
+	}
 	return &c
 }
 

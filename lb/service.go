@@ -274,6 +274,27 @@ type Service struct {
 	// Conflicts lists the frontends this service declares but another
 	// service owns.
 	Conflicts []FrontendConflict `json:"conflicts,omitempty" yaml:"conflicts,omitempty"`
+
+	// backends are the addresses of the backends with an instance for the
+	// service (from any source), sorted: the Writer keeps them here, so
+	// that a service finds its backends without an index entry (and its
+	// watch channel) per backend. See BackendAddrs.
+	backends []L3n4Addr
+}
+
+// BackendAddrs returns the addresses of the backends that have an
+// instance for the service, from any source, sorted (as the Writer keeps
+// them: tables.Writer.BackendsOf yields the rows). The caller must not
+// modify the slice.
+func (s *Service) BackendAddrs() []L3n4Addr { return s.backends }
+
+// WithBackendAddrs returns a copy whose BackendAddrs are addrs (sorted by
+// L3n4Addr.Compare, each once; the copy keeps the slice). Only the
+// tables' Writer keeps them.
+func (s *Service) WithBackendAddrs(addrs []L3n4Addr) *Service {
+	c := s.Clone()
+	c.backends = addrs
+	return c
 }
 
 // Policy returns the declaration in force, or nil if no source declares the

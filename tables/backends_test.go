@@ -42,7 +42,7 @@ func TestSetBackendsReleasesUnlisted(t *testing.T) {
 
 		txn := w.db.ReadTxn()
 		got := map[string]bool{}
-		for b := range w.Backends().List(txn, BackendByService.Query(name)) {
+		for b := range w.BackendsOf(txn, name) {
 			for _, inst := range b.Instances {
 				got[fmt.Sprintf("%s %s", b.Address, inst.Source)] = true
 			}

@@ -1,7 +1,9 @@
 package tables
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cilium/statedb"
@@ -49,6 +51,52 @@ func TestDeleteSourceClusterRemovesOnlyThatClustersBackends(t *testing.T) {
 	defer wtxn.Abort()
 	if err := w.DeleteSourceCluster(wtxn, lb.Source(99), 2); err == nil {
 		t.Error("an unknown source was accepted")
+	}
+}
+
+// SetClusterBackends replaces one cluster's backends of a service: the
+// ones it no longer lists go, another cluster's and the local source's
+// stay, and a backend of another cluster is refused with nothing changed.
+func TestSetClusterBackendsReplacesOnlyThatClustersBackends(t *testing.T) {
+	w := newTestWriter(t)
+	web := lb.NewServiceName("ns", "web")
+	be := func(addr string, cluster uint32) lb.BackendParams {
+		return lb.BackendParams{Address: lb.MustParseL3n4Addr(addr), Weight: lb.DefaultBackendWeight, ClusterID: cluster}
+	}
+	backends := func() []string {
+		var out []string
+		for b := range w.BackendsOf(w.db.ReadTxn(), web) {
+			for _, inst := range b.Instances {
+				out = append(out, fmt.Sprintf("%s %s %d", b.Address, inst.Source, inst.Params.ClusterID))
+			}
+		}
+		return out
+	}
+	mustWrite(t, w, func(txn statedb.WriteTxn) error {
+		if err := w.SetBackends(txn, web, lb.SourceK8s, be("10.0.0.1:80/TCP", 0)); err != nil {
+			return err
+		}
+		if err := w.SetClusterBackends(txn, web, lb.SourceKVStore, 3, be("10.3.0.1:80/TCP", 3)); err != nil {
+			return err
+		}
+		return w.SetClusterBackends(txn, web, lb.SourceKVStore, 2, be("10.2.0.1:80/TCP", 2), be("10.2.0.2:80/TCP", 2))
+	})
+	mustWrite(t, w, func(txn statedb.WriteTxn) error {
+		return w.SetClusterBackends(txn, web, lb.SourceKVStore, 2, be("10.2.0.2:80/TCP", 2), be("10.2.0.3:80/TCP", 2))
+	})
+	want := []string{"10.0.0.1:80/TCP k8s 0", "10.2.0.2:80/TCP kvstore 2", "10.2.0.3:80/TCP kvstore 2", "10.3.0.1:80/TCP kvstore 3"}
+	if got := backends(); !slices.Equal(got, want) {
+		t.Fatalf("after cluster 2 replaced its backends: %q, want %q", got, want)
+	}
+	txn := w.WriteTxn()
+	err := w.SetClusterBackends(txn, web, lb.SourceKVStore, 2, be("10.3.0.9:80/TCP", 3))
+	txn.Abort()
+	if err == nil || !strings.Contains(err.Error(), "backend 10.3.0.9:80/TCP: clusterID 3, want 2") {
+		t.Fatalf("a backend of another cluster: %v", err)
+	}
+	mustWrite(t, w, func(txn statedb.WriteTxn) error { return w.SetClusterBackends(txn, web, lb.SourceKVStore, 2) })
+	if got, want := backends(), []string{"10.0.0.1:80/TCP k8s 0", "10.3.0.1:80/TCP kvstore 3"}; !slices.Equal(got, want) {
+		t.Fatalf("after cluster 2 listed none: %q, want %q", got, want)
 	}
 }
 

@@ -368,7 +368,7 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 // parameters of the highest-priority source that declares it for that
 // service.
 func (w *Writer) candidates(txn statedb.ReadTxn, name lb.ServiceName, cands []Candidate) []Candidate {
-	for b := range w.t.backends.List(txn, BackendByService.Query(name)) {
+	for b := range w.BackendsOf(txn, name) {
 		if inst, ok := b.ForService(name); ok {
 			cands = append(cands, Candidate{Params: &inst.Params, Unhealthy: b.Unhealthy, Remote: inst.Source == lb.SourceKVStore})
 		}

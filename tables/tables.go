@@ -122,24 +122,6 @@ var BackendByAddress = statedb.Index[*lb.Backend, lb.L3n4Addr]{
 	Unique:     true,
 }
 
-// BackendByService finds the backends of a service, from every source.
-var BackendByService = statedb.Index[*lb.Backend, lb.ServiceName]{
-	Name: "service",
-	FromObject: func(b *lb.Backend) index.KeySet {
-		if len(b.Instances) == 1 { // the common case, without the slices
-			return index.NewKeySet(serviceNameKey(b.Instances[0].Service))
-		}
-		names := b.Services()
-		keys := make([]index.Key, len(names))
-		for i, n := range names {
-			keys[i] = serviceNameKey(n)
-		}
-		return index.NewKeySet(keys...)
-	},
-	FromKey:    serviceNameKey,
-	FromString: serviceNameFromString,
-}
-
 // NodeByName is the primary index of the node table.
 var NodeByName = byName(func(n *lb.Node) string { return n.Name })
 
@@ -163,6 +145,7 @@ type tableSet struct {
 	services  statedb.RWTable[*lb.Service]
 	frontends statedb.RWTable[*lb.Frontend]
 	backends  statedb.RWTable[*lb.Backend]
+	orphans   statedb.RWTable[*OrphanBackends]
 	node      statedb.RWTable[*lb.Node]
 	nodeDecls statedb.RWTable[*NodeDeclaration]
 
@@ -185,7 +168,10 @@ func newTableSet(db *statedb.DB) (*tableSet, error) {
 		return nil, err
 	}
 	if t.backends, err = statedb.NewTable(db, BackendsTableName,
-		BackendByAddress, BackendByService); err != nil {
+		BackendByAddress); err != nil {
+		return nil, err
+	}
+	if t.orphans, err = statedb.NewTable(db, OrphanBackendsTableName, OrphanBackendsByService); err != nil {
 		return nil, err
 	}
 	if t.node, err = statedb.NewTable(db, NodeTableName, NodeByName); err != nil {
@@ -205,7 +191,7 @@ func newTableSet(db *statedb.DB) (*tableSet, error) {
 }
 
 func (t *tableSet) all() []statedb.TableMeta {
-	return []statedb.TableMeta{t.services, t.frontends, t.backends, t.node, t.nodeDecls, t.nodeLabels, t.topology}
+	return []statedb.TableMeta{t.services, t.frontends, t.backends, t.orphans, t.node, t.nodeDecls, t.nodeLabels, t.topology}
 }
 
 // ReconcilerFrontends is the frontends table, writable, for the one

@@ -223,11 +223,36 @@ func (w *Writer) SetBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.S
 	if err := validateBackends(name, src, backends); err != nil {
 		return err
 	}
+	return w.setBackends(txn, name, src, backends, nil)
+}
+
+// SetClusterBackends makes backends the whole set of source's backends of
+// a service from one cluster (BackendParams.ClusterID, which every one
+// of them must carry): the cluster's backends not listed are released,
+// and what the source has from other clusters stays. An importer of
+// remote clusters thus keeps no list of what it wrote.
+func (w *Writer) SetClusterBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.Source, clusterID uint32, backends ...lb.BackendParams) error {
+	if err := validateBackends(name, src, backends); err != nil {
+		return err
+	}
+	for i := range backends {
+		if id := backends[i].ClusterID; id != clusterID {
+			return fmt.Errorf("service %s (%s): backend %s: clusterID %d, want %d", name, src, backends[i].Address, id, clusterID)
+		}
+	}
+	return w.setBackends(txn, name, src, backends, func(inst *lb.BackendInstance) bool {
+		return inst.Params.ClusterID == clusterID
+	})
+}
+
+// setBackends releases src's backends of a service that ours selects
+// (all when nil) and that backends does not list, and upserts backends.
+func (w *Writer) setBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.Source, backends []lb.BackendParams, ours func(*lb.BackendInstance) bool) error {
 	kept := smallset.NewIndex(func(b *lb.BackendParams) lb.L3n4Addr { return b.Address })
 	ch := w.begin(txn)
 	var stale []lb.L3n4Addr
-	for b := range w.t.backends.List(ch.backendsView(txn, name), BackendByService.Query(name)) {
-		if _, ok := b.Instance(name, src); ok && !kept.Has(backends, b.Address) {
+	for b := range w.backendsAt(ch.backendsView(txn, name), w.backendAddrs(txn, name)) {
+		if inst, ok := b.Instance(name, src); ok && (ours == nil || ours(inst)) && !kept.Has(backends, b.Address) {
 			stale = append(stale, b.Address)
 		}
 	}
@@ -314,13 +339,23 @@ func (w *Writer) deleteInstancesWhere(txn statedb.WriteTxn, ch *changes, ours fu
 			backends = append(backends, b)
 		}
 	}
+	removed := map[lb.ServiceName][]lb.L3n4Addr{}
 	for _, old := range backends {
 		for i := range old.Instances {
 			if ours(&old.Instances[i]) {
 				w.backendsChanged(ch, old.Instances[i].Service)
 			}
 		}
-		w.putBackend(txn, ch, old.Without(ours))
+		next := old.Without(ours)
+		for _, name := range old.Services() {
+			if _, ok := next.ForService(name); !ok {
+				removed[name] = append(removed[name], old.Address)
+			}
+		}
+		w.putBackend(txn, ch, next)
+	}
+	for name, addrs := range removed {
+		w.changeBackendAddrs(txn, ch, name, nil, addrs)
 	}
 }
 
@@ -514,6 +549,7 @@ func (w *Writer) localNode(txn statedb.ReadTxn) (*lb.Node, bool) {
 
 func (w *Writer) upsertBackends(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, src lb.Source, backends []lb.BackendParams) {
 	changed := false
+	var added []lb.L3n4Addr
 	for _, params := range backends {
 		old, _, found := w.t.backends.Get(txn, BackendByAddress.Query(params.Address))
 		if !found {
@@ -521,9 +557,13 @@ func (w *Writer) upsertBackends(txn statedb.WriteTxn, ch *changes, name lb.Servi
 		} else if inst, ok := old.Instance(name, src); ok && inst.Params.Equal(&params) {
 			continue
 		}
+		if _, ok := old.ForService(name); !ok {
+			added = append(added, params.Address)
+		}
 		w.putBackend(txn, ch, old.WithInstance(lb.BackendInstance{Service: name, Source: src, Params: params.Clone()}))
 		changed = true
 	}
+	w.changeBackendAddrs(txn, ch, name, added, nil)
 	if changed {
 		ch.instancesChanged[name] = struct{}{}
 		w.backendsChanged(ch, name)
@@ -531,6 +571,7 @@ func (w *Writer) upsertBackends(txn statedb.WriteTxn, ch *changes, name lb.Servi
 }
 
 func (w *Writer) releaseBackends(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, src lb.Source, addrs []lb.L3n4Addr) {
+	var removed []lb.L3n4Addr
 	for _, addr := range addrs {
 		old, _, found := w.t.backends.Get(txn, BackendByAddress.Query(addr))
 		if !found {
@@ -539,12 +580,17 @@ func (w *Writer) releaseBackends(txn statedb.WriteTxn, ch *changes, name lb.Serv
 		if _, ok := old.Instance(name, src); !ok {
 			continue
 		}
-		w.putBackend(txn, ch, old.Without(func(i *lb.BackendInstance) bool {
+		next := old.Without(func(i *lb.BackendInstance) bool {
 			return i.Service == name && i.Source == src
-		}))
+		})
+		if _, ok := next.ForService(name); !ok {
+			removed = append(removed, addr)
+		}
+		w.putBackend(txn, ch, next)
 		ch.instancesChanged[name] = struct{}{}
 		w.backendsChanged(ch, name)
 	}
+	w.changeBackendAddrs(txn, ch, name, nil, removed)
 }
 
 // putBackend inserts b, or deletes it when no instance is left.
@@ -575,7 +621,8 @@ func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Ser
 			w.trackTopology(txn, ch, next.Name, nil, nil) // no longer reads node labels
 		}
 	}
-	if len(next.Params) == 0 && !next.Overridden() {
+	next = w.moveBackendAddrs(txn, ch, old, next)
+	if !hasRow(next) {
 		_, _, err := w.t.services.Delete(txn, old)
 		ch.fail(err)
 		return

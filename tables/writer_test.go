@@ -272,6 +272,9 @@ func runOps(t testing.TB, data []byte) {
 // checkInvariants checks the relations between the tables that the Writer
 // promises.
 func checkInvariants(w *Writer, txn statedb.ReadTxn, deleted lb.Source) error {
+	if err := checkBackendAddrs(w, txn); err != nil {
+		return err
+	}
 	for b := range w.Backends().All(txn) {
 		if len(b.Instances) == 0 {
 			return fmt.Errorf("backend %s has no instance", b.Address)
@@ -368,6 +371,44 @@ func checkInvariants(w *Writer, txn statedb.ReadTxn, deleted lb.Source) error {
 				return fmt.Errorf("service %s: claimed address %s has no frontend row", s.Name, fe.Address)
 			}
 		}
+	}
+	return nil
+}
+
+// checkBackendAddrs checks that each service's backend addresses (in its
+// row, or in orphan-backends when it has none) are exactly those of the
+// backends with an instance for it, sorted.
+func checkBackendAddrs(w *Writer, txn statedb.ReadTxn) error {
+	want := map[lb.ServiceName][]lb.L3n4Addr{}
+	for b := range w.Backends().All(txn) {
+		for _, name := range b.Services() {
+			want[name] = append(want[name], b.Address)
+		}
+	}
+	got := map[lb.ServiceName][]lb.L3n4Addr{}
+	for s := range w.Services().All(txn) {
+		if len(s.BackendAddrs()) > 0 {
+			got[s.Name] = s.BackendAddrs()
+		}
+	}
+	for o := range w.t.orphans.All(txn) {
+		if len(o.Addrs) == 0 {
+			return fmt.Errorf("orphan-backends %s: empty row left behind", o.Service)
+		}
+		if _, found := w.service(txn, o.Service); found {
+			return fmt.Errorf("orphan-backends %s: the service has a row", o.Service)
+		}
+		got[o.Service] = o.Addrs
+	}
+	for name, addrs := range want {
+		slices.SortFunc(addrs, lb.L3n4Addr.Compare)
+		if !slices.Equal(got[name], addrs) {
+			return fmt.Errorf("service %s: backend addresses %v, its backends are at %v", name, got[name], addrs)
+		}
+		delete(got, name)
+	}
+	for name, addrs := range got {
+		return fmt.Errorf("service %s: backend addresses %v, but it has no backends", name, addrs)
 	}
 	return nil
 }

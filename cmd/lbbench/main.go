@@ -383,8 +383,8 @@ func run(o options, out io.Writer) error {
 		}
 		ins, dls := float64(o.services)/insert.Seconds(), float64(o.services)/del.Seconds()
 		inserts, deletes = append(inserts, ins), append(deletes, dls)
-		fmt.Fprintf(out, "  round %d: insert %8.0f services/s (%s), delete %8.0f services/s (%s)\n",
-			it+1, ins, insert.Round(time.Millisecond), dls, del.Round(time.Millisecond))
+		fmt.Fprintf(out, "  round %d: insert %8.0f services/s (%s), delete %8.0f services/s (%s), heap %.0f B %.1f objects per service\n",
+			it+1, ins, insert.Round(time.Millisecond), dls, del.Round(time.Millisecond), heaps[it], objs[it])
 	}
 	res.InsertServicesPerSec, res.DeleteServicesPerSec = summarize(inserts), summarize(deletes)
 	res.BytesInUsePerService, res.ObjectsPerService = summarize(heaps).Avg, summarize(objs).Avg

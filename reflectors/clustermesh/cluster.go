@@ -27,10 +27,10 @@ const (
 // next connection lists again.
 var errCompacted = errors.New("revision compacted, listing again")
 
-// cluster follows one remote cluster's services. written is what it
-// declared to each local service (the addresses only: the tables hold
-// the rest), so that an update or a delete releases exactly the backends
-// this cluster no longer offers.
+// cluster follows one remote cluster's services. written names the local
+// services it gave backends (the tables hold which: those of its cluster
+// ID, and Writer.SetClusterBackends releases exactly the ones this cluster
+// no longer offers).
 //
 // A lost connection keeps what was written: the next one resumes the
 // watch from the last revision applied (a full list only when etcd
@@ -50,7 +50,7 @@ type cluster struct {
 	done    chan struct{} // closed when the follower returns
 
 	mu          sync.Mutex // the follower and the stale timer
-	written     map[lb.ServiceName][]lb.L3n4Addr
+	written     map[lb.ServiceName]struct{}
 	id          uint32 // the cluster ID the written backends carry
 	rev         int64  // the last revision applied; 0: list first
 	etcdID      uint64 // the etcd cluster rev belongs to
@@ -436,16 +436,7 @@ func (c *cluster) write(next map[lb.ServiceName][]lb.BackendParams) {
 	defer txn.Abort()
 	err := w.Batch(txn, func() error {
 		for name, backends := range next {
-			var gone []lb.L3n4Addr
-			for _, old := range c.written[name] {
-				if !slices.ContainsFunc(backends, func(b lb.BackendParams) bool { return b.Address == old }) {
-					gone = append(gone, old)
-				}
-			}
-			if err := w.ReleaseBackends(txn, name, lb.SourceKVStore, gone...); err != nil {
-				return err
-			}
-			if err := w.UpsertBackends(txn, name, lb.SourceKVStore, backends...); err != nil {
+			if err := w.SetClusterBackends(txn, name, lb.SourceKVStore, c.id, backends...); err != nil {
 				return err
 			}
 		}
@@ -461,11 +452,7 @@ func (c *cluster) write(next map[lb.ServiceName][]lb.BackendParams) {
 		if backends == nil {
 			delete(c.written, name)
 		} else {
-			addrs := make([]lb.L3n4Addr, len(backends))
-			for i := range backends {
-				addrs[i] = backends[i].Address
-			}
-			c.written[name] = addrs
+			c.written[name] = struct{}{}
 		}
 	}
 }

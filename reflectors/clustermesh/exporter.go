@@ -252,7 +252,7 @@ func (e *Exporter) ClusterService(txn statedb.ReadTxn, svc *lb.Service) *Cluster
 			addPort(cs.Frontends, fe.Address, fe.PortName)
 		}
 	}
-	for b := range e.Writer.Backends().List(txn, tables.BackendByService.Query(svc.Name)) {
+	for b := range e.Writer.BackendsOf(txn, svc.Name) {
 		for _, inst := range b.Instances {
 			bp := &inst.Params
 			if inst.Service != svc.Name || inst.Source == lb.SourceKVStore || bp.ClusterID != 0 || bp.State != lb.BackendActive {

@@ -225,7 +225,7 @@ func (im *Importer) start(r Remote) *cluster {
 		remote: r, src: im.src, self: im.self,
 		log:     im.src.Log().With("cluster", r.Name),
 		synced:  make(chan struct{}),
-		written: map[lb.ServiceName][]lb.L3n4Addr{},
+		written: map[lb.ServiceName]struct{}{},
 	}
 	timeout := cmp.Or(r.SyncTimeout, DefaultSyncTimeout)
 	c.sync = time.AfterFunc(timeout, func() {

@@ -1,0 +1,152 @@
+package tables
+
+import (
+	"iter"
+	"slices"
+	"strconv"
+
+	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/index"
+
+	"github.com/lbstate/lbstate/lb"
+)
+
+// A service's backends are found by their addresses, which the service's
+// row keeps (lb.Service.BackendAddrs), not by an index of backends by
+// service: a StateDB index entry costs every backend a leaf, a key and a
+// watch channel (~210 bytes), an address in the row 32. Backends whose
+// service has no row (they arrived before it, or it is not declared at
+// all) have their addresses kept aside, in the orphan-backends table,
+// until a row for the service appears and takes them over.
+
+// OrphanBackendsTableName is the table of the backend addresses of
+// services that have no row in the services table.
+const OrphanBackendsTableName = "orphan-backends"
+
+// OrphanBackends are the addresses of the backends of a service that has
+// no row in the services table, sorted.
+type OrphanBackends struct {
+	Service lb.ServiceName `json:"service" yaml:"service"`
+	Addrs   []lb.L3n4Addr  `json:"addrs" yaml:"addrs"`
+}
+
+func (o *OrphanBackends) TableHeader() []string { return []string{"Service", "Backends"} }
+
+func (o *OrphanBackends) TableRow() []string {
+	return []string{o.Service.String(), strconv.Itoa(len(o.Addrs))}
+}
+
+// OrphanBackendsByService is the primary index of orphan-backends.
+var OrphanBackendsByService = statedb.Index[*OrphanBackends, lb.ServiceName]{
+	Name: "service",
+	FromObject: func(o *OrphanBackends) index.KeySet {
+		return index.NewKeySet(serviceNameKey(o.Service))
+	},
+	FromKey:    serviceNameKey,
+	FromString: serviceNameFromString,
+	Unique:     true,
+}
+
+// BackendsOf yields the backends that have an instance for a service,
+// from any source, in the order of their addresses.
+func (w *Writer) BackendsOf(txn statedb.ReadTxn, name lb.ServiceName) iter.Seq[*lb.Backend] {
+	return w.backendsAt(txn, w.backendAddrs(txn, name))
+}
+
+// backendsAt yields the backends rows at addrs in txn.
+func (w *Writer) backendsAt(txn statedb.ReadTxn, addrs []lb.L3n4Addr) iter.Seq[*lb.Backend] {
+	return func(yield func(*lb.Backend) bool) {
+		for _, addr := range addrs {
+			b, _, found := w.t.backends.Get(txn, BackendByAddress.Query(addr))
+			if found && !yield(b) {
+				return
+			}
+		}
+	}
+}
+
+// backendAddrs returns the addresses of a service's backends: from its
+// row, or else from orphan-backends.
+func (w *Writer) backendAddrs(txn statedb.ReadTxn, name lb.ServiceName) []lb.L3n4Addr {
+	if s, found := w.service(txn, name); found {
+		return s.BackendAddrs()
+	}
+	if o, _, found := w.t.orphans.Get(txn, OrphanBackendsByService.Query(name)); found {
+		return o.Addrs
+	}
+	return nil
+}
+
+// hasRow reports whether a service is kept as a row of the services
+// table: it is declared or has an override.
+func hasRow(s *lb.Service) bool { return len(s.Params) > 0 || s.Overridden() }
+
+// changeBackendAddrs adds and removes addresses of a service's backends,
+// in its row or in orphan-backends.
+func (w *Writer) changeBackendAddrs(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, added, removed []lb.L3n4Addr) {
+	if len(added) == 0 && len(removed) == 0 {
+		return
+	}
+	svc, found := w.service(txn, name)
+	var cur []lb.L3n4Addr
+	orphan, _, orphaned := w.t.orphans.Get(txn, OrphanBackendsByService.Query(name))
+	switch {
+	case found:
+		cur = svc.BackendAddrs()
+	case orphaned:
+		cur = orphan.Addrs
+	}
+	next := mergeAddrs(cur, added, removed)
+	var err error
+	switch {
+	case found:
+		_, _, err = w.t.services.Insert(txn, svc.WithBackendAddrs(next))
+	case len(next) > 0:
+		_, _, err = w.t.orphans.Insert(txn, &OrphanBackends{Service: name, Addrs: next})
+	case orphaned:
+		_, _, err = w.t.orphans.Delete(txn, orphan)
+	}
+	ch.fail(err)
+}
+
+// mergeAddrs returns a new sorted list of the addresses of cur (sorted)
+// and added, without those in removed; nil when none is left.
+func mergeAddrs(cur, added, removed []lb.L3n4Addr) []lb.L3n4Addr {
+	next := make([]lb.L3n4Addr, 0, len(cur)+len(added))
+	next = append(next, cur...)
+	if len(added) > 0 {
+		next = append(next, added...)
+		slices.SortFunc(next, lb.L3n4Addr.Compare)
+		next = slices.Compact(next)
+	}
+	if len(removed) > 0 {
+		removed = slices.SortedFunc(slices.Values(removed), lb.L3n4Addr.Compare)
+		next = slices.DeleteFunc(next, func(a lb.L3n4Addr) bool {
+			_, found := slices.BinarySearchFunc(removed, a, lb.L3n4Addr.Compare)
+			return found
+		})
+	}
+	if len(next) == 0 {
+		return nil
+	}
+	return slices.Clip(next)
+}
+
+// moveBackendAddrs keeps the backend addresses of a service whose row
+// comes or goes: next (about to be written) takes over the addresses kept
+// aside when its row is new, and a row about to be deleted leaves its
+// addresses aside. It returns the row to write.
+func (w *Writer) moveBackendAddrs(txn statedb.WriteTxn, ch *changes, old, next *lb.Service) *lb.Service {
+	switch {
+	case hasRow(next) && !hasRow(old):
+		if o, _, found := w.t.orphans.Get(txn, OrphanBackendsByService.Query(next.Name)); found {
+			_, _, err := w.t.orphans.Delete(txn, o)
+			ch.fail(err)
+			return next.WithBackendAddrs(o.Addrs)
+		}
+	case !hasRow(next) && len(next.BackendAddrs()) > 0:
+		_, _, err := w.t.orphans.Insert(txn, &OrphanBackends{Service: next.Name, Addrs: next.BackendAddrs()})
+		ch.fail(err)
+	}
+	return next
+}
