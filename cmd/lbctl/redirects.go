@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"slices"
 
@@ -21,17 +20,7 @@ on the same Service, an address a Service owns, an invalid policy).`
 // redirectsCmd joins the agent's local-redirect-policies table with its
 // frontends (redirectpolicy.Describe).
 func redirectsCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("redirects", redirectsUsage, stderr)
-	api := fs.String("api", defaultAPI, "The agent's HTTP API (its --api-addr)")
-	output := fs.StringP("output", "o", "table", "Output format: table, json or yaml")
-	timeout := addTimeoutFlag(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *output != "table" && *output != "json" && *output != "yaml" {
-		return fmt.Errorf("-o %q: want table, json or yaml", *output)
-	}
-	c, err := newAgentClient(*api, *timeout)
+	c, output, err := agentCommand("redirects", redirectsUsage, args, stderr, nil)
 	if err != nil {
 		return err
 	}
@@ -62,7 +51,7 @@ func redirectsCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	p := newRowPrinter[redirectpolicy.Report](stdout, *output)
+	p := newRowPrinter[redirectpolicy.Report](stdout, output)
 	for _, rep := range redirectpolicy.Describe(slices.Values(policies), slices.Values(frontends)) {
 		if err := p.print(rep); err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cilium/statedb"
+	"github.com/spf13/pflag"
 
 	"github.com/lbstate/lbstate/tables"
 )
@@ -49,29 +50,41 @@ func remoteTableCmd[Obj row, Key any](table string, primary statedb.Index[Obj, K
 // on in index's order.
 func remoteListCmd[Obj row](name, usage, table, index string, key []byte, keep func(Obj) bool) func(args []string, stdout, stderr io.Writer) error {
 	return func(args []string, stdout, stderr io.Writer) error {
-		fs := newFlags(name, usage, stderr)
-		api := fs.String("api", defaultAPI, "The agent's HTTP API (its --api-addr)")
-		output := fs.StringP("output", "o", "table", "Output format: table, json or yaml")
 		watch := new(bool)
-		if keep == nil { // a filtered watch would miss rows leaving the filter
-			watch = fs.BoolP("watch", "w", false, "Follow changes: print each changed row (deleted rows with '-')")
-		}
-		timeout := addTimeoutFlag(fs)
-		if err := parseFlags(fs, args); err != nil {
-			return err
-		}
-		if *output != "table" && *output != "json" && *output != "yaml" {
-			return fmt.Errorf("-o %q: want table, json or yaml", *output)
-		}
-		c, err := newAgentClient(*api, *timeout)
+		c, output, err := agentCommand(name, usage, args, stderr, func(fs *pflag.FlagSet) {
+			if keep == nil { // a filtered watch would miss rows leaving the filter
+				watch = fs.BoolP("watch", "w", false, "Follow changes: print each changed row (deleted rows with '-')")
+			}
+		})
 		if err != nil {
 			return err
 		}
 		if *watch {
 			return watchTable[Obj](c, table, stdout)
 		}
-		return listTable(c, table, index, key, newRowPrinter[Obj](stdout, *output), keep)
+		return listTable(c, table, index, key, newRowPrinter[Obj](stdout, output), keep)
 	}
+}
+
+// agentCommand parses the flags of a command that reads a running agent
+// (--api, -o, --timeout, and those more adds) and returns a client of the
+// agent and the output format.
+func agentCommand(name, usage string, args []string, stderr io.Writer, more func(*pflag.FlagSet)) (*agentClient, string, error) {
+	fs := newFlags(name, usage, stderr)
+	api := fs.String("api", defaultAPI, "The agent's HTTP API (its --api-addr)")
+	output := fs.StringP("output", "o", "table", "Output format: table, json or yaml")
+	if more != nil {
+		more(fs)
+	}
+	timeout := addTimeoutFlag(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, "", err
+	}
+	if *output != "table" && *output != "json" && *output != "yaml" {
+		return nil, "", fmt.Errorf("-o %q: want table, json or yaml", *output)
+	}
+	c, err := newAgentClient(*api, *timeout)
+	return c, *output, err
 }
 
 // listTable prints the rows of table from key on (in index's order) as

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -18,17 +17,7 @@ const routesUsage = "Usage: lbctl routes [flags]\n\nLists a running agent's traf
 // each frontend they route (from the frontends table), and what is not
 // applied.
 func routesCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("routes", routesUsage, stderr)
-	api := fs.String("api", defaultAPI, "The agent's HTTP API (its --api-addr)")
-	output := fs.StringP("output", "o", "table", "Output format: table, json or yaml")
-	timeout := addTimeoutFlag(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if *output != "table" && *output != "json" && *output != "yaml" {
-		return fmt.Errorf("-o %q: want table, json or yaml", *output)
-	}
-	c, err := newAgentClient(*api, *timeout)
+	c, output, err := agentCommand("routes", routesUsage, args, stderr, nil)
 	if err != nil {
 		return err
 	}
@@ -42,7 +31,7 @@ func routesCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	p := newRowPrinter[routeRow](stdout, *output)
+	p := newRowPrinter[routeRow](stdout, output)
 	err = eachRow(c, routes.StatusTableName, routes.StatusByKey.Name, nil, func(s *routes.Status) error {
 		return p.print(routeRow{Status: s, Rejected: rejected[s.Key.String()]})
 	})
