@@ -88,11 +88,11 @@ type Frontend struct {
 	// requires, instead of handing it to the others. 0 for none.
 	Rejected uint16 `json:"rejected,omitempty" yaml:"rejected,omitempty"`
 
-	// Hidden are, while a redirect is in force, the backends the frontend
-	// would have without it (selected as Backends are). The reconciler
-	// keeps their IDs, so that clearing the redirect gives back the maps
-	// as they were, and with SkipFromBackend writes them as the fallback
-	// slots that the redirect's own backends are sent to.
+	// Hidden are, while a redirect or a route is in force, the backends
+	// the frontend would have without it (selected as Backends are). The
+	// reconciler keeps their IDs, so that clearing the override gives back
+	// the maps as they were, and with SkipFromBackend writes them as the
+	// fallback slots that the redirect's own backends are sent to.
 	Hidden []BackendRef `json:"hidden,omitempty" yaml:"hidden,omitempty"`
 
 	// TopologyLevel is, for a service with topology keys, the key whose

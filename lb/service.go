@@ -384,7 +384,7 @@ func (s *Service) WithoutProxyRedirect(src Source) *Service {
 }
 
 // Overridden reports whether the service row exists for more than its
-// declarations: a redirect or a proxy redirect is kept for it.
+// declarations: a redirect, a proxy redirect or a route is kept for it.
 func (s *Service) Overridden() bool {
 	return len(s.Redirects) > 0 || len(s.ProxyRedirects) > 0 || len(s.Routes) > 0
 }
