@@ -280,6 +280,9 @@ type Service struct {
 	// that a service finds its backends without an index entry (and its
 	// watch channel) per backend. See BackendAddrs.
 	backends []L3n4Addr
+	// oneBackend holds backends when there is one (most services), so
+	// that the row and its list are one allocation.
+	oneBackend [1]L3n4Addr
 }
 
 // BackendAddrs returns the addresses of the backends that have an
@@ -289,12 +292,30 @@ type Service struct {
 func (s *Service) BackendAddrs() []L3n4Addr { return s.backends }
 
 // WithBackendAddrs returns a copy whose BackendAddrs are addrs (sorted by
-// L3n4Addr.Compare, each once; the copy keeps the slice). Only the
+// L3n4Addr.Compare, each once; the copy keeps a copy of them). Only the
 // tables' Writer keeps them.
 func (s *Service) WithBackendAddrs(addrs []L3n4Addr) *Service {
 	c := s.Clone()
-	c.backends = addrs
+	if len(addrs) > 1 {
+		addrs = slices.Clone(addrs)
+	}
+	c.setBackends(addrs)
 	return c
+}
+
+// setBackends keeps addrs as the backend addresses, in the row itself
+// when there is one.
+func (s *Service) setBackends(addrs []L3n4Addr) {
+	if len(addrs) == 1 {
+		s.oneBackend[0] = addrs[0] // addrs may be s.oneBackend[:]
+		s.backends = s.oneBackend[:]
+		return
+	}
+	s.oneBackend[0] = L3n4Addr{}
+	s.backends = addrs
+	if len(addrs) == 0 {
+		s.backends = nil
+	}
 }
 
 // Policy returns the declaration in force, or nil if no source declares the
@@ -335,15 +356,41 @@ func (s *Service) Sources() []Source {
 // Clone returns a shallow copy whose slices may be replaced safely.
 func (s *Service) Clone() *Service {
 	c := *s
+	c.setBackends(s.backends) // not pointing into s
 	return &c
 }
 
 // WithParams returns a copy with p in place of the same source's
-// declaration.
+// declaration. The copy shares p's slices but for Frontends, of which it
+// keeps a copy of its own.
 func (s *Service) WithParams(p ServiceParams) *Service {
 	c := s.Clone()
+	if len(s.Params) == 0 || len(s.Params) == 1 && s.Params[0].Source == p.Source {
+		c.Params = oneDeclaration(p)
+		return c
+	}
+	p.Frontends = slices.Clone(p.Frontends)
 	c.Params = withBySource(s.Params, p, ServiceParams.source)
 	return c
+}
+
+// declarationWithOne is a service's only declaration with its only
+// frontend (most services have one of each), in one allocation.
+type declarationWithOne struct {
+	p  [1]ServiceParams
+	fe [1]FrontendParams
+}
+
+// oneDeclaration returns p as a one-element list of declarations,
+// keeping a copy of its frontends.
+func oneDeclaration(p ServiceParams) []ServiceParams {
+	if len(p.Frontends) != 1 {
+		p.Frontends = slices.Clone(p.Frontends)
+		return []ServiceParams{p}
+	}
+	d := &declarationWithOne{p: [1]ServiceParams{p}, fe: [1]FrontendParams{p.Frontends[0]}}
+	d.p[0].Frontends = d.fe[:]
+	return d.p[:]
 }
 
 // WithoutSource returns a copy without the source's declaration.

@@ -42,6 +42,8 @@ type changes struct {
 	// redirect's target: reused from one service to the next (a service
 	// merged from many clusters has hundreds).
 	ownCands, redirectCands []Candidate
+	// mergedAddrs is changeBackendAddrs' scratch list.
+	mergedAddrs []lb.L3n4Addr
 }
 
 // changesPool keeps the maps of earlier calls: a call records a handful
@@ -83,7 +85,7 @@ func (ch *changes) release() {
 	clear(ch.svcs)
 	clear(ch.instancesChanged)
 	ch.snapshot = nil
-	ch.addrList, ch.nameList = ch.addrList[:0], ch.nameList[:0]
+	ch.addrList, ch.nameList, ch.mergedAddrs = ch.addrList[:0], ch.nameList[:0], ch.mergedAddrs[:0]
 	clear(ch.ownCands[:cap(ch.ownCands)]) // no table objects kept alive in the pool
 	clear(ch.redirectCands[:cap(ch.redirectCands)])
 	ch.ownCands, ch.redirectCands = ch.ownCands[:0], ch.redirectCands[:0]

@@ -96,40 +96,37 @@ func (w *Writer) changeBackendAddrs(txn statedb.WriteTxn, ch *changes, name lb.S
 	case orphaned:
 		cur = orphan.Addrs
 	}
-	next := mergeAddrs(cur, added, removed)
+	ch.mergedAddrs = mergeAddrs(ch.mergedAddrs[:0], cur, added, removed)
+	next := ch.mergedAddrs
 	var err error
 	switch {
 	case found:
 		_, _, err = w.t.services.Insert(txn, svc.WithBackendAddrs(next))
 	case len(next) > 0:
-		_, _, err = w.t.orphans.Insert(txn, &OrphanBackends{Service: name, Addrs: next})
+		_, _, err = w.t.orphans.Insert(txn, &OrphanBackends{Service: name, Addrs: slices.Clone(next)})
 	case orphaned:
 		_, _, err = w.t.orphans.Delete(txn, orphan)
 	}
 	ch.fail(err)
 }
 
-// mergeAddrs returns a new sorted list of the addresses of cur (sorted)
-// and added, without those in removed; nil when none is left.
-func mergeAddrs(cur, added, removed []lb.L3n4Addr) []lb.L3n4Addr {
-	next := make([]lb.L3n4Addr, 0, len(cur)+len(added))
-	next = append(next, cur...)
+// mergeAddrs sets buf to the sorted addresses of cur (sorted) and added,
+// without those in removed.
+func mergeAddrs(buf, cur, added, removed []lb.L3n4Addr) []lb.L3n4Addr {
+	next := append(buf, cur...)
 	if len(added) > 0 {
 		next = append(next, added...)
 		slices.SortFunc(next, lb.L3n4Addr.Compare)
 		next = slices.Compact(next)
 	}
 	if len(removed) > 0 {
-		removed = slices.SortedFunc(slices.Values(removed), lb.L3n4Addr.Compare)
+		slices.SortFunc(removed, lb.L3n4Addr.Compare)
 		next = slices.DeleteFunc(next, func(a lb.L3n4Addr) bool {
 			_, found := slices.BinarySearchFunc(removed, a, lb.L3n4Addr.Compare)
 			return found
 		})
 	}
-	if len(next) == 0 {
-		return nil
-	}
-	return slices.Clip(next)
+	return next
 }
 
 // moveBackendAddrs keeps the backend addresses of a service whose row
@@ -145,7 +142,7 @@ func (w *Writer) moveBackendAddrs(txn statedb.WriteTxn, ch *changes, old, next *
 			return next.WithBackendAddrs(o.Addrs)
 		}
 	case !hasRow(next) && len(next.BackendAddrs()) > 0:
-		_, _, err := w.t.orphans.Insert(txn, &OrphanBackends{Service: next.Name, Addrs: next.BackendAddrs()})
+		_, _, err := w.t.orphans.Insert(txn, &OrphanBackends{Service: next.Name, Addrs: slices.Clone(next.BackendAddrs())})
 		ch.fail(err)
 	}
 	return next

@@ -175,7 +175,10 @@ func (w *Writer) UpsertService(txn statedb.WriteTxn, params lb.ServiceParams) er
 	if err := params.Validate(); err != nil {
 		return err
 	}
+	fes := params.Frontends
+	params.Frontends = nil // WithParams keeps a copy of its own
 	params = params.Clone()
+	params.Frontends = fes
 	old, found := w.service(txn, params.Name)
 	if !found {
 		old = &lb.Service{Name: params.Name}
