@@ -115,10 +115,31 @@ type Backend struct {
 	// Unhealthy is set by health checking; an unhealthy active backend is
 	// treated as quarantined.
 	Unhealthy bool `json:"unhealthy,omitempty" yaml:"unhealthy,omitempty"`
-	// HealthSince and HealthError say since when the verdict holds and
-	// the last failure seen (see HealthVerdict).
-	HealthSince time.Time `json:"healthSince,omitzero" yaml:"healthSince,omitempty"`
-	HealthError string    `json:"healthError,omitempty" yaml:"healthError,omitempty"`
+
+	// health holds the details of the verdict, nil without any (most
+	// backends are never checked): see HealthSince and HealthError.
+	health *healthDetails
+}
+
+type healthDetails struct {
+	since time.Time
+	err   string
+}
+
+// HealthSince is since when the health verdict holds; zero if unknown.
+func (b *Backend) HealthSince() time.Time {
+	if b.health == nil {
+		return time.Time{}
+	}
+	return b.health.since
+}
+
+// HealthError is the last failure the health checker saw; empty if none.
+func (b *Backend) HealthError() string {
+	if b.health == nil {
+		return ""
+	}
+	return b.health.err
 }
 
 func compareInstanceKey(inst BackendInstance, name ServiceName, src Source) int {

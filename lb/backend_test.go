@@ -389,7 +389,7 @@ func TestBackendWithOneInstanceImmutability(t *testing.T) {
 	if got := one.Instances[0].Params.Weight; got != 1 || one.Unhealthy {
 		t.Errorf("receiver changed: weight %d, unhealthy %v", got, one.Unhealthy)
 	}
-	if !judged.Unhealthy || judged.HealthError != "down" || len(judged.Instances) != 1 {
+	if !judged.Unhealthy || judged.HealthError() != "down" || len(judged.Instances) != 1 {
 		t.Errorf("WithVerdict = %+v", judged)
 	}
 	two := one.WithInstance(inst(svcB, lb.SourceK8s, 3))

@@ -22,13 +22,16 @@ func (v HealthVerdict) Equal(o HealthVerdict) bool {
 
 // Verdict returns the health verdict recorded on the backend.
 func (b *Backend) Verdict() HealthVerdict {
-	return HealthVerdict{Healthy: !b.Unhealthy, Since: b.HealthSince, LastError: b.HealthError}
+	return HealthVerdict{Healthy: !b.Unhealthy, Since: b.HealthSince(), LastError: b.HealthError()}
 }
 
 // WithVerdict returns a copy of b carrying v.
 func (b *Backend) WithVerdict(v HealthVerdict) *Backend {
 	c := *b
-	c.Unhealthy, c.HealthSince, c.HealthError = !v.Healthy, v.Since, v.LastError
+	c.Unhealthy, c.health = !v.Healthy, nil
+	if !v.Since.IsZero() || v.LastError != "" {
+		c.health = &healthDetails{since: v.Since, err: v.LastError}
+	}
 	if len(c.Instances) == 1 { // in one allocation, not keeping b's alive
 		return c.withOneInstance(c.Instances[0])
 	}
@@ -43,8 +46,8 @@ func (b *Backend) healthColumns() []string {
 		health = "unhealthy"
 	}
 	since := ""
-	if !b.HealthSince.IsZero() {
-		since = b.HealthSince.UTC().Format(time.RFC3339)
+	if t := b.HealthSince(); !t.IsZero() {
+		since = t.UTC().Format(time.RFC3339)
 	}
-	return []string{health, since, b.HealthError}
+	return []string{health, since, b.HealthError()}
 }

@@ -34,8 +34,8 @@ func TestRefusingBackendTripsAndReopens(t *testing.T) {
 	}
 	h.step(time.Second)
 	row := h.verdict(be, false)
-	if row.HealthError != "connect: connection refused" || !row.HealthSince.Equal(h.clock.Now()) {
-		t.Errorf("row after the trip: since %s, error %q", row.HealthSince, row.HealthError)
+	if row.HealthError() != "connect: connection refused" || !row.HealthSince().Equal(h.clock.Now()) {
+		t.Errorf("row after the trip: since %s, error %q", row.HealthSince(), row.HealthError())
 	}
 
 	ln, err := net.Listen("tcp", be.AddrPort().String()) // the backend comes back
@@ -80,8 +80,8 @@ func TestHangingProbeIsCutByItsTimeout(t *testing.T) {
 			t.Fatalf("probe %d: %v", i+1, r.err)
 		}
 	}
-	if row := h.verdict(be, false); row.HealthError != "timeout after 500ms" {
-		t.Errorf("last error %q", row.HealthError)
+	if row := h.verdict(be, false); row.HealthError() != "timeout after 500ms" {
+		t.Errorf("last error %q", row.HealthError())
 	}
 	if got := h.metric(h.c.metrics.probes.WithLabelValues("tcp", resultTimeout)); got != 3 {
 		t.Errorf("%v probes counted as timeouts, want 3", got)
@@ -105,8 +105,8 @@ func TestHTTPBackendAnswering500Trips(t *testing.T) {
 	for range 3 {
 		h.step(time.Second)
 	}
-	if row := h.verdict(be, false); row.HealthError != "HTTP status 500, want 200-399" {
-		t.Errorf("last error %q", row.HealthError)
+	if row := h.verdict(be, false); row.HealthError() != "HTTP status 500, want 200-399" {
+		t.Errorf("last error %q", row.HealthError())
 	}
 }
 
@@ -225,7 +225,7 @@ func TestCheckingStopsWithTheLastFrontend(t *testing.T) {
 	h.write(func(txn statedbWriteTxn) error {
 		return h.w.DeleteService(txn, lb.NewServiceName("default", "web"), lb.SourceK8s)
 	})
-	if row := h.verdict(be, true); row.HealthError != "" || !row.HealthSince.IsZero() {
+	if row := h.verdict(be, true); row.HealthError() != "" || !row.HealthSince().IsZero() {
 		t.Errorf("verdict left on a backend no longer checked: %+v", row.Verdict())
 	}
 	if n := testutilCount(h, "lbstate_health_breaker_state"); n != 0 {

@@ -1,0 +1,58 @@
+package lb_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/lbstate/lbstate/lb"
+)
+
+// A backend row encodes its health details as fields of their own, as it
+// did when they were fields of the row, and decodes back to itself.
+func TestBackendEncodingKeepsHealthDetails(t *testing.T) {
+	addr := lb.MustParseL3n4Addr("10.0.0.1:80/TCP")
+	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	plain := (&lb.Backend{Address: addr}).WithInstance(lb.BackendInstance{
+		Service: lb.NewServiceName("ns", "svc"), Source: lb.SourceK8s,
+		Params: lb.BackendParams{Address: addr, Weight: lb.DefaultBackendWeight}})
+	checked := plain.WithVerdict(lb.HealthVerdict{Healthy: false, Since: since, LastError: "down"})
+
+	j, err := json.Marshal(checked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `"unhealthy":true,"healthSince":"2026-01-02T03:04:05Z","healthError":"down"}`
+	if !strings.HasSuffix(string(j), want) {
+		t.Errorf("JSON %s, want it to end with %s", j, want)
+	}
+	if j, _ := json.Marshal(plain); strings.Contains(string(j), "health") {
+		t.Errorf("JSON of an unchecked backend %s has health fields", j)
+	}
+	var back lb.Backend
+	if err := json.Unmarshal(j, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.Verdict(), checked.Verdict()) || back.Address != addr || len(back.Instances) != 1 {
+		t.Errorf("decoded %+v, want %+v", back, checked)
+	}
+
+	y, err := yaml.Marshal(checked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(y), "healthError: down") || !strings.Contains(string(y), "healthSince: 2026-01-02T03:04:05Z") {
+		t.Errorf("YAML %s lacks the health details", y)
+	}
+	var backY lb.Backend
+	if err := yaml.Unmarshal(y, &backY); err != nil {
+		t.Fatal(err)
+	}
+	if !backY.Verdict().Equal(checked.Verdict()) || backY.Instances[0].Service != checked.Instances[0].Service {
+		t.Errorf("decoded from YAML %+v, want %+v", backY, checked)
+	}
+}
