@@ -1,6 +1,7 @@
 package lb
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -49,68 +50,140 @@ func RejectString(weight uint16) string {
 // matches, the service that owns it, and the backends selected for it.
 // The Writer derives frontends from services, backends and the local node;
 // the reconciler writes them into the datapath's maps and records Status.
+//
+// The fields most frontends leave empty (FrontendExtras) sit behind one
+// pointer, read with their accessors (RedirectedTo, Hidden, ...), and a
+// frontend with one backend keeps it in the row: a row is one allocation.
+// Encoded (JSON, YAML), a frontend has every field of its own.
 type Frontend struct {
-	FrontendParams `yaml:",inline"`
+	FrontendParams
 
-	Service ServiceName `json:"service" yaml:"service"`
+	Service ServiceName
 
 	// Policy is the owning service's declaration in force. It is shared
 	// with the services table and must not be modified. Encoded (JSON,
 	// YAML), it leaves out the service's frontend list: the services
 	// table has it.
-	Policy *ServiceParams `json:"policy" yaml:"policy"`
+	Policy *ServiceParams
 
+	// Backends are the selected backends, the ones taking new flows (weight
+	// above 0) first, each group sorted by address.
+	Backends []BackendRef
+
+	// ID is the frontend's ID in the datapath (its rev-NAT ID), set by the
+	// reconciler; 0 until the frontend is first reconciled.
+	ID uint32
+
+	Status reconciler.Status
+
+	extras     *FrontendExtras // nil when all are zero
+	oneBackend [1]BackendRef   // Backends, when the Writer selected one
+}
+
+// FrontendExtras are the fields of a frontend that most frontends leave
+// empty: what overrides its backends and how its topology was selected.
+type FrontendExtras struct {
 	// RedirectedTo names the service whose backends replace this
 	// service's, when a redirect is set.
-	RedirectedTo ServiceName `json:"redirectedTo,omitzero" yaml:"redirectedTo,omitempty"`
+	RedirectedTo ServiceName
 
 	// SkipFromBackend says that the redirect leaves the traffic of its own
 	// backends (the clients that are one of Backends) to Hidden: the
 	// redirect's SkipFromBackend.
-	SkipFromBackend bool `json:"skipFromBackend,omitempty" yaml:"skipFromBackend,omitempty"`
+	SkipFromBackend bool
 
 	// RoutedBy names the route (Route.Name) whose split chose the
 	// backends, when one is in force and no redirect is.
-	RoutedBy string `json:"routedBy,omitempty" yaml:"routedBy,omitempty"`
+	RoutedBy string
 
 	// ProxyPort, when not 0, sends new flows to the L7 proxy on this node
 	// listening on this port; Backends stay for the proxy to use.
-	ProxyPort uint16 `json:"proxyPort,omitempty" yaml:"proxyPort,omitempty"`
-
-	// Backends are the selected backends, the ones taking new flows (weight
-	// above 0) first, each group sorted by address.
-	Backends []BackendRef `json:"backends" yaml:"backends"`
+	ProxyPort uint16
 
 	// Rejected is the weight, on the scale of Backends' weights, of the
 	// share of new flows that the datapath rejects: a route's backend
 	// services that do not resolve (missing, without the port, or without
 	// a backend taking new flows) keep their share, as the Gateway API
 	// requires, instead of handing it to the others. 0 for none.
-	Rejected uint16 `json:"rejected,omitempty" yaml:"rejected,omitempty"`
+	Rejected uint16
 
 	// Hidden are, while a redirect or a route is in force, the backends
 	// the frontend would have without it (selected as Backends are). The
 	// reconciler keeps their IDs, so that clearing the override gives back
 	// the maps as they were, and with SkipFromBackend writes them as the
 	// fallback slots that the redirect's own backends are sent to.
-	Hidden []BackendRef `json:"hidden,omitempty" yaml:"hidden,omitempty"`
+	Hidden []BackendRef
 
 	// TopologyLevel is, for a service with topology keys, the key whose
 	// level was selected ("*" for the fallback to all), or
 	// TopologyLevelNone when strict keys left no backend for new flows on
 	// this node. Empty without topology keys.
-	TopologyLevel string `json:"topologyLevel,omitempty" yaml:"topologyLevel,omitempty"`
-
-	// ID is the frontend's ID in the datapath (its rev-NAT ID), set by the
-	// reconciler; 0 until the frontend is first reconciled.
-	ID uint32 `json:"id,omitempty" yaml:"id,omitempty"`
-
-	Status reconciler.Status `json:"status" yaml:"status"`
+	TopologyLevel string
 }
 
-// Clone returns a shallow copy.
+// IsZero reports whether every field is empty.
+func (e *FrontendExtras) IsZero() bool {
+	return e.RedirectedTo.IsZero() && !e.SkipFromBackend && e.RoutedBy == "" && e.ProxyPort == 0 &&
+		e.Rejected == 0 && len(e.Hidden) == 0 && e.TopologyLevel == ""
+}
+
+// Equal reports whether e and o say the same.
+func (e *FrontendExtras) Equal(o *FrontendExtras) bool {
+	return e.RedirectedTo == o.RedirectedTo && e.SkipFromBackend == o.SkipFromBackend &&
+		e.RoutedBy == o.RoutedBy && e.ProxyPort == o.ProxyPort && e.Rejected == o.Rejected &&
+		e.TopologyLevel == o.TopologyLevel && slices.Equal(e.Hidden, o.Hidden)
+}
+
+var noExtras FrontendExtras
+
+// Extras returns the frontend's FrontendExtras (zero when it has none).
+// The caller must not modify them.
+func (f *Frontend) Extras() *FrontendExtras {
+	if f.extras == nil {
+		return &noExtras
+	}
+	return f.extras
+}
+
+// SetExtras sets the frontend's FrontendExtras, for building a row; the
+// frontend keeps e's slices.
+func (f *Frontend) SetExtras(e FrontendExtras) {
+	if e.IsZero() {
+		f.extras = nil
+		return
+	}
+	x := new(FrontendExtras) // not &e: e would be moved to the heap on every call
+	*x = e
+	f.extras = x
+}
+
+// SetBackends sets Backends to refs, kept in the row itself when there
+// is one (the frontend keeps a longer refs).
+func (f *Frontend) SetBackends(refs []BackendRef) {
+	if len(refs) == 1 {
+		f.oneBackend[0] = refs[0]
+		f.Backends = f.oneBackend[:]
+		return
+	}
+	f.oneBackend[0] = BackendRef{}
+	f.Backends = refs
+}
+
+// The accessors of FrontendExtras.
+func (f *Frontend) RedirectedTo() ServiceName { return f.Extras().RedirectedTo }
+func (f *Frontend) SkipFromBackend() bool     { return f.Extras().SkipFromBackend }
+func (f *Frontend) RoutedBy() string          { return f.Extras().RoutedBy }
+func (f *Frontend) ProxyPort() uint16         { return f.Extras().ProxyPort }
+func (f *Frontend) Rejected() uint16          { return f.Extras().Rejected }
+func (f *Frontend) Hidden() []BackendRef      { return f.Extras().Hidden }
+func (f *Frontend) TopologyLevel() string     { return f.Extras().TopologyLevel }
+
+// Clone returns a shallow copy (its one backend in its own row).
 func (f *Frontend) Clone() *Frontend {
 	c := *f
+	if len(f.Backends) == 1 && &f.Backends[0] == &f.oneBackend[0] {
+		c.Backends = c.oneBackend[:]
+	}
 	return &c
 }
 
@@ -131,20 +204,21 @@ func (f *Frontend) TableRow() []string {
 	for i, b := range f.Backends {
 		backends[i] = b.String()
 	}
-	if f.Rejected > 0 {
-		backends = append(backends, RejectString(f.Rejected))
+	x := f.Extras()
+	if x.Rejected > 0 {
+		backends = append(backends, RejectString(x.Rejected))
 	}
 	redirect, proxy := "", ""
-	if !f.RedirectedTo.IsZero() {
-		redirect = f.RedirectedTo.String()
-		if f.SkipFromBackend {
+	if !x.RedirectedTo.IsZero() {
+		redirect = x.RedirectedTo.String()
+		if x.SkipFromBackend {
 			redirect += " (skip-from-backend)"
 		}
-	} else if f.RoutedBy != "" {
-		redirect = "route " + f.RoutedBy
+	} else if x.RoutedBy != "" {
+		redirect = "route " + x.RoutedBy
 	}
-	if f.ProxyPort != 0 {
-		proxy = strconv.Itoa(int(f.ProxyPort))
+	if x.ProxyPort != 0 {
+		proxy = strconv.Itoa(int(x.ProxyPort))
 	}
 	id := ""
 	if f.ID != 0 {
@@ -152,6 +226,6 @@ func (f *Frontend) TableRow() []string {
 	}
 	return []string{
 		f.Address.String(), f.Type.String(), f.Service.String(), f.PortName,
-		strings.Join(backends, ", "), redirect, proxy, id, f.Status.Kind.String(), f.TopologyLevel,
+		strings.Join(backends, ", "), redirect, proxy, id, f.Status.Kind.String(), x.TopologyLevel,
 	}
 }

@@ -1,10 +1,30 @@
 package lb
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/cilium/statedb/reconciler"
+)
 
 // frontendRow is a Frontend as it is encoded (JSON for StateDB's HTTP API
-// and lbctl, YAML for db/show): the same fields, without methods.
-type frontendRow Frontend
+// and lbctl, YAML for db/show): every field, FrontendExtras included, in
+// the order the row had them when they were all its own.
+type frontendRow struct {
+	FrontendParams `yaml:",inline"`
+
+	Service         ServiceName       `json:"service" yaml:"service"`
+	Policy          *ServiceParams    `json:"policy" yaml:"policy"`
+	RedirectedTo    ServiceName       `json:"redirectedTo,omitzero" yaml:"redirectedTo,omitempty"`
+	SkipFromBackend bool              `json:"skipFromBackend,omitempty" yaml:"skipFromBackend,omitempty"`
+	RoutedBy        string            `json:"routedBy,omitempty" yaml:"routedBy,omitempty"`
+	ProxyPort       uint16            `json:"proxyPort,omitempty" yaml:"proxyPort,omitempty"`
+	Backends        []BackendRef      `json:"backends" yaml:"backends"`
+	Rejected        uint16            `json:"rejected,omitempty" yaml:"rejected,omitempty"`
+	Hidden          []BackendRef      `json:"hidden,omitempty" yaml:"hidden,omitempty"`
+	TopologyLevel   string            `json:"topologyLevel,omitempty" yaml:"topologyLevel,omitempty"`
+	ID              uint32            `json:"id,omitempty" yaml:"id,omitempty"`
+	Status          reconciler.Status `json:"status" yaml:"status"`
+}
 
 // MarshalJSON encodes the frontend with its service's policy but not the
 // service's frontend list (Policy.Frontends), so that a row's encoding is
@@ -16,12 +36,48 @@ func (f Frontend) MarshalJSON() ([]byte, error) { return json.Marshal(f.row()) }
 // MarshalYAML encodes the frontend as MarshalJSON does.
 func (f Frontend) MarshalYAML() (any, error) { return f.row(), nil }
 
-func (f Frontend) row() *frontendRow {
-	r := frontendRow(f)
+func (f *Frontend) row() *frontendRow {
+	x := f.Extras()
+	r := &frontendRow{
+		FrontendParams: f.FrontendParams, Service: f.Service, Policy: f.Policy,
+		RedirectedTo: x.RedirectedTo, SkipFromBackend: x.SkipFromBackend, RoutedBy: x.RoutedBy,
+		ProxyPort: x.ProxyPort, Backends: f.Backends, Rejected: x.Rejected, Hidden: x.Hidden,
+		TopologyLevel: x.TopologyLevel, ID: f.ID, Status: f.Status,
+	}
 	if f.Policy != nil && len(f.Policy.Frontends) > 0 {
 		p := *f.Policy // shallow: only the slice header is dropped
 		p.Frontends = nil
 		r.Policy = &p
 	}
-	return &r
+	return r
+}
+
+func (f *Frontend) setRow(r *frontendRow) {
+	*f = Frontend{FrontendParams: r.FrontendParams, Service: r.Service, Policy: r.Policy, ID: r.ID, Status: r.Status}
+	f.SetBackends(r.Backends)
+	f.SetExtras(FrontendExtras{
+		RedirectedTo: r.RedirectedTo, SkipFromBackend: r.SkipFromBackend, RoutedBy: r.RoutedBy,
+		ProxyPort: r.ProxyPort, Rejected: r.Rejected, Hidden: r.Hidden, TopologyLevel: r.TopologyLevel,
+	})
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes.
+func (f *Frontend) UnmarshalJSON(data []byte) error {
+	var r frontendRow
+	if err := json.Unmarshal(data, &r); err != nil {
+		return err
+	}
+	f.setRow(&r)
+	return nil
+}
+
+// UnmarshalYAML decodes what MarshalYAML encodes (the yaml packages'
+// function-style interface, which needs no import of one).
+func (f *Frontend) UnmarshalYAML(unmarshal func(any) error) error {
+	var r frontendRow
+	if err := unmarshal(&r); err != nil {
+		return err
+	}
+	f.setRow(&r)
+	return nil
 }

@@ -340,8 +340,8 @@ func (j *task) layout(o *ops) {
 			j.standby = append(j.standby, b)
 		}
 	}
-	if j.fe.Rejected > 0 {
-		j.rotation = append(j.rotation, rejectRef(j.fe.Rejected))
+	if j.fe.Rejected() > 0 {
+		j.rotation = append(j.rotation, rejectRef(j.fe.Rejected()))
 	}
 	j.useMaglev = j.algorithm == bpf.AlgorithmMaglev && len(j.rotation) > 0
 	j.ranges = sourceRanges(j.fe)
@@ -357,8 +357,8 @@ func (j *task) layout(o *ops) {
 			j.slotCount += n
 		}
 	}
-	if j.fe.SkipFromBackend && !j.fe.RedirectedTo.IsZero() {
-		for _, b := range j.fe.Hidden {
+	if j.fe.SkipFromBackend() && !j.fe.RedirectedTo().IsZero() {
+		for _, b := range j.fe.Hidden() {
 			if b.Weight > 0 {
 				j.fallback = append(j.fallback, b)
 			}
@@ -423,7 +423,7 @@ func (o *ops) writeMasters(tasks []task) {
 			Flags:           flags(j.fe, len(j.ranges) > 0),
 			Algorithm:       j.algorithm,
 		}
-		binary.BigEndian.PutUint16(master.ProxyPort[:], j.fe.ProxyPort)
+		binary.BigEndian.PutUint16(master.ProxyPort[:], j.fe.ProxyPort())
 		j.st.affinity = j.st.affinity || master.AffinityTimeout > 0 // before entries can exist
 		if !j.st.masterWritten || j.st.master != master {
 			j.st.masterWritten, j.st.master = false, master

@@ -318,10 +318,10 @@ func (o *ops) slotID(b lb.BackendRef) uint32 {
 // those an override hides (Hidden), so that clearing the override gives
 // back the entries, under the same IDs, that were there before it.
 func kept(fe *lb.Frontend) []lb.BackendRef {
-	if len(fe.Hidden) == 0 {
+	if len(fe.Hidden()) == 0 {
 		return fe.Backends
 	}
-	return slices.Concat(fe.Backends, fe.Hidden)
+	return slices.Concat(fe.Backends, fe.Hidden())
 }
 
 // writeSourceRanges makes the frontend's lb_src_range entries the wanted
@@ -490,13 +490,13 @@ func flags(fe *lb.Frontend, hasRanges bool) uint8 {
 	if hasRanges {
 		f |= bpf.FlagSourceRanges
 	}
-	if !fe.RedirectedTo.IsZero() {
+	if !fe.RedirectedTo().IsZero() {
 		f |= bpf.FlagRedirected
-		if fe.SkipFromBackend {
+		if fe.SkipFromBackend() {
 			f |= bpf.FlagSkipFromBackend
 		}
 	}
-	if fe.ProxyPort != 0 {
+	if fe.ProxyPort() != 0 {
 		f |= bpf.FlagProxy
 	}
 	return f

@@ -187,7 +187,7 @@ func delta(added bool) int {
 func (o *ops) need(j *task, counted map[lb.L3n4Addr]bool) entries {
 	n := needOwn(j)
 	var seen map[lb.L3n4Addr]bool // a backend both hidden and selected counts once
-	if len(j.fe.Hidden) > 0 {
+	if len(j.fe.Hidden()) > 0 {
 		seen = map[lb.L3n4Addr]bool{}
 	}
 	for _, b := range kept(j.fe) {

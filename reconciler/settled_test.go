@@ -80,8 +80,8 @@ func (a *agent) settled(t testing.TB, maps *bpf.Maps) string {
 	for fe := range a.frontends.All(a.db.ReadTxn()) {
 		inTable[fe.Address] = true
 		fallback := 0 // the hidden backends taking new flows, with skip-from-backend
-		if fe.SkipFromBackend {
-			for _, b := range fe.Hidden {
+		if fe.SkipFromBackend() {
+			for _, b := range fe.Hidden() {
 				fallback += b2i(b.Weight > 0)
 			}
 		}
@@ -112,7 +112,7 @@ func (a *agent) settled(t testing.TB, maps *bpf.Maps) string {
 				need[maps.Services.Name()]++
 			}
 			needed := map[lb.L3n4Addr]bool{} // selected and hidden: the reconciler keeps both
-			for _, b := range slices.Concat(fe.Backends, fe.Hidden) {
+			for _, b := range slices.Concat(fe.Backends, fe.Hidden()) {
 				if !haveBackend[b.Address] && !needed[b.Address] {
 					needed[b.Address] = true
 					need[maps.Backends.Name()]++
@@ -147,7 +147,7 @@ func (a *agent) settled(t testing.TB, maps *bpf.Maps) string {
 }
 
 func hasBackend(fe *lb.Frontend, addr lb.L3n4Addr) bool {
-	for _, b := range slices.Concat(fe.Backends, fe.Hidden) {
+	for _, b := range slices.Concat(fe.Backends, fe.Hidden()) {
 		if b.Address == addr {
 			return true
 		}

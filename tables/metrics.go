@@ -38,7 +38,7 @@ func NewTopologyCollector(db *statedb.DB, frontends statedb.Table[*lb.Frontend])
 		"Frontends whose topology keys (without \"*\") leave no backend for new flows on this node",
 		nil, nil),
 		count: func(fe *lb.Frontend) int {
-			if fe.TopologyLevel == lb.TopologyLevelNone {
+			if fe.TopologyLevel() == lb.TopologyLevelNone {
 				return 1
 			}
 			return 0

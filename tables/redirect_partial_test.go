@@ -55,8 +55,8 @@ func TestPartialRedirectCoversOnlyItsFrontends(t *testing.T) {
 		if !ok || len(fe.Backends) != 1 || fe.Backends[0].Address.String() != backend {
 			t.Errorf("frontend %s: backends %v, want only %s", addr, fe.Backends, backend)
 		}
-		if redirected := !fe.RedirectedTo.IsZero(); redirected != (backend[:7] == "10.0.9.") {
-			t.Errorf("frontend %s: RedirectedTo %q", addr, fe.RedirectedTo)
+		if redirected := !fe.RedirectedTo().IsZero(); redirected != (backend[:7] == "10.0.9.") {
+			t.Errorf("frontend %s: RedirectedTo %q", addr, fe.RedirectedTo())
 		}
 	}
 

@@ -86,7 +86,7 @@ func TestRedirectClearedOnlyByItsSource(t *testing.T) {
 
 	txn := w.db.ReadTxn()
 	fe, _, _ := w.Frontends().Get(txn, FrontendByAddress.Query(vip1))
-	if fe.RedirectedTo != nameB {
-		t.Fatalf("after DeleteSource(redirect): frontend redirected to %q, want the api source's redirect to %s (api never cleared it)", fe.RedirectedTo, nameB)
+	if fe.RedirectedTo() != nameB {
+		t.Fatalf("after DeleteSource(redirect): frontend redirected to %q, want the api source's redirect to %s (api never cleared it)", fe.RedirectedTo(), nameB)
 	}
 }

@@ -42,6 +42,7 @@ type changes struct {
 	// redirect's target: reused from one service to the next (a service
 	// merged from many clusters has hundreds).
 	ownCands, redirectCands []Candidate
+	sel                     selectScratch
 	// mergedAddrs is changeBackendAddrs' scratch list.
 	mergedAddrs []lb.L3n4Addr
 }
@@ -89,6 +90,7 @@ func (ch *changes) release() {
 	clear(ch.ownCands[:cap(ch.ownCands)]) // no table objects kept alive in the pool
 	clear(ch.redirectCands[:cap(ch.redirectCands)])
 	ch.ownCands, ch.redirectCands = ch.ownCands[:0], ch.redirectCands[:0]
+	ch.sel.release()
 	ch.err, ch.node, ch.nodeLooked = nil, nil, false
 	changesPool.Put(ch)
 }
@@ -328,36 +330,43 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 		if owner != name {
 			continue
 		}
-		next := &lb.Frontend{
-			FrontendParams: params,
-			Service:        name,
-			Policy:         policy,
-		}
-		next.Backends, next.TopologyLevel = SelectBackendsLevel(params, policy, node, false, own)
+		refs, level := selectBackends(&ch.sel, params, policy, node, false, own)
+		x := lb.FrontendExtras{TopologyLevel: level}
 		if r != nil && r.Covers(params) {
 			if !redirectRead {
 				redirectCands, redirectRead = w.candidates(txn, r.To, ch.redirectCands[:0]), true
 				ch.redirectCands = redirectCands
 			}
-			next.Hidden = next.Backends
-			next.RedirectedTo, next.SkipFromBackend = r.To, r.SkipFromBackend
-			next.Backends, next.TopologyLevel = SelectBackendsLevel(params, policy, node, true, redirectCands)
+			x.Hidden = slices.Clone(refs)
+			x.RedirectedTo, x.SkipFromBackend = r.To, r.SkipFromBackend
+			refs, x.TopologyLevel = selectBackends(&ch.sel, params, policy, node, true, redirectCands)
 		} else if route := routeFor(svc, policy, params); route != nil {
 			if routeCands == nil {
 				routeCands = map[lb.ServiceName][]Candidate{name: own}
 			}
-			next.Hidden = next.Backends
-			next.RoutedBy = route.Name
-			next.Backends, next.Rejected = w.routeBackends(txn, svc, params, route, routeCands)
-			next.TopologyLevel = ""
+			x.Hidden = slices.Clone(refs)
+			x.RoutedBy = route.Name
+			refs, x.Rejected = w.routeBackends(txn, svc, params, route, routeCands)
+			x.TopologyLevel = ""
 		}
 		if pr != nil && pr.Covers(params) {
-			next.ProxyPort = pr.ProxyPort
+			x.ProxyPort = pr.ProxyPort
 		}
+		if found && sameFrontend(cur, params, name, policy, refs, &x) {
+			continue
+		}
+		// Built only now: most refreshes leave the row as it is.
+		next := &lb.Frontend{FrontendParams: params, Service: name, Policy: policy}
+		switch len(refs) {
+		case 0:
+			refs = []lb.BackendRef{} // encoded as [], not null
+		case 1: // SetBackends keeps it in the row
+		default:
+			refs = slices.Clone(refs) // out of the scratch space
+		}
+		next.SetBackends(refs)
+		next.SetExtras(x)
 		if found {
-			if sameFrontend(cur, next) {
-				continue
-			}
 			next.ID = cur.ID // the reconciler's, kept until it reconciles again
 		}
 		next.Status = reconciler.StatusPending()
@@ -387,18 +396,13 @@ func routeFor(svc *lb.Service, policy *lb.ServiceParams, fe lb.FrontendParams) *
 	return svc.RouteFor(policy.ServicePort(fe))
 }
 
-func sameFrontend(a, b *lb.Frontend) bool {
-	return a.FrontendParams == b.FrontendParams &&
-		a.Service == b.Service &&
-		a.RedirectedTo == b.RedirectedTo &&
-		a.SkipFromBackend == b.SkipFromBackend &&
-		a.ProxyPort == b.ProxyPort &&
-		a.RoutedBy == b.RoutedBy &&
-		a.Rejected == b.Rejected &&
-		a.TopologyLevel == b.TopologyLevel &&
-		(a.Policy == b.Policy || a.Policy.Equal(b.Policy)) &&
-		slices.Equal(a.Backends, b.Backends) &&
-		slices.Equal(a.Hidden, b.Hidden)
+// sameFrontend reports whether row a is what refreshService derived.
+func sameFrontend(a *lb.Frontend, params lb.FrontendParams, name lb.ServiceName, policy *lb.ServiceParams, refs []lb.BackendRef, x *lb.FrontendExtras) bool {
+	return a.FrontendParams == params &&
+		a.Service == name &&
+		(a.Policy == policy || a.Policy.Equal(policy)) &&
+		slices.Equal(a.Backends, refs) &&
+		a.Extras().Equal(x)
 }
 
 // refreshConflicts brings a service's list of lost frontend addresses up to

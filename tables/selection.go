@@ -71,6 +71,25 @@ func SelectBackends(fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.Node, 
 // level it selected, as lb.Frontend.TopologyLevel records it: empty
 // unless the service's topology keys applied.
 func SelectBackendsLevel(fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.Node, redirected bool, cands []Candidate) ([]lb.BackendRef, string) {
+	return selectBackends(nil, fe, svc, node, redirected, cands)
+}
+
+// selectScratch is where the Writer's selections build their results,
+// reused from one frontend to the next.
+type selectScratch struct {
+	pool  []lb.BackendRef
+	hints []*lb.BackendParams
+}
+
+// release drops what the scratch space refers to (backend rows).
+func (sc *selectScratch) release() {
+	clear(sc.hints[:cap(sc.hints)])
+	sc.pool, sc.hints = sc.pool[:0], sc.hints[:0]
+}
+
+// selectBackends is SelectBackendsLevel, building its result in sc (when
+// not nil; the result is valid until the next use of sc).
+func selectBackends(sc *selectScratch, fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.Node, redirected bool, cands []Candidate) ([]lb.BackendRef, string) {
 	var local lb.Node
 	if node != nil {
 		local = *node
@@ -78,8 +97,14 @@ func SelectBackendsLevel(fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.N
 	policy := svc.TrafficPolicyFor(fe)
 	filtered := redirected || fe.Type == lb.SVCTypeLocalRedirect
 
-	pool := make([]lb.BackendRef, 0, len(cands))
-	hints := make([]*lb.BackendParams, 0, len(cands))
+	var pool []lb.BackendRef
+	var hints []*lb.BackendParams
+	if sc != nil {
+		pool, hints = sc.pool[:0], sc.hints[:0]
+	} else {
+		pool = make([]lb.BackendRef, 0, len(cands))
+		hints = make([]*lb.BackendParams, 0, len(cands))
+	}
 	var nodes []*lb.NodeLabels // parallel to pool, with topology keys only
 	useKeys := !filtered && policy == lb.TrafficPolicyCluster && len(svc.TopologyKeys) > 0
 	// A service a kvstore source declares itself is its own to fill.
@@ -157,6 +182,9 @@ func SelectBackendsLevel(fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.N
 		}
 		return a.Address.Compare(b.Address)
 	})
+	if sc != nil {
+		sc.pool, sc.hints = pool, hints
+	}
 	return pool, level
 }
 

@@ -53,7 +53,7 @@ func frontendState(t *testing.T, w *Writer, addr string) (string, string, stated
 	if !found {
 		t.Fatalf("frontend %s not found", addr)
 	}
-	return fe.TableRow()[4], fe.TopologyLevel, rev
+	return fe.TableRow()[4], fe.TopologyLevel(), rev
 }
 
 func TestNodeRelabelReselectsExactlyTheDependentFrontends(t *testing.T) {

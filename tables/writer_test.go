@@ -1,6 +1,7 @@
 package tables
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -313,30 +314,30 @@ func checkInvariants(w *Writer, txn statedb.ReadTxn, deleted lb.Source) error {
 			return fmt.Errorf("frontend %s: not declared as such by its owner %s", fe.Address, fe.Service)
 		}
 		from := []lb.ServiceName{fe.Service}
-		if !fe.RedirectedTo.IsZero() {
-			from = []lb.ServiceName{fe.RedirectedTo}
-		} else if fe.RoutedBy != "" {
+		if !fe.RedirectedTo().IsZero() {
+			from = []lb.ServiceName{fe.RedirectedTo()}
+		} else if fe.RoutedBy() != "" {
 			// the route's services' (the parent's own are hidden)
 			route := svc.RouteFor(svc.Policy().ServicePort(fe.FrontendParams))
-			if route == nil || route.Name != fe.RoutedBy {
-				return fmt.Errorf("frontend %s: routed by %s, not the route in force %v", fe.Address, fe.RoutedBy, route)
+			if route == nil || route.Name != fe.RoutedBy() {
+				return fmt.Errorf("frontend %s: routed by %s, not the route in force %v", fe.Address, fe.RoutedBy(), route)
 			}
 			from = nil
 			for _, rb := range route.Backends {
 				from = append(from, rb.Service)
 			}
 		}
-		if fe.RedirectedTo.IsZero() && (fe.SkipFromBackend || fe.RoutedBy == "" && len(fe.Hidden) > 0) {
+		if fe.RedirectedTo().IsZero() && (fe.SkipFromBackend() || fe.RoutedBy() == "" && len(fe.Hidden()) > 0) {
 			return fmt.Errorf("frontend %s: hidden backends or skip-from-backend without a redirect or route", fe.Address)
 		}
 		var wantPort uint16
 		if pr := svc.ProxyRedirect(); pr != nil && pr.Covers(fe.FrontendParams) {
 			wantPort = pr.ProxyPort
 		}
-		if fe.ProxyPort != wantPort {
-			return fmt.Errorf("frontend %s: proxy port %d, the proxy redirect in force says %d", fe.Address, fe.ProxyPort, wantPort)
+		if fe.ProxyPort() != wantPort {
+			return fmt.Errorf("frontend %s: proxy port %d, the proxy redirect in force says %d", fe.Address, fe.ProxyPort(), wantPort)
 		}
-		for _, ref := range fe.Hidden {
+		for _, ref := range fe.Hidden() {
 			b, _, found := w.Backends().Get(txn, BackendByAddress.Query(ref.Address))
 			if !found {
 				return fmt.Errorf("frontend %s: hidden backend %s is not in the backends table", fe.Address, ref.Address)
@@ -494,11 +495,11 @@ func frontendsDump(w *Writer, txn statedb.ReadTxn) string {
 	for fe := range w.Frontends().All(txn) {
 		row := fe.TableRow()[:7] // what the Writer derives: up to Proxy
 		fmt.Fprintf(&sb, "%s policy=%s", strings.Join(row, " | "), fe.Policy.Source)
-		if len(fe.Hidden) > 0 {
-			fmt.Fprintf(&sb, " hidden=%v", fe.Hidden)
+		if len(fe.Hidden()) > 0 {
+			fmt.Fprintf(&sb, " hidden=%v", fe.Hidden())
 		}
-		if fe.TopologyLevel != "" {
-			fmt.Fprintf(&sb, " topology=%s", fe.TopologyLevel)
+		if fe.TopologyLevel() != "" {
+			fmt.Fprintf(&sb, " topology=%s", fe.TopologyLevel())
 		}
 		sb.WriteString("\n")
 	}
@@ -654,12 +655,14 @@ func compareTables(a *Writer, atxn statedb.ReadTxn, b *Writer, btxn statedb.Read
 			fmt.Fprintf(&sb, "%+v\n", *s)
 		}
 		for be := range w.Backends().All(txn) {
-			fmt.Fprintf(&sb, "%+v\n", *be)
+			j, _ := json.Marshal(be) // its health details are behind a pointer
+			fmt.Fprintf(&sb, "%s\n", j)
 		}
 		for fe := range w.Frontends().All(txn) {
 			c := *fe
 			c.Policy, c.Status = nil, reconciler.Status{}
-			fmt.Fprintf(&sb, "%+v %+v\n", c, *fe.Policy)
+			j, _ := json.Marshal(c) // its extras are behind a pointer
+			fmt.Fprintf(&sb, "%s %+v\n", j, *fe.Policy)
 		}
 		return sb.String()
 	}

@@ -150,7 +150,7 @@ func (b *bench) settleRedirects(want int) error {
 		iter, watch := b.frontends.AllWatch(txn)
 		got := 0
 		for fe := range iter {
-			if !fe.RedirectedTo.IsZero() {
+			if !fe.RedirectedTo().IsZero() {
 				got++
 			}
 		}
@@ -187,7 +187,7 @@ func (b *bench) measurePodChanges(o options, res *redirectsResult) error {
 		b.refl.Push(pod, false)
 		for {
 			fe, _, watch, found := b.frontends.GetWatch(b.db.ReadTxn(), tables.FrontendByAddress.Query(addr))
-			if found && fe.Status.Kind == reconciler.StatusKindDone && fe.RedirectedTo.IsZero() != ready[i] {
+			if found && fe.Status.Kind == reconciler.StatusKindDone && fe.RedirectedTo().IsZero() != ready[i] {
 				break
 			}
 			select {

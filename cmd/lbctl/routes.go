@@ -23,8 +23,8 @@ func routesCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	rejected := map[string][]RejectedShare{} // by route name
 	err = eachRow(c, tables.FrontendsTableName, tables.FrontendByAddress.Name, nil, func(fe *lb.Frontend) error {
-		if fe.RoutedBy != "" && fe.Rejected > 0 {
-			rejected[fe.RoutedBy] = append(rejected[fe.RoutedBy], RejectedShare{Frontend: fe.Address.String(), Percent: rejectedPercent(fe)})
+		if fe.RoutedBy() != "" && fe.Rejected() > 0 {
+			rejected[fe.RoutedBy()] = append(rejected[fe.RoutedBy()], RejectedShare{Frontend: fe.Address.String(), Percent: rejectedPercent(fe)})
 		}
 		return nil
 	})
@@ -56,11 +56,11 @@ type RejectedShare struct {
 
 // rejectedPercent is fe's rejected share of new flows, in percent.
 func rejectedPercent(fe *lb.Frontend) float64 {
-	sum := float64(fe.Rejected)
+	sum := float64(fe.Rejected())
 	for _, b := range fe.Backends {
 		sum += float64(b.Weight)
 	}
-	return 100 * float64(fe.Rejected) / sum
+	return 100 * float64(fe.Rejected()) / sum
 }
 
 func (r routeRow) TableHeader() []string {

@@ -280,12 +280,12 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 	var views []frontendView
 	for fe := range frontends.All(db.ReadTxn()) {
 		fa := fe.Address.String()
-		v := frontendView{Frontend: fa, Type: fe.Type.String(), Service: fe.Service.String(), PortName: fe.PortName, Algorithm: masters[fa].Algorithm, Topology: fe.TopologyLevel}
-		if !fe.RedirectedTo.IsZero() {
-			v.RedirectedTo = fe.RedirectedTo.String()
+		v := frontendView{Frontend: fa, Type: fe.Type.String(), Service: fe.Service.String(), PortName: fe.PortName, Algorithm: masters[fa].Algorithm, Topology: fe.TopologyLevel()}
+		if !fe.RedirectedTo().IsZero() {
+			v.RedirectedTo = fe.RedirectedTo().String()
 		}
-		v.ProxyPort = fe.ProxyPort
-		v.Route = fe.RoutedBy
+		v.ProxyPort = fe.ProxyPort()
+		v.Route = fe.RoutedBy()
 		slots := serviceSlots[fa]
 		if v.Algorithm == "maglev" {
 			slots = maglevSlots[fe.ID]
@@ -301,8 +301,8 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 			}
 			v.Backends = append(v.Backends, bv)
 		}
-		if fe.Rejected > 0 {
-			bv := backendView{Address: rejectAddress, State: "rejected", Weight: fe.Rejected, Slots: slots[rejectAddress]}
+		if fe.Rejected() > 0 {
+			bv := backendView{Address: rejectAddress, State: "rejected", Weight: fe.Rejected(), Slots: slots[rejectAddress]}
 			if total > 0 {
 				bv.Share = 100 * float64(bv.Slots) / float64(total)
 			}

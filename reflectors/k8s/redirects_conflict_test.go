@@ -36,7 +36,7 @@ func TestNewerPolicyOnAServiceReportedOnceAndTakesOver(t *testing.T) {
 	}
 	redirectedTo := func() lb.ServiceName {
 		fe, _, _ := w.Frontends().Get(db.ReadTxn(), tables.FrontendByAddress.Query(lb.MustParseL3n4Addr("10.96.0.10:53/UDP")))
-		return fe.RedirectedTo
+		return fe.RedirectedTo()
 	}
 	row, _, _ := rows.Get(db.ReadTxn(), redirectpolicy.StatusByName.Query("k8s:kube-system/newer"))
 	if got := redirectedTo(); got != redirectpolicy.TargetName("kube-system", "older") || row.LostTo != "kube-system/older" {

@@ -178,7 +178,7 @@ func describe(st *Status, bySvc map[lb.ServiceName][]*lb.Frontend, owners map[lb
 	}
 	if !st.Service.IsZero() {
 		for _, fe := range bySvc[st.Service] {
-			if fe.RedirectedTo == st.Target {
+			if fe.RedirectedTo() == st.Target {
 				rep.Redirects = append(rep.Redirects, fe.Address)
 			}
 		}

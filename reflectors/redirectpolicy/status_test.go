@@ -14,8 +14,10 @@ func TestDescribeSaysWhyNot(t *testing.T) {
 	svc := lb.NewServiceName("kube-system", "kube-dns")
 	addr := lb.MustParseL3n4Addr("169.254.20.10:53/UDP")
 	ready := []PodRef{{Name: "a", State: lb.BackendActive}}
+	redirected := &lb.Frontend{FrontendParams: lb.FrontendParams{Address: lb.MustParseL3n4Addr("10.96.0.10:53/UDP"), Type: lb.SVCTypeClusterIP}, Service: svc}
+	redirected.SetExtras(lb.FrontendExtras{RedirectedTo: target})
 	frontends := []*lb.Frontend{
-		{FrontendParams: lb.FrontendParams{Address: lb.MustParseL3n4Addr("10.96.0.10:53/UDP"), Type: lb.SVCTypeClusterIP}, Service: svc, RedirectedTo: target},
+		redirected,
 		{FrontendParams: lb.FrontendParams{Address: addr, Type: lb.SVCTypeClusterIP}, Service: lb.NewServiceName("default", "owner")},
 	}
 	for _, tc := range []struct {
