@@ -43,6 +43,7 @@ type changes struct {
 	// merged from many clusters has hundreds).
 	ownCands, redirectCands []Candidate
 	sel                     selectScratch
+	key                     addrKeyBuf
 	// mergedAddrs is changeBackendAddrs' scratch list.
 	mergedAddrs []lb.L3n4Addr
 }
@@ -138,7 +139,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		return ch.err
 	}
 	// Services redirected to one whose backends changed use them too.
-	if len(ch.backendsOf) > 0 && w.anyService(txn, ServiceByRedirectTarget.QueryFromKey(nil)) {
+	if len(ch.backendsOf) > 0 && w.anyService(txn, &w.seenRedirect, ServiceByRedirectTarget.QueryFromKey(nil)) {
 		for name := range ch.backendsOf {
 			for s := range w.t.services.List(txn, ServiceByRedirectTarget.Query(name)) {
 				ch.services[s.Name] = struct{}{}
@@ -146,7 +147,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		}
 	}
 	// Services routed to one whose backends or declaration changed.
-	if len(ch.services) > 0 && w.anyService(txn, ServiceByRouteTarget.QueryFromKey(nil)) {
+	if len(ch.services) > 0 && w.anyService(txn, &w.seenRoute, ServiceByRouteTarget.QueryFromKey(nil)) {
 		ch.nameList = sortedKeys(ch.nameList[:0], ch.services, lb.ServiceName.Compare)
 		for _, name := range ch.nameList {
 			for s := range w.t.services.List(txn, ServiceByRouteTarget.Query(name)) {
@@ -168,10 +169,10 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	// Sorted, so that rows are written (and later numbered by the
 	// reconciler) in the same order every time.
 	ch.addrList = sortedKeys(ch.addrList, ch.addrs, lb.L3n4Addr.Compare)
-	conflicts := len(ch.addrList) > 0 && w.anyService(txn, ServiceByConflict.QueryFromKey(nil))
+	conflicts := len(ch.addrList) > 0 && w.anyService(txn, &w.seenConflict, ServiceByConflict.QueryFromKey(nil))
 	for _, addr := range ch.addrList {
 		var winner *lb.Service
-		cur, _, found := w.t.frontends.Get(txn, FrontendByAddress.Query(addr))
+		cur, found := w.frontendAt(txn, addr, &ch.key)
 		if found {
 			ch.contenders[cur.Service] = struct{}{}
 			winner = w.claimant(txn, ch, addr, cur.Service, winner)
@@ -322,7 +323,7 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	}
 	w.trackTopology(txn, ch, name, policy.TopologyKeys, own)
 	for _, params := range policy.Frontends {
-		cur, _, found := w.t.frontends.Get(txn, FrontendByAddress.Query(params.Address))
+		cur, found := w.frontendAt(txn, params.Address, &ch.key)
 		owner, decided := ch.owners[params.Address]
 		if !decided && found {
 			owner = cur.Service
@@ -379,7 +380,12 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 // parameters of the highest-priority source that declares it for that
 // service.
 func (w *Writer) candidates(txn statedb.ReadTxn, name lb.ServiceName, cands []Candidate) []Candidate {
-	for b := range w.BackendsOf(txn, name) {
+	var buf addrKeyBuf
+	for _, addr := range w.backendAddrs(txn, name) {
+		b, found := w.backendAt(txn, addr, &buf)
+		if !found {
+			continue
+		}
 		if inst, ok := b.ForService(name); ok {
 			cands = append(cands, Candidate{Params: &inst.Params, Unhealthy: b.Unhealthy, Remote: inst.Source == lb.SourceKVStore})
 		}
@@ -418,7 +424,7 @@ func (w *Writer) refreshConflicts(txn statedb.WriteTxn, ch *changes, name lb.Ser
 			// An address decided in this flush has its row written by now.
 			owner, decided := ch.owners[fe.Address]
 			if !decided {
-				if cur, _, found := w.t.frontends.Get(txn, FrontendByAddress.Query(fe.Address)); found {
+				if cur, found := w.frontendAt(txn, fe.Address, &ch.key); found {
 					owner = cur.Service
 				}
 			}
@@ -438,7 +444,7 @@ func (w *Writer) refreshConflicts(txn statedb.WriteTxn, ch *changes, name lb.Ser
 	}
 	next := svc.Clone()
 	next.Conflicts = conflicts
-	_, _, err := w.t.services.Insert(txn, next)
+	err := w.insertService(txn, next)
 	ch.svcs[name] = next
 	ch.fail(err)
 }

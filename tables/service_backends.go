@@ -50,19 +50,37 @@ var OrphanBackendsByService = statedb.Index[*OrphanBackends, lb.ServiceName]{
 // BackendsOf yields the backends that have an instance for a service,
 // from any source, in the order of their addresses.
 func (w *Writer) BackendsOf(txn statedb.ReadTxn, name lb.ServiceName) iter.Seq[*lb.Backend] {
-	return w.backendsAt(txn, w.backendAddrs(txn, name))
+	return w.backendsAt(txn, w.backendAddrs(txn, name), new(addrKeyBuf))
 }
 
-// backendsAt yields the backends rows at addrs in txn.
-func (w *Writer) backendsAt(txn statedb.ReadTxn, addrs []lb.L3n4Addr) iter.Seq[*lb.Backend] {
+// backendsAt yields the backends rows at addrs in txn, looking each up
+// with its key in buf.
+func (w *Writer) backendsAt(txn statedb.ReadTxn, addrs []lb.L3n4Addr, buf *addrKeyBuf) iter.Seq[*lb.Backend] {
 	return func(yield func(*lb.Backend) bool) {
 		for _, addr := range addrs {
-			b, _, found := w.t.backends.Get(txn, BackendByAddress.Query(addr))
-			if found && !yield(b) {
+			if b, found := w.backendAt(txn, addr, buf); found && !yield(b) {
 				return
 			}
 		}
 	}
+}
+
+// addrKeyBuf holds the index key of an address for a lookup (Get: an
+// iterator would keep the key while the buffer is reused), so that the
+// lookup allocates none.
+type addrKeyBuf [lb.L3n4AddrKeyLen]byte
+
+func (b *addrKeyBuf) key(a lb.L3n4Addr) index.Key { return a.AppendKey(b[:0]) }
+
+// backendAt and frontendAt look the row at an address up.
+func (w *Writer) backendAt(txn statedb.ReadTxn, addr lb.L3n4Addr, buf *addrKeyBuf) (*lb.Backend, bool) {
+	b, _, found := w.t.backends.Get(txn, BackendByAddress.QueryFromKey(buf.key(addr)))
+	return b, found
+}
+
+func (w *Writer) frontendAt(txn statedb.ReadTxn, addr lb.L3n4Addr, buf *addrKeyBuf) (*lb.Frontend, bool) {
+	fe, _, found := w.t.frontends.Get(txn, FrontendByAddress.QueryFromKey(buf.key(addr)))
+	return fe, found
 }
 
 // backendAddrs returns the addresses of a service's backends: from its
@@ -101,7 +119,7 @@ func (w *Writer) changeBackendAddrs(txn statedb.WriteTxn, ch *changes, name lb.S
 	var err error
 	switch {
 	case found:
-		_, _, err = w.t.services.Insert(txn, svc.WithBackendAddrs(next))
+		err = w.insertService(txn, svc.WithBackendAddrs(next))
 	case len(next) > 0:
 		_, _, err = w.t.orphans.Insert(txn, &OrphanBackends{Service: name, Addrs: slices.Clone(next)})
 	case orphaned:

@@ -36,6 +36,13 @@ type Writer struct {
 
 	// batch is the Batch under way, if any.
 	batch atomic.Pointer[batch]
+
+	// Whether a service row with a redirect, a route or a conflict was
+	// ever written (in any transaction, committed or not): until one was,
+	// the indexes of them are empty, and flush need not look (a look
+	// costs a few allocations, which a Writer call without a batch would
+	// pay every time).
+	seenRedirect, seenRoute, seenConflict atomic.Bool
 }
 
 type batch struct {
@@ -254,7 +261,12 @@ func (w *Writer) setBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.S
 	kept := smallset.NewIndex(func(b *lb.BackendParams) lb.L3n4Addr { return b.Address })
 	ch := w.begin(txn)
 	var stale []lb.L3n4Addr
-	for b := range w.backendsAt(ch.backendsView(txn, name), w.backendAddrs(txn, name)) {
+	view := ch.backendsView(txn, name)
+	for _, addr := range w.backendAddrs(txn, name) {
+		b, found := w.backendAt(view, addr, &ch.key)
+		if !found {
+			continue
+		}
 		if inst, ok := b.Instance(name, src); ok && (ours == nil || ours(inst)) && !kept.Has(backends, b.Address) {
 			stale = append(stale, b.Address)
 		}
@@ -554,7 +566,7 @@ func (w *Writer) upsertBackends(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	changed := false
 	var added []lb.L3n4Addr
 	for _, params := range backends {
-		old, _, found := w.t.backends.Get(txn, BackendByAddress.Query(params.Address))
+		old, found := w.backendAt(txn, params.Address, &ch.key)
 		if !found {
 			old = &lb.Backend{Address: params.Address}
 		} else if inst, ok := old.Instance(name, src); ok && inst.Params.Equal(&params) {
@@ -576,7 +588,7 @@ func (w *Writer) upsertBackends(txn statedb.WriteTxn, ch *changes, name lb.Servi
 func (w *Writer) releaseBackends(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, src lb.Source, addrs []lb.L3n4Addr) {
 	var removed []lb.L3n4Addr
 	for _, addr := range addrs {
-		old, _, found := w.t.backends.Get(txn, BackendByAddress.Query(addr))
+		old, found := w.backendAt(txn, addr, &ch.key)
 		if !found {
 			continue
 		}
@@ -630,8 +642,7 @@ func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Ser
 		ch.fail(err)
 		return
 	}
-	_, _, err := w.t.services.Insert(txn, next)
-	ch.fail(err)
+	ch.fail(w.insertService(txn, next))
 }
 
 // backendsChanged records that the backends of a service changed, which
@@ -644,10 +655,29 @@ func (w *Writer) backendsChanged(ch *changes, name lb.ServiceName) {
 
 // anyService reports whether any service is in the index q queries (with
 // an empty key): most services have no conflicts and no redirects, and
-// one look at the index spares a query per service.
-func (w *Writer) anyService(txn statedb.ReadTxn, q statedb.Query[*lb.Service]) bool {
+// one look at the index spares a query per service. No service is, and
+// the index is not looked at, unless seen says that one was written.
+func (w *Writer) anyService(txn statedb.ReadTxn, seen *atomic.Bool, q statedb.Query[*lb.Service]) bool {
+	if !seen.Load() {
+		return false
+	}
 	for range w.t.services.Prefix(txn, q) {
 		return true
 	}
 	return false
+}
+
+// insertService inserts a service row, noting what its indexes will have.
+func (w *Writer) insertService(txn statedb.WriteTxn, s *lb.Service) error {
+	if len(s.Redirects) > 0 {
+		w.seenRedirect.Store(true)
+	}
+	if len(s.Routes) > 0 {
+		w.seenRoute.Store(true)
+	}
+	if len(s.Conflicts) > 0 {
+		w.seenConflict.Store(true)
+	}
+	_, _, err := w.t.services.Insert(txn, s)
+	return err
 }
