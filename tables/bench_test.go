@@ -32,37 +32,112 @@ func benchService(i, n int) (lb.ServiceParams, []lb.BackendParams) {
 
 // BenchmarkWriterUpsertService measures declaring services with one
 // frontend and one backend each, 500 per write transaction, and the heap
-// the tables hold per service afterwards.
+// the tables hold per service afterwards: one Writer call at a time
+// ("calls"), and in a Batch of the 500 ("batch", as sources write).
 func BenchmarkWriterUpsertService(b *testing.B) {
+	b.Run("calls", func(b *testing.B) { benchUpsertServices(b, 1, false) })
+	b.Run("batch", func(b *testing.B) { benchUpsertServices(b, 1, true) })
+}
+
+// BenchmarkWriterUpsertService10 is BenchmarkWriterUpsertService with
+// 10 backends per service, in batches.
+func BenchmarkWriterUpsertService10(b *testing.B) { benchUpsertServices(b, 10, true) }
+
+// BenchmarkWriterDeleteService measures deleting services with one
+// frontend and n backends (the declaration, then the backends), 500 per
+// batch.
+func BenchmarkWriterDeleteService(b *testing.B) {
+	for _, n := range []int{1, 10} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			w := benchWriter(b)
+			inputs := benchInputs(b.N, n)
+			writeBenchServices(b, w, inputs, true)
+			b.ResetTimer()
+			for i := 0; i < b.N; {
+				txn := w.WriteTxn()
+				err := w.Batch(txn, func() error {
+					for end := min(i+500, b.N); i < end; i++ {
+						name := inputs[i].p.Name
+						if err := w.DeleteService(txn, name, lb.SourceK8s); err != nil {
+							return err
+						}
+						if err := w.SetBackends(txn, name, lb.SourceK8s); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				txn.Commit()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "services/s")
+		})
+	}
+}
+
+type benchInput struct {
+	p   lb.ServiceParams
+	bes []lb.BackendParams
+}
+
+func benchWriter(b *testing.B) *Writer {
 	b.ReportAllocs()
 	w, err := New(statedb.New(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	inputs := make([]struct {
-		p   lb.ServiceParams
-		bes []lb.BackendParams
-	}, b.N)
+	return w
+}
+
+func benchInputs(n, backends int) []benchInput {
+	inputs := make([]benchInput, n)
 	for i := range inputs {
-		inputs[i].p, inputs[i].bes = benchService(i, 1)
+		inputs[i].p, inputs[i].bes = benchService(i, backends)
 	}
+	return inputs
+}
+
+// writeBenchServices declares inputs' services and sets their backends,
+// 500 per write transaction, in a Batch or one call at a time.
+func writeBenchServices(b *testing.B, w *Writer, inputs []benchInput, batched bool) {
+	for i := 0; i < len(inputs); {
+		txn := w.WriteTxn()
+		write := func() error {
+			for end := min(i+500, len(inputs)); i < end; i++ {
+				if err := w.UpsertService(txn, inputs[i].p); err != nil {
+					return err
+				}
+				if err := w.UpsertBackends(txn, inputs[i].p.Name, lb.SourceK8s, inputs[i].bes...); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		var err error
+		if batched {
+			err = w.Batch(txn, write)
+		} else {
+			err = write()
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		txn.Commit()
+	}
+}
+
+func benchUpsertServices(b *testing.B, backends int, batched bool) {
+	w := benchWriter(b)
+	inputs := benchInputs(b.N, backends)
 	var before runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	b.ResetTimer()
 
-	for i := 0; i < b.N; {
-		txn := w.WriteTxn()
-		for end := min(i+500, b.N); i < end; i++ {
-			if err := w.UpsertService(txn, inputs[i].p); err != nil {
-				b.Fatal(err)
-			}
-			if err := w.UpsertBackends(txn, inputs[i].p.Name, lb.SourceK8s, inputs[i].bes...); err != nil {
-				b.Fatal(err)
-			}
-		}
-		txn.Commit()
-	}
+	writeBenchServices(b, w, inputs, batched)
 
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "services/s")
