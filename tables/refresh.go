@@ -66,16 +66,18 @@ var changesPool = sync.Pool{New: func() any {
 
 func (w *Writer) changes() *changes { return changesPool.Get().(*changes) }
 
-// maxPooledChanges is the most names and addresses a changes may have
-// recorded and still go back to the pool: a big change (a new node, a
-// source going away) grows its maps to thousands, which the pool would
-// otherwise keep for good.
-const maxPooledChanges = 1024
+// maxPooledChanges is the most names or addresses a changes may have
+// recorded in one of its maps and still go back to the pool: a big change
+// (a new node, a source going away) grows its maps to many thousands,
+// which the pool would otherwise keep for good, while a source's batch
+// (500 objects) records a few hundred in each, and growing fresh maps to
+// that size for every batch cost a tenth of the Writer's time.
+const maxPooledChanges = 2048
 
 // release empties ch and returns it to the pool, unless a big change
 // grew its maps.
 func (ch *changes) release() {
-	if len(ch.services)+len(ch.addrs)+len(ch.contenders) > maxPooledChanges {
+	if max(len(ch.services), len(ch.addrs), len(ch.contenders), len(ch.svcs)) > maxPooledChanges {
 		return
 	}
 	clear(ch.services)
