@@ -122,9 +122,10 @@ func compareRoutes(a, b Route) int {
 // RouteFor returns the route in force on a frontend of service port port,
 // or nil.
 func (s *Service) RouteFor(port uint16) *Route {
-	for i := range s.Routes {
-		if s.Routes[i].Covers(port) {
-			return &s.Routes[i]
+	routes := s.Routes()
+	for i := range routes {
+		if routes[i].Covers(port) {
+			return &routes[i]
 		}
 	}
 	return nil
@@ -133,30 +134,30 @@ func (s *Service) RouteFor(port uint16) *Route {
 // WithRoute returns a copy with r in place of the route of r's source and
 // port.
 func (s *Service) WithRoute(r Route) *Service {
-	c := s.Clone()
-	c.Routes = slices.Clone(s.Routes)
-	i, found := slices.BinarySearchFunc(c.Routes, r, compareRoutes)
-	if found {
-		c.Routes[i] = r
-	} else {
-		c.Routes = slices.Insert(c.Routes, i, r)
-	}
-	return c
+	return s.withOverrides(func(o *serviceOverrides) {
+		o.routes = slices.Clone(o.routes)
+		i, found := slices.BinarySearchFunc(o.routes, r, compareRoutes)
+		if found {
+			o.routes[i] = r
+		} else {
+			o.routes = slices.Insert(o.routes, i, r)
+		}
+	})
 }
 
 // WithoutRoute returns a copy without the route of source src and port
 // port.
 func (s *Service) WithoutRoute(src Source, port uint16) *Service {
-	c := s.Clone()
-	c.Routes = slices.DeleteFunc(slices.Clone(s.Routes), func(r Route) bool { return r.Source == src && r.Port == port })
-	return c
+	return s.withOverrides(func(o *serviceOverrides) {
+		o.routes = slices.DeleteFunc(slices.Clone(o.routes), func(r Route) bool { return r.Source == src && r.Port == port })
+	})
 }
 
 // WithoutRoutes returns a copy without any route of source src.
 func (s *Service) WithoutRoutes(src Source) *Service {
-	c := s.Clone()
-	c.Routes = slices.DeleteFunc(slices.Clone(s.Routes), func(r Route) bool { return r.Source == src })
-	return c
+	return s.withOverrides(func(o *serviceOverrides) {
+		o.routes = slices.DeleteFunc(slices.Clone(o.routes), func(r Route) bool { return r.Source == src })
+	})
 }
 
 // ServicePort returns the service port of frontend fe of p: the port of

@@ -252,28 +252,20 @@ func (c FrontendConflict) Error() string {
 // Service is a row of the services table: every source's declaration of
 // one service, the redirect and route overrides if any, and the frontends
 // it could not claim.
+//
+// The overrides and conflicts, which most services have none of, sit
+// behind one pointer, read with their accessors (Redirects, Routes, ...)
+// and set with the With methods. Encoded (JSON, YAML), a service has them
+// as fields of their own.
 type Service struct {
-	Name ServiceName `json:"name" yaml:"name"`
+	Name ServiceName
 
 	// Params has one declaration per source, highest priority first. The
 	// first one is in force. It is empty for a service that exists only
 	// because a redirect was set on it.
-	Params []ServiceParams `json:"params,omitempty" yaml:"params,omitempty"`
+	Params []ServiceParams
 
-	// Redirects has at most one redirect per source, highest priority
-	// first; the first one is in force.
-	Redirects []Redirect `json:"redirects,omitempty" yaml:"redirects,omitempty"`
-
-	// ProxyRedirects has at most one L7 proxy redirect per source,
-	// highest priority first; the first one is in force.
-	ProxyRedirects []ProxyRedirect `json:"proxyRedirects,omitempty" yaml:"proxyRedirects,omitempty"`
-	// Routes are the traffic splits set on the service, ordered by source
-	// priority, then port (see Route and RouteFor).
-	Routes []Route `json:"routes,omitempty" yaml:"routes,omitempty"`
-
-	// Conflicts lists the frontends this service declares but another
-	// service owns.
-	Conflicts []FrontendConflict `json:"conflicts,omitempty" yaml:"conflicts,omitempty"`
+	overrides *serviceOverrides // nil when it has none
 
 	// backends are the addresses of the backends with an instance for the
 	// service (from any source), sorted: the Writer keeps them here, so
@@ -283,6 +275,65 @@ type Service struct {
 	// oneBackend holds backends when there is one (most services), so
 	// that the row and its list are one allocation.
 	oneBackend [1]L3n4Addr
+}
+
+// serviceOverrides are the parts of a service row that most services
+// leave empty.
+type serviceOverrides struct {
+	redirects      []Redirect
+	proxyRedirects []ProxyRedirect
+	routes         []Route
+	conflicts      []FrontendConflict
+}
+
+func (o *serviceOverrides) isZero() bool {
+	return len(o.redirects) == 0 && len(o.proxyRedirects) == 0 && len(o.routes) == 0 && len(o.conflicts) == 0
+}
+
+var noOverrides serviceOverrides
+
+func (s *Service) over() *serviceOverrides {
+	if s.overrides == nil {
+		return &noOverrides
+	}
+	return s.overrides
+}
+
+// Redirects has at most one redirect per source, highest priority first;
+// the first one is in force. The caller must not modify the slice.
+func (s *Service) Redirects() []Redirect { return s.over().redirects }
+
+// ProxyRedirects has at most one L7 proxy redirect per source, highest
+// priority first; the first one is in force. The caller must not modify
+// the slice.
+func (s *Service) ProxyRedirects() []ProxyRedirect { return s.over().proxyRedirects }
+
+// Routes are the traffic splits set on the service, ordered by source
+// priority, then port (see Route and RouteFor). The caller must not
+// modify the slice.
+func (s *Service) Routes() []Route { return s.over().routes }
+
+// Conflicts lists the frontends this service declares but another
+// service owns. The caller must not modify the slice.
+func (s *Service) Conflicts() []FrontendConflict { return s.over().conflicts }
+
+// withOverrides returns a copy whose overrides change makes from s's.
+func (s *Service) withOverrides(change func(o *serviceOverrides)) *Service {
+	c := s.Clone()
+	o := *s.over()
+	change(&o)
+	c.overrides = nil
+	if !o.isZero() {
+		c.overrides = new(serviceOverrides)
+		*c.overrides = o
+	}
+	return c
+}
+
+// WithConflicts returns a copy whose Conflicts are conflicts (the copy
+// keeps the slice). Only the tables' Writer keeps them.
+func (s *Service) WithConflicts(conflicts []FrontendConflict) *Service {
+	return s.withOverrides(func(o *serviceOverrides) { o.conflicts = conflicts })
 }
 
 // BackendAddrs returns the addresses of the backends that have an
@@ -329,18 +380,18 @@ func (s *Service) Policy() *ServiceParams {
 
 // Redirect returns the redirect in force, or nil.
 func (s *Service) Redirect() *Redirect {
-	if len(s.Redirects) == 0 {
-		return nil
+	if rs := s.Redirects(); len(rs) > 0 {
+		return &rs[0]
 	}
-	return &s.Redirects[0]
+	return nil
 }
 
 // ProxyRedirect returns the L7 proxy redirect in force, or nil.
 func (s *Service) ProxyRedirect() *ProxyRedirect {
-	if len(s.ProxyRedirects) == 0 {
-		return nil
+	if prs := s.ProxyRedirects(); len(prs) > 0 {
+		return &prs[0]
 	}
-	return &s.ProxyRedirects[0]
+	return nil
 }
 
 // Sources lists the sources that declare the service, highest priority
@@ -403,37 +454,34 @@ func (s *Service) WithoutSource(src Source) *Service {
 // WithRedirect returns a copy with r in place of the same source's
 // redirect.
 func (s *Service) WithRedirect(r Redirect) *Service {
-	c := s.Clone()
-	c.Redirects = withBySource(s.Redirects, r, Redirect.source)
-	return c
+	return s.withOverrides(func(o *serviceOverrides) { o.redirects = withBySource(o.redirects, r, Redirect.source) })
 }
 
 // WithoutRedirect returns a copy without the source's redirect.
 func (s *Service) WithoutRedirect(src Source) *Service {
-	c := s.Clone()
-	c.Redirects = withoutSource(s.Redirects, src, Redirect.source)
-	return c
+	return s.withOverrides(func(o *serviceOverrides) { o.redirects = withoutSource(o.redirects, src, Redirect.source) })
 }
 
 // WithProxyRedirect returns a copy with pr in place of the same source's
 // proxy redirect.
 func (s *Service) WithProxyRedirect(pr ProxyRedirect) *Service {
-	c := s.Clone()
-	c.ProxyRedirects = withBySource(s.ProxyRedirects, pr, ProxyRedirect.source)
-	return c
+	return s.withOverrides(func(o *serviceOverrides) {
+		o.proxyRedirects = withBySource(o.proxyRedirects, pr, ProxyRedirect.source)
+	})
 }
 
 // WithoutProxyRedirect returns a copy without the source's proxy redirect.
 func (s *Service) WithoutProxyRedirect(src Source) *Service {
-	c := s.Clone()
-	c.ProxyRedirects = withoutSource(s.ProxyRedirects, src, ProxyRedirect.source)
-	return c
+	return s.withOverrides(func(o *serviceOverrides) {
+		o.proxyRedirects = withoutSource(o.proxyRedirects, src, ProxyRedirect.source)
+	})
 }
 
 // Overridden reports whether the service row exists for more than its
 // declarations: a redirect, a proxy redirect or a route is kept for it.
 func (s *Service) Overridden() bool {
-	return len(s.Redirects) > 0 || len(s.ProxyRedirects) > 0 || len(s.Routes) > 0
+	o := s.over()
+	return len(o.redirects) > 0 || len(o.proxyRedirects) > 0 || len(o.routes) > 0
 }
 
 func (p ServiceParams) source() Source  { return p.Source }
@@ -468,19 +516,20 @@ func (s *Service) TableRow() []string {
 	for i, p := range s.Params {
 		sources[i] = p.Source.String()
 	}
-	redirects := make([]string, len(s.Redirects))
-	for i, r := range s.Redirects {
+	o := s.over()
+	redirects := make([]string, len(o.redirects))
+	for i, r := range o.redirects {
 		redirects[i] = r.String()
 	}
-	for _, pr := range s.ProxyRedirects {
+	for _, pr := range o.proxyRedirects {
 		redirects = append(redirects, pr.String())
 	}
-	for _, r := range s.Routes {
+	for _, r := range o.routes {
 		redirects = append(redirects, "route "+r.String())
 	}
 	redirect := strings.Join(redirects, ", ")
-	conflicts := make([]string, len(s.Conflicts))
-	for i, c := range s.Conflicts {
+	conflicts := make([]string, len(o.conflicts))
+	for i, c := range o.conflicts {
 		conflicts[i] = c.Address.String() + " owned by " + c.Owner.String()
 	}
 	frontends, policy := "", ""

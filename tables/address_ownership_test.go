@@ -47,9 +47,9 @@ func ownerOf(t *testing.T, claimants ...claimant) string {
 	}
 	for _, c := range claimants {
 		svc, _, _ := w.Services().Get(txn, ServiceByName.Query(lb.MustParseServiceName(c.name)))
-		lost := len(svc.Conflicts) == 1 && svc.Conflicts[0].Owner == fe.Service
+		lost := len(svc.Conflicts()) == 1 && svc.Conflicts()[0].Owner == fe.Service
 		if (c.name != fe.Service.String()) != lost {
-			t.Errorf("%s: conflicts %v while %s owns the address", c.name, svc.Conflicts, fe.Service)
+			t.Errorf("%s: conflicts %v while %s owns the address", c.name, svc.Conflicts(), fe.Service)
 		}
 	}
 	return fe.Service.String()
@@ -145,8 +145,8 @@ func TestAddressLoserTakesOverWhenWinnerGoes(t *testing.T) {
 		t.Fatalf("after the LoadBalancer went: %s owns the address, want %s", got, hostPort.name)
 	}
 	svc, _, _ := w.Services().Get(w.db.ReadTxn(), ServiceByName.Query(lb.MustParseServiceName(hostPort.name)))
-	if len(svc.Conflicts) != 0 {
-		t.Errorf("the new owner still lists conflicts: %v", svc.Conflicts)
+	if len(svc.Conflicts()) != 0 {
+		t.Errorf("the new owner still lists conflicts: %v", svc.Conflicts())
 	}
 }
 

@@ -51,7 +51,7 @@ func TestInvalidServiceNamesRejected(t *testing.T) {
 		err := w.SetRedirect(txn, bogus, lb.Redirect{Source: lb.SourceRedirect, To: nameB})
 		svc, _, _ := w.Services().Get(txn, ServiceByName.Query(real))
 		if err == nil {
-			t.Fatalf("SetRedirect(%q (invalid)) returned no error; service %s now has redirects %v", bogus, real, svc.Redirects)
+			t.Fatalf("SetRedirect(%q (invalid)) returned no error; service %s now has redirects %v", bogus, real, svc.Redirects())
 		}
 	})
 

@@ -55,7 +55,7 @@ func NewConflictCollector(db *statedb.DB, services statedb.Table[*lb.Service]) p
 		metrics.Namespace+"_frontend_address_conflicts",
 		"Frontend addresses services declare but another service owns",
 		nil, nil),
-		count: func(svc *lb.Service) int { return len(svc.Conflicts) }}
+		count: func(svc *lb.Service) int { return len(svc.Conflicts()) }}
 }
 
 type metricsParams struct {

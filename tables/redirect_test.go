@@ -26,7 +26,7 @@ func tablesState(w *Writer) string {
 	txn := w.db.ReadTxn()
 	var redirects string
 	for s := range w.Services().All(txn) {
-		for _, r := range s.Redirects {
+		for _, r := range s.Redirects() {
 			redirects += fmt.Sprintf("%s -> %s\n", s.Name, r)
 		}
 	}

@@ -398,7 +398,7 @@ func (w *Writer) candidates(txn statedb.ReadTxn, name lb.ServiceName, cands []Ca
 // routeFor returns the route in force on a frontend of svc, if any (most
 // services have none, and are spared the search for the service port).
 func routeFor(svc *lb.Service, policy *lb.ServiceParams, fe lb.FrontendParams) *lb.Route {
-	if len(svc.Routes) == 0 {
+	if len(svc.Routes()) == 0 {
 		return nil
 	}
 	return svc.RouteFor(policy.ServicePort(fe))
@@ -435,17 +435,16 @@ func (w *Writer) refreshConflicts(txn statedb.WriteTxn, ch *changes, name lb.Ser
 			}
 		}
 	}
-	if slices.Equal(conflicts, svc.Conflicts) {
+	if slices.Equal(conflicts, svc.Conflicts()) {
 		return
 	}
 	for _, c := range conflicts {
-		if !slices.Contains(svc.Conflicts, c) {
+		if !slices.Contains(svc.Conflicts(), c) {
 			w.log.Warn("Frontend address conflict: the service does not get the address",
 				"service", name, "address", c.Address, "owner", c.Owner)
 		}
 	}
-	next := svc.Clone()
-	next.Conflicts = conflicts
+	next := svc.WithConflicts(conflicts)
 	err := w.insertService(txn, next)
 	ch.svcs[name] = next
 	ch.fail(err)

@@ -57,8 +57,8 @@ var ServiceByName = statedb.Index[*lb.Service, lb.ServiceName]{
 var ServiceByConflict = statedb.Index[*lb.Service, lb.L3n4Addr]{
 	Name: "conflict",
 	FromObject: func(s *lb.Service) index.KeySet {
-		keys := make([]index.Key, len(s.Conflicts))
-		for i, c := range s.Conflicts {
+		keys := make([]index.Key, len(s.Conflicts()))
+		for i, c := range s.Conflicts() {
 			keys[i] = addrKey(c.Address)
 		}
 		return index.NewKeySet(keys...)
@@ -87,7 +87,7 @@ var ServiceByRouteTarget = statedb.Index[*lb.Service, lb.ServiceName]{
 	Name: "route-to",
 	FromObject: func(s *lb.Service) index.KeySet {
 		var keys []index.Key
-		for _, r := range s.Routes {
+		for _, r := range s.Routes() {
 			for _, b := range r.Backends {
 				if !b.Rejected { // an invalid ref follows no service
 					keys = append(keys, serviceNameKey(b.Service))

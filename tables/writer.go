@@ -318,9 +318,9 @@ func (w *Writer) deleteSourceWhere(txn statedb.WriteTxn, src lb.Source, keep fun
 	var services []*lb.Service
 	for s := range w.t.services.All(txn) {
 		if gone(s.Name) && (slices.ContainsFunc(s.Params, func(p lb.ServiceParams) bool { return p.Source == src }) ||
-			slices.ContainsFunc(s.Redirects, func(r lb.Redirect) bool { return r.Source == src }) ||
-			slices.ContainsFunc(s.ProxyRedirects, func(pr lb.ProxyRedirect) bool { return pr.Source == src }) ||
-			slices.ContainsFunc(s.Routes, func(r lb.Route) bool { return r.Source == src })) {
+			slices.ContainsFunc(s.Redirects(), func(r lb.Redirect) bool { return r.Source == src }) ||
+			slices.ContainsFunc(s.ProxyRedirects(), func(pr lb.ProxyRedirect) bool { return pr.Source == src }) ||
+			slices.ContainsFunc(s.Routes(), func(r lb.Route) bool { return r.Source == src })) {
 			services = append(services, s)
 		}
 	}
@@ -418,7 +418,7 @@ func (w *Writer) SetRedirect(txn statedb.WriteTxn, name lb.ServiceName, r lb.Red
 	old, found := w.service(txn, name)
 	if !found {
 		old = &lb.Service{Name: name}
-	} else if slices.ContainsFunc(old.Redirects, r.Equal) {
+	} else if slices.ContainsFunc(old.Redirects(), r.Equal) {
 		return nil
 	}
 	ch := w.begin(txn)
@@ -434,7 +434,7 @@ func (w *Writer) ClearRedirect(txn statedb.WriteTxn, name lb.ServiceName, src lb
 		return err
 	}
 	old, found := w.service(txn, name)
-	if !found || !slices.ContainsFunc(old.Redirects, func(r lb.Redirect) bool { return r.Source == src }) {
+	if !found || !slices.ContainsFunc(old.Redirects(), func(r lb.Redirect) bool { return r.Source == src }) {
 		return nil
 	}
 	ch := w.begin(txn)
@@ -460,7 +460,7 @@ func (w *Writer) SetProxyRedirect(txn statedb.WriteTxn, name lb.ServiceName, pr 
 	old, found := w.service(txn, name)
 	if !found {
 		old = &lb.Service{Name: name}
-	} else if slices.ContainsFunc(old.ProxyRedirects, pr.Equal) {
+	} else if slices.ContainsFunc(old.ProxyRedirects(), pr.Equal) {
 		return nil
 	}
 	pr.Ports = slices.Clone(pr.Ports)
@@ -477,7 +477,7 @@ func (w *Writer) ClearProxyRedirect(txn statedb.WriteTxn, name lb.ServiceName, s
 		return err
 	}
 	old, found := w.service(txn, name)
-	if !found || !slices.ContainsFunc(old.ProxyRedirects, func(pr lb.ProxyRedirect) bool { return pr.Source == src }) {
+	if !found || !slices.ContainsFunc(old.ProxyRedirects(), func(pr lb.ProxyRedirect) bool { return pr.Source == src }) {
 		return nil
 	}
 	ch := w.begin(txn)
@@ -503,7 +503,7 @@ func (w *Writer) SetRoute(txn statedb.WriteTxn, name lb.ServiceName, r lb.Route)
 	old, found := w.service(txn, name)
 	if !found {
 		old = &lb.Service{Name: name}
-	} else if slices.ContainsFunc(old.Routes, r.Equal) {
+	} else if slices.ContainsFunc(old.Routes(), r.Equal) {
 		return nil
 	}
 	ch := w.begin(txn)
@@ -519,7 +519,7 @@ func (w *Writer) ClearRoute(txn statedb.WriteTxn, name lb.ServiceName, src lb.So
 		return err
 	}
 	old, found := w.service(txn, name)
-	if !found || !slices.ContainsFunc(old.Routes, func(r lb.Route) bool { return r.Source == src && r.Port == port }) {
+	if !found || !slices.ContainsFunc(old.Routes(), func(r lb.Route) bool { return r.Source == src && r.Port == port }) {
 		return nil
 	}
 	ch := w.begin(txn)
@@ -669,13 +669,13 @@ func (w *Writer) anyService(txn statedb.ReadTxn, seen *atomic.Bool, q statedb.Qu
 
 // insertService inserts a service row, noting what its indexes will have.
 func (w *Writer) insertService(txn statedb.WriteTxn, s *lb.Service) error {
-	if len(s.Redirects) > 0 {
+	if len(s.Redirects()) > 0 {
 		w.seenRedirect.Store(true)
 	}
-	if len(s.Routes) > 0 {
+	if len(s.Routes()) > 0 {
 		w.seenRoute.Store(true)
 	}
-	if len(s.Conflicts) > 0 {
+	if len(s.Conflicts()) > 0 {
 		w.seenConflict.Store(true)
 	}
 	_, _, err := w.t.services.Insert(txn, s)

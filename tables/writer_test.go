@@ -290,7 +290,7 @@ func checkInvariants(w *Writer, txn statedb.ReadTxn, deleted lb.Source) error {
 		if len(s.Params) == 0 && !s.Overridden() {
 			return fmt.Errorf("service %s: empty row left behind", s.Name)
 		}
-		if deleted != 0 && slices.ContainsFunc(s.Routes, func(r lb.Route) bool { return r.Source == deleted }) {
+		if deleted != 0 && slices.ContainsFunc(s.Routes(), func(r lb.Route) bool { return r.Source == deleted }) {
 			return fmt.Errorf("service %s keeps a route of deleted source %s", s.Name, deleted)
 		}
 		for _, p := range s.Params {
@@ -298,10 +298,10 @@ func checkInvariants(w *Writer, txn statedb.ReadTxn, deleted lb.Source) error {
 				return fmt.Errorf("service %s keeps a declaration of deleted source %s", s.Name, deleted)
 			}
 		}
-		if deleted != 0 && slices.ContainsFunc(s.Redirects, func(r lb.Redirect) bool { return r.Source == deleted }) {
+		if deleted != 0 && slices.ContainsFunc(s.Redirects(), func(r lb.Redirect) bool { return r.Source == deleted }) {
 			return fmt.Errorf("service %s keeps a redirect of deleted source %s", s.Name, deleted)
 		}
-		if deleted != 0 && slices.ContainsFunc(s.ProxyRedirects, func(pr lb.ProxyRedirect) bool { return pr.Source == deleted }) {
+		if deleted != 0 && slices.ContainsFunc(s.ProxyRedirects(), func(pr lb.ProxyRedirect) bool { return pr.Source == deleted }) {
 			return fmt.Errorf("service %s keeps a proxy redirect of deleted source %s", s.Name, deleted)
 		}
 	}
@@ -462,17 +462,17 @@ func compareWithRebuild(w *Writer, txn statedb.ReadTxn) error {
 				return err
 			}
 		}
-		for _, r := range s.Redirects {
+		for _, r := range s.Redirects() {
 			if err := fresh.SetRedirect(wtxn, s.Name, r); err != nil {
 				return err
 			}
 		}
-		for _, pr := range s.ProxyRedirects {
+		for _, pr := range s.ProxyRedirects() {
 			if err := fresh.SetProxyRedirect(wtxn, s.Name, pr); err != nil {
 				return err
 			}
 		}
-		for _, r := range s.Routes {
+		for _, r := range s.Routes() {
 			if err := fresh.SetRoute(wtxn, s.Name, r); err != nil {
 				return err
 			}
@@ -517,7 +517,7 @@ func topologyDump(w *Writer, txn statedb.ReadTxn) string {
 func conflictsDump(w *Writer, txn statedb.ReadTxn) string {
 	var sb strings.Builder
 	for s := range w.Services().All(txn) {
-		fmt.Fprintf(&sb, "%s %v\n", s.Name, s.Conflicts)
+		fmt.Fprintf(&sb, "%s %v\n", s.Name, s.Conflicts())
 	}
 	return sb.String()
 }
@@ -652,7 +652,8 @@ func compareTables(a *Writer, atxn statedb.ReadTxn, b *Writer, btxn statedb.Read
 	dump := func(w *Writer, txn statedb.ReadTxn) string {
 		var sb strings.Builder
 		for s := range w.Services().All(txn) {
-			fmt.Fprintf(&sb, "%+v\n", *s)
+			j, _ := json.Marshal(s) // its overrides are behind a pointer
+			fmt.Fprintf(&sb, "%s %v\n", j, s.BackendAddrs())
 		}
 		for be := range w.Backends().All(txn) {
 			j, _ := json.Marshal(be) // its health details are behind a pointer

@@ -52,7 +52,7 @@ func (b *bench) applied(i int, canary uint32) error {
 	timeout := time.After(time.Minute)
 	for {
 		svc, _, watch, found := b.w.Services().GetWatch(b.db.ReadTxn(), tables.ServiceByName.Query(name))
-		if found && len(svc.Routes) == 1 && len(svc.Routes[0].Backends) == 2 && svc.Routes[0].Backends[1].Weight == canary {
+		if found && len(svc.Routes()) == 1 && len(svc.Routes()[0].Backends) == 2 && svc.Routes()[0].Backends[1].Weight == canary {
 			return nil
 		}
 		select {
@@ -154,8 +154,8 @@ func runRoutes(o options, out io.Writer) error {
 // currentCanary is the canary weight of svc-i's route in force.
 func (b *bench) currentCanary(i int) uint32 {
 	svc, _, found := b.w.Services().Get(b.db.ReadTxn(), tables.ServiceByName.Query(lb.NewServiceName("bench", fmt.Sprintf("svc-%d", i))))
-	if !found || len(svc.Routes) != 1 || len(svc.Routes[0].Backends) != 2 {
+	if !found || len(svc.Routes()) != 1 || len(svc.Routes()[0].Backends) != 2 {
 		return 0
 	}
-	return svc.Routes[0].Backends[1].Weight
+	return svc.Routes()[0].Backends[1].Weight
 }

@@ -103,8 +103,8 @@ func TestRedirectPoliciesFromManifestsRedirectAndRestore(t *testing.T) {
 	}
 	frontends(t, db, w, original)
 	for svc := range w.Services().All(db.ReadTxn()) {
-		if len(svc.Redirects) > 0 || strings.HasSuffix(svc.Name.Name(), ":lrp") {
-			t.Errorf("left behind after the policies went: %s redirects %v", svc.Name, svc.Redirects)
+		if len(svc.Redirects()) > 0 || strings.HasSuffix(svc.Name.Name(), ":lrp") {
+			t.Errorf("left behind after the policies went: %s redirects %v", svc.Name, svc.Redirects())
 		}
 	}
 }

@@ -97,7 +97,7 @@ func routed(w *tables.Writer, db *statedb.DB, name lb.ServiceName) int {
 	if !ok {
 		return 0
 	}
-	return len(s.Routes)
+	return len(s.Routes())
 }
 
 func declared(w *tables.Writer, db *statedb.DB, name lb.ServiceName) bool {

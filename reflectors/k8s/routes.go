@@ -213,7 +213,7 @@ func (r *Reflector) sweepRoutes(call func(func(statedb.WriteTxn))) {
 		}
 		var gone []stale
 		for s := range r.w.Services().All(txn) {
-			for _, rt := range s.Routes {
+			for _, rt := range s.Routes() {
 				if rt.Source == r.as && !slices.Contains(applied[s.Name], rt.Port) {
 					gone = append(gone, stale{s.Name, rt.Port})
 				}

@@ -107,7 +107,7 @@ func TestIncrementalRoutePlanMatchesTheWholePlan(t *testing.T) {
 			name := lb.NewServiceName("default", p)
 			var got []lb.Route
 			if svc, _, ok := w.Services().Get(txn, tables.ServiceByName.Query(name)); ok {
-				got = svc.Routes
+				got = svc.Routes()
 			}
 			byPort := func(a, b lb.Route) int { return int(a.Port) - int(b.Port) }
 			got, wantRoutes := slices.SortedFunc(slices.Values(got), byPort), slices.SortedFunc(slices.Values(want.Routes[name]), byPort)
