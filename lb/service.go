@@ -354,6 +354,16 @@ func (s *Service) WithBackendAddrs(addrs []L3n4Addr) *Service {
 	return c
 }
 
+// SetBackendAddrs sets BackendAddrs to a copy of addrs in place. Rows are
+// immutable once others may see them: only the tables' Writer calls it,
+// on a row its write transaction inserted and no one has read since.
+func (s *Service) SetBackendAddrs(addrs []L3n4Addr) {
+	if len(addrs) > 1 {
+		addrs = slices.Clone(addrs)
+	}
+	s.setBackends(addrs)
+}
+
 // setBackends keeps addrs as the backend addresses, in the row itself
 // when there is one.
 func (s *Service) setBackends(addrs []L3n4Addr) {

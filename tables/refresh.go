@@ -46,6 +46,12 @@ type changes struct {
 	key                     addrKeyBuf
 	// mergedAddrs is changeBackendAddrs' scratch list.
 	mergedAddrs []lb.L3n4Addr
+
+	// In a Batch (batched): the service rows the batch inserted, which
+	// no one outside the batch has seen yet, so that changeBackendAddrs
+	// may change them in place instead of inserting a copy.
+	batched bool
+	fresh   map[*lb.Service]struct{}
 }
 
 // changesPool keeps the maps of earlier calls: a call records a handful
@@ -61,6 +67,7 @@ var changesPool = sync.Pool{New: func() any {
 		svcs:       map[lb.ServiceName]*lb.Service{},
 
 		instancesChanged: map[lb.ServiceName]struct{}{},
+		fresh:            map[*lb.Service]struct{}{},
 	}
 }}
 
@@ -77,7 +84,7 @@ const maxPooledChanges = 2048
 // release empties ch and returns it to the pool, unless a big change
 // grew its maps.
 func (ch *changes) release() {
-	if max(len(ch.services), len(ch.addrs), len(ch.contenders), len(ch.svcs)) > maxPooledChanges {
+	if max(len(ch.services), len(ch.addrs), len(ch.contenders), len(ch.svcs), len(ch.fresh)) > maxPooledChanges {
 		return
 	}
 	clear(ch.services)
@@ -88,6 +95,8 @@ func (ch *changes) release() {
 	clear(ch.claimedBy)
 	clear(ch.svcs)
 	clear(ch.instancesChanged)
+	clear(ch.fresh)
+	ch.batched = false
 	ch.snapshot = nil
 	ch.addrList, ch.nameList, ch.mergedAddrs = ch.addrList[:0], ch.nameList[:0], ch.mergedAddrs[:0]
 	clear(ch.ownCands[:cap(ch.ownCands)]) // no table objects kept alive in the pool
@@ -445,7 +454,7 @@ func (w *Writer) refreshConflicts(txn statedb.WriteTxn, ch *changes, name lb.Ser
 		}
 	}
 	next := svc.WithConflicts(conflicts)
-	err := w.insertService(txn, next)
+	err := w.insertService(txn, ch, next)
 	ch.svcs[name] = next
 	ch.fail(err)
 }

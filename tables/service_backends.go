@@ -119,7 +119,11 @@ func (w *Writer) changeBackendAddrs(txn statedb.WriteTxn, ch *changes, name lb.S
 	var err error
 	switch {
 	case found:
-		err = w.insertService(txn, svc.WithBackendAddrs(next))
+		if _, own := ch.fresh[svc]; own {
+			svc.SetBackendAddrs(next) // the batch's own row: no copy to insert
+			break
+		}
+		err = w.insertService(txn, ch, svc.WithBackendAddrs(next))
 	case len(next) > 0:
 		_, _, err = w.t.orphans.Insert(txn, &OrphanBackends{Service: name, Addrs: slices.Clone(next)})
 	case orphaned:

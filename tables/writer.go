@@ -60,8 +60,14 @@ type batch struct {
 //
 // Batch returns fn's error, or the first error of the refresh. Calls with
 // bad input inside fn still return their error and change nothing.
+//
+// A service row that a call inside fn wrote may be changed in place by a
+// later call inside fn (its backend addresses: a service declared and
+// given its backends in one batch is written once, not twice): a row read
+// inside fn is what the tables hold only until the next call.
 func (w *Writer) Batch(txn statedb.WriteTxn, fn func() error) error {
 	b := &batch{txn: txn, ch: w.changes()}
+	b.ch.batched = true
 	if snap := w.db.ReadTxn(); w.t.backends.Revision(snap) == w.t.backends.Revision(txn) {
 		b.ch.snapshot = snap
 	}
@@ -642,7 +648,7 @@ func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Ser
 		ch.fail(err)
 		return
 	}
-	ch.fail(w.insertService(txn, next))
+	ch.fail(w.insertService(txn, ch, next))
 }
 
 // backendsChanged records that the backends of a service changed, which
@@ -667,8 +673,12 @@ func (w *Writer) anyService(txn statedb.ReadTxn, seen *atomic.Bool, q statedb.Qu
 	return false
 }
 
-// insertService inserts a service row, noting what its indexes will have.
-func (w *Writer) insertService(txn statedb.WriteTxn, s *lb.Service) error {
+// insertService inserts a service row, noting what its indexes will have
+// and, in a batch, that the row is the batch's own.
+func (w *Writer) insertService(txn statedb.WriteTxn, ch *changes, s *lb.Service) error {
+	if ch.batched {
+		ch.fresh[s] = struct{}{}
+	}
 	if len(s.Redirects()) > 0 {
 		w.seenRedirect.Store(true)
 	}
