@@ -44,8 +44,9 @@ type changes struct {
 	ownCands, redirectCands []Candidate
 	sel                     selectScratch
 	key                     addrKeyBuf
-	// mergedAddrs is changeBackendAddrs' scratch list.
-	mergedAddrs []lb.L3n4Addr
+	// Scratch lists of changeBackendAddrs (mergedAddrs), setBackends
+	// (stale), and of releaseBackends and upsertBackends (scratchAddrs).
+	mergedAddrs, stale, scratchAddrs []lb.L3n4Addr
 
 	// In a Batch (batched): the service rows the batch inserted, which
 	// no one outside the batch has seen yet, so that changeBackendAddrs
@@ -99,6 +100,7 @@ func (ch *changes) release() {
 	ch.batched = false
 	ch.snapshot = nil
 	ch.addrList, ch.nameList, ch.mergedAddrs = ch.addrList[:0], ch.nameList[:0], ch.mergedAddrs[:0]
+	ch.stale, ch.scratchAddrs = ch.stale[:0], ch.scratchAddrs[:0]
 	clear(ch.ownCands[:cap(ch.ownCands)]) // no table objects kept alive in the pool
 	clear(ch.redirectCands[:cap(ch.redirectCands)])
 	ch.ownCands, ch.redirectCands = ch.ownCands[:0], ch.redirectCands[:0]

@@ -266,7 +266,7 @@ func (w *Writer) SetClusterBackends(txn statedb.WriteTxn, name lb.ServiceName, s
 func (w *Writer) setBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.Source, backends []lb.BackendParams, ours func(*lb.BackendInstance) bool) error {
 	kept := smallset.NewIndex(func(b *lb.BackendParams) lb.L3n4Addr { return b.Address })
 	ch := w.begin(txn)
-	var stale []lb.L3n4Addr
+	stale := ch.stale[:0]
 	view := ch.backendsView(txn, name)
 	for _, addr := range w.backendAddrs(txn, name) {
 		b, found := w.backendAt(view, addr, &ch.key)
@@ -277,6 +277,7 @@ func (w *Writer) setBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.S
 			stale = append(stale, b.Address)
 		}
 	}
+	ch.stale = stale
 	w.releaseBackends(txn, ch, name, src, stale)
 	w.upsertBackends(txn, ch, name, src, backends)
 	return w.end(txn, ch)
@@ -570,11 +571,14 @@ func (w *Writer) localNode(txn statedb.ReadTxn) (*lb.Node, bool) {
 
 func (w *Writer) upsertBackends(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, src lb.Source, backends []lb.BackendParams) {
 	changed := false
-	var added []lb.L3n4Addr
+	added := ch.scratchAddrs[:0] // (not in use by releaseBackends meanwhile)
+	defer func() { ch.scratchAddrs = added[:0] }()
+	var blank lb.Backend // a new backend's row before its first instance
 	for _, params := range backends {
 		old, found := w.backendAt(txn, params.Address, &ch.key)
 		if !found {
-			old = &lb.Backend{Address: params.Address}
+			blank = lb.Backend{Address: params.Address}
+			old = &blank
 		} else if inst, ok := old.Instance(name, src); ok && inst.Params.Equal(&params) {
 			continue
 		}
@@ -592,13 +596,22 @@ func (w *Writer) upsertBackends(txn statedb.WriteTxn, ch *changes, name lb.Servi
 }
 
 func (w *Writer) releaseBackends(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, src lb.Source, addrs []lb.L3n4Addr) {
-	var removed []lb.L3n4Addr
+	removed := ch.scratchAddrs[:0]
+	defer func() { ch.scratchAddrs = removed[:0] }()
+	changed := false
 	for _, addr := range addrs {
 		old, found := w.backendAt(txn, addr, &ch.key)
 		if !found {
 			continue
 		}
 		if _, ok := old.Instance(name, src); !ok {
+			continue
+		}
+		changed = true
+		if len(old.Instances) == 1 { // the usual case: the row goes, no copy of it is needed
+			removed = append(removed, addr)
+			_, _, err := w.t.backends.Delete(txn, old)
+			ch.fail(err)
 			continue
 		}
 		next := old.Without(func(i *lb.BackendInstance) bool {
@@ -608,6 +621,8 @@ func (w *Writer) releaseBackends(txn statedb.WriteTxn, ch *changes, name lb.Serv
 			removed = append(removed, addr)
 		}
 		w.putBackend(txn, ch, next)
+	}
+	if changed {
 		ch.instancesChanged[name] = struct{}{}
 		w.backendsChanged(ch, name)
 	}
