@@ -53,6 +53,10 @@ type changes struct {
 	// may change them in place instead of inserting a copy.
 	batched bool
 	fresh   map[*lb.Service]struct{}
+	// orphans are, in a Batch, the backend addresses kept aside for
+	// services without a row that the batch changed (none: nil), written
+	// to orphan-backends when it ends (see setOrphanAddrs).
+	orphans map[lb.ServiceName][]lb.L3n4Addr
 }
 
 // changesPool keeps the maps of earlier calls: a call records a handful
@@ -69,6 +73,7 @@ var changesPool = sync.Pool{New: func() any {
 
 		instancesChanged: map[lb.ServiceName]struct{}{},
 		fresh:            map[*lb.Service]struct{}{},
+		orphans:          map[lb.ServiceName][]lb.L3n4Addr{},
 	}
 }}
 
@@ -85,7 +90,7 @@ const maxPooledChanges = 2048
 // release empties ch and returns it to the pool, unless a big change
 // grew its maps.
 func (ch *changes) release() {
-	if max(len(ch.services), len(ch.addrs), len(ch.contenders), len(ch.svcs), len(ch.fresh)) > maxPooledChanges {
+	if max(len(ch.services), len(ch.addrs), len(ch.contenders), len(ch.svcs), len(ch.fresh), len(ch.orphans)) > maxPooledChanges {
 		return
 	}
 	clear(ch.services)
@@ -97,6 +102,7 @@ func (ch *changes) release() {
 	clear(ch.svcs)
 	clear(ch.instancesChanged)
 	clear(ch.fresh)
+	clear(ch.orphans)
 	ch.batched = false
 	ch.snapshot = nil
 	ch.addrList, ch.nameList, ch.mergedAddrs = ch.addrList[:0], ch.nameList[:0], ch.mergedAddrs[:0]
@@ -151,6 +157,11 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	if ch.err != nil {
 		return ch.err
 	}
+	ch.batched = false // from here on, writes are not deferred
+	for name, addrs := range ch.orphans {
+		w.writeOrphans(txn, ch, name, addrs)
+	}
+	clear(ch.orphans)
 	// Services redirected to one whose backends changed use them too.
 	if len(ch.backendsOf) > 0 && w.anyService(txn, &w.seenRedirect, ServiceByRedirectTarget.QueryFromKey(nil)) {
 		for name := range ch.backendsOf {

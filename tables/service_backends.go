@@ -84,15 +84,52 @@ func (w *Writer) frontendAt(txn statedb.ReadTxn, addr lb.L3n4Addr, buf *addrKeyB
 }
 
 // backendAddrs returns the addresses of a service's backends: from its
-// row, or else from orphan-backends.
+// row, or else from those kept aside (orphanAddrs).
 func (w *Writer) backendAddrs(txn statedb.ReadTxn, name lb.ServiceName) []lb.L3n4Addr {
 	if s, found := w.service(txn, name); found {
 		return s.BackendAddrs()
+	}
+	return w.orphanAddrs(txn, name)
+}
+
+// orphanAddrs returns the backend addresses kept aside for a service
+// without a row: in orphan-backends, or in a Batch under way in txn, as
+// the batch left them (setOrphanAddrs).
+func (w *Writer) orphanAddrs(txn statedb.ReadTxn, name lb.ServiceName) []lb.L3n4Addr {
+	if b := w.batch.Load(); b != nil && statedb.ReadTxn(b.txn) == txn {
+		if addrs, ok := b.ch.orphans[name]; ok {
+			return addrs
+		}
 	}
 	if o, _, found := w.t.orphans.Get(txn, OrphanBackendsByService.Query(name)); found {
 		return o.Addrs
 	}
 	return nil
+}
+
+// setOrphanAddrs keeps a copy of addrs aside for a service without a row
+// (none when empty). A Batch keeps them in ch until its end (writeOrphans
+// in flush): a service deleted before its backends are released, or given
+// backends before it is declared, in one batch, so costs no row.
+func (w *Writer) setOrphanAddrs(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, addrs []lb.L3n4Addr) {
+	if ch.batched {
+		ch.orphans[name] = slices.Clip(slices.Clone(addrs))
+		return
+	}
+	w.writeOrphans(txn, ch, name, addrs)
+}
+
+// writeOrphans makes orphan-backends hold addrs for a service.
+func (w *Writer) writeOrphans(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, addrs []lb.L3n4Addr) {
+	o, _, found := w.t.orphans.Get(txn, OrphanBackendsByService.Query(name))
+	var err error
+	switch {
+	case len(addrs) > 0 && (!found || !slices.Equal(o.Addrs, addrs)):
+		_, _, err = w.t.orphans.Insert(txn, &OrphanBackends{Service: name, Addrs: slices.Clone(addrs)})
+	case len(addrs) == 0 && found:
+		_, _, err = w.t.orphans.Delete(txn, o)
+	}
+	ch.fail(err)
 }
 
 // hasRow reports whether a service is kept as a row of the services
@@ -107,29 +144,21 @@ func (w *Writer) changeBackendAddrs(txn statedb.WriteTxn, ch *changes, name lb.S
 	}
 	svc, found := w.service(txn, name)
 	var cur []lb.L3n4Addr
-	orphan, _, orphaned := w.t.orphans.Get(txn, OrphanBackendsByService.Query(name))
-	switch {
-	case found:
+	if found {
 		cur = svc.BackendAddrs()
-	case orphaned:
-		cur = orphan.Addrs
+	} else {
+		cur = w.orphanAddrs(txn, name)
 	}
 	ch.mergedAddrs = mergeAddrs(ch.mergedAddrs[:0], cur, added, removed)
 	next := ch.mergedAddrs
-	var err error
-	switch {
-	case found:
-		if _, own := ch.fresh[svc]; own {
-			svc.SetBackendAddrs(next) // the batch's own row: no copy to insert
-			break
-		}
-		err = w.insertService(txn, ch, svc.WithBackendAddrs(next))
-	case len(next) > 0:
-		_, _, err = w.t.orphans.Insert(txn, &OrphanBackends{Service: name, Addrs: slices.Clone(next)})
-	case orphaned:
-		_, _, err = w.t.orphans.Delete(txn, orphan)
+	switch _, own := ch.fresh[svc]; {
+	case !found:
+		w.setOrphanAddrs(txn, ch, name, next)
+	case own:
+		svc.SetBackendAddrs(next) // the batch's own row: no copy to insert
+	default:
+		ch.fail(w.insertService(txn, ch, svc.WithBackendAddrs(next)))
 	}
-	ch.fail(err)
 }
 
 // mergeAddrs sets buf to the sorted addresses of cur (sorted) and added,
@@ -158,14 +187,12 @@ func mergeAddrs(buf, cur, added, removed []lb.L3n4Addr) []lb.L3n4Addr {
 func (w *Writer) moveBackendAddrs(txn statedb.WriteTxn, ch *changes, old, next *lb.Service) *lb.Service {
 	switch {
 	case hasRow(next) && !hasRow(old):
-		if o, _, found := w.t.orphans.Get(txn, OrphanBackendsByService.Query(next.Name)); found {
-			_, _, err := w.t.orphans.Delete(txn, o)
-			ch.fail(err)
-			return next.WithBackendAddrs(o.Addrs)
+		if addrs := w.orphanAddrs(txn, next.Name); len(addrs) > 0 {
+			next = next.WithBackendAddrs(addrs)
+			w.setOrphanAddrs(txn, ch, next.Name, nil)
 		}
 	case !hasRow(next) && len(next.BackendAddrs()) > 0:
-		_, _, err := w.t.orphans.Insert(txn, &OrphanBackends{Service: next.Name, Addrs: slices.Clone(next.BackendAddrs())})
-		ch.fail(err)
+		w.setOrphanAddrs(txn, ch, next.Name, next.BackendAddrs())
 	}
 	return next
 }
