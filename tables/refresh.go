@@ -32,7 +32,7 @@ type changes struct {
 
 	// Scratch space of flush.
 	owners     map[lb.L3n4Addr]lb.ServiceName
-	claimedBy  map[lb.L3n4Addr][]*lb.Service
+	claimedBy  map[lb.L3n4Addr]claimants
 	svcs       map[lb.ServiceName]*lb.Service // service rows flush read or wrote; nil: none
 	addrList   []lb.L3n4Addr
 	nameList   []lb.ServiceName
@@ -68,7 +68,7 @@ var changesPool = sync.Pool{New: func() any {
 		contenders: map[lb.ServiceName]struct{}{},
 		backendsOf: map[lb.ServiceName]struct{}{},
 		owners:     map[lb.L3n4Addr]lb.ServiceName{},
-		claimedBy:  map[lb.L3n4Addr][]*lb.Service{},
+		claimedBy:  map[lb.L3n4Addr]claimants{},
 		svcs:       map[lb.ServiceName]*lb.Service{},
 
 		instancesChanged: map[lb.ServiceName]struct{}{},
@@ -186,7 +186,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	for name := range ch.contenders {
 		if s, found := w.flushService(txn, ch, name); found && s.Policy() != nil {
 			for _, fe := range s.Policy().Frontends {
-				ch.claimedBy[fe.Address] = append(ch.claimedBy[fe.Address], s)
+				ch.claimedBy[fe.Address] = ch.claimedBy[fe.Address].with(s)
 			}
 		}
 	}
@@ -204,8 +204,11 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		if conflicts {
 			winner = w.conflictClaimants(txn, ch, addr, winner)
 		}
-		for _, s := range ch.claimedBy[addr] {
-			winner = better(ch, addr, s, winner)
+		if c := ch.claimedBy[addr]; c.first != nil {
+			winner = better(ch, addr, c.first, winner)
+			for _, s := range c.more {
+				winner = better(ch, addr, s, winner)
+			}
 		}
 		if winner == nil {
 			if found {
@@ -226,6 +229,22 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		w.refreshConflicts(txn, ch, name)
 	}
 	return ch.err
+}
+
+// claimants are the services a flush found claiming one address: nearly
+// always one, kept without a slice of its own.
+type claimants struct {
+	first *lb.Service
+	more  []*lb.Service
+}
+
+func (c claimants) with(s *lb.Service) claimants {
+	if c.first == nil {
+		c.first = s
+	} else {
+		c.more = append(c.more, s)
+	}
+	return c
 }
 
 // conflictClaimants returns the best of winner and the services in

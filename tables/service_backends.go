@@ -182,11 +182,11 @@ func mergeAddrs(buf, cur, added, removed []lb.L3n4Addr) []lb.L3n4Addr {
 
 // moveBackendAddrs keeps the backend addresses of a service whose row
 // comes or goes: next (about to be written) takes over the addresses kept
-// aside when its row is new, and a row about to be deleted leaves its
-// addresses aside. It returns the row to write.
+// aside when its row is new (old is nil or has no row), and a row about to
+// be deleted leaves its addresses aside. It returns the row to write.
 func (w *Writer) moveBackendAddrs(txn statedb.WriteTxn, ch *changes, old, next *lb.Service) *lb.Service {
 	switch {
-	case hasRow(next) && !hasRow(old):
+	case hasRow(next) && (old == nil || !hasRow(old)):
 		if addrs := w.orphanAddrs(txn, next.Name); len(addrs) > 0 {
 			next = next.WithBackendAddrs(addrs)
 			w.setOrphanAddrs(txn, ch, next.Name, nil)

@@ -162,6 +162,9 @@ func (w *Writer) topologyCandidates(txn statedb.ReadTxn, ch *changes, cands []Ca
 // date: its keys and its backends' nodes, or no row when its topology
 // keys do not apply (none, or a redirect).
 func (w *Writer) trackTopology(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, keys []string, cands []Candidate) {
+	if len(keys) == 0 && w.t.topology.NumObjects(txn) == 0 {
+		return // (nearly every service: no lookup)
+	}
 	old, _, found := w.t.topology.Get(txn, TopologyServiceByName.Query(name))
 	if len(keys) == 0 {
 		if found {

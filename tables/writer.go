@@ -193,16 +193,19 @@ func (w *Writer) UpsertService(txn statedb.WriteTxn, params lb.ServiceParams) er
 	params = params.Clone()
 	params.Frontends = fes
 	old, found := w.service(txn, params.Name)
-	if !found {
-		old = &lb.Service{Name: params.Name}
-	}
-	for i := range old.Params {
-		if old.Params[i].Source == params.Source && old.Params[i].Equal(&params) {
-			return nil
+	var next *lb.Service
+	if found {
+		for i := range old.Params {
+			if old.Params[i].Source == params.Source && old.Params[i].Equal(&params) {
+				return nil
+			}
 		}
+		next = old.WithParams(params)
+	} else {
+		old, next = nil, (&lb.Service{Name: params.Name}).WithParams(params)
 	}
 	ch := w.begin(txn)
-	w.putService(txn, ch, old, old.WithParams(params))
+	w.putService(txn, ch, old, next)
 	return w.end(txn, ch)
 }
 
@@ -641,10 +644,15 @@ func (w *Writer) putBackend(txn statedb.WriteTxn, ch *changes, b *lb.Backend) {
 }
 
 // putService replaces old with next (deleting it when nothing is left of
-// it) and records what the change affects.
+// it) and records what the change affects. old is nil when the service
+// has no row.
 func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Service) {
-	for _, s := range []*lb.Service{old, next} {
-		if p := s.Policy(); p != nil {
+	var oldPolicy *lb.ServiceParams
+	if old != nil {
+		oldPolicy = old.Policy()
+	}
+	for _, p := range []*lb.ServiceParams{oldPolicy, next.Policy()} {
+		if p != nil {
 			for _, fe := range p.Frontends {
 				ch.addrs[fe.Address] = struct{}{}
 			}
@@ -652,15 +660,17 @@ func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Ser
 	}
 	ch.services[next.Name] = struct{}{}
 	ch.contenders[next.Name] = struct{}{}
-	if p := old.Policy(); p != nil && len(p.TopologyKeys) > 0 {
+	if oldPolicy != nil && len(oldPolicy.TopologyKeys) > 0 {
 		if q := next.Policy(); q == nil || len(q.TopologyKeys) == 0 {
 			w.trackTopology(txn, ch, next.Name, nil, nil) // no longer reads node labels
 		}
 	}
 	next = w.moveBackendAddrs(txn, ch, old, next)
 	if !hasRow(next) {
-		_, _, err := w.t.services.Delete(txn, old)
-		ch.fail(err)
+		if old != nil {
+			_, _, err := w.t.services.Delete(txn, old)
+			ch.fail(err)
+		}
 		return
 	}
 	ch.fail(w.insertService(txn, ch, next))
