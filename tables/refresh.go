@@ -357,7 +357,7 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	// backends it would have without the redirect are kept (Hidden).
 	var own, redirectCands []Candidate
 	var redirectRead bool
-	own = w.candidates(txn, name, ch.ownCands[:0])
+	own = w.candidates(txn, name, ch.ownCands[:0], &ch.key)
 	ch.ownCands = own
 	// Routes' candidates, by backend service, read on a route's first use.
 	var routeCands map[lb.ServiceName][]Candidate
@@ -378,7 +378,7 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 		x := lb.FrontendExtras{TopologyLevel: level}
 		if r != nil && r.Covers(params) {
 			if !redirectRead {
-				redirectCands, redirectRead = w.candidates(txn, r.To, ch.redirectCands[:0]), true
+				redirectCands, redirectRead = w.candidates(txn, r.To, ch.redirectCands[:0], &ch.key), true
 				ch.redirectCands = redirectCands
 			}
 			x.Hidden = slices.Clone(refs)
@@ -421,11 +421,10 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 
 // candidates appends to cands the backends of a service, each with the
 // parameters of the highest-priority source that declares it for that
-// service.
-func (w *Writer) candidates(txn statedb.ReadTxn, name lb.ServiceName, cands []Candidate) []Candidate {
-	var buf addrKeyBuf
+// service, looking them up with buf.
+func (w *Writer) candidates(txn statedb.ReadTxn, name lb.ServiceName, cands []Candidate, buf *addrKeyBuf) []Candidate {
 	for _, addr := range w.backendAddrs(txn, name) {
-		b, found := w.backendAt(txn, addr, &buf)
+		b, found := w.backendAt(txn, addr, buf)
 		if !found {
 			continue
 		}
