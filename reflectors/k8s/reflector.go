@@ -540,8 +540,8 @@ func sliceError(es *discoveryv1.EndpointSlice) error {
 		_, _, _, err := ConvertEndpointSlice(es)
 		return err
 	}
-	_, err := newSliceConverter(es)
-	return err
+	var c sliceConverter
+	return c.init(es)
 }
 
 // backendsOf merges the backends of all slices of a service. An address
@@ -550,32 +550,49 @@ func (r *Reflector) backendsOf(e *serviceEntry) []lb.BackendParams {
 	var out []lb.BackendParams
 	index := smallset.NewIndex(func(b *lb.BackendParams) lb.L3n4Addr { return b.Address })
 	for es := range e.slices() { // in order of name, so the result does not depend on arrival
-		_, bs, errs, err := ConvertEndpointSlice(es)
+		if out == nil {
+			out = make([]lb.BackendParams, 0, sliceBackends(es))
+		}
+		// Converted at the end of out, then kept, merged into an earlier
+		// one of the same address, or dropped, in place.
+		kept := len(out)
+		var errs []error
+		var err error
+		out, errs, err = appendSliceBackends(out, es)
 		if err != nil {
 			r.fail(err)
-			continue
 		}
 		for _, e := range errs {
 			r.fail(e)
 		}
-		if out == nil {
-			out = make([]lb.BackendParams, 0, len(bs))
-		}
-		for _, b := range bs {
+		for _, b := range out[kept:] {
 			if err := r.unreachable(es, b.Address.Addr()); err != nil {
 				r.fail(err)
 				continue
 			}
-			if i := index.Find(out, b.Address); i >= 0 {
+			if i := index.Find(out[:kept], b.Address); i >= 0 {
 				if b.State < out[i].State {
 					out[i] = b
 				}
 				continue
 			}
-			out = append(out, b)
+			out[kept] = b
+			kept++
 		}
+		clear(out[kept:]) // no references kept beyond the length
+		out = out[:kept]
 	}
 	return out
+}
+
+// sliceBackends is how many backends a slice gives at most: one per
+// address and port.
+func sliceBackends(es *discoveryv1.EndpointSlice) int {
+	n := 0
+	for _, ep := range es.Endpoints {
+		n += len(ep.Addresses)
+	}
+	return n * max(len(es.Ports), 1)
 }
 
 // AcceptLoopbackEndpoints lets endpoints on loopback addresses be
