@@ -247,7 +247,8 @@ func objects(i, backends int, generation int) (*corev1.Service, *discoveryv1.End
 	}
 	port, proto := int32(8080+generation), corev1.ProtocolTCP
 	es := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "bench", Labels: map[string]string{k8s.LabelServiceName: name}},
+		// Named as the EndpointSlice controller names a service's slices.
+		ObjectMeta:  metav1.ObjectMeta{Name: name + "-x7k2q", Namespace: "bench", Labels: map[string]string{k8s.LabelServiceName: name}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Port: &port, Protocol: &proto}},
 	}

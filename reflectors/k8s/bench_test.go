@@ -25,9 +25,9 @@ func endpoints(i, n int) []discoveryv1.Endpoint {
 }
 
 // benchEvents returns n Services, each followed by its EndpointSlice
-// (with backends endpoints), as an informer hands them over, and their
-// deletions in the order lbbench deletes them: each slice, then its
-// Service.
+// (with backends endpoints, named as the EndpointSlice controller names
+// them), as an informer hands them over, and their deletions in the order
+// lbbench deletes them: each slice, then its Service.
 func benchEvents(n, backends int) (inserts, deletes []event) {
 	inserts = make([]event, 0, 2*n)
 	for i := range n {
@@ -42,7 +42,7 @@ func benchEvents(n, backends int) (inserts, deletes []event) {
 				},
 			}},
 			event{obj: &discoveryv1.EndpointSlice{
-				ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "bench", Labels: map[string]string{LabelServiceName: name}},
+				ObjectMeta:  metav1.ObjectMeta{Name: name + "-x7k2q", Namespace: "bench", Labels: map[string]string{LabelServiceName: name}},
 				AddressType: discoveryv1.AddressTypeIPv4,
 				Ports:       []discoveryv1.EndpointPort{{Port: &port}},
 				Endpoints:   endpoints(i, backends),

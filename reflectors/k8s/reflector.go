@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,11 +51,14 @@ type Reflector struct {
 
 	// Owned by the loop.
 	// services holds each service that has a Service or slices.
-	services   map[lb.ServiceName]serviceEntry
-	batch      batchState                  // what the batch being prepared changed
-	nServices  int                         // entries with a Service
-	slices     map[sliceKey]lb.ServiceName // the service each slice belongs to
-	pods       map[sliceKey]*corev1.Pod    // this node's pods, by namespace and name
+	services  map[lb.ServiceName]serviceEntry
+	batch     batchState // what the batch being prepared changed
+	nServices int        // entries with a Service
+	// slices holds the service of each slice that is not the service
+	// its name says (sliceOwner): nearly none.
+	slices     map[sliceKey]lb.ServiceName
+	nSlices    int
+	pods       map[sliceKey]*corev1.Pod // this node's pods, by namespace and name
 	node       *corev1.Node
 	loopbackOK bool // AcceptLoopbackEndpoints
 	// nodeSet is whether the local node was declared: at the first Node
@@ -358,7 +362,7 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 		r.setNode(call) // before any frontend is selected without it
 	}
 	r.src.SetObjects("services", r.nServices)
-	r.src.SetObjects("endpointslices", len(r.slices))
+	r.src.SetObjects("endpointslices", r.nSlices)
 	r.src.SetObjects("pods", len(r.pods))
 	node := r.localNode() // once for the batch: every conversion reads it
 	for i := range changes {
@@ -503,23 +507,23 @@ func (r *Reflector) applySlice(es *discoveryv1.EndpointSlice, deleted bool) {
 			return
 		}
 	}
-	key := sliceKey{es.Namespace, es.Name}
-	var name lb.ServiceName
+	label := es.Labels[LabelServiceName]
+	var name lb.ServiceName // the service it belongs to now, if not deleted
 	if !deleted {
-		name = lb.NewServiceName(es.Namespace, es.Labels[LabelServiceName])
+		name = lb.NewServiceName(es.Namespace, label)
 	}
-	old, known := r.slices[key]
-	if known {
+	key := sliceKey{es.Namespace, es.Name}
+	if old, known := r.sliceService(key, label, name); known {
+		c := r.touch(old)
 		if !deleted && old == name { // an update: the slice stays with its service
-			c := r.touch(old)
 			c.e.putSlice(es)
 			c.backends = true
 			return
 		}
-		c := r.touch(old)
 		c.e.removeSlice(es.Name)
 		c.backends = true
 		delete(r.slices, key)
+		r.nSlices--
 	}
 	if deleted {
 		return
@@ -527,7 +531,44 @@ func (r *Reflector) applySlice(es *discoveryv1.EndpointSlice, deleted bool) {
 	c := r.touch(name)
 	c.e.putSlice(es)
 	c.backends = true
-	r.slices[key] = c.e.name
+	r.nSlices++
+	if owner, ok := sliceOwner(es.Name); !ok || owner != label {
+		r.slices[key] = c.e.name
+	}
+}
+
+// sliceService returns the service that holds a slice, if any: the one
+// r.slices records, or else the one its name says (sliceOwner), if that
+// one has it. label and name are the slice's label and the service it
+// names (zero when unknown): a slice's owner is nearly always its label,
+// whose name is then not built twice.
+func (r *Reflector) sliceService(key sliceKey, label string, name lb.ServiceName) (lb.ServiceName, bool) {
+	if s, ok := r.slices[key]; ok {
+		return s, true
+	}
+	owner, ok := sliceOwner(key.name)
+	if !ok {
+		return lb.ServiceName{}, false
+	}
+	if owner != label || name == (lb.ServiceName{}) {
+		name = lb.NewServiceName(key.namespace, owner)
+	}
+	if c := r.touch(name); c.e.hasSlice(key.name) {
+		return c.e.name, true
+	}
+	return lb.ServiceName{}, false
+}
+
+// sliceOwner returns the service a slice's name says it belongs to: the
+// EndpointSlice controller names a service's slices SERVICE-xxxxx. A
+// slice kept under that service needs no entry in r.slices, which only
+// records the others (named otherwise, or relabelled).
+func sliceOwner(slice string) (string, bool) {
+	i := strings.LastIndexByte(slice, '-')
+	if i <= 0 {
+		return "", false
+	}
+	return slice[:i], true
 }
 
 // sliceError says what makes a slice unusable as a whole (no service

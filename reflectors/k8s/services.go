@@ -20,9 +20,10 @@ type serviceEntry struct {
 	name lb.ServiceName
 	svc  *corev1.Service
 	// The slices by name: the first inline (most services have one), the
-	// others in more.
+	// others in more (behind a pointer, to keep the entry small; a new
+	// list whenever they change).
 	first *discoveryv1.EndpointSlice
-	more  []*discoveryv1.EndpointSlice
+	more  *[]*discoveryv1.EndpointSlice
 }
 
 // slices yields the service's slices, by name.
@@ -31,7 +32,7 @@ func (e *serviceEntry) slices() iter.Seq[*discoveryv1.EndpointSlice] {
 		if e.first == nil || !yield(e.first) {
 			return
 		}
-		for _, es := range e.more {
+		for _, es := range e.rest() {
 			if !yield(es) {
 				return
 			}
@@ -39,8 +40,37 @@ func (e *serviceEntry) slices() iter.Seq[*discoveryv1.EndpointSlice] {
 	}
 }
 
+// rest returns the slices after the first.
+func (e *serviceEntry) rest() []*discoveryv1.EndpointSlice {
+	if e.more == nil {
+		return nil
+	}
+	return *e.more
+}
+
+// setRest keeps list as the slices after the first.
+func (e *serviceEntry) setRest(list []*discoveryv1.EndpointSlice) {
+	e.more = nil
+	if len(list) > 0 {
+		e.more = &list
+	}
+}
+
+// hasSlice reports whether the service has a slice of that name.
+func (e *serviceEntry) hasSlice(name string) bool {
+	if e.first == nil {
+		return false
+	}
+	if e.first.Name == name {
+		return true
+	}
+	_, found := slices.BinarySearchFunc(e.rest(), name, byName)
+	return found
+}
+
 // putSlice adds es to the service's slices, or replaces the slice of the
-// same name.
+// same name. The list after the first is copied on change: r.services
+// shares it until the batch ends.
 func (e *serviceEntry) putSlice(es *discoveryv1.EndpointSlice) {
 	switch {
 	case e.first == nil:
@@ -48,36 +78,34 @@ func (e *serviceEntry) putSlice(es *discoveryv1.EndpointSlice) {
 	case e.first.Name == es.Name:
 		e.first = es
 	case es.Name < e.first.Name:
-		e.more = slices.Insert(slices.Clone(e.more), 0, e.first)
+		e.setRest(slices.Insert(slices.Clone(e.rest()), 0, e.first))
 		e.first = es
 	default:
-		i, found := slices.BinarySearchFunc(e.more, es.Name, byName)
-		e.more = slices.Clone(e.more) // r.services may share the old array until the batch ends
-		if found {
-			e.more[i] = es
+		rest := slices.Clone(e.rest())
+		if i, found := slices.BinarySearchFunc(rest, es.Name, byName); found {
+			rest[i] = es
 		} else {
-			e.more = slices.Insert(e.more, i, es)
+			rest = slices.Insert(rest, i, es)
 		}
+		e.setRest(rest)
 	}
 }
 
 // removeSlice removes the service's slice of that name, if any.
 func (e *serviceEntry) removeSlice(name string) {
+	rest := e.rest()
 	switch {
 	case e.first == nil:
 	case e.first.Name == name:
 		e.first = nil
-		if len(e.more) > 0 {
-			e.first = e.more[0]
-			e.more = slices.Clone(e.more[1:])
+		if len(rest) > 0 {
+			e.first = rest[0]
+			e.setRest(slices.Clone(rest[1:]))
 		}
 	default:
-		if i, found := slices.BinarySearchFunc(e.more, name, byName); found {
-			e.more = slices.Delete(slices.Clone(e.more), i, i+1)
+		if i, found := slices.BinarySearchFunc(rest, name, byName); found {
+			e.setRest(slices.Delete(slices.Clone(rest), i, i+1))
 		}
-	}
-	if len(e.more) == 0 {
-		e.more = nil
 	}
 }
 
@@ -126,7 +154,11 @@ func (r *Reflector) touch(name lb.ServiceName) *change {
 func (r *Reflector) endBatch() []change {
 	b := &r.batch
 	for i := range b.changes {
-		e := &b.changes[i].e
+		c := &b.changes[i]
+		if !c.backends && !c.declare {
+			continue // only looked at
+		}
+		e := &c.e
 		if e.svc == nil && e.first == nil {
 			delete(r.services, e.name)
 		} else {
