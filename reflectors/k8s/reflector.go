@@ -169,7 +169,7 @@ func (r *Reflector) Run(ctx context.Context, feed func(ctx context.Context) erro
 	return feedErr
 }
 
-// loop applies events in batches of at most cfg.K8sBatchSize.
+// loop applies events in batches of at most cfg.K8sBatchSize (eventSize).
 //
 // It runs in two stages: this goroutine keeps the objects and converts
 // them into Writer calls, and a second one applies each batch's calls in
@@ -207,7 +207,11 @@ func (r *Reflector) loop(ctx context.Context) {
 	deadline := time.NewTimer(r.cfg.K8sBatchDelay)
 	deadline.Stop()
 	for {
-		batch = batch[:0]
+		batch, size := batch[:0], 0
+		add := func(ev event) {
+			batch = append(batch, ev)
+			size += eventSize(ev)
+		}
 		for len(batch) == 0 {
 			select {
 			case <-ctx.Done():
@@ -215,15 +219,15 @@ func (r *Reflector) loop(ctx context.Context) {
 			case <-done:
 				inFlight--
 			case ev := <-r.events:
-				batch = append(batch, ev)
+				add(ev)
 			}
 		}
 		deadline.Reset(r.cfg.K8sBatchDelay)
 	fill:
-		for len(batch) < r.cfg.K8sBatchSize {
+		for size < r.cfg.K8sBatchSize {
 			select {
 			case ev := <-r.events:
-				batch = append(batch, ev)
+				add(ev)
 				continue
 			case <-done:
 				inFlight--
@@ -235,7 +239,7 @@ func (r *Reflector) loop(ctx context.Context) {
 			}
 			select {
 			case ev := <-r.events:
-				batch = append(batch, ev)
+				add(ev)
 			case <-done:
 				inFlight--
 			case <-deadline.C:
@@ -253,6 +257,18 @@ func (r *Reflector) loop(ctx context.Context) {
 		inFlight++
 		writes <- r.prepare(batch) // the writer never stops before the loop
 	}
+}
+
+// eventSize is what an event weighs against cfg.K8sBatchSize: an
+// EndpointSlice as many as the backends it gives or takes away (its write
+// is that much longer), anything else one. A batch of large slices thus
+// holds the tables' write lock no longer than one of small ones, and the
+// reconciler, which needs it to write back statuses, waits no longer.
+func eventSize(ev event) int {
+	if es, ok := ev.obj.(*discoveryv1.EndpointSlice); ok {
+		return max(sliceBackends(es), 1)
+	}
+	return 1
 }
 
 // writes are one batch's Writer calls, in order, and whether the batch
