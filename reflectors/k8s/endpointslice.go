@@ -36,26 +36,29 @@ func appendSliceBackends(backends []lb.BackendParams, es *discoveryv1.EndpointSl
 	default:
 		return backends, nil, nil // FQDN slices have no addresses to balance to
 	}
-	var c sliceConverter
-	if err := c.init(es); err != nil {
+	var ports [2]slicePort
+	c, err := newSliceConverter(es, ports[:0])
+	if err != nil {
 		return backends, nil, err
 	}
 	var errs []error
 	for i, ep := range es.Endpoints {
-		backends, errs = c.appendEndpoint(backends, errs, i, ep, endpointState(ep.Conditions))
+		backends, errs = c.appendEndpoint(backends, errs, es, i, ep, endpointState(ep.Conditions))
 	}
 	return backends, errs, nil
 }
 
 // sliceConverter holds what applies to every endpoint of one slice. It
-// lives on its caller's stack: it allocates nothing for a slice with a
-// few ports and no weights annotation.
+// lives on its caller's stack, its ports in the caller's buffer, so that
+// it allocates nothing for a slice with a few ports and no weights
+// annotation. (It is built and returned by value and does not keep the
+// slice: escape analysis moves a buffer to the heap once anything stores
+// into it through a pointer, or once the struct holding it holds anything
+// an error message takes along.)
 type sliceConverter struct {
-	es      *discoveryv1.EndpointSlice
 	weight  uint16                // AnnotationWeight
 	weights map[netip.Addr]uint16 // AnnotationWeights, nil without
 	ports   []slicePort
-	buf     [2]slicePort // ports' first elements
 }
 
 // slicePort is one port and protocol of a slice, with the names the slice
@@ -66,29 +69,32 @@ type slicePort struct {
 	names []string
 }
 
-// where names the slice in errors.
-func (c *sliceConverter) where() string {
-	return fmt.Sprintf("endpointslice %s/%s", c.es.Namespace, c.es.Name)
+// where names a slice in errors.
+func where(es *discoveryv1.EndpointSlice) string {
+	return fmt.Sprintf("endpointslice %s/%s", es.Namespace, es.Name)
 }
 
-func (c *sliceConverter) init(es *discoveryv1.EndpointSlice) error {
-	c.es, c.weight, c.ports = es, lb.DefaultBackendWeight, c.buf[:0]
+// newSliceConverter reads what applies to every endpoint of a slice, its
+// ports appended to buf.
+func newSliceConverter(es *discoveryv1.EndpointSlice, buf []slicePort) (sliceConverter, error) {
+	c := sliceConverter{weight: lb.DefaultBackendWeight}
 	var err error
 	if w, found := es.Annotations[AnnotationWeight]; found {
 		if c.weight, err = parseWeight(w); err != nil {
-			return fmt.Errorf("%s: annotation %s: %w", c.where(), AnnotationWeight, err)
+			return c, fmt.Errorf("%s: annotation %s: %w", where(es), AnnotationWeight, err)
 		}
 	}
 	if c.weights, err = parseWeights(es.Annotations[AnnotationWeights]); err != nil {
-		return fmt.Errorf("%s: annotation %s: %w", c.where(), AnnotationWeights, err)
+		return c, fmt.Errorf("%s: annotation %s: %w", where(es), AnnotationWeights, err)
 	}
-	return c.slicePorts()
+	c.ports, err = slicePorts(es, buf)
+	return c, err
 }
 
-// slicePorts records the ports of the slice in the order they first
-// appear.
-func (c *sliceConverter) slicePorts() error {
-	for i, p := range c.es.Ports {
+// slicePorts appends the ports of a slice to out, in the order they
+// first appear.
+func slicePorts(es *discoveryv1.EndpointSlice, out []slicePort) ([]slicePort, error) {
+	for i, p := range es.Ports {
 		if p.Port == nil {
 			continue // all ports: nothing to balance to
 		}
@@ -102,24 +108,24 @@ func (c *sliceConverter) slicePorts() error {
 			}
 		}
 		if *p.Port <= 0 || *p.Port > 65535 {
-			return fmt.Errorf("%s: ports[%d].port: %d is not a port", c.where(), i, *p.Port)
+			return nil, fmt.Errorf("%s: ports[%d].port: %d is not a port", where(es), i, *p.Port)
 		}
 		port := uint16(*p.Port)
-		j := slices.IndexFunc(c.ports, func(o slicePort) bool { return o.port == port && o.proto == proto })
+		j := slices.IndexFunc(out, func(o slicePort) bool { return o.port == port && o.proto == proto })
 		if j < 0 {
-			c.ports = append(c.ports, slicePort{port: port, proto: proto})
-			j = len(c.ports) - 1
+			out = append(out, slicePort{port: port, proto: proto})
+			j = len(out) - 1
 		}
 		if p.Name != nil && *p.Name != "" {
-			c.ports[j].names = append(c.ports[j].names, *p.Name)
+			out[j].names = append(out[j].names, *p.Name)
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // appendEndpoint appends the backends of endpoint i (one per address and
 // port) to backends, and what is wrong with its addresses to errs.
-func (c *sliceConverter) appendEndpoint(backends []lb.BackendParams, errs []error, i int, ep discoveryv1.Endpoint, state lb.BackendState) ([]lb.BackendParams, []error) {
+func (c *sliceConverter) appendEndpoint(backends []lb.BackendParams, errs []error, es *discoveryv1.EndpointSlice, i int, ep discoveryv1.Endpoint, state lb.BackendState) ([]lb.BackendParams, []error) {
 	var zones, nodes []string
 	if h := ep.Hints; h != nil {
 		for _, z := range h.ForZones {
@@ -129,16 +135,16 @@ func (c *sliceConverter) appendEndpoint(backends []lb.BackendParams, errs []erro
 			nodes = append(nodes, n.Name)
 		}
 	}
-	addressType := c.es.AddressType
+	addressType := es.AddressType
 	for j, s := range ep.Addresses {
 		a, err := netip.ParseAddr(s)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: endpoints[%d].addresses[%d]: %w", c.where(), i, j, err))
+			errs = append(errs, fmt.Errorf("%s: endpoints[%d].addresses[%d]: %w", where(es), i, j, err))
 			continue
 		}
 		a = a.Unmap()
 		if a.Is4() != (addressType == discoveryv1.AddressTypeIPv4) {
-			errs = append(errs, fmt.Errorf("%s: endpoints[%d].addresses[%d]: %s is not of address type %s", c.where(), i, j, a, addressType))
+			errs = append(errs, fmt.Errorf("%s: endpoints[%d].addresses[%d]: %s is not of address type %s", where(es), i, j, a, addressType))
 			continue
 		}
 		w := c.weight
@@ -161,7 +167,7 @@ func (c *sliceConverter) appendEndpoint(backends []lb.BackendParams, errs []erro
 				b.Zone = *ep.Zone
 			}
 			if err := b.Validate(); err != nil {
-				errs = append(errs, fmt.Errorf("%s: endpoints[%d].addresses[%d]: %w", c.where(), i, j, err))
+				errs = append(errs, fmt.Errorf("%s: endpoints[%d].addresses[%d]: %w", where(es), i, j, err))
 				continue
 			}
 			backends = append(backends, b)

@@ -597,8 +597,9 @@ func sliceError(es *discoveryv1.EndpointSlice) error {
 		_, _, _, err := ConvertEndpointSlice(es)
 		return err
 	}
-	var c sliceConverter
-	return c.init(es)
+	var ports [2]slicePort
+	_, err := newSliceConverter(es, ports[:0])
+	return err
 }
 
 // backendsOf merges the backends of all slices of a service. An address
