@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"time"
@@ -53,7 +54,7 @@ type options struct {
 	maps                                    string
 	json, latency, topology                 bool
 	clusters                                int
-	cpuProfile, memProfile                  string
+	cpuProfile, memProfile, trace           string
 	compare                                 string // a saved anchor run
 	healthMode                              bool
 	routes                                  int
@@ -106,6 +107,7 @@ func main() {
 	flag.BoolVar(&o.topology, "topology", false, "Services with topology keys over 1,000 nodes (default 10,000 x 10): time node relabels (-updates of them)")
 	flag.IntVar(&o.clusters, "clusters", 0, "Clustermesh: this many remote clusters share -services global services (default 10,000 x 10) in one etcd; time the import, its heap and watch events, and single changes (-updates of them)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "Write a CPU profile of the rounds")
+	flag.StringVar(&o.trace, "trace", "", "Write an execution trace of the rounds (go tool trace), and mutex and block profiles beside it (FILE.mutex, FILE.block)")
 	flag.StringVar(&o.memProfile, "memprofile", "", "Write a heap profile taken with the services loaded (sampled every 4 KiB allocated)")
 	flag.IntVar(&o.redirects, "redirects", 0, "Measure local redirect policies instead: this many, over 10,000 services by default (-services), applied and removed, and -updates pod changes")
 	flag.StringVar(&o.compare, "compare", "", "A saved run of Cilium's benchmark (or an lbbench -json line) to print our ratios against")
@@ -245,7 +247,8 @@ func objects(i, backends int, generation int) (*corev1.Service, *discoveryv1.End
 	}
 	port, proto := int32(8080+generation), corev1.ProtocolTCP
 	es := &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "bench", Labels: map[string]string{k8s.LabelServiceName: name}},
+		// Named as the EndpointSlice controller names a service's slices.
+		ObjectMeta:  metav1.ObjectMeta{Name: name + "-x7k2q", Namespace: "bench", Labels: map[string]string{k8s.LabelServiceName: name}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Port: &port, Protocol: &proto}},
 	}
@@ -326,6 +329,11 @@ func run(o options, out io.Writer) error {
 	for i := range o.services {
 		svcs[i], eps[i] = objects(i, o.backends, 0)
 	}
+	stopTrace, err := startTrace(o.trace)
+	if err != nil {
+		return err
+	}
+	defer stopTrace()
 
 	res := result{Maps: b.maps.Kind, Services: o.services, BackendsPerService: o.backends}
 	fmt.Fprintf(out, "lbbench: %d services x %d backends, %s maps, %d iterations\n", o.services, o.backends, b.maps.Kind, o.iterations)
@@ -335,6 +343,7 @@ func run(o options, out io.Writer) error {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 
+		region := trace.StartRegion(context.Background(), "insert")
 		start := time.Now()
 		for i := range o.services {
 			b.refl.Push(svcs[i], false)
@@ -344,6 +353,7 @@ func run(o options, out io.Writer) error {
 			return err
 		}
 		insert := time.Since(start)
+		region.End()
 		if got, want := countEntries(b.maps.Services), o.services*(1+o.backends); got != want {
 			return fmt.Errorf("after insert lb_services has %d entries, want %d", got, want)
 		}
@@ -369,6 +379,7 @@ func run(o options, out io.Writer) error {
 			}
 		}
 
+		region = trace.StartRegion(context.Background(), "delete")
 		start = time.Now()
 		for i := range o.services {
 			b.refl.Push(eps[i], true)
@@ -378,6 +389,7 @@ func run(o options, out io.Writer) error {
 			return err
 		}
 		del := time.Since(start)
+		region.End()
 		if got := countEntries(b.maps.Services) + countEntries(b.maps.Backends); got != 0 {
 			return fmt.Errorf("after delete the maps hold %d entries", got)
 		}

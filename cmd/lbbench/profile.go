@@ -2,7 +2,9 @@ package main
 
 import (
 	"os"
+	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 )
 
 // startCPUProfile profiles into path (none: does nothing) until stop.
@@ -21,5 +23,37 @@ func startCPUProfile(path string) (stop func(), err error) {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+	}, nil
+}
+
+// startTrace writes an execution trace into path (none: does nothing)
+// until stop, with mutex and blocking events profiled meanwhile (written
+// beside it as PATH.mutex and PATH.block), to see where the pipeline's
+// goroutines wait for each other.
+func startTrace(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	runtime.SetMutexProfileFraction(1)
+	runtime.SetBlockProfileRate(10000) // one blocking event sampled per 10 µs blocked
+	return func() {
+		trace.Stop()
+		f.Close()
+		for _, name := range []string{"mutex", "block"} {
+			if pf, err := os.Create(path + "." + name); err == nil {
+				pprof.Lookup(name).WriteTo(pf, 0)
+				pf.Close()
+			}
+		}
+		runtime.SetMutexProfileFraction(0)
+		runtime.SetBlockProfileRate(0)
 	}, nil
 }

@@ -31,7 +31,8 @@ type Config struct {
 	// external IP that equals it.
 	K8sNodePortRange string
 	// K8sBatchSize and K8sBatchDelay bound a batch of changes applied in
-	// one transaction.
+	// one transaction: its objects, an EndpointSlice counting as many as
+	// the backends it gives, and how long it waits to fill.
 	K8sBatchSize  int
 	K8sBatchDelay time.Duration
 	// LRPAddressMatcherCIDRs, when set, are the ranges a local redirect
@@ -61,7 +62,7 @@ func (def Config) Flags(flags *pflag.FlagSet) {
 	flags.String("k8s-node-zone", def.K8sNodeZone, "The local node's zone, overriding its Node's "+LabelTopologyZone+" label (empty: the label's)")
 	flags.StringSlice("k8s-load-balancer-classes", def.K8sLoadBalancerClasses, "Serve only the LoadBalancer ingress IPs of Services of these loadBalancerClasses (and without a class); default: every class, as kube-proxy")
 	flags.String("k8s-node-port-range", def.K8sNodePortRange, "The cluster's node-port range (kube-apiserver's --service-node-port-range), where NodePorts own node addresses before LoadBalancer and external IPs")
-	flags.Int("k8s-batch-size", def.K8sBatchSize, "Most Kubernetes changes applied in one transaction")
+	flags.Int("k8s-batch-size", def.K8sBatchSize, "Most Kubernetes changes applied in one transaction (an EndpointSlice counts as many as its backends)")
 	flags.Duration("k8s-batch-delay", def.K8sBatchDelay, "Longest wait for a batch of Kubernetes changes to fill")
 	flags.StringSlice("lrp-address-matcher-cidrs", def.LRPAddressMatcherCIDRs, "Ranges a local redirect policy's addressMatcher address must be in (default: any)")
 }

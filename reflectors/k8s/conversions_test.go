@@ -453,3 +453,33 @@ func TestConvertServiceSkipsProxyModeIngressIP(t *testing.T) {
 		}
 	}
 }
+
+// Converting a slice with a few ports and no weights annotation allocates
+// nothing but the backends it appends (here into a list with room): the
+// converter and its ports stay on the stack. A change that moves them to
+// the heap costs every slice of every service an allocation or two.
+func TestSliceConversionAllocatesOnlyBackends(t *testing.T) {
+	http, metrics, tcp := "http", "metrics", corev1.ProtocolTCP
+	p1, p2 := int32(8080), int32(9090)
+	es := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "svc-x7k2q", Namespace: "ns", Labels: map[string]string{LabelServiceName: "svc"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &http, Port: &p1, Protocol: &tcp}, {Name: &metrics, Port: &p2, Protocol: &tcp}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}}, {Addresses: []string{"10.0.0.2"}}},
+	}
+	out := make([]lb.BackendParams, 0, 4)
+	var got []lb.BackendParams
+	allocs := testing.AllocsPerRun(100, func() {
+		var err error
+		if got, _, err = appendSliceBackends(out[:0], es); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if len(got) != 4 {
+		t.Fatalf("%d backends, want 4", len(got))
+	}
+	// The port names: one list per port, built once per conversion.
+	if allocs > 2 {
+		t.Errorf("%.0f allocations per conversion, want at most 2 (each port's names)", allocs)
+	}
+}

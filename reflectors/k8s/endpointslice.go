@@ -16,35 +16,49 @@ import (
 // its backends: every endpoint, in the state its conditions give it
 // (endpointState). An error about the whole slice (no service name, a bad
 // annotation) means none of it applies; errs about single endpoints mean
-// only those were left out.
+// only those were left out. The backends of one port share their
+// PortNames.
 func ConvertEndpointSlice(es *discoveryv1.EndpointSlice) (name lb.ServiceName, backends []lb.BackendParams, errs []error, err error) {
 	svcName := es.Labels[LabelServiceName]
 	if svcName == "" {
 		return name, nil, nil, fmt.Errorf("endpointslice %s/%s: label %s: missing", es.Namespace, es.Name, LabelServiceName)
 	}
 	name = lb.NewServiceName(es.Namespace, svcName)
+	backends, errs, err = appendSliceBackends(nil, es)
+	return name, backends, errs, err
+}
+
+// appendSliceBackends appends the backends of a slice (of any service
+// name) to backends, as ConvertEndpointSlice converts them.
+func appendSliceBackends(backends []lb.BackendParams, es *discoveryv1.EndpointSlice) ([]lb.BackendParams, []error, error) {
 	switch es.AddressType {
 	case discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6:
 	default:
-		return name, nil, nil, nil // FQDN slices have no addresses to balance to
+		return backends, nil, nil // FQDN slices have no addresses to balance to
 	}
-	c, err := newSliceConverter(es)
+	var ports [2]slicePort
+	c, err := newSliceConverter(es, ports[:0])
 	if err != nil {
-		return name, nil, nil, err
+		return backends, nil, err
 	}
+	var errs []error
 	for i, ep := range es.Endpoints {
-		backends, errs = c.appendEndpoint(backends, errs, i, ep, endpointState(ep.Conditions))
+		backends, errs = c.appendEndpoint(backends, errs, es, i, ep, endpointState(ep.Conditions))
 	}
-	return name, backends, errs, nil
+	return backends, errs, nil
 }
 
-// sliceConverter holds what applies to every endpoint of one slice.
+// sliceConverter holds what applies to every endpoint of one slice. It
+// lives on its caller's stack, its ports in the caller's buffer, so that
+// it allocates nothing for a slice with a few ports and no weights
+// annotation. (It is built and returned by value and does not keep the
+// slice: escape analysis moves a buffer to the heap once anything stores
+// into it through a pointer, or once the struct holding it holds anything
+// an error message takes along.)
 type sliceConverter struct {
-	where       string // the slice, for errors
-	addressType discoveryv1.AddressType
-	weight      uint16                // AnnotationWeight
-	weights     map[netip.Addr]uint16 // AnnotationWeights
-	ports       []slicePort
+	weight  uint16                // AnnotationWeight
+	weights map[netip.Addr]uint16 // AnnotationWeights, nil without
+	ports   []slicePort
 }
 
 // slicePort is one port and protocol of a slice, with the names the slice
@@ -55,29 +69,32 @@ type slicePort struct {
 	names []string
 }
 
-func newSliceConverter(es *discoveryv1.EndpointSlice) (*sliceConverter, error) {
-	c := &sliceConverter{
-		where:       fmt.Sprintf("endpointslice %s/%s", es.Namespace, es.Name),
-		addressType: es.AddressType,
-		weight:      lb.DefaultBackendWeight,
-	}
+// where names a slice in errors.
+func where(es *discoveryv1.EndpointSlice) string {
+	return fmt.Sprintf("endpointslice %s/%s", es.Namespace, es.Name)
+}
+
+// newSliceConverter reads what applies to every endpoint of a slice, its
+// ports appended to buf.
+func newSliceConverter(es *discoveryv1.EndpointSlice, buf []slicePort) (sliceConverter, error) {
+	c := sliceConverter{weight: lb.DefaultBackendWeight}
 	var err error
 	if w, found := es.Annotations[AnnotationWeight]; found {
 		if c.weight, err = parseWeight(w); err != nil {
-			return nil, fmt.Errorf("%s: annotation %s: %w", c.where, AnnotationWeight, err)
+			return c, fmt.Errorf("%s: annotation %s: %w", where(es), AnnotationWeight, err)
 		}
 	}
 	if c.weights, err = parseWeights(es.Annotations[AnnotationWeights]); err != nil {
-		return nil, fmt.Errorf("%s: annotation %s: %w", c.where, AnnotationWeights, err)
+		return c, fmt.Errorf("%s: annotation %s: %w", where(es), AnnotationWeights, err)
 	}
-	c.ports, err = slicePorts(es.Ports, c.where)
+	c.ports, err = slicePorts(es, buf)
 	return c, err
 }
 
-// slicePorts returns the ports of a slice in the order they first appear.
-func slicePorts(ports []discoveryv1.EndpointPort, where string) ([]slicePort, error) {
-	var out []slicePort
-	for i, p := range ports {
+// slicePorts appends the ports of a slice to out, in the order they
+// first appear.
+func slicePorts(es *discoveryv1.EndpointSlice, out []slicePort) ([]slicePort, error) {
+	for i, p := range es.Ports {
 		if p.Port == nil {
 			continue // all ports: nothing to balance to
 		}
@@ -91,7 +108,7 @@ func slicePorts(ports []discoveryv1.EndpointPort, where string) ([]slicePort, er
 			}
 		}
 		if *p.Port <= 0 || *p.Port > 65535 {
-			return nil, fmt.Errorf("%s: ports[%d].port: %d is not a port", where, i, *p.Port)
+			return nil, fmt.Errorf("%s: ports[%d].port: %d is not a port", where(es), i, *p.Port)
 		}
 		port := uint16(*p.Port)
 		j := slices.IndexFunc(out, func(o slicePort) bool { return o.port == port && o.proto == proto })
@@ -108,7 +125,7 @@ func slicePorts(ports []discoveryv1.EndpointPort, where string) ([]slicePort, er
 
 // appendEndpoint appends the backends of endpoint i (one per address and
 // port) to backends, and what is wrong with its addresses to errs.
-func (c *sliceConverter) appendEndpoint(backends []lb.BackendParams, errs []error, i int, ep discoveryv1.Endpoint, state lb.BackendState) ([]lb.BackendParams, []error) {
+func (c *sliceConverter) appendEndpoint(backends []lb.BackendParams, errs []error, es *discoveryv1.EndpointSlice, i int, ep discoveryv1.Endpoint, state lb.BackendState) ([]lb.BackendParams, []error) {
 	var zones, nodes []string
 	if h := ep.Hints; h != nil {
 		for _, z := range h.ForZones {
@@ -118,15 +135,16 @@ func (c *sliceConverter) appendEndpoint(backends []lb.BackendParams, errs []erro
 			nodes = append(nodes, n.Name)
 		}
 	}
+	addressType := es.AddressType
 	for j, s := range ep.Addresses {
 		a, err := netip.ParseAddr(s)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: endpoints[%d].addresses[%d]: %w", c.where, i, j, err))
+			errs = append(errs, fmt.Errorf("%s: endpoints[%d].addresses[%d]: %w", where(es), i, j, err))
 			continue
 		}
 		a = a.Unmap()
-		if a.Is4() != (c.addressType == discoveryv1.AddressTypeIPv4) {
-			errs = append(errs, fmt.Errorf("%s: endpoints[%d].addresses[%d]: %s is not of address type %s", c.where, i, j, a, c.addressType))
+		if a.Is4() != (addressType == discoveryv1.AddressTypeIPv4) {
+			errs = append(errs, fmt.Errorf("%s: endpoints[%d].addresses[%d]: %s is not of address type %s", where(es), i, j, a, addressType))
 			continue
 		}
 		w := c.weight
@@ -136,7 +154,7 @@ func (c *sliceConverter) appendEndpoint(backends []lb.BackendParams, errs []erro
 		for _, p := range c.ports {
 			b := lb.BackendParams{
 				Address:   lb.NewL3n4Addr(p.proto, a, p.port, lb.ScopeExternal),
-				PortNames: slices.Clone(p.names),
+				PortNames: p.names, // shared: the Writer keeps a copy
 				Weight:    w,
 				State:     state,
 				ForZones:  zones,
@@ -149,7 +167,7 @@ func (c *sliceConverter) appendEndpoint(backends []lb.BackendParams, errs []erro
 				b.Zone = *ep.Zone
 			}
 			if err := b.Validate(); err != nil {
-				errs = append(errs, fmt.Errorf("%s: endpoints[%d].addresses[%d]: %w", c.where, i, j, err))
+				errs = append(errs, fmt.Errorf("%s: endpoints[%d].addresses[%d]: %w", where(es), i, j, err))
 				continue
 			}
 			backends = append(backends, b)
@@ -190,12 +208,12 @@ func parseWeight(s string) (uint16, error) {
 	return uint16(w), nil
 }
 
-// parseWeights parses "addr=weight,addr=weight".
+// parseWeights parses "addr=weight,addr=weight" (nil when empty).
 func parseWeights(s string) (map[netip.Addr]uint16, error) {
-	out := map[netip.Addr]uint16{}
 	if strings.TrimSpace(s) == "" {
-		return out, nil
+		return nil, nil
 	}
+	out := map[netip.Addr]uint16{}
 	for _, item := range strings.Split(s, ",") {
 		k, v, found := strings.Cut(strings.TrimSpace(item), "=")
 		if !found {

@@ -1,12 +1,12 @@
 package k8s
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,10 +51,14 @@ type Reflector struct {
 
 	// Owned by the loop.
 	// services holds each service that has a Service or slices.
-	services   map[lb.ServiceName]serviceEntry
-	nServices  int                         // entries with a Service
-	slices     map[sliceKey]lb.ServiceName // the service each slice belongs to
-	pods       map[sliceKey]*corev1.Pod    // this node's pods, by namespace and name
+	services  map[lb.ServiceName]serviceEntry
+	batch     batchState // what the batch being prepared changed
+	nServices int        // entries with a Service
+	// slices holds the service of each slice that is not the service
+	// its name says (sliceOwner): nearly none.
+	slices     map[sliceKey]lb.ServiceName
+	nSlices    int
+	pods       map[sliceKey]*corev1.Pod // this node's pods, by namespace and name
 	node       *corev1.Node
 	loopbackOK bool // AcceptLoopbackEndpoints
 	// nodeSet is whether the local node was declared: at the first Node
@@ -89,57 +93,6 @@ type Reflector struct {
 	statusTable statedb.RWTable[*routes.Status] // nil: none kept
 }
 
-// serviceEntry is what the reflector holds of one service: its Service,
-// if any, and its slices, if any.
-type serviceEntry struct {
-	// name is the entry's key. Every name the reflector hands the Writer
-	// for the service is this one, so that the tables' rows share one
-	// string.
-	name lb.ServiceName
-	svc  *corev1.Service
-	// The slices by name: the first inline (most services have one), the
-	// others in more.
-	first *discoveryv1.EndpointSlice
-	more  []*discoveryv1.EndpointSlice
-}
-
-// slices returns the service's slices, by name.
-func (e serviceEntry) slices() []*discoveryv1.EndpointSlice {
-	if e.first == nil {
-		return nil
-	}
-	return append([]*discoveryv1.EndpointSlice{e.first}, e.more...)
-}
-
-// setSlices keeps list (sorted by name) as the service's slices.
-func (e *serviceEntry) setSlices(list []*discoveryv1.EndpointSlice) {
-	e.first, e.more = nil, nil
-	if len(list) > 0 {
-		e.first = list[0]
-	}
-	if len(list) > 1 {
-		e.more = slices.Clone(list[1:])
-	}
-}
-
-// entry returns the service's entry, a new one if there is none.
-func (r *Reflector) entry(name lb.ServiceName) serviceEntry {
-	e, ok := r.services[name]
-	if !ok {
-		e.name = name
-	}
-	return e
-}
-
-// putEntry stores the entry, or drops it once it holds nothing.
-func (r *Reflector) putEntry(e serviceEntry) {
-	if e.svc == nil && e.first == nil {
-		delete(r.services, e.name)
-		return
-	}
-	r.services[e.name] = e
-}
-
 // sliceKey names a namespaced object (an EndpointSlice or a Pod).
 type sliceKey struct{ namespace, name string }
 
@@ -162,6 +115,7 @@ func NewReflector(cfg Config, src *reflectors.Source, as lb.Source) (*Reflector,
 		stopped:       stopped,
 		stop:          sync.OnceFunc(func() { close(stopped) }),
 		services:      map[lb.ServiceName]serviceEntry{},
+		batch:         batchState{index: map[lb.ServiceName]int{}},
 		slices:        map[sliceKey]lb.ServiceName{},
 		pods:          map[sliceKey]*corev1.Pod{},
 		unknown:       map[lb.ServiceName][]UnknownValue{},
@@ -215,7 +169,7 @@ func (r *Reflector) Run(ctx context.Context, feed func(ctx context.Context) erro
 	return feedErr
 }
 
-// loop applies events in batches of at most cfg.K8sBatchSize.
+// loop applies events in batches of at most cfg.K8sBatchSize (eventSize).
 //
 // It runs in two stages: this goroutine keeps the objects and converts
 // them into Writer calls, and a second one applies each batch's calls in
@@ -253,7 +207,11 @@ func (r *Reflector) loop(ctx context.Context) {
 	deadline := time.NewTimer(r.cfg.K8sBatchDelay)
 	deadline.Stop()
 	for {
-		batch = batch[:0]
+		batch, size := batch[:0], 0
+		add := func(ev event) {
+			batch = append(batch, ev)
+			size += eventSize(ev)
+		}
 		for len(batch) == 0 {
 			select {
 			case <-ctx.Done():
@@ -261,15 +219,15 @@ func (r *Reflector) loop(ctx context.Context) {
 			case <-done:
 				inFlight--
 			case ev := <-r.events:
-				batch = append(batch, ev)
+				add(ev)
 			}
 		}
 		deadline.Reset(r.cfg.K8sBatchDelay)
 	fill:
-		for len(batch) < r.cfg.K8sBatchSize {
+		for size < r.cfg.K8sBatchSize {
 			select {
 			case ev := <-r.events:
-				batch = append(batch, ev)
+				add(ev)
 				continue
 			case <-done:
 				inFlight--
@@ -281,7 +239,7 @@ func (r *Reflector) loop(ctx context.Context) {
 			}
 			select {
 			case ev := <-r.events:
-				batch = append(batch, ev)
+				add(ev)
 			case <-done:
 				inFlight--
 			case <-deadline.C:
@@ -299,6 +257,18 @@ func (r *Reflector) loop(ctx context.Context) {
 		inFlight++
 		writes <- r.prepare(batch) // the writer never stops before the loop
 	}
+}
+
+// eventSize is what an event weighs against cfg.K8sBatchSize: an
+// EndpointSlice as many as the backends it gives or takes away (its write
+// is that much longer), anything else one. A batch of large slices thus
+// holds the tables' write lock no longer than one of small ones, and the
+// reconciler, which needs it to write back statuses, waits no longer.
+func eventSize(ev event) int {
+	if es, ok := ev.obj.(*discoveryv1.EndpointSlice); ok {
+		return max(sliceBackends(es), 1)
+	}
+	return 1
 }
 
 // writes are one batch's Writer calls, in order, and whether the batch
@@ -339,38 +309,36 @@ func (r *Reflector) write(ws writes) {
 
 // prepare records a batch of events and returns the Writer calls that
 // declare what changed.
+//
+// The calls of a service come in an order that spares the Writer work
+// (it gives the same result in any order): declarations first, so that a
+// new service's backends go straight into its row, then backends, then
+// deleted declarations, so that a deleted service's backends are released
+// while its row still holds their addresses. Either way round they would
+// pass through the orphan-backends table.
 func (r *Reflector) prepare(batch []event) (ws writes) {
-	dirty := map[lb.ServiceName]bool{}     // services whose backends to recompute
-	reconvert := map[lb.ServiceName]bool{} // services to convert again
 	call := func(c func(statedb.WriteTxn)) { ws.calls = append(ws.calls, c) }
 	splits := false // a route, split or grant changed
 	for _, ev := range batch {
 		switch obj := ev.obj.(type) {
 		case *corev1.Service:
-			e := r.entry(lb.NewServiceName(obj.Namespace, obj.Name))
-			name := e.name
+			c := r.touch(lb.NewServiceName(obj.Namespace, obj.Name))
 			// A service's backends come from its slices alone (their
 			// conditions say what publishNotReadyAddresses asks), so only
 			// its declaration changes here.
-			if e.svc != nil {
+			if c.e.svc != nil {
 				r.nServices--
 			}
+			c.e.svc, c.declare = obj, true
 			if ev.deleted {
-				e.svc = nil
-				delete(r.unknown, name)
-				delete(r.topologyNoted, name)
-				call(func(txn statedb.WriteTxn) {
-					r.check(r.w.DeleteService(txn, name, r.as), name.String())
-					r.check(r.w.ClearProxyRedirect(txn, name, r.as), name.String())
-				})
+				c.e.svc = nil
+				delete(r.unknown, c.e.name)
+				delete(r.topologyNoted, c.e.name)
 			} else {
-				e.svc = obj
 				r.nServices++
-				reconvert[name] = true
 			}
-			r.putEntry(e)
 		case *discoveryv1.EndpointSlice:
-			r.applySlice(obj, ev.deleted, dirty)
+			r.applySlice(obj, ev.deleted)
 		case *metav1.PartialObjectMetadata: // every node's labels
 			r.prepareNodeLabels(call, obj.Name, obj.Labels, ev.deleted)
 		case *corev1.Node:
@@ -385,7 +353,7 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			r.setNode(call)
 			for name, e := range r.services { // NodePort frontends follow the node's addresses
 				if e.svc != nil {
-					reconvert[name] = true
+					r.touch(name).declare = true
 				}
 			}
 			for _, pod := range r.pods { // and so do HostPort frontends
@@ -405,56 +373,31 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			}
 		}
 	}
+	changes := r.endBatch()
 	if !r.nodeSet && r.cfg.K8sNodeZone != "" {
 		r.setNode(call) // before any frontend is selected without it
 	}
 	r.src.SetObjects("services", r.nServices)
-	r.src.SetObjects("endpointslices", len(r.slices))
+	r.src.SetObjects("endpointslices", r.nSlices)
 	r.src.SetObjects("pods", len(r.pods))
-	// Backends first: a new service's frontends are then derived once, with
-	// their backends (the Writer gives the same result in any order).
-	for _, name := range slices.SortedFunc(maps.Keys(dirty), lb.ServiceName.Compare) {
-		backends := r.backendsOf(name)
-		call(func(txn statedb.WriteTxn) { r.check(r.w.SetBackends(txn, name, r.as, backends...), name.String()) })
-	}
 	node := r.localNode() // once for the batch: every conversion reads it
-	for _, name := range slices.SortedFunc(maps.Keys(reconvert), lb.ServiceName.Compare) {
-		svc := r.services[name].svc
-		if svc == nil {
-			continue
+	for i := range changes {
+		if c := &changes[i]; c.declare && c.e.svc != nil {
+			r.prepareService(call, &c.e, node)
 		}
-		params, ok, unknown, err := ConvertService(svc, ServiceOptions{
-			Node: node, LoadBalancerClasses: r.cfg.K8sLoadBalancerClasses, Source: r.as, NodePortRange: r.nodePorts,
-		})
-		r.logUnknown(name, unknown)
-		var (
-			proxy      lb.ProxyRedirect
-			proxied    bool
-			proxyError error
-		)
-		if err == nil && ok {
-			proxy, proxied, proxyError = ConvertProxyRedirect(svc, r.as)
+	}
+	for i := range changes {
+		if c := &changes[i]; c.backends {
+			name, backends := c.e.name, r.backendsOf(&c.e)
+			call(func(txn statedb.WriteTxn) { r.check(r.w.SetBackends(txn, name, r.as, backends...), name.String()) })
 		}
-		switch {
-		case err != nil:
-			r.fail(err) // the previous declaration, if any, stays
-		case proxyError != nil:
-			r.fail(proxyError) // so does the previous proxy redirect
-		case !ok:
+	}
+	for i := range changes {
+		if c := &changes[i]; c.declare && c.e.svc == nil {
+			name := c.e.name
 			call(func(txn statedb.WriteTxn) {
 				r.check(r.w.DeleteService(txn, name, r.as), name.String())
 				r.check(r.w.ClearProxyRedirect(txn, name, r.as), name.String())
-			})
-		default:
-			params.Name = name // the same name, in the string the other rows share
-			params.TopologyKeys = r.topologyKeys(name, svc)
-			call(func(txn statedb.WriteTxn) {
-				r.check(r.w.UpsertService(txn, params), name.String())
-				if proxied {
-					r.check(r.w.SetProxyRedirect(txn, name, proxy), name.String())
-				} else {
-					r.check(r.w.ClearProxyRedirect(txn, name, r.as), name.String())
-				}
 			})
 		}
 	}
@@ -471,6 +414,47 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 		r.sweepRoutes(call)
 	}
 	return ws
+}
+
+// prepareService converts a service's Service and adds the calls that
+// declare it (or delete its declaration, when lbstate does not balance
+// it). A Service that does not convert leaves its previous declaration.
+func (r *Reflector) prepareService(call func(func(statedb.WriteTxn)), e *serviceEntry, node lb.Node) {
+	name, svc := e.name, e.svc
+	params, ok, unknown, err := ConvertService(svc, ServiceOptions{
+		Node: node, LoadBalancerClasses: r.cfg.K8sLoadBalancerClasses, Source: r.as, NodePortRange: r.nodePorts,
+	})
+	r.logUnknown(name, unknown)
+	var (
+		proxy      lb.ProxyRedirect
+		proxied    bool
+		proxyError error
+	)
+	if err == nil && ok {
+		proxy, proxied, proxyError = ConvertProxyRedirect(svc, r.as)
+	}
+	switch {
+	case err != nil:
+		r.fail(err) // the previous declaration, if any, stays
+	case proxyError != nil:
+		r.fail(proxyError) // so does the previous proxy redirect
+	case !ok:
+		call(func(txn statedb.WriteTxn) {
+			r.check(r.w.DeleteService(txn, name, r.as), name.String())
+			r.check(r.w.ClearProxyRedirect(txn, name, r.as), name.String())
+		})
+	default:
+		params.Name = name // the same name, in the string the other rows share
+		params.TopologyKeys = r.topologyKeys(name, svc)
+		call(func(txn statedb.WriteTxn) {
+			r.check(r.w.UpsertService(txn, params), name.String())
+			if proxied {
+				r.check(r.w.SetProxyRedirect(txn, name, proxy), name.String())
+			} else {
+				r.check(r.w.ClearProxyRedirect(txn, name, r.as), name.String())
+			}
+		})
+	}
 }
 
 // known returns the names of every service this reflector declares or
@@ -529,34 +513,78 @@ func (r *Reflector) preparePod(call func(func(statedb.WriteTxn)), pod *corev1.Po
 	})
 }
 
-// applySlice records a slice change and marks the services it affects.
-// An update that is invalid as a whole is reported and leaves the slice's
-// last valid version in place.
-func (r *Reflector) applySlice(es *discoveryv1.EndpointSlice, deleted bool, dirty map[lb.ServiceName]bool) {
+// applySlice records a slice change in the batch's changes of the
+// services it affects. An update that is invalid as a whole is reported
+// and leaves the slice's last valid version in place.
+func (r *Reflector) applySlice(es *discoveryv1.EndpointSlice, deleted bool) {
 	if !deleted {
 		if err := sliceError(es); err != nil {
 			r.fail(err)
 			return
 		}
 	}
+	label := es.Labels[LabelServiceName]
+	var name lb.ServiceName // the service it belongs to now, if not deleted
+	if !deleted {
+		name = lb.NewServiceName(es.Namespace, label)
+	}
 	key := sliceKey{es.Namespace, es.Name}
-	if old, ok := r.slices[key]; ok {
-		dirty[old] = true
-		e := r.services[old]
-		e.setSlices(slices.DeleteFunc(e.slices(), func(o *discoveryv1.EndpointSlice) bool { return o.Name == es.Name }))
-		r.putEntry(e)
+	if old, known := r.sliceService(key, label, name); known {
+		c := r.touch(old)
+		if !deleted && old == name { // an update: the slice stays with its service
+			c.e.putSlice(es)
+			c.backends = true
+			return
+		}
+		c.e.removeSlice(es.Name)
+		c.backends = true
 		delete(r.slices, key)
+		r.nSlices--
 	}
 	if deleted {
 		return
 	}
-	e := r.entry(lb.NewServiceName(es.Namespace, es.Labels[LabelServiceName]))
-	r.slices[key] = e.name
-	list := e.slices()
-	i, _ := slices.BinarySearchFunc(list, es.Name, func(o *discoveryv1.EndpointSlice, n string) int { return cmp.Compare(o.Name, n) })
-	e.setSlices(slices.Insert(list, i, es))
-	r.putEntry(e)
-	dirty[e.name] = true
+	c := r.touch(name)
+	c.e.putSlice(es)
+	c.backends = true
+	r.nSlices++
+	if owner, ok := sliceOwner(es.Name); !ok || owner != label {
+		r.slices[key] = c.e.name
+	}
+}
+
+// sliceService returns the service that holds a slice, if any: the one
+// r.slices records, or else the one its name says (sliceOwner), if that
+// one has it. label and name are the slice's label and the service it
+// names (zero when unknown): a slice's owner is nearly always its label,
+// whose name is then not built twice.
+func (r *Reflector) sliceService(key sliceKey, label string, name lb.ServiceName) (lb.ServiceName, bool) {
+	if s, ok := r.slices[key]; ok {
+		return s, true
+	}
+	owner, ok := sliceOwner(key.name)
+	if !ok {
+		return lb.ServiceName{}, false
+	}
+	if owner != label || name == (lb.ServiceName{}) {
+		name = lb.NewServiceName(key.namespace, owner)
+	}
+	if c := r.touch(name); c.e.hasSlice(key.name) {
+		return c.e.name, true
+	}
+	return lb.ServiceName{}, false
+}
+
+// sliceOwner returns the service a slice's name says it belongs to: the
+// EndpointSlice controller names a service's slices SERVICE-xxxxx. A
+// slice kept under that service needs no entry in r.slices, which only
+// records the others (named otherwise, or relabelled).
+func sliceOwner(slice string) (string, bool) {
+	i := strings.LastIndexByte(slice, '-')
+	if i <= 0 {
+		return "", false
+	}
+	return slice[:i], true
 }
 
 // sliceError says what makes a slice unusable as a whole (no service
@@ -569,43 +597,60 @@ func sliceError(es *discoveryv1.EndpointSlice) error {
 		_, _, _, err := ConvertEndpointSlice(es)
 		return err
 	}
-	_, err := newSliceConverter(es)
+	var ports [2]slicePort
+	_, err := newSliceConverter(es, ports[:0])
 	return err
 }
 
 // backendsOf merges the backends of all slices of a service. An address
 // in two slices (an endpoint moving between them) keeps its better state.
-func (r *Reflector) backendsOf(name lb.ServiceName) []lb.BackendParams {
+func (r *Reflector) backendsOf(e *serviceEntry) []lb.BackendParams {
 	var out []lb.BackendParams
 	index := smallset.NewIndex(func(b *lb.BackendParams) lb.L3n4Addr { return b.Address })
-	e := r.services[name]
-	for _, es := range e.slices() { // in order of name, so the result does not depend on arrival
-		_, bs, errs, err := ConvertEndpointSlice(es)
+	for es := range e.slices() { // in order of name, so the result does not depend on arrival
+		if out == nil {
+			out = make([]lb.BackendParams, 0, sliceBackends(es))
+		}
+		// Converted at the end of out, then kept, merged into an earlier
+		// one of the same address, or dropped, in place.
+		kept := len(out)
+		var errs []error
+		var err error
+		out, errs, err = appendSliceBackends(out, es)
 		if err != nil {
 			r.fail(err)
-			continue
 		}
 		for _, e := range errs {
 			r.fail(e)
 		}
-		if out == nil {
-			out = make([]lb.BackendParams, 0, len(bs))
-		}
-		for _, b := range bs {
+		for _, b := range out[kept:] {
 			if err := r.unreachable(es, b.Address.Addr()); err != nil {
 				r.fail(err)
 				continue
 			}
-			if i := index.Find(out, b.Address); i >= 0 {
+			if i := index.Find(out[:kept], b.Address); i >= 0 {
 				if b.State < out[i].State {
 					out[i] = b
 				}
 				continue
 			}
-			out = append(out, b)
+			out[kept] = b
+			kept++
 		}
+		clear(out[kept:]) // no references kept beyond the length
+		out = out[:kept]
 	}
 	return out
+}
+
+// sliceBackends is how many backends a slice gives at most: one per
+// address and port.
+func sliceBackends(es *discoveryv1.EndpointSlice) int {
+	n := 0
+	for _, ep := range es.Endpoints {
+		n += len(ep.Addresses)
+	}
+	return n * max(len(es.Ports), 1)
 }
 
 // AcceptLoopbackEndpoints lets endpoints on loopback addresses be

@@ -3,6 +3,7 @@ package k8s
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -109,11 +110,13 @@ func TestReflectorForgetsDeletedSlices(t *testing.T) {
 	}
 	a1, a2, moved := slice("a-2", "a", "10.0.0.2"), slice("a-1", "a", "10.0.0.1"), slice("a-2", "b", "10.0.0.2")
 	r.apply([]event{{obj: a1}, {obj: a2}})
-	if got := r.services[lb.NewServiceName("ns", "a")].slices(); len(got) != 2 || got[0].Name != "a-1" || got[1].Name != "a-2" {
+	a := r.services[lb.NewServiceName("ns", "a")]
+	if got := slices.Collect(a.slices()); len(got) != 2 || got[0].Name != "a-1" || got[1].Name != "a-2" {
 		t.Fatalf("service a: slices %v, want a-1 and a-2 in order", got)
 	}
 	r.apply([]event{{obj: moved}})
-	if a, b := r.services[lb.NewServiceName("ns", "a")], r.services[lb.NewServiceName("ns", "b")]; len(a.slices()) != 1 || len(b.slices()) != 1 {
+	a, b := r.services[lb.NewServiceName("ns", "a")], r.services[lb.NewServiceName("ns", "b")]
+	if len(slices.Collect(a.slices())) != 1 || len(slices.Collect(b.slices())) != 1 {
 		t.Fatalf("after a-2 moved to b: %v", r.services)
 	}
 	r.apply([]event{{obj: moved, deleted: true}, {obj: a2, deleted: true}})
@@ -122,6 +125,65 @@ func TestReflectorForgetsDeletedSlices(t *testing.T) {
 	}
 	if n := w.Backends().NumObjects(db.ReadTxn()); n != 0 {
 		t.Fatalf("%d backends left", n)
+	}
+}
+
+// A slice belongs to the service its label names, whatever its own name
+// says (the reflector finds most slices through their names, which the
+// EndpointSlice controller makes SERVICE-xxxxx): slices named after
+// another service, or with no service in their name, move with their
+// label and are forgotten when deleted, and each service's backends are
+// its slices' alone, in every batch split.
+func TestSliceBelongsToItsLabelWhateverItsName(t *testing.T) {
+	slice := func(name, svc, ip string) *discoveryv1.EndpointSlice {
+		port := int32(80)
+		return &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{LabelServiceName: svc}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Port: &port}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}}},
+		}
+	}
+	steps := [][]event{
+		{{obj: slice("a-x1", "a", "10.0.0.1")}, {obj: slice("b-x1", "a", "10.0.0.2")}, {obj: slice("plain", "a", "10.0.0.3")}},
+		{{obj: slice("a-x1", "b", "10.0.0.1")}, {obj: slice("b-x1", "b", "10.0.0.2")}},
+		{{obj: slice("plain", "b", "10.0.0.3")}, {obj: slice("b-x1", "a", "10.0.0.4")}},
+		{{obj: slice("a-x1", "a", "10.0.0.1"), deleted: true}, {obj: slice("b-x1", "b", "10.0.0.4"), deleted: true}, {obj: slice("plain", "a", ""), deleted: true}},
+	}
+	want := []map[string][]string{
+		{"a": {"10.0.0.1:80/TCP", "10.0.0.2:80/TCP", "10.0.0.3:80/TCP"}},
+		{"a": {"10.0.0.3:80/TCP"}, "b": {"10.0.0.1:80/TCP", "10.0.0.2:80/TCP"}},
+		{"a": {"10.0.0.4:80/TCP"}, "b": {"10.0.0.1:80/TCP", "10.0.0.3:80/TCP"}},
+		{},
+	}
+	for _, split := range []bool{false, true} {
+		db := statedb.New()
+		w, err := tables.New(db, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := newTestReflector(t, DefaultConfig, w)
+		for i, step := range steps {
+			if split { // one event a batch
+				for _, ev := range step {
+					r.apply([]event{ev})
+				}
+			} else {
+				r.apply(step)
+			}
+			for _, svc := range []string{"a", "b"} {
+				var got []string
+				for be := range w.BackendsOf(db.ReadTxn(), lb.NewServiceName("ns", svc)) {
+					got = append(got, be.Address.String())
+				}
+				if !slices.Equal(got, want[i][svc]) {
+					t.Errorf("split %v, step %d: service %s has backends %v, want %v", split, i, svc, got, want[i][svc])
+				}
+			}
+		}
+		if len(r.services) != 0 || len(r.slices) != 0 || r.nSlices != 0 {
+			t.Errorf("split %v: after deleting every slice the reflector still holds %v, %v and %d slices", split, r.services, r.slices, r.nSlices)
+		}
 	}
 }
 
@@ -153,7 +215,8 @@ func TestBackendsOfMergesSlices(t *testing.T) {
 		// a: 0..n-1 terminating; b: n/2..n+n/2-1 ready. The overlap is
 		// ready.
 		r.apply([]event{{obj: slice("a", &no, &yes, 0, n-1)}, {obj: slice("b", &yes, &no, n/2, n+n/2-1)}})
-		got := r.backendsOf(lb.NewServiceName("ns", "svc"))
+		e := r.services[lb.NewServiceName("ns", "svc")]
+		got := r.backendsOf(&e)
 		if len(got) != n+n/2 {
 			t.Fatalf("n=%d: %d backends, want %d", n, len(got), n+n/2)
 		}
