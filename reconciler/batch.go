@@ -68,6 +68,7 @@ type task struct {
 	slotCounts []int
 	slotCount  int
 	slotIDs    []uint32
+	slotBuf    [1]uint32 // slotIDs of a frontend with one slot
 	ranges     map[bpf.SourceRangeKey]struct{}
 }
 
@@ -196,8 +197,9 @@ func (o *ops) remove(tasks []task, forget bool) {
 	var masters []bpf.ServiceKey
 	for i := range tasks {
 		j := &tasks[i]
-		_, known := o.frontends[j.fe.Address]
-		_, restored := o.restoredFrontends[j.fe.Address]
+		k := keyOf(j.fe.Address)
+		_, known := o.frontends[k]
+		_, restored := o.restoredFrontends[k]
 		if !known && !restored {
 			j.st = nil // nothing to do
 			continue
@@ -255,7 +257,8 @@ func (o *ops) remove(tasks []task, forget bool) {
 		}
 		if j.err == nil && forget {
 			o.feIDs.free(j.st.id)
-			delete(o.frontends, j.fe.Address)
+			o.forgetFrontend(j.fe.Address)
+			j.st = nil
 		}
 	}
 	o.deleteBackends(doomed)
@@ -287,15 +290,16 @@ func (o *ops) writeBackends(tasks []task) {
 				break
 			}
 			if i < len(j.fe.Backends) || !selected.Has(j.fe.Backends, ref.Address) {
-				be.setView(j.st.id, ref)
+				be.setView(o.viewOf(j.st.id, ref))
 			}
 			touched = append(touched, be)
 		}
 	}
 	var (
-		ids  []uint32
-		vals []bpf.Backend
-		todo []*backendState
+		ids    []uint32
+		vals   []bpf.Backend
+		todo   []*backendState
+		values []beValue
 	)
 	var seen map[*backendState]bool // frontends of a batch may share backends
 	if len(tasks) > 1 {
@@ -308,8 +312,8 @@ func (o *ops) writeBackends(tasks []task) {
 			}
 			seen[be] = true
 		}
-		if v := o.backendValue(be); !be.written || be.value != v {
-			ids, vals, todo = append(ids, be.id), append(vals, v), append(todo, be)
+		if v := backendValue(be); !be.written || be.value != v {
+			ids, vals, todo, values = append(ids, be.id), append(vals, be.entry(v)), append(todo, be), append(values, v)
 		}
 	}
 	for _, be := range todo {
@@ -323,7 +327,7 @@ func (o *ops) writeBackends(tasks []task) {
 		return
 	}
 	for i, be := range todo {
-		be.value, be.written = vals[i], true
+		be.value, be.written = values[i], true
 	}
 }
 
@@ -380,8 +384,9 @@ func (o *ops) writeSlots(tasks []task) {
 	for j := range live(tasks) {
 		j.slotIDs = o.slotIDs(j)
 		n := len(keys)
+		written := j.st.written()
 		for i, id := range j.slotIDs {
-			if i < len(j.st.written) && j.st.written[i] == id {
+			if i < len(written) && written[i] == id {
 				continue
 			}
 			keys = append(keys, bpf.NewServiceKey(j.fe.Address, uint16(i+1)))
@@ -395,9 +400,10 @@ func (o *ops) writeSlots(tasks []task) {
 	err := o.maps.Services.BatchUpdate(keys, vals)
 	for _, j := range changed {
 		if err != nil {
-			j.st.written, j.err = nil, err // some may have been written
+			j.st.setWritten(nil) // some may have been written
+			j.err = err
 		} else {
-			j.st.written = j.slotIDs // made for this update alone
+			j.st.setWritten(j.slotIDs) // made for this update alone
 		}
 	}
 }
@@ -483,19 +489,18 @@ func (o *ops) deleteSurplusSlots(tasks []task, keep func(*task) int) {
 	err := o.maps.Services.BatchDelete(keys)
 	for i, j := range shrunk {
 		if err != nil {
-			j.st.written, j.err = nil, err // some may be gone
+			j.st.setWritten(nil) // some may be gone
+			j.err = err
 			continue
 		}
 		o.setSlots(j.st, keepFor[i])
-		if len(j.st.written) > keepFor[i] {
-			j.st.written = j.st.written[:keepFor[i]]
-		}
+		j.st.truncateWritten(keepFor[i])
 	}
 }
 
 // deleteMaglev deletes a frontend's Maglev table.
 func (o *ops) deleteMaglev(st *frontendState) error {
-	st.maglevKnown = nil
+	st.setMaglevKnown(nil)
 	if err := o.maps.Maglev.Delete(st.id); err != nil {
 		return err
 	}
