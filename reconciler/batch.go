@@ -68,7 +68,8 @@ type task struct {
 	slotCounts []int
 	slotCount  int
 	slotIDs    []uint32
-	slotBuf    [1]uint32 // slotIDs of a frontend with one slot
+	// The backing arrays of a frontend with one backend and slot.
+	slotBuf, idBuf [1]uint32
 	ranges     map[bpf.SourceRangeKey]struct{}
 }
 
@@ -141,8 +142,8 @@ func (o *ops) update(txn statedb.ReadTxn, tasks []task) {
 	o.admit(tasks)
 	o.writeBackends(tasks)
 	for j := range live(tasks) {
-		if j.useMaglev {
-			j.err = o.writeMaglev(j.st, j.rotation)
+		if j.useMaglev { // one slot per backend in rotation, first
+			j.err = o.writeMaglev(j.st, j.rotation, j.slotIDs[:len(j.rotation)])
 		}
 	}
 	o.writeSlots(tasks)
@@ -198,17 +199,17 @@ func (o *ops) remove(tasks []task, forget bool) {
 	for i := range tasks {
 		j := &tasks[i]
 		k := keyOf(j.fe.Address)
-		_, known := o.frontends[k]
-		_, restored := o.restoredFrontends[k]
-		if !known && !restored {
-			j.st = nil // nothing to do
-			continue
+		j.st = o.frontend(k)
+		if _, restored := o.restoredFrontends[k]; j.st == nil && !restored {
+			continue // nothing to do
 		}
 		if forget {
 			o.stopWaiting(j.fe.Address, false)
 		}
-		if j.st, j.err = o.claimFrontend(j.fe.Address); j.err != nil {
-			continue
+		if j.st == nil {
+			if j.st, j.err = o.claimFrontend(j.fe.Address); j.err != nil {
+				continue
+			}
 		}
 		j.st.masterWritten = false
 		masters = append(masters, bpf.NewServiceKey(j.fe.Address, 0))
@@ -283,6 +284,10 @@ func (o *ops) writeBackends(tasks []task) {
 		// hidden ones, whether or not they come in the same update); a
 		// backend both hidden and selected is seen as selected.
 		selected := smallset.NewIndex(func(b *lb.BackendRef) lb.L3n4Addr { return b.Address })
+		ids := j.idBuf[:0] // of kept(j.fe), in order
+		if n := len(j.fe.Backends) + len(j.fe.Hidden); n > len(j.idBuf) {
+			ids = make([]uint32, 0, n)
+		}
 		for i, ref := range kept(j.fe) {
 			be, err := o.claimBackend(j.st, ref.Address)
 			if err != nil {
@@ -293,6 +298,10 @@ func (o *ops) writeBackends(tasks []task) {
 				be.setView(o.viewOf(j.st.id, ref))
 			}
 			touched = append(touched, be)
+			ids = append(ids, be.id)
+		}
+		if j.err == nil {
+			j.slotIDs = j.slotIDsOf(ids)
 		}
 	}
 	var (
@@ -374,6 +383,49 @@ func (j *task) layout(o *ops) {
 	}
 }
 
+// slotIDsOf lays out the backend IDs of slots 1..n, given the IDs of
+// kept(j.fe): the rotation (weighted for random, one each for Maglev,
+// whose table carries the weights), the standby backends, then the
+// fallback ones, as layout counted them.
+func (j *task) slotIDsOf(ids []uint32) []uint32 {
+	out := j.slotBuf[:0] // most frontends have one slot, which setWritten copies
+	if j.slotCount > len(j.slotBuf) {
+		out = make([]uint32, 0, j.slotCount)
+	}
+	inRotation := 0
+	addRotation := func(id uint32) {
+		n := 1
+		if j.slotCounts != nil {
+			n = j.slotCounts[inRotation]
+		}
+		inRotation++
+		for range n {
+			out = append(out, id)
+		}
+	}
+	for i, b := range j.fe.Backends {
+		if b.Weight > 0 {
+			addRotation(ids[i])
+		}
+	}
+	if j.fe.Rejected > 0 {
+		addRotation(bpf.BackendReject)
+	}
+	for i, b := range j.fe.Backends {
+		if b.Weight == 0 {
+			out = append(out, ids[i])
+		}
+	}
+	if len(j.fallback) > 0 {
+		for i, b := range j.fe.Hidden {
+			if b.Weight > 0 {
+				out = append(out, ids[len(j.fe.Backends)+i])
+			}
+		}
+	}
+	return out
+}
+
 // writeSlots writes the slots whose backend ID changed.
 func (o *ops) writeSlots(tasks []task) {
 	var (
@@ -382,7 +434,6 @@ func (o *ops) writeSlots(tasks []task) {
 		changed []*task
 	)
 	for j := range live(tasks) {
-		j.slotIDs = o.slotIDs(j)
 		n := len(keys)
 		written := j.st.written()
 		for i, id := range j.slotIDs {

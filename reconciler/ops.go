@@ -169,14 +169,6 @@ func (o *ops) frontend(k addrKey) *frontendState {
 	return nil
 }
 
-// backend returns the state of a backend in o.backends, or nil.
-func (o *ops) backend(addr lb.L3n4Addr) *backendState {
-	if i, ok := o.backends[keyOf(addr)]; ok {
-		return o.beStates.at(i)
-	}
-	return nil
-}
-
 // claimBackend returns the backend's state, counting st's reference once.
 func (o *ops) claimBackend(st *frontendState, addr lb.L3n4Addr) (*backendState, error) {
 	k := keyOf(addr)
@@ -212,8 +204,9 @@ func (o *ops) adoptBackend(k addrKey) (uint32, *backendState) {
 }
 
 // writeMaglev computes and swaps in the frontend's Maglev table, unless
-// the table in place was computed from the same backends and IDs.
-func (o *ops) writeMaglev(st *frontendState, rotation []lb.BackendRef) error {
+// the table in place was computed from the same backends and IDs
+// (rotationIDs, those of rotation).
+func (o *ops) writeMaglev(st *frontendState, rotation []lb.BackendRef, rotationIDs []uint32) error {
 	mb := make([]maglev.Backend, len(rotation))
 	ids := make(map[addrKey]uint32, len(rotation))
 	for i, b := range rotation {
@@ -221,7 +214,7 @@ func (o *ops) writeMaglev(st *frontendState, rotation []lb.BackendRef) error {
 		if isReject(b) {
 			mb[i].Key = rejectKey
 		}
-		ids[keyOf(b.Address)] = o.slotID(b)
+		ids[keyOf(b.Address)] = rotationIDs[i]
 	}
 	if k := st.maglevKnown(); st.maglev && k != nil && slices.EqualFunc(mb, k.input, sameMaglevBackend) && maps.Equal(ids, k.ids) {
 		return nil
@@ -246,29 +239,6 @@ func sameMaglevBackend(a, b maglev.Backend) bool {
 	return a.Weight == b.Weight && bytes.Equal(a.Key, b.Key)
 }
 
-// slotIDs lays out the backend IDs of slots 1..n: the rotation (weighted
-// for random, one each for Maglev, whose table carries the weights), the
-// standby backends, then the fallback ones.
-func (o *ops) slotIDs(j *task) []uint32 {
-	ids := j.slotBuf[:0] // most frontends have one slot, which setWritten copies
-	if j.slotCount > len(j.slotBuf) {
-		ids = make([]uint32, 0, j.slotCount)
-	}
-	for i, b := range j.rotation {
-		id := o.slotID(b)
-		ids = append(ids, id)
-		if j.slotCounts != nil {
-			for range j.slotCounts[i] - 1 {
-				ids = append(ids, id)
-			}
-		}
-	}
-	for _, b := range slices.Concat(j.standby, j.fallback) {
-		ids = append(ids, o.backend(b.Address).id)
-	}
-	return ids
-}
-
 // rejectRef is the rotation's entry for a frontend's rejected share of
 // the given weight: the zero address, which no backend has.
 func rejectRef(weight uint16) lb.BackendRef {
@@ -280,14 +250,6 @@ func isReject(b lb.BackendRef) bool { return b.Address == lb.L3n4Addr{} }
 // rejectKey is the Maglev key of the rejected share: shorter than every
 // backend's, so it is no backend's, and the same on every node.
 var rejectKey = []byte("reject")
-
-// slotID is the backend ID that a slot of b names.
-func (o *ops) slotID(b lb.BackendRef) uint32 {
-	if isReject(b) {
-		return bpf.BackendReject
-	}
-	return o.backend(b.Address).id
-}
 
 // kept are the backends whose IDs a frontend keeps: those it uses and
 // those an override hides (Hidden), so that clearing the override gives
