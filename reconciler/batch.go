@@ -70,7 +70,7 @@ type task struct {
 	slotIDs    []uint32
 	// The backing arrays of a frontend with one backend and slot.
 	slotBuf, idBuf [1]uint32
-	ranges     map[bpf.SourceRangeKey]struct{}
+	ranges         map[bpf.SourceRangeKey]struct{}
 }
 
 // Update writes one frontend; see UpdateBatch.
