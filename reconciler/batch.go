@@ -195,7 +195,7 @@ func (o *ops) prepare(tasks []task) {
 // forget, it also forgets the frontends and frees their IDs; without, they
 // keep their IDs (a frontend taking back what it wrote, for want of room).
 func (o *ops) remove(tasks []task, forget bool) {
-	var masters []bpf.ServiceKey
+	masters := take(&o.scratch.keys)
 	for i := range tasks {
 		j := &tasks[i]
 		k := keyOf(j.fe.Address)
@@ -212,9 +212,13 @@ func (o *ops) remove(tasks []task, forget bool) {
 			}
 		}
 		j.st.masterWritten = false
-		masters = append(masters, bpf.NewServiceKey(j.fe.Address, 0))
+		if j.st.hasMaster { // else there is none, and deleting it would cost a syscall
+			masters = append(masters, bpf.NewServiceKey(j.fe.Address, 0))
+		}
 	}
-	if err := o.maps.Services.BatchDelete(masters); err != nil {
+	err := o.maps.Services.BatchDelete(masters)
+	giveBack(&o.scratch.keys, masters)
+	if err != nil {
 		fail(tasks, err, func(j *task) bool { return j.st != nil })
 	}
 	for j := range live(tasks) {
@@ -223,10 +227,8 @@ func (o *ops) remove(tasks []task, forget bool) {
 		}
 	}
 	o.deleteSurplusSlots(tasks, func(*task) int { return 0 })
-	var (
-		revNats []uint32
-		doomed  []doomedBackend
-	)
+	var doomed []doomedBackend
+	revNats := take(&o.scratch.ids)
 	for j := range live(tasks) {
 		if j.st == nil {
 			continue
@@ -237,9 +239,13 @@ func (o *ops) remove(tasks []task, forget bool) {
 			}
 		}
 		j.st.revNatWritten = false
-		revNats = append(revNats, j.st.id)
+		if j.st.hasRevNat {
+			revNats = append(revNats, j.st.id)
+		}
 	}
-	if err := o.maps.RevNat.BatchDelete(revNats); err != nil {
+	err = o.maps.RevNat.BatchDelete(revNats)
+	giveBack(&o.scratch.ids, revNats)
+	if err != nil {
 		fail(tasks, err, func(j *task) bool { return j.st != nil })
 	}
 	for j := range live(tasks) {
@@ -304,9 +310,10 @@ func (o *ops) writeBackends(tasks []task) {
 			j.slotIDs = j.slotIDsOf(ids)
 		}
 	}
+	ids, vals := take(&o.scratch.ids), take(&o.scratch.backends)
+	defer func() { giveBack(&o.scratch.ids, ids) }()
+	defer func() { giveBack(&o.scratch.backends, vals) }()
 	var (
-		ids    []uint32
-		vals   []bpf.Backend
 		todo   []*backendState
 		values []beValue
 	)
@@ -428,11 +435,10 @@ func (j *task) slotIDsOf(ids []uint32) []uint32 {
 
 // writeSlots writes the slots whose backend ID changed.
 func (o *ops) writeSlots(tasks []task) {
-	var (
-		keys    []bpf.ServiceKey
-		vals    []bpf.ServiceValue
-		changed []*task
-	)
+	keys, vals := take(&o.scratch.keys), take(&o.scratch.values)
+	defer func() { giveBack(&o.scratch.keys, keys) }()
+	defer func() { giveBack(&o.scratch.values, vals) }()
+	var changed []*task
 	for j := range live(tasks) {
 		n := len(keys)
 		written := j.st.written()
@@ -461,14 +467,13 @@ func (o *ops) writeSlots(tasks []task) {
 
 // writeMasters writes the master and reverse-NAT entries that changed.
 func (o *ops) writeMasters(tasks []task) {
-	var (
-		keys     []bpf.ServiceKey
-		vals     []bpf.ServiceValue
-		masters  []*task
-		revIDs   []uint32
-		revVals  []bpf.RevNatValue
-		revNatOf []*task
-	)
+	keys, vals := take(&o.scratch.keys), take(&o.scratch.values)
+	defer func() { giveBack(&o.scratch.keys, keys) }()
+	defer func() { giveBack(&o.scratch.values, vals) }()
+	revIDs, revVals := take(&o.scratch.ids), take(&o.scratch.revNats)
+	defer func() { giveBack(&o.scratch.ids, revIDs) }()
+	defer func() { giveBack(&o.scratch.revNats, revVals) }()
+	var masters, revNatOf []*task
 	for j := range live(tasks) {
 		master := bpf.ServiceValue{
 			RevNatID:        j.st.id,
@@ -522,8 +527,9 @@ func firstErr(first, next error) error {
 
 // deleteSurplusSlots deletes slots keep(j)+1.. of each frontend.
 func (o *ops) deleteSurplusSlots(tasks []task, keep func(*task) int) {
+	keys := take(&o.scratch.keys)
+	defer func() { giveBack(&o.scratch.keys, keys) }()
 	var (
-		keys    []bpf.ServiceKey
 		shrunk  []*task
 		keepFor []int
 	)

@@ -69,6 +69,10 @@ type ops struct {
 	waitOrder []*waiter // the waiting, by ID
 	kick      func([]lb.L3n4Addr)
 
+	// scratch holds the slices that a batch's map operations are built
+	// in, for the next batch to reuse.
+	scratch scratch
+
 	// call counts the calls of update and delete, so that a backend
 	// knows the one that created it (backendState.born).
 	call uint32
