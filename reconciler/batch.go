@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
@@ -75,36 +76,42 @@ type task struct {
 
 // Update writes one frontend; see UpdateBatch.
 func (o *ops) Update(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, fe *lb.Frontend) error {
-	return runOne(txn, fe, o.update)
+	return o.runOne(txn, fe, o.update)
 }
 
 // UpdateBatch writes a batch of frontends (statedb's BatchOperations).
 func (o *ops) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*lb.Frontend]) {
-	runBatch(txn, batch, o.update)
+	o.runBatch(txn, batch, o.update)
 }
 
 // Delete removes one frontend; see DeleteBatch.
 func (o *ops) Delete(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, fe *lb.Frontend) error {
-	return runOne(txn, fe, o.delete)
+	return o.runOne(txn, fe, o.delete)
 }
 
 // DeleteBatch removes a batch of frontends, master entries first, so that
 // the datapath stops matching a frontend before anything it names goes
 // away.
 func (o *ops) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*lb.Frontend]) {
-	runBatch(txn, batch, o.delete)
+	o.runBatch(txn, batch, o.delete)
 }
 
 // runOne runs fn over one frontend's task and returns its result.
-func runOne(txn statedb.ReadTxn, fe *lb.Frontend, fn func(statedb.ReadTxn, []task)) error {
+func (o *ops) runOne(txn statedb.ReadTxn, fe *lb.Frontend, fn func(statedb.ReadTxn, []task)) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	tasks := []task{{fe: fe}}
 	fn(txn, tasks)
 	return tasks[0].err
 }
 
 // runBatch runs fn over a task per entry and records each task's result.
-func runBatch(txn statedb.ReadTxn, batch []reconciler.BatchEntry[*lb.Frontend], fn func(statedb.ReadTxn, []task)) {
-	tasks := make([]task, len(batch))
+// The tasks are built in a slice kept for the next batch (a task is
+// about 200 bytes); nothing keeps a pointer to one past fn.
+func (o *ops) runBatch(txn statedb.ReadTxn, batch []reconciler.BatchEntry[*lb.Frontend], fn func(statedb.ReadTxn, []task)) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	tasks := slices.Grow(take(&o.scratch.tasks), len(batch))[:len(batch)]
 	for i := range batch {
 		tasks[i].fe = batch[i].Object
 	}
@@ -112,6 +119,8 @@ func runBatch(txn statedb.ReadTxn, batch []reconciler.BatchEntry[*lb.Frontend], 
 	for i := range batch {
 		batch[i].Result = tasks[i].err
 	}
+	clear(tasks) // what they point to is the batch's
+	giveBack(&o.scratch.tasks, tasks)
 }
 
 // noteInitialized records that the tables are initialized, as of txn.
@@ -132,9 +141,8 @@ func live(tasks []task) func(func(*task) bool) {
 	}
 }
 
+// update writes the tasks' frontends; o.mu is held.
 func (o *ops) update(txn statedb.ReadTxn, tasks []task) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	o.noteInitialized(txn)
 	o.call++
 
@@ -165,9 +173,8 @@ func (o *ops) update(txn statedb.ReadTxn, tasks []task) {
 	o.settle(tasks)
 }
 
+// delete removes the tasks' frontends; o.mu is held.
 func (o *ops) delete(txn statedb.ReadTxn, tasks []task) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	o.noteInitialized(txn)
 	o.call++
 	o.remove(tasks, true)
@@ -284,8 +291,12 @@ func fail(tasks []task, err error, part func(*task) bool) {
 // references, and makes every backend they use present in lb_backends
 // with its current value.
 func (o *ops) writeBackends(tasks []task) {
-	var touched []*backendState
+	var (
+		touched []*backendState
+		hidden  bool // some frontend has hidden backends
+	)
 	for j := range live(tasks) {
+		hidden = hidden || len(j.fe.Hidden) > 0
 		// The selected backends first (a new one gets its ID before the
 		// hidden ones, whether or not they come in the same update); a
 		// backend both hidden and selected is seen as selected.
@@ -317,12 +328,15 @@ func (o *ops) writeBackends(tasks []task) {
 		todo   []*backendState
 		values []beValue
 	)
-	var seen map[*backendState]bool // frontends of a batch may share backends
-	if len(tasks) > 1 {
-		seen = make(map[*backendState]bool, len(touched))
-	}
+	// A backend is touched once per frontend that uses it, and once more
+	// by a frontend that has it both selected and hidden; touched once,
+	// it is written once.
+	var seen map[*backendState]bool
 	for _, be := range touched {
-		if seen != nil {
+		if be.refs > 1 || hidden {
+			if seen == nil {
+				seen = map[*backendState]bool{}
+			}
 			if seen[be] {
 				continue
 			}
@@ -353,11 +367,15 @@ func (o *ops) writeBackends(tasks []task) {
 // and Maglev elements name bpf.BackendReject.
 func (j *task) layout(o *ops) {
 	j.algorithm = o.cfg.algorithm(j.fe.Policy.Algorithm)
-	for _, b := range j.fe.Backends {
-		if b.Weight > 0 {
-			j.rotation = append(j.rotation, b)
-		} else {
-			j.standby = append(j.standby, b)
+	if j.fe.Rejected == 0 && !slices.ContainsFunc(j.fe.Backends, func(b lb.BackendRef) bool { return b.Weight == 0 }) {
+		j.rotation = j.fe.Backends // the usual case: no copy (rotation is only read)
+	} else {
+		for _, b := range j.fe.Backends {
+			if b.Weight > 0 {
+				j.rotation = append(j.rotation, b)
+			} else {
+				j.standby = append(j.standby, b)
+			}
 		}
 	}
 	if j.fe.Rejected > 0 {

@@ -12,6 +12,7 @@ type scratch struct {
 	ids      []uint32
 	backends []bpf.Backend
 	revNats  []bpf.RevNatValue
+	tasks    []task
 }
 
 // maxScratch bounds the slices kept, so that one large batch does not
@@ -26,8 +27,9 @@ func take[T any](p *[]T) []T {
 	return s
 }
 
-// giveBack keeps s for the next take. (The types kept hold no pointers,
-// so what s held keeps nothing alive.)
+// giveBack keeps s for the next take. (The slices of map keys and values
+// hold no pointers, and runBatch clears its tasks, so what s held keeps
+// nothing alive.)
 func giveBack[T any](p *[]T, s []T) {
 	if cap(s) <= maxScratch {
 		*p = s[:0]
