@@ -312,7 +312,7 @@ func (o *ops) writeBackends(tasks []task) {
 				break
 			}
 			if i < len(j.fe.Backends) || !selected.Has(j.fe.Backends, ref.Address) {
-				be.setView(o.viewOf(j.st.id, ref))
+				o.setView(be, o.viewOf(j.st.id, ref))
 			}
 			touched = append(touched, be)
 			ids = append(ids, be.id)
@@ -342,7 +342,7 @@ func (o *ops) writeBackends(tasks []task) {
 			}
 			seen[be] = true
 		}
-		if v := backendValue(be); !be.written || be.value != v {
+		if v := o.backendValue(be); !be.written || be.value != v {
 			ids, vals, todo, values = append(ids, be.id), append(vals, be.entry(v)), append(todo, be), append(values, v)
 		}
 	}
@@ -505,8 +505,8 @@ func (o *ops) writeMasters(tasks []task) {
 		}
 		binary.BigEndian.PutUint16(master.ProxyPort[:], j.fe.ProxyPort)
 		j.st.affinity = j.st.affinity || master.AffinityTimeout > 0 // before entries can exist
-		if !j.st.masterWritten || j.st.master != master {
-			j.st.masterWritten, j.st.master = false, master
+		if fields := masterFieldsOf(master); !j.st.masterWritten || j.st.master != fields {
+			j.st.masterWritten, j.st.master = false, fields
 			o.setMay(roomServices, &j.st.hasMaster, true)
 			keys, vals, masters = append(keys, bpf.NewServiceKey(j.fe.Address, 0)), append(vals, master), append(masters, j)
 		}

@@ -69,6 +69,10 @@ type ops struct {
 	waitOrder []*waiter // the waiting, by ID
 	kick      func([]lb.L3n4Addr)
 
+	// moreViews holds, by backend ID, the views of the backends that
+	// more than one frontend uses, but the first (backendState.first).
+	moreViews map[uint32][]backendView
+
 	// scratch holds the slices that a batch's map operations are built
 	// in, for the next batch to reuse.
 	scratch scratch
@@ -82,9 +86,9 @@ type ops struct {
 // address): the most available state any frontend sees it in, and the
 // cluster and zone as the frontend with the lowest ID sees them, so that
 // it does not depend on which frontend was reconciled last.
-func backendValue(be *backendState) beValue {
+func (o *ops) backendValue(be *backendState) beValue {
 	var first backendView
-	for v := range be.views() {
+	for v := range o.views(be) {
 		// States are numbered from the most available; starting from the
 		// first view, not from a fixed "least available" state, keeps a
 		// state numbered after it (not-ready) from being read as that one.
@@ -326,10 +330,10 @@ func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef, doomed *[]d
 	}
 	for _, i := range dropped {
 		be := o.beStates.at(i)
-		be.dropView(st.id)
+		o.dropView(be, st.id)
 		switch {
 		case be.refs > 1:
-			if v := backendValue(be); !be.written || v != be.value {
+			if v := o.backendValue(be); !be.written || v != be.value {
 				o.setMay(roomBackends, &be.inMap, true)
 				if err := o.maps.Backends.Update(be.id, be.entry(v)); err != nil {
 					return err
@@ -387,9 +391,16 @@ func (o *ops) deleteBackends(doomed []doomedBackend) {
 	}
 	for _, d := range doomed {
 		o.setMay(roomBackends, &d.be.inMap, false)
-		o.beIDs.free(d.be.id)
-		o.beStates.release(d.i)
+		o.releaseBackend(d.i, d.be)
 	}
+}
+
+// releaseBackend frees the ID and the state of a backend that is gone
+// from lb_backends.
+func (o *ops) releaseBackend(i uint32, be *backendState) {
+	o.beIDs.free(be.id)
+	delete(o.moreViews, be.id) // empty unless a view was left behind
+	o.beStates.release(i)
 }
 
 // clearAffinity deletes a frontend's affinity entries that name one of

@@ -87,9 +87,8 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 			continue
 		}
 		o.setMay(roomBackends, &be.inMap, false)
-		o.beIDs.free(be.id)
 		delete(o.restoredBackends, k)
-		o.beStates.release(i)
+		o.releaseBackend(i, be)
 	}
 	if err := o.pruneUnknownBackends(); err != nil {
 		return errors.Join(append(errs, err)...)

@@ -12,11 +12,11 @@ import (
 // in ops.feStates (arena.go). What most frontends have one of (a backend,
 // a slot) is kept inline; more, and what few have, is behind more.
 type frontendState struct {
-	// (Fields ordered so that the struct packs into 64 bytes.)
+	// (Fields ordered so that the struct packs into 56 bytes.)
 	more *frontendMore // nil for most
 	// Known contents, nil or zero when unknown (after a failure, or for a
 	// restored frontend): master is slot 0, if masterWritten.
-	master bpf.ServiceValue
+	master masterFields
 	slots  int // slots 1..slots may exist
 	id     uint32
 	// written is the known backend IDs of slots 1..nWritten: written1
@@ -37,6 +37,24 @@ type frontendState struct {
 	hasMaster, hasRevNat bool
 	maglev               bool // a Maglev table may exist
 	affinity             bool // affinity entries may exist
+}
+
+// masterFields is what a master entry holds beside its rev-NAT ID (the
+// frontend's ID) and its backend ID (none).
+type masterFields struct {
+	affinityTimeout          uint32
+	count, standby, fallback uint16
+	typ, flags, algorithm    uint8
+	proxyPort                [2]byte
+}
+
+func masterFieldsOf(v bpf.ServiceValue) masterFields {
+	return masterFields{
+		affinityTimeout: v.AffinityTimeout,
+		count:           v.Count, standby: v.Standby, fallback: v.Fallback,
+		typ: v.Type, flags: v.Flags, algorithm: v.Algorithm,
+		proxyPort: v.ProxyPort,
+	}
 }
 
 // frontendMore is the part of a frontend's state that most frontends,
@@ -165,7 +183,8 @@ func (st *frontendState) ranges() []bpf.SourceRangeKey {
 // backendState is what the reconciler knows of one backend. It lives in
 // ops.beStates (arena.go).
 type backendState struct {
-	// (Fields ordered so that the struct packs into 64 bytes.)
+	// (Fields ordered so that the struct packs into 56 bytes, without a
+	// pointer: the collector need not look into the arena.)
 	key  addrKey
 	id   uint32
 	born uint32 // the ops call that created it
@@ -173,13 +192,13 @@ type backendState struct {
 	// The frontends' views of the backend; the lb_backends value is
 	// derived from all of them (backendValue). The first is kept inline
 	// (its frontend 0 for none: IDs start at 1), as most backends serve
-	// one frontend; moreViews hold the others.
+	// one frontend; ops.moreViews holds the others, if manyViews.
 	first backendView
 	value beValue // what lb_backends holds, if written
 	// written says that value is in lb_backends, inMap that an entry may
 	// exist.
 	written, inMap bool
-	moreViews      *[]backendView
+	manyViews      bool
 }
 
 // beValue is what an lb_backends value holds beside the backend's

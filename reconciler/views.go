@@ -26,15 +26,15 @@ func (o *ops) viewOf(id uint32, ref lb.BackendRef) backendView {
 }
 
 // views yields every frontend's view of the backend.
-func (be *backendState) views() iter.Seq[backendView] {
+func (o *ops) views(be *backendState) iter.Seq[backendView] {
 	return func(yield func(backendView) bool) {
 		if be.first.frontend != 0 && !yield(be.first) {
 			return
 		}
-		if be.moreViews == nil {
+		if !be.manyViews {
 			return
 		}
-		for _, v := range *be.moreViews {
+		for _, v := range o.moreViews[be.id] {
 			if !yield(v) {
 				return
 			}
@@ -44,42 +44,42 @@ func (be *backendState) views() iter.Seq[backendView] {
 
 // setView records a frontend's view of the backend (v.frontend says
 // which).
-func (be *backendState) setView(v backendView) {
+func (o *ops) setView(be *backendState, v backendView) {
 	switch be.first.frontend {
 	case v.frontend, 0:
 		be.first = v
 		return
 	}
-	if be.moreViews == nil {
-		be.moreViews = &[]backendView{v}
-		return
+	if o.moreViews == nil {
+		o.moreViews = map[uint32][]backendView{}
 	}
-	more := *be.moreViews
+	more := o.moreViews[be.id]
 	for i := range more {
 		if more[i].frontend == v.frontend {
 			more[i] = v
 			return
 		}
 	}
-	*be.moreViews = append(more, v)
+	o.moreViews[be.id], be.manyViews = append(more, v), true
 }
 
 // dropView forgets frontend id's view of the backend.
-func (be *backendState) dropView(id uint32) {
+func (o *ops) dropView(be *backendState, id uint32) {
 	if be.first.frontend == id {
 		be.first = backendView{}
-		if be.moreViews == nil {
+		if !be.manyViews {
 			return
 		}
-		be.first = (*be.moreViews)[0]
+		be.first = o.moreViews[be.id][0]
 		id = be.first.frontend // to drop from moreViews
 	}
-	if be.moreViews == nil {
+	if !be.manyViews {
 		return
 	}
-	if more := slices.DeleteFunc(*be.moreViews, func(v backendView) bool { return v.frontend == id }); len(more) > 0 {
-		*be.moreViews = more
+	if more := slices.DeleteFunc(o.moreViews[be.id], func(v backendView) bool { return v.frontend == id }); len(more) > 0 {
+		o.moreViews[be.id] = more
 	} else {
-		be.moreViews = nil
+		delete(o.moreViews, be.id)
+		be.manyViews = false
 	}
 }

@@ -8,10 +8,13 @@ import (
 // A backend keeps one view per frontend through sets and drops in any
 // order, whether the view is the one kept inline or not.
 func TestBackendViewsKeepEveryFrontendsView(t *testing.T) {
-	var be backendState
+	var (
+		o  ops
+		be = backendState{id: 1}
+	)
 	view := func(id, cluster uint32) backendView { return backendView{frontend: id, clusterID: cluster} }
 	frontends := func() (ids, clusters []uint32) {
-		for v := range be.views() {
+		for v := range o.views(&be) {
 			ids, clusters = append(ids, v.frontend), append(clusters, v.clusterID)
 		}
 		return
@@ -23,21 +26,21 @@ func TestBackendViewsKeepEveryFrontendsView(t *testing.T) {
 		}
 	}
 	check("empty", nil, nil)
-	be.setView(view(7, 1))
-	be.setView(view(3, 2))
-	be.setView(view(9, 3))
-	be.setView(view(3, 22)) // replaces
+	o.setView(&be, view(7, 1))
+	o.setView(&be, view(3, 2))
+	o.setView(&be, view(9, 3))
+	o.setView(&be, view(3, 22)) // replaces
 	check("three", []uint32{7, 3, 9}, []uint32{1, 22, 3})
-	be.dropView(7) // the inline one: the next takes its place
+	o.dropView(&be, 7) // the inline one: the next takes its place
 	check("first dropped", []uint32{3, 9}, []uint32{22, 3})
-	be.dropView(42) // not there
-	be.dropView(9)
+	o.dropView(&be, 42) // not there
+	o.dropView(&be, 9)
 	check("last dropped", []uint32{3}, []uint32{22})
-	be.dropView(3)
+	o.dropView(&be, 3)
 	check("all dropped", nil, nil)
-	if be.moreViews != nil || be.first.frontend != 0 {
-		t.Fatalf("an empty backend keeps %v / %d", be.moreViews, be.first.frontend)
+	if be.manyViews || len(o.moreViews) > 0 || be.first.frontend != 0 {
+		t.Fatalf("an empty backend keeps %v / %d", o.moreViews, be.first.frontend)
 	}
-	be.setView(view(5, 4))
+	o.setView(&be, view(5, 4))
 	check("again", []uint32{5}, []uint32{4})
 }
