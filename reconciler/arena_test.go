@@ -109,3 +109,42 @@ func TestFrontendStateListsSpillAndShrink(t *testing.T) {
 		t.Fatal("forgotten slots are still known")
 	}
 }
+
+// An address map finds every address it was given, IPv4 or IPv6, yields
+// each back unchanged, and forgets what is deleted.
+func TestAddrMapKeepsIPv4AndIPv6Apart(t *testing.T) {
+	m := newAddrMap()
+	addrs := []lb.L3n4Addr{
+		lb.MustParseL3n4Addr("10.96.0.1:80/TCP"),
+		lb.MustParseL3n4Addr("10.96.0.1:80/TCP/i"),
+		lb.MustParseL3n4Addr("10.96.0.1:80/UDP"),
+		lb.MustParseL3n4Addr("[::ffff:10.96.0.2]:80/TCP"),
+		lb.MustParseL3n4Addr("[2001:db8::1]:443/SCTP"),
+		lb.MustParseL3n4Addr("[::a60:1]:80/TCP"), // 10.96.0.1's bits, in IPv6
+	}
+	for i, a := range addrs {
+		m.set(keyOf(a), uint32(i+1))
+	}
+	if m.len() != len(addrs) {
+		t.Fatalf("len %d, want %d", m.len(), len(addrs))
+	}
+	for i, a := range addrs {
+		if got, ok := m.get(keyOf(a)); !ok || got != uint32(i+1) {
+			t.Errorf("%v: got %d %v, want %d", a, got, ok, i+1)
+		}
+	}
+	seen := map[lb.L3n4Addr]uint32{}
+	for k, i := range m.all() {
+		seen[k.l3n4()] = i
+	}
+	for i, a := range addrs {
+		if seen[a] != uint32(i+1) {
+			t.Errorf("all() gives %v as %d, want %d", a, seen[a], i+1)
+		}
+	}
+	m.del(keyOf(addrs[0]))
+	m.del(keyOf(addrs[4]))
+	if _, ok := m.get(keyOf(addrs[0])); ok || m.len() != len(addrs)-2 {
+		t.Errorf("deleted addresses are still there (len %d)", m.len())
+	}
+}

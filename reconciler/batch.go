@@ -207,7 +207,7 @@ func (o *ops) remove(tasks []task, forget bool) {
 		j := &tasks[i]
 		k := keyOf(j.fe.Address)
 		j.st = o.frontend(k)
-		if _, restored := o.restoredFrontends[k]; j.st == nil && !restored {
+		if _, restored := o.restoredFrontends.get(k); j.st == nil && !restored {
 			continue // nothing to do
 		}
 		if forget {

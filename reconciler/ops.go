@@ -28,8 +28,8 @@ type ops struct {
 
 	// The states of the frontends and backends, by address: arena
 	// indexes into feStates and beStates (arena.go).
-	frontends map[addrKey]uint32
-	backends  map[addrKey]uint32
+	frontends addrMap
+	backends  addrMap
 	feStates  arena[frontendState]
 	beStates  arena[backendState]
 	feIDs     *idAllocator
@@ -39,8 +39,8 @@ type ops struct {
 	// and, until the tables are initialized, backends no frontend uses any
 	// more (parked: their entries and IDs stay, so a source that has yet
 	// to declare them gets them back).
-	restoredFrontends map[addrKey]uint32
-	restoredBackends  map[addrKey]uint32
+	restoredFrontends addrMap
+	restoredBackends  addrMap
 	// Frontends known only by their lb_rev_nat entry, which holds an
 	// address and port (lb_services was recreated, or lost the master
 	// entry), lowest ID first: a frontend with that address and port
@@ -114,12 +114,12 @@ func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Ta
 		maps:              maps,
 		cfg:               cfg,
 		log:               log,
-		frontends:         map[addrKey]uint32{},
-		backends:          map[addrKey]uint32{},
+		frontends:         newAddrMap(),
+		backends:          newAddrMap(),
 		feIDs:             newIDAllocator("frontend"),
 		beIDs:             newIDAllocator("backend"),
-		restoredFrontends: map[addrKey]uint32{},
-		restoredBackends:  map[addrKey]uint32{},
+		restoredFrontends: newAddrMap(),
+		restoredBackends:  newAddrMap(),
 		restoredRevNat:    map[netip.AddrPort][]uint32{},
 		room:              newRoom(maps),
 		waiting:           map[lb.L3n4Addr]*waiter{},
@@ -131,12 +131,12 @@ func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Ta
 // maps held for its address, or allocating a new ID.
 func (o *ops) claimFrontend(addr lb.L3n4Addr) (*frontendState, error) {
 	k := keyOf(addr)
-	if i, ok := o.frontends[k]; ok {
+	if i, ok := o.frontends.get(k); ok {
 		return o.feStates.at(i), nil
 	}
-	i, ok := o.restoredFrontends[k]
+	i, ok := o.restoredFrontends.get(k)
 	if ok {
-		delete(o.restoredFrontends, k) // its backends' references were counted at restore
+		o.restoredFrontends.del(k) // its backends' references were counted at restore
 	} else if is := o.restoredRevNat[addr.AddrPort()]; len(is) > 0 {
 		i = is[0]
 		if o.restoredRevNat[addr.AddrPort()] = is[1:]; len(is) == 1 {
@@ -149,7 +149,7 @@ func (o *ops) claimFrontend(addr lb.L3n4Addr) (*frontendState, error) {
 		}
 		i, _ = o.newFrontendState(id)
 	}
-	o.frontends[k] = i
+	o.frontends.set(k, i)
 	return o.feStates.at(i), nil
 }
 
@@ -163,15 +163,15 @@ func (o *ops) newFrontendState(id uint32) (uint32, *frontendState) {
 // forgetFrontend drops the state of a frontend that is gone.
 func (o *ops) forgetFrontend(addr lb.L3n4Addr) {
 	k := keyOf(addr)
-	if i, ok := o.frontends[k]; ok {
-		delete(o.frontends, k)
+	if i, ok := o.frontends.get(k); ok {
+		o.frontends.del(k)
 		o.feStates.release(i)
 	}
 }
 
 // frontend returns the state of a frontend in o.frontends, or nil.
 func (o *ops) frontend(k addrKey) *frontendState {
-	if i, ok := o.frontends[k]; ok {
+	if i, ok := o.frontends.get(k); ok {
 		return o.feStates.at(i)
 	}
 	return nil
@@ -188,7 +188,7 @@ func (o *ops) claimBackend(st *frontendState, addr lb.L3n4Addr) (*backendState, 
 		}
 		i, be = o.beStates.alloc()
 		be.key, be.id, be.born = k, id, o.call
-		o.backends[k] = i
+		o.backends.set(k, i)
 	}
 	if st.addBackend(i) {
 		be.refs++
@@ -199,15 +199,15 @@ func (o *ops) claimBackend(st *frontendState, addr lb.L3n4Addr) (*backendState, 
 // adoptBackend returns the state of a known backend and its arena index,
 // taking a restored one over, or nil.
 func (o *ops) adoptBackend(k addrKey) (uint32, *backendState) {
-	if i, ok := o.backends[k]; ok {
+	if i, ok := o.backends.get(k); ok {
 		return i, o.beStates.at(i)
 	}
-	i, ok := o.restoredBackends[k]
+	i, ok := o.restoredBackends.get(k)
 	if !ok {
 		return 0, nil
 	}
-	delete(o.restoredBackends, k)
-	o.backends[k] = i
+	o.restoredBackends.del(k)
+	o.backends.set(k, i)
 	return i, o.beStates.at(i)
 }
 
@@ -346,11 +346,11 @@ func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef, doomed *[]d
 			// (Not one this call created, for a frontend taking back what
 			// it wrote: nobody can have used it.)
 			be.refs = 0
-			delete(o.backends, be.key)
-			o.restoredBackends[be.key] = i
+			o.backends.del(be.key)
+			o.restoredBackends.set(be.key, i)
 		default:
 			be.refs = 0
-			delete(o.backends, be.key)
+			o.backends.del(be.key)
 			*doomed = append(*doomed, doomedBackend{i, be, t})
 		}
 		st.removeBackend(i)
@@ -381,7 +381,7 @@ func (o *ops) deleteBackends(doomed []doomedBackend) {
 		for _, d := range doomed {
 			// Some may be gone already: whoever takes one back writes it.
 			d.be.written = false
-			o.restoredBackends[d.be.key] = d.i
+			o.restoredBackends.set(d.be.key, d.i)
 			d.t.err = firstErr(d.t.err, err)
 		}
 		if o.requestPrune != nil {
@@ -468,12 +468,12 @@ func sourceRanges(fe *lb.Frontend) map[bpf.SourceRangeKey]struct{} {
 func (o *ops) ids() (frontends, backends map[lb.L3n4Addr]uint32) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	frontends = make(map[lb.L3n4Addr]uint32, len(o.frontends))
-	for k, i := range o.frontends {
+	frontends = make(map[lb.L3n4Addr]uint32, o.frontends.len())
+	for k, i := range o.frontends.all() {
 		frontends[k.l3n4()] = o.feStates.at(i).id
 	}
-	backends = make(map[lb.L3n4Addr]uint32, len(o.backends))
-	for k, i := range o.backends {
+	backends = make(map[lb.L3n4Addr]uint32, o.backends.len())
+	for k, i := range o.backends.all() {
 		backends[k.l3n4()] = o.beStates.at(i).id
 	}
 	return frontends, backends

@@ -55,7 +55,7 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 		errs []error
 		gone []task
 	)
-	for k := range o.frontends {
+	for k := range o.frontends.all() {
 		if _, ok := desired[k]; !ok {
 			gone = append(gone, task{fe: &lb.Frontend{FrontendParams: lb.FrontendParams{Address: k.l3n4()}}})
 		}
@@ -63,7 +63,7 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 	// Restored frontends nobody claimed yet: a desired one is adopted
 	// (its update is on the way), with the backends its slots name; the
 	// others are removed.
-	for k := range o.restoredFrontends {
+	for k := range o.restoredFrontends.all() {
 		if _, ok := desired[k]; !ok {
 			gone = append(gone, task{fe: &lb.Frontend{FrontendParams: lb.FrontendParams{Address: k.l3n4()}}})
 		} else if _, err := o.claimFrontend(k.l3n4()); err != nil {
@@ -80,14 +80,14 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 	if err := o.pruneUnknown(); err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	for k, i := range o.restoredBackends {
+	for k, i := range o.restoredBackends.all() {
 		be := o.beStates.at(i)
 		if err := o.maps.Backends.Delete(be.id); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		o.setMay(roomBackends, &be.inMap, false)
-		delete(o.restoredBackends, k)
+		o.restoredBackends.del(k)
 		o.releaseBackend(i, be)
 	}
 	if err := o.pruneUnknownBackends(); err != nil {
@@ -117,7 +117,7 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 }
 
 func (o *ops) frontendIDInUse(id uint32) bool {
-	for _, i := range o.frontends {
+	for _, i := range o.frontends.all() {
 		if o.feStates.at(i).id == id {
 			return true
 		}
@@ -126,12 +126,12 @@ func (o *ops) frontendIDInUse(id uint32) bool {
 }
 
 func (o *ops) backendIDInUse(id uint32) bool {
-	for _, i := range o.backends {
+	for _, i := range o.backends.all() {
 		if o.beStates.at(i).id == id {
 			return true
 		}
 	}
-	for _, i := range o.restoredBackends {
+	for _, i := range o.restoredBackends.all() {
 		if o.beStates.at(i).id == id {
 			return true
 		}
@@ -144,8 +144,8 @@ func (o *ops) backendIDInUse(id uint32) bool {
 // else), but lb_backends' (pruneUnknownBackends): the entries it deletes
 // may name backends.
 func (o *ops) pruneUnknown() error {
-	byID := make(map[uint32]*frontendState, len(o.frontends))
-	for _, i := range o.frontends {
+	byID := make(map[uint32]*frontendState, o.frontends.len())
+	for _, i := range o.frontends.all() {
 		st := o.feStates.at(i)
 		byID[st.id] = st
 	}
@@ -198,8 +198,8 @@ func (o *ops) pruneUnknownBackends() error {
 
 // backendIDs returns the IDs of the backends in use.
 func (o *ops) backendIDs() map[uint32]bool {
-	ids := make(map[uint32]bool, len(o.backends))
-	for _, i := range o.backends {
+	ids := make(map[uint32]bool, o.backends.len())
+	for _, i := range o.backends.all() {
 		ids[o.beStates.at(i).id] = true
 	}
 	return ids
@@ -249,7 +249,7 @@ func (o *ops) restore() error {
 	}
 	// The backends that restored frontends' slots name are taken over
 	// already (restoreReferences); the others wait in restoredBackends.
-	frontends, backends := len(o.restoredFrontends), len(o.backends)+len(o.restoredBackends)
+	frontends, backends := o.restoredFrontends.len(), o.backends.len()+o.restoredBackends.len()
 	if frontends+backends > 0 {
 		o.log.Info("Restored IDs from pinned maps", "frontends", frontends, "backends", backends)
 	}
@@ -303,11 +303,11 @@ func (o *ops) restoreFrontends() (map[*frontendState][]uint32, error) {
 	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
 		addr := keyOf(k.L3n4Addr())
 		var st *frontendState
-		if i, ok := o.restoredFrontends[addr]; ok {
+		if i, ok := o.restoredFrontends.get(addr); ok {
 			st = o.feStates.at(i)
 		} else {
 			i, st = o.newFrontendState(0)
-			o.restoredFrontends[addr] = i
+			o.restoredFrontends.set(addr, i)
 		}
 		if k.Slot == 0 {
 			st.id = v.RevNatID
@@ -327,10 +327,10 @@ func (o *ops) restoreFrontends() (map[*frontendState][]uint32, error) {
 // them by ID.
 func (o *ops) restoredByID() map[uint32]*frontendState {
 	byID := map[uint32]*frontendState{}
-	for k, i := range o.restoredFrontends {
+	for k, i := range o.restoredFrontends.all() {
 		st := o.feStates.at(i)
 		if st.id == 0 {
-			delete(o.restoredFrontends, k)
+			o.restoredFrontends.del(k)
 			o.feStates.release(i)
 			continue
 		}
@@ -392,7 +392,7 @@ func (o *ops) restoreBackends() (map[uint32]addrKey, error) {
 		k := keyOf(v.L3n4Addr())
 		i, be := o.beStates.alloc()
 		*be = backendState{key: k, id: id, value: valueOf(v), written: true, inMap: true}
-		o.restoredBackends[k] = i
+		o.restoredBackends.set(k, i)
 		backendAddrs[id] = k
 		o.beIDs.reserve(id)
 		return true

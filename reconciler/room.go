@@ -232,10 +232,10 @@ func needOwn(j *task) entries {
 // knownBackend returns the state of a backend that is, or may be, in
 // lb_backends, or nil.
 func (o *ops) knownBackend(k addrKey) *backendState {
-	if i, ok := o.backends[k]; ok {
+	if i, ok := o.backends.get(k); ok {
 		return o.beStates.at(i)
 	}
-	if i, ok := o.restoredBackends[k]; ok {
+	if i, ok := o.restoredBackends.get(k); ok {
 		return o.beStates.at(i)
 	}
 	return nil
