@@ -237,11 +237,15 @@ func (m *kernelMap[K, V]) BatchDelete(ks []K) error {
 
 // Iterate reads the map in batches (BPF_MAP_LOOKUP_BATCH, one syscall
 // per iterateBatch entries) where the kernel offers them, one entry at a
-// time (two syscalls per entry) where it does not (LPM tries).
+// time (two syscalls per entry) where it does not (LPM tries), and for
+// per-CPU maps (whose values a batch returns flat, not per entry).
 func (m *kernelMap[K, V]) Iterate(fn func(K, V) bool) error {
-	err := m.iterateBatched(fn)
-	if !errors.Is(err, ebpf.ErrNotSupported) {
-		return err
+	switch m.m.Type() {
+	case ebpf.PerCPUHash, ebpf.PerCPUArray, ebpf.LRUCPUHash:
+	default:
+		if err := m.iterateBatched(fn); !errors.Is(err, ebpf.ErrNotSupported) {
+			return err
+		}
 	}
 	var (
 		k K
