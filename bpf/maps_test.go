@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/lb"
@@ -165,6 +167,28 @@ func TestIterateYieldsEveryEntryOnce(t *testing.T) {
 		count := 0
 		if err := m.SourceRanges.Iterate(func(bpf.SourceRangeKey, uint8) bool { count++; return true }); err != nil || count != len(ranges) {
 			t.Fatalf("source ranges: %d entries, %v; want %d", count, err, len(ranges))
+		}
+
+		cpus, err := ebpf.PossibleCPU()
+		if err != nil {
+			t.Fatal(err)
+		}
+		perCPU := make([]bpf.CounterValue, cpus)
+		perCPU[0].Flows = 3
+		for id := range uint32(3) {
+			if err := m.Counters.Update(bpf.CounterKey{RevNatID: 1, BackendID: id + 1}, perCPU); err != nil {
+				t.Fatal(err)
+			}
+		}
+		count = 0
+		if err := m.Counters.Iterate(func(_ bpf.CounterKey, v []bpf.CounterValue) bool {
+			if bpf.SumCounters(v).Flows != 3 {
+				t.Errorf("counter values %+v, want 3 flows in all", v)
+			}
+			count++
+			return true
+		}); err != nil || count != 3 {
+			t.Fatalf("per-CPU counters: %d entries, %v; want 3", count, err)
 		}
 	})
 }
