@@ -24,7 +24,7 @@ type frontendState struct {
 	// higher.
 	nWritten uint32
 	written1 [1]uint32
-	// backend1 is, until more.backends is made, the arena index of the one
+	// backend1 is, until more.backends takes over, the arena index of the one
 	// backend whose ID this frontend's entries may name, or 0 for none.
 	// The backends are those whose IDs its entries may name: while an
 	// update is under way, the old and the new; they are released only
@@ -60,9 +60,10 @@ func masterFieldsOf(v bpf.ServiceValue) masterFields {
 // frontendMore is the part of a frontend's state that most frontends,
 // with one backend, one slot and no source ranges, do without.
 type frontendMore struct {
-	// backends replaces backend1 once a second backend comes.
-	backends *smallset.Set[uint32]
-	written  []uint32 // when nWritten > 1
+	// backends replaces backend1 once a second backend comes (manyBackends).
+	backends     smallset.Set[uint32]
+	manyBackends bool
+	written      []uint32 // when nWritten > 1
 	// ranges are the lb_src_range entries that may exist.
 	ranges      smallset.Set[bpf.SourceRangeKey]
 	maglevKnown *maglevContent // known: what the Maglev table holds
@@ -85,7 +86,7 @@ func (st *frontendState) extra() *frontendMore {
 // keep it across a change of them.)
 func (st *frontendState) backends() []uint32 {
 	switch {
-	case st.more != nil && st.more.backends != nil:
+	case st.more != nil && st.more.manyBackends:
 		return st.more.backends.Items()
 	case st.backend1[0] != 0:
 		return st.backend1[:]
@@ -96,7 +97,7 @@ func (st *frontendState) backends() []uint32 {
 // addBackend adds backend i and reports whether it was not there yet.
 func (st *frontendState) addBackend(i uint32) bool {
 	switch {
-	case st.more != nil && st.more.backends != nil:
+	case st.more != nil && st.more.manyBackends:
 		return st.more.backends.Add(i)
 	case st.backend1[0] == i:
 		return false
@@ -104,16 +105,16 @@ func (st *frontendState) addBackend(i uint32) bool {
 		st.backend1[0] = i
 		return true
 	}
-	s := &smallset.Set[uint32]{}
-	s.Add(st.backend1[0])
-	s.Add(i)
-	st.extra().backends, st.backend1[0] = s, 0
+	more := st.extra()
+	more.backends.Add(st.backend1[0])
+	more.backends.Add(i)
+	more.manyBackends, st.backend1[0] = true, 0
 	return true
 }
 
 // removeBackend removes backend i, if it is there.
 func (st *frontendState) removeBackend(i uint32) {
-	if st.more != nil && st.more.backends != nil {
+	if st.more != nil && st.more.manyBackends {
 		st.more.backends.Remove(i)
 	} else if st.backend1[0] == i {
 		st.backend1[0] = 0
