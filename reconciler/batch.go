@@ -255,20 +255,34 @@ func (o *ops) remove(tasks []task, forget bool) {
 	if err != nil {
 		fail(tasks, err, func(j *task) bool { return j.st != nil })
 	}
+	// Affinity entries of the whole batch go in one walk of lb_affinity.
+	var sticky map[uint32]bool
 	for j := range live(tasks) {
 		if j.st == nil {
 			continue
 		}
 		o.setMay(roomRevNat, &j.st.hasRevNat, false)
-		j.err = o.writeSourceRanges(j.st, nil)
-		if j.err == nil && j.st.affinity {
-			if j.err = o.clearAffinity(j.st.id, nil); j.err == nil {
-				j.st.affinity = false
+		if j.err = o.writeSourceRanges(j.st, nil); j.err == nil && j.st.affinity {
+			if sticky == nil {
+				sticky = map[uint32]bool{}
+			}
+			sticky[j.st.id] = true
+		}
+	}
+	if len(sticky) > 0 {
+		err := o.clearAffinity(sticky, nil)
+		for j := range live(tasks) {
+			if j.st != nil && sticky[j.st.id] {
+				j.err = err
+				j.st.affinity = err != nil
 			}
 		}
-		if j.err == nil {
-			j.err = o.releaseUnused(j.st, nil, &doomed, j)
+	}
+	for j := range live(tasks) {
+		if j.st == nil {
+			continue
 		}
+		j.err = o.releaseUnused(j.st, nil, &doomed, j)
 		if j.err == nil && forget {
 			o.feIDs.free(j.st.id)
 			o.forgetFrontend(j.fe.Address)

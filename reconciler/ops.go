@@ -324,7 +324,7 @@ func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef, doomed *[]d
 		for _, i := range dropped {
 			ids[o.beStates.at(i).id] = true
 		}
-		if err := o.clearAffinity(st.id, ids); err != nil {
+		if err := o.clearAffinity(map[uint32]bool{st.id: true}, ids); err != nil {
 			return err
 		}
 	}
@@ -403,12 +403,13 @@ func (o *ops) releaseBackend(i uint32, be *backendState) {
 	o.beStates.release(i)
 }
 
-// clearAffinity deletes a frontend's affinity entries that name one of
-// backendIDs (all of them when backendIDs is nil).
-func (o *ops) clearAffinity(revNatID uint32, backendIDs map[uint32]bool) error {
+// clearAffinity deletes the affinity entries of the frontends whose IDs
+// are in revNatIDs that name one of backendIDs (all of them when
+// backendIDs is nil), in one walk of lb_affinity.
+func (o *ops) clearAffinity(revNatIDs, backendIDs map[uint32]bool) error {
 	var stale []bpf.AffinityKey
 	err := o.maps.Affinity.Iterate(func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
-		if k.RevNatID == revNatID && (backendIDs == nil || backendIDs[v.BackendID]) {
+		if revNatIDs[k.RevNatID] && (backendIDs == nil || backendIDs[v.BackendID]) {
 			stale = append(stale, k)
 		}
 		return true
