@@ -157,7 +157,18 @@ func (o *ops) update(txn statedb.ReadTxn, tasks []task) {
 	o.writeSlots(tasks)
 	o.writeMasters(tasks)
 	o.deleteSurplusSlots(tasks, func(j *task) int { return len(j.slotIDs) })
-	var doomed []doomedBackend
+	// The backends a frontend no longer uses: their affinity entries go
+	// first, for the whole batch in one walk of lb_affinity, then the
+	// references.
+	type drop struct {
+		j       *task
+		dropped []uint32
+	}
+	var (
+		drops  []drop
+		sticky map[uint32]map[uint32]bool
+		doomed []doomedBackend
+	)
 	for j := range live(tasks) {
 		if j.st.maglev && !j.useMaglev {
 			j.err = o.deleteMaglev(j.st)
@@ -165,8 +176,27 @@ func (o *ops) update(txn statedb.ReadTxn, tasks []task) {
 		if j.err == nil {
 			j.err = o.writeSourceRanges(j.st, j.ranges)
 		}
-		if j.err == nil {
-			j.err = o.releaseUnused(j.st, kept(j.fe), &doomed, j)
+		if j.err != nil {
+			continue
+		}
+		if d := o.unused(j.st, kept(j.fe)); len(d) > 0 {
+			drops = append(drops, drop{j, d})
+			if j.st.affinity {
+				if sticky == nil {
+					sticky = map[uint32]map[uint32]bool{}
+				}
+				sticky[j.st.id] = o.droppedIDs(d)
+			}
+		}
+	}
+	if len(sticky) > 0 {
+		if err := o.clearAffinity(sticky); err != nil {
+			fail(tasks, err, func(j *task) bool { _, ok := sticky[j.st.id]; return ok })
+		}
+	}
+	for _, d := range drops {
+		if d.j.err == nil {
+			d.j.err = o.releaseUnused(d.j.st, d.dropped, &doomed, d.j)
 		}
 	}
 	o.deleteBackends(doomed)
@@ -256,7 +286,7 @@ func (o *ops) remove(tasks []task, forget bool) {
 		fail(tasks, err, func(j *task) bool { return j.st != nil })
 	}
 	// Affinity entries of the whole batch go in one walk of lb_affinity.
-	var sticky map[uint32]bool
+	var sticky map[uint32]map[uint32]bool
 	for j := range live(tasks) {
 		if j.st == nil {
 			continue
@@ -264,15 +294,18 @@ func (o *ops) remove(tasks []task, forget bool) {
 		o.setMay(roomRevNat, &j.st.hasRevNat, false)
 		if j.err = o.writeSourceRanges(j.st, nil); j.err == nil && j.st.affinity {
 			if sticky == nil {
-				sticky = map[uint32]bool{}
+				sticky = map[uint32]map[uint32]bool{}
 			}
-			sticky[j.st.id] = true
+			sticky[j.st.id] = nil // every entry
 		}
 	}
 	if len(sticky) > 0 {
-		err := o.clearAffinity(sticky, nil)
+		err := o.clearAffinity(sticky)
 		for j := range live(tasks) {
-			if j.st != nil && sticky[j.st.id] {
+			if j.st == nil {
+				continue
+			}
+			if _, ok := sticky[j.st.id]; ok {
 				j.err = err
 				j.st.affinity = err != nil
 			}
@@ -282,7 +315,7 @@ func (o *ops) remove(tasks []task, forget bool) {
 		if j.st == nil {
 			continue
 		}
-		j.err = o.releaseUnused(j.st, nil, &doomed, j)
+		j.err = o.releaseUnused(j.st, o.unused(j.st, nil), &doomed, j)
 		if j.err == nil && forget {
 			o.feIDs.free(j.st.id)
 			o.forgetFrontend(j.fe.Address)

@@ -305,10 +305,9 @@ func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]s
 	return nil
 }
 
-// releaseUnused drops the frontend's references to backends it no longer
-// uses, clearing their affinity entries. The backends no frontend uses any
-// more go to doomed, for deleteBackends.
-func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef, doomed *[]doomedBackend, t *task) error {
+// unused returns the arena indexes of the frontend's backends that keep
+// does not hold (a new slice).
+func (o *ops) unused(st *frontendState, keep []lb.BackendRef) []uint32 {
 	kept := smallset.NewIndex(func(b *lb.BackendRef) lb.L3n4Addr { return b.Address })
 	var dropped []uint32
 	for _, i := range st.backends() {
@@ -316,18 +315,22 @@ func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef, doomed *[]d
 			dropped = append(dropped, i)
 		}
 	}
-	if len(dropped) == 0 {
-		return nil
+	return dropped
+}
+
+// droppedIDs returns the backend IDs of the arena indexes dropped.
+func (o *ops) droppedIDs(dropped []uint32) map[uint32]bool {
+	ids := make(map[uint32]bool, len(dropped))
+	for _, i := range dropped {
+		ids[o.beStates.at(i).id] = true
 	}
-	if st.affinity {
-		ids := make(map[uint32]bool, len(dropped))
-		for _, i := range dropped {
-			ids[o.beStates.at(i).id] = true
-		}
-		if err := o.clearAffinity(map[uint32]bool{st.id: true}, ids); err != nil {
-			return err
-		}
-	}
+	return ids
+}
+
+// releaseUnused drops the frontend's references to the backends dropped
+// (unused), whose affinity entries are gone. The backends no frontend
+// uses any more go to doomed, for deleteBackends.
+func (o *ops) releaseUnused(st *frontendState, dropped []uint32, doomed *[]doomedBackend, t *task) error {
 	for _, i := range dropped {
 		be := o.beStates.at(i)
 		o.dropView(be, st.id)
@@ -403,13 +406,13 @@ func (o *ops) releaseBackend(i uint32, be *backendState) {
 	o.beStates.release(i)
 }
 
-// clearAffinity deletes the affinity entries of the frontends whose IDs
-// are in revNatIDs that name one of backendIDs (all of them when
-// backendIDs is nil), in one walk of lb_affinity.
-func (o *ops) clearAffinity(revNatIDs, backendIDs map[uint32]bool) error {
+// clearAffinity deletes, in one walk of lb_affinity, the affinity entries
+// of the frontends (by ID) in clear that name one of the backend IDs clear
+// has for them (any backend for nil).
+func (o *ops) clearAffinity(clear map[uint32]map[uint32]bool) error {
 	var stale []bpf.AffinityKey
 	err := o.maps.Affinity.Iterate(func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
-		if revNatIDs[k.RevNatID] && (backendIDs == nil || backendIDs[v.BackendID]) {
+		if ids, ok := clear[k.RevNatID]; ok && (ids == nil || ids[v.BackendID]) {
 			stale = append(stale, k)
 		}
 		return true
