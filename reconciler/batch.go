@@ -351,6 +351,7 @@ func (o *ops) writeBackends(tasks []task) {
 		ids := j.idBuf[:0] // of kept(j.fe), in order
 		if n := len(j.fe.Backends) + len(j.fe.Hidden); n > len(j.idBuf) {
 			ids = make([]uint32, 0, n)
+			j.st.reserveBackends(n)
 		}
 		for i, ref := range kept(j.fe) {
 			be, err := o.claimBackend(j.st, ref.Address)
@@ -431,7 +432,10 @@ func (j *task) layout(o *ops) {
 	j.useMaglev = j.algorithm == bpf.AlgorithmMaglev && len(j.rotation) > 0
 	j.ranges = sourceRanges(j.fe)
 	j.slotCount = len(j.rotation)
-	if j.algorithm == bpf.AlgorithmRandom && len(j.rotation) > 1 { // one backend gets one slot
+	equal := !slices.ContainsFunc(j.rotation, func(b lb.BackendRef) bool { return b.Weight != j.rotation[0].Weight })
+	// One backend gets one slot, and backends of equal weights one each
+	// (what weightedSlots would say).
+	if j.algorithm == bpf.AlgorithmRandom && len(j.rotation) > 1 && !equal {
 		weights := make([]uint16, len(j.rotation))
 		for i, b := range j.rotation {
 			weights[i] = b.Weight

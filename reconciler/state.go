@@ -112,6 +112,20 @@ func (st *frontendState) addBackend(i uint32) bool {
 	return true
 }
 
+// reserveBackends makes room for n backends in all (with no allocation
+// per backend added).
+func (st *frontendState) reserveBackends(n int) {
+	more := st.extra()
+	if !more.manyBackends {
+		more.manyBackends = true
+		if st.backend1[0] != 0 {
+			more.backends.Add(st.backend1[0])
+			st.backend1[0] = 0
+		}
+	}
+	more.backends.Grow(n - more.backends.Len())
+}
+
 // removeBackend removes backend i, if it is there.
 func (st *frontendState) removeBackend(i uint32) {
 	if st.more != nil && st.more.manyBackends {
