@@ -266,7 +266,7 @@ func (o *ops) readPinnedMaps() error {
 	if err != nil {
 		return err
 	}
-	byID := o.restoredByID()
+	byID := o.restoredByID(slotBackends)
 	if err := o.restoreRevNatOnly(byID); err != nil {
 		return err
 	}
@@ -325,11 +325,14 @@ func (o *ops) restoreFrontends() (map[*frontendState][]uint32, error) {
 // restoredByID drops the restored frontends that have slots but no
 // master (nothing to adopt), reserves the IDs of the others, and returns
 // them by ID.
-func (o *ops) restoredByID() map[uint32]*frontendState {
+func (o *ops) restoredByID(slotBackends map[*frontendState][]uint32) map[uint32]*frontendState {
 	byID := map[uint32]*frontendState{}
 	for k, i := range o.restoredFrontends.all() {
 		st := o.feStates.at(i)
 		if st.id == 0 {
+			// Its slots are forgotten with it: the state's place in the
+			// arena goes to the next restored frontend.
+			delete(slotBackends, st)
 			o.restoredFrontends.del(k)
 			o.feStates.release(i)
 			continue
