@@ -68,3 +68,27 @@ func BenchmarkServicesUpdate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIterate measures reading every entry of a kernel lb_services
+// holding 50,000 (ns/op is per entry).
+func BenchmarkIterate(b *testing.B) {
+	const n = 50000
+	cfg := bpftest.Config(b)
+	cfg.LBServicesMax = 1 << 16
+	m := bpftest.KernelMaps(b, cfg)
+	keys := make([]bpf.ServiceKey, n)
+	vals := make([]bpf.ServiceValue, n)
+	for i := range keys {
+		keys[i] = bpf.NewServiceKey(lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), 80, lb.ScopeExternal), 0)
+	}
+	if err := m.Services.BatchUpdate(keys, vals); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i += n {
+		seen := 0
+		if err := m.Services.Iterate(func(bpf.ServiceKey, bpf.ServiceValue) bool { seen++; return true }); err != nil || seen != n {
+			b.Fatalf("saw %d, %v", seen, err)
+		}
+	}
+}

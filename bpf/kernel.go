@@ -235,7 +235,18 @@ func (m *kernelMap[K, V]) BatchDelete(ks []K) error {
 	return nil
 }
 
+// Iterate reads the map in batches (BPF_MAP_LOOKUP_BATCH, one syscall
+// per iterateBatch entries) where the kernel offers them, one entry at a
+// time (two syscalls per entry) where it does not (LPM tries), and for
+// per-CPU maps (whose values a batch returns flat, not per entry).
 func (m *kernelMap[K, V]) Iterate(fn func(K, V) bool) error {
+	switch m.m.Type() {
+	case ebpf.PerCPUHash, ebpf.PerCPUArray, ebpf.LRUCPUHash:
+	default:
+		if err := m.iterateBatched(fn); !errors.Is(err, ebpf.ErrNotSupported) {
+			return err
+		}
+	}
 	var (
 		k K
 		v V
@@ -250,6 +261,39 @@ func (m *kernelMap[K, V]) Iterate(fn func(K, V) bool) error {
 		return fmt.Errorf("%s: iterate: %w", m.name, err)
 	}
 	return nil
+}
+
+// iterateBatch is how many entries Iterate reads per syscall.
+const iterateBatch = 1024
+
+// iterateBatched is Iterate with batched lookups. It reports
+// ebpf.ErrNotSupported, having called fn for nothing, if the kernel has
+// no batched lookup for the map.
+func (m *kernelMap[K, V]) iterateBatched(fn func(K, V) bool) error {
+	var cursor ebpf.MapBatchCursor
+	keys, vals := make([]K, iterateBatch), make([]V, iterateBatch)
+	for {
+		n, err := m.m.BatchLookup(&cursor, keys, vals, nil)
+		if errors.Is(err, unix.ENOSPC) && len(keys) < 1<<20 {
+			// A hash bucket holds more entries than fit: the cursor
+			// stays at it, so read it again with room for it.
+			keys, vals = make([]K, 2*len(keys)), make([]V, 2*len(vals))
+			continue
+		}
+		for i := range n {
+			if !fn(keys[i], vals[i]) {
+				return nil
+			}
+		}
+		switch {
+		case errors.Is(err, ebpf.ErrKeyNotExist): // the end
+			return nil
+		case errors.Is(err, ebpf.ErrNotSupported):
+			return err
+		case err != nil:
+			return fmt.Errorf("%s: iterate: %w", m.name, err)
+		}
+	}
 }
 
 // OpenPinnedMaps opens the maps pinned in dir, read-only in spirit: it

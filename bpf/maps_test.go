@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/lb"
@@ -115,6 +117,78 @@ func TestEveryMapOfTheLayoutHasItsField(t *testing.T) {
 		}
 		if len(names) != len(bpf.LayoutNames()) {
 			t.Errorf("fields hold %d maps, the layout has %d", len(names), len(bpf.LayoutNames()))
+		}
+	})
+}
+
+// Iterate yields every entry once, whether the map is read in batches
+// (hash maps, more entries than one batch holds, stopping early too) or
+// one entry at a time (LPM tries).
+func TestIterateYieldsEveryEntryOnce(t *testing.T) {
+	cfg := bpf.DefaultConfig
+	cfg.LBServicesMax, cfg.LBSourceRangesMax = 4096, 16
+	implementations(t, cfg, func(t *testing.T, m *bpf.Maps) {
+		const n = 3000 // more than a batch
+		want := map[bpf.ServiceKey]uint32{}
+		var keys []bpf.ServiceKey
+		var vals []bpf.ServiceValue
+		for i := range n {
+			k := bpf.NewServiceKey(lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), 80, lb.ScopeExternal), 0)
+			keys, vals = append(keys, k), append(vals, bpf.ServiceValue{RevNatID: uint32(i + 1)})
+			want[k] = uint32(i + 1)
+		}
+		if err := m.Services.BatchUpdate(keys, vals); err != nil {
+			t.Fatal(err)
+		}
+		got := map[bpf.ServiceKey]uint32{}
+		if err := m.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
+			if _, dup := got[k]; dup {
+				t.Errorf("%+v yielded twice", k)
+			}
+			got[k] = v.RevNatID
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("Iterate yielded %d entries, want %d", len(got), len(want))
+		}
+		seen := 0
+		if err := m.Services.Iterate(func(bpf.ServiceKey, bpf.ServiceValue) bool { seen++; return seen < 10 }); err != nil || seen != 10 {
+			t.Fatalf("stopping at 10: saw %d, %v", seen, err)
+		}
+
+		ranges := []netip.Prefix{mustPrefix("10.0.0.0/8"), mustPrefix("192.168.1.0/24"), mustPrefix("2001:db8::/32")}
+		for _, p := range ranges {
+			if err := m.SourceRanges.Update(bpf.NewSourceRangeKey(7, p), 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		count := 0
+		if err := m.SourceRanges.Iterate(func(bpf.SourceRangeKey, uint8) bool { count++; return true }); err != nil || count != len(ranges) {
+			t.Fatalf("source ranges: %d entries, %v; want %d", count, err, len(ranges))
+		}
+
+		cpus, err := ebpf.PossibleCPU()
+		if err != nil {
+			t.Fatal(err)
+		}
+		perCPU := make([]bpf.CounterValue, cpus)
+		perCPU[0].Flows = 3
+		for id := range uint32(3) {
+			if err := m.Counters.Update(bpf.CounterKey{RevNatID: 1, BackendID: id + 1}, perCPU); err != nil {
+				t.Fatal(err)
+			}
+		}
+		count = 0
+		if err := m.Counters.Iterate(func(_ bpf.CounterKey, v []bpf.CounterValue) bool {
+			if bpf.SumCounters(v).Flows != 3 {
+				t.Errorf("counter values %+v, want 3 flows in all", v)
+			}
+			count++
+			return true
+		}); err != nil || count != 3 {
+			t.Fatalf("per-CPU counters: %d entries, %v; want 3", count, err)
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
@@ -68,41 +69,49 @@ type task struct {
 	slotCounts []int
 	slotCount  int
 	slotIDs    []uint32
-	ranges     map[bpf.SourceRangeKey]struct{}
+	// The backing arrays of a frontend with one backend and slot.
+	slotBuf, idBuf [1]uint32
+	ranges         map[bpf.SourceRangeKey]struct{}
 }
 
 // Update writes one frontend; see UpdateBatch.
 func (o *ops) Update(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, fe *lb.Frontend) error {
-	return runOne(txn, fe, o.update)
+	return o.runOne(txn, fe, o.update)
 }
 
 // UpdateBatch writes a batch of frontends (statedb's BatchOperations).
 func (o *ops) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*lb.Frontend]) {
-	runBatch(txn, batch, o.update)
+	o.runBatch(txn, batch, o.update)
 }
 
 // Delete removes one frontend; see DeleteBatch.
 func (o *ops) Delete(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, fe *lb.Frontend) error {
-	return runOne(txn, fe, o.delete)
+	return o.runOne(txn, fe, o.delete)
 }
 
 // DeleteBatch removes a batch of frontends, master entries first, so that
 // the datapath stops matching a frontend before anything it names goes
 // away.
 func (o *ops) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*lb.Frontend]) {
-	runBatch(txn, batch, o.delete)
+	o.runBatch(txn, batch, o.delete)
 }
 
 // runOne runs fn over one frontend's task and returns its result.
-func runOne(txn statedb.ReadTxn, fe *lb.Frontend, fn func(statedb.ReadTxn, []task)) error {
+func (o *ops) runOne(txn statedb.ReadTxn, fe *lb.Frontend, fn func(statedb.ReadTxn, []task)) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	tasks := []task{{fe: fe}}
 	fn(txn, tasks)
 	return tasks[0].err
 }
 
 // runBatch runs fn over a task per entry and records each task's result.
-func runBatch(txn statedb.ReadTxn, batch []reconciler.BatchEntry[*lb.Frontend], fn func(statedb.ReadTxn, []task)) {
-	tasks := make([]task, len(batch))
+// The tasks are built in a slice kept for the next batch (a task is
+// about 200 bytes); nothing keeps a pointer to one past fn.
+func (o *ops) runBatch(txn statedb.ReadTxn, batch []reconciler.BatchEntry[*lb.Frontend], fn func(statedb.ReadTxn, []task)) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	tasks := slices.Grow(take(&o.scratch.tasks), len(batch))[:len(batch)]
 	for i := range batch {
 		tasks[i].fe = batch[i].Object
 	}
@@ -110,6 +119,8 @@ func runBatch(txn statedb.ReadTxn, batch []reconciler.BatchEntry[*lb.Frontend], 
 	for i := range batch {
 		batch[i].Result = tasks[i].err
 	}
+	clear(tasks) // what they point to is the batch's
+	giveBack(&o.scratch.tasks, tasks)
 }
 
 // noteInitialized records that the tables are initialized, as of txn.
@@ -130,9 +141,8 @@ func live(tasks []task) func(func(*task) bool) {
 	}
 }
 
+// update writes the tasks' frontends; o.mu is held.
 func (o *ops) update(txn statedb.ReadTxn, tasks []task) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	o.noteInitialized(txn)
 	o.call++
 
@@ -140,14 +150,25 @@ func (o *ops) update(txn statedb.ReadTxn, tasks []task) {
 	o.admit(tasks)
 	o.writeBackends(tasks)
 	for j := range live(tasks) {
-		if j.useMaglev {
-			j.err = o.writeMaglev(j.st, j.rotation)
+		if j.useMaglev { // one slot per backend in rotation, first
+			j.err = o.writeMaglev(j.st, j.rotation, j.slotIDs[:len(j.rotation)])
 		}
 	}
 	o.writeSlots(tasks)
 	o.writeMasters(tasks)
 	o.deleteSurplusSlots(tasks, func(j *task) int { return len(j.slotIDs) })
-	var doomed []doomedBackend
+	// The backends a frontend no longer uses: their affinity entries go
+	// first, for the whole batch in one walk of lb_affinity, then the
+	// references.
+	type drop struct {
+		j       *task
+		dropped []uint32
+	}
+	var (
+		drops  []drop
+		sticky map[uint32]map[uint32]bool
+		doomed []doomedBackend
+	)
 	for j := range live(tasks) {
 		if j.st.maglev && !j.useMaglev {
 			j.err = o.deleteMaglev(j.st)
@@ -155,17 +176,35 @@ func (o *ops) update(txn statedb.ReadTxn, tasks []task) {
 		if j.err == nil {
 			j.err = o.writeSourceRanges(j.st, j.ranges)
 		}
-		if j.err == nil {
-			j.err = o.releaseUnused(j.st, kept(j.fe), &doomed, j)
+		if j.err != nil {
+			continue
+		}
+		if d := o.unused(j.st, kept(j.fe)); len(d) > 0 {
+			drops = append(drops, drop{j, d})
+			if j.st.affinity {
+				if sticky == nil {
+					sticky = map[uint32]map[uint32]bool{}
+				}
+				sticky[j.st.id] = o.droppedIDs(d)
+			}
+		}
+	}
+	if len(sticky) > 0 {
+		if err := o.clearAffinity(sticky); err != nil {
+			fail(tasks, err, func(j *task) bool { _, ok := sticky[j.st.id]; return ok })
+		}
+	}
+	for _, d := range drops {
+		if d.j.err == nil {
+			d.j.err = o.releaseUnused(d.j.st, d.dropped, &doomed, d.j)
 		}
 	}
 	o.deleteBackends(doomed)
 	o.settle(tasks)
 }
 
+// delete removes the tasks' frontends; o.mu is held.
 func (o *ops) delete(txn statedb.ReadTxn, tasks []task) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	o.noteInitialized(txn)
 	o.call++
 	o.remove(tasks, true)
@@ -193,25 +232,30 @@ func (o *ops) prepare(tasks []task) {
 // forget, it also forgets the frontends and frees their IDs; without, they
 // keep their IDs (a frontend taking back what it wrote, for want of room).
 func (o *ops) remove(tasks []task, forget bool) {
-	var masters []bpf.ServiceKey
+	masters := take(&o.scratch.keys)
 	for i := range tasks {
 		j := &tasks[i]
-		_, known := o.frontends[j.fe.Address]
-		_, restored := o.restoredFrontends[j.fe.Address]
-		if !known && !restored {
-			j.st = nil // nothing to do
-			continue
+		k := keyOf(j.fe.Address)
+		j.st = o.frontend(k)
+		if _, restored := o.restoredFrontends.get(k); j.st == nil && !restored {
+			continue // nothing to do
 		}
 		if forget {
 			o.stopWaiting(j.fe.Address, false)
 		}
-		if j.st, j.err = o.claimFrontend(j.fe.Address); j.err != nil {
-			continue
+		if j.st == nil {
+			if j.st, j.err = o.claimFrontend(j.fe.Address); j.err != nil {
+				continue
+			}
 		}
 		j.st.masterWritten = false
-		masters = append(masters, bpf.NewServiceKey(j.fe.Address, 0))
+		if j.st.hasMaster { // else there is none, and deleting it would cost a syscall
+			masters = append(masters, bpf.NewServiceKey(j.fe.Address, 0))
+		}
 	}
-	if err := o.maps.Services.BatchDelete(masters); err != nil {
+	err := o.maps.Services.BatchDelete(masters)
+	giveBack(&o.scratch.keys, masters)
+	if err != nil {
 		fail(tasks, err, func(j *task) bool { return j.st != nil })
 	}
 	for j := range live(tasks) {
@@ -220,10 +264,8 @@ func (o *ops) remove(tasks []task, forget bool) {
 		}
 	}
 	o.deleteSurplusSlots(tasks, func(*task) int { return 0 })
-	var (
-		revNats []uint32
-		doomed  []doomedBackend
-	)
+	var doomed []doomedBackend
+	revNats := take(&o.scratch.ids)
 	for j := range live(tasks) {
 		if j.st == nil {
 			continue
@@ -234,28 +276,50 @@ func (o *ops) remove(tasks []task, forget bool) {
 			}
 		}
 		j.st.revNatWritten = false
-		revNats = append(revNats, j.st.id)
+		if j.st.hasRevNat {
+			revNats = append(revNats, j.st.id)
+		}
 	}
-	if err := o.maps.RevNat.BatchDelete(revNats); err != nil {
+	err = o.maps.RevNat.BatchDelete(revNats)
+	giveBack(&o.scratch.ids, revNats)
+	if err != nil {
 		fail(tasks, err, func(j *task) bool { return j.st != nil })
 	}
+	// Affinity entries of the whole batch go in one walk of lb_affinity.
+	var sticky map[uint32]map[uint32]bool
 	for j := range live(tasks) {
 		if j.st == nil {
 			continue
 		}
 		o.setMay(roomRevNat, &j.st.hasRevNat, false)
-		j.err = o.writeSourceRanges(j.st, nil)
-		if j.err == nil && j.st.affinity {
-			if j.err = o.clearAffinity(j.st.id, nil); j.err == nil {
-				j.st.affinity = false
+		if j.err = o.writeSourceRanges(j.st, nil); j.err == nil && j.st.affinity {
+			if sticky == nil {
+				sticky = map[uint32]map[uint32]bool{}
+			}
+			sticky[j.st.id] = nil // every entry
+		}
+	}
+	if len(sticky) > 0 {
+		err := o.clearAffinity(sticky)
+		for j := range live(tasks) {
+			if j.st == nil {
+				continue
+			}
+			if _, ok := sticky[j.st.id]; ok {
+				j.err = err
+				j.st.affinity = err != nil
 			}
 		}
-		if j.err == nil {
-			j.err = o.releaseUnused(j.st, nil, &doomed, j)
+	}
+	for j := range live(tasks) {
+		if j.st == nil {
+			continue
 		}
+		j.err = o.releaseUnused(j.st, o.unused(j.st, nil), &doomed, j)
 		if j.err == nil && forget {
 			o.feIDs.free(j.st.id)
-			delete(o.frontends, j.fe.Address)
+			o.forgetFrontend(j.fe.Address)
+			j.st = nil
 		}
 	}
 	o.deleteBackends(doomed)
@@ -274,12 +338,21 @@ func fail(tasks []task, err error, part func(*task) bool) {
 // references, and makes every backend they use present in lb_backends
 // with its current value.
 func (o *ops) writeBackends(tasks []task) {
-	var touched []*backendState
+	var (
+		touched []*backendState
+		hidden  bool // some frontend has hidden backends
+	)
 	for j := range live(tasks) {
+		hidden = hidden || len(j.fe.Hidden) > 0
 		// The selected backends first (a new one gets its ID before the
 		// hidden ones, whether or not they come in the same update); a
 		// backend both hidden and selected is seen as selected.
 		selected := smallset.NewIndex(func(b *lb.BackendRef) lb.L3n4Addr { return b.Address })
+		ids := j.idBuf[:0] // of kept(j.fe), in order
+		if n := len(j.fe.Backends) + len(j.fe.Hidden); n > len(j.idBuf) {
+			ids = make([]uint32, 0, n)
+			j.st.reserveBackends(n)
+		}
 		for i, ref := range kept(j.fe) {
 			be, err := o.claimBackend(j.st, ref.Address)
 			if err != nil {
@@ -287,29 +360,38 @@ func (o *ops) writeBackends(tasks []task) {
 				break
 			}
 			if i < len(j.fe.Backends) || !selected.Has(j.fe.Backends, ref.Address) {
-				be.setView(j.st.id, ref)
+				o.setView(be, o.viewOf(j.st.id, ref))
 			}
 			touched = append(touched, be)
+			ids = append(ids, be.id)
+		}
+		if j.err == nil {
+			j.slotIDs = j.slotIDsOf(ids)
 		}
 	}
+	ids, vals := take(&o.scratch.ids), take(&o.scratch.backends)
+	defer func() { giveBack(&o.scratch.ids, ids) }()
+	defer func() { giveBack(&o.scratch.backends, vals) }()
 	var (
-		ids  []uint32
-		vals []bpf.Backend
-		todo []*backendState
+		todo   []*backendState
+		values []beValue
 	)
-	var seen map[*backendState]bool // frontends of a batch may share backends
-	if len(tasks) > 1 {
-		seen = make(map[*backendState]bool, len(touched))
-	}
+	// A backend is touched once per frontend that uses it, and once more
+	// by a frontend that has it both selected and hidden; touched once,
+	// it is written once.
+	var seen map[*backendState]bool
 	for _, be := range touched {
-		if seen != nil {
+		if be.refs > 1 || hidden {
+			if seen == nil {
+				seen = map[*backendState]bool{}
+			}
 			if seen[be] {
 				continue
 			}
 			seen[be] = true
 		}
 		if v := o.backendValue(be); !be.written || be.value != v {
-			ids, vals, todo = append(ids, be.id), append(vals, v), append(todo, be)
+			ids, vals, todo, values = append(ids, be.id), append(vals, be.entry(v)), append(todo, be), append(values, v)
 		}
 	}
 	for _, be := range todo {
@@ -323,7 +405,7 @@ func (o *ops) writeBackends(tasks []task) {
 		return
 	}
 	for i, be := range todo {
-		be.value, be.written = vals[i], true
+		be.value, be.written = values[i], true
 	}
 }
 
@@ -333,11 +415,15 @@ func (o *ops) writeBackends(tasks []task) {
 // and Maglev elements name bpf.BackendReject.
 func (j *task) layout(o *ops) {
 	j.algorithm = o.cfg.algorithm(j.fe.Policy.Algorithm)
-	for _, b := range j.fe.Backends {
-		if b.Weight > 0 {
-			j.rotation = append(j.rotation, b)
-		} else {
-			j.standby = append(j.standby, b)
+	if j.fe.Rejected == 0 && !slices.ContainsFunc(j.fe.Backends, func(b lb.BackendRef) bool { return b.Weight == 0 }) {
+		j.rotation = j.fe.Backends // the usual case: no copy (rotation is only read)
+	} else {
+		for _, b := range j.fe.Backends {
+			if b.Weight > 0 {
+				j.rotation = append(j.rotation, b)
+			} else {
+				j.standby = append(j.standby, b)
+			}
 		}
 	}
 	if j.fe.Rejected() > 0 {
@@ -346,7 +432,10 @@ func (j *task) layout(o *ops) {
 	j.useMaglev = j.algorithm == bpf.AlgorithmMaglev && len(j.rotation) > 0
 	j.ranges = sourceRanges(j.fe)
 	j.slotCount = len(j.rotation)
-	if j.algorithm == bpf.AlgorithmRandom && len(j.rotation) > 1 { // one backend gets one slot
+	equal := !slices.ContainsFunc(j.rotation, func(b lb.BackendRef) bool { return b.Weight != j.rotation[0].Weight })
+	// One backend gets one slot, and backends of equal weights one each
+	// (what weightedSlots would say).
+	if j.algorithm == bpf.AlgorithmRandom && len(j.rotation) > 1 && !equal {
 		weights := make([]uint16, len(j.rotation))
 		for i, b := range j.rotation {
 			weights[i] = b.Weight
@@ -370,18 +459,60 @@ func (j *task) layout(o *ops) {
 	}
 }
 
+// slotIDsOf lays out the backend IDs of slots 1..n, given the IDs of
+// kept(j.fe): the rotation (weighted for random, one each for Maglev,
+// whose table carries the weights), the standby backends, then the
+// fallback ones, as layout counted them.
+func (j *task) slotIDsOf(ids []uint32) []uint32 {
+	out := j.slotBuf[:0] // most frontends have one slot, which setWritten copies
+	if j.slotCount > len(j.slotBuf) {
+		out = make([]uint32, 0, j.slotCount)
+	}
+	inRotation := 0
+	addRotation := func(id uint32) {
+		n := 1
+		if j.slotCounts != nil {
+			n = j.slotCounts[inRotation]
+		}
+		inRotation++
+		for range n {
+			out = append(out, id)
+		}
+	}
+	for i, b := range j.fe.Backends {
+		if b.Weight > 0 {
+			addRotation(ids[i])
+		}
+	}
+	if j.fe.Rejected > 0 {
+		addRotation(bpf.BackendReject)
+	}
+	for i, b := range j.fe.Backends {
+		if b.Weight == 0 {
+			out = append(out, ids[i])
+		}
+	}
+	if len(j.fallback) > 0 {
+		for i, b := range j.fe.Hidden {
+			if b.Weight > 0 {
+				out = append(out, ids[len(j.fe.Backends)+i])
+			}
+		}
+	}
+	return out
+}
+
 // writeSlots writes the slots whose backend ID changed.
 func (o *ops) writeSlots(tasks []task) {
-	var (
-		keys    []bpf.ServiceKey
-		vals    []bpf.ServiceValue
-		changed []*task
-	)
+	keys, vals := take(&o.scratch.keys), take(&o.scratch.values)
+	defer func() { giveBack(&o.scratch.keys, keys) }()
+	defer func() { giveBack(&o.scratch.values, vals) }()
+	var changed []*task
 	for j := range live(tasks) {
-		j.slotIDs = o.slotIDs(j)
 		n := len(keys)
+		written := j.st.written()
 		for i, id := range j.slotIDs {
-			if i < len(j.st.written) && j.st.written[i] == id {
+			if i < len(written) && written[i] == id {
 				continue
 			}
 			keys = append(keys, bpf.NewServiceKey(j.fe.Address, uint16(i+1)))
@@ -395,23 +526,23 @@ func (o *ops) writeSlots(tasks []task) {
 	err := o.maps.Services.BatchUpdate(keys, vals)
 	for _, j := range changed {
 		if err != nil {
-			j.st.written, j.err = nil, err // some may have been written
+			j.st.setWritten(nil) // some may have been written
+			j.err = err
 		} else {
-			j.st.written = j.slotIDs // made for this update alone
+			j.st.setWritten(j.slotIDs) // made for this update alone
 		}
 	}
 }
 
 // writeMasters writes the master and reverse-NAT entries that changed.
 func (o *ops) writeMasters(tasks []task) {
-	var (
-		keys     []bpf.ServiceKey
-		vals     []bpf.ServiceValue
-		masters  []*task
-		revIDs   []uint32
-		revVals  []bpf.RevNatValue
-		revNatOf []*task
-	)
+	keys, vals := take(&o.scratch.keys), take(&o.scratch.values)
+	defer func() { giveBack(&o.scratch.keys, keys) }()
+	defer func() { giveBack(&o.scratch.values, vals) }()
+	revIDs, revVals := take(&o.scratch.ids), take(&o.scratch.revNats)
+	defer func() { giveBack(&o.scratch.ids, revIDs) }()
+	defer func() { giveBack(&o.scratch.revNats, revVals) }()
+	var masters, revNatOf []*task
 	for j := range live(tasks) {
 		master := bpf.ServiceValue{
 			RevNatID:        j.st.id,
@@ -425,8 +556,8 @@ func (o *ops) writeMasters(tasks []task) {
 		}
 		binary.BigEndian.PutUint16(master.ProxyPort[:], j.fe.ProxyPort())
 		j.st.affinity = j.st.affinity || master.AffinityTimeout > 0 // before entries can exist
-		if !j.st.masterWritten || j.st.master != master {
-			j.st.masterWritten, j.st.master = false, master
+		if fields := masterFieldsOf(master); !j.st.masterWritten || j.st.master != fields {
+			j.st.masterWritten, j.st.master = false, fields
 			o.setMay(roomServices, &j.st.hasMaster, true)
 			keys, vals, masters = append(keys, bpf.NewServiceKey(j.fe.Address, 0)), append(vals, master), append(masters, j)
 		}
@@ -465,8 +596,9 @@ func firstErr(first, next error) error {
 
 // deleteSurplusSlots deletes slots keep(j)+1.. of each frontend.
 func (o *ops) deleteSurplusSlots(tasks []task, keep func(*task) int) {
+	keys := take(&o.scratch.keys)
+	defer func() { giveBack(&o.scratch.keys, keys) }()
 	var (
-		keys    []bpf.ServiceKey
 		shrunk  []*task
 		keepFor []int
 	)
@@ -483,19 +615,18 @@ func (o *ops) deleteSurplusSlots(tasks []task, keep func(*task) int) {
 	err := o.maps.Services.BatchDelete(keys)
 	for i, j := range shrunk {
 		if err != nil {
-			j.st.written, j.err = nil, err // some may be gone
+			j.st.setWritten(nil) // some may be gone
+			j.err = err
 			continue
 		}
 		o.setSlots(j.st, keepFor[i])
-		if len(j.st.written) > keepFor[i] {
-			j.st.written = j.st.written[:keepFor[i]]
-		}
+		j.st.truncateWritten(keepFor[i])
 	}
 }
 
 // deleteMaglev deletes a frontend's Maglev table.
 func (o *ops) deleteMaglev(st *frontendState) error {
-	st.maglevKnown = nil
+	st.setMaglevKnown(nil)
 	if err := o.maps.Maglev.Delete(st.id); err != nil {
 		return err
 	}

@@ -12,12 +12,16 @@
 //     slots before the master that counts them; deletion runs the other
 //     way. Every change of a batch goes through the same phases, so that
 //     a batch costs a few batched syscalls.
-//   - Reference counts (ops.go): one lb_backends entry per address, shared
+//   - Reference counts (ops.go, state.go): one lb_backends entry per address, shared
 //     by every frontend that uses it. A frontend's backend set holds its
 //     old and new backends until nothing it wrote names the old ones; an
 //     entry is deleted only when no frontend holds it, and its value
 //     (backendValue) depends on every frontend's view, not on which was
 //     reconciled last.
+//   - States (arena.go, state.go): what the reconciler knows of each
+//     frontend and backend lives in arenas of fixed-size structs, found by
+//     address through maps of pointer-free keys (addrmap.go), so that
+//     tens of thousands of them cost no allocation each.
 //   - IDs (ids.go): handed out in increasing order, so a freed ID is not
 //     reused while conntrack or affinity entries may still carry it. The
 //     allocators record a mark in lb_id_marks to keep that promise across

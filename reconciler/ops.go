@@ -26,8 +26,12 @@ type ops struct {
 	cfg  settings
 	log  *slog.Logger
 
-	frontends map[lb.L3n4Addr]*frontendState
-	backends  map[lb.L3n4Addr]*backendState
+	// The states of the frontends and backends, by address: arena
+	// indexes into feStates and beStates (arena.go).
+	frontends addrMap
+	backends  addrMap
+	feStates  arena[frontendState]
+	beStates  arena[backendState]
 	feIDs     *idAllocator
 	beIDs     *idAllocator
 
@@ -35,13 +39,13 @@ type ops struct {
 	// and, until the tables are initialized, backends no frontend uses any
 	// more (parked: their entries and IDs stay, so a source that has yet
 	// to declare them gets them back).
-	restoredFrontends map[lb.L3n4Addr]*frontendState
-	restoredBackends  map[lb.L3n4Addr]*backendState
+	restoredFrontends addrMap
+	restoredBackends  addrMap
 	// Frontends known only by their lb_rev_nat entry, which holds an
 	// address and port (lb_services was recreated, or lost the master
 	// entry), lowest ID first: a frontend with that address and port
 	// takes the first, so that its flows keep their rev-NAT ID.
-	restoredRevNat map[netip.AddrPort][]*frontendState
+	restoredRevNat map[netip.AddrPort][]uint32
 	// IDs found in the maps at start that no master entry accounts for;
 	// kept out of use until the first prune has cleaned up after them.
 	orphanFrontendIDs, orphanBackendIDs []uint32
@@ -65,96 +69,40 @@ type ops struct {
 	waitOrder []*waiter // the waiting, by ID
 	kick      func([]lb.L3n4Addr)
 
+	// moreViews holds, by backend ID, the views of the backends that
+	// more than one frontend uses, but the first (backendState.first).
+	moreViews map[uint32][]backendView
+
+	// scratch holds the slices that a batch's map operations are built
+	// in, for the next batch to reuse.
+	scratch scratch
+
 	// call counts the calls of update and delete, so that a backend
 	// knows the one that created it (backendState.born).
 	call uint32
 }
 
-// frontendState is what may be in the maps for one frontend, and what is
-// known to be there, so that an update writes only what changed.
-type frontendState struct {
-	// (Fields ordered so that the struct packs into 112 bytes.)
-	id uint32
-	// Known contents, nil or zero when unknown (after a failure, or for a
-	// restored frontend): master is slot 0, if masterWritten.
-	master                       bpf.ServiceValue
-	masterWritten, revNatWritten bool // lb_services slot 0, lb_rev_nat entry
-	// hasMaster says that a master entry may exist (the frontend may be in
-	// service), hasRevNat a rev-NAT entry; they count in room.go.
-	hasMaster, hasRevNat bool
-	maglev               bool // a Maglev table may exist
-	affinity             bool // affinity entries may exist
-	// backends are the backends whose IDs this frontend's entries may
-	// name. While an update is under way it holds the old and the new
-	// backends; they are released only once nothing names them.
-	backends smallset.Set[lb.L3n4Addr]
-	slots    int // slots 1..slots may exist
-	// ranges are the lb_src_range entries that may exist; nil for the
-	// frontends (most) that have none.
-	ranges      *smallset.Set[bpf.SourceRangeKey]
-	written     []uint32       // known: backend IDs of slots 1..len(written)
-	maglevKnown *maglevContent // known: what the Maglev table holds
-}
-
-// maglevContent is what a frontend's Maglev table was computed from.
-type maglevContent struct {
-	input []maglev.Backend
-	ids   map[lb.L3n4Addr]uint32 // the IDs it names
-}
-
-// addRange records that the frontend's lb_src_range entry k may exist.
-func (st *frontendState) addRange(k bpf.SourceRangeKey) {
-	if st.ranges == nil {
-		st.ranges = &smallset.Set[bpf.SourceRangeKey]{}
-	}
-	st.ranges.Add(k)
-}
-
-// hasRange reports whether the frontend's lb_src_range entry k may exist.
-func (st *frontendState) hasRange(k bpf.SourceRangeKey) bool {
-	return st.ranges != nil && st.ranges.Has(k)
-}
-
-type backendState struct {
-	// (Fields ordered so that the struct packs into 128 bytes.)
-	id   uint32
-	born uint32 // the ops call that created it
-	refs int32  // frontends whose backends include this one
-	// The frontends' views of the backend; the lb_backends value is
-	// derived from all of them (backendValue). The first is kept inline
-	// (firstView is its frontend's ID, 0 for none: IDs start at 1), as
-	// most backends serve one frontend; moreViews hold the others.
-	firstView uint32
-	value     bpf.Backend
-	written   bool // value is in lb_backends
-	inMap     bool // an lb_backends entry may exist
-	firstRef  lb.BackendRef
-	moreViews []backendView
-}
-
-// backendValue is the lb_backends value of a backend: the most available
-// state any frontend sees it in, and the cluster and zone as the frontend
-// with the lowest ID sees them, so that it does not depend on which
-// frontend was reconciled last.
-func (o *ops) backendValue(be *backendState) bpf.Backend {
-	var (
-		first   lb.BackendRef
-		firstID uint32
-		state   lb.BackendState
-	)
-	for v := range be.views() {
+// backendValue is the lb_backends value of a backend (beside its
+// address): the most available state any frontend sees it in, and the
+// cluster and zone as the frontend with the lowest ID sees them, so that
+// it does not depend on which frontend was reconciled last.
+func (o *ops) backendValue(be *backendState) beValue {
+	var first backendView
+	for v := range o.views(be) {
 		// States are numbered from the most available; starting from the
 		// first view, not from a fixed "least available" state, keeps a
 		// state numbered after it (not-ready) from being read as that one.
-		if firstID == 0 || v.ref.State < state {
-			state = v.ref.State
+		if first.frontend == 0 {
+			first = v
+			continue
 		}
-		if firstID == 0 || v.frontend < firstID {
-			first, firstID = v.ref, v.frontend
+		state := min(first.state, v.state)
+		if v.frontend < first.frontend {
+			first = v
 		}
+		first.state = state
 	}
-	first.State = state
-	return bpf.NewBackend(first, o.cfg.zoneIDs[first.Zone])
+	return beValue{clusterID: first.clusterID, state: uint8(first.state), zone: first.zone}
 }
 
 func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Table[*lb.Frontend]) (*ops, error) {
@@ -166,13 +114,13 @@ func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Ta
 		maps:              maps,
 		cfg:               cfg,
 		log:               log,
-		frontends:         map[lb.L3n4Addr]*frontendState{},
-		backends:          map[lb.L3n4Addr]*backendState{},
+		frontends:         newAddrMap(),
+		backends:          newAddrMap(),
 		feIDs:             newIDAllocator("frontend"),
 		beIDs:             newIDAllocator("backend"),
-		restoredFrontends: map[lb.L3n4Addr]*frontendState{},
-		restoredBackends:  map[lb.L3n4Addr]*backendState{},
-		restoredRevNat:    map[netip.AddrPort][]*frontendState{},
+		restoredFrontends: newAddrMap(),
+		restoredBackends:  newAddrMap(),
+		restoredRevNat:    map[netip.AddrPort][]uint32{},
 		room:              newRoom(maps),
 		waiting:           map[lb.L3n4Addr]*waiter{},
 	}
@@ -182,15 +130,16 @@ func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Ta
 // claimFrontend returns the frontend's state, adopting what the pinned
 // maps held for its address, or allocating a new ID.
 func (o *ops) claimFrontend(addr lb.L3n4Addr) (*frontendState, error) {
-	if st, ok := o.frontends[addr]; ok {
-		return st, nil
+	k := keyOf(addr)
+	if i, ok := o.frontends.get(k); ok {
+		return o.feStates.at(i), nil
 	}
-	st, ok := o.restoredFrontends[addr]
+	i, ok := o.restoredFrontends.get(k)
 	if ok {
-		delete(o.restoredFrontends, addr) // its backends' references were counted at restore
-	} else if sts := o.restoredRevNat[addr.AddrPort()]; len(sts) > 0 {
-		st = sts[0]
-		if o.restoredRevNat[addr.AddrPort()] = sts[1:]; len(sts) == 1 {
+		o.restoredFrontends.del(k) // its backends' references were counted at restore
+	} else if is := o.restoredRevNat[addr.AddrPort()]; len(is) > 0 {
+		i = is[0]
+		if o.restoredRevNat[addr.AddrPort()] = is[1:]; len(is) == 1 {
 			delete(o.restoredRevNat, addr.AddrPort())
 		}
 	} else {
@@ -198,60 +147,84 @@ func (o *ops) claimFrontend(addr lb.L3n4Addr) (*frontendState, error) {
 		if err != nil {
 			return nil, fmt.Errorf("frontend %s: %w", addr, err)
 		}
-		st = newFrontendState(id)
+		i, _ = o.newFrontendState(id)
 	}
-	o.frontends[addr] = st
-	return st, nil
+	o.frontends.set(k, i)
+	return o.feStates.at(i), nil
 }
 
-func newFrontendState(id uint32) *frontendState {
-	return &frontendState{id: id}
+// newFrontendState returns a new frontend state, and its arena index.
+func (o *ops) newFrontendState(id uint32) (uint32, *frontendState) {
+	i, st := o.feStates.alloc()
+	st.id = id
+	return i, st
+}
+
+// forgetFrontend drops the state of a frontend that is gone.
+func (o *ops) forgetFrontend(addr lb.L3n4Addr) {
+	k := keyOf(addr)
+	if i, ok := o.frontends.get(k); ok {
+		o.frontends.del(k)
+		o.feStates.release(i)
+	}
+}
+
+// frontend returns the state of a frontend in o.frontends, or nil.
+func (o *ops) frontend(k addrKey) *frontendState {
+	if i, ok := o.frontends.get(k); ok {
+		return o.feStates.at(i)
+	}
+	return nil
 }
 
 // claimBackend returns the backend's state, counting st's reference once.
 func (o *ops) claimBackend(st *frontendState, addr lb.L3n4Addr) (*backendState, error) {
-	be := o.adoptBackend(addr)
+	k := keyOf(addr)
+	i, be := o.adoptBackend(k)
 	if be == nil {
 		id, err := o.beIDs.alloc()
 		if err != nil {
 			return nil, fmt.Errorf("backend %s: %w", addr, err)
 		}
-		be = &backendState{id: id, born: o.call}
-		o.backends[addr] = be
+		i, be = o.beStates.alloc()
+		be.key, be.id, be.born = k, id, o.call
+		o.backends.set(k, i)
 	}
-	if st.backends.Add(addr) {
+	if st.addBackend(i) {
 		be.refs++
 	}
 	return be, nil
 }
 
-// adoptBackend returns the state of a known backend, taking a restored
-// one over, or nil.
-func (o *ops) adoptBackend(addr lb.L3n4Addr) *backendState {
-	if be, ok := o.backends[addr]; ok {
-		return be
+// adoptBackend returns the state of a known backend and its arena index,
+// taking a restored one over, or nil.
+func (o *ops) adoptBackend(k addrKey) (uint32, *backendState) {
+	if i, ok := o.backends.get(k); ok {
+		return i, o.beStates.at(i)
 	}
-	be, ok := o.restoredBackends[addr]
-	if ok {
-		delete(o.restoredBackends, addr)
-		o.backends[addr] = be
+	i, ok := o.restoredBackends.get(k)
+	if !ok {
+		return 0, nil
 	}
-	return be
+	o.restoredBackends.del(k)
+	o.backends.set(k, i)
+	return i, o.beStates.at(i)
 }
 
 // writeMaglev computes and swaps in the frontend's Maglev table, unless
-// the table in place was computed from the same backends and IDs.
-func (o *ops) writeMaglev(st *frontendState, rotation []lb.BackendRef) error {
+// the table in place was computed from the same backends and IDs
+// (rotationIDs, those of rotation).
+func (o *ops) writeMaglev(st *frontendState, rotation []lb.BackendRef, rotationIDs []uint32) error {
 	mb := make([]maglev.Backend, len(rotation))
-	ids := make(map[lb.L3n4Addr]uint32, len(rotation))
+	ids := make(map[addrKey]uint32, len(rotation))
 	for i, b := range rotation {
 		mb[i] = maglev.Backend{Key: b.Address.Key(), Weight: b.Weight}
 		if isReject(b) {
 			mb[i].Key = rejectKey
 		}
-		ids[b.Address] = o.slotID(b)
+		ids[keyOf(b.Address)] = rotationIDs[i]
 	}
-	if k := st.maglevKnown; st.maglev && k != nil && slices.EqualFunc(mb, k.input, sameMaglevBackend) && maps.Equal(ids, k.ids) {
+	if k := st.maglevKnown(); st.maglev && k != nil && slices.EqualFunc(mb, k.input, sameMaglevBackend) && maps.Equal(ids, k.ids) {
 		return nil
 	}
 	table, err := maglev.Compute(mb, o.maps.Maglev.TableSize(), o.cfg.maglevSeed)
@@ -259,39 +232,19 @@ func (o *ops) writeMaglev(st *frontendState, rotation []lb.BackendRef) error {
 		return err
 	}
 	for i, idx := range table {
-		table[i] = ids[rotation[idx].Address]
+		table[i] = ids[keyOf(rotation[idx].Address)]
 	}
-	st.maglevKnown = nil
+	st.setMaglevKnown(nil)
 	o.setMay(roomMaglev, &st.maglev, true) // from here on a table may exist
 	if err := o.maps.Maglev.Update(st.id, table); err != nil {
 		return err
 	}
-	st.maglevKnown = &maglevContent{mb, ids}
+	st.setMaglevKnown(&maglevContent{mb, ids})
 	return nil
 }
 
 func sameMaglevBackend(a, b maglev.Backend) bool {
 	return a.Weight == b.Weight && bytes.Equal(a.Key, b.Key)
-}
-
-// slotIDs lays out the backend IDs of slots 1..n: the rotation (weighted
-// for random, one each for Maglev, whose table carries the weights), the
-// standby backends, then the fallback ones.
-func (o *ops) slotIDs(j *task) []uint32 {
-	ids := make([]uint32, 0, j.slotCount)
-	for i, b := range j.rotation {
-		id := o.slotID(b)
-		ids = append(ids, id)
-		if j.slotCounts != nil {
-			for range j.slotCounts[i] - 1 {
-				ids = append(ids, id)
-			}
-		}
-	}
-	for _, b := range slices.Concat(j.standby, j.fallback) {
-		ids = append(ids, o.backends[b.Address].id)
-	}
-	return ids
 }
 
 // rejectRef is the rotation's entry for a frontend's rejected share of
@@ -306,14 +259,6 @@ func isReject(b lb.BackendRef) bool { return b.Address == lb.L3n4Addr{} }
 // backend's, so it is no backend's, and the same on every node.
 var rejectKey = []byte("reject")
 
-// slotID is the backend ID that a slot of b names.
-func (o *ops) slotID(b lb.BackendRef) uint32 {
-	if isReject(b) {
-		return bpf.BackendReject
-	}
-	return o.backends[b.Address].id
-}
-
 // kept are the backends whose IDs a frontend keeps: those it uses and
 // those an override hides (Hidden), so that clearing the override gives
 // back the entries, under the same IDs, that were there before it.
@@ -327,7 +272,7 @@ func kept(fe *lb.Frontend) []lb.BackendRef {
 // writeSourceRanges makes the frontend's lb_src_range entries the wanted
 // ones. Keys in want and st.ranges leave RevNatID 0; the map's carry the ID.
 func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]struct{}) error {
-	if len(want) == 0 && st.ranges == nil {
+	if len(want) == 0 && len(st.ranges()) == 0 {
 		return nil // most frontends
 	}
 	withID := func(k bpf.SourceRangeKey) bpf.SourceRangeKey {
@@ -345,57 +290,55 @@ func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]s
 		o.use(roomSourceRanges, 1)
 	}
 	var stale []bpf.SourceRangeKey
-	if st.ranges != nil {
-		for _, k := range st.ranges.Items() {
-			if _, ok := want[k]; !ok {
-				stale = append(stale, k)
-			}
+	for _, k := range st.ranges() {
+		if _, ok := want[k]; !ok {
+			stale = append(stale, k)
 		}
 	}
 	for _, k := range stale {
 		if err := o.maps.SourceRanges.Delete(withID(k)); err != nil {
 			return err
 		}
-		st.ranges.Remove(k)
+		st.more.ranges.Remove(k)
 		o.use(roomSourceRanges, -1)
-	}
-	if st.ranges != nil && st.ranges.Len() == 0 {
-		st.ranges = nil
 	}
 	return nil
 }
 
-// releaseUnused drops the frontend's references to backends it no longer
-// uses, clearing their affinity entries. The backends no frontend uses any
-// more go to doomed, for deleteBackends.
-func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef, doomed *[]doomedBackend, t *task) error {
+// unused returns the arena indexes of the frontend's backends that keep
+// does not hold (a new slice).
+func (o *ops) unused(st *frontendState, keep []lb.BackendRef) []uint32 {
 	kept := smallset.NewIndex(func(b *lb.BackendRef) lb.L3n4Addr { return b.Address })
-	var dropped []lb.L3n4Addr
-	for _, addr := range st.backends.Items() {
-		if !kept.Has(keep, addr) {
-			dropped = append(dropped, addr)
+	var dropped []uint32
+	for _, i := range st.backends() {
+		if len(keep) == 0 || !kept.Has(keep, o.beStates.at(i).key.l3n4()) {
+			dropped = append(dropped, i)
 		}
 	}
-	if len(dropped) == 0 {
-		return nil
+	return dropped
+}
+
+// droppedIDs returns the backend IDs of the arena indexes dropped.
+func (o *ops) droppedIDs(dropped []uint32) map[uint32]bool {
+	ids := make(map[uint32]bool, len(dropped))
+	for _, i := range dropped {
+		ids[o.beStates.at(i).id] = true
 	}
-	if st.affinity {
-		ids := make(map[uint32]bool, len(dropped))
-		for _, addr := range dropped {
-			ids[o.backends[addr].id] = true
-		}
-		if err := o.clearAffinity(st.id, ids); err != nil {
-			return err
-		}
-	}
-	for _, addr := range dropped {
-		be := o.backends[addr]
-		be.dropView(st.id)
+	return ids
+}
+
+// releaseUnused drops the frontend's references to the backends dropped
+// (unused), whose affinity entries are gone. The backends no frontend
+// uses any more go to doomed, for deleteBackends.
+func (o *ops) releaseUnused(st *frontendState, dropped []uint32, doomed *[]doomedBackend, t *task) error {
+	for _, i := range dropped {
+		be := o.beStates.at(i)
+		o.dropView(be, st.id)
 		switch {
 		case be.refs > 1:
 			if v := o.backendValue(be); !be.written || v != be.value {
 				o.setMay(roomBackends, &be.inMap, true)
-				if err := o.maps.Backends.Update(be.id, v); err != nil {
+				if err := o.maps.Backends.Update(be.id, be.entry(v)); err != nil {
 					return err
 				}
 				be.value, be.written = v, true
@@ -406,24 +349,24 @@ func (o *ops) releaseUnused(st *frontendState, keep []lb.BackendRef, doomed *[]d
 			// (Not one this call created, for a frontend taking back what
 			// it wrote: nobody can have used it.)
 			be.refs = 0
-			delete(o.backends, addr)
-			o.restoredBackends[addr] = be
+			o.backends.del(be.key)
+			o.restoredBackends.set(be.key, i)
 		default:
 			be.refs = 0
-			delete(o.backends, addr)
-			*doomed = append(*doomed, doomedBackend{addr, be, t})
+			o.backends.del(be.key)
+			*doomed = append(*doomed, doomedBackend{i, be, t})
 		}
-		st.backends.Remove(addr)
+		st.removeBackend(i)
 	}
 	return nil
 }
 
-// doomedBackend is a backend no frontend uses any more, and the task
-// that let go of it last.
+// doomedBackend is a backend no frontend uses any more (its arena index
+// and state), and the task that let go of it last.
 type doomedBackend struct {
-	addr lb.L3n4Addr
-	be   *backendState
-	t    *task
+	i  uint32
+	be *backendState
+	t  *task
 }
 
 // deleteBackends deletes the doomed backends in one batch and frees their
@@ -441,7 +384,7 @@ func (o *ops) deleteBackends(doomed []doomedBackend) {
 		for _, d := range doomed {
 			// Some may be gone already: whoever takes one back writes it.
 			d.be.written = false
-			o.restoredBackends[d.addr] = d.be
+			o.restoredBackends.set(d.be.key, d.i)
 			d.t.err = firstErr(d.t.err, err)
 		}
 		if o.requestPrune != nil {
@@ -451,16 +394,25 @@ func (o *ops) deleteBackends(doomed []doomedBackend) {
 	}
 	for _, d := range doomed {
 		o.setMay(roomBackends, &d.be.inMap, false)
-		o.beIDs.free(d.be.id)
+		o.releaseBackend(d.i, d.be)
 	}
 }
 
-// clearAffinity deletes a frontend's affinity entries that name one of
-// backendIDs (all of them when backendIDs is nil).
-func (o *ops) clearAffinity(revNatID uint32, backendIDs map[uint32]bool) error {
+// releaseBackend frees the ID and the state of a backend that is gone
+// from lb_backends.
+func (o *ops) releaseBackend(i uint32, be *backendState) {
+	o.beIDs.free(be.id)
+	delete(o.moreViews, be.id) // empty unless a view was left behind
+	o.beStates.release(i)
+}
+
+// clearAffinity deletes, in one walk of lb_affinity, the affinity entries
+// of the frontends (by ID) in clear that name one of the backend IDs clear
+// has for them (any backend for nil).
+func (o *ops) clearAffinity(clear map[uint32]map[uint32]bool) error {
 	var stale []bpf.AffinityKey
 	err := o.maps.Affinity.Iterate(func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
-		if k.RevNatID == revNatID && (backendIDs == nil || backendIDs[v.BackendID]) {
+		if ids, ok := clear[k.RevNatID]; ok && (ids == nil || ids[v.BackendID]) {
 			stale = append(stale, k)
 		}
 		return true
@@ -520,13 +472,13 @@ func sourceRanges(fe *lb.Frontend) map[bpf.SourceRangeKey]struct{} {
 func (o *ops) ids() (frontends, backends map[lb.L3n4Addr]uint32) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	frontends = make(map[lb.L3n4Addr]uint32, len(o.frontends))
-	for addr, st := range o.frontends {
-		frontends[addr] = st.id
+	frontends = make(map[lb.L3n4Addr]uint32, o.frontends.len())
+	for k, i := range o.frontends.all() {
+		frontends[k.l3n4()] = o.feStates.at(i).id
 	}
-	backends = make(map[lb.L3n4Addr]uint32, len(o.backends))
-	for addr, be := range o.backends {
-		backends[addr] = be.id
+	backends = make(map[lb.L3n4Addr]uint32, o.backends.len())
+	for k, i := range o.backends.all() {
+		backends[k.l3n4()] = o.beStates.at(i).id
 	}
 	return frontends, backends
 }

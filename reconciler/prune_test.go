@@ -180,3 +180,30 @@ func mustDo(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
+
+// Slots left without a master entry lend their backends to no one: a
+// frontend known only by its rev-NAT entry, restored beside them, holds
+// no reference on the backend they name, which a prune then deletes.
+// (Restore once dropped the state of such slots, and a rev-NAT-only
+// frontend restored next took its place, and its references.)
+func TestSlotsWithoutMasterGiveNoBackendToOthers(t *testing.T) {
+	maps := memoryMaps(t)
+	x := addr("10.13.0.1:8080/TCP")
+	mustDo(t, maps.Backends.Update(5, bpf.NewBackend(lb.BackendRef{Address: x}, 0)))
+	mustDo(t, maps.Services.Update(bpf.NewServiceKey(addr("10.96.13.1:80/TCP"), 1), bpf.ServiceValue{BackendID: 5, RevNatID: 3}))
+	mustDo(t, maps.RevNat.Update(7, bpf.NewRevNatValue(addr("10.96.13.2:80/TCP"))))
+
+	a := newAgent(t, maps, nil) // no source: the first prune comes at once
+	a.start(t)
+	defer a.stop(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok, _ := maps.Backends.Lookup(5); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the backend only stale slots named was never pruned:\n%s", dumpText(t, maps))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -614,4 +614,37 @@ func TestAffinityClearedForDroppedBackends(t *testing.T) {
 	if _, ok, _ := maps.Affinity.Lookup(other); !ok {
 		t.Error("another frontend's entry was deleted")
 	}
+
+	// Deleting frontends together clears the entries of each, and only
+	// theirs: a third frontend keeps its own.
+	third := lb.NewServiceName("default", "third")
+	a.write(t, func(txn statedb.WriteTxn) error {
+		if err := a.w.UpsertService(txn, lb.ServiceParams{Name: third, Source: lb.SourceK8s, SessionAffinity: true,
+			Frontends: []lb.FrontendParams{{Address: addr("10.96.0.3:80/TCP"), Type: lb.SVCTypeClusterIP}}}); err != nil {
+			return err
+		}
+		return a.w.UpsertBackends(txn, third, lb.SourceK8s, lb.BackendParams{Address: b2, Weight: 100})
+	})
+	a.waitDone(t, 10*time.Second)
+	thirdFE, _, _ := a.frontends.Get(a.db.ReadTxn(), tables.FrontendByAddress.Query(addr("10.96.0.3:80/TCP")))
+	kept := client("192.0.2.4")
+	kept.RevNatID = thirdFE.ID
+	if err := maps.Affinity.Update(kept, bpf.AffinityValue{BackendID: ids[b2]}); err != nil {
+		t.Fatal(err)
+	}
+	a.write(t, func(txn statedb.WriteTxn) error {
+		if err := a.w.DeleteService(txn, name, lb.SourceK8s); err != nil {
+			return err
+		}
+		return a.w.DeleteService(txn, lb.NewServiceName("default", "other"), lb.SourceK8s)
+	})
+	a.waitDone(t, 10*time.Second)
+	for _, k := range []bpf.AffinityKey{client("192.0.2.2"), other} {
+		if _, ok, _ := maps.Affinity.Lookup(k); ok {
+			t.Errorf("the entry %+v of a deleted frontend is still there", k)
+		}
+	}
+	if _, ok, _ := maps.Affinity.Lookup(kept); !ok {
+		t.Error("the frontend still there lost its entry")
+	}
 }

@@ -47,26 +47,26 @@ func (o *ops) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[*lb
 }
 
 func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
-	desired := map[lb.L3n4Addr]struct{}{}
+	desired := map[addrKey]struct{}{}
 	for fe := range objs {
-		desired[fe.Address] = struct{}{}
+		desired[keyOf(fe.Address)] = struct{}{}
 	}
 	var (
 		errs []error
 		gone []task
 	)
-	for addr := range o.frontends {
-		if _, ok := desired[addr]; !ok {
-			gone = append(gone, task{fe: &lb.Frontend{FrontendParams: lb.FrontendParams{Address: addr}}})
+	for k := range o.frontends.all() {
+		if _, ok := desired[k]; !ok {
+			gone = append(gone, task{fe: &lb.Frontend{FrontendParams: lb.FrontendParams{Address: k.l3n4()}}})
 		}
 	}
 	// Restored frontends nobody claimed yet: a desired one is adopted
 	// (its update is on the way), with the backends its slots name; the
 	// others are removed.
-	for addr := range o.restoredFrontends {
-		if _, ok := desired[addr]; !ok {
-			gone = append(gone, task{fe: &lb.Frontend{FrontendParams: lb.FrontendParams{Address: addr}}})
-		} else if _, err := o.claimFrontend(addr); err != nil {
+	for k := range o.restoredFrontends.all() {
+		if _, ok := desired[k]; !ok {
+			gone = append(gone, task{fe: &lb.Frontend{FrontendParams: lb.FrontendParams{Address: k.l3n4()}}})
+		} else if _, err := o.claimFrontend(k.l3n4()); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -80,23 +80,25 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 	if err := o.pruneUnknown(); err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	for addr, be := range o.restoredBackends {
+	for k, i := range o.restoredBackends.all() {
+		be := o.beStates.at(i)
 		if err := o.maps.Backends.Delete(be.id); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		o.setMay(roomBackends, &be.inMap, false)
-		o.beIDs.free(be.id)
-		delete(o.restoredBackends, addr)
+		o.restoredBackends.del(k)
+		o.releaseBackend(i, be)
 	}
 	if err := o.pruneUnknownBackends(); err != nil {
 		return errors.Join(append(errs, err)...)
 	}
 	// What the orphan IDs named is gone now, and what the rev-NAT
 	// entries nobody claimed named.
-	for ap, sts := range o.restoredRevNat {
-		for _, st := range sts {
-			o.orphanFrontendIDs = append(o.orphanFrontendIDs, st.id)
+	for ap, is := range o.restoredRevNat {
+		for _, i := range is {
+			o.orphanFrontendIDs = append(o.orphanFrontendIDs, o.feStates.at(i).id)
+			o.feStates.release(i)
 		}
 		delete(o.restoredRevNat, ap)
 	}
@@ -115,8 +117,8 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 }
 
 func (o *ops) frontendIDInUse(id uint32) bool {
-	for _, st := range o.frontends {
-		if st.id == id {
+	for _, i := range o.frontends.all() {
+		if o.feStates.at(i).id == id {
 			return true
 		}
 	}
@@ -124,13 +126,13 @@ func (o *ops) frontendIDInUse(id uint32) bool {
 }
 
 func (o *ops) backendIDInUse(id uint32) bool {
-	for _, be := range o.backends {
-		if be.id == id {
+	for _, i := range o.backends.all() {
+		if o.beStates.at(i).id == id {
 			return true
 		}
 	}
-	for _, be := range o.restoredBackends {
-		if be.id == id {
+	for _, i := range o.restoredBackends.all() {
+		if o.beStates.at(i).id == id {
 			return true
 		}
 	}
@@ -142,8 +144,9 @@ func (o *ops) backendIDInUse(id uint32) bool {
 // else), but lb_backends' (pruneUnknownBackends): the entries it deletes
 // may name backends.
 func (o *ops) pruneUnknown() error {
-	byID := make(map[uint32]*frontendState, len(o.frontends))
-	for _, st := range o.frontends {
+	byID := make(map[uint32]*frontendState, o.frontends.len())
+	for _, i := range o.frontends.all() {
+		st := o.feStates.at(i)
 		byID[st.id] = st
 	}
 	backendIDs := o.backendIDs()
@@ -195,9 +198,9 @@ func (o *ops) pruneUnknownBackends() error {
 
 // backendIDs returns the IDs of the backends in use.
 func (o *ops) backendIDs() map[uint32]bool {
-	ids := make(map[uint32]bool, len(o.backends))
-	for _, be := range o.backends {
-		ids[be.id] = true
+	ids := make(map[uint32]bool, o.backends.len())
+	for _, i := range o.backends.all() {
+		ids[o.beStates.at(i).id] = true
 	}
 	return ids
 }
@@ -207,8 +210,8 @@ func (o *ops) backendIDs() map[uint32]bool {
 func (o *ops) pruneServices() error {
 	var stale []bpf.ServiceKey
 	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
-		st, ok := o.frontends[k.L3n4Addr()]
-		if !ok || int(k.Slot) > st.slots {
+		st := o.frontend(keyOf(k.L3n4Addr()))
+		if st == nil || int(k.Slot) > st.slots {
 			stale = append(stale, k)
 		}
 		return true
@@ -246,7 +249,7 @@ func (o *ops) restore() error {
 	}
 	// The backends that restored frontends' slots name are taken over
 	// already (restoreReferences); the others wait in restoredBackends.
-	frontends, backends := len(o.restoredFrontends), len(o.backends)+len(o.restoredBackends)
+	frontends, backends := o.restoredFrontends.len(), o.backends.len()+o.restoredBackends.len()
 	if frontends+backends > 0 {
 		o.log.Info("Restored IDs from pinned maps", "frontends", frontends, "backends", backends)
 	}
@@ -263,7 +266,7 @@ func (o *ops) readPinnedMaps() error {
 	if err != nil {
 		return err
 	}
-	byID := o.restoredByID()
+	byID := o.restoredByID(slotBackends)
 	if err := o.restoreRevNatOnly(byID); err != nil {
 		return err
 	}
@@ -298,11 +301,13 @@ func (o *ops) resumeIDAllocators() error {
 func (o *ops) restoreFrontends() (map[*frontendState][]uint32, error) {
 	slotBackends := map[*frontendState][]uint32{}
 	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
-		addr := k.L3n4Addr()
-		st, ok := o.restoredFrontends[addr]
-		if !ok {
-			st = newFrontendState(0)
-			o.restoredFrontends[addr] = st
+		addr := keyOf(k.L3n4Addr())
+		var st *frontendState
+		if i, ok := o.restoredFrontends.get(addr); ok {
+			st = o.feStates.at(i)
+		} else {
+			i, st = o.newFrontendState(0)
+			o.restoredFrontends.set(addr, i)
 		}
 		if k.Slot == 0 {
 			st.id = v.RevNatID
@@ -320,11 +325,16 @@ func (o *ops) restoreFrontends() (map[*frontendState][]uint32, error) {
 // restoredByID drops the restored frontends that have slots but no
 // master (nothing to adopt), reserves the IDs of the others, and returns
 // them by ID.
-func (o *ops) restoredByID() map[uint32]*frontendState {
+func (o *ops) restoredByID(slotBackends map[*frontendState][]uint32) map[uint32]*frontendState {
 	byID := map[uint32]*frontendState{}
-	for addr, st := range o.restoredFrontends {
+	for k, i := range o.restoredFrontends.all() {
+		st := o.feStates.at(i)
 		if st.id == 0 {
-			delete(o.restoredFrontends, addr)
+			// Its slots are forgotten with it: the state's place in the
+			// arena goes to the next restored frontend.
+			delete(slotBackends, st)
+			o.restoredFrontends.del(k)
+			o.feStates.release(i)
 			continue
 		}
 		o.feIDs.reserve(st.id)
@@ -342,16 +352,16 @@ func (o *ops) restoredByID() map[uint32]*frontendState {
 func (o *ops) restoreRevNatOnly(byID map[uint32]*frontendState) error {
 	err := o.maps.RevNat.Iterate(func(id uint32, v bpf.RevNatValue) bool {
 		if byID[id] == nil && id != 0 {
-			st := newFrontendState(id)
+			i, st := o.newFrontendState(id)
 			st.hasRevNat = true
 			byID[id] = st
 			o.feIDs.reserve(id)
-			o.restoredRevNat[v.AddrPort()] = append(o.restoredRevNat[v.AddrPort()], st)
+			o.restoredRevNat[v.AddrPort()] = append(o.restoredRevNat[v.AddrPort()], i)
 		}
 		return true
 	})
-	for _, sts := range o.restoredRevNat {
-		slices.SortFunc(sts, func(a, b *frontendState) int { return cmp.Compare(a.id, b.id) })
+	for _, is := range o.restoredRevNat {
+		slices.SortFunc(is, func(a, b uint32) int { return cmp.Compare(o.feStates.at(a).id, o.feStates.at(b).id) })
 	}
 	return err
 }
@@ -379,11 +389,14 @@ func (o *ops) restoreFrontendExtras(byID map[uint32]*frontendState) error {
 
 // restoreBackends reads lb_backends into restoredBackends, reserving
 // their IDs, and returns their addresses by ID.
-func (o *ops) restoreBackends() (map[uint32]lb.L3n4Addr, error) {
-	backendAddrs := map[uint32]lb.L3n4Addr{}
+func (o *ops) restoreBackends() (map[uint32]addrKey, error) {
+	backendAddrs := map[uint32]addrKey{}
 	err := o.maps.Backends.Iterate(func(id uint32, v bpf.Backend) bool {
-		o.restoredBackends[v.L3n4Addr()] = &backendState{id: id, value: v, written: true, inMap: true}
-		backendAddrs[id] = v.L3n4Addr()
+		k := keyOf(v.L3n4Addr())
+		i, be := o.beStates.alloc()
+		*be = backendState{key: k, id: id, value: valueOf(v), written: true, inMap: true}
+		o.restoredBackends.set(k, i)
+		backendAddrs[id] = k
 		o.beIDs.reserve(id)
 		return true
 	})
@@ -393,15 +406,18 @@ func (o *ops) restoreBackends() (map[uint32]lb.L3n4Addr, error) {
 // restoreReferences makes each restored frontend hold references on the
 // backends its slots name, so that no other frontend's update can delete
 // them from under it.
-func (o *ops) restoreReferences(slotBackends map[*frontendState][]uint32, backendAddrs map[uint32]lb.L3n4Addr) {
+func (o *ops) restoreReferences(slotBackends map[*frontendState][]uint32, backendAddrs map[uint32]addrKey) {
 	for st, ids := range slotBackends {
 		if st.id == 0 {
 			continue
 		}
 		for _, id := range ids {
-			addr, ok := backendAddrs[id]
-			if ok && st.backends.Add(addr) {
-				o.adoptBackend(addr).refs++
+			k, ok := backendAddrs[id]
+			if !ok {
+				continue
+			}
+			if i, be := o.adoptBackend(k); st.addBackend(i) {
+				be.refs++
 			}
 		}
 	}
@@ -410,7 +426,7 @@ func (o *ops) restoreReferences(slotBackends map[*frontendState][]uint32, backen
 // reserveOrphanIDs keeps the IDs that other maps still use, but no
 // master entry or backend accounts for, out of new hands until a prune
 // has deleted what names them.
-func (o *ops) reserveOrphanIDs(byID map[uint32]*frontendState, backendAddrs map[uint32]lb.L3n4Addr) error {
+func (o *ops) reserveOrphanIDs(byID map[uint32]*frontendState, backendAddrs map[uint32]addrKey) error {
 	reserveOrphan := func(id uint32) {
 		if _, ok := byID[id]; !ok && !o.feIDs.inUse(id) {
 			o.feIDs.reserve(id)

@@ -197,7 +197,7 @@ func (o *ops) need(j *task, counted map[lb.L3n4Addr]bool) entries {
 			}
 			seen[b.Address] = true
 		}
-		if be := o.knownBackend(b.Address); (be == nil || !be.inMap) && !counted[b.Address] {
+		if be := o.knownBackend(keyOf(b.Address)); (be == nil || !be.inMap) && !counted[b.Address] {
 			n[roomBackends]++
 		}
 	}
@@ -231,11 +231,14 @@ func needOwn(j *task) entries {
 
 // knownBackend returns the state of a backend that is, or may be, in
 // lb_backends, or nil.
-func (o *ops) knownBackend(addr lb.L3n4Addr) *backendState {
-	if be, ok := o.backends[addr]; ok {
-		return be
+func (o *ops) knownBackend(k addrKey) *backendState {
+	if i, ok := o.backends.get(k); ok {
+		return o.beStates.at(i)
 	}
-	return o.restoredBackends[addr]
+	if i, ok := o.restoredBackends.get(k); ok {
+		return o.beStates.at(i)
+	}
+	return nil
 }
 
 // noRoom is the error of a frontend that needs n entries of map m where

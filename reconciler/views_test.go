@@ -3,43 +3,44 @@ package reconciler
 import (
 	"slices"
 	"testing"
-
-	"github.com/lbstate/lbstate/lb"
 )
 
 // A backend keeps one view per frontend through sets and drops in any
 // order, whether the view is the one kept inline or not.
 func TestBackendViewsKeepEveryFrontendsView(t *testing.T) {
-	var be backendState
-	ref := func(zone string) lb.BackendRef { return lb.BackendRef{Zone: zone} }
-	frontends := func() (ids []uint32, zones []string) {
-		for v := range be.views() {
-			ids, zones = append(ids, v.frontend), append(zones, v.ref.Zone)
+	var (
+		o  ops
+		be = backendState{id: 1}
+	)
+	view := func(id, cluster uint32) backendView { return backendView{frontend: id, clusterID: cluster} }
+	frontends := func() (ids, clusters []uint32) {
+		for v := range o.views(&be) {
+			ids, clusters = append(ids, v.frontend), append(clusters, v.clusterID)
 		}
 		return
 	}
-	check := func(step string, wantIDs []uint32, wantZones []string) {
+	check := func(step string, wantIDs, wantClusters []uint32) {
 		t.Helper()
-		if ids, zones := frontends(); !slices.Equal(ids, wantIDs) || !slices.Equal(zones, wantZones) {
-			t.Fatalf("%s: views %v %v, want %v %v", step, ids, zones, wantIDs, wantZones)
+		if ids, clusters := frontends(); !slices.Equal(ids, wantIDs) || !slices.Equal(clusters, wantClusters) {
+			t.Fatalf("%s: views %v %v, want %v %v", step, ids, clusters, wantIDs, wantClusters)
 		}
 	}
 	check("empty", nil, nil)
-	be.setView(7, ref("a"))
-	be.setView(3, ref("b"))
-	be.setView(9, ref("c"))
-	be.setView(3, ref("b2")) // replaces
-	check("three", []uint32{7, 3, 9}, []string{"a", "b2", "c"})
-	be.dropView(7) // the inline one: the next takes its place
-	check("first dropped", []uint32{3, 9}, []string{"b2", "c"})
-	be.dropView(42) // not there
-	be.dropView(9)
-	check("last dropped", []uint32{3}, []string{"b2"})
-	be.dropView(3)
+	o.setView(&be, view(7, 1))
+	o.setView(&be, view(3, 2))
+	o.setView(&be, view(9, 3))
+	o.setView(&be, view(3, 22)) // replaces
+	check("three", []uint32{7, 3, 9}, []uint32{1, 22, 3})
+	o.dropView(&be, 7) // the inline one: the next takes its place
+	check("first dropped", []uint32{3, 9}, []uint32{22, 3})
+	o.dropView(&be, 42) // not there
+	o.dropView(&be, 9)
+	check("last dropped", []uint32{3}, []uint32{22})
+	o.dropView(&be, 3)
 	check("all dropped", nil, nil)
-	if be.moreViews != nil || be.firstView != 0 {
-		t.Fatalf("an empty backend keeps %v / %d", be.moreViews, be.firstView)
+	if be.manyViews || len(o.moreViews) > 0 || be.first.frontend != 0 {
+		t.Fatalf("an empty backend keeps %v / %d", o.moreViews, be.first.frontend)
 	}
-	be.setView(5, ref("d"))
-	check("again", []uint32{5}, []string{"d"})
+	o.setView(&be, view(5, 4))
+	check("again", []uint32{5}, []uint32{4})
 }

@@ -44,19 +44,31 @@ type waiter struct {
 
 // admit refuses the tasks that do not fit in the room that is free.
 func (o *ops) admit(tasks []task) {
+	free := o.room.free()
+	free.sub(o.room.reserved)
+	if len(o.waiting) > 0 {
+		for j := range live(tasks) {
+			if w := o.waiting[j.fe.Address]; w != nil {
+				free.add(w.reserved) // held for this very frontend
+			}
+		}
+	}
+	// The usual case: everything fits, even counting every backend as
+	// new, which spares a lookup of each.
+	var most entries
+	for j := range live(tasks) {
+		most.add(needOwn(j))
+		most[roomBackends] += len(j.fe.Backends) + len(j.fe.Hidden)
+	}
+	if _, ok := most.fitsIn(free); ok {
+		return
+	}
 	var total entries
 	for j := range live(tasks) {
 		total.add(o.need(j, nil))
 	}
-	free := o.room.free()
-	free.sub(o.room.reserved)
-	for j := range live(tasks) {
-		if w := o.waiting[j.fe.Address]; w != nil {
-			free.add(w.reserved) // held for this very frontend
-		}
-	}
 	if _, ok := total.fitsIn(free); ok {
-		return // everything fits: the usual case
+		return
 	}
 	if o.room.stale {
 		if err := o.room.recount(); err != nil {

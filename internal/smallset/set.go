@@ -54,6 +54,14 @@ func (s *Set[K]) Add(k K) bool {
 	return true
 }
 
+// Grow makes room for n more elements while the set is small, so that
+// adding them allocates at most once.
+func (s *Set[K]) Grow(n int) {
+	if s.m == nil && n > 0 && len(s.list)+n <= Max {
+		s.list = slices.Grow(s.list, n)
+	}
+}
+
 // Remove removes k, if it is there.
 func (s *Set[K]) Remove(k K) {
 	if s.m != nil {

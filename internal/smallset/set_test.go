@@ -81,3 +81,23 @@ func TestIndexFollowsGrowingSlice(t *testing.T) {
 		t.Fatalf("an Index of %d elements should have built its map", len(elems))
 	}
 }
+
+// A set grown for n elements takes them without allocating again, and
+// growing past Max changes nothing (the set becomes a map there).
+func TestGrowMakesRoomOnce(t *testing.T) {
+	allocs := testing.AllocsPerRun(10, func() {
+		var s Set[uint32]
+		s.Grow(10)
+		for i := range uint32(10) {
+			s.Add(i)
+		}
+	})
+	if allocs != 1 {
+		t.Errorf("10 adds after Grow(10) allocate %v times, want 1", allocs)
+	}
+	var s Set[uint32]
+	s.Grow(Max + 1)
+	if cap(s.list) != 0 {
+		t.Errorf("Grow past Max reserved %d", cap(s.list))
+	}
+}

@@ -1,0 +1,77 @@
+package reconciler
+
+import (
+	"encoding/binary"
+	"iter"
+
+	"github.com/lbstate/lbstate/lb"
+)
+
+// addrMap maps addresses to arena indexes. IPv4 addresses, nearly all in
+// practice, are kept in a map of 8-byte keys (16-byte slots, hashed by
+// the runtime's fast path for 64-bit keys), the others in one of
+// addrKeys (24-byte slots): about 10 bytes less per address.
+type addrMap struct {
+	v4 map[uint64]uint32
+	v6 map[addrKey]uint32
+}
+
+func newAddrMap() addrMap {
+	return addrMap{v4: map[uint64]uint32{}, v6: map[addrKey]uint32{}}
+}
+
+// v4Key packs an IPv4 address key into 64 bits: address, port, protocol,
+// scope (with its flags).
+func v4Key(k addrKey) uint64 {
+	return uint64(binary.BigEndian.Uint32(k.addr[12:]))<<32 | uint64(k.port)<<16 | uint64(k.proto)<<8 | uint64(k.scope)
+}
+
+func fromV4Key(v uint64) addrKey {
+	k := addrKey{port: uint16(v >> 16), proto: lb.Protocol(v >> 8), scope: lb.Scope(v)}
+	k.addr[10], k.addr[11] = 0xff, 0xff
+	binary.BigEndian.PutUint32(k.addr[12:], uint32(v>>32))
+	return k
+}
+
+func (m *addrMap) get(k addrKey) (uint32, bool) {
+	if k.scope&addrIs4 != 0 {
+		i, ok := m.v4[v4Key(k)]
+		return i, ok
+	}
+	i, ok := m.v6[k]
+	return i, ok
+}
+
+func (m *addrMap) set(k addrKey, i uint32) {
+	if k.scope&addrIs4 != 0 {
+		m.v4[v4Key(k)] = i
+	} else {
+		m.v6[k] = i
+	}
+}
+
+func (m *addrMap) del(k addrKey) {
+	if k.scope&addrIs4 != 0 {
+		delete(m.v4, v4Key(k))
+	} else {
+		delete(m.v6, k)
+	}
+}
+
+func (m *addrMap) len() int { return len(m.v4) + len(m.v6) }
+
+// all yields every address and index; del may be called meanwhile.
+func (m *addrMap) all() iter.Seq2[addrKey, uint32] {
+	return func(yield func(addrKey, uint32) bool) {
+		for v, i := range m.v4 {
+			if !yield(fromV4Key(v), i) {
+				return
+			}
+		}
+		for k, i := range m.v6 {
+			if !yield(k, i) {
+				return
+			}
+		}
+	}
+}
