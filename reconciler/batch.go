@@ -343,13 +343,13 @@ func (o *ops) writeBackends(tasks []task) {
 		hidden  bool // some frontend has hidden backends
 	)
 	for j := range live(tasks) {
-		hidden = hidden || len(j.fe.Hidden) > 0
+		hidden = hidden || len(j.fe.Hidden()) > 0
 		// The selected backends first (a new one gets its ID before the
 		// hidden ones, whether or not they come in the same update); a
 		// backend both hidden and selected is seen as selected.
 		selected := smallset.NewIndex(func(b *lb.BackendRef) lb.L3n4Addr { return b.Address })
 		ids := j.idBuf[:0] // of kept(j.fe), in order
-		if n := len(j.fe.Backends) + len(j.fe.Hidden); n > len(j.idBuf) {
+		if n := len(j.fe.Backends) + len(j.fe.Hidden()); n > len(j.idBuf) {
 			ids = make([]uint32, 0, n)
 			j.st.reserveBackends(n)
 		}
@@ -415,7 +415,7 @@ func (o *ops) writeBackends(tasks []task) {
 // and Maglev elements name bpf.BackendReject.
 func (j *task) layout(o *ops) {
 	j.algorithm = o.cfg.algorithm(j.fe.Policy.Algorithm)
-	if j.fe.Rejected == 0 && !slices.ContainsFunc(j.fe.Backends, func(b lb.BackendRef) bool { return b.Weight == 0 }) {
+	if j.fe.Rejected() == 0 && !slices.ContainsFunc(j.fe.Backends, func(b lb.BackendRef) bool { return b.Weight == 0 }) {
 		j.rotation = j.fe.Backends // the usual case: no copy (rotation is only read)
 	} else {
 		for _, b := range j.fe.Backends {
@@ -484,7 +484,7 @@ func (j *task) slotIDsOf(ids []uint32) []uint32 {
 			addRotation(ids[i])
 		}
 	}
-	if j.fe.Rejected > 0 {
+	if j.fe.Rejected() > 0 {
 		addRotation(bpf.BackendReject)
 	}
 	for i, b := range j.fe.Backends {
@@ -493,7 +493,7 @@ func (j *task) slotIDsOf(ids []uint32) []uint32 {
 		}
 	}
 	if len(j.fallback) > 0 {
-		for i, b := range j.fe.Hidden {
+		for i, b := range j.fe.Hidden() {
 			if b.Weight > 0 {
 				out = append(out, ids[len(j.fe.Backends)+i])
 			}

@@ -58,7 +58,7 @@ func (o *ops) admit(tasks []task) {
 	var most entries
 	for j := range live(tasks) {
 		most.add(needOwn(j))
-		most[roomBackends] += len(j.fe.Backends) + len(j.fe.Hidden)
+		most[roomBackends] += len(j.fe.Backends) + len(j.fe.Hidden())
 	}
 	if _, ok := most.fitsIn(free); ok {
 		return
