@@ -134,11 +134,19 @@ func (e *FrontendExtras) Equal(o *FrontendExtras) bool {
 		e.TopologyLevel == o.TopologyLevel && slices.Equal(e.Hidden, o.Hidden)
 }
 
+// Extras returns a copy of the frontend's FrontendExtras (zero when it has
+// none); its slices are the row's and must not be modified.
+func (f *Frontend) Extras() FrontendExtras { return *f.x() }
+
+// HasExtrasEqual reports whether the frontend's FrontendExtras say what x
+// says.
+func (f *Frontend) HasExtrasEqual(x *FrontendExtras) bool { return f.x().Equal(x) }
+
 var noExtras FrontendExtras
 
-// Extras returns the frontend's FrontendExtras (zero when it has none).
-// The caller must not modify them.
-func (f *Frontend) Extras() *FrontendExtras {
+// x returns the frontend's extras, or a shared zero value, for reading
+// within this package only.
+func (f *Frontend) x() *FrontendExtras {
 	if f.extras == nil {
 		return &noExtras
 	}
@@ -170,13 +178,13 @@ func (f *Frontend) SetBackends(refs []BackendRef) {
 }
 
 // The accessors of FrontendExtras.
-func (f *Frontend) RedirectedTo() ServiceName { return f.Extras().RedirectedTo }
-func (f *Frontend) SkipFromBackend() bool     { return f.Extras().SkipFromBackend }
-func (f *Frontend) RoutedBy() string          { return f.Extras().RoutedBy }
-func (f *Frontend) ProxyPort() uint16         { return f.Extras().ProxyPort }
-func (f *Frontend) Rejected() uint16          { return f.Extras().Rejected }
-func (f *Frontend) Hidden() []BackendRef      { return f.Extras().Hidden }
-func (f *Frontend) TopologyLevel() string     { return f.Extras().TopologyLevel }
+func (f *Frontend) RedirectedTo() ServiceName { return f.x().RedirectedTo }
+func (f *Frontend) SkipFromBackend() bool     { return f.x().SkipFromBackend }
+func (f *Frontend) RoutedBy() string          { return f.x().RoutedBy }
+func (f *Frontend) ProxyPort() uint16         { return f.x().ProxyPort }
+func (f *Frontend) Rejected() uint16          { return f.x().Rejected }
+func (f *Frontend) Hidden() []BackendRef      { return f.x().Hidden }
+func (f *Frontend) TopologyLevel() string     { return f.x().TopologyLevel }
 
 // Clone returns a shallow copy (its one backend in its own row).
 func (f *Frontend) Clone() *Frontend {

@@ -37,7 +37,7 @@ func (f Frontend) MarshalJSON() ([]byte, error) { return json.Marshal(f.row()) }
 func (f Frontend) MarshalYAML() (any, error) { return f.row(), nil }
 
 func (f *Frontend) row() *frontendRow {
-	x := f.Extras()
+	x := f.x()
 	r := &frontendRow{
 		FrontendParams: f.FrontendParams, Service: f.Service, Policy: f.Policy,
 		RedirectedTo: x.RedirectedTo, SkipFromBackend: x.SkipFromBackend, RoutedBy: x.RoutedBy,

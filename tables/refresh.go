@@ -450,7 +450,7 @@ func sameFrontend(a *lb.Frontend, params lb.FrontendParams, name lb.ServiceName,
 		a.Service == name &&
 		(a.Policy == policy || a.Policy.Equal(policy)) &&
 		slices.Equal(a.Backends, refs) &&
-		a.Extras().Equal(x)
+		a.HasExtrasEqual(x)
 }
 
 // refreshConflicts brings a service's list of lost frontend addresses up to
