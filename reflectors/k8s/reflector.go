@@ -312,10 +312,10 @@ func (r *Reflector) write(ws writes) {
 //
 // The calls of a service come in an order that spares the Writer work
 // (it gives the same result in any order): declarations first, so that a
-// new service's backends go straight into its row, then backends, then
-// deleted declarations, so that a deleted service's backends are released
-// while its row still holds their addresses. Either way round they would
-// pass through the orphan-backends table.
+// new service's backends go straight into its row, then deleted
+// declarations, then backends, so that the backends a deleted service
+// releases re-select no frontend and rewrite no service row (the Writer
+// keeps a batch's addresses of services without a row in the batch).
 func (r *Reflector) prepare(batch []event) (ws writes) {
 	call := func(c func(statedb.WriteTxn)) { ws.calls = append(ws.calls, c) }
 	splits := false // a route, split or grant changed
@@ -387,18 +387,18 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 		}
 	}
 	for i := range changes {
-		if c := &changes[i]; c.backends {
-			name, backends := c.e.name, r.backendsOf(&c.e)
-			call(func(txn statedb.WriteTxn) { r.check(r.w.SetBackends(txn, name, r.as, backends...), name.String()) })
-		}
-	}
-	for i := range changes {
 		if c := &changes[i]; c.declare && c.e.svc == nil {
 			name := c.e.name
 			call(func(txn statedb.WriteTxn) {
 				r.check(r.w.DeleteService(txn, name, r.as), name.String())
 				r.check(r.w.ClearProxyRedirect(txn, name, r.as), name.String())
 			})
+		}
+	}
+	for i := range changes {
+		if c := &changes[i]; c.backends {
+			name, backends := c.e.name, r.backendsOf(&c.e)
+			call(func(txn statedb.WriteTxn) { r.check(r.w.SetBackends(txn, name, r.as, backends...), name.String()) })
 		}
 	}
 	r.prepareRedirects(call)
