@@ -1,6 +1,10 @@
 package lb
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"net/netip"
+	"time"
+)
 
 // serviceRow is a Service as it is encoded (JSON for StateDB's HTTP API
 // and lbctl, YAML for db/show): its overrides, which the row keeps behind
@@ -12,6 +16,61 @@ type serviceRow struct {
 	ProxyRedirects []ProxyRedirect    `json:"proxyRedirects,omitempty" yaml:"proxyRedirects,omitempty"`
 	Routes         []Route            `json:"routes,omitempty" yaml:"routes,omitempty"`
 	Conflicts      []FrontendConflict `json:"conflicts,omitempty" yaml:"conflicts,omitempty"`
+}
+
+// serviceParamsRow is ServiceParams as it is encoded, its fields in the
+// order they were declared before ServiceParams was packed.
+type serviceParamsRow struct {
+	Name                   ServiceName         `json:"name" yaml:"name"`
+	Source                 Source              `json:"source" yaml:"source"`
+	Frontends              []FrontendParams    `json:"frontends,omitempty" yaml:"frontends,omitempty"`
+	ExtTrafficPolicy       TrafficPolicy       `json:"extTrafficPolicy,omitempty" yaml:"extTrafficPolicy,omitempty"`
+	IntTrafficPolicy       TrafficPolicy       `json:"intTrafficPolicy,omitempty" yaml:"intTrafficPolicy,omitempty"`
+	TrafficDistribution    TrafficDistribution `json:"trafficDistribution,omitempty" yaml:"trafficDistribution,omitempty"`
+	TopologyKeys           []string            `json:"topologyKeys,omitempty" yaml:"topologyKeys,omitempty"`
+	SessionAffinity        bool                `json:"sessionAffinity,omitempty" yaml:"sessionAffinity,omitempty"`
+	SessionAffinityTimeout uint32              `json:"sessionAffinityTimeout,omitempty" yaml:"sessionAffinityTimeout,omitempty"`
+	SourceRanges           []netip.Prefix      `json:"sourceRanges,omitempty" yaml:"sourceRanges,omitempty"`
+	Algorithm              Algorithm           `json:"algorithm,omitempty" yaml:"algorithm,omitempty"`
+	HealthCheckNodePort    uint16              `json:"healthCheckNodePort,omitempty" yaml:"healthCheckNodePort,omitempty"`
+	Created                time.Time           `json:"created,omitzero" yaml:"created,omitempty"`
+	Annotations            map[string]string   `json:"annotations,omitempty" yaml:"annotations,omitempty"`
+}
+
+func (p *ServiceParams) row() serviceParamsRow {
+	return serviceParamsRow{p.Name, p.Source, p.Frontends, p.ExtTrafficPolicy, p.IntTrafficPolicy,
+		p.TrafficDistribution, p.TopologyKeys, p.SessionAffinity, p.SessionAffinityTimeout, p.SourceRanges,
+		p.Algorithm, p.HealthCheckNodePort, p.Created, p.Annotations}
+}
+
+func (r *serviceParamsRow) params() ServiceParams {
+	return ServiceParams{Name: r.Name, Frontends: r.Frontends, TopologyKeys: r.TopologyKeys,
+		SourceRanges: r.SourceRanges, Created: r.Created, Annotations: r.Annotations,
+		SessionAffinityTimeout: r.SessionAffinityTimeout, HealthCheckNodePort: r.HealthCheckNodePort,
+		Source: r.Source, ExtTrafficPolicy: r.ExtTrafficPolicy, IntTrafficPolicy: r.IntTrafficPolicy,
+		TrafficDistribution: r.TrafficDistribution, SessionAffinity: r.SessionAffinity, Algorithm: r.Algorithm}
+}
+
+func (p ServiceParams) MarshalJSON() ([]byte, error) { return json.Marshal(p.row()) }
+func (p ServiceParams) MarshalYAML() (any, error)    { return p.row(), nil }
+
+func (p *ServiceParams) UnmarshalJSON(data []byte) error {
+	var r serviceParamsRow
+	if err := json.Unmarshal(data, &r); err != nil {
+		return err
+	}
+	*p = r.params()
+	return nil
+}
+
+// UnmarshalYAML decodes what MarshalYAML encodes.
+func (p *ServiceParams) UnmarshalYAML(unmarshal func(any) error) error {
+	var r serviceParamsRow
+	if err := unmarshal(&r); err != nil {
+		return err
+	}
+	*p = r.params()
+	return nil
 }
 
 func (s *Service) row() serviceRow {
