@@ -33,15 +33,10 @@ type BackendParams struct {
 	NodeName string
 	Zone     string
 
-	// PortNames are the service port names this address serves. A backend
-	// with no port names serves every frontend of its protocol.
-	PortNames []string
-
-	// ForZones and ForNodes are topology hints (EndpointSlice forZones and
-	// forNodes): the zones and nodes whose clients should prefer this
-	// backend when the service asks for topology-aware routing.
-	ForZones []string
-	ForNodes []string
+	// hints are the port names and topology hints, nil without any: see
+	// PortNames, ForZones and ForNodes, set with WithPortNames and
+	// WithTopologyHints.
+	hints *backendHints
 }
 
 // Validate reports what is wrong with the backend, naming its address.
@@ -63,7 +58,7 @@ func (p *BackendParams) Validate() error {
 	if !backendStateNames.Valid(p.State) {
 		return fmt.Errorf("backend %s: state: value out of range", p.Address)
 	}
-	for i, n := range p.PortNames {
+	for i, n := range p.PortNames() {
 		if n == "" {
 			return fmt.Errorf("backend %s: portNames[%d]: empty name", p.Address, i)
 		}
@@ -77,7 +72,8 @@ func (p *BackendParams) MatchesPort(portName string, proto Protocol) bool {
 	if proto != ProtoAny && p.Address.Protocol() != ProtoAny && proto != p.Address.Protocol() {
 		return false
 	}
-	return len(p.PortNames) == 0 || slices.Contains(p.PortNames, portName)
+	names := p.PortNames()
+	return len(names) == 0 || slices.Contains(names, portName)
 }
 
 // BackendInstance is one source's view of a backend for one service.
@@ -246,8 +242,8 @@ func (b *Backend) clusters() string {
 func (inst *BackendInstance) String() string {
 	var attrs []string
 	p := &inst.Params
-	if len(p.PortNames) > 0 {
-		attrs = append(attrs, "ports="+strings.Join(p.PortNames, "+"))
+	if names := p.PortNames(); len(names) > 0 {
+		attrs = append(attrs, "ports="+strings.Join(names, "+"))
 	}
 	if p.Weight != DefaultBackendWeight {
 		attrs = append(attrs, "weight="+strconv.Itoa(int(p.Weight)))
@@ -261,11 +257,11 @@ func (inst *BackendInstance) String() string {
 	if p.Zone != "" {
 		attrs = append(attrs, "zone="+p.Zone)
 	}
-	if len(p.ForZones) > 0 {
-		attrs = append(attrs, "forZones="+strings.Join(p.ForZones, "+"))
+	if zones := p.ForZones(); len(zones) > 0 {
+		attrs = append(attrs, "forZones="+strings.Join(zones, "+"))
 	}
-	if len(p.ForNodes) > 0 {
-		attrs = append(attrs, "forNodes="+strings.Join(p.ForNodes, "+"))
+	if nodes := p.ForNodes(); len(nodes) > 0 {
+		attrs = append(attrs, "forNodes="+strings.Join(nodes, "+"))
 	}
 	if p.ClusterID != 0 {
 		attrs = append(attrs, "cluster="+strconv.FormatUint(uint64(p.ClusterID), 10))

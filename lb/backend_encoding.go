@@ -33,12 +33,12 @@ type backendParamsRow struct {
 }
 
 func (p *BackendParams) row() backendParamsRow {
-	return backendParamsRow{p.Address, p.PortNames, p.Weight, p.NodeName, p.Zone, p.ForZones, p.ForNodes, p.ClusterID, p.State}
+	return backendParamsRow{p.Address, p.PortNames(), p.Weight, p.NodeName, p.Zone, p.ForZones(), p.ForNodes(), p.ClusterID, p.State}
 }
 
 func (r *backendParamsRow) params() BackendParams {
 	return BackendParams{Address: r.Address, Weight: r.Weight, ClusterID: r.ClusterID, State: r.State,
-		NodeName: r.NodeName, Zone: r.Zone, PortNames: r.PortNames, ForZones: r.ForZones, ForNodes: r.ForNodes}
+		NodeName: r.NodeName, Zone: r.Zone, hints: makeBackendHints(r.PortNames, r.ForZones, r.ForNodes)}
 }
 
 func (p BackendParams) MarshalJSON() ([]byte, error) { return json.Marshal(p.row()) }

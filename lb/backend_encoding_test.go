@@ -60,8 +60,9 @@ func TestBackendEncodingKeepsHealthDetails(t *testing.T) {
 // A backend's parameters encode their fields in the order they are
 // declared in (the struct is packed in another order), and decode back.
 func TestBackendParamsEncodingKeepsFieldOrder(t *testing.T) {
-	p := lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.0.1:80/TCP"), PortNames: []string{"http"}, Weight: 7,
-		NodeName: "n1", Zone: "z1", ForZones: []string{"z1"}, ForNodes: []string{"n1"}, ClusterID: 3, State: lb.BackendTerminating}
+	p := lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.0.1:80/TCP"), Weight: 7,
+		NodeName: "n1", Zone: "z1", ClusterID: 3, State: lb.BackendTerminating}.
+		WithPortNames("http").WithTopologyHints([]string{"z1"}, []string{"n1"})
 	j, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
