@@ -51,13 +51,14 @@ func (p *BackendParams) UnmarshalJSON(b []byte) error {
 	if string(bytes.TrimSpace(b)) == "null" {
 		return nil // as encoding/json does: null leaves the value alone
 	}
-	r := backendParamsRow{Weight: DefaultBackendWeight}
+	type plain backendParamsRow // errors name the type as before
+	r := plain{Weight: DefaultBackendWeight}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
 		return fmt.Errorf("backend: %w", err)
 	}
-	*p = r.params()
+	*p = (*backendParamsRow)(&r).params()
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package lb
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/netip"
 	"time"
@@ -54,12 +55,21 @@ func (r *serviceParamsRow) params() ServiceParams {
 func (p ServiceParams) MarshalJSON() ([]byte, error) { return json.Marshal(p.row()) }
 func (p ServiceParams) MarshalYAML() (any, error)    { return p.row(), nil }
 
+// UnmarshalJSON decodes what MarshalJSON encodes. Unknown fields are
+// errors, as they are where declarations are read (a decoder's
+// DisallowUnknownFields does not reach a type's own UnmarshalJSON).
 func (p *ServiceParams) UnmarshalJSON(data []byte) error {
-	var r serviceParamsRow
-	if err := json.Unmarshal(data, &r); err != nil {
+	if string(bytes.TrimSpace(data)) == "null" {
+		return nil // as encoding/json does: null leaves the value alone
+	}
+	type ServiceParams serviceParamsRow // errors name the type as before
+	var r ServiceParams
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
 		return err
 	}
-	*p = r.params()
+	*p = (*serviceParamsRow)(&r).params()
 	return nil
 }
 
