@@ -77,16 +77,19 @@ type ServiceParams struct {
 }
 
 // FrontendParams is one address of a service that the datapath matches.
+//
+// Its fields are ordered to pack (Type and Claim beside the address);
+// encoded (JSON, YAML), they keep the order of frontendParamsRow.
 type FrontendParams struct {
-	Address L3n4Addr `json:"address" yaml:"address"`
-	Type    SVCType  `json:"type" yaml:"type"`
-	// PortName selects the backends whose port names include it. Empty
-	// matches backends that name no port (a single-port service).
-	PortName string `json:"portName,omitempty" yaml:"portName,omitempty"`
+	Address L3n4Addr
+	Type    SVCType
 	// Claim is how the service came to claim the address, which decides
 	// who owns an address several services claim. The zero value,
 	// ClaimExplicit, is right for any address named for the service.
-	Claim Claim `json:"claim,omitempty" yaml:"claim,omitempty"`
+	Claim Claim
+	// PortName selects the backends whose port names include it. Empty
+	// matches backends that name no port (a single-port service).
+	PortName string
 }
 
 // UsesExternalTrafficPolicy reports whether the service's external

@@ -83,6 +83,54 @@ func (p *ServiceParams) UnmarshalYAML(unmarshal func(any) error) error {
 	return nil
 }
 
+// frontendParamsRow is FrontendParams as it is encoded, its fields in the
+// order they were declared before FrontendParams was packed.
+type frontendParamsRow struct {
+	Address  L3n4Addr `json:"address" yaml:"address"`
+	Type     SVCType  `json:"type" yaml:"type"`
+	PortName string   `json:"portName,omitempty" yaml:"portName,omitempty"`
+	Claim    Claim    `json:"claim,omitempty" yaml:"claim,omitempty"`
+}
+
+func (f FrontendParams) MarshalJSON() ([]byte, error) {
+	return json.Marshal(frontendParamsRow{f.Address, f.Type, f.PortName, f.Claim})
+}
+
+func (f FrontendParams) MarshalYAML() (any, error) {
+	return frontendParamsRow{f.Address, f.Type, f.PortName, f.Claim}, nil
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes; unknown fields are
+// errors (see ServiceParams.UnmarshalJSON).
+func (f *FrontendParams) UnmarshalJSON(data []byte) error {
+	if string(bytes.TrimSpace(data)) == "null" {
+		return nil
+	}
+	type FrontendParams frontendParamsRow // errors name the type as before
+	var r FrontendParams
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return err
+	}
+	*f = fromFrontendParamsRow(frontendParamsRow(r))
+	return nil
+}
+
+// UnmarshalYAML decodes what MarshalYAML encodes.
+func (f *FrontendParams) UnmarshalYAML(unmarshal func(any) error) error {
+	var r frontendParamsRow
+	if err := unmarshal(&r); err != nil {
+		return err
+	}
+	*f = fromFrontendParamsRow(r)
+	return nil
+}
+
+func fromFrontendParamsRow(r frontendParamsRow) FrontendParams {
+	return FrontendParams{Address: r.Address, Type: r.Type, Claim: r.Claim, PortName: r.PortName}
+}
+
 func (s *Service) row() serviceRow {
 	o := s.over()
 	return serviceRow{s.Name, s.Params, o.redirects, o.proxyRedirects, o.routes, o.conflicts}

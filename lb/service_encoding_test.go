@@ -66,12 +66,13 @@ func must(b []byte, err error) string {
 	return string(b)
 }
 
-// A declaration encodes its fields in the order they are declared in (the
+// A declaration and its frontends encode their fields in the order they are declared in (the
 // struct is packed in another order), and decodes back to itself.
 func TestServiceParamsEncodingKeepsFieldOrder(t *testing.T) {
 	p := lb.ServiceParams{
 		Name: lb.NewServiceName("ns", "svc"), Source: lb.SourceK8s,
-		Frontends:        []lb.FrontendParams{{Address: lb.MustParseL3n4Addr("10.96.0.1:80/TCP"), Type: lb.SVCTypeClusterIP}},
+		Frontends: []lb.FrontendParams{{Address: lb.MustParseL3n4Addr("10.96.0.1:80/TCP"), Type: lb.SVCTypeClusterIP},
+			{Address: lb.MustParseL3n4Addr("10.96.0.2:53/UDP"), Type: lb.SVCTypeNodePort, PortName: "dns", Claim: lb.ClaimNodeAddress}},
 		ExtTrafficPolicy: lb.TrafficPolicyLocal, IntTrafficPolicy: lb.TrafficPolicyLocal,
 		TopologyKeys: []string{"*"}, SessionAffinity: true, SessionAffinityTimeout: 30,
 		SourceRanges: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, HealthCheckNodePort: 30000,
@@ -82,7 +83,8 @@ func TestServiceParamsEncodingKeepsFieldOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `{"name":"ns/svc","source":"k8s","frontends":[{"address":"10.96.0.1:80/TCP","type":"ClusterIP"}],` +
+	const want = `{"name":"ns/svc","source":"k8s","frontends":[{"address":"10.96.0.1:80/TCP","type":"ClusterIP"},` +
+		`{"address":"10.96.0.2:53/UDP","type":"NodePort","portName":"dns","claim":"node-address"}],` +
 		`"extTrafficPolicy":"Local","intTrafficPolicy":"Local","topologyKeys":["*"],"sessionAffinity":true,` +
 		`"sessionAffinityTimeout":30,"sourceRanges":["10.0.0.0/8"],"healthCheckNodePort":30000,` +
 		`"created":"2026-01-02T03:04:05Z","annotations":{"a":"b"}}`
