@@ -1,6 +1,7 @@
 package lb
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -80,16 +81,48 @@ func (s Scope) String() string {
 //
 // The text form is "10.96.0.1:80/TCP" or "[2001:db8::1]:53/UDP", with "/i"
 // appended for the internal scope: "10.96.0.1:80/TCP/i".
+//
+// It holds the address as 16 bytes and a family rather than a netip.Addr,
+// whose zone is a pointer: 22 bytes without pointers instead of 32 with
+// one, in every row, key and state that holds an address (Addr builds the
+// netip.Addr on demand, without allocating). Zones are not supported
+// (Validate rejects them), so a zoned address keeps only the fact that it
+// had one.
 type L3n4Addr struct {
-	addr  netip.Addr
-	port  uint16
-	proto Protocol
-	scope Scope
+	ip     [16]byte // the IPv6 form; IPv4 as ::ffff:a.b.c.d
+	port   uint16
+	family addrFamily
+	proto  Protocol
+	scope  Scope
 }
+
+// addrFamily is 0 for no address, familyV4 or familyV6, with zonedBit set
+// for a zoned IPv6 address.
+type addrFamily uint8
+
+const (
+	familyV4 addrFamily = 4
+	familyV6 addrFamily = 6
+	zonedBit addrFamily = 0x80
+)
 
 // NewL3n4Addr returns the address with the given parts.
 func NewL3n4Addr(proto Protocol, addr netip.Addr, port uint16, scope Scope) L3n4Addr {
-	return L3n4Addr{addr: addr.Unmap(), port: port, proto: proto, scope: scope}
+	a := L3n4Addr{port: port, proto: proto, scope: scope}
+	addr = addr.Unmap()
+	switch {
+	case addr.Is4():
+		a.family = familyV4
+	case addr.Is6():
+		a.family = familyV6
+		if addr.Zone() != "" {
+			a.family |= zonedBit
+		}
+	default:
+		return a
+	}
+	a.ip = addr.As16()
+	return a
 }
 
 // ParseL3n4Addr parses the text form, e.g. "10.96.0.1:80/TCP",
@@ -137,12 +170,22 @@ func cutLast(s, sep string) (before, after string, found bool) {
 	return s, "", false
 }
 
-func (a L3n4Addr) Addr() netip.Addr         { return a.addr }
+// Addr returns the IP address (without the zone of a zoned one).
+func (a L3n4Addr) Addr() netip.Addr {
+	switch a.family &^ zonedBit {
+	case familyV4:
+		return netip.AddrFrom4([4]byte(a.ip[12:]))
+	case familyV6:
+		return netip.AddrFrom16(a.ip)
+	}
+	return netip.Addr{}
+}
+
 func (a L3n4Addr) Port() uint16             { return a.port }
 func (a L3n4Addr) Protocol() Protocol       { return a.proto }
 func (a L3n4Addr) Scope() Scope             { return a.scope }
-func (a L3n4Addr) IsValid() bool            { return a.addr.IsValid() }
-func (a L3n4Addr) AddrPort() netip.AddrPort { return netip.AddrPortFrom(a.addr, a.port) }
+func (a L3n4Addr) IsValid() bool            { return a.family != 0 }
+func (a L3n4Addr) AddrPort() netip.AddrPort { return netip.AddrPortFrom(a.Addr(), a.port) }
 
 // WithScope returns a copy of a with the given scope.
 func (a L3n4Addr) WithScope(s Scope) L3n4Addr {
@@ -157,7 +200,7 @@ func (a L3n4Addr) WithPort(port uint16) L3n4Addr {
 }
 
 func (a L3n4Addr) String() string {
-	if !a.addr.IsValid() {
+	if !a.IsValid() {
 		return "invalid"
 	}
 	b := make([]byte, 0, 64)
@@ -165,7 +208,7 @@ func (a L3n4Addr) String() string {
 }
 
 func (a L3n4Addr) appendTo(b []byte) []byte {
-	b = netip.AddrPortFrom(a.addr, a.port).AppendTo(b)
+	b = a.AddrPort().AppendTo(b)
 	b = append(b, '/')
 	b = append(b, a.proto.String()...)
 	if a.scope == ScopeInternal {
@@ -175,7 +218,7 @@ func (a L3n4Addr) appendTo(b []byte) []byte {
 }
 
 func (a L3n4Addr) MarshalText() ([]byte, error) {
-	if !a.addr.IsValid() {
+	if !a.IsValid() {
 		return []byte{}, nil
 	}
 	return a.appendTo(nil), nil
@@ -197,11 +240,11 @@ func (a *L3n4Addr) UnmarshalText(b []byte) error {
 // Validate reports what is wrong with a frontend or backend address.
 func (a L3n4Addr) Validate() error {
 	switch {
-	case !a.addr.IsValid():
+	case !a.IsValid():
 		return errors.New("missing address")
-	case a.addr.IsUnspecified() && a.port == 0:
+	case a.Addr().IsUnspecified() && a.port == 0:
 		return fmt.Errorf("%s: unspecified address needs a port", a)
-	case a.addr.Zone() != "":
+	case a.family&zonedBit != 0:
 		return fmt.Errorf("%s: zoned IPv6 addresses are not supported", a)
 	}
 	switch a.proto {
@@ -227,16 +270,8 @@ func (a L3n4Addr) Key() []byte {
 
 // AppendKey appends the Key form of a to b.
 func (a L3n4Addr) AppendKey(b []byte) []byte {
-	family := byte(0)
-	switch {
-	case a.addr.Is4():
-		family = 4
-	case a.addr.Is6():
-		family = 6
-	}
-	a16 := a.addr.As16()
-	b = append(b, family)
-	b = append(b, a16[:]...)
+	b = append(b, byte(a.family&^zonedBit))
+	b = append(b, a.ip[:]...)
 	b = binary.BigEndian.AppendUint16(b, a.port)
 	return append(b, byte(a.proto), byte(a.scope))
 }
@@ -244,7 +279,13 @@ func (a L3n4Addr) AppendKey(b []byte) []byte {
 // Compare orders addresses: IPv4 before IPv6, then by address, port,
 // protocol and scope.
 func (a L3n4Addr) Compare(b L3n4Addr) int {
-	if c := a.addr.Compare(b.addr); c != 0 {
+	if c := cmp.Compare(a.family&^zonedBit, b.family&^zonedBit); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(a.ip[:], b.ip[:]); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.family&zonedBit, b.family&zonedBit); c != 0 {
 		return c
 	}
 	if c := cmp.Compare(a.port, b.port); c != 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -428,4 +429,36 @@ func FuzzParseL3n4Addr(f *testing.F) {
 			t.Fatalf("equal values %v compare or key differently", a)
 		}
 	})
+}
+
+// An address is a pointer-free value no larger than 24 bytes, so that the
+// rows, keys and states holding one stay small and the GC need not scan it.
+func TestL3n4AddrIsSmallAndPointerFree(t *testing.T) {
+	typ := reflect.TypeFor[lb.L3n4Addr]()
+	if typ.Size() > 24 {
+		t.Errorf("L3n4Addr is %d bytes, want at most 24", typ.Size())
+	}
+	for i := range typ.NumField() {
+		switch k := typ.Field(i).Type.Kind(); k {
+		case reflect.Pointer, reflect.String, reflect.Slice, reflect.Map, reflect.Interface, reflect.Struct:
+			t.Errorf("field %s is a %s, want a plain value", typ.Field(i).Name, k)
+		}
+	}
+}
+
+// The families stay apart: 0.0.0.0 and :: are different addresses, and
+// Addr gives back what the address was made from.
+func TestL3n4AddrKeepsFamilies(t *testing.T) {
+	for _, s := range []string{"0.0.0.0", "::", "10.0.0.1", "::ffff:10.0.0.1", "2001:db8::1"} {
+		ip := netip.MustParseAddr(s)
+		a := lb.NewL3n4Addr(lb.ProtoTCP, ip, 80, lb.ScopeExternal)
+		if got := a.Addr(); got != ip.Unmap() {
+			t.Errorf("%s: Addr() = %s, want %s", s, got, ip.Unmap())
+		}
+	}
+	v4 := lb.NewL3n4Addr(lb.ProtoTCP, netip.IPv4Unspecified(), 80, lb.ScopeExternal)
+	v6 := lb.NewL3n4Addr(lb.ProtoTCP, netip.IPv6Unspecified(), 80, lb.ScopeExternal)
+	if v4 == v6 || v4.Compare(v6) >= 0 {
+		t.Errorf("0.0.0.0 and :: compare %d (equal: %v), want IPv4 first", v4.Compare(v6), v4 == v6)
+	}
 }

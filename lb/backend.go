@@ -1,8 +1,6 @@
 package lb
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -18,47 +16,27 @@ const DefaultBackendWeight = 100
 
 // BackendParams is what one source says about one backend of one service.
 // It is the input to the Writer's backend operations.
+//
+// Its fields are ordered to pack (the small ones together after the
+// address); encoded (JSON, YAML) they keep the order of backendParamsRow.
 type BackendParams struct {
-	Address L3n4Addr `json:"address" yaml:"address"`
-
-	// PortNames are the service port names this address serves. A backend
-	// with no port names serves every frontend of its protocol.
-	PortNames []string `json:"portNames,omitempty" yaml:"portNames,omitempty"`
+	Address L3n4Addr
 
 	// Weight is the share of new flows, relative to the other backends
 	// (0-65535; 0 means no new flows). Decoding JSON or YAML without a
 	// weight gives DefaultBackendWeight; a Go literal must set it.
-	Weight uint16 `json:"weight" yaml:"weight"`
+	Weight uint16
 
-	NodeName string `json:"nodeName,omitempty" yaml:"nodeName,omitempty"`
-	Zone     string `json:"zone,omitempty" yaml:"zone,omitempty"`
+	ClusterID uint32
+	State     BackendState
 
-	// ForZones and ForNodes are topology hints (EndpointSlice forZones and
-	// forNodes): the zones and nodes whose clients should prefer this
-	// backend when the service asks for topology-aware routing.
-	ForZones []string `json:"forZones,omitempty" yaml:"forZones,omitempty"`
-	ForNodes []string `json:"forNodes,omitempty" yaml:"forNodes,omitempty"`
+	NodeName string
+	Zone     string
 
-	ClusterID uint32       `json:"clusterID,omitempty" yaml:"clusterID,omitempty"`
-	State     BackendState `json:"state,omitempty" yaml:"state,omitempty"`
-}
-
-// UnmarshalJSON decodes a backend, defaulting a missing weight to
-// DefaultBackendWeight. Unknown fields are errors, so that a misspelt
-// field is not silently replaced by its default.
-func (p *BackendParams) UnmarshalJSON(b []byte) error {
-	if string(bytes.TrimSpace(b)) == "null" {
-		return nil // as encoding/json does: null leaves the value alone
-	}
-	type plain BackendParams
-	v := plain{Weight: DefaultBackendWeight}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
-		return fmt.Errorf("backend: %w", err)
-	}
-	*p = BackendParams(v)
-	return nil
+	// hints are the port names and topology hints, nil without any: see
+	// PortNames, ForZones and ForNodes, set with WithPortNames and
+	// WithTopologyHints.
+	hints *backendHints
 }
 
 // Validate reports what is wrong with the backend, naming its address.
@@ -80,7 +58,7 @@ func (p *BackendParams) Validate() error {
 	if !backendStateNames.Valid(p.State) {
 		return fmt.Errorf("backend %s: state: value out of range", p.Address)
 	}
-	for i, n := range p.PortNames {
+	for i, n := range p.PortNames() {
 		if n == "" {
 			return fmt.Errorf("backend %s: portNames[%d]: empty name", p.Address, i)
 		}
@@ -94,7 +72,8 @@ func (p *BackendParams) MatchesPort(portName string, proto Protocol) bool {
 	if proto != ProtoAny && p.Address.Protocol() != ProtoAny && proto != p.Address.Protocol() {
 		return false
 	}
-	return len(p.PortNames) == 0 || slices.Contains(p.PortNames, portName)
+	names := p.PortNames()
+	return len(names) == 0 || slices.Contains(names, portName)
 }
 
 // BackendInstance is one source's view of a backend for one service.
@@ -106,15 +85,18 @@ type BackendInstance struct {
 
 // Backend is a row of the backends table: one backend address, shared by
 // every service and source that uses it.
+//
+// Its fields are ordered to pack (Unhealthy beside the address); encoded
+// (JSON, YAML), they keep the order of backendRow.
 type Backend struct {
-	Address L3n4Addr `json:"address" yaml:"address"`
-
-	// Instances are sorted by service, then by source priority.
-	Instances []BackendInstance `json:"instances" yaml:"instances"`
+	Address L3n4Addr
 
 	// Unhealthy is set by health checking; an unhealthy active backend is
 	// treated as quarantined.
-	Unhealthy bool `json:"unhealthy,omitempty" yaml:"unhealthy,omitempty"`
+	Unhealthy bool
+
+	// Instances are sorted by service, then by source priority.
+	Instances []BackendInstance
 
 	// health holds the details of the verdict, nil without any (most
 	// backends are never checked): see HealthSince and HealthError.
@@ -260,8 +242,8 @@ func (b *Backend) clusters() string {
 func (inst *BackendInstance) String() string {
 	var attrs []string
 	p := &inst.Params
-	if len(p.PortNames) > 0 {
-		attrs = append(attrs, "ports="+strings.Join(p.PortNames, "+"))
+	if names := p.PortNames(); len(names) > 0 {
+		attrs = append(attrs, "ports="+strings.Join(names, "+"))
 	}
 	if p.Weight != DefaultBackendWeight {
 		attrs = append(attrs, "weight="+strconv.Itoa(int(p.Weight)))
@@ -275,11 +257,11 @@ func (inst *BackendInstance) String() string {
 	if p.Zone != "" {
 		attrs = append(attrs, "zone="+p.Zone)
 	}
-	if len(p.ForZones) > 0 {
-		attrs = append(attrs, "forZones="+strings.Join(p.ForZones, "+"))
+	if zones := p.ForZones(); len(zones) > 0 {
+		attrs = append(attrs, "forZones="+strings.Join(zones, "+"))
 	}
-	if len(p.ForNodes) > 0 {
-		attrs = append(attrs, "forNodes="+strings.Join(p.ForNodes, "+"))
+	if nodes := p.ForNodes(); len(nodes) > 0 {
+		attrs = append(attrs, "forNodes="+strings.Join(nodes, "+"))
 	}
 	if p.ClusterID != 0 {
 		attrs = append(attrs, "cluster="+strconv.FormatUint(uint64(p.ClusterID), 10))

@@ -56,3 +56,35 @@ func TestBackendEncodingKeepsHealthDetails(t *testing.T) {
 		t.Errorf("decoded from YAML %+v, want %+v", backY, checked)
 	}
 }
+
+// A backend's parameters encode their fields in the order they are
+// declared in (the struct is packed in another order), and decode back.
+func TestBackendParamsEncodingKeepsFieldOrder(t *testing.T) {
+	p := lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.0.1:80/TCP"), Weight: 7,
+		NodeName: "n1", Zone: "z1", ClusterID: 3, State: lb.BackendTerminating}.
+		WithPortNames("http").WithTopologyHints([]string{"z1"}, []string{"n1"})
+	j, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"address":"10.0.0.1:80/TCP","portNames":["http"],"weight":7,"nodeName":"n1","zone":"z1","forZones":["z1"],"forNodes":["n1"],"clusterID":3,"state":"terminating"}`
+	if string(j) != want {
+		t.Errorf("JSON\n%s\nwant\n%s", j, want)
+	}
+	var back lb.BackendParams
+	if err := json.Unmarshal(j, &back); err != nil || !back.Equal(&p) {
+		t.Errorf("decoded %+v (%v), want %+v", back, err, p)
+	}
+	y, err := yaml.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wantY = "address: 10.0.0.1:80/TCP\nportNames:\n    - http\nweight: 7\nnodeName: n1\nzone: z1\nforZones:\n    - z1\nforNodes:\n    - n1\nclusterID: 3\nstate: terminating\n"
+	if string(y) != wantY {
+		t.Errorf("YAML\n%s\nwant\n%s", y, wantY)
+	}
+	var backY lb.BackendParams
+	if err := yaml.Unmarshal(y, &backY); err != nil || !backY.Equal(&p) {
+		t.Errorf("decoded from YAML %+v (%v), want %+v", backY, err, p)
+	}
+}

@@ -24,9 +24,8 @@ func TestBackendParamsJSON(t *testing.T) {
 		{"all fields", `{"address":"10.0.0.1:8080/tcp","portNames":["http","metrics"],"weight":5,
 			"nodeName":"n1","zone":"z1","forZones":["z1","z2"],"forNodes":["n1"],
 			"clusterID":7,"state":"Terminating"}`,
-			lb.BackendParams{Address: addr, PortNames: []string{"http", "metrics"}, Weight: 5,
-				NodeName: "n1", Zone: "z1", ForZones: []string{"z1", "z2"}, ForNodes: []string{"n1"},
-				ClusterID: 7, State: lb.BackendTerminating}},
+			lb.BackendParams{Address: addr, Weight: 5, NodeName: "n1", Zone: "z1", ClusterID: 7, State: lb.BackendTerminating}.
+				WithPortNames("http", "metrics").WithTopologyHints([]string{"z1", "z2"}, []string{"n1"})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,11 +84,10 @@ func TestBackendParamsJSONErrors(t *testing.T) {
 
 func TestBackendParamsValidate(t *testing.T) {
 	valid := lb.BackendParams{
-		Address:   lb.MustParseL3n4Addr("10.0.0.1:8080/TCP"),
-		PortNames: []string{"http"},
-		Weight:    lb.DefaultBackendWeight,
-		State:     lb.BackendMaintenance,
-	}
+		Address: lb.MustParseL3n4Addr("10.0.0.1:8080/TCP"),
+		Weight:  lb.DefaultBackendWeight,
+		State:   lb.BackendMaintenance,
+	}.WithPortNames("http")
 	if err := valid.Validate(); err != nil {
 		t.Fatalf("Validate(valid) = %v", err)
 	}
@@ -110,13 +108,12 @@ func TestBackendParamsValidate(t *testing.T) {
 			[]string{"backend 10.0.0.1:8080/TCP/i", "no scope"}},
 		{"state", func(p *lb.BackendParams) { p.State = lb.BackendNotReady + 1 },
 			[]string{"backend 10.0.0.1:8080/TCP", "state: value out of range"}},
-		{"empty port name", func(p *lb.BackendParams) { p.PortNames = []string{"http", ""} },
+		{"empty port name", func(p *lb.BackendParams) { *p = p.WithPortNames("http", "") },
 			[]string{"backend 10.0.0.1:8080/TCP", "portNames[1]", "empty name"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := valid
-			p.PortNames = slices.Clone(valid.PortNames)
 			tt.mutate(&p)
 			wantErr(t, p.Validate(), tt.want...)
 		})
@@ -126,10 +123,9 @@ func TestBackendParamsValidate(t *testing.T) {
 func TestBackendParamsEqual(t *testing.T) {
 	base := func() lb.BackendParams {
 		return lb.BackendParams{
-			Address: lb.MustParseL3n4Addr("10.0.0.1:80/TCP"), PortNames: []string{"http"}, Weight: 3,
-			NodeName: "n1", Zone: "z1", ForZones: []string{"z1"}, ForNodes: []string{"n1"},
-			ClusterID: 2, State: lb.BackendTerminating,
-		}
+			Address: lb.MustParseL3n4Addr("10.0.0.1:80/TCP"), Weight: 3,
+			NodeName: "n1", Zone: "z1", ClusterID: 2, State: lb.BackendTerminating,
+		}.WithPortNames("http").WithTopologyHints([]string{"z1"}, []string{"n1"})
 	}
 	a, b := base(), base()
 	if !a.Equal(&b) {
@@ -137,12 +133,12 @@ func TestBackendParamsEqual(t *testing.T) {
 	}
 	for _, mutate := range []func(*lb.BackendParams){
 		func(p *lb.BackendParams) { p.Address = p.Address.WithPort(81) },
-		func(p *lb.BackendParams) { p.PortNames = nil },
+		func(p *lb.BackendParams) { *p = p.WithPortNames() },
 		func(p *lb.BackendParams) { p.Weight = 4 },
 		func(p *lb.BackendParams) { p.NodeName = "n2" },
 		func(p *lb.BackendParams) { p.Zone = "z2" },
-		func(p *lb.BackendParams) { p.ForZones[0] = "z2" },
-		func(p *lb.BackendParams) { p.ForNodes = append(p.ForNodes, "n2") },
+		func(p *lb.BackendParams) { *p = p.WithTopologyHints([]string{"z2"}, p.ForNodes()) },
+		func(p *lb.BackendParams) { *p = p.WithTopologyHints(p.ForZones(), []string{"n1", "n2"}) },
 		func(p *lb.BackendParams) { p.ClusterID = 0 },
 		func(p *lb.BackendParams) { p.State = lb.BackendActive },
 	} {
@@ -156,7 +152,7 @@ func TestBackendParamsEqual(t *testing.T) {
 
 func TestMatchesPort(t *testing.T) {
 	backend := func(addr string, names ...string) lb.BackendParams {
-		return lb.BackendParams{Address: lb.MustParseL3n4Addr(addr), PortNames: names}
+		return lb.BackendParams{Address: lb.MustParseL3n4Addr(addr)}.WithPortNames(names...)
 	}
 	tests := []struct {
 		b        lb.BackendParams
@@ -181,7 +177,7 @@ func TestMatchesPort(t *testing.T) {
 	for _, tt := range tests {
 		if got := tt.b.MatchesPort(tt.portName, tt.proto); got != tt.want {
 			t.Errorf("%v %v.MatchesPort(%q, %v) = %v, want %v",
-				tt.b.Address, tt.b.PortNames, tt.portName, tt.proto, got, tt.want)
+				tt.b.Address, tt.b.PortNames(), tt.portName, tt.proto, got, tt.want)
 		}
 	}
 }
@@ -462,5 +458,27 @@ func TestBackendTableRowCluster(t *testing.T) {
 		if got := b.TableRow()[slices.Index(b.TableHeader(), "Cluster")]; got != tc.want {
 			t.Errorf("Cluster column %q, want %q", got, tc.want)
 		}
+	}
+}
+
+// Port names and hints are copied from the caller's lists, and params
+// with equal lists share one copy: giving a backend port names that others
+// have costs no allocation.
+func TestBackendParamsShareEqualHints(t *testing.T) {
+	names := []string{"http", "metrics"}
+	base := lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.0.1:80/TCP"), Weight: 1}
+	a := base.WithPortNames(names...)
+	names[0] = "dns"
+	if got := a.PortNames(); !slices.Equal(got, []string{"http", "metrics"}) {
+		t.Errorf("port names %v changed with the caller's list", got)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { a = base.WithPortNames("http", "metrics") }); allocs != 0 {
+		t.Errorf("WithPortNames of known names: %v allocations, want 0", allocs)
+	}
+	// Names with the key's separators in them are not confused.
+	x := base.WithPortNames("a\x01", "b")
+	y := base.WithPortNames("a", "\x01b")
+	if slices.Equal(x.PortNames(), y.PortNames()) {
+		t.Errorf("distinct lists %q and %q read back equal", x.PortNames(), y.PortNames())
 	}
 }

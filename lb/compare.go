@@ -26,12 +26,12 @@ func (p *ServiceParams) Equal(o *ServiceParams) bool {
 // Equal reports whether p and o describe the same backend the same way.
 func (p *BackendParams) Equal(o *BackendParams) bool {
 	return p.Address == o.Address &&
-		slices.Equal(p.PortNames, o.PortNames) &&
+		slices.Equal(p.PortNames(), o.PortNames()) &&
 		p.Weight == o.Weight &&
 		p.NodeName == o.NodeName &&
 		p.Zone == o.Zone &&
-		slices.Equal(p.ForZones, o.ForZones) &&
-		slices.Equal(p.ForNodes, o.ForNodes) &&
+		slices.Equal(p.ForZones(), o.ForZones()) &&
+		slices.Equal(p.ForNodes(), o.ForNodes()) &&
 		p.ClusterID == o.ClusterID &&
 		p.State == o.State
 }
@@ -45,13 +45,10 @@ func (p ServiceParams) Clone() ServiceParams {
 	return p
 }
 
-// Clone returns a deep copy, sharing nothing with p.
-func (p BackendParams) Clone() BackendParams {
-	p.PortNames = slices.Clone(p.PortNames)
-	p.ForZones = slices.Clone(p.ForZones)
-	p.ForNodes = slices.Clone(p.ForNodes)
-	return p
-}
+// Clone returns a copy of p. BackendParams are values whose lists are
+// immutable (set only with WithPortNames and WithTopologyHints), so the
+// copy shares nothing that can change.
+func (p BackendParams) Clone() BackendParams { return p }
 
 // Clone returns a deep copy, sharing nothing with n.
 func (n Node) Clone() Node {

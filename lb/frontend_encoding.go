@@ -10,7 +10,12 @@ import (
 // and lbctl, YAML for db/show): every field, FrontendExtras included, in
 // the order the row had them when they were all its own.
 type frontendRow struct {
-	FrontendParams `yaml:",inline"`
+	// FrontendParams' fields, listed here: embedded, its MarshalJSON
+	// would be promoted and encode the row as a FrontendParams.
+	Address  L3n4Addr `json:"address" yaml:"address"`
+	Type     SVCType  `json:"type" yaml:"type"`
+	PortName string   `json:"portName,omitempty" yaml:"portName,omitempty"`
+	Claim    Claim    `json:"claim,omitempty" yaml:"claim,omitempty"`
 
 	Service         ServiceName       `json:"service" yaml:"service"`
 	Policy          *ServiceParams    `json:"policy" yaml:"policy"`
@@ -39,7 +44,7 @@ func (f Frontend) MarshalYAML() (any, error) { return f.row(), nil }
 func (f *Frontend) row() *frontendRow {
 	x := f.x()
 	r := &frontendRow{
-		FrontendParams: f.FrontendParams, Service: f.Service, Policy: f.Policy,
+		Address: f.Address, Type: f.Type, PortName: f.PortName, Claim: f.Claim, Service: f.Service, Policy: f.Policy,
 		RedirectedTo: x.RedirectedTo, SkipFromBackend: x.SkipFromBackend, RoutedBy: x.RoutedBy,
 		ProxyPort: x.ProxyPort, Backends: f.Backends, Rejected: x.Rejected, Hidden: x.Hidden,
 		TopologyLevel: x.TopologyLevel, ID: f.ID, Status: f.Status,
@@ -53,7 +58,8 @@ func (f *Frontend) row() *frontendRow {
 }
 
 func (f *Frontend) setRow(r *frontendRow) {
-	*f = Frontend{FrontendParams: r.FrontendParams, Service: r.Service, Policy: r.Policy, ID: r.ID, Status: r.Status}
+	fp := FrontendParams{Address: r.Address, Type: r.Type, Claim: r.Claim, PortName: r.PortName}
+	*f = Frontend{FrontendParams: fp, Service: r.Service, Policy: r.Policy, ID: r.ID, Status: r.Status}
 	f.SetBackends(r.Backends)
 	f.SetExtras(FrontendExtras{
 		RedirectedTo: r.RedirectedTo, SkipFromBackend: r.SkipFromBackend, RoutedBy: r.RoutedBy,

@@ -15,71 +15,81 @@ const DefaultAffinityTimeout = 10800
 
 // ServiceParams is what one source declares about a service: its frontends
 // and the policy they share. It is the input to Writer.UpsertService.
+//
+// Its fields are ordered to pack (the small ones together at the end);
+// encoded (JSON, YAML), they keep the order of serviceParamsRow.
 type ServiceParams struct {
-	Name   ServiceName `json:"name" yaml:"name"`
-	Source Source      `json:"source" yaml:"source"`
+	Name ServiceName
 
 	// Frontends are the addresses the datapath matches for this service.
-	Frontends []FrontendParams `json:"frontends,omitempty" yaml:"frontends,omitempty"`
-
-	// ExtTrafficPolicy applies to external frontends (NodePort,
-	// LoadBalancer, ExternalIP, HostPort), IntTrafficPolicy to ClusterIP
-	// frontends and to the internal-scope twins of external ones.
-	ExtTrafficPolicy TrafficPolicy `json:"extTrafficPolicy,omitempty" yaml:"extTrafficPolicy,omitempty"`
-	IntTrafficPolicy TrafficPolicy `json:"intTrafficPolicy,omitempty" yaml:"intTrafficPolicy,omitempty"`
-
-	// TrafficDistribution turns on topology-aware selection using the
-	// backends' zone or node hints.
-	TrafficDistribution TrafficDistribution `json:"trafficDistribution,omitempty" yaml:"trafficDistribution,omitempty"`
+	Frontends []FrontendParams
 
 	// TopologyKeys, when set, replace TrafficDistribution: node label keys
 	// tried in order, the first whose value on this node some usable
 	// backend's node shares selects exactly those backends; "*" last falls
 	// back to all, and without it the list is strict (no backend for new
 	// flows when nothing matches). See ValidateTopologyKeys.
-	TopologyKeys []string `json:"topologyKeys,omitempty" yaml:"topologyKeys,omitempty"`
-
-	// SessionAffinity pins a client address to one backend for
-	// SessionAffinityTimeout seconds (0 means DefaultAffinityTimeout).
-	SessionAffinity        bool   `json:"sessionAffinity,omitempty" yaml:"sessionAffinity,omitempty"`
-	SessionAffinityTimeout uint32 `json:"sessionAffinityTimeout,omitempty" yaml:"sessionAffinityTimeout,omitempty"`
+	TopologyKeys []string
 
 	// SourceRanges, when set, limits the LoadBalancer frontends to clients
 	// in these prefixes (loadBalancerSourceRanges, as kube-proxy applies
 	// them).
-	SourceRanges []netip.Prefix `json:"sourceRanges,omitempty" yaml:"sourceRanges,omitempty"`
-
-	Algorithm Algorithm `json:"algorithm,omitempty" yaml:"algorithm,omitempty"`
-
-	// HealthCheckNodePort is where an external load balancer probes
-	// whether this node has local backends (ExtTrafficPolicy Local).
-	HealthCheckNodePort uint16 `json:"healthCheckNodePort,omitempty" yaml:"healthCheckNodePort,omitempty"`
+	SourceRanges []netip.Prefix
 
 	// Created is when the service was created (Kubernetes'
 	// creationTimestamp), zero if unknown. Between equal claims on an
 	// address from one source the older service owns it, so that a name
 	// (a namespace renamed) never moves an address; an unknown time counts
 	// as newer than every known one.
-	Created time.Time `json:"created,omitzero" yaml:"created,omitempty"`
+	Created time.Time
 
 	// Annotations are the annotations that matter to other parts than the
 	// Writer (health checking's lbstate.io/health-check*), as the source
 	// found them: each part parses its own, so that a bad value is that
 	// part's to report and does not reject the whole service.
-	Annotations map[string]string `json:"annotations,omitempty" yaml:"annotations,omitempty"`
+	Annotations map[string]string
+
+	// SessionAffinityTimeout is how long, in seconds, SessionAffinity
+	// pins a client (0 means DefaultAffinityTimeout).
+	SessionAffinityTimeout uint32
+
+	// HealthCheckNodePort is where an external load balancer probes
+	// whether this node has local backends (ExtTrafficPolicy Local).
+	HealthCheckNodePort uint16
+
+	Source Source
+
+	// ExtTrafficPolicy applies to external frontends (NodePort,
+	// LoadBalancer, ExternalIP, HostPort), IntTrafficPolicy to ClusterIP
+	// frontends and to the internal-scope twins of external ones.
+	ExtTrafficPolicy TrafficPolicy
+	IntTrafficPolicy TrafficPolicy
+
+	// TrafficDistribution turns on topology-aware selection using the
+	// backends' zone or node hints.
+	TrafficDistribution TrafficDistribution
+
+	// SessionAffinity pins a client address to one backend for
+	// SessionAffinityTimeout seconds.
+	SessionAffinity bool
+
+	Algorithm Algorithm
 }
 
 // FrontendParams is one address of a service that the datapath matches.
+//
+// Its fields are ordered to pack (Type and Claim beside the address);
+// encoded (JSON, YAML), they keep the order of frontendParamsRow.
 type FrontendParams struct {
-	Address L3n4Addr `json:"address" yaml:"address"`
-	Type    SVCType  `json:"type" yaml:"type"`
-	// PortName selects the backends whose port names include it. Empty
-	// matches backends that name no port (a single-port service).
-	PortName string `json:"portName,omitempty" yaml:"portName,omitempty"`
+	Address L3n4Addr
+	Type    SVCType
 	// Claim is how the service came to claim the address, which decides
 	// who owns an address several services claim. The zero value,
 	// ClaimExplicit, is right for any address named for the service.
-	Claim Claim `json:"claim,omitempty" yaml:"claim,omitempty"`
+	Claim Claim
+	// PortName selects the backends whose port names include it. Empty
+	// matches backends that name no port (a single-port service).
+	PortName string
 }
 
 // UsesExternalTrafficPolicy reports whether the service's external

@@ -107,10 +107,15 @@ func TestRowsDoNotShareCallerSlices(t *testing.T) {
 			return w.UpsertService(txn, lb.ServiceParams{Name: nameA, Source: lb.SourceK8s,
 				Frontends: []lb.FrontendParams{{Address: vip1, Type: lb.SVCTypeClusterIP, PortName: "http"}}})
 		})
-		be := lb.BackendParams{Address: backend1, Weight: 100, PortNames: []string{"http"}}
+		names := []string{"http"}
+		be := lb.BackendParams{Address: backend1, Weight: 100}.WithPortNames(names...)
 		mustWrite(t, w, func(txn statedb.WriteTxn) error { return w.UpsertBackends(txn, nameA, lb.SourceK8s, be) })
 
-		be.PortNames[0] = "metrics" // the backend no longer serves http
+		names[0] = "metrics" // the caller reuses its list: the backend no longer serves http
+		if got := be.PortNames(); got[0] != "http" {
+			t.Errorf("params kept the caller's list: port names %v after the caller changed it", got)
+		}
+		be = be.WithPortNames(names...)
 		mustWrite(t, w, func(txn statedb.WriteTxn) error { return w.UpsertBackends(txn, nameA, lb.SourceK8s, be) })
 
 		fe, _, _ := w.Frontends().Get(w.db.ReadTxn(), FrontendByAddress.Query(vip1))

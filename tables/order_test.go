@@ -21,7 +21,7 @@ func TestArrivalOrder(t *testing.T) {
 		global = map[string]string{lb.AnnotationGlobal: "true"}
 	)
 	backend := func(addr string, w uint16) lb.BackendParams {
-		return lb.BackendParams{Address: lb.MustParseL3n4Addr(addr), Weight: w, PortNames: []string{"http"}}
+		return lb.BackendParams{Address: lb.MustParseL3n4Addr(addr), Weight: w}.WithPortNames("http")
 	}
 	inputs := []struct {
 		name  string

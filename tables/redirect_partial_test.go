@@ -28,14 +28,14 @@ func TestPartialRedirectCoversOnlyItsFrontends(t *testing.T) {
 			return err
 		}
 		if err := w.UpsertBackends(txn, nameA, lb.SourceK8s,
-			lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.0.1:53/UDP"), PortNames: []string{"dns"}, Weight: 100},
-			lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.0.1:53/TCP"), PortNames: []string{"dns-tcp"}, Weight: 100},
-			lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.0.1:9153/TCP"), PortNames: []string{"metrics"}, Weight: 100}); err != nil {
+			lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.0.1:53/UDP"), Weight: 100}.WithPortNames("dns"),
+			lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.0.1:53/TCP"), Weight: 100}.WithPortNames("dns-tcp"),
+			lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.0.1:9153/TCP"), Weight: 100}.WithPortNames("metrics")); err != nil {
 			return err
 		}
 		return w.UpsertBackends(txn, nameB, lb.SourceRedirect,
-			lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.9.1:53/UDP"), PortNames: []string{"dns"}, Weight: 100},
-			lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.9.1:53/TCP"), PortNames: []string{"dns-tcp"}, Weight: 100})
+			lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.9.1:53/UDP"), Weight: 100}.WithPortNames("dns"),
+			lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.9.1:53/TCP"), Weight: 100}.WithPortNames("dns-tcp"))
 	})
 	before := tablesState(w)
 

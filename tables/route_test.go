@@ -30,7 +30,7 @@ func TestRouteArrivalOrder(t *testing.T) {
 		return func(w *Writer, txn statedb.WriteTxn) error {
 			bs := make([]lb.BackendParams, len(addrs))
 			for i, a := range addrs {
-				bs[i] = lb.BackendParams{Address: lb.MustParseL3n4Addr(a), Weight: 100, PortNames: []string{"http"}}
+				bs[i] = lb.BackendParams{Address: lb.MustParseL3n4Addr(a), Weight: 100}.WithPortNames("http")
 			}
 			return w.SetBackends(txn, name, lb.SourceK8s, bs...)
 		}

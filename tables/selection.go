@@ -245,7 +245,7 @@ func tier(s lb.BackendState) int {
 // to keep them all. pool and hints are parallel slices.
 func topologyFilter(pool []lb.BackendRef, hints []*lb.BackendParams, mode lb.TrafficDistribution, node *lb.Node) map[lb.L3n4Addr]bool {
 	if mode == lb.TrafficDistributionPreferSameNode {
-		keep := hinted(pool, hints, node.Name, func(p *lb.BackendParams) []string { return p.ForNodes })
+		keep := hinted(pool, hints, node.Name, (*lb.BackendParams).ForNodes)
 		if keep == nil && !anyNodeHints(pool, hints) {
 			keep = onNode(pool, hints, node.Name)
 		}
@@ -253,13 +253,13 @@ func topologyFilter(pool []lb.BackendRef, hints []*lb.BackendParams, mode lb.Tra
 			return keep
 		}
 	}
-	return hinted(pool, hints, node.Zone, func(p *lb.BackendParams) []string { return p.ForZones })
+	return hinted(pool, hints, node.Zone, (*lb.BackendParams).ForZones)
 }
 
 // anyNodeHints reports whether some active backend has node hints.
 func anyNodeHints(pool []lb.BackendRef, hints []*lb.BackendParams) bool {
 	for i, r := range pool {
-		if r.State == lb.BackendActive && len(hints[i].ForNodes) > 0 {
+		if r.State == lb.BackendActive && len(hints[i].ForNodes()) > 0 {
 			return true
 		}
 	}

@@ -38,13 +38,19 @@ func selBE(addr string, opts ...selOpt) Candidate {
 	return c
 }
 
-func selPorts(names ...string) selOpt { return func(c *Candidate) { c.Params.PortNames = names } }
-func selWeight(w uint16) selOpt       { return func(c *Candidate) { c.Params.Weight = w } }
-func selOnNode(n string) selOpt       { return func(c *Candidate) { c.Params.NodeName = n } }
-func selInZone(z string) selOpt       { return func(c *Candidate) { c.Params.Zone = z } }
-func selCluster(id uint32) selOpt     { return func(c *Candidate) { c.Params.ClusterID = id } }
-func selForZones(z ...string) selOpt  { return func(c *Candidate) { c.Params.ForZones = z } }
-func selForNodes(n ...string) selOpt  { return func(c *Candidate) { c.Params.ForNodes = n } }
+func selPorts(names ...string) selOpt {
+	return func(c *Candidate) { *c.Params = c.Params.WithPortNames(names...) }
+}
+func selWeight(w uint16) selOpt   { return func(c *Candidate) { c.Params.Weight = w } }
+func selOnNode(n string) selOpt   { return func(c *Candidate) { c.Params.NodeName = n } }
+func selInZone(z string) selOpt   { return func(c *Candidate) { c.Params.Zone = z } }
+func selCluster(id uint32) selOpt { return func(c *Candidate) { c.Params.ClusterID = id } }
+func selForZones(z ...string) selOpt {
+	return func(c *Candidate) { *c.Params = c.Params.WithTopologyHints(z, c.Params.ForNodes()) }
+}
+func selForNodes(n ...string) selOpt {
+	return func(c *Candidate) { *c.Params = c.Params.WithTopologyHints(c.Params.ForZones(), n) }
+}
 
 var (
 	selTerminating = func(c *Candidate) { c.Params.State = lb.BackendTerminating }

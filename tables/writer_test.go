@@ -117,14 +117,16 @@ func (g *opGen) backends() []lb.BackendParams {
 			State:    lb.BackendState(g.next(5)), // every state, not-ready included
 		}
 		if n := genPortNames[g.next(3)]; n != "" {
-			b.PortNames = []string{n}
+			b = b.WithPortNames(n)
 		}
+		var forZones, forNodes []string
 		if z := genZones[g.next(3)]; z != "" {
-			b.ForZones = []string{z}
+			forZones = []string{z}
 		}
 		if n := g.next(4); n < 3 {
-			b.ForNodes = []string{genNodes[n]}
+			forNodes = []string{genNodes[n]}
 		}
+		b = b.WithTopologyHints(forZones, forNodes)
 		out = append(out, b)
 	}
 	return out

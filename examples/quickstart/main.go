@@ -115,10 +115,10 @@ func declare(w *tables.Writer, txn statedb.WriteTxn, node lb.Node) error {
 		},
 		func() error {
 			return w.UpsertBackends(txn, web, lb.SourceK8s,
-				lb.BackendParams{Address: addr("10.0.1.1:8080/TCP"), PortNames: []string{"http"}, Weight: 90},
-				lb.BackendParams{Address: addr("10.0.1.2:8080/TCP"), PortNames: []string{"http"}, Weight: 90, State: lb.BackendTerminating},
-				lb.BackendParams{Address: addr("10.0.2.1:8080/TCP"), PortNames: []string{"http"}, Weight: 10},
-				lb.BackendParams{Address: addr("[fd00:1::1]:8080/TCP"), PortNames: []string{"http"}, Weight: 100})
+				lb.BackendParams{Address: addr("10.0.1.1:8080/TCP"), Weight: 90}.WithPortNames("http"),
+				lb.BackendParams{Address: addr("10.0.1.2:8080/TCP"), Weight: 90, State: lb.BackendTerminating}.WithPortNames("http"),
+				lb.BackendParams{Address: addr("10.0.2.1:8080/TCP"), Weight: 10}.WithPortNames("http"),
+				lb.BackendParams{Address: addr("[fd00:1::1]:8080/TCP"), Weight: 100}.WithPortNames("http"))
 		},
 		func() error {
 			return w.UpsertService(txn, lb.ServiceParams{Name: ingress, Source: lb.SourceK8s,
@@ -143,8 +143,8 @@ func declare(w *tables.Writer, txn statedb.WriteTxn, node lb.Node) error {
 		},
 		func() error {
 			return w.UpsertBackends(txn, dns, lb.SourceK8s,
-				lb.BackendParams{Address: addr("10.0.1.53:53/UDP"), PortNames: []string{"dns"}, Zone: "zone-a", ForZones: []string{"zone-a"}, Weight: lb.DefaultBackendWeight},
-				lb.BackendParams{Address: addr("10.0.2.53:53/UDP"), PortNames: []string{"dns"}, Zone: "zone-b", ForZones: []string{"zone-b"}, Weight: lb.DefaultBackendWeight})
+				lb.BackendParams{Address: addr("10.0.1.53:53/UDP"), Zone: "zone-a", Weight: lb.DefaultBackendWeight}.WithPortNames("dns").WithTopologyHints([]string{"zone-a"}, nil),
+				lb.BackendParams{Address: addr("10.0.2.53:53/UDP"), Zone: "zone-b", Weight: lb.DefaultBackendWeight}.WithPortNames("dns").WithTopologyHints([]string{"zone-b"}, nil))
 		},
 	}
 	for _, step := range steps {

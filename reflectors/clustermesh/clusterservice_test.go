@@ -71,7 +71,7 @@ func TestLocalBackendsGroupPortNamesPerAddressAndCarryTheClusterID(t *testing.T)
 }
 
 func describe(b lb.BackendParams) string {
-	return fmt.Sprintf("%s %v cluster %d zone %s %v", b.Address, b.PortNames, b.ClusterID, b.Zone, b.ForZones)
+	return fmt.Sprintf("%s %v cluster %d zone %s %v", b.Address, b.PortNames(), b.ClusterID, b.Zone, b.ForZones())
 }
 
 func TestLocalBackendsOfAServiceNotSharedAreNone(t *testing.T) {
@@ -91,7 +91,7 @@ func TestUnnamedPortServesEveryFrontend(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := s.LocalBackends()[2]
-	if b.PortNames != nil || !b.MatchesPort("anything", lb.ProtoTCP) {
+	if b.PortNames() != nil || !b.MatchesPort("anything", lb.ProtoTCP) {
 		t.Fatalf("unnamed port gave %s", describe(b))
 	}
 }

@@ -44,15 +44,16 @@ func (s *ClusterService) LocalBackends() []lb.BackendParams {
 			slices.Sort(k.names)
 			b := lb.BackendParams{
 				Address:   lb.NewL3n4Addr(k.proto, a, k.port, lb.ScopeExternal),
-				PortNames: k.names,
 				Weight:    lb.DefaultBackendWeight,
 				ClusterID: s.ClusterID,
-			}
+			}.WithPortNames(k.names...)
 			if z, ok := s.Zones[addr]; ok {
 				b.Zone = z.Zone
+				var forZones []string
 				for _, f := range z.ForZones {
-					b.ForZones = append(b.ForZones, f.Name)
+					forZones = append(forZones, f.Name)
 				}
+				b = b.WithTopologyHints(forZones, nil)
 			}
 			out = append(out, b)
 		}

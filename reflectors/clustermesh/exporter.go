@@ -258,7 +258,7 @@ func (e *Exporter) ClusterService(txn statedb.ReadTxn, svc *lb.Service) *Cluster
 			if inst.Service != svc.Name || inst.Source == lb.SourceKVStore || bp.ClusterID != 0 || bp.State != lb.BackendActive {
 				continue
 			}
-			names := bp.PortNames
+			names := bp.PortNames()
 			if len(names) == 0 {
 				names = []string{""}
 			}
@@ -270,7 +270,7 @@ func (e *Exporter) ClusterService(txn statedb.ReadTxn, svc *lb.Service) *Cluster
 					cs.Zones = map[string]BackendZone{}
 				}
 				z := BackendZone{Zone: bp.Zone, ForZones: []ForZone{}}
-				for _, f := range bp.ForZones {
+				for _, f := range bp.ForZones() {
 					z.ForZones = append(z.ForZones, ForZone{Name: f})
 				}
 				cs.Zones[b.Address.Addr().String()] = z

@@ -46,10 +46,11 @@ func exporterTables(t *testing.T) (*statedb.DB, *tables.Writer) {
 		t.Fatal(err)
 	}
 	b := func(addr string, ports ...string) lb.BackendParams {
-		return lb.BackendParams{Address: lb.MustParseL3n4Addr(addr), PortNames: ports, Weight: lb.DefaultBackendWeight}
+		return lb.BackendParams{Address: lb.MustParseL3n4Addr(addr), Weight: lb.DefaultBackendWeight}.WithPortNames(ports...)
 	}
 	zoned := b("10.0.0.1:8080/TCP", "http")
-	zoned.Zone, zoned.ForZones = "zone-a", []string{"zone-a"}
+	zoned.Zone = "zone-a"
+	zoned = zoned.WithTopologyHints([]string{"zone-a"}, nil)
 	terminating := b("10.0.0.2:8080/TCP", "http")
 	terminating.State = lb.BackendTerminating
 	if err := w.UpsertBackends(txn, web, lb.SourceK8s, zoned, b("10.0.0.1:53/UDP", "dns"), b("[fd00::1]:8080/TCP", "http"), terminating); err != nil {
@@ -85,7 +86,7 @@ func TestExporterWritesCiliumsClusterService(t *testing.T) {
 	}
 	var back []string
 	for _, b := range cs.LocalBackends() {
-		back = append(back, b.Address.String()+" "+strings.Join(b.PortNames, ",")+" "+b.Zone)
+		back = append(back, b.Address.String()+" "+strings.Join(b.PortNames(), ",")+" "+b.Zone)
 	}
 	// Zones are per address in the format: the UDP port shares it.
 	want := []string{"10.0.0.1:53/UDP dns zone-a", "10.0.0.1:8080/TCP http zone-a", "[fd00::1]:8080/TCP http "}

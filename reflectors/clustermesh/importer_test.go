@@ -46,7 +46,7 @@ func localWeb(t *testing.T, w *tables.Writer, global bool, names ...string) {
 		}
 	}
 	if err := w.UpsertBackends(txn, lb.NewServiceName("default", names[0]), lb.SourceK8s,
-		lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.0.1:8080/TCP"), PortNames: []string{"http"}, Weight: 100}); err != nil {
+		lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.0.1:8080/TCP"), Weight: 100}.WithPortNames("http")); err != nil {
 		t.Fatal(err)
 	}
 	txn.Commit()

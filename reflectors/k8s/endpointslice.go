@@ -153,13 +153,10 @@ func (c *sliceConverter) appendEndpoint(backends []lb.BackendParams, errs []erro
 		}
 		for _, p := range c.ports {
 			b := lb.BackendParams{
-				Address:   lb.NewL3n4Addr(p.proto, a, p.port, lb.ScopeExternal),
-				PortNames: p.names, // shared: the Writer keeps a copy
-				Weight:    w,
-				State:     state,
-				ForZones:  zones,
-				ForNodes:  nodes,
-			}
+				Address: lb.NewL3n4Addr(p.proto, a, p.port, lb.ScopeExternal),
+				Weight:  w,
+				State:   state,
+			}.WithPortNames(p.names...).WithTopologyHints(zones, nodes)
 			if ep.NodeName != nil {
 				b.NodeName = *ep.NodeName
 			}

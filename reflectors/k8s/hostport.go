@@ -81,11 +81,10 @@ func ConvertPod(pod *corev1.Pod, node lb.Node) (params lb.ServiceParams, backend
 			}
 			for _, ip := range podIPs {
 				backends = append(backends, lb.BackendParams{
-					Address:   lb.NewL3n4Addr(proto, ip, uint16(port.ContainerPort), lb.ScopeExternal),
-					PortNames: []string{portName},
-					Weight:    lb.DefaultBackendWeight,
-					NodeName:  node.Name,
-				})
+					Address:  lb.NewL3n4Addr(proto, ip, uint16(port.ContainerPort), lb.ScopeExternal),
+					Weight:   lb.DefaultBackendWeight,
+					NodeName: node.Name,
+				}.WithPortNames(portName))
 			}
 		}
 	}

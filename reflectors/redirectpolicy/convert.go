@@ -149,11 +149,10 @@ func (r *Rule) Convert(pods []Pod) (plan Plan, problems []error) {
 			}
 			for _, ip := range pod.IPs {
 				plan.Backends = append(plan.Backends, lb.BackendParams{
-					Address:   lb.NewL3n4Addr(bp.proto, ip, num, lb.ScopeExternal),
-					PortNames: names,
-					Weight:    lb.DefaultBackendWeight,
-					State:     state,
-				})
+					Address: lb.NewL3n4Addr(bp.proto, ip, num, lb.ScopeExternal),
+					Weight:  lb.DefaultBackendWeight,
+					State:   state,
+				}.WithPortNames(names...))
 			}
 		}
 	}

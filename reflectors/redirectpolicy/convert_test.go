@@ -44,7 +44,7 @@ func summary(p Plan) string {
 		b.WriteString("not serving\n")
 	}
 	for _, be := range p.Backends {
-		fmt.Fprintf(&b, "be %s %v", be.Address, be.PortNames)
+		fmt.Fprintf(&b, "be %s %v", be.Address, be.PortNames())
 		if be.State != lb.BackendActive {
 			fmt.Fprintf(&b, " %s", be.State)
 		}
