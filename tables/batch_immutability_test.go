@@ -203,60 +203,22 @@ func (g *opGen) clusterOrRead() (string, func(*Writer, statedb.WriteTxn) (string
 // aside until its end), through cluster calls and sweeps too, and the
 // tables end up the same.
 func TestBatchReadsBackendsAsUnbatched(t *testing.T) {
-	seeds := 10
-	if testing.Short() {
-		seeds = 2
-	}
-	for seed := range uint64(seeds) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			w, ref := newTestWriter(t), newTestWriter(t)
-			g := &opGen{data: randomBytes(11000+seed, 3000)}
-			var history []string
-			for !g.done() {
-				txn, refTxn := w.WriteTxn(), ref.WriteTxn()
-				n := 1 + g.next(12)
-				err := w.Batch(txn, func() error {
-					for range n {
-						if g.next(3) != 0 {
-							desc, _, apply := g.op()
-							history = append(history, desc)
-							if err := apply(w, txn); err != nil {
-								return fmt.Errorf("%s: %w", desc, err)
-							}
-							if err := apply(ref, refTxn); err != nil {
-								return fmt.Errorf("%s (unbatched): %w", desc, err)
-							}
-							continue
-						}
-						desc, apply := g.clusterOrRead()
-						history = append(history, desc)
-						got, err := apply(w, txn)
-						if err != nil {
-							return fmt.Errorf("%s: %w", desc, err)
-						}
-						want, err := apply(ref, refTxn)
-						if err != nil {
-							return fmt.Errorf("%s (unbatched): %w", desc, err)
-						}
-						if got != want {
-							return fmt.Errorf("%s: %q in a batch, %q without", desc, got, want)
-						}
-					}
-					return nil
-				})
-				if err == nil {
-					rtxn, refRtxn := txn.Commit(), refTxn.Commit()
-					if err = checkInvariants(w, rtxn, 0); err == nil {
-						err = compareTables(w, rtxn, ref, refRtxn)
-					}
-				}
-				if err != nil {
-					txn.Abort() // (no-op once committed)
-					refTxn.Abort()
-					t.Fatalf("%v\nops:\n  %s", err, strings.Join(history, "\n  "))
-				}
-				history = append(history, "-- commit")
-			}
-		})
-	}
+	playBatches(t, 11000, 12, false, func(g *opGen, w, ref *Writer, txn, refTxn statedb.WriteTxn) (string, error) {
+		if g.next(3) != 0 {
+			return sameCall(g, w, ref, txn, refTxn)
+		}
+		desc, apply := g.clusterOrRead()
+		got, err := apply(w, txn)
+		if err != nil {
+			return desc, fmt.Errorf("%s: %w", desc, err)
+		}
+		want, err := apply(ref, refTxn)
+		if err != nil {
+			return desc, fmt.Errorf("%s (unbatched): %w", desc, err)
+		}
+		if got != want {
+			return desc, fmt.Errorf("%s: %q in a batch, %q without", desc, got, want)
+		}
+		return desc, nil
+	})
 }
