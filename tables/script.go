@@ -64,6 +64,27 @@ func write(w *Writer, fn func(txn statedb.WriteTxn) error) (script.WaitFunc, err
 	return nil, nil
 }
 
+// serviceCmd makes a command that takes --source, a service name and
+// from min to max more arguments (max -1: any number), and runs fn on
+// them in one write transaction.
+func serviceCmd(w *Writer, usage script.CmdUsage, min, max int,
+	fn func(s *script.State, txn statedb.WriteTxn, src lb.Source, name lb.ServiceName, rest []string) error) script.Cmd {
+	return script.Command(usage, func(s *script.State, args ...string) (script.WaitFunc, error) {
+		src, err := getSource(s)
+		if err != nil {
+			return result(err)
+		}
+		if len(args) < 1+min || max >= 0 && len(args) > 1+max {
+			return nil, script.ErrUsage
+		}
+		name, err := lb.ParseServiceName(args[0])
+		if err != nil {
+			return result(err)
+		}
+		return write(w, func(txn statedb.WriteTxn) error { return fn(s, txn, src, name, args[1:]) })
+	})
+}
+
 // result reports err on the command's stderr, so that scripts can match it
 // with 'stderr' after '! cmd'.
 func result(err error) (script.WaitFunc, error) {
@@ -233,116 +254,61 @@ func setHealthCmd(w *Writer) script.Cmd {
 }
 
 func setRedirectCmd(w *Writer) script.Cmd {
-	return script.Command(
-		script.CmdUsage{
-			Summary: "Redirect a service's frontends to another service's backends",
-			Args:    "service target",
-			Flags: func(fs *pflag.FlagSet) {
-				fs.StringP("source", "s", "redirect", "The source that sets the redirect")
-				fs.Bool("skip-from-backend", false, "Leave the target's backends' own traffic to the service's backends")
-			},
+	return serviceCmd(w, script.CmdUsage{
+		Summary: "Redirect a service's frontends to another service's backends",
+		Args:    "service target",
+		Flags: func(fs *pflag.FlagSet) {
+			fs.StringP("source", "s", "redirect", "The source that sets the redirect")
+			fs.Bool("skip-from-backend", false, "Leave the target's backends' own traffic to the service's backends")
 		},
-		func(s *script.State, args ...string) (script.WaitFunc, error) {
-			src, err := getSource(s)
-			if err != nil {
-				return result(err)
-			}
-			skip, err := s.Flags.GetBool("skip-from-backend")
-			if err != nil {
-				return result(err)
-			}
-			if len(args) != 2 {
-				return nil, script.ErrUsage
-			}
-			name, err := lb.ParseServiceName(args[0])
-			if err != nil {
-				return result(err)
-			}
-			to, err := lb.ParseServiceName(args[1])
-			if err != nil {
-				return result(err)
-			}
-			return write(w, func(txn statedb.WriteTxn) error {
-				return w.SetRedirect(txn, name, lb.Redirect{Source: src, To: to, SkipFromBackend: skip})
-			})
-		})
+	}, 1, 1, func(s *script.State, txn statedb.WriteTxn, src lb.Source, name lb.ServiceName, rest []string) error {
+		skip, err := s.Flags.GetBool("skip-from-backend")
+		if err != nil {
+			return err
+		}
+		to, err := lb.ParseServiceName(rest[0])
+		if err != nil {
+			return err
+		}
+		return w.SetRedirect(txn, name, lb.Redirect{Source: src, To: to, SkipFromBackend: skip})
+	})
 }
 
 func clearRedirectCmd(w *Writer) script.Cmd {
-	return script.Command(
-		script.CmdUsage{
-			Summary: "Clear the redirect a source set on a service",
-			Args:    "service",
-			Flags:   func(fs *pflag.FlagSet) { fs.StringP("source", "s", "redirect", "The source that set the redirect") },
-		},
-		func(s *script.State, args ...string) (script.WaitFunc, error) {
-			src, err := getSource(s)
-			if err != nil {
-				return result(err)
-			}
-			if len(args) != 1 {
-				return nil, script.ErrUsage
-			}
-			name, err := lb.ParseServiceName(args[0])
-			if err != nil {
-				return result(err)
-			}
-			return write(w, func(txn statedb.WriteTxn) error { return w.ClearRedirect(txn, name, src) })
-		})
+	return serviceCmd(w, script.CmdUsage{
+		Summary: "Clear the redirect a source set on a service",
+		Args:    "service",
+		Flags:   func(fs *pflag.FlagSet) { fs.StringP("source", "s", "redirect", "The source that set the redirect") },
+	}, 0, 0, func(_ *script.State, txn statedb.WriteTxn, src lb.Source, name lb.ServiceName, _ []string) error {
+		return w.ClearRedirect(txn, name, src)
+	})
 }
 
 func setProxyRedirectCmd(w *Writer) script.Cmd {
-	return script.Command(
-		script.CmdUsage{
-			Summary: "Send new flows of a service's frontends to the L7 proxy on this node",
-			Args:    "service proxy-port [port-name...]",
-			Flags:   func(fs *pflag.FlagSet) { fs.StringP("source", "s", "api", "The source that sets the proxy redirect") },
-			Detail: []string{
-				"Port names limit the proxy redirect to the frontends of those ports; without, it covers every frontend.",
-			},
+	return serviceCmd(w, script.CmdUsage{
+		Summary: "Send new flows of a service's frontends to the L7 proxy on this node",
+		Args:    "service proxy-port [port-name...]",
+		Flags:   func(fs *pflag.FlagSet) { fs.StringP("source", "s", "api", "The source that sets the proxy redirect") },
+		Detail: []string{
+			"Port names limit the proxy redirect to the frontends of those ports; without, it covers every frontend.",
 		},
-		func(s *script.State, args ...string) (script.WaitFunc, error) {
-			src, err := getSource(s)
-			if err != nil {
-				return result(err)
-			}
-			if len(args) < 2 {
-				return nil, script.ErrUsage
-			}
-			name, err := lb.ParseServiceName(args[0])
-			if err != nil {
-				return result(err)
-			}
-			port, err := strconv.ParseUint(args[1], 10, 16)
-			if err != nil {
-				return result(fmt.Errorf("proxy port %q: %w", args[1], err))
-			}
-			pr := lb.ProxyRedirect{Source: src, ProxyPort: uint16(port), Ports: args[2:]}
-			return write(w, func(txn statedb.WriteTxn) error { return w.SetProxyRedirect(txn, name, pr) })
-		})
+	}, 1, -1, func(_ *script.State, txn statedb.WriteTxn, src lb.Source, name lb.ServiceName, rest []string) error {
+		port, err := strconv.ParseUint(rest[0], 10, 16)
+		if err != nil {
+			return fmt.Errorf("proxy port %q: %w", rest[0], err)
+		}
+		return w.SetProxyRedirect(txn, name, lb.ProxyRedirect{Source: src, ProxyPort: uint16(port), Ports: rest[1:]})
+	})
 }
 
 func clearProxyRedirectCmd(w *Writer) script.Cmd {
-	return script.Command(
-		script.CmdUsage{
-			Summary: "Clear the L7 proxy redirect a source set on a service",
-			Args:    "service",
-			Flags:   func(fs *pflag.FlagSet) { fs.StringP("source", "s", "api", "The source that set the proxy redirect") },
-		},
-		func(s *script.State, args ...string) (script.WaitFunc, error) {
-			src, err := getSource(s)
-			if err != nil {
-				return result(err)
-			}
-			if len(args) != 1 {
-				return nil, script.ErrUsage
-			}
-			name, err := lb.ParseServiceName(args[0])
-			if err != nil {
-				return result(err)
-			}
-			return write(w, func(txn statedb.WriteTxn) error { return w.ClearProxyRedirect(txn, name, src) })
-		})
+	return serviceCmd(w, script.CmdUsage{
+		Summary: "Clear the L7 proxy redirect a source set on a service",
+		Args:    "service",
+		Flags:   func(fs *pflag.FlagSet) { fs.StringP("source", "s", "api", "The source that set the proxy redirect") },
+	}, 0, 0, func(_ *script.State, txn statedb.WriteTxn, src lb.Source, name lb.ServiceName, _ []string) error {
+		return w.ClearProxyRedirect(txn, name, src)
+	})
 }
 
 // routeDoc is the YAML form lb/set-route reads: a route and the service
@@ -376,33 +342,20 @@ func setRouteCmd(w *Writer) script.Cmd {
 }
 
 func clearRouteCmd(w *Writer) script.Cmd {
-	return script.Command(
-		script.CmdUsage{
-			Summary: "Clear the route a source set on a service (and port)",
-			Args:    "service",
-			Flags: func(fs *pflag.FlagSet) {
-				fs.StringP("source", "s", "api", "The source that set the route")
-				fs.Uint16("port", 0, "The service port the route covers (0: every port)")
-			},
+	return serviceCmd(w, script.CmdUsage{
+		Summary: "Clear the route a source set on a service (and port)",
+		Args:    "service",
+		Flags: func(fs *pflag.FlagSet) {
+			fs.StringP("source", "s", "api", "The source that set the route")
+			fs.Uint16("port", 0, "The service port the route covers (0: every port)")
 		},
-		func(s *script.State, args ...string) (script.WaitFunc, error) {
-			src, err := getSource(s)
-			if err != nil {
-				return result(err)
-			}
-			port, err := s.Flags.GetUint16("port")
-			if err != nil {
-				return result(err)
-			}
-			if len(args) != 1 {
-				return nil, script.ErrUsage
-			}
-			name, err := lb.ParseServiceName(args[0])
-			if err != nil {
-				return result(err)
-			}
-			return write(w, func(txn statedb.WriteTxn) error { return w.ClearRoute(txn, name, src, port) })
-		})
+	}, 0, 0, func(s *script.State, txn statedb.WriteTxn, src lb.Source, name lb.ServiceName, _ []string) error {
+		port, err := s.Flags.GetUint16("port")
+		if err != nil {
+			return err
+		}
+		return w.ClearRoute(txn, name, src, port)
+	})
 }
 
 func setNodeCmd(w *Writer) script.Cmd {
