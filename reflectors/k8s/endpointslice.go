@@ -156,7 +156,10 @@ func (c *sliceConverter) appendEndpoint(backends []lb.BackendParams, errs []erro
 				Address: lb.NewL3n4Addr(p.proto, a, p.port, lb.ScopeExternal),
 				Weight:  w,
 				State:   state,
-			}.WithPortNames(p.names...).WithTopologyHints(zones, nodes)
+			}.WithPortNames(p.names...)
+			if len(zones) > 0 || len(nodes) > 0 { // most endpoints have no hints: one lookup of the shared lists, not two
+				b = b.WithTopologyHints(zones, nodes)
+			}
 			if ep.NodeName != nil {
 				b.NodeName = *ep.NodeName
 			}
