@@ -54,6 +54,9 @@ type Backend struct {
 	ClusterID uint32
 	Zone      uint8
 	Pad       [3]uint8
+	// ID is the backend's ID, which Maps.Backends writes into its slot
+	// (a dense ID map, see slotted.go): leave it 0 when writing.
+	ID uint32
 }
 
 // RevNatValue is a value of lb_rev_nat.
@@ -61,7 +64,15 @@ type RevNatValue struct {
 	Addr [16]byte
 	Port [2]byte
 	Pad  [2]uint8
+	// ID is the frontend's ID, which Maps.RevNat writes into its slot:
+	// leave it 0 when writing.
+	ID uint32
 }
+
+func (b *Backend) slotID() uint32          { return b.ID }
+func (b *Backend) setSlotID(id uint32)     { b.ID = id }
+func (v *RevNatValue) slotID() uint32      { return v.ID }
+func (v *RevNatValue) setSlotID(id uint32) { v.ID = id }
 
 // AffinityKey is a key of lb_affinity.
 type AffinityKey struct {

@@ -74,8 +74,20 @@ func loadDatapathPrograms(m *Maps, names ...string) (*Datapath, error) {
 			ms.InnerMap.ValueSize = uint32(4 * m.Maglev.TableSize())
 		}
 	}
-	if err := spec.Variables["lb_maglev_table_size"].Set(uint32(m.Maglev.TableSize())); err != nil {
-		return nil, fmt.Errorf("datapath: %w", err)
+	// The constants the programs need to read the maps, from the maps
+	// they will read: a dense ID's slot depends on its map's max_entries.
+	for name, v := range map[string]uint32{
+		"lb_maglev_table_size": uint32(m.Maglev.TableSize()),
+		"lb_backends_max":      replacements[lbMapLbBackends].MaxEntries(),
+		"lb_rev_nat_max":       replacements[lbMapLbRevNat].MaxEntries(),
+	} {
+		vs := spec.Variables[name]
+		if vs == nil {
+			return nil, fmt.Errorf("datapath: the programs have no constant %s", name)
+		}
+		if err := vs.Set(v); err != nil {
+			return nil, fmt.Errorf("datapath: %s: %w", name, err)
+		}
 	}
 	wanted := map[string]bool{}
 	for _, n := range names {
@@ -118,7 +130,7 @@ func (m *Maps) kernelMaps() (map[string]*ebpf.Map, error) {
 		if !f.CanInterface() || f.Kind() != reflect.Interface || f.IsNil() {
 			continue
 		}
-		if kb, ok := f.Interface().(kernelBacked); ok {
+		if kb, ok := f.Interface().(kernelBacked); ok && kb.ebpfMap() != nil {
 			out[kb.Name()] = kb.ebpfMap()
 		} else {
 			return nil, fmt.Errorf("datapath: %s maps: the datapath needs kernel maps (--lb-maps kernel)", m.Kind)

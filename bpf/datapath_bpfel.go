@@ -34,6 +34,7 @@ type datapathLbBackend struct {
 	ClusterId uint32
 	Zone      uint8
 	Pad       [3]uint8
+	Id        uint32
 }
 
 type datapathLbCounterKey struct {
@@ -80,6 +81,7 @@ type datapathLbRevNatValue struct {
 	Addr [16]uint8
 	Port uint16
 	Pad  [2]uint8
+	Id   uint32
 }
 
 type datapathLbServiceKey struct {
@@ -144,8 +146,10 @@ const (
 	datapathProgLbTcEgress       = "lb_tc_egress"
 	datapathProgLbTcIngress      = "lb_tc_ingress"
 	datapathProgLbTcWorkload     = "lb_tc_workload"
+	datapathVarLbBackendsMax     = "lb_backends_max"
 	datapathVarLbBenchSeq        = "lb_bench_seq"
 	datapathVarLbMaglevTableSize = "lb_maglev_table_size"
+	datapathVarLbRevNatMax       = "lb_rev_nat_max"
 )
 
 // loadDatapath returns the embedded CollectionSpec for datapath.
@@ -228,8 +232,10 @@ type datapathMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type datapathVariableSpecs struct {
+	LbBackendsMax     *ebpf.VariableSpec `ebpf:"lb_backends_max"`
 	LbBenchSeq        *ebpf.VariableSpec `ebpf:"lb_bench_seq"`
 	LbMaglevTableSize *ebpf.VariableSpec `ebpf:"lb_maglev_table_size"`
+	LbRevNatMax       *ebpf.VariableSpec `ebpf:"lb_rev_nat_max"`
 }
 
 // datapathObjects contains all objects after they have been loaded into the kernel.
@@ -285,8 +291,10 @@ func (m *datapathMaps) Close() error {
 //
 // It can be passed to loadDatapathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type datapathVariables struct {
+	LbBackendsMax     *ebpf.Variable `ebpf:"lb_backends_max"`
 	LbBenchSeq        *ebpf.Variable `ebpf:"lb_bench_seq"`
 	LbMaglevTableSize *ebpf.Variable `ebpf:"lb_maglev_table_size"`
+	LbRevNatMax       *ebpf.Variable `ebpf:"lb_rev_nat_max"`
 }
 
 // datapathPrograms contains all programs after they have been loaded into the kernel.

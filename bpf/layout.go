@@ -19,16 +19,18 @@ var layout = []mapDef{
 		bind: bindHash(func(m *Maps) *Map[ServiceKey, ServiceValue] { return &m.Services }),
 	},
 	{
-		name: lbMapLbBackends, typ: ebpf.Hash, flags: unix.BPF_F_NO_PREALLOC,
+		// A dense ID map (slotted.go): an array write costs a third of a
+		// hash insert or delete.
+		name: lbMapLbBackends, typ: ebpf.Array,
 		sizedBy: &sizing{"lb-backends-max", "Capacity of lb_backends",
 			func(c *Config) *uint32 { return &c.LBBackendsMax }},
-		bind: bindHash(func(m *Maps) *Map[uint32, Backend] { return &m.Backends }),
+		bind: bindSlotted(func(m *Maps) *Map[uint32, Backend] { return &m.Backends }),
 	},
 	{
-		name: lbMapLbRevNat, typ: ebpf.Hash, flags: unix.BPF_F_NO_PREALLOC,
+		name: lbMapLbRevNat, typ: ebpf.Array, // a dense ID map
 		sizedBy: &sizing{"lb-rev-nat-max", "Capacity of lb_rev_nat: frontends",
 			func(c *Config) *uint32 { return &c.LBRevNatMax }},
-		bind: bindHash(func(m *Maps) *Map[uint32, RevNatValue] { return &m.RevNat }),
+		bind: bindSlotted(func(m *Maps) *Map[uint32, RevNatValue] { return &m.RevNat }),
 	},
 	{
 		name: lbMapLbMaglev, typ: ebpf.HashOfMaps,
@@ -158,6 +160,20 @@ func bindArray[V any](field func(*Maps) *Map[uint32, V]) binding {
 		*field(m) = &memArray[V]{newMemMap[uint32, V](d, cfg, faults)}
 	}
 	return b
+}
+
+// bindSlotted binds a dense ID map: an array whose values carry their
+// key, an ID, which lives in slot ID % max_entries (slotted.go).
+func bindSlotted[V any, P slotValue[V]](field func(*Maps) *Map[uint32, V]) binding {
+	return binding{
+		keySize: 4, valueSize: sizeOf[V](),
+		kernel: func(m *Maps, d *mapDef, em *ebpf.Map, _ *ebpf.MapSpec) {
+			*field(m) = newSlotted[V, P](&kernelMap[uint32, V]{m: em, name: d.name}, em.MaxEntries())
+		},
+		memory: func(m *Maps, d *mapDef, cfg Config, faults FaultHook) {
+			*field(m) = newSlotted[V, P](&memArray[V]{newMemMap[uint32, V](d, cfg, faults)}, d.maxEntries(cfg))
+		},
+	}
 }
 
 // bindMaglev binds the map of Maglev tables: keys are frontend IDs, values

@@ -34,6 +34,7 @@ type lbLbBackend struct {
 	ClusterId uint32
 	Zone      uint8
 	Pad       [3]uint8
+	Id        uint32
 }
 
 type lbLbCounterKey struct {
@@ -80,6 +81,7 @@ type lbLbRevNatValue struct {
 	Addr [16]uint8
 	Port uint16
 	Pad  [2]uint8
+	Id   uint32
 }
 
 type lbLbServiceKey struct {

@@ -172,7 +172,7 @@ func benchFrontends(n, backends int) []*lb.Frontend {
 // BenchmarkIDAlloc measures allocating an ID with 100,000 in use, freeing
 // the oldest each time (IDs are handed out in increasing order).
 func BenchmarkIDAlloc(b *testing.B) {
-	a := newIDAllocator("bench")
+	a := newIDAllocator("bench", "lb_bench", 1<<18)
 	marks := 0
 	a.persist = func(uint32) error { marks++; return nil }
 	const inUse = 100000

@@ -3,6 +3,8 @@ package reconciler
 import (
 	"fmt"
 	"math"
+
+	"github.com/lbstate/lbstate/bpf"
 )
 
 // idAllocator hands out 32-bit IDs in increasing order, wrapping around and
@@ -15,6 +17,11 @@ import (
 // idBlock higher (persist), and a restarted allocator starts at the
 // recorded mark.
 //
+// IDs key dense ID maps (lb_rev_nat for frontends, lb_backends for
+// backends; see bpf/slotted.go): ID id lives in slot id % slots, so the
+// allocator also skips an ID whose slot another live ID holds, and fails
+// with a map-full error when every slot is held.
+//
 // The IDs in use are a bitmap in pages of idPageBits IDs, a page only
 // where some ID is in use: IDs are handed out in order, so they cluster,
 // and a page costs 8 KiB where a map would cost about 40 bytes an ID.
@@ -25,6 +32,16 @@ type idAllocator struct {
 	inUseN  int
 	mark    uint32
 	persist func(mark uint32) error
+
+	// slotMap and slots are the dense ID map the IDs key and its
+	// max_entries; owner is the live ID holding each slot (0: none), and
+	// ownedN how many do. An ID in use need not hold a slot: one
+	// restored from another map (reserve) may share a slot with one that
+	// does, until it is released.
+	slotMap string
+	slots   uint32
+	owner   []uint32
+	ownedN  int
 }
 
 const idPageBits = 1 << 16
@@ -40,18 +57,29 @@ type idPage struct {
 // most idBlock IDs.
 const idBlock = 1024
 
-func newIDAllocator(kind string) *idAllocator {
-	return &idAllocator{kind: kind, next: 1, used: map[uint32]*idPage{}}
+// newIDAllocator returns an allocator of IDs for slotMap, a dense ID map
+// of slots entries.
+func newIDAllocator(kind, slotMap string, slots uint32) *idAllocator {
+	return &idAllocator{
+		kind: kind, next: 1, used: map[uint32]*idPage{},
+		slotMap: slotMap, slots: max(slots, 1), owner: make([]uint32, max(slots, 1)),
+	}
 }
 
 func (a *idAllocator) alloc() (uint32, error) {
-	for range a.inUseN + 1 {
+	if a.ownedN >= int(a.slots) {
+		return 0, &bpf.MapFullError{Map: a.slotMap, Op: "allocate " + a.kind + " ID", MaxEntries: int(a.slots)}
+	}
+	// Any slots consecutive IDs cover every slot; the wrap from
+	// MaxUint32-1 to 1 breaks the sequence once, and each ID in use
+	// without a slot of its own costs a step more.
+	for range a.inUseN - a.ownedN + 2*int(a.slots) + 2 {
 		id := a.next
 		a.next++
 		if a.next == math.MaxUint32 {
 			a.next = 1
 		}
-		if a.inUse(id) {
+		if a.inUse(id) || a.owner[a.slot(id)] != 0 {
 			continue
 		}
 		if id >= a.mark && a.persist != nil {
@@ -62,9 +90,24 @@ func (a *idAllocator) alloc() (uint32, error) {
 			a.mark = mark
 		}
 		a.set(id)
+		a.own(id)
 		return id, nil
 	}
 	return 0, fmt.Errorf("no free %s ID", a.kind)
+}
+
+func (a *idAllocator) slot(id uint32) uint32 { return id % a.slots }
+
+// slotFree reports whether id may hold its slot: no other ID does.
+func (a *idAllocator) slotFree(id uint32) bool {
+	o := a.owner[a.slot(id)]
+	return o == 0 || o == id
+}
+
+// own gives id its slot, which must be free.
+func (a *idAllocator) own(id uint32) {
+	a.owner[a.slot(id)] = id
+	a.ownedN++
 }
 
 // resume continues from a mark recorded by an earlier allocator.
@@ -76,14 +119,24 @@ func (a *idAllocator) resume(mark uint32) {
 }
 
 // reserve marks an ID (restored from the maps) as in use, and moves the
-// allocator past it.
-func (a *idAllocator) reserve(id uint32) {
+// allocator past it. It reports whether the ID holds its slot: false if
+// another live ID holds it (the ID was written under another
+// max_entries), and then the ID must not be written to the slotted map.
+func (a *idAllocator) reserve(id uint32) bool {
 	if !a.inUse(id) {
 		a.set(id)
 	}
 	if id >= a.next && id < math.MaxUint32-1 {
 		a.next = id + 1
 	}
+	switch a.owner[a.slot(id)] {
+	case id:
+		return true
+	case 0:
+		a.own(id)
+		return true
+	}
+	return false
 }
 
 func (a *idAllocator) free(id uint32) {
@@ -93,6 +146,10 @@ func (a *idAllocator) free(id uint32) {
 	p := a.used[id/idPageBits]
 	p.words[id%idPageBits/64] &^= 1 << (id % 64)
 	a.inUseN--
+	if a.owner[a.slot(id)] == id {
+		a.owner[a.slot(id)] = 0
+		a.ownedN--
+	}
 	if p.n--; p.n == 0 {
 		delete(a.used, id/idPageBits)
 	}

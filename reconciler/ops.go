@@ -116,8 +116,8 @@ func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Ta
 		log:               log,
 		frontends:         newAddrMap(),
 		backends:          newAddrMap(),
-		feIDs:             newIDAllocator("frontend"),
-		beIDs:             newIDAllocator("backend"),
+		feIDs:             newIDAllocator("frontend", maps.RevNat.Name(), slotsOf(maps, maps.RevNat.Name())),
+		beIDs:             newIDAllocator("backend", maps.Backends.Name(), slotsOf(maps, maps.Backends.Name())),
 		restoredFrontends: newAddrMap(),
 		restoredBackends:  newAddrMap(),
 		restoredRevNat:    map[netip.AddrPort][]uint32{},
@@ -125,6 +125,12 @@ func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Ta
 		waiting:           map[lb.L3n4Addr]*waiter{},
 	}
 	return o, o.restore()
+}
+
+// slotsOf returns the max_entries of the dense ID map called name.
+func slotsOf(maps *bpf.Maps, name string) uint32 {
+	c, _ := maps.Capacity(name)
+	return uint32(c.MaxEntries)
 }
 
 // claimFrontend returns the frontend's state, adopting what the pinned

@@ -337,6 +337,17 @@ func (o *ops) restoredByID(slotBackends map[*frontendState][]uint32) map[uint32]
 			o.feStates.release(i)
 			continue
 		}
+		if !o.feIDs.slotFree(st.id) {
+			// Another restored frontend's ID holds its lb_rev_nat slot
+			// (lb_rev_nat was recreated with another max_entries): it
+			// takes a new ID, and this one waits for the prune.
+			delete(slotBackends, st)
+			o.restoredFrontends.del(k)
+			o.feStates.release(i)
+			o.feIDs.reserve(st.id)
+			o.orphanFrontendIDs = append(o.orphanFrontendIDs, st.id)
+			continue
+		}
 		o.feIDs.reserve(st.id)
 		byID[st.id] = st
 	}
@@ -351,7 +362,9 @@ func (o *ops) restoredByID(slotBackends map[*frontendState][]uint32) map[uint32]
 // replies' rewriting does not notice.
 func (o *ops) restoreRevNatOnly(byID map[uint32]*frontendState) error {
 	err := o.maps.RevNat.Iterate(func(id uint32, v bpf.RevNatValue) bool {
-		if byID[id] == nil && id != 0 {
+		// An ID whose slot a master's ID holds is left to
+		// reserveOrphanIDs.
+		if byID[id] == nil && id != 0 && o.feIDs.slotFree(id) {
 			i, st := o.newFrontendState(id)
 			st.hasRevNat = true
 			byID[id] = st

@@ -48,7 +48,7 @@ func TestWeightedSlotsProportional(t *testing.T) {
 }
 
 func TestIDAllocator(t *testing.T) {
-	a := newIDAllocator("test")
+	a := newIDAllocator("test", "lb_test", 1<<20)
 	a.reserve(5)
 	var got []uint32
 	for range 3 {
@@ -75,7 +75,7 @@ func TestIDAllocator(t *testing.T) {
 // are tracked one by one, a freed page forgets them, and a full run of
 // taken IDs after a wrap is skipped.
 func TestIDAllocatorAcrossPagesAndWrap(t *testing.T) {
-	a := newIDAllocator("test")
+	a := newIDAllocator("test", "lb_test", 1<<20)
 	for _, id := range []uint32{idPageBits - 1, idPageBits, 2*idPageBits + 3, math.MaxUint32 - 2} {
 		a.reserve(id)
 		if !a.inUse(id) || a.inUse(id+1) && id != idPageBits-1 {

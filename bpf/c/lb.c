@@ -20,20 +20,20 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 } lb_services SEC(".maps");
 
+/* A dense ID map: see lb_id_slot in lb.h. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
 	__type(value, struct lb_backend);
 	__uint(max_entries, 65536);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
 } lb_backends SEC(".maps");
 
+/* A dense ID map: see lb_id_slot in lb.h. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__type(key, __u32);
 	__type(value, struct lb_rev_nat_value);
 	__uint(max_entries, 65536);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
 } lb_rev_nat SEC(".maps");
 
 struct lb_maglev_inner {

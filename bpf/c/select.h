@@ -15,6 +15,38 @@
 volatile const __u32 lb_maglev_table_size;
 
 /*
+ * The max_entries of lb_backends and lb_rev_nat, set by the loader from
+ * the agent's maps: a dense ID's slot depends on them (lb_id_slot). Left
+ * 0, every lookup misses.
+ */
+volatile const __u32 lb_backends_max;
+volatile const __u32 lb_rev_nat_max;
+
+/* lb_backend_lookup returns backend id, NULL if its slot holds another. */
+static __always_inline struct lb_backend *lb_backend_lookup(__u32 id)
+{
+	__u32 slot = lb_id_slot(id, lb_backends_max);
+	struct lb_backend *b;
+
+	if (!id)
+		return NULL;
+	b = bpf_map_lookup_elem(&lb_backends, &slot);
+	return b && b->id == id ? b : NULL;
+}
+
+/* lb_rev_nat_lookup returns frontend id, NULL if its slot holds another. */
+static __always_inline struct lb_rev_nat_value *lb_rev_nat_lookup(__u32 id)
+{
+	__u32 slot = lb_id_slot(id, lb_rev_nat_max);
+	struct lb_rev_nat_value *fe;
+
+	if (!id)
+		return NULL;
+	fe = bpf_map_lookup_elem(&lb_rev_nat, &slot);
+	return fe && fe->id == id ? fe : NULL;
+}
+
+/*
  * lb_now is the datapath clock in seconds: CLOCK_MONOTONIC, read coarsely
  * (a tick's precision is plenty for timeouts in seconds, and it is read
  * without the clock source).
@@ -141,7 +173,7 @@ static __always_inline __u32 lb_affinity_backend(const struct lb_service_value *
 	if (!v || now - v->last_used > m->affinity_timeout)
 		return 0;
 	id = v->backend_id;
-	b = bpf_map_lookup_elem(&lb_backends, &id);
+	b = lb_backend_lookup(id);
 	if (!b || b->state != LB_BACKEND_ACTIVE)
 		return 0;
 	v->last_used = now;
@@ -248,7 +280,7 @@ static __always_inline bool lb_client_is_backend(const struct lb_service_key *ke
 		if (!slot)
 			continue;
 		id = slot->backend_id;
-		b = bpf_map_lookup_elem(&lb_backends, &id);
+		b = lb_backend_lookup(id);
 		if (b && lb_addr_eq(b->addr, client))
 			return true;
 	}
@@ -300,7 +332,7 @@ static __always_inline bool lb_backend_get(__u32 id, struct lb_backend *to)
 
 	if (!id)
 		return false;
-	b = bpf_map_lookup_elem(&lb_backends, &id);
+	b = lb_backend_lookup(id);
 	if (!b)
 		return false;
 	*to = *b;

@@ -216,7 +216,7 @@ static __always_inline int lb_sock_reverse(struct bpf_sock_addr *ctx, bool v6)
 	if (!ct || ct->dir != LB_CT_REPLY)
 		return 1;
 	id = ct->rev_nat_id;
-	fe = bpf_map_lookup_elem(&lb_rev_nat, &id);
+	fe = lb_rev_nat_lookup(id);
 	if (fe)
 		lb_sock_set_addr(ctx, v6, fe->addr, fe->port);
 	return 1;

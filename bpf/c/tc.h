@@ -265,7 +265,7 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 			lb_count_drop(rev_nat_id, reason);
 			return TC_ACT_SHOT;
 		}
-		b = bpf_map_lookup_elem(&lb_backends, &backend_id);
+		b = lb_backend_lookup(backend_id);
 		if (!b) {
 			lb_count_drop(rev_nat_id, LB_DROP_MISSING_ENTRY);
 			return TC_ACT_SHOT;
@@ -274,7 +274,7 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 	if (!b && (m->flags & LB_F_AFFINITY))
 		backend_id = lb_affinity_backend(m, p->tuple.src, now);
 	if (!b && backend_id)
-		b = bpf_map_lookup_elem(&lb_backends, &backend_id);
+		b = lb_backend_lookup(backend_id);
 	if (!b) {
 		hash = lb_flow_hash(p->tuple.src, p->tuple.sport, key.addr, key.port, key.proto);
 		backend_id = lb_select_backend(&key, m, &hash, &reason);
@@ -282,7 +282,7 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 			lb_count_drop(rev_nat_id, reason);
 			return TC_ACT_SHOT;
 		}
-		b = bpf_map_lookup_elem(&lb_backends, &backend_id);
+		b = lb_backend_lookup(backend_id);
 		if (!b) {
 			lb_count_drop(rev_nat_id, LB_DROP_MISSING_ENTRY);
 			return TC_ACT_SHOT;
@@ -325,7 +325,7 @@ static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool inter
 	if (ct && !lb_ct_expired(ct, p.tuple.proto, now)) {
 		if (ct->dir == LB_CT_REPLY) {
 			id = ct->rev_nat_id;
-			fe = bpf_map_lookup_elem(&lb_rev_nat, &id);
+			fe = lb_rev_nat_lookup(id);
 			if (!fe)
 				return TC_ACT_OK; /* the frontend is gone */
 			lb_ct_touch(ct, now);
@@ -340,7 +340,7 @@ static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool inter
 		/* A flow to the L7 proxy (backend 0) follows its frontend's
 		 * master entry: to the proxy while the flag stays. */
 		proxied = id == 0;
-		b = forward && id ? bpf_map_lookup_elem(&lb_backends, &id) : NULL;
+		b = forward && id ? lb_backend_lookup(id) : NULL;
 		if (b) {
 			lb_ct_touch(ct, now);
 			if (lb_rewrite(skb, &p, true, b->addr, b->port)) {

@@ -114,7 +114,22 @@ struct lb_service_value {
 	__u16 fallback;         /* master, LB_F_SKIP_FROM_BACKEND: fallback slots */
 };
 
-/* lb_backends: backend ID -> backend. */
+/*
+ * lb_backends and lb_rev_nat are dense ID maps: arrays in which ID id
+ * lives in slot lb_id_slot(id, max_entries) and its value repeats the ID
+ * (0: an empty slot). The control plane never gives two live IDs one slot,
+ * but an ID a flow still carries (in lb_ct, lb_sock_ct, lb_affinity) may
+ * have been released and its slot given to a newer ID: a reader that finds
+ * another ID in the slot treats its own as gone, as if the entry were
+ * missing.
+ */
+static inline __attribute__((always_inline)) __u32
+lb_id_slot(__u32 id, __u32 max_entries)
+{
+	return max_entries ? id % max_entries : 0;
+}
+
+/* lb_backends: backend ID -> backend, in slot lb_id_slot(ID). */
 struct lb_backend {
 	__u8   addr[16];
 	__be16 port;
@@ -123,13 +138,18 @@ struct lb_backend {
 	__u32  cluster_id;
 	__u8   zone;  /* zone ID from the agent's zone mapping, 0 if unknown */
 	__u8   pad[3];
+	__u32  id;    /* the backend ID; 0: the slot is empty */
 };
 
-/* lb_rev_nat: rev_nat_id -> the frontend, to rewrite replies. */
+/*
+ * lb_rev_nat: rev_nat_id -> the frontend, to rewrite replies, in slot
+ * lb_id_slot(rev_nat_id).
+ */
 struct lb_rev_nat_value {
 	__u8   addr[16];
 	__be16 port;
 	__u8   pad[2];
+	__u32  id;    /* the frontend ID (rev_nat_id); 0: the slot is empty */
 };
 
 /*
