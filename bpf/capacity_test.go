@@ -2,30 +2,36 @@ package bpf_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/lb"
 )
 
 // A full map refuses a new key with ErrMapFull naming the map, and still
 // takes updates of the keys it holds.
 func TestFullMapRefusesNewKeysButUpdatesExistingOnes(t *testing.T) {
-	implementations(t, smallConfig(), func(t *testing.T, m *bpf.Maps) {
-		for id := uint32(1); id <= 8; id++ {
-			if err := m.Backends.Update(id, bpf.Backend{ClusterID: id}); err != nil {
-				t.Fatalf("backend %d: %v", id, err)
+	cfg := smallConfig()
+	implementations(t, cfg, func(t *testing.T, m *bpf.Maps) {
+		key := func(i int) bpf.ServiceKey {
+			return bpf.NewServiceKey(lb.MustParseL3n4Addr(fmt.Sprintf("10.96.0.%d:80/TCP", i)), 0)
+		}
+		for i := range int(cfg.LBServicesMax) {
+			if err := m.Services.Update(key(i), bpf.ServiceValue{RevNatID: uint32(i + 1)}); err != nil {
+				t.Fatalf("service %d: %v", i, err)
 			}
 		}
-		err := m.Backends.Update(9, bpf.Backend{})
-		if !errors.Is(err, bpf.ErrMapFull) || !strings.Contains(err.Error(), "lb_backends") {
-			t.Fatalf("9th backend: %v, want ErrMapFull naming lb_backends", err)
+		err := m.Services.Update(key(200), bpf.ServiceValue{})
+		if !errors.Is(err, bpf.ErrMapFull) || !strings.Contains(err.Error(), "lb_services") {
+			t.Fatalf("one service too many: %v, want ErrMapFull naming lb_services", err)
 		}
 		var full *bpf.MapFullError
-		if !errors.As(err, &full) || full.Map != "lb_backends" || full.MaxEntries != 8 {
-			t.Fatalf("9th backend: %#v, want a *MapFullError of lb_backends, 8 entries", err)
+		if !errors.As(err, &full) || full.Map != "lb_services" || full.MaxEntries != int(cfg.LBServicesMax) {
+			t.Fatalf("one service too many: %#v, want a *MapFullError of lb_services, %d entries", err, cfg.LBServicesMax)
 		}
-		if err := m.Backends.Update(3, bpf.Backend{ClusterID: 33}); err != nil {
+		if err := m.Services.Update(key(3), bpf.ServiceValue{RevNatID: 33}); err != nil {
 			t.Fatalf("updating an existing key of a full map: %v", err)
 		}
 	})

@@ -378,3 +378,45 @@ func TestTCUDPWithoutChecksumKeepsNone(t *testing.T) {
 		t.Errorf("the UDP checksum became %#x%02x, want it left 0", out[14+20+6], out[14+20+7])
 	}
 }
+
+// lb_backends and lb_rev_nat are dense ID maps: an ID lives in slot ID %
+// max_entries. A flow whose conntrack entry names a backend or frontend
+// ID that was released, and whose slot now holds a newer ID, treats its
+// ID as gone: the forward direction is balanced anew rather than sent to
+// the slot's new backend, and a reply is not rewritten to the slot's new
+// frontend.
+func TestTCStaleIDWhoseSlotWasReusedIsGone(t *testing.T) {
+	cfg := dpConfig()
+	cfg.LBBackendsMax, cfg.LBRevNatMax = 8, 8
+	h := newDatapath(t, cfg)
+	h.backend(1, "10.1.0.1:8080/TCP", lb.BackendActive)
+	fe := testFrontend{addr: "10.96.0.1:80/TCP", id: 1, slots: []uint32{1}}
+	h.frontend(fe)
+	f := flow("10.0.0.5:40000", "10.96.0.1:80", lb.ProtoTCP)
+	out := h.balance(f)
+	if out.Dst != netip.MustParseAddrPort("10.1.0.1:8080") {
+		t.Fatalf("first packet went to %s", out.Dst)
+	}
+	if _, back := h.send("lb_tc_ingress", out.Reply()); back != f.Reply() {
+		t.Fatalf("the reply became %v, want %v", back, f.Reply())
+	}
+
+	// Backend 1 goes; backend 9 takes its slot (1 of 8) for another
+	// frontend, and backend 2 replaces it in this one.
+	h.check(h.maps.Backends.Delete(1))
+	h.backend(9, "10.1.0.9:8080/TCP", lb.BackendActive)
+	h.backend(2, "10.1.0.2:8080/TCP", lb.BackendActive)
+	fe.slots = []uint32{2}
+	h.frontend(fe)
+	if got := h.balance(f).Dst; got != netip.MustParseAddrPort("10.1.0.2:8080") {
+		t.Fatalf("the flow of released backend ID 1 went to %s, want it balanced anew to 10.1.0.2:8080 (backend 9 holds slot 1)", got)
+	}
+
+	// Frontend 1 goes; frontend 9 takes its lb_rev_nat slot.
+	h.check(h.maps.RevNat.Delete(1))
+	h.frontend(testFrontend{addr: "172.16.0.9:80/TCP", id: 9, slots: []uint32{9}})
+	verdict, back := h.send("lb_tc_ingress", out.Reply())
+	if verdict != actOK || back != out.Reply() {
+		t.Fatalf("a reply of released frontend ID 1 became %v (verdict %d), want it untouched %v (frontend 9 holds slot 1)", back, verdict, out.Reply())
+	}
+}

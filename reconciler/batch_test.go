@@ -189,7 +189,9 @@ func TestSharedBackendValueRestoredAfterPartialBatchUpdate(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("backend %s not in lb_backends: %v", x, err)
 	}
-	if want := bpf.NewBackend(a.Backends[0], 0); got != want {
+	want := bpf.NewBackend(a.Backends[0], 0)
+	want.ID = ids[lb.MustParseL3n4Addr(x)]
+	if got != want {
 		t.Fatalf("backend %s: lb_backends holds state %d, want %d (what the only frontend using it, A, sees)", x, got.State, want.State)
 	}
 }

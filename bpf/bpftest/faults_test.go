@@ -17,7 +17,7 @@ func TestFaultsFailTheirShareUntilSetToZero(t *testing.T) {
 	}
 	failed := 0
 	for i := range 100 {
-		if m.RevNat.Update(uint32(i%8), bpf.RevNatValue{}) != nil {
+		if m.RevNat.Update(uint32(i%8+1), bpf.RevNatValue{}) != nil {
 			failed++
 		}
 	}
@@ -29,7 +29,7 @@ func TestFaultsFailTheirShareUntilSetToZero(t *testing.T) {
 	}
 	faults.SetProbability(0)
 	for i := range 100 {
-		if err := m.RevNat.Update(uint32(i%8), bpf.RevNatValue{}); err != nil {
+		if err := m.RevNat.Update(uint32(i%8+1), bpf.RevNatValue{}); err != nil {
 			t.Fatal(err)
 		}
 	}
