@@ -7,12 +7,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/hivetest"
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
+	"golang.org/x/sys/unix"
 )
 
 // pinnedConfig returns smallConfig pinned in a fresh bpffs directory.
@@ -164,5 +166,47 @@ func TestRecreateReplacesOnlyTheChangedMapAndSaysWhy(t *testing.T) {
 	}
 	if err := m.Services.Update(bpf.ServiceKey{}, bpf.ServiceValue{}); err != nil {
 		t.Errorf("the recreated lb_services takes no entry: %v", err)
+	}
+}
+
+// lb_backends and lb_rev_nat became dense ID maps (arrays whose slot is
+// ID % max_entries). A pinned one of the old kind (a hash map) or of
+// another --lb-backends-max would put IDs in other slots: it is an error
+// that points at --lb-recreate-maps, which recreates it empty.
+func TestDenseIDMapOfOldKindOrSizeIsRecreated(t *testing.T) {
+	cfg := pinnedConfig(t)
+	if err := os.MkdirAll(cfg.LBPinDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old, err := ebpf.NewMapWithOptions(&ebpf.MapSpec{
+		Name: "lb_backends", Type: ebpf.Hash, KeySize: 4, ValueSize: 28,
+		MaxEntries: cfg.LBBackendsMax, Flags: unix.BPF_F_NO_PREALLOC, Pinning: ebpf.PinByName,
+	}, ebpf.MapOptions{PinPath: cfg.LBPinDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	if _, err := bpf.NewKernelMaps(cfg); err == nil || !strings.Contains(err.Error(), "lb_backends") || !strings.Contains(err.Error(), "--lb-recreate-maps") {
+		t.Fatalf("pinned hash lb_backends: %v, want an error naming it and --lb-recreate-maps", err)
+	}
+	recreate := cfg
+	recreate.LBRecreateMaps = true
+	m, err := bpf.NewKernelMaps(recreate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if len(m.Recreated) != 1 || m.Recreated[0].Name != "lb_backends" {
+		t.Fatalf("recreated %v, want lb_backends alone", m.Recreated)
+	}
+	if err := m.Backends.Update(1, bpf.Backend{ClusterID: 42}); err != nil {
+		t.Fatal(err)
+	}
+
+	resized := recreate
+	resized.LBBackendsMax *= 2
+	resized.LBRecreateMaps = false
+	if _, err := bpf.NewKernelMaps(resized); err == nil || !strings.Contains(err.Error(), "--lb-recreate-maps") {
+		t.Fatalf("lb_backends of another max_entries: %v, want an error pointing at --lb-recreate-maps", err)
 	}
 }
