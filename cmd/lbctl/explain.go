@@ -74,7 +74,30 @@ func explain(args []string, stdout, stderr io.Writer) error {
 // errNoServiceEntry is returned for a frontend the maps do not have.
 var errNoServiceEntry = errors.New("the datapath does not balance it")
 
-func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPort) error {
+// backendLookup looks backends up by ID as explain names them, once
+// each: reading a few entries beats reading all of lb_backends, an array
+// of --lb-backends-max slots. It keeps the first error.
+type backendLookup struct {
+	m    bpf.Map[uint32, bpf.Backend]
+	seen map[uint32]bpf.Backend
+	err  error
+}
+
+func (l *backendLookup) get(id uint32) (bpf.Backend, bool) {
+	if b, ok := l.seen[id]; ok {
+		return b, true
+	}
+	b, ok, err := l.m.Lookup(id)
+	if err != nil && l.err == nil {
+		l.err = err
+	}
+	if ok {
+		l.seen[id] = b
+	}
+	return b, ok
+}
+
+func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPort) (err error) {
 	master, ok, err := m.Services.Lookup(bpf.NewServiceKey(fe, 0))
 	if err != nil {
 		return err
@@ -82,15 +105,17 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 	if !ok {
 		return fmt.Errorf("no service entry for %s: %w", fe, errNoServiceEntry)
 	}
-	backends := map[uint32]bpf.Backend{}
-	if err := m.Backends.Iterate(func(id uint32, b bpf.Backend) bool { backends[id] = b; return true }); err != nil {
-		return err
-	}
+	backends := &backendLookup{m: m.Backends, seen: map[uint32]bpf.Backend{}}
+	defer func() {
+		if err == nil {
+			err = backends.err
+		}
+	}()
 	name := func(id uint32) string {
 		if id == bpf.BackendReject {
 			return "reject (a route's share that does not resolve: new flows are refused)"
 		}
-		if b, ok := backends[id]; ok {
+		if b, ok := backends.get(id); ok {
 			if b.ClusterID != 0 { // another cluster's
 				return fmt.Sprintf("backend %d %s (%s, cluster %d)", id, b.L3n4Addr(), lb.BackendState(b.State), b.ClusterID)
 			}
@@ -145,7 +170,7 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 		if err != nil {
 			return err
 		}
-		switch b, alive := backends[v.BackendID]; {
+		switch b, alive := backends.get(v.BackendID); {
 		case !ok:
 			fmt.Fprintf(w, "affinity: %s is not pinned yet; the backend picked below will be pinned for %ds\n", client.Addr(), master.AffinityTimeout)
 		case !alive || b.State != uint8(lb.BackendActive):
@@ -211,7 +236,7 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 // one of the redirect's backends takes a random fallback slot (done is
 // then true).
 func explainSkip(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, master bpf.ServiceValue, client *netip.AddrPort,
-	backends map[uint32]bpf.Backend, name func(uint32) string) (done bool, err error) {
+	backends *backendLookup, name func(uint32) string) (done bool, err error) {
 	slot := func(i int) (uint32, error) {
 		v, ok, err := m.Services.Lookup(bpf.NewServiceKey(fe, uint16(i)))
 		if err == nil && !ok {
@@ -238,7 +263,7 @@ func explainSkip(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, master bpf.ServiceVal
 		if err != nil {
 			return false, err
 		}
-		if b, ok := backends[id]; ok && netip.AddrFrom16(b.Addr).Unmap() == client.Addr().Unmap() {
+		if b, ok := backends.get(id); ok && netip.AddrFrom16(b.Addr).Unmap() == client.Addr().Unmap() {
 			if len(fallback) == 0 {
 				fmt.Fprintf(w, "skip-from-backend: %s is the redirect's %s and no fallback slot takes new flows: DROPPED\n", client.Addr(), name(id))
 				return true, nil
