@@ -69,11 +69,6 @@ type RevNatValue struct {
 	ID uint32
 }
 
-func (b *Backend) slotID() uint32          { return b.ID }
-func (b *Backend) setSlotID(id uint32)     { b.ID = id }
-func (v *RevNatValue) slotID() uint32      { return v.ID }
-func (v *RevNatValue) setSlotID(id uint32) { v.ID = id }
-
 // AffinityKey is a key of lb_affinity.
 type AffinityKey struct {
 	Client   [16]byte

@@ -24,13 +24,15 @@ var layout = []mapDef{
 		name: lbMapLbBackends, typ: ebpf.Array,
 		sizedBy: &sizing{"lb-backends-max", "Capacity of lb_backends",
 			func(c *Config) *uint32 { return &c.LBBackendsMax }},
-		bind: bindSlotted(func(m *Maps) *Map[uint32, Backend] { return &m.Backends }),
+		bind: bindSlotted(func(m *Maps) *Map[uint32, Backend] { return &m.Backends },
+			func(b Backend) uint32 { return b.ID }, func(b Backend, id uint32) Backend { b.ID = id; return b }),
 	},
 	{
 		name: lbMapLbRevNat, typ: ebpf.Array, // a dense ID map
 		sizedBy: &sizing{"lb-rev-nat-max", "Capacity of lb_rev_nat: frontends",
 			func(c *Config) *uint32 { return &c.LBRevNatMax }},
-		bind: bindSlotted(func(m *Maps) *Map[uint32, RevNatValue] { return &m.RevNat }),
+		bind: bindSlotted(func(m *Maps) *Map[uint32, RevNatValue] { return &m.RevNat },
+			func(v RevNatValue) uint32 { return v.ID }, func(v RevNatValue, id uint32) RevNatValue { v.ID = id; return v }),
 	},
 	{
 		name: lbMapLbMaglev, typ: ebpf.HashOfMaps,
@@ -163,15 +165,17 @@ func bindArray[V any](field func(*Maps) *Map[uint32, V]) binding {
 }
 
 // bindSlotted binds a dense ID map: an array whose values carry their
-// key, an ID, which lives in slot ID % max_entries (slotted.go).
-func bindSlotted[V any, P slotValue[V]](field func(*Maps) *Map[uint32, V]) binding {
+// key, an ID (idOf reads it, withID sets it), which lives in slot
+// ID % max_entries (slotted.go).
+func bindSlotted[V any](field func(*Maps) *Map[uint32, V], idOf func(V) uint32, withID func(V, uint32) V) binding {
 	return binding{
 		keySize: 4, valueSize: sizeOf[V](),
 		kernel: func(m *Maps, d *mapDef, em *ebpf.Map, _ *ebpf.MapSpec) {
-			*field(m) = newSlotted[V, P](&kernelMap[uint32, V]{m: em, name: d.name}, em.MaxEntries())
+			*field(m) = &slotted[V]{arr: &kernelMap[uint32, V]{m: em, name: d.name}, n: max(em.MaxEntries(), 1), idOf: idOf, withID: withID}
 		},
 		memory: func(m *Maps, d *mapDef, cfg Config, faults FaultHook) {
-			*field(m) = newSlotted[V, P](&memArray[V]{newMemMap[uint32, V](d, cfg, faults)}, d.maxEntries(cfg))
+			arr := &memArray[V]{newMemMap[uint32, V](d, cfg, faults)}
+			*field(m) = &slotted[V]{arr: arr, n: max(d.maxEntries(cfg), 1), idOf: idOf, withID: withID}
 		},
 	}
 }

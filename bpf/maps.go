@@ -197,3 +197,15 @@ func (e *MapFullError) Error() string {
 func (e *MapFullError) Is(target error) bool { return target == ErrMapFull }
 
 func (e *MapFullError) Unwrap() error { return e.Err }
+
+// Count returns how many entries m holds. It iterates, except over a
+// dense ID map (lb_backends, lb_rev_nat), which knows: reading all its
+// slots costs time in proportion to its capacity, not its entries.
+func Count[K comparable, V any](m Map[K, V]) (int, error) {
+	if c, ok := m.(interface{ Count() (int, error) }); ok {
+		return c.Count()
+	}
+	n := 0
+	err := m.Iterate(func(K, V) bool { n++; return true })
+	return n, err
+}

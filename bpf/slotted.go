@@ -21,57 +21,55 @@ import (
 // stored ID, and Iterate yields the non-empty slots by their IDs. Writing
 // an ID whose slot holds another ID is an error, never an overwrite: it
 // means a bug in the allocator or a foreign writer.
-type slotted[V any, P slotValue[V]] struct {
+type slotted[V any] struct {
 	arr Map[uint32, V] // by slot
 	n   uint32         // max_entries
+	// idOf and withID read and set a value's ID. (Plain functions of
+	// values: a method through a type parameter's pointer would move
+	// every value Iterate reads to the heap.)
+	idOf   func(V) uint32
+	withID func(V, uint32) V
 
 	mu sync.Mutex
 	// owner is the ID in each slot, as this process wrote or read it; nil
 	// until the first write reads it from the array, and again after a
 	// failed write, which may have written some slots.
 	owner []uint32
+	// used counts the non-empty slots of owner; gen counts the writes,
+	// so that an Iterate that read every slot knows whether what it read
+	// still holds.
+	used int
+	gen  uint64
 	// slots and vals are the buffers of one batch.
 	slots []uint32
 	vals  []V
 }
 
-// slotValue is a pointer to the value of a dense ID map, which holds its
-// ID.
-type slotValue[V any] interface {
-	*V
-	slotID() uint32
-	setSlotID(uint32)
-}
+func (m *slotted[V]) Name() string { return m.arr.Name() }
 
-func newSlotted[V any, P slotValue[V]](arr Map[uint32, V], maxEntries uint32) *slotted[V, P] {
-	return &slotted[V, P]{arr: arr, n: max(maxEntries, 1)}
-}
+func (m *slotted[V]) slot(id uint32) uint32 { return id % m.n }
 
-func (m *slotted[V, P]) Name() string { return m.arr.Name() }
-
-func (m *slotted[V, P]) slot(id uint32) uint32 { return id % m.n }
-
-func (m *slotted[V, P]) Lookup(id uint32) (V, bool, error) {
+func (m *slotted[V]) Lookup(id uint32) (V, bool, error) {
 	var zero V
 	if id == 0 {
 		return zero, false, nil
 	}
 	v, ok, err := m.arr.Lookup(m.slot(id))
-	if err != nil || !ok || P(&v).slotID() != id {
+	if err != nil || !ok || m.idOf(v) != id {
 		return zero, false, err
 	}
 	return v, true, nil
 }
 
-func (m *slotted[V, P]) Update(id uint32, v V) error {
+func (m *slotted[V]) Update(id uint32, v V) error {
 	return m.BatchUpdate([]uint32{id}, []V{v})
 }
 
-func (m *slotted[V, P]) Delete(id uint32) error {
+func (m *slotted[V]) Delete(id uint32) error {
 	return m.BatchDelete([]uint32{id})
 }
 
-func (m *slotted[V, P]) BatchUpdate(ids []uint32, vs []V) error {
+func (m *slotted[V]) BatchUpdate(ids []uint32, vs []V) error {
 	if len(ids) != len(vs) {
 		return fmt.Errorf("%s: batch update: %d keys but %d values", m.Name(), len(ids), len(vs))
 	}
@@ -84,7 +82,7 @@ func (m *slotted[V, P]) BatchUpdate(ids []uint32, vs []V) error {
 	for i, id := range ids {
 		v := vs[i]
 		s := m.slot(id)
-		switch got := P(&v).slotID(); {
+		switch got := m.idOf(v); {
 		case id == 0:
 			return fmt.Errorf("%s: update: ID 0 marks an empty slot", m.Name())
 		case got != 0 && got != id:
@@ -94,7 +92,10 @@ func (m *slotted[V, P]) BatchUpdate(ids []uint32, vs []V) error {
 			m.owner = nil // it took the slots of the IDs before it
 			return err
 		}
-		P(&v).setSlotID(id)
+		v = m.withID(v, id)
+		if m.owner[s] == 0 {
+			m.used++
+		}
 		m.owner[s] = id
 		m.slots, m.vals = append(m.slots, s), append(m.vals, v)
 	}
@@ -103,7 +104,7 @@ func (m *slotted[V, P]) BatchUpdate(ids []uint32, vs []V) error {
 
 // BatchDelete clears the slots that hold the IDs; a slot that holds
 // another ID, or none, is left alone (the ID is gone already).
-func (m *slotted[V, P]) BatchDelete(ids []uint32) error {
+func (m *slotted[V]) BatchDelete(ids []uint32) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.loadOwners(); err != nil {
@@ -114,6 +115,7 @@ func (m *slotted[V, P]) BatchDelete(ids []uint32) error {
 	for _, id := range ids {
 		if s := m.slot(id); id != 0 && m.owner[s] == id {
 			m.owner[s] = 0
+			m.used--
 			m.slots, m.vals = append(m.slots, s), append(m.vals, zero)
 		}
 	}
@@ -121,10 +123,11 @@ func (m *slotted[V, P]) BatchDelete(ids []uint32) error {
 }
 
 // write writes the batch in slots and vals, the owners already set.
-func (m *slotted[V, P]) write() error {
+func (m *slotted[V]) write() error {
 	if len(m.slots) == 0 {
 		return nil
 	}
+	m.gen++
 	if err := m.arr.BatchUpdate(m.slots, m.vals); err != nil {
 		m.owner = nil
 		return err
@@ -134,7 +137,7 @@ func (m *slotted[V, P]) write() error {
 
 // ebpfMap returns the kernel array behind the map, nil for an in-memory
 // one.
-func (m *slotted[V, P]) ebpfMap() *ebpf.Map {
+func (m *slotted[V]) ebpfMap() *ebpf.Map {
 	if k, ok := m.arr.(interface{ ebpfMap() *ebpf.Map }); ok {
 		return k.ebpfMap()
 	}
@@ -142,30 +145,77 @@ func (m *slotted[V, P]) ebpfMap() *ebpf.Map {
 }
 
 // loadOwners reads which ID each slot holds, if it is not known.
-func (m *slotted[V, P]) loadOwners() error {
+func (m *slotted[V]) loadOwners() error {
 	if m.owner != nil {
 		return nil
 	}
-	owner := make([]uint32, m.n)
-	err := m.arr.Iterate(func(s uint32, v V) bool {
-		if s < m.n {
-			owner[s] = P(&v).slotID()
+	owner, used := make([]uint32, m.n), 0
+	err := m.scan(func(s uint32, v V) bool {
+		if id := m.idOf(v); id != 0 && s < m.n {
+			owner[s] = id
+			used++
 		}
 		return true
 	})
 	if err != nil {
 		return err
 	}
-	m.owner = owner
+	m.owner, m.used = owner, used
 	return nil
 }
 
-// Iterate yields the IDs of the non-empty slots with their values.
-func (m *slotted[V, P]) Iterate(fn func(uint32, V) bool) error {
-	return m.arr.Iterate(func(_ uint32, v V) bool {
-		if id := P(&v).slotID(); id != 0 {
-			return fn(id, v)
+// Count returns the number of non-empty slots: from what this process
+// wrote once it knows the slots, else by reading them (which Iterate
+// does too), so that the reconciler's recounts of a map of many slots
+// cost nothing.
+func (m *slotted[V]) Count() (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.loadOwners(); err != nil {
+		return 0, err
+	}
+	return m.used, nil
+}
+
+// Iterate yields the IDs of the non-empty slots with their values. Having
+// read every slot with no write in between, it keeps what it read for
+// the writes to come (restore reads the maps before the first write).
+func (m *slotted[V]) Iterate(fn func(uint32, V) bool) error {
+	m.mu.Lock()
+	gen, known := m.gen, m.owner != nil
+	m.mu.Unlock()
+	var owner []uint32
+	if !known {
+		owner = make([]uint32, m.n)
+	}
+	used, all := 0, true
+	err := m.scan(func(s uint32, v V) bool {
+		id := m.idOf(v)
+		if id == 0 {
+			return true
 		}
-		return true
+		if owner != nil && s < m.n {
+			owner[s] = id
+			used++
+		}
+		all = fn(id, v)
+		return all
 	})
+	if err == nil && all && owner != nil {
+		m.mu.Lock()
+		if m.owner == nil && m.gen == gen {
+			m.owner, m.used = owner, used
+		}
+		m.mu.Unlock()
+	}
+	return err
+}
+
+// scan calls fn for the slots of the array, or for the in-memory array
+// only for those ever written: the others are empty.
+func (m *slotted[V]) scan(fn func(uint32, V) bool) error {
+	if mem, ok := m.arr.(*memArray[V]); ok {
+		return mem.memMap.Iterate(fn)
+	}
+	return m.arr.Iterate(fn)
 }

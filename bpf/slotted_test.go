@@ -67,3 +67,31 @@ func TestDenseIDMapKeepsOneLiveIDPerSlot(t *testing.T) {
 		}
 	})
 }
+
+// Count of a dense ID map counts its live IDs, as Iterate yields them,
+// whether it learnt the slots from writes or by reading them.
+func TestDenseIDMapCountAgreesWithIterate(t *testing.T) {
+	implementations(t, smallConfig(), func(t *testing.T, m *bpf.Maps) {
+		iterated := func() int {
+			n := 0
+			if err := m.RevNat.Iterate(func(uint32, bpf.RevNatValue) bool { n++; return true }); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		for _, step := range []func() error{
+			func() error { return m.RevNat.BatchUpdate([]uint32{1, 2, 3}, make([]bpf.RevNatValue, 3)) },
+			func() error { return m.RevNat.BatchDelete([]uint32{2, 2, 7}) },
+			func() error { return m.RevNat.Update(2, bpf.RevNatValue{}) },
+			func() error { return m.RevNat.Update(3, bpf.RevNatValue{}) }, // rewrites ID 3
+		} {
+			if err := step(); err != nil {
+				t.Fatal(err)
+			}
+			n, err := bpf.Count(m.RevNat)
+			if err != nil || n != iterated() {
+				t.Fatalf("Count = %d, %v; Iterate yields %d", n, err, iterated())
+			}
+		}
+	})
+}

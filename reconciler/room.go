@@ -99,22 +99,16 @@ func newRoom(maps *bpf.Maps) room {
 		}
 		r.maps[m] = mr
 	}
-	set(roomServices, maps.Services.Name(), func() (int, error) { return countEntries(maps.Services) })
-	set(roomBackends, maps.Backends.Name(), func() (int, error) { return countEntries(maps.Backends) })
-	set(roomRevNat, maps.RevNat.Name(), func() (int, error) { return countEntries(maps.RevNat) })
+	set(roomServices, maps.Services.Name(), func() (int, error) { return bpf.Count(maps.Services) })
+	set(roomBackends, maps.Backends.Name(), func() (int, error) { return bpf.Count(maps.Backends) })
+	set(roomRevNat, maps.RevNat.Name(), func() (int, error) { return bpf.Count(maps.RevNat) })
 	set(roomMaglev, maps.Maglev.Name(), func() (int, error) {
 		n := 0
 		err := maps.Maglev.Iterate(func(uint32, []uint32) bool { n++; return true })
 		return n, err
 	})
-	set(roomSourceRanges, maps.SourceRanges.Name(), func() (int, error) { return countEntries(maps.SourceRanges) })
+	set(roomSourceRanges, maps.SourceRanges.Name(), func() (int, error) { return bpf.Count(maps.SourceRanges) })
 	return r
-}
-
-func countEntries[K comparable, V any](m bpf.Map[K, V]) (int, error) {
-	n := 0
-	err := m.Iterate(func(K, V) bool { n++; return true })
-	return n, err
 }
 
 // recount counts the entries of every map again. On error the counts
