@@ -405,3 +405,89 @@ func (a *agent) frontendIDs() map[lb.L3n4Addr]uint32 {
 	}
 	return ids
 }
+
+// lb_rev_nat is a dense ID map (slot = ID % max_entries): when a changed
+// --lb-rev-nat-max has it recreated, the frontends restored from
+// lb_services keep their IDs where the new slots allow, and of two whose
+// IDs now share a slot one keeps its ID and the other takes a new one
+// (above every ID handed out before); every frontend is served and no two
+// IDs share a slot.
+func TestResizedRevNatMapKeepsTheIDsThatStillFit(t *testing.T) {
+	cfg := kernelMapsConfig(t)
+	cfg.LBRevNatMax = 16
+	maps1 := bpftest.KernelMaps(t, cfg)
+	a1 := newAgent(t, maps1, nil)
+	a1.start(t)
+	a1.write(t, func(txn statedb.WriteTxn) error {
+		for i := range 13 {
+			if err := declareFull(a1, txn, i, 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	a1.waitDone(t, 10*time.Second)
+	// Keep IDs 1, 2, 10..13: under 8 slots, 2 and 10 share slot 2.
+	a1.write(t, func(txn statedb.WriteTxn) error {
+		for i := range 13 {
+			if id := a1.frontendID(fullVIP(i)); id >= 3 && id <= 9 {
+				if err := a1.w.DeleteService(txn, lb.NewServiceName("test", fmt.Sprintf("full-%d", i)), lb.SourceK8s); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	a1.waitDone(t, 10*time.Second)
+	before := a1.frontendIDs()
+	a1.stop(t)
+	maps1.Close()
+
+	cfg.LBRevNatMax, cfg.LBRecreateMaps = 8, true
+	maps2 := bpftest.KernelMaps(t, cfg)
+	if len(maps2.Recreated) != 1 || maps2.Recreated[0].Name != "lb_rev_nat" {
+		t.Fatalf("recreated %v, want lb_rev_nat alone", maps2.Recreated)
+	}
+	a2 := newAgent(t, maps2, nil)
+	done, err := a2.w.RegisterInitializer("k8s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2.start(t)
+	defer a2.stop(t)
+	a2.write(t, func(txn statedb.WriteTxn) error {
+		for i := range 13 {
+			if _, ok := before[lb.MustParseL3n4Addr(fullVIP(i))]; ok {
+				if err := declareFull(a2, txn, i, 1); err != nil {
+					return err
+				}
+			}
+		}
+		done(txn)
+		return nil
+	})
+	a2.waitDone(t, 10*time.Second)
+	after := a2.frontendIDs()
+	kept, renumbered := 0, 0
+	slots := map[uint32]lb.L3n4Addr{}
+	for addr, id := range after {
+		if other, ok := slots[id%8]; ok {
+			t.Errorf("%s (ID %d) and %s (ID %d) share slot %d", addr, id, other, after[other], id%8)
+		}
+		slots[id%8] = addr
+		switch old := before[addr]; {
+		case id == old:
+			kept++
+		case id > 13 && (old == 2 || old == 10):
+			renumbered++
+		default:
+			t.Errorf("%s: ID %d became %d", addr, old, id)
+		}
+	}
+	if len(after) != 6 || kept != 5 || renumbered != 1 {
+		t.Errorf("%d frontends, %d kept their IDs, %d took new ones; want 6, 5, 1:\n before %v\n after  %v", len(after), kept, renumbered, before, after)
+	}
+	if v := checkMaps(maps2); v != "" {
+		t.Fatalf("%s\n%s", v, dumpText(t, maps2))
+	}
+}
