@@ -72,6 +72,40 @@ type task struct {
 	// The backing arrays of a frontend with one backend and slot.
 	slotBuf, idBuf [1]uint32
 	ranges         map[bpf.SourceRangeKey]struct{}
+
+	// in marks the batched syscalls of the phase under way that write
+	// for this task (marks), so that the phase finds the tasks the
+	// syscall's result is for without building a list of them;
+	// keepSlots is deleteSurplusSlots' slot count to keep.
+	in        marks
+	keepSlots int
+}
+
+// marks are the batched syscalls of a phase that a task has a part in.
+type marks uint8
+
+const (
+	inSlots marks = 1 << iota
+	inMaster
+	inRevNat
+	inSurplus
+)
+
+// marked yields the tasks that have a part in syscall m, failed or not,
+// and clears their mark.
+func marked(tasks []task, m marks) func(func(*task) bool) {
+	return func(yield func(*task) bool) {
+		for i := range tasks {
+			j := &tasks[i]
+			if j.in&m == 0 {
+				continue
+			}
+			j.in &^= m
+			if !yield(j) {
+				return
+			}
+		}
+	}
 }
 
 // Update writes one frontend; see UpdateBatch.
@@ -161,14 +195,16 @@ func (o *ops) update(txn statedb.ReadTxn, tasks []task) {
 	// first, for the whole batch in one walk of lb_affinity, then the
 	// references.
 	type drop struct {
-		j       *task
-		dropped []uint32
+		j      *task
+		lo, hi int // its backends in dropped
 	}
 	var (
 		drops  []drop
 		sticky map[uint32]map[uint32]bool
-		doomed []doomedBackend
 	)
+	dropped, doomed := take(&o.scratch.arenaIs), take(&o.scratch.doomed)
+	defer func() { giveBack(&o.scratch.arenaIs, dropped) }()
+	defer func() { giveBack(&o.scratch.doomed, clearAll(doomed)) }()
 	for j := range live(tasks) {
 		if j.st.maglev && !j.useMaglev {
 			j.err = o.deleteMaglev(j.st)
@@ -179,13 +215,14 @@ func (o *ops) update(txn statedb.ReadTxn, tasks []task) {
 		if j.err != nil {
 			continue
 		}
-		if d := o.unused(j.st, kept(j.fe)); len(d) > 0 {
-			drops = append(drops, drop{j, d})
+		lo := len(dropped)
+		if dropped = o.unused(dropped, j.st, kept(j.fe)); len(dropped) > lo {
+			drops = append(drops, drop{j, lo, len(dropped)})
 			if j.st.affinity {
 				if sticky == nil {
 					sticky = map[uint32]map[uint32]bool{}
 				}
-				sticky[j.st.id] = o.droppedIDs(d)
+				sticky[j.st.id] = o.droppedIDs(dropped[lo:])
 			}
 		}
 	}
@@ -196,7 +233,7 @@ func (o *ops) update(txn statedb.ReadTxn, tasks []task) {
 	}
 	for _, d := range drops {
 		if d.j.err == nil {
-			d.j.err = o.releaseUnused(d.j.st, d.dropped, &doomed, d.j)
+			d.j.err = o.releaseUnused(d.j.st, dropped[d.lo:d.hi], &doomed, d.j)
 		}
 	}
 	o.deleteBackends(doomed)
@@ -264,7 +301,9 @@ func (o *ops) remove(tasks []task, forget bool) {
 		}
 	}
 	o.deleteSurplusSlots(tasks, func(*task) int { return 0 })
-	var doomed []doomedBackend
+	doomed, dropped := take(&o.scratch.doomed), take(&o.scratch.arenaIs)
+	defer func() { giveBack(&o.scratch.doomed, clearAll(doomed)) }()
+	defer func() { giveBack(&o.scratch.arenaIs, dropped) }()
 	revNats := take(&o.scratch.ids)
 	for j := range live(tasks) {
 		if j.st == nil {
@@ -315,7 +354,8 @@ func (o *ops) remove(tasks []task, forget bool) {
 		if j.st == nil {
 			continue
 		}
-		j.err = o.releaseUnused(j.st, o.unused(j.st, nil), &doomed, j)
+		dropped = o.unused(dropped[:0], j.st, nil)
+		j.err = o.releaseUnused(j.st, dropped, &doomed, j)
 		if j.err == nil && forget {
 			o.feIDs.free(j.st.id)
 			o.forgetFrontend(j.fe.Address)
@@ -338,10 +378,9 @@ func fail(tasks []task, err error, part func(*task) bool) {
 // references, and makes every backend they use present in lb_backends
 // with its current value.
 func (o *ops) writeBackends(tasks []task) {
-	var (
-		touched []*backendState
-		hidden  bool // some frontend has hidden backends
-	)
+	touched := take(&o.scratch.touched)
+	defer func() { giveBack(&o.scratch.touched, clearAll(touched)) }()
+	hidden := false // some frontend has hidden backends
 	for j := range live(tasks) {
 		hidden = hidden || len(j.fe.Hidden()) > 0
 		// The selected backends first (a new one gets its ID before the
@@ -372,10 +411,8 @@ func (o *ops) writeBackends(tasks []task) {
 	ids, vals := take(&o.scratch.ids), take(&o.scratch.backends)
 	defer func() { giveBack(&o.scratch.ids, ids) }()
 	defer func() { giveBack(&o.scratch.backends, vals) }()
-	var (
-		todo   []*backendState
-		values []beValue
-	)
+	todo := take(&o.scratch.pending)
+	defer func() { giveBack(&o.scratch.pending, clearAll(todo)) }()
 	// A backend is touched once per frontend that uses it, and once more
 	// by a frontend that has it both selected and hidden; touched once,
 	// it is written once.
@@ -391,22 +428,28 @@ func (o *ops) writeBackends(tasks []task) {
 			seen[be] = true
 		}
 		if v := o.backendValue(be); !be.written || be.value != v {
-			ids, vals, todo, values = append(ids, be.id), append(vals, be.entry(v)), append(todo, be), append(values, v)
+			ids, vals, todo = append(ids, be.id), append(vals, be.entry(v)), append(todo, pendingBackend{be, v})
 		}
 	}
-	for _, be := range todo {
-		o.setMay(roomBackends, &be.inMap, true)
+	for _, p := range todo {
+		o.setMay(roomBackends, &p.be.inMap, true)
 	}
 	if err := o.maps.Backends.BatchUpdate(ids, vals); err != nil {
-		for _, be := range todo {
-			be.written = false // some may hold the new value, some the old
+		for _, p := range todo {
+			p.be.written = false // some may hold the new value, some the old
 		}
 		fail(tasks, err, func(*task) bool { return true })
 		return
 	}
-	for i, be := range todo {
-		be.value, be.written = values[i], true
+	for _, p := range todo {
+		p.be.value, p.be.written = p.value, true
 	}
+}
+
+// pendingBackend is a backend whose lb_backends entry is to hold value.
+type pendingBackend struct {
+	be    *backendState
+	value beValue
 }
 
 // layout works out a frontend's algorithm, its backends in rotation and on
@@ -507,7 +550,6 @@ func (o *ops) writeSlots(tasks []task) {
 	keys, vals := take(&o.scratch.keys), take(&o.scratch.values)
 	defer func() { giveBack(&o.scratch.keys, keys) }()
 	defer func() { giveBack(&o.scratch.values, vals) }()
-	var changed []*task
 	for j := range live(tasks) {
 		n := len(keys)
 		written := j.st.written()
@@ -520,11 +562,11 @@ func (o *ops) writeSlots(tasks []task) {
 		}
 		if len(keys) > n {
 			o.setSlots(j.st, max(j.st.slots, len(j.slotIDs)))
-			changed = append(changed, j)
+			j.in |= inSlots
 		}
 	}
 	err := o.maps.Services.BatchUpdate(keys, vals)
-	for _, j := range changed {
+	for j := range marked(tasks, inSlots) {
 		if err != nil {
 			j.st.setWritten(nil) // some may have been written
 			j.err = err
@@ -542,7 +584,6 @@ func (o *ops) writeMasters(tasks []task) {
 	revIDs, revVals := take(&o.scratch.ids), take(&o.scratch.revNats)
 	defer func() { giveBack(&o.scratch.ids, revIDs) }()
 	defer func() { giveBack(&o.scratch.revNats, revVals) }()
-	var masters, revNatOf []*task
 	for j := range live(tasks) {
 		master := bpf.ServiceValue{
 			RevNatID:        j.st.id,
@@ -559,28 +600,28 @@ func (o *ops) writeMasters(tasks []task) {
 		if fields := masterFieldsOf(master); !j.st.masterWritten || j.st.master != fields {
 			j.st.masterWritten, j.st.master = false, fields
 			o.setMay(roomServices, &j.st.hasMaster, true)
-			keys, vals, masters = append(keys, bpf.NewServiceKey(j.fe.Address, 0)), append(vals, master), append(masters, j)
+			keys, vals = append(keys, bpf.NewServiceKey(j.fe.Address, 0)), append(vals, master)
+			j.in |= inMaster
 		}
 		if !j.st.revNatWritten {
 			o.setMay(roomRevNat, &j.st.hasRevNat, true)
-			revIDs, revVals, revNatOf = append(revIDs, j.st.id), append(revVals, bpf.NewRevNatValue(j.fe.Address)), append(revNatOf, j)
+			revIDs, revVals = append(revIDs, j.st.id), append(revVals, bpf.NewRevNatValue(j.fe.Address))
+			j.in |= inRevNat
 		}
 	}
-	if err := o.maps.Services.BatchUpdate(keys, vals); err != nil {
-		for _, j := range masters {
+	err := o.maps.Services.BatchUpdate(keys, vals)
+	for j := range marked(tasks, inMaster) {
+		if err != nil {
 			j.err = err
-		}
-	} else {
-		for _, j := range masters {
+		} else {
 			j.st.masterWritten = true
 		}
 	}
-	if err := o.maps.RevNat.BatchUpdate(revIDs, revVals); err != nil {
-		for _, j := range revNatOf {
+	err = o.maps.RevNat.BatchUpdate(revIDs, revVals)
+	for j := range marked(tasks, inRevNat) {
+		if err != nil {
 			j.err = firstErr(j.err, err)
-		}
-	} else {
-		for _, j := range revNatOf {
+		} else {
 			j.st.revNatWritten = true
 		}
 	}
@@ -598,29 +639,25 @@ func firstErr(first, next error) error {
 func (o *ops) deleteSurplusSlots(tasks []task, keep func(*task) int) {
 	keys := take(&o.scratch.keys)
 	defer func() { giveBack(&o.scratch.keys, keys) }()
-	var (
-		shrunk  []*task
-		keepFor []int
-	)
 	for j := range live(tasks) {
 		if j.st == nil || j.st.slots <= keep(j) {
 			continue
 		}
-		k := keep(j)
-		for slot := k + 1; slot <= j.st.slots; slot++ {
+		j.keepSlots = keep(j)
+		for slot := j.keepSlots + 1; slot <= j.st.slots; slot++ {
 			keys = append(keys, bpf.NewServiceKey(j.fe.Address, uint16(slot)))
 		}
-		shrunk, keepFor = append(shrunk, j), append(keepFor, k)
+		j.in |= inSurplus
 	}
 	err := o.maps.Services.BatchDelete(keys)
-	for i, j := range shrunk {
+	for j := range marked(tasks, inSurplus) {
 		if err != nil {
 			j.st.setWritten(nil) // some may be gone
 			j.err = err
 			continue
 		}
-		o.setSlots(j.st, keepFor[i])
-		j.st.truncateWritten(keepFor[i])
+		o.setSlots(j.st, j.keepSlots)
+		j.st.truncateWritten(j.keepSlots)
 	}
 }
 

@@ -311,11 +311,10 @@ func (o *ops) writeSourceRanges(st *frontendState, want map[bpf.SourceRangeKey]s
 	return nil
 }
 
-// unused returns the arena indexes of the frontend's backends that keep
-// does not hold (a new slice).
-func (o *ops) unused(st *frontendState, keep []lb.BackendRef) []uint32 {
+// unused appends to dropped the arena indexes of the frontend's backends
+// that keep does not hold.
+func (o *ops) unused(dropped []uint32, st *frontendState, keep []lb.BackendRef) []uint32 {
 	kept := smallset.NewIndex(func(b *lb.BackendRef) lb.L3n4Addr { return b.Address })
-	var dropped []uint32
 	for _, i := range st.backends() {
 		if len(keep) == 0 || !kept.Has(keep, o.beStates.at(i).key.l3n4()) {
 			dropped = append(dropped, i)
@@ -382,11 +381,13 @@ func (o *ops) deleteBackends(doomed []doomedBackend) {
 	if len(doomed) == 0 {
 		return
 	}
-	ids := make([]uint32, len(doomed))
-	for i, d := range doomed {
-		ids[i] = d.be.id
+	ids := take(&o.scratch.ids)
+	for _, d := range doomed {
+		ids = append(ids, d.be.id)
 	}
-	if err := o.maps.Backends.BatchDelete(ids); err != nil {
+	err := o.maps.Backends.BatchDelete(ids)
+	giveBack(&o.scratch.ids, ids)
+	if err != nil {
 		for _, d := range doomed {
 			// Some may be gone already: whoever takes one back writes it.
 			d.be.written = false

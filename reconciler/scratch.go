@@ -13,6 +13,11 @@ type scratch struct {
 	backends []bpf.Backend
 	revNats  []bpf.RevNatValue
 	tasks    []task
+	// These hold pointers: clearAll them before giving them back.
+	touched []*backendState
+	pending []pendingBackend
+	doomed  []doomedBackend
+	arenaIs []uint32
 }
 
 // maxScratch bounds the slices kept, so that one large batch does not
@@ -28,10 +33,16 @@ func take[T any](p *[]T) []T {
 }
 
 // giveBack keeps s for the next take. (The slices of map keys and values
-// hold no pointers, and runBatch clears its tasks, so what s held keeps
-// nothing alive.)
+// hold no pointers, runBatch clears its tasks, and the slices of pointers
+// are cleared (clearAll), so what s held keeps nothing alive.)
 func giveBack[T any](p *[]T, s []T) {
 	if cap(s) <= maxScratch {
 		*p = s[:0]
 	}
+}
+
+// clearAll zeroes s up to its length and returns it.
+func clearAll[T any](s []T) []T {
+	clear(s)
+	return s
 }
