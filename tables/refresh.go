@@ -53,6 +53,11 @@ type changes struct {
 	// may change them in place instead of inserting a copy.
 	batched bool
 	fresh   map[*lb.Service]struct{}
+	// In a Batch, until flush: the service row the batch last read or
+	// wrote (Writer.service), lastSvc nil when it has none.
+	lastSet  bool
+	lastName lb.ServiceName
+	lastSvc  *lb.Service
 	// orphans are, in a Batch, the backend addresses kept aside for
 	// services without a row that the batch changed (none: nil), written
 	// to orphan-backends when it ends (see setOrphanAddrs).
@@ -104,6 +109,7 @@ func (ch *changes) release() {
 	clear(ch.fresh)
 	clear(ch.orphans)
 	ch.batched = false
+	ch.forget()
 	ch.snapshot = nil
 	ch.addrList, ch.nameList, ch.mergedAddrs = ch.addrList[:0], ch.nameList[:0], ch.mergedAddrs[:0]
 	ch.stale, ch.scratchAddrs = ch.stale[:0], ch.scratchAddrs[:0]
@@ -124,6 +130,15 @@ func (ch *changes) backendsView(txn statedb.ReadTxn, name lb.ServiceName) stated
 		return ch.snapshot
 	}
 	return txn
+}
+
+// remember keeps the row of a service (nil: none) as the batch's last.
+func (ch *changes) remember(name lb.ServiceName, s *lb.Service) {
+	ch.lastSet, ch.lastName, ch.lastSvc = true, name, s
+}
+
+func (ch *changes) forget() {
+	ch.lastSet, ch.lastName, ch.lastSvc = false, lb.ServiceName{}, nil
 }
 
 func (ch *changes) fail(err error) {
@@ -158,6 +173,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		return ch.err
 	}
 	ch.batched = false // from here on, writes are not deferred
+	ch.forget()        // (and flush keeps the rows it reads in svcs)
 	for name, addrs := range ch.orphans {
 		w.writeOrphans(txn, ch, name, addrs)
 	}
@@ -357,7 +373,7 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	// backends it would have without the redirect are kept (Hidden).
 	var own, redirectCands []Candidate
 	var redirectRead bool
-	own = w.candidates(txn, name, ch.ownCands[:0], &ch.key)
+	own = w.candidates(txn, name, svc.BackendAddrs(), ch.ownCands[:0], &ch.key)
 	ch.ownCands = own
 	// Routes' candidates, by backend service, read on a route's first use.
 	var routeCands map[lb.ServiceName][]Candidate
@@ -378,7 +394,7 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 		x := lb.FrontendExtras{TopologyLevel: level}
 		if r != nil && r.Covers(params) {
 			if !redirectRead {
-				redirectCands, redirectRead = w.candidates(txn, r.To, ch.redirectCands[:0], &ch.key), true
+				redirectCands, redirectRead = w.candidates(txn, r.To, w.flushBackendAddrs(txn, ch, r.To), ch.redirectCands[:0], &ch.key), true
 				ch.redirectCands = redirectCands
 			}
 			x.Hidden = slices.Clone(refs)
@@ -419,11 +435,20 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	}
 }
 
-// candidates appends to cands the backends of a service, each with the
-// parameters of the highest-priority source that declares it for that
-// service, looking them up with buf.
-func (w *Writer) candidates(txn statedb.ReadTxn, name lb.ServiceName, cands []Candidate, buf *addrKeyBuf) []Candidate {
-	for _, addr := range w.backendAddrs(txn, name) {
+// flushBackendAddrs is backendAddrs in a flush, which keeps the rows it
+// reads.
+func (w *Writer) flushBackendAddrs(txn statedb.ReadTxn, ch *changes, name lb.ServiceName) []lb.L3n4Addr {
+	if s, found := w.flushService(txn, ch, name); found {
+		return s.BackendAddrs()
+	}
+	return w.orphanAddrs(txn, name)
+}
+
+// candidates appends to cands the backends of a service at addrs (its
+// backendAddrs), each with the parameters of the highest-priority source
+// that declares it for that service, looking them up with buf.
+func (w *Writer) candidates(txn statedb.ReadTxn, name lb.ServiceName, addrs []lb.L3n4Addr, cands []Candidate, buf *addrKeyBuf) []Candidate {
+	for _, addr := range addrs {
 		b, found := w.backendAt(txn, addr, buf)
 		if !found {
 			continue
