@@ -31,10 +31,10 @@ type changes struct {
 	instancesChanged map[lb.ServiceName]struct{}
 
 	// Scratch space of flush.
-	owners     map[lb.L3n4Addr]lb.ServiceName
+	owners     map[lb.L3n4Addr]decision
 	claimedBy  map[lb.L3n4Addr]claimants
 	svcs       map[lb.ServiceName]*lb.Service // service rows flush read or wrote; nil: none
-	addrList   []lb.L3n4Addr
+	gone       []*lb.Frontend                 // frontend rows no service claims any more
 	nameList   []lb.ServiceName
 	node       *lb.Node
 	nodeLooked bool
@@ -72,7 +72,7 @@ var changesPool = sync.Pool{New: func() any {
 		addrs:      map[lb.L3n4Addr]struct{}{},
 		contenders: map[lb.ServiceName]struct{}{},
 		backendsOf: map[lb.ServiceName]struct{}{},
-		owners:     map[lb.L3n4Addr]lb.ServiceName{},
+		owners:     map[lb.L3n4Addr]decision{},
 		claimedBy:  map[lb.L3n4Addr]claimants{},
 		svcs:       map[lb.ServiceName]*lb.Service{},
 
@@ -111,7 +111,8 @@ func (ch *changes) release() {
 	ch.batched = false
 	ch.forget()
 	ch.snapshot = nil
-	ch.addrList, ch.nameList, ch.mergedAddrs = ch.addrList[:0], ch.nameList[:0], ch.mergedAddrs[:0]
+	clear(ch.gone) // no table objects kept alive in the pool
+	ch.gone, ch.nameList, ch.mergedAddrs = ch.gone[:0], ch.nameList[:0], ch.mergedAddrs[:0]
 	ch.stale, ch.scratchAddrs = ch.stale[:0], ch.scratchAddrs[:0]
 	clear(ch.ownCands[:cap(ch.ownCands)]) // no table objects kept alive in the pool
 	clear(ch.redirectCands[:cap(ch.redirectCands)])
@@ -206,11 +207,8 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 			}
 		}
 	}
-	// Sorted, so that rows are written (and later numbered by the
-	// reconciler) in the same order every time.
-	ch.addrList = sortedKeys(ch.addrList, ch.addrs, lb.L3n4Addr.Compare)
-	conflicts := len(ch.addrList) > 0 && w.anyService(txn, &w.seenConflict, ServiceByConflict.QueryFromKey(nil))
-	for _, addr := range ch.addrList {
+	conflicts := len(ch.addrs) > 0 && w.anyService(txn, &w.seenConflict, ServiceByConflict.QueryFromKey(nil))
+	for addr := range ch.addrs {
 		var winner *lb.Service
 		cur, found := w.frontendAt(txn, addr, &ch.key)
 		if found {
@@ -228,13 +226,19 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		}
 		if winner == nil {
 			if found {
-				_, _, err := w.t.frontends.Delete(txn, cur)
-				ch.fail(err)
+				ch.gone = append(ch.gone, cur)
 			}
 			continue
 		}
-		ch.owners[addr] = winner.Name
+		ch.owners[addr] = decision{owner: winner.Name, row: cur}
 		ch.services[winner.Name] = struct{}{}
+	}
+	// Rows are deleted, and written, in order, so that the reconciler
+	// sees (and numbers) them in the same order every time.
+	slices.SortFunc(ch.gone, func(a, b *lb.Frontend) int { return a.Address.Compare(b.Address) })
+	for _, fe := range ch.gone {
+		_, _, err := w.t.frontends.Delete(txn, fe)
+		ch.fail(err)
 	}
 
 	ch.nameList = sortedKeys(ch.nameList, ch.services, lb.ServiceName.Compare)
@@ -245,6 +249,14 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		w.refreshConflicts(txn, ch, name)
 	}
 	return ch.err
+}
+
+// decision is who a flush decided owns an address, and the address's
+// frontend row when it decided (nil: none), which only the owner's
+// refreshService replaces.
+type decision struct {
+	owner lb.ServiceName
+	row   *lb.Frontend
 }
 
 // claimants are the services a flush found claiming one address: nearly
@@ -382,12 +394,14 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	}
 	w.trackTopology(txn, ch, name, policy.TopologyKeys, own)
 	for _, params := range policy.Frontends {
-		cur, found := w.frontendAt(txn, params.Address, &ch.key)
-		owner, decided := ch.owners[params.Address]
-		if !decided && found {
-			owner = cur.Service
+		d, decided := ch.owners[params.Address]
+		cur, found := d.row, d.row != nil
+		if !decided {
+			if cur, found = w.frontendAt(txn, params.Address, &ch.key); found {
+				d.owner = cur.Service
+			}
 		}
-		if owner != name {
+		if d.owner != name {
 			continue
 		}
 		refs, level := selectBackends(&ch.sel, params, policy, node, false, own)
@@ -489,7 +503,8 @@ func (w *Writer) refreshConflicts(txn statedb.WriteTxn, ch *changes, name lb.Ser
 	if p := svc.Policy(); p != nil {
 		for _, fe := range p.Frontends {
 			// An address decided in this flush has its row written by now.
-			owner, decided := ch.owners[fe.Address]
+			d, decided := ch.owners[fe.Address]
+			owner := d.owner
 			if !decided {
 				if cur, found := w.frontendAt(txn, fe.Address, &ch.key); found {
 					owner = cur.Service
