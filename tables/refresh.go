@@ -15,7 +15,8 @@ import (
 // so that the derived state (frontend rows, their backends, conflicts) is
 // refreshed once, at its end.
 type changes struct {
-	services   map[lb.ServiceName]struct{} // re-select these services' frontends
+	services   map[lb.ServiceName]struct{} // re-select these services' frontends (refresh)
+	order      []lb.ServiceName            // services' keys, in the order recorded
 	addrs      map[lb.L3n4Addr]struct{}    // re-decide who owns these addresses
 	contenders map[lb.ServiceName]struct{} // bring these services' conflicts up to date
 	backendsOf map[lb.ServiceName]struct{} // services whose backends changed
@@ -35,7 +36,6 @@ type changes struct {
 	claimedBy  map[lb.L3n4Addr]claimants
 	svcs       map[lb.ServiceName]*lb.Service // service rows flush read or wrote; nil: none
 	gone       []*lb.Frontend                 // frontend rows no service claims any more
-	nameList   []lb.ServiceName
 	node       *lb.Node
 	nodeLooked bool
 	// Candidates of the service refreshService is at, and of its
@@ -112,7 +112,7 @@ func (ch *changes) release() {
 	ch.forget()
 	ch.snapshot = nil
 	clear(ch.gone) // no table objects kept alive in the pool
-	ch.gone, ch.nameList, ch.mergedAddrs = ch.gone[:0], ch.nameList[:0], ch.mergedAddrs[:0]
+	ch.gone, ch.mergedAddrs, ch.order = ch.gone[:0], ch.mergedAddrs[:0], ch.order[:0]
 	ch.stale, ch.scratchAddrs = ch.stale[:0], ch.scratchAddrs[:0]
 	clear(ch.ownCands[:cap(ch.ownCands)]) // no table objects kept alive in the pool
 	clear(ch.redirectCands[:cap(ch.redirectCands)])
@@ -140,6 +140,15 @@ func (ch *changes) remember(name lb.ServiceName, s *lb.Service) {
 
 func (ch *changes) forget() {
 	ch.lastSet, ch.lastName, ch.lastSvc = false, lb.ServiceName{}, nil
+}
+
+// refresh records that a service's frontends are to be selected again.
+func (ch *changes) refresh(name lb.ServiceName) {
+	n := len(ch.services)
+	ch.services[name] = struct{}{}
+	if len(ch.services) > n {
+		ch.order = append(ch.order, name)
+	}
 }
 
 func (ch *changes) fail(err error) {
@@ -183,19 +192,17 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	if len(ch.backendsOf) > 0 && w.anyService(txn, &w.seenRedirect, ServiceByRedirectTarget.QueryFromKey(nil)) {
 		for name := range ch.backendsOf {
 			for s := range w.t.services.List(txn, ServiceByRedirectTarget.Query(name)) {
-				ch.services[s.Name] = struct{}{}
+				ch.refresh(s.Name)
 			}
 		}
 	}
 	// Services routed to one whose backends or declaration changed.
 	if len(ch.services) > 0 && w.anyService(txn, &w.seenRoute, ServiceByRouteTarget.QueryFromKey(nil)) {
-		ch.nameList = sortedKeys(ch.nameList[:0], ch.services, lb.ServiceName.Compare)
-		for _, name := range ch.nameList {
+		for _, name := range ch.order { // (those recorded before, not those it adds)
 			for s := range w.t.services.List(txn, ServiceByRouteTarget.Query(name)) {
-				ch.services[s.Name] = struct{}{}
+				ch.refresh(s.Name)
 			}
 		}
-		ch.nameList = ch.nameList[:0]
 	}
 	// The services this call changed, by the addresses they claim; with
 	// the row's owner and the services in conflict over an address, they
@@ -231,7 +238,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 			continue
 		}
 		ch.owners[addr] = decision{owner: winner.Name, row: cur}
-		ch.services[winner.Name] = struct{}{}
+		ch.refresh(winner.Name)
 	}
 	// Rows are deleted, and written, in order, so that the reconciler
 	// sees (and numbers) them in the same order every time.
@@ -241,8 +248,14 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		ch.fail(err)
 	}
 
-	ch.nameList = sortedKeys(ch.nameList, ch.services, lb.ServiceName.Compare)
-	for _, name := range ch.nameList {
+	// By name, so that rows are written (and later numbered by the
+	// reconciler) in the same order every time. A source that makes its
+	// calls in order of name (the Kubernetes reflector does) spares the
+	// sort.
+	if !slices.IsSortedFunc(ch.order, lb.ServiceName.Compare) {
+		slices.SortFunc(ch.order, lb.ServiceName.Compare)
+	}
+	for _, name := range ch.order {
 		w.refreshService(txn, ch, name)
 	}
 	for name := range ch.contenders {
@@ -528,13 +541,4 @@ func (w *Writer) refreshConflicts(txn statedb.WriteTxn, ch *changes, name lb.Ser
 	err := w.insertService(txn, ch, next)
 	ch.svcs[name] = next
 	ch.fail(err)
-}
-
-// sortedKeys sets buf to the keys of m in order.
-func sortedKeys[K comparable](buf []K, m map[K]struct{}, cmp func(K, K) int) []K {
-	for k := range m {
-		buf = append(buf, k)
-	}
-	slices.SortFunc(buf, cmp)
-	return buf
 }

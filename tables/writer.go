@@ -676,7 +676,7 @@ func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Ser
 			}
 		}
 	}
-	ch.services[next.Name] = struct{}{}
+	ch.refresh(next.Name)
 	ch.contenders[next.Name] = struct{}{}
 	if oldPolicy != nil && len(oldPolicy.TopologyKeys) > 0 {
 		if q := next.Policy(); q == nil || len(q.TopologyKeys) == 0 {
@@ -701,7 +701,7 @@ func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Ser
 // affects it and every service redirected to it.
 // (flush finds the services redirected to it).
 func (w *Writer) backendsChanged(ch *changes, name lb.ServiceName) {
-	ch.services[name] = struct{}{}
+	ch.refresh(name)
 	ch.backendsOf[name] = struct{}{}
 }
 
