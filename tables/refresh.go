@@ -35,7 +35,7 @@ type changes struct {
 	owners     map[lb.L3n4Addr]decision
 	claimedBy  map[lb.L3n4Addr]claimants
 	svcs       map[lb.ServiceName]*lb.Service // service rows flush read or wrote; nil: none
-	gone       []*lb.Frontend                 // frontend rows no service claims any more
+	gone       []goneRow                      // frontend rows no service claims any more
 	node       *lb.Node
 	nodeLooked bool
 	// Candidates of the service refreshService is at, and of its
@@ -233,7 +233,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		}
 		if winner == nil {
 			if found {
-				ch.gone = append(ch.gone, cur)
+				ch.gone = append(ch.gone, goneRow{addr, cur})
 			}
 			continue
 		}
@@ -242,9 +242,11 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	}
 	// Rows are deleted, and written, in order, so that the reconciler
 	// sees (and numbers) them in the same order every time.
-	slices.SortFunc(ch.gone, func(a, b *lb.Frontend) int { return a.Address.Compare(b.Address) })
-	for _, fe := range ch.gone {
-		_, _, err := w.t.frontends.Delete(txn, fe)
+	// (Sorted by the address in the list, not in the row: reading each
+	// row's memory in the sort cost as much as the sort.)
+	slices.SortFunc(ch.gone, func(a, b goneRow) int { return a.addr.Compare(b.addr) })
+	for _, d := range ch.gone {
+		_, _, err := w.t.frontends.Delete(txn, d.row)
 		ch.fail(err)
 	}
 
@@ -270,6 +272,12 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 type decision struct {
 	owner lb.ServiceName
 	row   *lb.Frontend
+}
+
+// goneRow is a frontend row a flush deletes, and its address.
+type goneRow struct {
+	addr lb.L3n4Addr
+	row  *lb.Frontend
 }
 
 // claimants are the services a flush found claiming one address: nearly
