@@ -15,8 +15,11 @@ import (
 // so that the derived state (frontend rows, their backends, conflicts) is
 // refreshed once, at its end.
 type changes struct {
-	services   map[lb.ServiceName]struct{} // re-select these services' frontends (refresh)
-	order      []lb.ServiceName            // services' keys, in the order recorded
+	// services are the services whose frontends flush selects again;
+	// order holds the same names, in the order they were recorded. Add
+	// them with refresh only: a name missing from order is not refreshed.
+	services   map[lb.ServiceName]struct{}
+	order      []lb.ServiceName
 	addrs      map[lb.L3n4Addr]struct{}    // re-decide who owns these addresses
 	contenders map[lb.ServiceName]struct{} // bring these services' conflicts up to date
 	backendsOf map[lb.ServiceName]struct{} // services whose backends changed
