@@ -95,7 +95,7 @@ func (w *Writer) setNodeInForce(txn statedb.WriteTxn, node lb.Node) error {
 		return w.end(txn, ch)
 	}
 	for svc := range w.t.services.All(txn) {
-		ch.services[svc.Name] = struct{}{}
+		ch.refresh(svc.Name)
 	}
 	return w.end(txn, ch)
 }

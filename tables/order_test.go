@@ -2,6 +2,7 @@ package tables
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/cilium/statedb"
@@ -116,5 +117,76 @@ func permute(xs []int, k int, fn func([]int)) {
 		xs[k], xs[i] = xs[i], xs[k]
 		permute(xs, k+1, fn)
 		xs[k], xs[i] = xs[i], xs[k]
+	}
+}
+
+// A Batch writes the frontend rows of the services it changed in order of
+// service name, whatever the order of its calls, and deletes the rows of
+// the addresses nobody claims any more in order of address: the
+// reconciler, which takes them in the order of their revisions, then
+// numbers them the same way every time.
+func TestBatchWritesFrontendsInOrder(t *testing.T) {
+	w := newTestWriter(t)
+	svc := func(i int) lb.ServiceParams {
+		p, _ := benchService(i, 0)
+		return p
+	}
+	// Names that do not sort as their numbers, nor as their addresses.
+	calls := []int{7, 3, 12, 0, 25, 9, 1, 100, 256}
+	byName := slices.Clone(calls)
+	slices.SortFunc(byName, func(a, b int) int { return svc(a).Name.Compare(svc(b).Name) })
+	byAddr := slices.Clone(calls)
+	slices.SortFunc(byAddr, func(a, b int) int { return svc(a).Frontends[0].Address.Compare(svc(b).Frontends[0].Address) })
+	if slices.Equal(byName, byAddr) || slices.Equal(byName, calls) {
+		t.Fatal("the test's calls are in order already")
+	}
+	of := func(fe *lb.Frontend) int {
+		return calls[slices.IndexFunc(calls, func(i int) bool { return svc(i).Name == fe.Service })]
+	}
+	batch := func(call func(txn statedb.WriteTxn, i int) error) statedb.ReadTxn {
+		t.Helper()
+		txn := w.WriteTxn()
+		err := w.Batch(txn, func() error {
+			for _, i := range calls {
+				if err := call(txn, i); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return txn.Commit()
+	}
+
+	rtxn := batch(func(txn statedb.WriteTxn, i int) error { return w.UpsertService(txn, svc(i)) })
+	var written []int
+	for fe := range w.Frontends().LowerBound(rtxn, statedb.ByRevision[*lb.Frontend](0)) {
+		written = append(written, of(fe))
+	}
+	if !slices.Equal(written, byName) {
+		t.Errorf("frontends written in the order of services %v, want %v (by name)", written, byName)
+	}
+
+	txn := w.WriteTxn()
+	changes, err := w.Frontends().Changes(txn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rtxn = txn.Commit()
+	seen, _ := changes.Next(rtxn)
+	for range seen { // the rows written so far
+	}
+	rtxn = batch(func(txn statedb.WriteTxn, i int) error { return w.DeleteService(txn, svc(i).Name, lb.SourceK8s) })
+	var deleted []int
+	next, _ := changes.Next(rtxn)
+	for c := range next {
+		if c.Deleted {
+			deleted = append(deleted, of(c.Object))
+		}
+	}
+	if !slices.Equal(deleted, byAddr) {
+		t.Errorf("frontends deleted in the order of services %v, want %v (by address)", deleted, byAddr)
 	}
 }

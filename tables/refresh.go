@@ -15,7 +15,11 @@ import (
 // so that the derived state (frontend rows, their backends, conflicts) is
 // refreshed once, at its end.
 type changes struct {
-	services   map[lb.ServiceName]struct{} // re-select these services' frontends
+	// services are the services whose frontends flush selects again;
+	// order holds the same names, in the order they were recorded. Add
+	// them with refresh only: a name missing from order is not refreshed.
+	services   map[lb.ServiceName]struct{}
+	order      []lb.ServiceName
 	addrs      map[lb.L3n4Addr]struct{}    // re-decide who owns these addresses
 	contenders map[lb.ServiceName]struct{} // bring these services' conflicts up to date
 	backendsOf map[lb.ServiceName]struct{} // services whose backends changed
@@ -31,11 +35,10 @@ type changes struct {
 	instancesChanged map[lb.ServiceName]struct{}
 
 	// Scratch space of flush.
-	owners     map[lb.L3n4Addr]lb.ServiceName
+	owners     map[lb.L3n4Addr]decision
 	claimedBy  map[lb.L3n4Addr]claimants
 	svcs       map[lb.ServiceName]*lb.Service // service rows flush read or wrote; nil: none
-	addrList   []lb.L3n4Addr
-	nameList   []lb.ServiceName
+	gone       []goneRow                      // frontend rows no service claims any more
 	node       *lb.Node
 	nodeLooked bool
 	// Candidates of the service refreshService is at, and of its
@@ -53,6 +56,11 @@ type changes struct {
 	// may change them in place instead of inserting a copy.
 	batched bool
 	fresh   map[*lb.Service]struct{}
+	// In a Batch, until flush: the service row the batch last read or
+	// wrote (Writer.service), lastSvc nil when it has none.
+	lastSet  bool
+	lastName lb.ServiceName
+	lastSvc  *lb.Service
 	// orphans are, in a Batch, the backend addresses kept aside for
 	// services without a row that the batch changed (none: nil), written
 	// to orphan-backends when it ends (see setOrphanAddrs).
@@ -67,7 +75,7 @@ var changesPool = sync.Pool{New: func() any {
 		addrs:      map[lb.L3n4Addr]struct{}{},
 		contenders: map[lb.ServiceName]struct{}{},
 		backendsOf: map[lb.ServiceName]struct{}{},
-		owners:     map[lb.L3n4Addr]lb.ServiceName{},
+		owners:     map[lb.L3n4Addr]decision{},
 		claimedBy:  map[lb.L3n4Addr]claimants{},
 		svcs:       map[lb.ServiceName]*lb.Service{},
 
@@ -104,8 +112,10 @@ func (ch *changes) release() {
 	clear(ch.fresh)
 	clear(ch.orphans)
 	ch.batched = false
+	ch.forget()
 	ch.snapshot = nil
-	ch.addrList, ch.nameList, ch.mergedAddrs = ch.addrList[:0], ch.nameList[:0], ch.mergedAddrs[:0]
+	clear(ch.gone) // no table objects kept alive in the pool
+	ch.gone, ch.mergedAddrs, ch.order = ch.gone[:0], ch.mergedAddrs[:0], ch.order[:0]
 	ch.stale, ch.scratchAddrs = ch.stale[:0], ch.scratchAddrs[:0]
 	clear(ch.ownCands[:cap(ch.ownCands)]) // no table objects kept alive in the pool
 	clear(ch.redirectCands[:cap(ch.redirectCands)])
@@ -124,6 +134,24 @@ func (ch *changes) backendsView(txn statedb.ReadTxn, name lb.ServiceName) stated
 		return ch.snapshot
 	}
 	return txn
+}
+
+// remember keeps the row of a service (nil: none) as the batch's last.
+func (ch *changes) remember(name lb.ServiceName, s *lb.Service) {
+	ch.lastSet, ch.lastName, ch.lastSvc = true, name, s
+}
+
+func (ch *changes) forget() {
+	ch.lastSet, ch.lastName, ch.lastSvc = false, lb.ServiceName{}, nil
+}
+
+// refresh records that a service's frontends are to be selected again.
+func (ch *changes) refresh(name lb.ServiceName) {
+	n := len(ch.services)
+	ch.services[name] = struct{}{}
+	if len(ch.services) > n {
+		ch.order = append(ch.order, name)
+	}
 }
 
 func (ch *changes) fail(err error) {
@@ -158,6 +186,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		return ch.err
 	}
 	ch.batched = false // from here on, writes are not deferred
+	ch.forget()        // (and flush keeps the rows it reads in svcs)
 	for name, addrs := range ch.orphans {
 		w.writeOrphans(txn, ch, name, addrs)
 	}
@@ -166,19 +195,17 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	if len(ch.backendsOf) > 0 && w.anyService(txn, &w.seenRedirect, ServiceByRedirectTarget.QueryFromKey(nil)) {
 		for name := range ch.backendsOf {
 			for s := range w.t.services.List(txn, ServiceByRedirectTarget.Query(name)) {
-				ch.services[s.Name] = struct{}{}
+				ch.refresh(s.Name)
 			}
 		}
 	}
 	// Services routed to one whose backends or declaration changed.
 	if len(ch.services) > 0 && w.anyService(txn, &w.seenRoute, ServiceByRouteTarget.QueryFromKey(nil)) {
-		ch.nameList = sortedKeys(ch.nameList[:0], ch.services, lb.ServiceName.Compare)
-		for _, name := range ch.nameList {
+		for _, name := range ch.order { // (those recorded before, not those it adds)
 			for s := range w.t.services.List(txn, ServiceByRouteTarget.Query(name)) {
-				ch.services[s.Name] = struct{}{}
+				ch.refresh(s.Name)
 			}
 		}
-		ch.nameList = ch.nameList[:0]
 	}
 	// The services this call changed, by the addresses they claim; with
 	// the row's owner and the services in conflict over an address, they
@@ -190,11 +217,8 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 			}
 		}
 	}
-	// Sorted, so that rows are written (and later numbered by the
-	// reconciler) in the same order every time.
-	ch.addrList = sortedKeys(ch.addrList, ch.addrs, lb.L3n4Addr.Compare)
-	conflicts := len(ch.addrList) > 0 && w.anyService(txn, &w.seenConflict, ServiceByConflict.QueryFromKey(nil))
-	for _, addr := range ch.addrList {
+	conflicts := len(ch.addrs) > 0 && w.anyService(txn, &w.seenConflict, ServiceByConflict.QueryFromKey(nil))
+	for addr := range ch.addrs {
 		var winner *lb.Service
 		cur, found := w.frontendAt(txn, addr, &ch.key)
 		if found {
@@ -212,23 +236,51 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		}
 		if winner == nil {
 			if found {
-				_, _, err := w.t.frontends.Delete(txn, cur)
-				ch.fail(err)
+				ch.gone = append(ch.gone, goneRow{addr, cur})
 			}
 			continue
 		}
-		ch.owners[addr] = winner.Name
-		ch.services[winner.Name] = struct{}{}
+		ch.owners[addr] = decision{owner: winner.Name, row: cur}
+		ch.refresh(winner.Name)
+	}
+	// Rows are deleted, and written, in order, so that the reconciler
+	// sees (and numbers) them in the same order every time.
+	// (Sorted by the address in the list, not in the row: reading each
+	// row's memory in the sort cost as much as the sort.)
+	slices.SortFunc(ch.gone, func(a, b goneRow) int { return a.addr.Compare(b.addr) })
+	for _, d := range ch.gone {
+		_, _, err := w.t.frontends.Delete(txn, d.row)
+		ch.fail(err)
 	}
 
-	ch.nameList = sortedKeys(ch.nameList, ch.services, lb.ServiceName.Compare)
-	for _, name := range ch.nameList {
+	// By name, so that rows are written (and later numbered by the
+	// reconciler) in the same order every time. A source that makes its
+	// calls in order of name (the Kubernetes reflector does) spares the
+	// sort.
+	if !slices.IsSortedFunc(ch.order, lb.ServiceName.Compare) {
+		slices.SortFunc(ch.order, lb.ServiceName.Compare)
+	}
+	for _, name := range ch.order {
 		w.refreshService(txn, ch, name)
 	}
 	for name := range ch.contenders {
 		w.refreshConflicts(txn, ch, name)
 	}
 	return ch.err
+}
+
+// decision is who a flush decided owns an address, and the address's
+// frontend row when it decided (nil: none), which only the owner's
+// refreshService replaces.
+type decision struct {
+	owner lb.ServiceName
+	row   *lb.Frontend
+}
+
+// goneRow is a frontend row a flush deletes, and its address.
+type goneRow struct {
+	addr lb.L3n4Addr
+	row  *lb.Frontend
 }
 
 // claimants are the services a flush found claiming one address: nearly
@@ -357,7 +409,7 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	// backends it would have without the redirect are kept (Hidden).
 	var own, redirectCands []Candidate
 	var redirectRead bool
-	own = w.candidates(txn, name, ch.ownCands[:0], &ch.key)
+	own = w.candidates(txn, name, svc.BackendAddrs(), ch.ownCands[:0], &ch.key)
 	ch.ownCands = own
 	// Routes' candidates, by backend service, read on a route's first use.
 	var routeCands map[lb.ServiceName][]Candidate
@@ -366,19 +418,21 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	}
 	w.trackTopology(txn, ch, name, policy.TopologyKeys, own)
 	for _, params := range policy.Frontends {
-		cur, found := w.frontendAt(txn, params.Address, &ch.key)
-		owner, decided := ch.owners[params.Address]
-		if !decided && found {
-			owner = cur.Service
+		d, decided := ch.owners[params.Address]
+		cur, found := d.row, d.row != nil
+		if !decided {
+			if cur, found = w.frontendAt(txn, params.Address, &ch.key); found {
+				d.owner = cur.Service
+			}
 		}
-		if owner != name {
+		if d.owner != name {
 			continue
 		}
 		refs, level := selectBackends(&ch.sel, params, policy, node, false, own)
 		x := lb.FrontendExtras{TopologyLevel: level}
 		if r != nil && r.Covers(params) {
 			if !redirectRead {
-				redirectCands, redirectRead = w.candidates(txn, r.To, ch.redirectCands[:0], &ch.key), true
+				redirectCands, redirectRead = w.candidates(txn, r.To, w.flushBackendAddrs(txn, ch, r.To), ch.redirectCands[:0], &ch.key), true
 				ch.redirectCands = redirectCands
 			}
 			x.Hidden = slices.Clone(refs)
@@ -419,11 +473,20 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	}
 }
 
-// candidates appends to cands the backends of a service, each with the
-// parameters of the highest-priority source that declares it for that
-// service, looking them up with buf.
-func (w *Writer) candidates(txn statedb.ReadTxn, name lb.ServiceName, cands []Candidate, buf *addrKeyBuf) []Candidate {
-	for _, addr := range w.backendAddrs(txn, name) {
+// flushBackendAddrs is backendAddrs in a flush, which keeps the rows it
+// reads.
+func (w *Writer) flushBackendAddrs(txn statedb.ReadTxn, ch *changes, name lb.ServiceName) []lb.L3n4Addr {
+	if s, found := w.flushService(txn, ch, name); found {
+		return s.BackendAddrs()
+	}
+	return w.orphanAddrs(txn, name)
+}
+
+// candidates appends to cands the backends of a service at addrs (its
+// backendAddrs), each with the parameters of the highest-priority source
+// that declares it for that service, looking them up with buf.
+func (w *Writer) candidates(txn statedb.ReadTxn, name lb.ServiceName, addrs []lb.L3n4Addr, cands []Candidate, buf *addrKeyBuf) []Candidate {
+	for _, addr := range addrs {
 		b, found := w.backendAt(txn, addr, buf)
 		if !found {
 			continue
@@ -464,7 +527,8 @@ func (w *Writer) refreshConflicts(txn statedb.WriteTxn, ch *changes, name lb.Ser
 	if p := svc.Policy(); p != nil {
 		for _, fe := range p.Frontends {
 			// An address decided in this flush has its row written by now.
-			owner, decided := ch.owners[fe.Address]
+			d, decided := ch.owners[fe.Address]
+			owner := d.owner
 			if !decided {
 				if cur, found := w.frontendAt(txn, fe.Address, &ch.key); found {
 					owner = cur.Service
@@ -488,13 +552,4 @@ func (w *Writer) refreshConflicts(txn statedb.WriteTxn, ch *changes, name lb.Ser
 	err := w.insertService(txn, ch, next)
 	ch.svcs[name] = next
 	ch.fail(err)
-}
-
-// sortedKeys sets buf to the keys of m in order.
-func sortedKeys[K comparable](buf []K, m map[K]struct{}, cmp func(K, K) int) []K {
-	for k := range m {
-		buf = append(buf, k)
-	}
-	slices.SortFunc(buf, cmp)
-	return buf
 }

@@ -47,7 +47,7 @@ func (w *Writer) routeBackends(txn statedb.ReadTxn, svc *lb.Service, fe lb.Front
 		if ok {
 			c, read := cands[rb.Service]
 			if !read {
-				c = w.candidates(txn, rb.Service, nil, new(addrKeyBuf))
+				c = w.candidates(txn, rb.Service, w.backendAddrs(txn, rb.Service), nil, new(addrKeyBuf))
 				cands[rb.Service] = c
 			}
 			sel := lb.FrontendParams{Address: fe.Address, Type: fe.Type, PortName: portName}

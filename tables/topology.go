@@ -109,7 +109,7 @@ func (w *Writer) nodeChanged(txn statedb.WriteTxn, name string, changed func(key
 	ch := w.begin(txn)
 	for t := range w.t.topology.List(txn, TopologyServiceByNode.Query(name)) {
 		if dependsOn(t.Keys, changed) {
-			ch.services[t.Name] = struct{}{}
+			ch.refresh(t.Name)
 		}
 	}
 	return w.end(txn, ch)
@@ -125,7 +125,7 @@ func (w *Writer) localLabelsChanged(ch *changes, txn statedb.ReadTxn, before, af
 	}
 	for t := range w.t.topology.All(txn) {
 		if dependsOn(t.Keys, changed) {
-			ch.services[t.Name] = struct{}{}
+			ch.refresh(t.Name)
 		}
 	}
 }

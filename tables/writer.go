@@ -560,7 +560,25 @@ func validateBackends(name lb.ServiceName, src lb.Source, backends []lb.BackendP
 	return nil
 }
 
+// service returns the row of a service. In a Batch's transaction, the
+// row the batch last read or wrote is remembered: a source's calls for one
+// service (its declaration, then its backends) each read the row, and one
+// lookup serves them all.
 func (w *Writer) service(txn statedb.ReadTxn, name lb.ServiceName) (*lb.Service, bool) {
+	b := w.batch.Load()
+	if b == nil || statedb.ReadTxn(b.txn) != txn {
+		return w.lookupService(txn, name)
+	}
+	ch := b.ch
+	if ch.lastSet && ch.lastName == name {
+		return ch.lastSvc, ch.lastSvc != nil
+	}
+	s, found := w.lookupService(txn, name)
+	ch.remember(name, s)
+	return s, found
+}
+
+func (w *Writer) lookupService(txn statedb.ReadTxn, name lb.ServiceName) (*lb.Service, bool) {
 	s, _, found := w.t.services.Get(txn, ServiceByName.Query(name))
 	return s, found
 }
@@ -658,7 +676,7 @@ func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Ser
 			}
 		}
 	}
-	ch.services[next.Name] = struct{}{}
+	ch.refresh(next.Name)
 	ch.contenders[next.Name] = struct{}{}
 	if oldPolicy != nil && len(oldPolicy.TopologyKeys) > 0 {
 		if q := next.Policy(); q == nil || len(q.TopologyKeys) == 0 {
@@ -670,6 +688,9 @@ func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Ser
 		if old != nil {
 			_, _, err := w.t.services.Delete(txn, old)
 			ch.fail(err)
+			if ch.batched {
+				ch.remember(old.Name, nil)
+			}
 		}
 		return
 	}
@@ -680,7 +701,7 @@ func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Ser
 // affects it and every service redirected to it.
 // (flush finds the services redirected to it).
 func (w *Writer) backendsChanged(ch *changes, name lb.ServiceName) {
-	ch.services[name] = struct{}{}
+	ch.refresh(name)
 	ch.backendsOf[name] = struct{}{}
 }
 
@@ -703,6 +724,7 @@ func (w *Writer) anyService(txn statedb.ReadTxn, seen *atomic.Bool, q statedb.Qu
 func (w *Writer) insertService(txn statedb.WriteTxn, ch *changes, s *lb.Service) error {
 	if ch.batched {
 		ch.fresh[s] = struct{}{}
+		ch.remember(s.Name, s)
 	}
 	if len(s.Redirects()) > 0 {
 		w.seenRedirect.Store(true)

@@ -69,7 +69,12 @@ type ServiceOptions struct {
 // An error names the Service and the field that is wrong, and means
 // nothing of the Service should be declared.
 func ConvertService(svc *corev1.Service, opts ServiceOptions) (params lb.ServiceParams, ok bool, unknown []UnknownValue, err error) {
-	name := lb.NewServiceName(svc.Namespace, svc.Name)
+	return convertService(svc, opts, lb.NewServiceName(svc.Namespace, svc.Name))
+}
+
+// convertService is ConvertService of a Service whose name the caller
+// has made already (the reflector keeps one per service).
+func convertService(svc *corev1.Service, opts ServiceOptions, name lb.ServiceName) (params lb.ServiceParams, ok bool, unknown []UnknownValue, err error) {
 	fail := func(field string, err error) (lb.ServiceParams, bool, []UnknownValue, error) {
 		return lb.ServiceParams{}, false, nil, fmt.Errorf("service %s: %s: %w", name, field, err)
 	}
@@ -83,7 +88,7 @@ func ConvertService(svc *corev1.Service, opts ServiceOptions) (params lb.Service
 	if src == 0 {
 		src = lb.SourceK8s
 	}
-	u := &unknownValues{object: "service " + name.String()}
+	u := &unknownValues{service: name}
 	params = lb.ServiceParams{
 		Name:                name,
 		Source:              src,

@@ -25,8 +25,8 @@ const (
 // annotations ask for (ok is false when they ask for none). An error
 // names the Service and the annotation that is wrong.
 func ConvertProxyRedirect(svc *corev1.Service, src lb.Source) (pr lb.ProxyRedirect, ok bool, err error) {
-	name := lb.NewServiceName(svc.Namespace, svc.Name)
 	fail := func(annotation string, err error) (lb.ProxyRedirect, bool, error) {
+		name := lb.NewServiceName(svc.Namespace, svc.Name) // only now: most Services ask for none
 		return lb.ProxyRedirect{}, false, fmt.Errorf("service %s: annotation %s: %w", name, annotation, err)
 	}
 	port, hasPort := svc.Annotations[AnnotationProxyPort]

@@ -421,9 +421,9 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 // it). A Service that does not convert leaves its previous declaration.
 func (r *Reflector) prepareService(call func(func(statedb.WriteTxn)), e *serviceEntry, node lb.Node) {
 	name, svc := e.name, e.svc
-	params, ok, unknown, err := ConvertService(svc, ServiceOptions{
+	params, ok, unknown, err := convertService(svc, ServiceOptions{
 		Node: node, LoadBalancerClasses: r.cfg.K8sLoadBalancerClasses, Source: r.as, NodePortRange: r.nodePorts,
-	})
+	}, name) // the name the other rows share
 	r.logUnknown(name, unknown)
 	var (
 		proxy      lb.ProxyRedirect
@@ -444,7 +444,6 @@ func (r *Reflector) prepareService(call func(func(statedb.WriteTxn)), e *service
 			r.check(r.w.ClearProxyRedirect(txn, name, r.as), name.String())
 		})
 	default:
-		params.Name = name // the same name, in the string the other rows share
 		params.TopologyKeys = r.topologyKeys(name, svc)
 		call(func(txn statedb.WriteTxn) {
 			r.check(r.w.UpsertService(txn, params), name.String())

@@ -36,8 +36,8 @@ func (u UnknownValue) Error() string {
 // unknownValues collects the unknown values of one object's evolving
 // fields.
 type unknownValues struct {
-	object string
-	list   []UnknownValue
+	service lb.ServiceName // the object, named only when a value is unknown
+	list    []UnknownValue
 }
 
 // oneOf returns value if it is one of known, or else records it as
@@ -51,7 +51,7 @@ func (u *unknownValues) oneOf(field, value, def string, known ...string) string 
 }
 
 func (u *unknownValues) add(field, value, def string) {
-	u.list = append(u.list, UnknownValue{Object: u.object, Field: field, Value: value, Default: def})
+	u.list = append(u.list, UnknownValue{Object: "service " + u.service.String(), Field: field, Value: value, Default: def})
 }
 
 // logUnknown logs and counts (Source.Unknown) the unknown values of a
