@@ -57,12 +57,13 @@
 //
 // # Preallocation
 //
-// lb_services, lb_backends, lb_rev_nat and lb_src_range are created with
-// BPF_F_NO_PREALLOC: their capacities are sized for the largest cluster
-// but memory is taken per entry, on insert. The price is that an insert
-// can fail with ENOMEM under memory pressure, below capacity; that is not
-// ErrMapFull. LPM tries require the flag; LRU maps refuse it, so
-// lb_affinity takes its whole capacity up front.
+// lb_services and lb_src_range are created with BPF_F_NO_PREALLOC: their
+// capacities are sized for the largest cluster but memory is taken per
+// entry, on insert. The price is that an insert can fail with ENOMEM
+// under memory pressure, below capacity; that is not ErrMapFull. LPM
+// tries require the flag; LRU maps refuse it, so lb_affinity takes its
+// whole capacity up front, as the arrays lb_backends and lb_rev_nat (dense
+// ID maps, see slotted.go) and lb_id_marks do.
 //
 // # Full maps and LRU eviction
 //
