@@ -65,13 +65,6 @@ func (w *Writer) backendsAt(txn statedb.ReadTxn, addrs []lb.L3n4Addr, buf *addrK
 	}
 }
 
-// addrKeyBuf holds the index key of an address for a lookup (Get: an
-// iterator would keep the key while the buffer is reused), so that the
-// lookup allocates none.
-type addrKeyBuf [lb.L3n4AddrKeyLen]byte
-
-func (b *addrKeyBuf) key(a lb.L3n4Addr) index.Key { return a.AppendKey(b[:0]) }
-
 // backendAt and frontendAt look the row at an address up.
 func (w *Writer) backendAt(txn statedb.ReadTxn, addr lb.L3n4Addr, buf *addrKeyBuf) (*lb.Backend, bool) {
 	b, _, found := w.t.backends.Get(txn, BackendByAddress.QueryFromKey(buf.key(addr)))

@@ -1,6 +1,8 @@
 package tables
 
 import (
+	"slices"
+
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/index"
 
@@ -30,7 +32,28 @@ func serviceNameFromString(s string) (index.Key, error) {
 	return serviceNameKey(n), nil
 }
 
-func addrKey(a lb.L3n4Addr) index.Key { return a.Key() }
+// addrKey is the index key of frontends and backends: lb.L3n4Addr's Key
+// without the 12 bytes that map an IPv4 address into IPv6. It sorts as Key
+// does (the family byte comes first, and every IPv4 key had those bytes),
+// and the indexes keep it: 9 bytes fit a 16-byte allocation where Key's 21
+// take 24, for two keys per service.
+func addrKey(a lb.L3n4Addr) index.Key {
+	var buf addrKeyBuf
+	return slices.Clone(buf.key(a))
+}
+
+// addrKeyBuf holds the index key of an address (addrKey), for a lookup
+// that allocates none (Get: an iterator would keep the key while the
+// buffer is reused).
+type addrKeyBuf [lb.L3n4AddrKeyLen]byte
+
+func (b *addrKeyBuf) key(a lb.L3n4Addr) index.Key {
+	k := a.AppendKey(b[:0])
+	if a.Addr().Is4() {
+		k = append(k[:1], k[13:]...) // the family byte, then after ::ffff:
+	}
+	return k
+}
 
 func addrFromString(s string) (index.Key, error) {
 	a, err := lb.ParseL3n4Addr(s)
