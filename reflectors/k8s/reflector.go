@@ -50,8 +50,10 @@ type Reflector struct {
 	stop    func()
 
 	// Owned by the loop.
-	// services holds each service that has a Service or slices.
-	services  map[lb.ServiceName]serviceEntry
+	// services holds each service that has a Service or slices, by its
+	// name's text: a 16-byte key (the entry holds the name itself) where an
+	// lb.ServiceName takes 24, for a 64-byte map slot instead of 72.
+	services  map[string]serviceEntry
 	batch     batchState // what the batch being prepared changed
 	nServices int        // entries with a Service
 	// slices holds the service of each slice that is not the service
@@ -114,7 +116,7 @@ func NewReflector(cfg Config, src *reflectors.Source, as lb.Source) (*Reflector,
 		events:        make(chan event, 4096),
 		stopped:       stopped,
 		stop:          sync.OnceFunc(func() { close(stopped) }),
-		services:      map[lb.ServiceName]serviceEntry{},
+		services:      map[string]serviceEntry{},
 		batch:         batchState{index: map[lb.ServiceName]int{}},
 		slices:        map[sliceKey]lb.ServiceName{},
 		pods:          map[sliceKey]*corev1.Pod{},
@@ -351,9 +353,9 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			}
 			r.node = obj
 			r.setNode(call)
-			for name, e := range r.services { // NodePort frontends follow the node's addresses
+			for _, e := range r.services { // NodePort frontends follow the node's addresses
 				if e.svc != nil {
-					r.touch(name).declare = true
+					r.touch(e.name).declare = true
 				}
 			}
 			for _, pod := range r.pods { // and so do HostPort frontends
@@ -462,8 +464,8 @@ func (r *Reflector) prepareService(call func(func(statedb.WriteTxn)), e *service
 // (its body was retried) has not seen those objects deleted.
 func (r *Reflector) known() map[lb.ServiceName]struct{} {
 	known := make(map[lb.ServiceName]struct{}, len(r.services)+len(r.pods))
-	for name := range r.services {
-		known[name] = struct{}{}
+	for _, e := range r.services {
+		known[e.name] = struct{}{}
 	}
 	for _, pod := range r.pods {
 		known[HostPortServiceName(pod)] = struct{}{}

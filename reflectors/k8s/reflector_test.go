@@ -110,12 +110,12 @@ func TestReflectorForgetsDeletedSlices(t *testing.T) {
 	}
 	a1, a2, moved := slice("a-2", "a", "10.0.0.2"), slice("a-1", "a", "10.0.0.1"), slice("a-2", "b", "10.0.0.2")
 	r.apply([]event{{obj: a1}, {obj: a2}})
-	a := r.services[lb.NewServiceName("ns", "a")]
+	a := r.services["ns/a"]
 	if got := slices.Collect(a.slices()); len(got) != 2 || got[0].Name != "a-1" || got[1].Name != "a-2" {
 		t.Fatalf("service a: slices %v, want a-1 and a-2 in order", got)
 	}
 	r.apply([]event{{obj: moved}})
-	a, b := r.services[lb.NewServiceName("ns", "a")], r.services[lb.NewServiceName("ns", "b")]
+	a, b := r.services["ns/a"], r.services["ns/b"]
 	if len(slices.Collect(a.slices())) != 1 || len(slices.Collect(b.slices())) != 1 {
 		t.Fatalf("after a-2 moved to b: %v", r.services)
 	}
@@ -215,7 +215,7 @@ func TestBackendsOfMergesSlices(t *testing.T) {
 		// a: 0..n-1 terminating; b: n/2..n+n/2-1 ready. The overlap is
 		// ready.
 		r.apply([]event{{obj: slice("a", &no, &yes, 0, n-1)}, {obj: slice("b", &yes, &no, n/2, n+n/2-1)}})
-		e := r.services[lb.NewServiceName("ns", "svc")]
+		e := r.services["ns/svc"]
 		got := r.backendsOf(&e)
 		if len(got) != n+n/2 {
 			t.Fatalf("n=%d: %d backends, want %d", n, len(got), n+n/2)

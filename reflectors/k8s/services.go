@@ -14,9 +14,9 @@ import (
 // serviceEntry is what the reflector holds of one service: its Service,
 // if any, and its slices, if any.
 type serviceEntry struct {
-	// name is the entry's key. Every name the reflector hands the Writer
-	// for the service is this one, so that the tables' rows share one
-	// string.
+	// name is the entry's key (r.services is keyed by its text). Every
+	// name the reflector hands the Writer for the service is this one, so
+	// that the tables' rows share one string.
 	name lb.ServiceName
 	svc  *corev1.Service
 	// The slices by name: the first inline (most services have one), the
@@ -139,7 +139,7 @@ func (r *Reflector) touch(name lb.ServiceName) *change {
 	if i, ok := b.index[name]; ok {
 		return &b.changes[i]
 	}
-	e, ok := r.services[name]
+	e, ok := r.services[name.String()]
 	if !ok {
 		e.name = name
 	}
@@ -160,9 +160,9 @@ func (r *Reflector) endBatch() []change {
 		}
 		e := &c.e
 		if e.svc == nil && e.first == nil {
-			delete(r.services, e.name)
+			delete(r.services, e.name.String())
 		} else {
-			r.services[e.name] = *e
+			r.services[e.name.String()] = *e
 		}
 	}
 	slices.SortFunc(b.changes, func(a, b change) int { return a.e.name.Compare(b.e.name) })
