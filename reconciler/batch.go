@@ -561,7 +561,7 @@ func (o *ops) writeSlots(tasks []task) {
 			vals = append(vals, bpf.ServiceValue{BackendID: id, RevNatID: j.st.id})
 		}
 		if len(keys) > n {
-			o.setSlots(j.st, max(j.st.slots, len(j.slotIDs)))
+			o.setSlots(j.st, max(int(j.st.slots), len(j.slotIDs)))
 			j.in |= inSlots
 		}
 	}
@@ -640,11 +640,11 @@ func (o *ops) deleteSurplusSlots(tasks []task, keep func(*task) int) {
 	keys := take(&o.scratch.keys)
 	defer func() { giveBack(&o.scratch.keys, keys) }()
 	for j := range live(tasks) {
-		if j.st == nil || j.st.slots <= keep(j) {
+		if j.st == nil || int(j.st.slots) <= keep(j) {
 			continue
 		}
 		j.keepSlots = keep(j)
-		for slot := j.keepSlots + 1; slot <= j.st.slots; slot++ {
+		for slot := j.keepSlots + 1; slot <= int(j.st.slots); slot++ {
 			keys = append(keys, bpf.NewServiceKey(j.fe.Address, uint16(slot)))
 		}
 		j.in |= inSurplus

@@ -211,7 +211,7 @@ func (o *ops) pruneServices() error {
 	var stale []bpf.ServiceKey
 	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
 		st := o.frontend(keyOf(k.L3n4Addr()))
-		if st == nil || int(k.Slot) > st.slots {
+		if st == nil || k.Slot > st.slots {
 			stale = append(stale, k)
 		}
 		return true
@@ -316,7 +316,7 @@ func (o *ops) restoreFrontends() (map[*frontendState][]uint32, error) {
 		} else {
 			slotBackends[st] = append(slotBackends[st], v.BackendID)
 		}
-		st.slots = max(st.slots, int(k.Slot))
+		st.slots = max(st.slots, k.Slot)
 		return true
 	})
 	return slotBackends, err

@@ -155,8 +155,8 @@ func (o *ops) use(m roomMap, delta int) {
 // it.
 
 func (o *ops) setSlots(st *frontendState, n int) {
-	o.use(roomServices, n-st.slots)
-	st.slots = n
+	o.use(roomServices, n-int(st.slots))
+	st.slots = uint16(n)
 }
 
 // setMay sets flag, which says whether an entry of map m may exist,
@@ -205,7 +205,7 @@ func (o *ops) need(j *task, counted map[lb.L3n4Addr]bool) entries {
 func needOwn(j *task) entries {
 	var n entries
 	st := j.st
-	n[roomServices] = max(0, j.slotCount-st.slots)
+	n[roomServices] = max(0, j.slotCount-int(st.slots))
 	if !st.hasMaster {
 		n[roomServices]++
 	}

@@ -12,12 +12,11 @@ import (
 // in ops.feStates (arena.go). What most frontends have one of (a backend,
 // a slot) is kept inline; more, and what few have, is behind more.
 type frontendState struct {
-	// (Fields ordered so that the struct packs into 56 bytes.)
+	// (Fields ordered so that the struct packs into 48 bytes.)
 	more *frontendMore // nil for most
 	// Known contents, nil or zero when unknown (after a failure, or for a
 	// restored frontend): master is slot 0, if masterWritten.
 	master masterFields
-	slots  int // slots 1..slots may exist
 	id     uint32
 	// written is the known backend IDs of slots 1..nWritten: written1
 	// holds slot 1's when nWritten is 1, more.written them all when it is
@@ -30,6 +29,9 @@ type frontendState struct {
 	// update is under way, the old and the new; they are released only
 	// once nothing names them.
 	backend1 [1]uint32
+	// slots 1..slots may exist: a slot number is 16 bits in the map's key
+	// (maxSlots).
+	slots uint16
 
 	masterWritten, revNatWritten bool // lb_services slot 0, lb_rev_nat entry
 	// hasMaster says that a master entry may exist (the frontend may be in
