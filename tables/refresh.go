@@ -37,7 +37,11 @@ type changes struct {
 	// Scratch space of flush.
 	owners     map[lb.L3n4Addr]decision
 	claimedBy  map[lb.L3n4Addr]claimants
-	svcs       map[lb.ServiceName]*lb.Service // service rows flush read or wrote; nil: none
+	// svcs are the service rows the batch (or flush) read or wrote, by
+	// name (nil: none): kept from the batch into its flush, which reads
+	// the row of every service the batch changed, and finds them here
+	// instead of looking each up again.
+	svcs map[lb.ServiceName]*lb.Service
 	gone       []goneRow                      // frontend rows no service claims any more
 	node       *lb.Node
 	nodeLooked bool
@@ -57,7 +61,9 @@ type changes struct {
 	batched bool
 	fresh   map[*lb.Service]struct{}
 	// In a Batch, until flush: the service row the batch last read or
-	// wrote (Writer.service), lastSvc nil when it has none.
+	// wrote (Writer.service), lastSvc nil when it has none; it is in
+	// svcs too, but a source's calls for one service read it several
+	// times in a row, and a comparison of names is cheaper than a map.
 	lastSet  bool
 	lastName lb.ServiceName
 	lastSvc  *lb.Service
@@ -136,9 +142,11 @@ func (ch *changes) backendsView(txn statedb.ReadTxn, name lb.ServiceName) stated
 	return txn
 }
 
-// remember keeps the row of a service (nil: none) as the batch's last.
+// remember keeps the row of a service (nil: none) as the batch's last,
+// and in svcs.
 func (ch *changes) remember(name lb.ServiceName, s *lb.Service) {
 	ch.lastSet, ch.lastName, ch.lastSvc = true, name, s
+	ch.svcs[name] = s
 }
 
 func (ch *changes) forget() {
@@ -186,7 +194,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		return ch.err
 	}
 	ch.batched = false // from here on, writes are not deferred
-	ch.forget()        // (and flush keeps the rows it reads in svcs)
+	ch.forget()        // (flush keeps the rows it reads in svcs, as the batch did)
 	for name, addrs := range ch.orphans {
 		w.writeOrphans(txn, ch, name, addrs)
 	}

@@ -561,9 +561,9 @@ func validateBackends(name lb.ServiceName, src lb.Source, backends []lb.BackendP
 }
 
 // service returns the row of a service. In a Batch's transaction, the
-// row the batch last read or wrote is remembered: a source's calls for one
-// service (its declaration, then its backends) each read the row, and one
-// lookup serves them all.
+// rows the batch read or wrote are remembered: a source's calls for one
+// service (its declaration, then its backends) each read the row, and so
+// does the batch's flush; one lookup serves them all.
 func (w *Writer) service(txn statedb.ReadTxn, name lb.ServiceName) (*lb.Service, bool) {
 	b := w.batch.Load()
 	if b == nil || statedb.ReadTxn(b.txn) != txn {
@@ -573,9 +573,12 @@ func (w *Writer) service(txn statedb.ReadTxn, name lb.ServiceName) (*lb.Service,
 	if ch.lastSet && ch.lastName == name {
 		return ch.lastSvc, ch.lastSvc != nil
 	}
-	s, found := w.lookupService(txn, name)
+	s, ok := ch.svcs[name]
+	if !ok {
+		s, _ = w.lookupService(txn, name)
+	}
 	ch.remember(name, s)
-	return s, found
+	return s, s != nil
 }
 
 func (w *Writer) lookupService(txn statedb.ReadTxn, name lb.ServiceName) (*lb.Service, bool) {
