@@ -25,24 +25,15 @@ type changes struct {
 	backendsOf map[lb.ServiceName]struct{} // services whose backends changed
 	err        error
 
-	// In a Batch: a snapshot of the backends table as it was when the
-	// batch began, for reading the backends of services the batch has not
-	// given instances (instancesChanged), without the cost a
-	// read in the write transaction has (it freezes the index, so that
-	// every later insert copies its path). Nil when the transaction had
-	// changed backends before the batch.
-	snapshot         statedb.ReadTxn
-	instancesChanged map[lb.ServiceName]struct{}
-
 	// Scratch space of flush.
-	owners     map[lb.L3n4Addr]decision
-	claimedBy  map[lb.L3n4Addr]claimants
+	owners    map[lb.L3n4Addr]decision
+	claimedBy map[lb.L3n4Addr]claimants
 	// svcs are the service rows the batch (or flush) read or wrote, by
 	// name (nil: none): kept from the batch into its flush, which reads
 	// the row of every service the batch changed, and finds them here
 	// instead of looking each up again.
-	svcs map[lb.ServiceName]*lb.Service
-	gone       []goneRow                      // frontend rows no service claims any more
+	svcs       map[lb.ServiceName]*lb.Service
+	gone       []goneRow // frontend rows no service claims any more
 	node       *lb.Node
 	nodeLooked bool
 	// Candidates of the service refreshService is at, and of its
@@ -51,9 +42,11 @@ type changes struct {
 	ownCands, redirectCands []Candidate
 	sel                     selectScratch
 	key                     addrKeyBuf
-	// Scratch lists of changeBackendAddrs (mergedAddrs), setBackends
-	// (stale), and of releaseBackends and upsertBackends (scratchAddrs).
-	mergedAddrs, stale, scratchAddrs []lb.L3n4Addr
+	// Scratch lists of changeBackendAddrs (mergedAddrs), of the rows
+	// setBackends and releaseBackends release (stale), and of
+	// releaseRows and upsertBackends (scratchAddrs).
+	mergedAddrs, scratchAddrs []lb.L3n4Addr
+	stale                     []*lb.Backend
 
 	// In a Batch (batched): the service rows the batch inserted, which
 	// no one outside the batch has seen yet, so that changeBackendAddrs
@@ -85,9 +78,8 @@ var changesPool = sync.Pool{New: func() any {
 		claimedBy:  map[lb.L3n4Addr]claimants{},
 		svcs:       map[lb.ServiceName]*lb.Service{},
 
-		instancesChanged: map[lb.ServiceName]struct{}{},
-		fresh:            map[*lb.Service]struct{}{},
-		orphans:          map[lb.ServiceName][]lb.L3n4Addr{},
+		fresh:   map[*lb.Service]struct{}{},
+		orphans: map[lb.ServiceName][]lb.L3n4Addr{},
 	}
 }}
 
@@ -114,12 +106,10 @@ func (ch *changes) release() {
 	clear(ch.owners)
 	clear(ch.claimedBy)
 	clear(ch.svcs)
-	clear(ch.instancesChanged)
 	clear(ch.fresh)
 	clear(ch.orphans)
 	ch.batched = false
 	ch.forget()
-	ch.snapshot = nil
 	clear(ch.gone) // no table objects kept alive in the pool
 	ch.gone, ch.mergedAddrs, ch.order = ch.gone[:0], ch.mergedAddrs[:0], ch.order[:0]
 	ch.stale, ch.scratchAddrs = ch.stale[:0], ch.scratchAddrs[:0]
@@ -129,17 +119,6 @@ func (ch *changes) release() {
 	ch.sel.release()
 	ch.err, ch.node, ch.nodeLooked = nil, nil, false
 	changesPool.Put(ch)
-}
-
-// backendsView returns what to read the backends of a service from: the
-// batch's snapshot if this batch has not added instances for the service,
-// or else txn. (The snapshot may still list an instance the batch has
-// removed since, for DeleteSource; readers re-read each row from txn.)
-func (ch *changes) backendsView(txn statedb.ReadTxn, name lb.ServiceName) statedb.ReadTxn {
-	if _, changed := ch.instancesChanged[name]; ch.snapshot != nil && !changed {
-		return ch.snapshot
-	}
-	return txn
 }
 
 // remember keeps the row of a service (nil: none) as the batch's last,
