@@ -101,6 +101,9 @@ func (w *Writer) orphanAddrs(txn statedb.ReadTxn, name lb.ServiceName) []lb.L3n4
 			return addrs
 		}
 	}
+	if w.t.orphans.NumObjects(txn) == 0 { // nearly always: spares building the key
+		return nil
+	}
 	if o, _, found := w.t.orphans.Get(txn, OrphanBackendsByService.Query(name)); found {
 		return o.Addrs
 	}
@@ -121,6 +124,9 @@ func (w *Writer) setOrphanAddrs(txn statedb.WriteTxn, ch *changes, name lb.Servi
 
 // writeOrphans makes orphan-backends hold addrs for a service.
 func (w *Writer) writeOrphans(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, addrs []lb.L3n4Addr) {
+	if len(addrs) == 0 && w.t.orphans.NumObjects(txn) == 0 { // a deleted service's backends went with it
+		return
+	}
 	o, _, found := w.t.orphans.Get(txn, OrphanBackendsByService.Query(name))
 	var err error
 	switch {
