@@ -54,9 +54,10 @@ type changes struct {
 	batched bool
 	fresh   map[*lb.Service]struct{}
 	// In a Batch, until flush: the service row the batch last read or
-	// wrote (Writer.service), lastSvc nil when it has none; it is in
-	// svcs too, but a source's calls for one service read it several
-	// times in a row, and a comparison of names is cheaper than a map.
+	// wrote (Writer.service), lastSvc nil when it has none, which svcs
+	// gets when another row is remembered: a source's calls for one
+	// service read and write it several times in a row, and a
+	// comparison of names is cheaper than a map.
 	lastSet  bool
 	lastName lb.ServiceName
 	lastSvc  *lb.Service
@@ -99,6 +100,7 @@ func (ch *changes) release() {
 	if max(len(ch.services), len(ch.addrs), len(ch.contenders), len(ch.svcs), len(ch.fresh), len(ch.orphans)) > maxPooledChanges {
 		return
 	}
+	ch.forget() // (before svcs is cleared, which it adds to)
 	clear(ch.services)
 	clear(ch.addrs)
 	clear(ch.contenders)
@@ -109,7 +111,6 @@ func (ch *changes) release() {
 	clear(ch.fresh)
 	clear(ch.orphans)
 	ch.batched = false
-	ch.forget()
 	clear(ch.gone) // no table objects kept alive in the pool
 	ch.gone, ch.mergedAddrs, ch.order = ch.gone[:0], ch.mergedAddrs[:0], ch.order[:0]
 	ch.stale, ch.scratchAddrs = ch.stale[:0], ch.scratchAddrs[:0]
@@ -121,14 +122,20 @@ func (ch *changes) release() {
 	changesPool.Put(ch)
 }
 
-// remember keeps the row of a service (nil: none) as the batch's last,
-// and in svcs.
+// remember keeps the row of a service (nil: none) as the batch's last;
+// the last one before goes to svcs (once per service, not per call).
 func (ch *changes) remember(name lb.ServiceName, s *lb.Service) {
+	if ch.lastSet && ch.lastName != name {
+		ch.svcs[ch.lastName] = ch.lastSvc
+	}
 	ch.lastSet, ch.lastName, ch.lastSvc = true, name, s
-	ch.svcs[name] = s
 }
 
+// forget moves the last row remembered to svcs.
 func (ch *changes) forget() {
+	if ch.lastSet {
+		ch.svcs[ch.lastName] = ch.lastSvc
+	}
 	ch.lastSet, ch.lastName, ch.lastSvc = false, lb.ServiceName{}, nil
 }
 
