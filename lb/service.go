@@ -524,6 +524,9 @@ func withBySource[T any](xs []T, x T, source func(T) Source) []T {
 
 // withoutSource returns a copy of xs without the element from src.
 func withoutSource[T any](xs []T, src Source, source func(T) Source) []T {
+	if len(xs) > 0 && !slices.ContainsFunc(xs, func(x T) bool { return source(x) != src }) {
+		return []T{} // nothing left (a deleted declaration, usually): no copy to make
+	}
 	return slices.DeleteFunc(slices.Clone(xs), func(x T) bool { return source(x) == src })
 }
 

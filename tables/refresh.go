@@ -25,20 +25,15 @@ type changes struct {
 	backendsOf map[lb.ServiceName]struct{} // services whose backends changed
 	err        error
 
-	// In a Batch: a snapshot of the backends table as it was when the
-	// batch began, for reading the backends of services the batch has not
-	// given instances (instancesChanged), without the cost a
-	// read in the write transaction has (it freezes the index, so that
-	// every later insert copies its path). Nil when the transaction had
-	// changed backends before the batch.
-	snapshot         statedb.ReadTxn
-	instancesChanged map[lb.ServiceName]struct{}
-
 	// Scratch space of flush.
-	owners     map[lb.L3n4Addr]decision
-	claimedBy  map[lb.L3n4Addr]claimants
-	svcs       map[lb.ServiceName]*lb.Service // service rows flush read or wrote; nil: none
-	gone       []goneRow                      // frontend rows no service claims any more
+	owners    map[lb.L3n4Addr]decision
+	claimedBy map[lb.L3n4Addr]claimants
+	// svcs are the service rows the batch (or flush) read or wrote, by
+	// name (nil: none): kept from the batch into its flush, which reads
+	// the row of every service the batch changed, and finds them here
+	// instead of looking each up again.
+	svcs       map[lb.ServiceName]*lb.Service
+	gone       []goneRow // frontend rows no service claims any more
 	node       *lb.Node
 	nodeLooked bool
 	// Candidates of the service refreshService is at, and of its
@@ -47,9 +42,11 @@ type changes struct {
 	ownCands, redirectCands []Candidate
 	sel                     selectScratch
 	key                     addrKeyBuf
-	// Scratch lists of changeBackendAddrs (mergedAddrs), setBackends
-	// (stale), and of releaseBackends and upsertBackends (scratchAddrs).
-	mergedAddrs, stale, scratchAddrs []lb.L3n4Addr
+	// Scratch lists of changeBackendAddrs (mergedAddrs), of the rows
+	// setBackends and releaseBackends release (stale), and of
+	// releaseRows and upsertBackends (scratchAddrs).
+	mergedAddrs, scratchAddrs []lb.L3n4Addr
+	stale                     []*lb.Backend
 
 	// In a Batch (batched): the service rows the batch inserted, which
 	// no one outside the batch has seen yet, so that changeBackendAddrs
@@ -57,7 +54,10 @@ type changes struct {
 	batched bool
 	fresh   map[*lb.Service]struct{}
 	// In a Batch, until flush: the service row the batch last read or
-	// wrote (Writer.service), lastSvc nil when it has none.
+	// wrote (Writer.service), lastSvc nil when it has none, which svcs
+	// gets when another row is remembered: a source's calls for one
+	// service read and write it several times in a row, and a
+	// comparison of names is cheaper than a map.
 	lastSet  bool
 	lastName lb.ServiceName
 	lastSvc  *lb.Service
@@ -79,9 +79,8 @@ var changesPool = sync.Pool{New: func() any {
 		claimedBy:  map[lb.L3n4Addr]claimants{},
 		svcs:       map[lb.ServiceName]*lb.Service{},
 
-		instancesChanged: map[lb.ServiceName]struct{}{},
-		fresh:            map[*lb.Service]struct{}{},
-		orphans:          map[lb.ServiceName][]lb.L3n4Addr{},
+		fresh:   map[*lb.Service]struct{}{},
+		orphans: map[lb.ServiceName][]lb.L3n4Addr{},
 	}
 }}
 
@@ -101,6 +100,7 @@ func (ch *changes) release() {
 	if max(len(ch.services), len(ch.addrs), len(ch.contenders), len(ch.svcs), len(ch.fresh), len(ch.orphans)) > maxPooledChanges {
 		return
 	}
+	ch.forget() // (before svcs is cleared, which it adds to)
 	clear(ch.services)
 	clear(ch.addrs)
 	clear(ch.contenders)
@@ -108,12 +108,9 @@ func (ch *changes) release() {
 	clear(ch.owners)
 	clear(ch.claimedBy)
 	clear(ch.svcs)
-	clear(ch.instancesChanged)
 	clear(ch.fresh)
 	clear(ch.orphans)
 	ch.batched = false
-	ch.forget()
-	ch.snapshot = nil
 	clear(ch.gone) // no table objects kept alive in the pool
 	ch.gone, ch.mergedAddrs, ch.order = ch.gone[:0], ch.mergedAddrs[:0], ch.order[:0]
 	ch.stale, ch.scratchAddrs = ch.stale[:0], ch.scratchAddrs[:0]
@@ -125,23 +122,20 @@ func (ch *changes) release() {
 	changesPool.Put(ch)
 }
 
-// backendsView returns what to read the backends of a service from: the
-// batch's snapshot if this batch has not added instances for the service,
-// or else txn. (The snapshot may still list an instance the batch has
-// removed since, for DeleteSource; readers re-read each row from txn.)
-func (ch *changes) backendsView(txn statedb.ReadTxn, name lb.ServiceName) statedb.ReadTxn {
-	if _, changed := ch.instancesChanged[name]; ch.snapshot != nil && !changed {
-		return ch.snapshot
-	}
-	return txn
-}
-
-// remember keeps the row of a service (nil: none) as the batch's last.
+// remember keeps the row of a service (nil: none) as the batch's last;
+// the last one before goes to svcs (once per service, not per call).
 func (ch *changes) remember(name lb.ServiceName, s *lb.Service) {
+	if ch.lastSet && ch.lastName != name {
+		ch.svcs[ch.lastName] = ch.lastSvc
+	}
 	ch.lastSet, ch.lastName, ch.lastSvc = true, name, s
 }
 
+// forget moves the last row remembered to svcs.
 func (ch *changes) forget() {
+	if ch.lastSet {
+		ch.svcs[ch.lastName] = ch.lastSvc
+	}
 	ch.lastSet, ch.lastName, ch.lastSvc = false, lb.ServiceName{}, nil
 }
 
@@ -186,7 +180,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		return ch.err
 	}
 	ch.batched = false // from here on, writes are not deferred
-	ch.forget()        // (and flush keeps the rows it reads in svcs)
+	ch.forget()        // (flush keeps the rows it reads in svcs, as the batch did)
 	for name, addrs := range ch.orphans {
 		w.writeOrphans(txn, ch, name, addrs)
 	}

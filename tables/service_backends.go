@@ -94,6 +94,9 @@ func (w *Writer) orphanAddrs(txn statedb.ReadTxn, name lb.ServiceName) []lb.L3n4
 			return addrs
 		}
 	}
+	if w.t.orphans.NumObjects(txn) == 0 { // nearly always: spares building the key
+		return nil
+	}
 	if o, _, found := w.t.orphans.Get(txn, OrphanBackendsByService.Query(name)); found {
 		return o.Addrs
 	}
@@ -105,8 +108,15 @@ func (w *Writer) orphanAddrs(txn statedb.ReadTxn, name lb.ServiceName) []lb.L3n4
 // in flush): a service deleted before its backends are released, or given
 // backends before it is declared, in one batch, so costs no row.
 func (w *Writer) setOrphanAddrs(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, addrs []lb.L3n4Addr) {
+	w.keepOrphanAddrs(txn, ch, name, slices.Clip(slices.Clone(addrs)))
+}
+
+// keepOrphanAddrs is setOrphanAddrs with addrs that no one changes (the
+// addresses of a service row that is not written): a Batch keeps them
+// without a copy.
+func (w *Writer) keepOrphanAddrs(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, addrs []lb.L3n4Addr) {
 	if ch.batched {
-		ch.orphans[name] = slices.Clip(slices.Clone(addrs))
+		ch.orphans[name] = slices.Clip(addrs)
 		return
 	}
 	w.writeOrphans(txn, ch, name, addrs)
@@ -114,6 +124,9 @@ func (w *Writer) setOrphanAddrs(txn statedb.WriteTxn, ch *changes, name lb.Servi
 
 // writeOrphans makes orphan-backends hold addrs for a service.
 func (w *Writer) writeOrphans(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, addrs []lb.L3n4Addr) {
+	if len(addrs) == 0 && w.t.orphans.NumObjects(txn) == 0 { // a deleted service's backends went with it
+		return
+	}
 	o, _, found := w.t.orphans.Get(txn, OrphanBackendsByService.Query(name))
 	var err error
 	switch {
@@ -185,7 +198,8 @@ func (w *Writer) moveBackendAddrs(txn statedb.WriteTxn, ch *changes, old, next *
 			w.setOrphanAddrs(txn, ch, next.Name, nil)
 		}
 	case !hasRow(next) && len(next.BackendAddrs()) > 0:
-		w.setOrphanAddrs(txn, ch, next.Name, next.BackendAddrs())
+		// next is not written, and its addresses stay as they are.
+		w.keepOrphanAddrs(txn, ch, next.Name, next.BackendAddrs())
 	}
 	return next
 }

@@ -68,9 +68,6 @@ type batch struct {
 func (w *Writer) Batch(txn statedb.WriteTxn, fn func() error) error {
 	b := &batch{txn: txn, ch: w.changes()}
 	b.ch.batched = true
-	if snap := w.db.ReadTxn(); w.t.backends.Revision(snap) == w.t.backends.Revision(txn) {
-		b.ch.snapshot = snap
-	}
 	if !w.batch.CompareAndSwap(nil, b) {
 		b.ch.release()
 		return errors.New("Writer.Batch: another batch is under way")
@@ -270,18 +267,18 @@ func (w *Writer) setBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.S
 	kept := smallset.NewIndex(func(b *lb.BackendParams) lb.L3n4Addr { return b.Address })
 	ch := w.begin(txn)
 	stale := ch.stale[:0]
-	view := ch.backendsView(txn, name)
 	for _, addr := range w.backendAddrs(txn, name) {
-		b, found := w.backendAt(view, addr, &ch.key)
+		b, found := w.backendAt(txn, addr, &ch.key)
 		if !found {
 			continue
 		}
 		if inst, ok := b.Instance(name, src); ok && (ours == nil || ours(inst)) && !kept.Has(backends, b.Address) {
-			stale = append(stale, b.Address)
+			stale = append(stale, b)
 		}
 	}
-	ch.stale = stale
-	w.releaseBackends(txn, ch, name, src, stale)
+	w.releaseRows(txn, ch, name, src, stale)
+	clear(stale) // no table objects kept alive in ch
+	ch.stale = stale[:0]
 	w.upsertBackends(txn, ch, name, src, backends)
 	return w.end(txn, ch)
 }
@@ -561,9 +558,9 @@ func validateBackends(name lb.ServiceName, src lb.Source, backends []lb.BackendP
 }
 
 // service returns the row of a service. In a Batch's transaction, the
-// row the batch last read or wrote is remembered: a source's calls for one
-// service (its declaration, then its backends) each read the row, and one
-// lookup serves them all.
+// rows the batch read or wrote are remembered: a source's calls for one
+// service (its declaration, then its backends) each read the row, and so
+// does the batch's flush; one lookup serves them all.
 func (w *Writer) service(txn statedb.ReadTxn, name lb.ServiceName) (*lb.Service, bool) {
 	b := w.batch.Load()
 	if b == nil || statedb.ReadTxn(b.txn) != txn {
@@ -573,9 +570,12 @@ func (w *Writer) service(txn statedb.ReadTxn, name lb.ServiceName) (*lb.Service,
 	if ch.lastSet && ch.lastName == name {
 		return ch.lastSvc, ch.lastSvc != nil
 	}
-	s, found := w.lookupService(txn, name)
+	s, ok := ch.svcs[name]
+	if !ok {
+		s, _ = w.lookupService(txn, name)
+	}
 	ch.remember(name, s)
-	return s, found
+	return s, s != nil
 }
 
 func (w *Writer) lookupService(txn statedb.ReadTxn, name lb.ServiceName) (*lb.Service, bool) {
@@ -611,23 +611,36 @@ func (w *Writer) upsertBackends(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	}
 	w.changeBackendAddrs(txn, ch, name, added, nil)
 	if changed {
-		ch.instancesChanged[name] = struct{}{}
 		w.backendsChanged(ch, name)
 	}
 }
 
 func (w *Writer) releaseBackends(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, src lb.Source, addrs []lb.L3n4Addr) {
+	if len(addrs) > 1 { // each row once, however often addrs names it
+		addrs = slices.Compact(slices.SortedFunc(slices.Values(addrs), lb.L3n4Addr.Compare))
+	}
+	rows := ch.stale[:0]
+	for _, addr := range addrs {
+		if old, found := w.backendAt(txn, addr, &ch.key); found {
+			if _, ok := old.Instance(name, src); ok {
+				rows = append(rows, old)
+			}
+		}
+	}
+	w.releaseRows(txn, ch, name, src, rows)
+	clear(rows)
+	ch.stale = rows[:0]
+}
+
+// releaseRows removes src's instance for a service from rows, the
+// backend rows txn holds that have one, and deletes those left without
+// instances.
+func (w *Writer) releaseRows(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, src lb.Source, rows []*lb.Backend) {
 	removed := ch.scratchAddrs[:0]
 	defer func() { ch.scratchAddrs = removed[:0] }()
 	changed := false
-	for _, addr := range addrs {
-		old, found := w.backendAt(txn, addr, &ch.key)
-		if !found {
-			continue
-		}
-		if _, ok := old.Instance(name, src); !ok {
-			continue
-		}
+	for _, old := range rows {
+		addr := old.Address
 		changed = true
 		if len(old.Instances) == 1 { // the usual case: the row goes, no copy of it is needed
 			removed = append(removed, addr)
@@ -644,7 +657,6 @@ func (w *Writer) releaseBackends(txn statedb.WriteTxn, ch *changes, name lb.Serv
 		w.putBackend(txn, ch, next)
 	}
 	if changed {
-		ch.instancesChanged[name] = struct{}{}
 		w.backendsChanged(ch, name)
 	}
 	w.changeBackendAddrs(txn, ch, name, nil, removed)
