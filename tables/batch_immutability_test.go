@@ -42,53 +42,47 @@ func committedRows(w *Writer, txn statedb.ReadTxn) []rowPrint {
 // rows it inserted itself in place, never changes one a reader may hold,
 // nor does an unbatched call.
 func TestBatchNeverChangesCommittedRows(t *testing.T) {
-	seeds := 10
-	if testing.Short() {
-		seeds = 2
-	}
-	for seed := range uint64(seeds) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			w := newTestWriter(t)
-			g := &opGen{data: randomBytes(5000+seed, 3000)}
-			var history []string
-			var held []rowPrint
-			for !g.done() {
-				txn := w.WriteTxn()
-				n, batched := 1+g.next(12), g.next(4) != 0
-				calls := func() error {
-					for range n {
-						desc, _, apply := g.op()
-						history = append(history, desc)
-						if err := apply(w, txn); err != nil {
-							return fmt.Errorf("%s: %w", desc, err)
-						}
-					}
-					return nil
-				}
-				var err error
-				if batched {
-					err = w.Batch(txn, calls)
-				} else {
-					err = calls()
-				}
-				if err != nil {
-					txn.Abort()
-					t.Fatal(err)
-				}
-				history = append(history, fmt.Sprintf("-- commit (batch: %v)", batched))
-				rtxn := txn.Commit()
-				for _, r := range held {
-					if now := r.now(); now != r.was {
-						t.Fatalf("committed %s changed:\nwas %s\nnow %s\nops:\n  %s", r.what, r.was, now, strings.Join(history, "\n  "))
+	forSeeds(t, 10, 2, func(t *testing.T, seed uint64) {
+		w := newTestWriter(t)
+		g := &opGen{data: randomBytes(5000+seed, 3000)}
+		var history []string
+		var held []rowPrint
+		for !g.done() {
+			txn := w.WriteTxn()
+			n, batched := 1+g.next(12), g.next(4) != 0
+			calls := func() error {
+				for range n {
+					desc, _, apply := g.op()
+					history = append(history, desc)
+					if err := apply(w, txn); err != nil {
+						return fmt.Errorf("%s: %w", desc, err)
 					}
 				}
-				if len(held) > 4000 {
-					held = held[len(held)-2000:]
-				}
-				held = append(held, committedRows(w, rtxn)...)
+				return nil
 			}
-		})
-	}
+			var err error
+			if batched {
+				err = w.Batch(txn, calls)
+			} else {
+				err = calls()
+			}
+			if err != nil {
+				txn.Abort()
+				t.Fatal(err)
+			}
+			history = append(history, fmt.Sprintf("-- commit (batch: %v)", batched))
+			rtxn := txn.Commit()
+			for _, r := range held {
+				if now := r.now(); now != r.was {
+					t.Fatalf("committed %s changed:\nwas %s\nnow %s\nops:\n  %s", r.what, r.was, now, strings.Join(history, "\n  "))
+				}
+			}
+			if len(held) > 4000 {
+				held = held[len(held)-2000:]
+			}
+			held = append(held, committedRows(w, rtxn)...)
+		}
+	})
 }
 
 // A batch whose transaction is aborted leaves no trace in the Writer
@@ -97,69 +91,63 @@ func TestBatchNeverChangesCommittedRows(t *testing.T) {
 // alone give, made one by one. So does a batch whose fn fails and whose
 // transaction is committed anyway.
 func TestAbortedBatchLeavesNoTrace(t *testing.T) {
-	seeds := 10
-	if testing.Short() {
-		seeds = 2
-	}
-	for seed := range uint64(seeds) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			w, ref := newTestWriter(t), newTestWriter(t)
-			g := &opGen{data: randomBytes(9000+seed, 3000)}
-			var history []string
-			errFn := errors.New("fn fails")
-			for !g.done() {
-				n, abort, fail := 1+g.next(12), g.next(3) == 0, g.next(4) == 0
-				type call struct {
-					desc  string
-					apply func(*Writer, statedb.WriteTxn) error
-				}
-				var calls []call
-				for range n {
-					desc, _, apply := g.op()
-					calls = append(calls, call{desc, apply})
-				}
-				txn := w.WriteTxn()
-				err := w.Batch(txn, func() error {
-					for _, c := range calls {
-						if err := c.apply(w, txn); err != nil {
-							return fmt.Errorf("%s: %w", c.desc, err)
-						}
+	forSeeds(t, 10, 2, func(t *testing.T, seed uint64) {
+		w, ref := newTestWriter(t), newTestWriter(t)
+		g := &opGen{data: randomBytes(9000+seed, 3000)}
+		var history []string
+		errFn := errors.New("fn fails")
+		for !g.done() {
+			n, abort, fail := 1+g.next(12), g.next(3) == 0, g.next(4) == 0
+			type call struct {
+				desc  string
+				apply func(*Writer, statedb.WriteTxn) error
+			}
+			var calls []call
+			for range n {
+				desc, _, apply := g.op()
+				calls = append(calls, call{desc, apply})
+			}
+			txn := w.WriteTxn()
+			err := w.Batch(txn, func() error {
+				for _, c := range calls {
+					if err := c.apply(w, txn); err != nil {
+						return fmt.Errorf("%s: %w", c.desc, err)
 					}
-					if fail {
-						return errFn
-					}
-					return nil
-				})
-				if !errors.Is(err, errFn) && err != nil {
+				}
+				if fail {
+					return errFn
+				}
+				return nil
+			})
+			if !errors.Is(err, errFn) && err != nil {
+				txn.Abort()
+				t.Fatal(err)
+			}
+			if abort {
+				txn.Abort()
+				history = append(history, fmt.Sprintf("-- aborted a batch of %d", n))
+				continue
+			}
+			refTxn := ref.WriteTxn()
+			for _, c := range calls {
+				history = append(history, c.desc)
+				if err := c.apply(ref, refTxn); err != nil {
 					txn.Abort()
+					refTxn.Abort()
 					t.Fatal(err)
 				}
-				if abort {
-					txn.Abort()
-					history = append(history, fmt.Sprintf("-- aborted a batch of %d", n))
-					continue
-				}
-				refTxn := ref.WriteTxn()
-				for _, c := range calls {
-					history = append(history, c.desc)
-					if err := c.apply(ref, refTxn); err != nil {
-						txn.Abort()
-						refTxn.Abort()
-						t.Fatal(err)
-					}
-				}
-				history = append(history, "-- commit")
-				rtxn, refRtxn := txn.Commit(), refTxn.Commit()
-				err = checkInvariants(w, rtxn, 0)
-				if err == nil {
-					err = compareTables(w, rtxn, ref, refRtxn)
-				}
-				if err != nil {
-					t.Fatalf("%v\nops:\n  %s", err, strings.Join(history, "\n  "))
-				}
 			}
-		})
-	}
+			history = append(history, "-- commit")
+			rtxn, refRtxn := txn.Commit(), refTxn.Commit()
+			err = checkInvariants(w, rtxn, 0)
+			if err == nil {
+				err = compareTables(w, rtxn, ref, refRtxn)
+			}
+			if err != nil {
+				t.Fatalf("%v\nops:\n  %s", err, strings.Join(history, "\n  "))
+			}
+		}
+	})
 }
 
 // clusterOrRead generates a call the opGen does not: a cluster's

@@ -541,18 +541,23 @@ func FuzzWriter(f *testing.F) {
 	})
 }
 
+// forSeeds runs fn as a subtest per seed: seeds of them, short of them
+// with -short.
+func forSeeds(t *testing.T, seeds, short int, fn func(t *testing.T, seed uint64)) {
+	if testing.Short() {
+		seeds = short
+	}
+	for seed := range uint64(seeds) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { fn(t, seed) })
+	}
+}
+
 // TestWriterRandomOps runs long random operation sequences, so that plain
 // `go test` covers what the fuzzer explores.
 func TestWriterRandomOps(t *testing.T) {
-	seeds := 20
-	if testing.Short() {
-		seeds = 3
-	}
-	for seed := range uint64(seeds) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			runOps(t, randomBytes(seed, 3000))
-		})
-	}
+	forSeeds(t, 20, 3, func(t *testing.T, seed uint64) {
+		runOps(t, randomBytes(seed, 3000))
+	})
 }
 
 func randomBytes(seed uint64, n int) []byte {
@@ -621,49 +626,43 @@ func sameCall(g *opGen, w, ref *Writer, txn, refTxn statedb.WriteTxn) (string, e
 // every batch that the invariants hold and that both Writers' tables are
 // the same (and, with rebuild, equal a from-scratch rebuild).
 func playBatches(t *testing.T, seedBase uint64, maxBatch int, rebuild bool, call func(g *opGen, w, ref *Writer, txn, refTxn statedb.WriteTxn) (string, error)) {
-	seeds := 10
-	if testing.Short() {
-		seeds = 2
-	}
-	for seed := range uint64(seeds) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			w, ref := newTestWriter(t), newTestWriter(t)
-			g := &opGen{data: randomBytes(seedBase+seed, 3000)}
-			var history []string
-			for !g.done() {
-				txn, refTxn := w.WriteTxn(), ref.WriteTxn()
-				n := 1 + g.next(maxBatch)
-				err := w.Batch(txn, func() error {
-					for range n {
-						desc, err := call(g, w, ref, txn, refTxn)
-						history = append(history, desc)
-						if err != nil {
-							return err
-						}
+	forSeeds(t, 10, 2, func(t *testing.T, seed uint64) {
+		w, ref := newTestWriter(t), newTestWriter(t)
+		g := &opGen{data: randomBytes(seedBase+seed, 3000)}
+		var history []string
+		for !g.done() {
+			txn, refTxn := w.WriteTxn(), ref.WriteTxn()
+			n := 1 + g.next(maxBatch)
+			err := w.Batch(txn, func() error {
+				for range n {
+					desc, err := call(g, w, ref, txn, refTxn)
+					history = append(history, desc)
+					if err != nil {
+						return err
 					}
-					return nil
-				})
+				}
+				return nil
+			})
+			if err == nil {
+				rtxn, refRtxn := txn.Commit(), refTxn.Commit()
+				// (A source deleted in a batch may be declared again by a
+				// later call of it: no check for what it left.)
+				err = checkInvariants(w, rtxn, 0)
+				if err == nil && rebuild {
+					err = compareWithRebuild(w, rtxn)
+				}
 				if err == nil {
-					rtxn, refRtxn := txn.Commit(), refTxn.Commit()
-					// (A source deleted in a batch may be declared again by a
-					// later call of it: no check for what it left.)
-					err = checkInvariants(w, rtxn, 0)
-					if err == nil && rebuild {
-						err = compareWithRebuild(w, rtxn)
-					}
-					if err == nil {
-						err = compareTables(w, rtxn, ref, refRtxn)
-					}
+					err = compareTables(w, rtxn, ref, refRtxn)
 				}
-				if err != nil {
-					txn.Abort() // (no-op once committed)
-					refTxn.Abort()
-					t.Fatalf("after %d ops: %v\nops:\n  %s", len(history), err, strings.Join(history, "\n  "))
-				}
-				history = append(history, "-- batch")
 			}
-		})
-	}
+			if err != nil {
+				txn.Abort() // (no-op once committed)
+				refTxn.Abort()
+				t.Fatalf("after %d ops: %v\nops:\n  %s", len(history), err, strings.Join(history, "\n  "))
+			}
+			history = append(history, "-- batch")
+		}
+	})
 }
 
 // compareTables reports how the rows of two Writers' tables differ,

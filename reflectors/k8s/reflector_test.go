@@ -99,16 +99,7 @@ func TestReflectorForgetsDeletedSlices(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := newTestReflector(t, DefaultConfig, w)
-	slice := func(name, svc, ip string) *discoveryv1.EndpointSlice {
-		port := int32(80)
-		return &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{LabelServiceName: svc}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Port: &port}},
-			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}}},
-		}
-	}
-	a1, a2, moved := slice("a-2", "a", "10.0.0.2"), slice("a-1", "a", "10.0.0.1"), slice("a-2", "b", "10.0.0.2")
+	a1, a2, moved := labelledSlice("a-2", "a", "10.0.0.2"), labelledSlice("a-1", "a", "10.0.0.1"), labelledSlice("a-2", "b", "10.0.0.2")
 	r.apply([]event{{obj: a1}, {obj: a2}})
 	a := r.services["ns/a"]
 	if got := slices.Collect(a.slices()); len(got) != 2 || got[0].Name != "a-1" || got[1].Name != "a-2" {
@@ -135,20 +126,11 @@ func TestReflectorForgetsDeletedSlices(t *testing.T) {
 // label and are forgotten when deleted, and each service's backends are
 // its slices' alone, in every batch split.
 func TestSliceBelongsToItsLabelWhateverItsName(t *testing.T) {
-	slice := func(name, svc, ip string) *discoveryv1.EndpointSlice {
-		port := int32(80)
-		return &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{LabelServiceName: svc}},
-			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Port: &port}},
-			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}}},
-		}
-	}
 	steps := [][]event{
-		{{obj: slice("a-x1", "a", "10.0.0.1")}, {obj: slice("b-x1", "a", "10.0.0.2")}, {obj: slice("plain", "a", "10.0.0.3")}},
-		{{obj: slice("a-x1", "b", "10.0.0.1")}, {obj: slice("b-x1", "b", "10.0.0.2")}},
-		{{obj: slice("plain", "b", "10.0.0.3")}, {obj: slice("b-x1", "a", "10.0.0.4")}},
-		{{obj: slice("a-x1", "a", "10.0.0.1"), deleted: true}, {obj: slice("b-x1", "b", "10.0.0.4"), deleted: true}, {obj: slice("plain", "a", ""), deleted: true}},
+		{{obj: labelledSlice("a-x1", "a", "10.0.0.1")}, {obj: labelledSlice("b-x1", "a", "10.0.0.2")}, {obj: labelledSlice("plain", "a", "10.0.0.3")}},
+		{{obj: labelledSlice("a-x1", "b", "10.0.0.1")}, {obj: labelledSlice("b-x1", "b", "10.0.0.2")}},
+		{{obj: labelledSlice("plain", "b", "10.0.0.3")}, {obj: labelledSlice("b-x1", "a", "10.0.0.4")}},
+		{{obj: labelledSlice("a-x1", "a", "10.0.0.1"), deleted: true}, {obj: labelledSlice("b-x1", "b", "10.0.0.4"), deleted: true}, {obj: labelledSlice("plain", "a", ""), deleted: true}},
 	}
 	want := []map[string][]string{
 		{"a": {"10.0.0.1:80/TCP", "10.0.0.2:80/TCP", "10.0.0.3:80/TCP"}},
@@ -335,4 +317,16 @@ func newTestTables(t *testing.T, node string) (*tables.Writer, *statedb.DB, Conf
 	cfg := DefaultConfig
 	cfg.K8sNodeName = node
 	return w, db, cfg
+}
+
+// labelledSlice is an IPv4 slice in namespace ns named name, labelled as
+// svc's, with one endpoint at ip on port 80.
+func labelledSlice(name, svc, ip string) *discoveryv1.EndpointSlice {
+	port := int32(80)
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Port: &port}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ip}}},
+	}
 }
