@@ -278,6 +278,9 @@ func (b *bench) settle(wantFrontends, wantBackends int) error {
 	return lbreconciler.WaitReconciled(ctx, b.rec, b.frontends.Revision(b.db.ReadTxn()))
 }
 
+// countEntries reads m to count its entries: the check is of what the
+// kernel holds, so not bpf.Count, which answers for a dense ID map from
+// what this process wrote.
 func countEntries[K comparable, V any](m bpf.Map[K, V]) int {
 	n := 0
 	m.Iterate(func(K, V) bool { n++; return true })
