@@ -1,7 +1,6 @@
 package datapath_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/netip"
@@ -16,7 +15,6 @@ import (
 	"github.com/cilium/statedb"
 	statedbreconciler "github.com/cilium/statedb/reconciler"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
@@ -122,23 +120,6 @@ func (a *agent) frontend(addr string) *lb.Frontend {
 		a.t.Fatalf("no frontend %s", addr)
 	}
 	return fe
-}
-
-// scrape returns the agent's metrics in Prometheus's text format.
-func (a *agent) scrape() string {
-	a.t.Helper()
-	families, err := a.registry.Gather()
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, f := range families {
-		if err := enc.Encode(f); err != nil {
-			a.t.Fatal(err)
-		}
-	}
-	return buf.String()
 }
 
 // be is a backend at s of the given weight.

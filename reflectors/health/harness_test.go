@@ -268,12 +268,6 @@ func tcpAddr(a net.Addr) lb.L3n4Addr {
 	return lb.MustParseL3n4Addr(a.String() + "/TCP")
 }
 
-// portOf is the replacement that hides a backend's random port in log
-// lines.
-func portOf(a lb.L3n4Addr, name string) []string {
-	return []string{a.String(), "127.0.0.1:" + name + "/TCP"}
-}
-
 type statedbWriteTxn = statedb.WriteTxn
 
 // testutilCount is how many series of a metric the registry holds.
