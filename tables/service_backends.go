@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/cilium/statedb"
-	"github.com/cilium/statedb/index"
 
 	"github.com/lbstate/lbstate/lb"
 )
@@ -37,15 +36,7 @@ func (o *OrphanBackends) TableRow() []string {
 }
 
 // OrphanBackendsByService is the primary index of orphan-backends.
-var OrphanBackendsByService = statedb.Index[*OrphanBackends, lb.ServiceName]{
-	Name: "service",
-	FromObject: func(o *OrphanBackends) index.KeySet {
-		return index.NewKeySet(serviceNameKey(o.Service))
-	},
-	FromKey:    serviceNameKey,
-	FromString: serviceNameFromString,
-	Unique:     true,
-}
+var OrphanBackendsByService = byServiceName("service", func(o *OrphanBackends) lb.ServiceName { return o.Service })
 
 // BackendsOf yields the backends that have an instance for a service,
 // from any source, in the order of their addresses.

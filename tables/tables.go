@@ -64,15 +64,7 @@ func addrFromString(s string) (index.Key, error) {
 }
 
 // ServiceByName is the primary index of services.
-var ServiceByName = statedb.Index[*lb.Service, lb.ServiceName]{
-	Name: "name",
-	FromObject: func(s *lb.Service) index.KeySet {
-		return index.NewKeySet(serviceNameKey(s.Name))
-	},
-	FromKey:    serviceNameKey,
-	FromString: serviceNameFromString,
-	Unique:     true,
-}
+var ServiceByName = byServiceName("name", func(s *lb.Service) lb.ServiceName { return s.Name })
 
 // ServiceByConflict finds the services that declare a frontend address
 // another service owns (their Conflicts). Together with the frontend row's
@@ -157,6 +149,20 @@ func byName[Obj any](name func(Obj) string) statedb.Index[Obj, string] {
 		},
 		FromKey:    index.String,
 		FromString: index.FromString,
+		Unique:     true,
+	}
+}
+
+// byServiceName is the primary index, called indexName, of a table with
+// a row per service.
+func byServiceName[Obj any](indexName string, name func(Obj) lb.ServiceName) statedb.Index[Obj, lb.ServiceName] {
+	return statedb.Index[Obj, lb.ServiceName]{
+		Name: indexName,
+		FromObject: func(o Obj) index.KeySet {
+			return index.NewKeySet(serviceNameKey(name(o)))
+		},
+		FromKey:    serviceNameKey,
+		FromString: serviceNameFromString,
 		Unique:     true,
 	}
 }

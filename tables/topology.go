@@ -38,15 +38,7 @@ func (t *TopologyService) TableRow() []string {
 var NodeLabelsByName = byName(func(n *lb.NodeLabels) string { return n.Name })
 
 // TopologyServiceByName is the primary index of topology-services.
-var TopologyServiceByName = statedb.Index[*TopologyService, lb.ServiceName]{
-	Name: "name",
-	FromObject: func(t *TopologyService) index.KeySet {
-		return index.NewKeySet(serviceNameKey(t.Name))
-	},
-	FromKey:    serviceNameKey,
-	FromString: serviceNameFromString,
-	Unique:     true,
-}
+var TopologyServiceByName = byServiceName("name", func(t *TopologyService) lb.ServiceName { return t.Name })
 
 // TopologyServiceByNode finds the services with topology keys that have
 // a backend on a node.
