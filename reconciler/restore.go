@@ -267,7 +267,7 @@ func (o *ops) readPinnedMaps() error {
 		return err
 	}
 	byID := o.restoredByID(slotBackends)
-	if err := o.restoreRevNatOnly(byID); err != nil {
+	if err := o.restoreRevNat(byID); err != nil {
 		return err
 	}
 	if err := o.restoreFrontendExtras(byID); err != nil {
@@ -354,22 +354,27 @@ func (o *ops) restoredByID(slotBackends map[*frontendState][]uint32) map[uint32]
 	return byID
 }
 
-// restoreRevNatOnly reads the lb_rev_nat entries of IDs that no master
-// entry names into restoredRevNat, adding them to byID, so that frontends
+// restoreRevNat reads lb_rev_nat once. The entry of a frontend a master
+// entry names marks it as written. The entries of IDs that no master entry
+// names go into restoredRevNat, adding them to byID, so that frontends
 // keep their IDs when lb_services was recreated (--lb-recreate-maps).
 // lb_rev_nat holds an address and port, so frontends that share both
 // (TCP and UDP, or the two scopes of a NodePort) may swap IDs, which the
-// replies' rewriting does not notice.
-func (o *ops) restoreRevNatOnly(byID map[uint32]*frontendState) error {
+// replies' rewriting does not notice. An ID whose slot a master's ID
+// holds is kept out of new hands until the prune (orphanFrontendIDs).
+func (o *ops) restoreRevNat(byID map[uint32]*frontendState) error {
 	err := o.maps.RevNat.Iterate(func(id uint32, v bpf.RevNatValue) bool {
-		// An ID whose slot a master's ID holds is left to
-		// reserveOrphanIDs.
-		if byID[id] == nil && id != 0 && o.feIDs.slotFree(id) {
+		switch st := byID[id]; {
+		case st != nil:
+			st.hasRevNat = true
+		case o.feIDs.slotFree(id):
 			i, st := o.newFrontendState(id)
 			st.hasRevNat = true
 			byID[id] = st
 			o.feIDs.reserve(id)
 			o.restoredRevNat[v.AddrPort()] = append(o.restoredRevNat[v.AddrPort()], i)
+		default:
+			o.reserveOrphanFrontendID(byID, id)
 		}
 		return true
 	})
@@ -436,25 +441,21 @@ func (o *ops) restoreReferences(slotBackends map[*frontendState][]uint32, backen
 	}
 }
 
+// reserveOrphanFrontendID keeps a frontend ID that a map still holds,
+// but that no restored frontend has, out of new hands until a prune has
+// deleted what names it.
+func (o *ops) reserveOrphanFrontendID(byID map[uint32]*frontendState, id uint32) {
+	if _, ok := byID[id]; !ok && !o.feIDs.inUse(id) {
+		o.feIDs.reserve(id)
+		o.orphanFrontendIDs = append(o.orphanFrontendIDs, id)
+	}
+}
+
 // reserveOrphanIDs keeps the IDs that other maps still use, but no
 // master entry or backend accounts for, out of new hands until a prune
 // has deleted what names them.
 func (o *ops) reserveOrphanIDs(byID map[uint32]*frontendState, backendAddrs map[uint32]addrKey) error {
-	reserveOrphan := func(id uint32) {
-		if _, ok := byID[id]; !ok && !o.feIDs.inUse(id) {
-			o.feIDs.reserve(id)
-			o.orphanFrontendIDs = append(o.orphanFrontendIDs, id)
-		}
-	}
-	if err := o.maps.RevNat.Iterate(func(id uint32, _ bpf.RevNatValue) bool {
-		if st := byID[id]; st != nil {
-			st.hasRevNat = true
-		}
-		reserveOrphan(id)
-		return true
-	}); err != nil {
-		return err
-	}
+	reserveOrphan := func(id uint32) { o.reserveOrphanFrontendID(byID, id) }
 	if err := o.maps.Maglev.Iterate(func(id uint32, _ []uint32) bool { reserveOrphan(id); return true }); err != nil {
 		return err
 	}
