@@ -1,7 +1,6 @@
 package kubeapi
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"maps"
@@ -17,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/lbstate/lbstate/internal/syncbuf"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -70,24 +71,6 @@ func (r *recorder) holds() string {
 	return strings.Join(out, " ")
 }
 
-// syncedLog is a log written from several goroutines.
-type syncedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *syncedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *syncedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 func newFakeDynamic(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	kinds := maps.Clone(CRDListKinds)
 	kinds[widgetV1], kinds[widgetV2], kinds[gadgetV1] = "WidgetList", "WidgetList", "GadgetList"
@@ -107,12 +90,12 @@ func object(gvr schema.GroupVersionResource, kind, name string) *unstructured.Un
 type crdsTest struct {
 	crds            *CRDs
 	widgets, gadget *recorder
-	log             *syncedLog
+	log             *syncbuf.Buffer
 }
 
 func runCRDs(t *testing.T, dyn *dynamicfake.FakeDynamicClient, disco Discovery) *crdsTest {
 	t.Helper()
-	ct := &crdsTest{widgets: newRecorder(), gadget: newRecorder(), log: &syncedLog{}}
+	ct := &crdsTest{widgets: newRecorder(), gadget: newRecorder(), log: &syncbuf.Buffer{}}
 	crds, err := NewCRDs(dyn, disco, slog.New(slog.NewTextHandler(ct.log, nil)),
 		Kind{Name: "Widget", Versions: []schema.GroupVersionResource{widgetV2, widgetV1}, Handler: ct.widgets},
 		Kind{Name: "Gadget", Versions: []schema.GroupVersionResource{gadgetV1}, Handler: ct.gadget},
