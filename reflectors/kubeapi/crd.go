@@ -108,3 +108,5 @@ func CRDObject(resource schema.GroupVersionResource, kind string, established bo
 		}},
 	}}
 }
+
+var _ runtime.Object = (*crd)(nil)
