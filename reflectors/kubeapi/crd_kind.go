@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -22,7 +23,11 @@ type kindWatch struct {
 	gvr    schema.GroupVersionResource
 	cancel context.CancelFunc
 	done   chan struct{} // closed once the informer stopped: no handler call runs or is to come
-	ready  chan struct{} // closed once the handler holds the initial list (stale swept), or the informer stopped
+	// ready is closed once the handler holds the initial list (stale
+	// swept), the list is forbidden, or the informer stopped: the
+	// initial sync waits for no more.
+	ready     chan struct{}
+	readyOnce sync.Once
 
 	mu    sync.Mutex // held while the handler is called, so that calls and the sweep stay in order
 	inner cache.ResourceEventHandler
@@ -32,8 +37,11 @@ type kindWatch struct {
 
 // startKind starts an informer of gvr handing its objects to h. stale are
 // the objects h holds from the kind's previous informer: those this one
-// does not list are deleted once it has synced.
-func startKind(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, h cache.ResourceEventHandler, stale map[string]any) (*kindWatch, error) {
+// does not list are deleted once it has synced. Its watch errors go to
+// onError; a Forbidden one also ends the wait for its initial list (its
+// objects come later, as adds, once the agent may list them).
+func startKind(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, h cache.ResourceEventHandler, stale map[string]any,
+	onError cache.WatchErrorHandlerWithContext) (*kindWatch, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &kindWatch{
 		gvr: gvr, cancel: cancel, done: make(chan struct{}), ready: make(chan struct{}),
@@ -41,7 +49,15 @@ func startKind(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersi
 	}
 	inf := dynamicinformer.NewFilteredDynamicInformer(dyn, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 	reg, err := inf.AddEventHandler(w)
-	if err != nil { // only for a stopped informer, which this one is not
+	if err == nil {
+		err = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			if apierrors.IsForbidden(err) {
+				w.markReady() // the list may come later, as adds
+			}
+			onError(ctx, r, err)
+		})
+	}
+	if err != nil { // only for a started or stopped informer, which this one is not
 		cancel()
 		return nil, err
 	}
@@ -51,19 +67,19 @@ func startKind(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersi
 
 func (w *kindWatch) run(ctx context.Context, inf cache.SharedIndexInformer, reg cache.ResourceEventHandlerRegistration) {
 	defer close(w.done)
-	var readyOnce sync.Once
-	markReady := func() { readyOnce.Do(func() { close(w.ready) }) }
-	defer markReady()
+	defer w.markReady()
 	var wg sync.WaitGroup
 	defer wg.Wait() // RunWithContext returns once its handler calls are over
 	wg.Go(func() { inf.RunWithContext(ctx) })
 	select {
 	case <-reg.HasSyncedChecker().Done():
 		w.sweep()
-		markReady()
+		w.markReady()
 	case <-ctx.Done():
 	}
 }
+
+func (w *kindWatch) markReady() { w.readyOnce.Do(func() { close(w.ready) }) }
 
 // stop stops the informer and returns the objects the handler holds
 // through it: what it was given, and what its predecessor gave and it

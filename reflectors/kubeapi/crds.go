@@ -51,6 +51,12 @@ type CRDs struct {
 	// DiscoveryInterval is how often discovery is asked while CRDs may
 	// not be listed (DefaultDiscoveryInterval). Set it before Run.
 	DiscoveryInterval time.Duration
+	// WatchErrorHandler, if set, gets every watch error of CRDs'
+	// informers (the CRDs' and each kind's), as an informer's own
+	// handler would. Without it they are logged as client-go logs them,
+	// except a Forbidden one, which CRDs logs once and acts on (see
+	// Run). Set it before Run.
+	WatchErrorHandler cache.WatchErrorHandlerWithContext
 
 	dyn   dynamic.Interface
 	disco Discovery
@@ -151,9 +157,8 @@ func (c *CRDs) watchCRDs(ctx context.Context) bool {
 		inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 			if apierrors.IsForbidden(err) {
 				c.forbidOnce.Do(func() { close(c.forbidden) })
-				return
 			}
-			cache.DefaultWatchErrorHandler(ctx, r, err)
+			c.watchError(ctx, r, err)
 		}),
 	); err != nil {
 		c.log.Error("Watching CustomResourceDefinitions", slog.Any("error", err))
@@ -235,7 +240,7 @@ func (c *CRDs) apply(ctx context.Context, want []target) {
 			c.setWatch(i, nil) // after the deletes: not watched means gone
 			continue
 		}
-		w, err := startKind(ctx, c.dyn, t.gvr, k.Handler, held)
+		w, err := startKind(ctx, c.dyn, t.gvr, k.Handler, held, c.kindError(k))
 		if err != nil {
 			c.log.Error("Watching a CRD-backed kind", slog.String("kind", k.Name), slog.Any("error", err))
 			deleteAll(k.Handler, held)
@@ -265,6 +270,34 @@ func (c *CRDs) apply(ctx context.Context, want []target) {
 		}
 		close(c.synced)
 	}()
+}
+
+// kindError handles the watch errors of one of k's informers: a
+// Forbidden one is logged once (the kind's objects are off, and the
+// initial sync does not wait for them, until RBAC lets the agent list
+// them; the informer keeps trying).
+func (c *CRDs) kindError(k Kind) cache.WatchErrorHandlerWithContext {
+	var once sync.Once
+	return func(ctx context.Context, r *cache.Reflector, err error) {
+		if apierrors.IsForbidden(err) {
+			once.Do(func() {
+				c.log.Warn("Not allowed to list a CRD-backed kind: its objects are off until the agent may",
+					slog.String("kind", k.Name), slog.Any("error", err))
+			})
+		}
+		c.watchError(ctx, r, err)
+	}
+}
+
+// watchError passes a watch error on to WatchErrorHandler, or logs it
+// as client-go would unless CRDs logged it already (Forbidden).
+func (c *CRDs) watchError(ctx context.Context, r *cache.Reflector, err error) {
+	switch {
+	case c.WatchErrorHandler != nil:
+		c.WatchErrorHandler(ctx, r, err)
+	case !apierrors.IsForbidden(err):
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}
 }
 
 func (c *CRDs) setWatch(i int, w *kindWatch) {

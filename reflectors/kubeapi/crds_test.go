@@ -2,6 +2,7 @@ package kubeapi
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -93,7 +95,7 @@ type crdsTest struct {
 	log             *syncbuf.Buffer
 }
 
-func runCRDs(t *testing.T, dyn *dynamicfake.FakeDynamicClient, disco Discovery) *crdsTest {
+func runCRDs(t *testing.T, dyn *dynamicfake.FakeDynamicClient, disco Discovery, configure ...func(*CRDs)) *crdsTest {
 	t.Helper()
 	ct := &crdsTest{widgets: newRecorder(), gadget: newRecorder(), log: &syncbuf.Buffer{}}
 	crds, err := NewCRDs(dyn, disco, slog.New(slog.NewTextHandler(ct.log, nil)),
@@ -104,6 +106,9 @@ func runCRDs(t *testing.T, dyn *dynamicfake.FakeDynamicClient, disco Discovery) 
 		t.Fatal(err)
 	}
 	crds.DiscoveryInterval = 10 * time.Millisecond
+	for _, f := range configure {
+		f(crds)
+	}
 	ct.crds = crds
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -286,4 +291,45 @@ func TestKindMovesToAPreferredVersionWhenServed(t *testing.T) {
 	// Back to v1 only: the v1 objects again.
 	updateCRD(t, dyn, CRDObject(widgetV1, "Widget", true, "v1"))
 	eventually(t, "v1's widgets", func() bool { return ct.widgets.holds() == "ns/a@example.com/v1 ns/b@example.com/v1" })
+}
+
+// A kind the agent may not list (RBAC) does not hold up the initial
+// sync: one line says so, its errors reach WatchErrorHandler, and its
+// objects come once it may list them.
+func TestForbiddenKindDoesNotHoldUpSync(t *testing.T) {
+	dyn := newFakeDynamic(CRDObject(widgetV1, "Widget", true, "v1"), object(widgetV1, "Widget", "w1"))
+	var (
+		mu        sync.Mutex
+		forbidden = true
+		errs      int
+	)
+	dyn.PrependReactor("list", "widgets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if forbidden {
+			return true, nil, apierrors.NewForbidden(widgetV1.GroupResource(), "", errors.New("RBAC says no"))
+		}
+		return false, nil, nil
+	})
+	ct := runCRDs(t, dyn, nil, func(c *CRDs) {
+		c.WatchErrorHandler = func(context.Context, *cache.Reflector, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			errs++
+		}
+	})
+	eventually(t, "synced", ct.crds.HasSynced)
+	if got := ct.widgets.holds(); got != "" {
+		t.Errorf("holding %q while the agent may not list widgets", got)
+	}
+	mu.Lock()
+	forbidden = false
+	if errs == 0 {
+		t.Error("no watch error passed on to WatchErrorHandler")
+	}
+	mu.Unlock()
+	eventually(t, "the widget handed over", func() bool { return ct.widgets.holds() == "ns/w1@example.com/v1" })
+	if n := strings.Count(ct.log.String(), "Not allowed to list a CRD-backed kind"); n != 1 || !strings.Contains(ct.log.String(), "kind=Widget") {
+		t.Errorf("%d lines about the forbidden kind, want 1 naming Widget:\n%s", n, ct.log)
+	}
 }

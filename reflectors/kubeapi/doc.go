@@ -20,7 +20,12 @@
 //   - The agent needs list and watch on customresourcedefinitions
 //     (apiextensions.k8s.io). Without them CRDs logs once and asks
 //     discovery for the kinds' resources every DiscoveryInterval instead,
-//     a few requests per poll.
+//     a few requests per poll. A kind the agent may not list is logged
+//     once and does not hold up the initial sync; its informer keeps
+//     trying.
+//   - CRDs runs its own informers: their watch errors go to
+//     WatchErrorHandler (a connection tracker's, say), not to a shared
+//     informer factory's.
 //   - A real API server deletes a CRD's objects before the CRD itself,
 //     and the informer normally passes those deletes on first; CRDs
 //     hands over a delete for whatever the informer still held when it
