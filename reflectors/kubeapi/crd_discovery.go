@@ -15,7 +15,11 @@ import (
 // resource there only while the CRD is Established, in the versions it
 // serves, which is what watchCRDs reads from the CRD itself.
 func (c *CRDs) pollDiscovery(ctx context.Context) {
-	tick := time.NewTicker(c.DiscoveryInterval)
+	every := c.DiscoveryInterval
+	if every <= 0 {
+		every = DefaultDiscoveryInterval
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	lastErr := ""
 	for {

@@ -125,7 +125,9 @@ func (c *CRDs) Watching(kind string) (schema.GroupVersionResource, bool) {
 
 // Run follows the CRDs until ctx is done, then stops every informer
 // (leaving the handlers' objects alone: the source stops, its objects do
-// not go away). Run may be called once.
+// not go away). Where listing CRDs is Forbidden it asks discovery every
+// DiscoveryInterval instead (without a Discovery, the kinds not watched
+// by then stay off). Run may be called once.
 func (c *CRDs) Run(ctx context.Context) {
 	defer c.stopAll()
 	if c.watchCRDs(ctx) {
@@ -254,7 +256,7 @@ func (c *CRDs) apply(ctx context.Context, want []target) {
 			c.log.Info("CRD serves other versions: watching the kind in the one preferred here",
 				slog.String("kind", k.Name), slog.String("from", cur.gvr.Version), slog.String("to", t.gvr.Version))
 		case !c.first:
-			c.log.Info("CRD installed: watching its kind", slog.String("kind", k.Name), slog.String("resource", t.gvr.String()))
+			c.log.Info("CRD installed: watching its kind", slog.String("kind", k.Name), slog.String("crd", k.crdName()), slog.String("version", t.gvr.Version))
 		}
 	}
 	if !c.first {
