@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -100,4 +101,39 @@ func TestForbiddenCRDListFallsBackToDiscovery(t *testing.T) {
 	if n := strings.Count(log, "connection refused"); n != 1 {
 		t.Errorf("%d lines about the failing discovery, want 1:\n%s", n, log)
 	}
+}
+
+// Listing CRDs forbidden only later (RBAC changed; the CRD watch broke
+// and its relist was refused): the kinds already watched keep running
+// under discovery, and their new objects still come.
+func TestCRDListForbiddenLaterKeepsTheWatchedKinds(t *testing.T) {
+	dyn := newFakeDynamic(CRDObject(gadgetV1, "Gadget", true, "v1"), object(gadgetV1, "Gadget", "g1"))
+	var (
+		mu        sync.Mutex
+		forbidden bool
+	)
+	dyn.PrependReactor("list", CRDResource.Resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if forbidden {
+			return true, nil, apierrors.NewForbidden(CRDResource.GroupResource(), "", errors.New("RBAC says no"))
+		}
+		return false, nil, nil
+	})
+	crdWatch := watch.NewFake()
+	dyn.PrependWatchReactor(CRDResource.Resource, func(k8stesting.Action) (bool, watch.Interface, error) {
+		return true, crdWatch, nil
+	})
+	disco := &fakeDiscovery{served: map[string][]string{"example.com/v1": {"gadgets"}}}
+	ct := runCRDs(t, dyn, disco)
+	eventually(t, "synced", ct.crds.HasSynced)
+	eventually(t, "g1 handed over", func() bool { return ct.gadget.holds() == "ns/g1@example.com/v1" })
+
+	mu.Lock()
+	forbidden = true
+	mu.Unlock()
+	crdWatch.Stop() // the API server ends the watch; the relist is refused
+	eventually(t, "discovery asked", func() bool { return disco.polls() > 0 })
+	create(t, dyn, gadgetV1, object(gadgetV1, "Gadget", "g2"))
+	eventually(t, "g2 handed over", func() bool { return ct.gadget.holds() == "ns/g1@example.com/v1 ns/g2@example.com/v1" })
 }

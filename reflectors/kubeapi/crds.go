@@ -149,7 +149,9 @@ func (c *CRDs) Run(ctx context.Context) {
 // watchCRDs applies the CRDs as an informer sees them until ctx is done
 // (true) or listing them is forbidden (false).
 func (c *CRDs) watchCRDs(ctx context.Context) bool {
-	ctx, cancel := context.WithCancel(ctx)
+	// The CRD informer stops when this returns; the kinds' informers,
+	// started with ctx, run on (under discovery, if that is why).
+	crdCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
@@ -181,7 +183,7 @@ func (c *CRDs) watchCRDs(ctx context.Context) bool {
 		c.log.Error("Watching CustomResourceDefinitions", slog.Any("error", err))
 		return false
 	}
-	wg.Go(func() { inf.RunWithContext(ctx) })
+	wg.Go(func() { inf.RunWithContext(crdCtx) })
 	listed := reg.HasSyncedChecker().Done()
 	for {
 		select {
