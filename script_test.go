@@ -21,6 +21,7 @@ import (
 	"github.com/lbstate/lbstate/reflectors/clustermesh"
 	"github.com/lbstate/lbstate/reflectors/clustermesh/embedetcd"
 	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
@@ -49,8 +50,8 @@ func TestScript(t *testing.T) {
 
 // TestScriptK8s runs testdata/k8s/*.txtar with the Kubernetes reflector
 // watching client-go's fake clientset (and fake dynamic client, for
-// CiliumLocalRedirectPolicies and traffic splits), which the k8s/*
-// commands change; the local node is node-1. As TestScript, on kernel
+// CiliumLocalRedirectPolicies and traffic splits, whose CRDs it has
+// installed), which the k8s/* commands change; the local node is node-1. As TestScript, on kernel
 // maps and on in-memory maps, which must give the same dumps.
 func TestScriptK8s(t *testing.T) {
 	for _, mode := range []string{"kernel", "memory"} {
@@ -67,7 +68,7 @@ func k8sEngine(mode string) func(t testing.TB, args []string) *script.Engine {
 	return func(t testing.TB, args []string) *script.Engine {
 		client := fake.NewClientset()
 		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-			mapsMerge(redirectpolicy.ResourceList, routes.ResourceList))
+			mapsMerge(redirectpolicy.ResourceList, routes.ResourceList, kubeapi.CRDListKinds), k8s.FakeCRDs()...)
 		e := engineFor(mode, cell.Provide(
 			func() kubernetes.Interface { return client },
 			func() dynamic.Interface { return dyn },

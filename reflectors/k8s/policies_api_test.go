@@ -7,23 +7,21 @@ import (
 	"maps"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cilium/statedb"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
@@ -97,29 +95,25 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// Without the CRDs the source still syncs, says so once per kind, and
-// does not ask again: a watch of a missing resource would fail forever.
-// (Route kinds are tried in each version lbstate reads.)
+// Without the CRDs the source still syncs, says so once, naming every
+// CRD-backed kind, and does not ask about them again: a watch of a
+// missing resource would fail forever. (The CRDs are watched instead.)
 func TestPoliciesWithoutCRDSyncAndLogOnce(t *testing.T) {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), allResources())
-	dyn.PrependReactor("list", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewNotFound(a.GetResource().GroupResource(), "")
-	})
 	r, _, _, log := startPolicyReflector(t, fake.NewClientset(), dyn, policyTest{})
 	eventually(t, "synced", r.src.IsSynced)
+	calls := len(dyn.Actions())
 	time.Sleep(100 * time.Millisecond) // room for a retry loop to show
-	wantCalls := 1
-	if n := strings.Count(log.String(), redirectpolicy.Kind+" CRD not installed"); n != 1 {
-		t.Errorf("%d log lines about the missing %s CRD, want 1:\n%s", n, redirectpolicy.Kind, log)
+	if n := strings.Count(log.String(), "CRDs not installed"); n != 1 || !strings.Contains(log.String(), strings.Join(append([]string{redirectpolicy.Kind}, routeKinds()...), ",")) {
+		t.Errorf("%d log lines about the missing CRDs, want 1 naming %s and %v:\n%s", n, redirectpolicy.Kind, routeKinds(), log)
 	}
-	if n := strings.Count(log.String(), "Route CRDs not installed"); n != 1 || !strings.Contains(log.String(), strings.Join(routeKinds(), ",")) {
-		t.Errorf("%d log lines about the missing route CRDs, want 1 naming %v:\n%s", n, routeKinds(), log)
+	for _, a := range dyn.Actions() {
+		if a.GetResource() != kubeapi.CRDResource {
+			t.Errorf("%s of %s, whose CRD is missing", a.GetVerb(), a.GetResource())
+		}
 	}
-	for _, res := range routes.Resources {
-		wantCalls += len(res.Versions)
-	}
-	if n := len(dyn.Actions()); n != wantCalls {
-		t.Errorf("%d calls to the API, want the %d lists: %v", n, wantCalls, dyn.Actions())
+	if n := len(dyn.Actions()); n != calls {
+		t.Errorf("%d more calls to the API after the sync, want none: %v", n-calls, dyn.Actions()[calls:])
 	}
 }
 
@@ -132,22 +126,14 @@ func routeKinds() []string {
 }
 
 // A CRD installed after the agent started is picked up without a restart:
-// while it is missing the source is synced, says so once, and asks
-// quietly every poll; once it is there, one line says so, and its
-// policies apply.
+// while it is missing the source is synced and says so once; once it is
+// Established (not before), one line says so, and its policies apply;
+// nothing polls the API meanwhile.
 func TestPolicyCRDInstalledLaterIsPickedUp(t *testing.T) {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), allResources())
-	var installed atomic.Bool
-	dyn.PrependReactor("list", redirectpolicy.Resource.Resource, func(k8stesting.Action) (bool, runtime.Object, error) {
-		if installed.Load() {
-			return false, nil, nil
-		}
-		return true, nil, apierrors.NewNotFound(redirectpolicy.Resource.GroupResource(), "")
-	})
 	r, w, db, log := startPolicyReflector(t, fake.NewClientset(dnsPod()), dyn, policyTest{crdPoll: 10 * time.Millisecond})
 	eventually(t, "synced", r.src.IsSynced)
-	eventually(t, "a few polls", func() bool { return len(dyn.Actions()) >= 5 })
-	if n := strings.Count(log.String(), "CRD not installed"); n != 1 {
+	if n := strings.Count(log.String(), "CRDs not installed"); n != 1 {
 		t.Errorf("%d log lines about the missing CRD, want 1:\n%s", n, log)
 	}
 	if r.src.Errors() != 0 {
@@ -157,15 +143,21 @@ func TestPolicyCRDInstalledLaterIsPickedUp(t *testing.T) {
 	if _, err := dyn.Resource(redirectpolicy.Resource).Namespace("kube-system").Create(context.Background(), policyObject(t, "169.254.20.10"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	installed.Store(true)
+	crds := dyn.Resource(kubeapi.CRDResource)
+	if _, err := crds.Create(context.Background(), kubeapi.CRDObject(redirectpolicy.Resource, redirectpolicy.Kind, false, redirectpolicy.Version), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := crds.Update(context.Background(), kubeapi.CRDObject(redirectpolicy.Resource, redirectpolicy.Kind, true, redirectpolicy.Version), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "the policy applied", func() bool { return redirectedBackends(w, db, "169.254.20.10:53/UDP")() == "10.0.1.1:5353/UDP" })
 	if n := strings.Count(log.String(), "CRD installed"); n != 1 {
 		t.Errorf("%d log lines about the CRD installed, want 1:\n%s", n, log)
 	}
-	polls := len(dyn.Actions())
+	calls := len(dyn.Actions())
 	time.Sleep(100 * time.Millisecond) // ten polls' time
-	if n := len(dyn.Actions()); n != polls {
-		t.Errorf("%d more calls to the API once the CRD is watched, want none: %v", n-polls, dyn.Actions()[polls:])
+	if n := len(dyn.Actions()); n != calls {
+		t.Errorf("%d more calls to the API once the CRD is watched, want none: %v", n-calls, dyn.Actions()[calls:])
 	}
 }
 
@@ -195,7 +187,7 @@ func policyObject(t *testing.T, ip string) *unstructured.Unstructured {
 // an invalid update is reported and the last valid version keeps
 // serving; deleting the policy removes its frontend.
 func TestPolicyFromAPIRedirectsAndKeepsLastValidVersion(t *testing.T) {
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), allResources(), policyObject(t, "169.254.20.10"))
+	dyn := installedCRDs(policyObject(t, "169.254.20.10"))
 	r, w, db, _ := startPolicyReflector(t, fake.NewClientset(dnsPod()), dyn, policyTest{})
 	backends := redirectedBackends(w, db, "169.254.20.10:53/UDP")
 	eventually(t, "redirected to the pod", func() bool { return backends() == "10.0.1.1:5353/UDP" })
@@ -219,7 +211,7 @@ func TestPolicyFromAPIRedirectsAndKeepsLastValidVersion(t *testing.T) {
 // --lrp-address-matcher-cidrs reaches the policies: an address outside
 // them is reported and not redirected, one inside is.
 func TestAddressMatcherOutsideAllowedCIDRsIsReported(t *testing.T) {
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), allResources(), policyObject(t, "169.254.20.10"))
+	dyn := installedCRDs(policyObject(t, "169.254.20.10"))
 	r, w, db, _ := startPolicyReflector(t, fake.NewClientset(dnsPod()), dyn, policyTest{cidrs: []string{"192.0.2.0/24"}})
 	eventually(t, "synced", r.src.IsSynced)
 	if r.src.Errors() == 0 {
@@ -274,5 +266,13 @@ func dnsPod() *corev1.Pod {
 func allResources() map[schema.GroupVersionResource]string {
 	m := maps.Clone(redirectpolicy.ResourceList)
 	maps.Copy(m, routes.ResourceList)
+	maps.Copy(m, kubeapi.CRDListKinds)
 	return m
+}
+
+// installedCRDs returns a fake dynamic client serving every CRD-backed
+// kind the reflector reads, Established in each version it reads, and
+// objs.
+func installedCRDs(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
+	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), allResources(), append(FakeCRDs(), objs...)...)
 }

@@ -11,8 +11,6 @@ import (
 	"github.com/cilium/statedb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/lbstate/lbstate/lb"
@@ -26,7 +24,7 @@ import (
 // sees one of them ahead of the others. (A second pod stays ready, so
 // the redirect stays and the unready pod is kept in standby.)
 func TestPodChurnUpdatesRedirectInOneTransaction(t *testing.T) {
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), allResources(), policyObject(t, "169.254.20.10"))
+	dyn := installedCRDs(policyObject(t, "169.254.20.10"))
 	other := dnsPod()
 	other.Name, other.Status.PodIPs = "dns-2", []corev1.PodIP{{IP: "10.0.1.2"}}
 	client := fake.NewClientset(other)

@@ -18,6 +18,7 @@ import (
 	"github.com/lbstate/lbstate/internal/smallset"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
@@ -74,8 +75,8 @@ type Reflector struct {
 	// lrp holds the local redirect policies and this node's pods as
 	// they read them.
 	lrp *redirects
-	// crdPoll is how often a missing CiliumLocalRedirectPolicy CRD is
-	// looked for (policyCRDPoll).
+	// crdPoll is how often API discovery is asked for the CRD-backed
+	// kinds when CRDs may not be listed (kubeapi.DefaultDiscoveryInterval).
 	crdPoll time.Duration
 	// routeObjs and grants are the traffic splits and ReferenceGrants
 	// (their last valid versions); routesApplied the routes last set on
@@ -122,7 +123,7 @@ func NewReflector(cfg Config, src *reflectors.Source, as lb.Source) (*Reflector,
 		pods:          map[sliceKey]*corev1.Pod{},
 		unknown:       map[lb.ServiceName][]UnknownValue{},
 		lrp:           newRedirects(redirectOpts),
-		crdPoll:       policyCRDPoll,
+		crdPoll:       kubeapi.DefaultDiscoveryInterval,
 		routeObjs:     map[routes.Key]*routes.Object{},
 		grants:        map[routes.Key]*routes.ReferenceGrant{},
 		routesApplied: map[lb.ServiceName][]lb.Route{},

@@ -1,19 +1,13 @@
 package k8s
 
 import (
-	"context"
 	"errors"
-	"log/slog"
 	"maps"
 	"slices"
 	"strings"
 
 	"github.com/cilium/statedb"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/lbstate/lbstate/lb"
@@ -229,40 +223,6 @@ func (r *Reflector) sweepRoutes(call func(func(statedb.WriteTxn))) {
 // tbl (routes.Cell's), written in the transaction that applies the
 // routes. Call it before Run.
 func (r *Reflector) PublishRouteStatus(tbl statedb.RWTable[*routes.Status]) { r.statusTable = tbl }
-
-// routeInformers returns an informer for each route kind the API server
-// serves (in the first version of routes.Resources it serves). The kinds
-// without their CRDs are logged in one line and skipped: their objects
-// stay off until the agent restarts.
-func (r *Reflector) routeInformers(ctx context.Context, dyn dynamic.Interface) (dynamicinformer.DynamicSharedInformerFactory, []cache.SharedIndexInformer, error) {
-	f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
-	var (
-		infs    []cache.SharedIndexInformer
-		missing []string
-	)
-	for _, res := range routes.Resources {
-		served := false
-		for _, gvr := range res.Versions {
-			_, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			if err != nil {
-				return nil, nil, err
-			}
-			infs = append(infs, f.ForResource(gvr).Informer())
-			served = true
-			break
-		}
-		if !served {
-			missing = append(missing, res.Kind)
-		}
-	}
-	if len(missing) > 0 {
-		r.src.Log().Info("Route CRDs not installed: their objects are off", slog.String("kinds", strings.Join(missing, ",")))
-	}
-	return f, infs, nil
-}
 
 // routeHandler pushes route objects read from unstructured ones.
 func (r *Reflector) routeHandler() cache.ResourceEventHandler {

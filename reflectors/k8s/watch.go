@@ -2,11 +2,9 @@ package k8s
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -15,7 +13,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 )
 
 // WatchAPI returns a feed for Run that watches client: Services,
@@ -39,8 +37,9 @@ type Clients struct {
 	// Metadata watches every Node's labels (nil: NodeMetadataClient(Client)).
 	Metadata metadata.Interface
 	// Dynamic, if set, watches CiliumLocalRedirectPolicies, the Gateway
-	// API's routes and ReferenceGrants, and SMI TrafficSplits (each kind
-	// skipped, with one log line, when the API server lacks its CRD).
+	// API's routes and ReferenceGrants, and SMI TrafficSplits, each while
+	// the API server serves its CRD (kubeapi.CRDs: a CRD installed or
+	// removed later is followed).
 	Dynamic dynamic.Interface
 }
 
@@ -80,33 +79,17 @@ func (r *Reflector) WatchClients(c Clients) func(ctx context.Context) error {
 			synced = append(synced, reg.HasSynced)
 		}
 		if c.Dynamic != nil {
-			f, reg, err := r.policyInformer(ctx, c.Dynamic)
-			switch {
-			case apierrors.IsNotFound(err):
-				r.src.Log().Info("CiliumLocalRedirectPolicy CRD not installed: local redirect policies are off until it is",
-					slog.String("resource", redirectpolicy.Resource.String()))
-				var wg sync.WaitGroup
-				wg.Go(func() { r.watchPolicyCRD(ctx, c.Dynamic) })
-				defer wg.Wait()
-			case err != nil:
-				return err
-			default:
-				synced = append(synced, reg.HasSynced)
-				defer f.Shutdown()
-			}
-			rf, infs, err := r.routeInformers(ctx, c.Dynamic)
+			crds, err := kubeapi.NewCRDs(c.Dynamic, c.Client.Discovery(), r.src.Log(), r.crdKinds()...)
 			if err != nil {
 				return err
 			}
-			for _, inf := range infs {
-				reg, err := inf.AddEventHandler(r.routeHandler())
-				if err != nil {
-					return err
-				}
-				synced = append(synced, reg.HasSynced)
-			}
-			rf.Start(ctx.Done())
-			defer rf.Shutdown()
+			crds.DiscoveryInterval = r.crdPoll
+			crdCtx, stop := context.WithCancel(ctx)
+			var wg sync.WaitGroup
+			wg.Go(func() { crds.Run(crdCtx) })
+			defer wg.Wait()
+			defer stop() // also on an early return, before the wait
+			synced = append(synced, crds.HasSynced)
 		}
 		for _, f := range factories {
 			f.Start(ctx.Done())
