@@ -32,6 +32,31 @@ func (c *cluster) createPod(p *pod, node string, labels map[string]string, ports
 	check(c.t, err)
 }
 
+// redirectPort is a port of a redirect policy's backend: its name (the
+// Service port's), number and protocol.
+type redirectPort struct{ name, port, proto string }
+
+// redirectPolicy is a CiliumLocalRedirectPolicy named after service that
+// redirects its ports to this node's pods labelled app.
+func redirectPolicy(ns, service, app string, ports ...redirectPort) *unstructured.Unstructured {
+	var toPorts []any
+	for _, p := range ports {
+		toPorts = append(toPorts, map[string]any{"port": p.port, "protocol": p.proto, "name": p.name})
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cilium.io/v2",
+		"kind":       "CiliumLocalRedirectPolicy",
+		"metadata":   map[string]any{"name": service, "namespace": ns},
+		"spec": map[string]any{
+			"redirectFrontend": map[string]any{"serviceMatcher": map[string]any{"serviceName": service, "namespace": ns}},
+			"redirectBackend": map[string]any{
+				"localEndpointSelector": map[string]any{"matchLabels": map[string]any{"app": app}},
+				"toPorts":               toPorts,
+			},
+		},
+	}}
+}
+
 // A CiliumLocalRedirectPolicy for node-local DNS: queries to the DNS
 // Service's ClusterIP are answered by the node's local DNS pod while the
 // policy stands; removing it restores the Service's own endpoints.
@@ -60,28 +85,15 @@ func TestLocalRedirectPolicySendsDNSToTheNodeLocalPod(t *testing.T) {
 	}
 	query("before the policy", "dns-1", "dns-2")
 
-	policy := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "cilium.io/v2",
-		"kind":       "CiliumLocalRedirectPolicy",
-		"metadata":   map[string]any{"name": "node-local-dns", "namespace": c.ns},
-		"spec": map[string]any{
-			"redirectFrontend": map[string]any{"serviceMatcher": map[string]any{"serviceName": "kube-dns", "namespace": c.ns}},
-			"redirectBackend": map[string]any{
-				"localEndpointSelector": map[string]any{"matchLabels": map[string]any{"app": "node-local-dns"}},
-				"toPorts": []any{
-					map[string]any{"port": "8053", "protocol": "UDP", "name": "dns"},
-					map[string]any{"port": "8053", "protocol": "TCP", "name": "dns-tcp"},
-				},
-			},
-		},
-	}}
+	policy := redirectPolicy(c.ns, "kube-dns", "node-local-dns",
+		redirectPort{"dns", "8053", "UDP"}, redirectPort{"dns-tcp", "8053", "TCP"})
 	_, err := c.dyn.Resource(redirectPolicies).Namespace(c.ns).Create(c.ctx(), policy, metav1.CreateOptions{})
 	check(t, err)
 	a.waitFrontend(fe, 5*time.Second, local.ip+":8053")
 	a.waitFrontend(fmtAddr(ip, 53, "TCP"), 5*time.Second, local.ip+":8053")
 	query("with the policy", "node-local-dns")
 
-	check(t, c.dyn.Resource(redirectPolicies).Namespace(c.ns).Delete(c.ctx(), "node-local-dns", metav1.DeleteOptions{}))
+	check(t, c.dyn.Resource(redirectPolicies).Namespace(c.ns).Delete(c.ctx(), "kube-dns", metav1.DeleteOptions{}))
 	a.waitFrontend(fe, 5*time.Second, dns1.ip+":8053", dns2.ip+":8053")
 	a.waitFrontend(fmtAddr(ip, 53, "TCP"), 5*time.Second, dns1.ip+":8053", dns2.ip+":8053")
 	query("after the policy is removed", "dns-1", "dns-2")
