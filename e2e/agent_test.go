@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/klog/v2"
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
@@ -50,6 +51,7 @@ type agent struct {
 	frontends statedb.Table[*lb.Frontend]
 	maps      *bpf.Maps
 	registry  *prometheus.Registry
+	health    *cell.SimpleHealth
 	stopped   bool
 }
 
@@ -59,6 +61,7 @@ func (n *node) startAgent(c *cluster, extra ...string) *agent {
 	n.t.Helper()
 	a := &agent{t: n.t, logs: &logBuffer{}}
 	a.log = slog.New(slog.NewTextHandler(a.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	klog.SetSlogLogger(a.log.With("component", "client-go")) // client-go's lines in the agent's log
 	clients := kubeClients(n.t, c)
 	a.h = hive.New(
 		statedb.Cell,
@@ -74,8 +77,8 @@ func (n *node) startAgent(c *cluster, extra ...string) *agent {
 		routes.Cell,
 		health.Cell,
 		cell.Provide(func() kubeClientsOut { return clients }),
-		cell.Invoke(func(db *statedb.DB, fes statedb.Table[*lb.Frontend], maps *bpf.Maps, reg *prometheus.Registry) {
-			a.db, a.frontends, a.maps, a.registry = db, fes, maps, reg
+		cell.Invoke(func(db *statedb.DB, fes statedb.Table[*lb.Frontend], maps *bpf.Maps, reg *prometheus.Registry, health *cell.SimpleHealth) {
+			a.db, a.frontends, a.maps, a.registry, a.health = db, fes, maps, reg, health
 		}),
 	)
 	flags := pflag.NewFlagSet("agent", pflag.ContinueOnError)
@@ -241,6 +244,26 @@ func labelValue(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// wantHealth waits until the health of the source job of module (its
+// job's scope, module.job-NAME, where the k8s source's job is named k8s)
+// is at level.
+func (a *agent) wantHealth(module string, level cell.Level) {
+	a.t.Helper()
+	scope := module + ".job-" + strings.TrimSuffix(module, "-source")
+	eventually(a.t, 10*time.Second, func() error {
+		h := a.health.GetChild(scope)
+		if h == nil {
+			return fmt.Errorf("no health reported at %s", scope)
+		}
+		h.Lock()
+		defer h.Unlock()
+		if h.Level != level {
+			return fmt.Errorf("health of %s: %s (%s, %v), want %s", scope, h.Level, h.Status, h.Error, level)
+		}
+		return nil
+	})
 }
 
 // logBuffer keeps an agent's log for the test to read and to print when
