@@ -58,7 +58,13 @@ func (k Key) String() string { return k.Kind + " " + k.Namespace + "/" + k.Name 
 type Object struct {
 	Key
 	Created time.Time
-	Parents []Parent
+	// Generation is the object's metadata.generation (0 from a manifest
+	// without one): the one its route status observes.
+	Generation int64
+	Parents    []Parent
+	// Declined are the Service parentRefs that are valid but cannot apply
+	// (a sectionName), each with its Problem.
+	Declined []Parent
 	// Backends are the applicable rule's, in order; nil when no rule
 	// applies.
 	Backends []Backend
@@ -75,6 +81,13 @@ type Parent struct {
 	Port    uint16
 	// Field names the parentRef, for reports: "spec.parentRefs[0]".
 	Field string
+	// Ref is the parentRef as written (nil for a TrafficSplit's apex),
+	// which the route's status.parents entry repeats, and Index its
+	// position in spec.parentRefs.
+	Ref   *gwv1.ParentReference
+	Index int
+	// Problem says why a Declined parent is not applied.
+	Problem string
 }
 
 // Backend is one backendRef: a Service, its port (0: the parent's) and
@@ -163,6 +176,9 @@ func Read(obj any) (*Object, error) {
 		return nil, fmt.Errorf("%T: not a route", obj)
 	}
 	o := &Object{Key: key, Created: obj.(interface{ GetCreationTimestamp() metav1.Time }).GetCreationTimestamp().Time}
+	if g, ok := obj.(interface{ GetGeneration() int64 }); ok {
+		o.Generation = g.GetGeneration()
+	}
 	var err error
 	switch key.Kind {
 	case "TrafficSplit":
@@ -261,7 +277,9 @@ func (o *Object) readParents(spec gwv1.CommonRouteSpec) error {
 			ns = string(*p.Namespace)
 		}
 		if p.SectionName != nil && *p.SectionName != "" {
-			o.problem("%s.sectionName: a Service port is chosen by port, not by name: the parentRef is not applied", field)
+			problem := field + ".sectionName: a Service port is chosen by port, not by name: the parentRef is not applied"
+			o.Problems = append(o.Problems, problem)
+			o.Declined = append(o.Declined, Parent{Service: lb.NewServiceName(ns, string(p.Name)), Field: field, Ref: &p, Index: i, Problem: problem})
 			continue
 		}
 		var port uint16
@@ -275,7 +293,7 @@ func (o *Object) readParents(spec gwv1.CommonRouteSpec) error {
 		if err := name.Validate(); err != nil {
 			return fmt.Errorf("%s: %w", field, err)
 		}
-		o.Parents = append(o.Parents, Parent{Service: name, Port: port, Field: field})
+		o.Parents = append(o.Parents, Parent{Service: name, Port: port, Field: field, Ref: &p, Index: i})
 	}
 	return nil
 }
