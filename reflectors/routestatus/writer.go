@@ -1,0 +1,251 @@
+package routestatus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cilium/statedb"
+	"golang.org/x/time/rate"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/reflectors/routes"
+	"github.com/lbstate/lbstate/tables"
+)
+
+// Writer writes route status while it is the leader (Run), or for as
+// long as Lead runs.
+type Writer struct {
+	cfg      Config
+	db       *statedb.DB
+	routes   statedb.Table[*routes.Status]
+	services statedb.Table[*lb.Service]
+	api      *api
+	source   lb.Source
+	log      *slog.Logger
+	metrics  *metricSet
+	limiter  *rate.Limiter
+	// now is the clock of LastTransitionTime (tests replace it).
+	now func() metav1.Time
+}
+
+// Params are what NewWriter takes.
+type Params struct {
+	Config   Config
+	DB       *statedb.DB
+	Routes   statedb.Table[*routes.Status]
+	Services statedb.Table[*lb.Service]
+	Dynamic  dynamic.Interface
+	// Source is the source whose rows are the API server's routes
+	// (lb.SourceK8s for reflectors/k8s).
+	Source  lb.Source
+	Log     *slog.Logger
+	Metrics *metricSet
+}
+
+// NewWriter returns a writer; Run elects it, Lead runs it unelected.
+func NewWriter(p Params) *Writer {
+	if p.Metrics == nil {
+		p.Metrics = newMetrics(nil)
+	}
+	p.Config.RouteStatusIdentity = p.Config.identity()
+	return &Writer{
+		cfg: p.Config, db: p.DB, routes: p.Routes, services: p.Services, api: newAPI(p.Dynamic),
+		source: p.Source, log: p.Log, metrics: p.Metrics,
+		limiter: rate.NewLimiter(rate.Limit(p.Config.RouteStatusQPS), p.Config.RouteStatusBurst),
+		now:     func() metav1.Time { return metav1.Now().Rfc3339Copy() },
+	}
+}
+
+// Lead writes the status of every route, then of each route whose row or
+// backend Services change, until ctx is done. It returns once no write
+// is in flight. Call it only while this agent is the one writer.
+func (w *Writer) Lead(ctx context.Context) {
+	w.metrics.leader.Set(1)
+	defer w.metrics.leader.Set(0)
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[routes.Key](100*time.Millisecond, 30*time.Second))
+	stop := context.AfterFunc(ctx, q.ShutDown)
+	defer stop()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := w.watch(ctx, q); err != nil {
+			w.log.Error("Route status: cannot watch the tables", "error", err)
+			q.ShutDown()
+		}
+	})
+	defer wg.Wait()
+	defer q.ShutDown()
+
+	// What this term knows to be in the API: a route's desired status
+	// (as JSON), so that a row that changes without changing its status
+	// costs no API call. A new term knows nothing: the writer before may
+	// have stopped mid-way.
+	written := map[routes.Key]string{}
+	for {
+		key, shutdown := q.Get()
+		if shutdown {
+			return
+		}
+		err := w.sync(ctx, key, written)
+		switch {
+		case err == nil:
+			q.Forget(key)
+		case ctx.Err() != nil:
+		default:
+			w.log.Warn("Route status not written; retrying", "route", key.String(), "error", err)
+			q.AddRateLimited(key)
+		}
+		q.Done(key)
+	}
+}
+
+// watch queues every route of the source, then each route whose row
+// changes and each route with a backendRef to a Service that changes.
+func (w *Writer) watch(ctx context.Context, q workqueue.TypedRateLimitingInterface[routes.Key]) error {
+	wtxn := w.db.WriteTxn(w.routes, w.services)
+	rows, err := w.routes.Changes(wtxn)
+	if err != nil {
+		wtxn.Abort()
+		return err
+	}
+	defer rows.Close()
+	svcs, err := w.services.Changes(wtxn)
+	if err != nil {
+		wtxn.Abort()
+		return err
+	}
+	defer svcs.Close()
+	wtxn.Commit()
+
+	refs := map[lb.ServiceName]map[routes.Key]struct{}{} // backend Service: routes naming it
+	named := map[routes.Key][]lb.ServiceName{}
+	first := true
+	for {
+		txn := w.db.ReadTxn()
+		changes, rowsWatch := rows.Next(txn)
+		for c := range changes {
+			st := c.Object
+			if st.Source != w.source || !hasStatus[st.Kind] {
+				continue
+			}
+			for _, name := range named[st.Key] {
+				delete(refs[name], st.Key)
+				if len(refs[name]) == 0 {
+					delete(refs, name)
+				}
+			}
+			delete(named, st.Key)
+			if !c.Deleted {
+				for _, ref := range st.BackendRefs {
+					if refs[ref.Service] == nil {
+						refs[ref.Service] = map[routes.Key]struct{}{}
+					}
+					refs[ref.Service][st.Key] = struct{}{}
+					named[st.Key] = append(named[st.Key], ref.Service)
+				}
+			}
+			q.Add(st.Key)
+		}
+		svcChanges, svcsWatch := svcs.Next(txn)
+		for c := range svcChanges {
+			if first {
+				continue // every route is queued already
+			}
+			for key := range refs[c.Object.Name] {
+				q.Add(key)
+			}
+		}
+		first = false
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-rowsWatch:
+		case <-svcsWatch:
+		}
+	}
+}
+
+// errNewer says that the API has a status of a newer generation than
+// the row's: the row catches up and queues the route again.
+var errNewer = errors.New("the route's status observes a newer generation than this agent has read")
+
+// sync brings key's status.parents up to date, if they are not already.
+func (w *Writer) sync(ctx context.Context, key routes.Key, written map[routes.Key]string) error {
+	txn := w.db.ReadTxn()
+	row, _, ok := w.routes.Get(txn, routes.StatusByKey.Query(w.source.String()+"/"+key.Kind+"/"+key.Namespace+"/"+key.Name))
+	if !ok {
+		delete(written, key) // the route is gone
+		return nil
+	}
+	exists := func(name lb.ServiceName) bool {
+		s, _, ok := w.services.Get(txn, tables.ServiceByName.Query(name))
+		return ok && s.Policy() != nil
+	}
+	desired := Desired(row, exists, ControllerName)
+	data, err := json.Marshal(struct {
+		Generation int64
+		Desired    any
+	}{row.Generation, desired})
+	if err != nil {
+		return err
+	}
+	fingerprint := string(data)
+	if written[key] == fingerprint {
+		return nil
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := w.limiter.Wait(ctx); err != nil {
+			return err
+		}
+		u, gvr, err := w.api.get(ctx, key)
+		if err != nil {
+			return err
+		}
+		existing, err := parentsOf(u)
+		if err != nil {
+			return err
+		}
+		if newerThan(existing, ControllerName, row.Generation) {
+			return errNewer
+		}
+		next, changed := merge(existing, desired, ControllerName, w.now())
+		if !changed {
+			return nil
+		}
+		if err := setParents(u, next); err != nil {
+			return err
+		}
+		if err := w.limiter.Wait(ctx); err != nil {
+			return err
+		}
+		err = w.api.updateStatus(ctx, gvr, u)
+		switch {
+		case err == nil:
+			w.metrics.writes.WithLabelValues(resultWritten).Inc()
+		case apierrors.IsConflict(err):
+			w.metrics.writes.WithLabelValues(resultConflict).Inc()
+		default:
+			w.metrics.writes.WithLabelValues(resultError).Inc()
+		}
+		return err
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		delete(written, key) // deleted meanwhile: its row goes too
+		return nil
+	case errors.Is(err, errNewer):
+		return nil
+	case err != nil:
+		return err
+	}
+	written[key] = fingerprint
+	return nil
+}
