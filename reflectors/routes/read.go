@@ -6,9 +6,10 @@
 //
 // Read normalizes one object; Plan is a pure function from every object
 // to the routes to set and a status per object (what applies, each
-// backend's share, what could not be applied and why). The Kubernetes
-// reflector (reflectors/k8s) feeds it from the API and from a manifests
-// directory.
+// backend's share, what could not be applied and why, and, per Service
+// parentRef and backendRef, the facts a route's status.parents says,
+// which reflectors/routestatus writes). The Kubernetes reflector
+// (reflectors/k8s) feeds it from the API and from a manifests directory.
 package routes
 
 import (
