@@ -59,8 +59,8 @@ func register(p cellParams) error {
 		Source: lb.SourceK8s, Log: log, Metrics: newMetrics(p.Registerer),
 	})
 	g := p.Jobs.NewGroup(p.Health, job.WithLogger(log))
-	g.Add(job.OneShot("route-status", func(ctx context.Context, _ cell.Health) error {
-		return w.Run(ctx, p.Client.CoordinationV1())
+	g.Add(job.OneShot("route-status", func(ctx context.Context, h cell.Health) error {
+		return w.Run(ctx, p.Client.CoordinationV1(), h)
 	}, job.WithRetry(-1, &job.ExponentialBackoff{Min: time.Second, Max: time.Minute})))
 	return nil
 }

@@ -30,7 +30,8 @@ import (
 
 // Composed as an agent composes them (the Kubernetes source, the routes
 // table and this cell, over one API server), an HTTPRoute on a Service
-// gets lbstate's status.parents entry.
+// gets lbstate's status.parents entry, written once: not before the
+// source has read every Service (when a backend would seem missing).
 func TestCellWritesTheStatusOfRoutesTheKubernetesSourceReads(t *testing.T) {
 	svc := func(name string) *corev1.Service {
 		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
@@ -77,6 +78,15 @@ func TestCellWritesTheStatusOfRoutesTheKubernetesSourceReads(t *testing.T) {
 			acc, res := conds[0].(map[string]any), conds[1].(map[string]any)
 			if p["controllerName"] != routestatus.ControllerName || acc["reason"] != "Accepted" || res["reason"] != "ResolvedRefs" || acc["observedGeneration"] != int64(2) {
 				t.Fatalf("status.parents[0] %v, want ours, Accepted and ResolvedRefs at generation 2", p)
+			}
+			updates := 0
+			for _, a := range dyn.Actions() {
+				if a.GetVerb() == "update" && a.GetSubresource() == "status" {
+					updates++
+				}
+			}
+			if updates != 1 {
+				t.Fatalf("%d status updates, want 1", updates)
 			}
 			return
 		}

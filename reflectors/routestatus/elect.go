@@ -2,12 +2,20 @@ package routestatus
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
+	"github.com/cilium/hive/cell"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// Run's health reports.
+const (
+	standingBy = "Campaigning for the route status Lease: another agent writes route status"
+	writing    = "Writing route status (the Lease holder)"
 )
 
 // Run campaigns for the Lease and, while this agent holds it, writes
@@ -15,7 +23,11 @@ import (
 // and releases the Lease after, so that two agents never write at once
 // (the next one takes over at once, not after the lease expires). A
 // lost lease stops the writing and starts a new campaign.
-func (w *Writer) Run(ctx context.Context, leases coordinationv1.LeasesGetter) error {
+func (w *Writer) Run(ctx context.Context, leases coordinationv1.LeasesGetter, health cell.Health) error {
+	if !w.initialized(ctx) { // campaign only with the whole picture
+		return nil
+	}
+	health.OK(standingBy)
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: w.cfg.RouteStatusLeaseNamespace, Name: w.cfg.RouteStatusLeaseName},
 		Client:     leases,
@@ -70,11 +82,16 @@ func (w *Writer) Run(ctx context.Context, leases coordinationv1.LeasesGetter) er
 			termCtx, cancel := context.WithCancel(term)
 			stop := context.AfterFunc(ctx, cancel)
 			w.log.Info("Writing route status: this agent holds the lease", slog.String("identity", w.cfg.RouteStatusIdentity))
-			w.Lead(termCtx)
+			health.OK(writing)
+			err := w.Lead(termCtx)
 			stop()
 			cancel()
-			if ctx.Err() == nil {
+			switch {
+			case err != nil:
+				return fmt.Errorf("route status: %w", err) // the lease is released; the job retries
+			case ctx.Err() == nil:
 				w.log.Warn("Route status: lease lost; campaigning again", slog.String("identity", w.cfg.RouteStatusIdentity))
+				health.OK(standingBy)
 			}
 		}
 	}

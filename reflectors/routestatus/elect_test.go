@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/hive/cell"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -28,13 +29,16 @@ func TestOneOfTwoWritersWritesAndTheOtherTakesOverWhenItStops(t *testing.T) {
 		cancel  context.CancelFunc
 		exited  chan struct{}
 		err     error
+		health  *cell.SimpleHealth
 	}
 	start := func(identity string) *agent {
 		a := &agent{updates: new(atomic.Int64), exited: make(chan struct{})}
+		health, simple := cell.NewSimpleHealth()
+		a.health = simple
 		a.w = h.writer(identity, countingClient{h.dyn, a.updates})
 		ctx, cancel := context.WithCancel(context.Background())
 		a.cancel = cancel
-		go func() { defer close(a.exited); a.err = a.w.Run(ctx, kube.CoordinationV1()) }()
+		go func() { defer close(a.exited); a.err = a.w.Run(ctx, kube.CoordinationV1(), health) }()
 		t.Cleanup(func() { cancel(); <-a.exited })
 		return a
 	}
@@ -52,6 +56,9 @@ func TestOneOfTwoWritersWritesAndTheOtherTakesOverWhenItStops(t *testing.T) {
 	}
 	if first == nil || leading(second) {
 		t.Fatalf("leaders: agent-a %v, agent-b %v; want exactly one", leading(agents[0]), leading(agents[1]))
+	}
+	if first.health.Status != writing || second.health.Status != standingBy {
+		t.Errorf("health: leader %q, other %q", first.health.Status, second.health.Status)
 	}
 	if first.updates.Load() != 2 || second.updates.Load() != 0 {
 		t.Fatalf("status updates: leader %d, other %d; want 2 (r1, r2) and 0", first.updates.Load(), second.updates.Load())

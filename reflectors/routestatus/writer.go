@@ -66,23 +66,27 @@ func NewWriter(p Params) *Writer {
 }
 
 // Lead writes the status of every route, then of each route whose row or
-// backend Services change, until ctx is done. It returns once no write
-// is in flight. Call it only while this agent is the one writer.
-func (w *Writer) Lead(ctx context.Context) {
+// backend Services change, until ctx is done (nil) or it cannot watch
+// the tables (the error). It returns once no write is in flight. Call it
+// only while this agent is the one writer.
+func (w *Writer) Lead(ctx context.Context) error {
 	w.metrics.leader.Set(1)
 	defer w.metrics.leader.Set(0)
+	if !w.initialized(ctx) {
+		return nil
+	}
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[routes.Key](100*time.Millisecond, 30*time.Second))
 	stop := context.AfterFunc(ctx, q.ShutDown)
 	defer stop()
-	var wg sync.WaitGroup
+	var (
+		wg       sync.WaitGroup
+		watchErr error
+	)
 	wg.Go(func() {
-		if err := w.watch(ctx, q); err != nil {
-			w.log.Error("Route status: cannot watch the tables", "error", err)
+		if watchErr = w.watch(ctx, q); watchErr != nil {
 			q.ShutDown()
 		}
 	})
-	defer wg.Wait()
-	defer q.ShutDown()
 
 	// What this term knows to be in the API: a route's desired status
 	// (as JSON), so that a row that changes without changing its status
@@ -92,7 +96,8 @@ func (w *Writer) Lead(ctx context.Context) {
 	for {
 		key, shutdown := q.Get()
 		if shutdown {
-			return
+			wg.Wait()
+			return watchErr
 		}
 		err := w.sync(ctx, key, written)
 		switch {
@@ -104,6 +109,23 @@ func (w *Writer) Lead(ctx context.Context) {
 			q.AddRateLimited(key)
 		}
 		q.Done(key)
+	}
+}
+
+// initialized waits until every source has written its initial state
+// (the services table is initialized), so that no status is written from
+// half the picture (a backend Service not read yet is not missing). It
+// reports false if ctx is done first.
+func (w *Writer) initialized(ctx context.Context) bool {
+	init, watch := w.services.Initialized(w.db.ReadTxn())
+	if init {
+		return true
+	}
+	select {
+	case <-watch:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
