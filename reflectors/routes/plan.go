@@ -41,6 +41,9 @@ type Status struct {
 	// status.parents says (reflectors/routestatus writes it).
 	ParentRefs  []ParentRefStatus  `json:"parentRefs,omitempty"`
 	BackendRefs []BackendRefStatus `json:"backendRefs,omitempty"`
+	// DroppedRules are the problems of the rules not applied while
+	// another rule is: the route is accepted, and partially invalid.
+	DroppedRules []string `json:"droppedRules,omitempty"`
 }
 
 // ParentRefStatus is what became of one parentRef to a Service.
@@ -120,6 +123,7 @@ func MakePlan(objs []*Object, grants []*ReferenceGrant, as lb.Source) Plan {
 			out.declineAll(gwv1.RouteReasonUnsupportedValue, "no rule applies at L4 (see the route's other problems): the route is not applied")
 			continue
 		}
+		st.DroppedRules = droppedRules(o)
 		backends := make([]lb.RouteBackend, 0, len(o.Backends))
 		for _, b := range o.Backends {
 			ref := BackendRefStatus{Field: b.Field, Service: lb.NewServiceName(b.Namespace, b.Name)}
@@ -199,6 +203,19 @@ func MakePlan(objs []*Object, grants []*ReferenceGrant, as lb.Source) Plan {
 		plan.Status[i] = *st
 	}
 	return plan
+}
+
+// droppedRules returns the problems of o's dropped rules, in order.
+func droppedRules(o *Object) []string {
+	var out []string
+	for _, rule := range o.Dropped {
+		for _, p := range o.Problems {
+			if strings.HasPrefix(p, rule+".") || strings.HasPrefix(p, rule+":") {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 func parentString(name lb.ServiceName, port uint16) string {

@@ -69,6 +69,9 @@ type Object struct {
 	// Backends are the applicable rule's, in order; nil when no rule
 	// applies.
 	Backends []Backend
+	// Dropped are the rules not applied ("spec.rules[1]"), each with its
+	// Problems.
+	Dropped []string
 	// Problems are the parts that are not applied (rules with L7
 	// matches, parents that are not Services, refs of unknown kinds),
 	// each naming the field.
@@ -369,8 +372,10 @@ func (o *Object) readRules(rules int, applies []bool, refs func(int) []gwv1.Back
 		}
 		switch {
 		case !applies[i]:
+			o.Dropped = append(o.Dropped, field)
 		case found:
 			o.problem("%s: an earlier rule already takes every connection: the rule is not applied", field)
+			o.Dropped = append(o.Dropped, field)
 		default:
 			found, o.Backends = true, backends
 		}

@@ -31,10 +31,22 @@ func Desired(row *routes.Status, exists func(lb.ServiceName) bool, controller st
 		if !p.Accepted {
 			accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, p.Reason, truncate(p.Message)
 		}
+		conds := []metav1.Condition{accepted, resolved}
+		if p.Accepted && len(row.DroppedRules) > 0 {
+			// The spec's "Drop Rule(s)" approach: set only while accepted,
+			// its message starting "Dropped Rule".
+			conds = append(conds, metav1.Condition{
+				Type:               string(gwv1.RouteConditionPartiallyInvalid),
+				Status:             metav1.ConditionTrue,
+				Reason:             string(gwv1.RouteReasonUnsupportedValue),
+				Message:            truncate("Dropped Rule(s): " + strings.Join(row.DroppedRules, "; ")),
+				ObservedGeneration: row.Generation,
+			})
+		}
 		out[i] = gwv1.RouteParentStatus{
 			ParentRef:      *p.Ref.DeepCopy(),
 			ControllerName: gwv1.GatewayController(controller),
-			Conditions:     []metav1.Condition{accepted, resolved},
+			Conditions:     conds,
 		}
 	}
 	return out

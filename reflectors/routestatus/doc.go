@@ -2,7 +2,7 @@
 // Services (GAMMA): for each HTTPRoute, GRPCRoute, TCPRoute and UDPRoute
 // the Kubernetes source holds, one status.parents entry per parentRef to
 // a Service, under the controller name lbstate.io/mesh-controller
-// (ControllerName), with two conditions that observe the route's
+// (ControllerName), with conditions that observe the route's
 // generation:
 //
 //   - Accepted: True/Accepted when the route's split applies on the
@@ -17,6 +17,10 @@
 //     without a ReferenceGrant) or BackendNotFound (no source declares
 //     the Service: headless and ExternalName Services count, since the
 //     balancer has nothing of them). The message lists every such ref.
+//   - PartiallyInvalid: True/UnsupportedValue on an accepted route some of
+//     whose rules are not applied (L7 matches or filters, a TCPRoute's
+//     later rules), with the spec's "Dropped Rule" message; absent
+//     otherwise.
 //
 // Gateway parents are not lbstate's: their gateway controllers write
 // them. Entries of other controllers are kept as they are; an entry of
@@ -25,7 +29,8 @@
 // The facts come from the routes table (routes.Status, which the
 // Kubernetes source fills) and the services table, so this package is a
 // peer of the sources that reads tables and writes only to the API
-// server. Every agent computes the same status; one writes it: the one
+// server. Every agent computes the same status, once every source has
+// synced (the services table is initialized); one writes it: the one
 // holding a coordination.k8s.io Lease (client-go's leaderelection). A
 // writer compares before it writes, so an unchanged status is never
 // written, and on gaining the lease it reconciles every route once (the

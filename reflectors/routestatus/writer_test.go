@@ -210,3 +210,39 @@ func TestUnchangedStatusIsNotRewritten(t *testing.T) {
 		t.Errorf("after a new writer read them, routes r and marker written %d and %d times, want 1 and 1", n, m)
 	}
 }
+
+// A route some of whose rules cannot apply at L4 is accepted and
+// partially invalid (the spec's "Dropped Rule"); one none of whose rules
+// can is not accepted, and not partially invalid.
+func TestDroppedRulesMakeAnAcceptedRoutePartiallyInvalid(t *testing.T) {
+	h := newHarness(t)
+	h.service("ns", "web")
+	h.service("ns", "a")
+	header := gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{{Headers: []gwv1.HTTPHeaderMatch{{Name: "x-canary", Value: "1"}}}},
+		BackendRefs: []gwv1.HTTPBackendRef{backend("", "a")}}
+	partly := httpRoute("ns", "partly", 1, []gwv1.ParentReference{serviceParent("web")}, backend("", "a"))
+	partly.Spec.Rules = append([]gwv1.HTTPRouteRule{header}, partly.Spec.Rules...)
+	h.route(partly)
+	none := httpRoute("ns", "none", 1, []gwv1.ParentReference{serviceParent("api")})
+	none.Spec.Rules = []gwv1.HTTPRouteRule{header}
+	h.route(none)
+	h.lead(h.writer("a", nil))
+
+	entry := waitResolvedRefs(t, h, "ns", "partly", gwv1.RouteReasonResolvedRefs)
+	if acc := condition(t, entry, gwv1.RouteConditionAccepted); acc.Status != metav1.ConditionTrue {
+		t.Errorf("partly: Accepted %+v, want True", acc)
+	}
+	pi := condition(t, entry, gwv1.RouteConditionPartiallyInvalid)
+	if pi.Status != metav1.ConditionTrue || pi.Reason != string(gwv1.RouteReasonUnsupportedValue) ||
+		!strings.HasPrefix(pi.Message, "Dropped Rule") || !strings.Contains(pi.Message, "spec.rules[0].matches[0].headers") {
+		t.Errorf("partly: PartiallyInvalid %+v, want True/UnsupportedValue, \"Dropped Rule...\" naming rule 0's headers", pi)
+	}
+
+	entry = waitResolvedRefs(t, h, "ns", "none", gwv1.RouteReasonResolvedRefs)
+	if acc := condition(t, entry, gwv1.RouteConditionAccepted); acc.Status != metav1.ConditionFalse || acc.Reason != string(gwv1.RouteReasonUnsupportedValue) {
+		t.Errorf("none: Accepted %+v, want False/UnsupportedValue", acc)
+	}
+	if len(entry.Conditions) != 2 {
+		t.Errorf("none: conditions %+v, want Accepted and ResolvedRefs only", entry.Conditions)
+	}
+}
