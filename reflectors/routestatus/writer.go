@@ -202,7 +202,7 @@ var errNewer = errors.New("the route's status observes a newer generation than t
 // sync brings key's status.parents up to date, if they are not already.
 func (w *Writer) sync(ctx context.Context, key routes.Key, written map[routes.Key]string) error {
 	txn := w.db.ReadTxn()
-	row, _, ok := w.routes.Get(txn, routes.StatusByKey.Query(w.source.String()+"/"+key.Kind+"/"+key.Namespace+"/"+key.Name))
+	row, _, ok := w.routes.Get(txn, routes.StatusByKey.Query(routes.StatusID(w.source, key)))
 	if !ok {
 		delete(written, key) // the route is gone
 		return nil

@@ -2,11 +2,18 @@ package routestatus
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/lbstate/lbstate/lb"
@@ -244,5 +251,28 @@ func TestDroppedRulesMakeAnAcceptedRoutePartiallyInvalid(t *testing.T) {
 	}
 	if len(entry.Conditions) != 2 {
 		t.Errorf("none: conditions %+v, want Accepted and ResolvedRefs only", entry.Conditions)
+	}
+}
+
+// A write that meets a newer version of the route (a Conflict) reads the
+// route again and writes on it.
+func TestConflictingWriteReadsTheRouteAgainAndRetries(t *testing.T) {
+	h := newHarness(t)
+	h.service("ns", "web")
+	h.service("ns", "a")
+	h.route(httpRoute("ns", "r", 1, []gwv1.ParentReference{serviceParent("web")}, backend("", "a")))
+	var conflicts atomic.Int64
+	h.dyn.PrependReactor("update", "httproutes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" && conflicts.Add(1) == 1 {
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: gwv1.GroupName, Resource: "httproutes"}, "r", errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
+	w := h.writer("a", nil)
+	h.lead(w)
+
+	waitResolvedRefs(t, h, "ns", "r", gwv1.RouteReasonResolvedRefs)
+	if c, ok := testutil.ToFloat64(w.metrics.writes.WithLabelValues(resultConflict)), testutil.ToFloat64(w.metrics.writes.WithLabelValues(resultWritten)); c != 1 || ok != 1 {
+		t.Errorf("writes: %v conflict, %v written; want 1 and 1", c, ok)
 	}
 }
