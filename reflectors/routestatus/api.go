@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/pager"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/lbstate/lbstate/reflectors/routes"
@@ -102,4 +103,30 @@ func setParents(u *unstructured.Unstructured, parents []gwv1.RouteParentStatus) 
 	status["parents"] = m["parents"]
 	u.Object["status"] = status
 	return nil
+}
+
+// eachRoute calls fn with every route of kind, in the first version
+// served, listed a page at a time; a NotFound error when no version is.
+func (a *api) eachRoute(ctx context.Context, kind string, fn func(*unstructured.Unstructured)) error {
+	var err error = apierrors.NewNotFound(schema.GroupResource{Group: routes.GatewayGroup, Resource: kind}, "")
+	for _, r := range routes.Resources {
+		if r.Kind != kind {
+			continue
+		}
+		for _, gvr := range r.Versions {
+			p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+				return a.dyn.Resource(gvr).List(ctx, opts)
+			})
+			err = p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+				if u, ok := obj.(*unstructured.Unstructured); ok {
+					fn(u)
+				}
+				return nil
+			})
+			if !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+	}
+	return err
 }

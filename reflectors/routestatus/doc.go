@@ -34,7 +34,8 @@
 // holding a coordination.k8s.io Lease (client-go's leaderelection). A
 // writer compares before it writes, so an unchanged status is never
 // written, and on gaining the lease it reconciles every route once (the
-// agent before it may have stopped mid-way). Writes are rate limited
+// agent before it may have stopped mid-way), from one list per kind:
+// only the routes whose status differs are read and written. Writes are rate limited
 // (--route-status-qps) and failures retried with backoff.
 //
 // Traps: the agent needs RBAC to get and update the routes' status

@@ -2,23 +2,18 @@ package routestatus
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/cilium/statedb"
 	"golang.org/x/time/rate"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors/routes"
-	"github.com/lbstate/lbstate/tables"
 )
 
 // Writer writes route status while it is the leader (Run), or for as
@@ -75,6 +70,12 @@ func (w *Writer) Lead(ctx context.Context) error {
 	if !w.initialized(ctx) {
 		return nil
 	}
+	// What this term knows to be in the API: a route's desired status
+	// (as JSON), so that a row that changes without changing its status
+	// costs no API call. A new term knows only what it lists: the
+	// writer before may have stopped mid-way.
+	written := map[routes.Key]string{}
+	w.prime(ctx, written)
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[routes.Key](100*time.Millisecond, 30*time.Second))
 	stop := context.AfterFunc(ctx, q.ShutDown)
 	defer stop()
@@ -88,11 +89,6 @@ func (w *Writer) Lead(ctx context.Context) error {
 		}
 	})
 
-	// What this term knows to be in the API: a route's desired status
-	// (as JSON), so that a row that changes without changing its status
-	// costs no API call. A new term knows nothing: the writer before may
-	// have stopped mid-way.
-	written := map[routes.Key]string{}
 	for {
 		key, shutdown := q.Get()
 		if shutdown {
@@ -193,81 +189,4 @@ func (w *Writer) watch(ctx context.Context, q workqueue.TypedRateLimitingInterfa
 		case <-svcsWatch:
 		}
 	}
-}
-
-// errNewer says that the API has a status of a newer generation than
-// the row's: the row catches up and queues the route again.
-var errNewer = errors.New("the route's status observes a newer generation than this agent has read")
-
-// sync brings key's status.parents up to date, if they are not already.
-func (w *Writer) sync(ctx context.Context, key routes.Key, written map[routes.Key]string) error {
-	txn := w.db.ReadTxn()
-	row, _, ok := w.routes.Get(txn, routes.StatusByKey.Query(routes.StatusID(w.source, key)))
-	if !ok {
-		delete(written, key) // the route is gone
-		return nil
-	}
-	exists := func(name lb.ServiceName) bool {
-		s, _, ok := w.services.Get(txn, tables.ServiceByName.Query(name))
-		return ok && s.Policy() != nil
-	}
-	desired := Desired(row, exists, ControllerName)
-	data, err := json.Marshal(struct {
-		Generation int64
-		Desired    any
-	}{row.Generation, desired})
-	if err != nil {
-		return err
-	}
-	fingerprint := string(data)
-	if written[key] == fingerprint {
-		return nil
-	}
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := w.limiter.Wait(ctx); err != nil {
-			return err
-		}
-		u, gvr, err := w.api.get(ctx, key)
-		if err != nil {
-			return err
-		}
-		existing, err := parentsOf(u)
-		if err != nil {
-			return err
-		}
-		if newerThan(existing, ControllerName, row.Generation) {
-			return errNewer
-		}
-		next, changed := merge(existing, desired, ControllerName, w.now())
-		if !changed {
-			return nil
-		}
-		if err := setParents(u, next); err != nil {
-			return err
-		}
-		if err := w.limiter.Wait(ctx); err != nil {
-			return err
-		}
-		err = w.api.updateStatus(ctx, gvr, u)
-		switch {
-		case err == nil:
-			w.metrics.writes.WithLabelValues(resultWritten).Inc()
-		case apierrors.IsConflict(err):
-			w.metrics.writes.WithLabelValues(resultConflict).Inc()
-		default:
-			w.metrics.writes.WithLabelValues(resultError).Inc()
-		}
-		return err
-	})
-	switch {
-	case apierrors.IsNotFound(err):
-		delete(written, key) // deleted meanwhile: its row goes too
-		return nil
-	case errors.Is(err, errNewer):
-		return nil
-	case err != nil:
-		return err
-	}
-	written[key] = fingerprint
-	return nil
 }

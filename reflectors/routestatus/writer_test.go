@@ -185,7 +185,8 @@ func TestOtherControllersEntriesAreKeptAndOursForRemovedParentsDropped(t *testin
 
 // A status already as it should be is never written again: not when the
 // route's row changes without changing it, not when a backend Service
-// changes, and not by a new writer that starts by reading every route.
+// changes, and not by a new writer, which lists the routes once (not a
+// read per route) when it starts.
 func TestUnchangedStatusIsNotRewritten(t *testing.T) {
 	h := newHarness(t)
 	h.service("ns", "web")
@@ -210,11 +211,17 @@ func TestUnchangedStatusIsNotRewritten(t *testing.T) {
 	cancel()
 	<-done
 
+	reads := len(h.dyn.Actions())
 	h.lead(h.writer("b", nil))
 	h.route(httpRoute("ns", "marker2", 1, []gwv1.ParentReference{serviceParent("web3")}, backend("", "a")))
 	waitResolvedRefs(t, h, "ns", "marker2", gwv1.RouteReasonResolvedRefs) // after it read r and marker
 	if n, m := h.updates("ns", "r"), h.updates("ns", "marker"); n != 1 || m != 1 {
 		t.Errorf("after a new writer read them, routes r and marker written %d and %d times, want 1 and 1", n, m)
+	}
+	for _, a := range h.dyn.Actions()[reads:] {
+		if g, ok := a.(k8stesting.GetAction); ok && (g.GetName() == "r" || g.GetName() == "marker") {
+			t.Errorf("the new writer read route %s alone; want it known from its list", g.GetName())
+		}
 	}
 }
 
