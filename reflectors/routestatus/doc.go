@@ -38,8 +38,8 @@
 // only the routes whose status differs are read and written. Writes are rate limited
 // (--route-status-qps) and failures retried with backoff.
 //
-// Traps: the agent needs RBAC to get and update the routes' status
-// subresource and to get, create and update Leases in
+// Traps: the agent needs RBAC to get and list the routes, to update
+// their status subresource, and to get, create and update Leases in
 // --route-status-lease-namespace. A route whose newest generation the
 // source cannot read (an invalid update) keeps the status of the last
 // valid one, with that generation as observedGeneration.
