@@ -107,7 +107,7 @@ func setParents(u *unstructured.Unstructured, parents []gwv1.RouteParentStatus) 
 
 // eachRoute calls fn with every route of kind, in the first version
 // served, listed a page at a time; a NotFound error when no version is.
-func (a *api) eachRoute(ctx context.Context, kind string, fn func(*unstructured.Unstructured)) error {
+func (a *api) eachRoute(ctx context.Context, kind string, fn func(*unstructured.Unstructured, schema.GroupVersionResource)) error {
 	var err error = apierrors.NewNotFound(schema.GroupResource{Group: routes.GatewayGroup, Resource: kind}, "")
 	for _, r := range routes.Resources {
 		if r.Kind != kind {
@@ -119,7 +119,7 @@ func (a *api) eachRoute(ctx context.Context, kind string, fn func(*unstructured.
 			})
 			err = p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
 				if u, ok := obj.(*unstructured.Unstructured); ok {
-					fn(u)
+					fn(u, gvr)
 				}
 				return nil
 			})

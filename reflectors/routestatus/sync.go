@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/retry"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -41,24 +42,48 @@ func (w *Writer) desired(txn statedb.ReadTxn, key routes.Key) (*routes.Status, [
 	return row, desired, string(data), true
 }
 
+// term is what one term of leadership knows of the API.
+type term struct {
+	// written is each route's desired status (as JSON) known to be in
+	// the API, so that a row that changes without changing its status
+	// costs no API call. A new term knows only what it lists: the writer
+	// before may have stopped mid-way.
+	written map[routes.Key]string
+	// listed are the routes the term's list found with another status:
+	// the first write of each goes on the listed version (a Conflict if
+	// it changed since) rather than a version read alone.
+	listed map[routes.Key]listedRoute
+}
+
+type listedRoute struct {
+	u   *unstructured.Unstructured
+	gvr schema.GroupVersionResource
+}
+
 // sync brings key's status.parents up to date, if they are not already.
-func (w *Writer) sync(ctx context.Context, key routes.Key, written map[routes.Key]string) error {
+func (w *Writer) sync(ctx context.Context, key routes.Key, t *term) error {
 	row, desired, fingerprint, ok := w.desired(w.db.ReadTxn(), key)
+	listed, fromList := t.listed[key]
+	delete(t.listed, key)
 	if !ok {
-		delete(written, key) // the route is gone
+		delete(t.written, key) // the route is gone
 		return nil
 	}
-	if written[key] == fingerprint {
+	if t.written[key] == fingerprint {
 		return nil
 	}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := w.limiter.Wait(ctx); err != nil {
 			return err
 		}
-		u, gvr, err := w.api.get(ctx, key)
-		if err != nil {
-			return err
+		u, gvr := listed.u, listed.gvr
+		if !fromList {
+			var err error
+			if u, gvr, err = w.api.get(ctx, key); err != nil {
+				return err
+			}
 		}
+		fromList = false // a Conflict reads it again
 		existing, err := parentsOf(u)
 		if err != nil {
 			return err
@@ -89,29 +114,29 @@ func (w *Writer) sync(ctx context.Context, key routes.Key, written map[routes.Ke
 	})
 	switch {
 	case apierrors.IsNotFound(err):
-		delete(written, key) // deleted meanwhile: its row goes too
+		delete(t.written, key) // deleted meanwhile: its row goes too
 		return nil
 	case errors.Is(err, errNewer):
 		return nil
 	case err != nil:
 		return err
 	}
-	written[key] = fingerprint
+	t.written[key] = fingerprint
 	return nil
 }
 
-// prime lists every route kind once and records in written the routes
-// whose status in the API is already as desired: a new term then reads
-// them with a list per kind, not a read per route. What it cannot list
-// is left to sync.
-func (w *Writer) prime(ctx context.Context, written map[routes.Key]string) {
+// prime starts a term: it lists every route kind once, and records the
+// routes whose status in the API is already as desired, and the others
+// as listed. What it cannot list is left to sync to read.
+func (w *Writer) prime(ctx context.Context) *term {
+	t := &term{written: map[routes.Key]string{}, listed: map[routes.Key]listedRoute{}}
 	now := metav1.Now()
 	for kind := range hasStatus {
 		if err := w.limiter.Wait(ctx); err != nil {
-			return
+			return t
 		}
 		txn := w.db.ReadTxn()
-		err := w.api.eachRoute(ctx, kind, func(u *unstructured.Unstructured) {
+		err := w.api.eachRoute(ctx, kind, func(u *unstructured.Unstructured, gvr schema.GroupVersionResource) {
 			key := routes.Key{Kind: kind, Namespace: u.GetNamespace(), Name: u.GetName()}
 			row, desired, fingerprint, ok := w.desired(txn, key)
 			if !ok {
@@ -121,12 +146,15 @@ func (w *Writer) prime(ctx context.Context, written map[routes.Key]string) {
 			if err != nil || newerThan(existing, ControllerName, row.Generation) {
 				return
 			}
-			if _, changed := merge(existing, desired, ControllerName, now); !changed {
-				written[key] = fingerprint
+			if _, changed := merge(existing, desired, ControllerName, now); changed {
+				t.listed[key] = listedRoute{u, gvr}
+			} else {
+				t.written[key] = fingerprint
 			}
 		})
 		if err != nil && !apierrors.IsNotFound(err) {
 			w.log.Debug("Route status: cannot list routes; reading each", "kind", kind, "error", err)
 		}
 	}
+	return t
 }

@@ -70,12 +70,7 @@ func (w *Writer) Lead(ctx context.Context) error {
 	if !w.initialized(ctx) {
 		return nil
 	}
-	// What this term knows to be in the API: a route's desired status
-	// (as JSON), so that a row that changes without changing its status
-	// costs no API call. A new term knows only what it lists: the
-	// writer before may have stopped mid-way.
-	written := map[routes.Key]string{}
-	w.prime(ctx, written)
+	t := w.prime(ctx)
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[routes.Key](100*time.Millisecond, 30*time.Second))
 	stop := context.AfterFunc(ctx, q.ShutDown)
 	defer stop()
@@ -95,7 +90,7 @@ func (w *Writer) Lead(ctx context.Context) error {
 			wg.Wait()
 			return watchErr
 		}
-		err := w.sync(ctx, key, written)
+		err := w.sync(ctx, key, t)
 		switch {
 		case err == nil:
 			q.Forget(key)
