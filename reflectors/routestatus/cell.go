@@ -56,7 +56,7 @@ func register(p cellParams) error {
 	log := p.Log.With("component", "route-status")
 	w := NewWriter(Params{
 		Config: p.Config, DB: p.DB, Routes: p.Routes, Services: p.Services, Dynamic: p.Dynamic,
-		Source: lb.SourceK8s, Log: log, Metrics: newMetrics(p.Registerer),
+		Source: lb.SourceK8s, Log: log, Registerer: p.Registerer,
 	})
 	g := p.Jobs.NewGroup(p.Health, job.WithLogger(log))
 	g.Add(job.OneShot("route-status", func(ctx context.Context, h cell.Health) error {

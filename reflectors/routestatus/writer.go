@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cilium/statedb"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -28,7 +29,7 @@ type Writer struct {
 	log      *slog.Logger
 	metrics  *metricSet
 	limiter  *rate.Limiter
-	// now is the clock of LastTransitionTime (tests replace it).
+	// now is LastTransitionTime's clock, to the second as the API keeps it.
 	now func() metav1.Time
 }
 
@@ -41,20 +42,21 @@ type Params struct {
 	Dynamic  dynamic.Interface
 	// Source is the source whose rows are the API server's routes
 	// (lb.SourceK8s for reflectors/k8s).
-	Source  lb.Source
-	Log     *slog.Logger
-	Metrics *metricSet
+	Source lb.Source
+	Log    *slog.Logger // nil: slog.Default()
+	// Registerer, if not nil, registers the writer's metrics.
+	Registerer prometheus.Registerer
 }
 
 // NewWriter returns a writer; Run elects it, Lead runs it unelected.
 func NewWriter(p Params) *Writer {
-	if p.Metrics == nil {
-		p.Metrics = newMetrics(nil)
+	if p.Log == nil {
+		p.Log = slog.Default()
 	}
 	p.Config.RouteStatusIdentity = p.Config.identity()
 	return &Writer{
 		cfg: p.Config, db: p.DB, routes: p.Routes, services: p.Services, api: newAPI(p.Dynamic),
-		source: p.Source, log: p.Log, metrics: p.Metrics,
+		source: p.Source, log: p.Log, metrics: newMetrics(p.Registerer),
 		limiter: rate.NewLimiter(rate.Limit(p.Config.RouteStatusQPS), p.Config.RouteStatusBurst),
 		now:     func() metav1.Time { return metav1.Now().Rfc3339Copy() },
 	}
