@@ -22,6 +22,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/reflectors/routestatus"
@@ -55,7 +56,9 @@ func TestCellWritesTheStatusOfRoutesTheKubernetesSourceReads(t *testing.T) {
 	}
 	kinds := maps.Clone(routes.ResourceList)
 	maps.Copy(kinds, redirectpolicy.ResourceList)
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kinds, &unstructured.Unstructured{Object: m})
+	maps.Copy(kinds, kubeapi.CRDListKinds)
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kinds,
+		append(k8s.FakeCRDs(), &unstructured.Unstructured{Object: m})...)
 
 	h := hive.New(statedb.Cell, job.Cell, cell.SimpleHealthCell, tables.Cell, k8s.Cell, routes.Cell, routestatus.Cell,
 		cell.Provide(func() kubernetes.Interface { return client }, func() dynamic.Interface { return dyn }))
