@@ -40,7 +40,9 @@
 //
 // Traps: the agent needs RBAC to get and list the routes, to update
 // their status subresource, and to get, create and update Leases in
-// --route-status-lease-namespace. A route whose newest generation the
+// --route-status-lease-namespace. Two agents in one process (tests) need
+// --route-status-identity each: the default, host name and process ID,
+// would be the same. A route whose newest generation the
 // source cannot read (an invalid update) keeps the status of the last
 // valid one, with that generation as observedGeneration.
 package routestatus
