@@ -35,6 +35,7 @@ import (
 	"github.com/lbstate/lbstate/reflectors/health"
 	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/reflectors/routes"
+	"github.com/lbstate/lbstate/reflectors/routestatus"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -75,6 +76,7 @@ func (n *node) startAgent(c *cluster, extra ...string) *agent {
 		k8s.Cell,
 		file.Cell,
 		routes.Cell,
+		routestatus.Cell,
 		health.Cell,
 		cell.Provide(func() kubeClientsOut { return clients }),
 		cell.Invoke(func(db *statedb.DB, fes statedb.Table[*lb.Frontend], maps *bpf.Maps, reg *prometheus.Registry, health *cell.SimpleHealth) {

@@ -40,6 +40,7 @@ import (
 	"github.com/lbstate/lbstate/reflectors/health"
 	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/reflectors/routes"
+	"github.com/lbstate/lbstate/reflectors/routestatus"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -108,6 +109,7 @@ func newHive(af *agentFlags) *hive.Hive {
 		k8s.Cell,
 		file.Cell,
 		routes.Cell,      // route status, for lbctl routes
+		routestatus.Cell, // --route-status: routes' status.parents, with --kubeconfig
 		health.Cell,      // --health
 		clustermesh.Cell, // --cluster-name, --cluster-id, --clustermesh-*
 		cell.Provide(func() (kubeClients, error) { return newKubeClients(af.kubeconfig) }),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -121,7 +122,8 @@ func TestIncrementalRoutePlanMatchesTheWholePlan(t *testing.T) {
 		}
 		for _, st := range want.Status {
 			row, _, ok := status.Get(txn, routes.StatusByKey.Query(lb.SourceK8s.String()+"/"+st.Kind+"/"+st.Namespace+"/"+st.Name))
-			if !ok || !slices.Equal(row.Parents, st.Parents) || !slices.Equal(row.Shares, st.Shares) || !slices.Equal(row.Problems, st.Problems) {
+			if !ok || !slices.Equal(row.Parents, st.Parents) || !slices.Equal(row.Shares, st.Shares) || !slices.Equal(row.Problems, st.Problems) ||
+				!reflect.DeepEqual(row.ParentRefs, st.ParentRefs) || !slices.Equal(row.BackendRefs, st.BackendRefs) {
 				t.Fatalf("step %d: status of %s\n%+v\nwant (the whole plan)\n%+v", step, st.Key, row, st)
 			}
 		}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
 	"github.com/lbstate/lbstate/lb"
 )
 
@@ -30,7 +32,47 @@ type Status struct {
 	Shares []Share `json:"shares,omitempty"`
 	// Problems are what is not applied, and why.
 	Problems []string `json:"problems,omitempty"`
+
+	// Generation is the object's metadata.generation this status is of.
+	Generation int64 `json:"generation,omitempty"`
+	// ParentRefs are what became of each parentRef to a Service (a
+	// Gateway API route's, in the order written), and BackendRefs the
+	// backendRefs of the rule in force: the facts a route's
+	// status.parents says (reflectors/routestatus writes it).
+	ParentRefs  []ParentRefStatus  `json:"parentRefs,omitempty"`
+	BackendRefs []BackendRefStatus `json:"backendRefs,omitempty"`
+	// DroppedRules are the problems of the rules not applied while
+	// another rule is: the route is accepted, and partially invalid.
+	DroppedRules []string `json:"droppedRules,omitempty"`
 }
+
+// ParentRefStatus is what became of one parentRef to a Service.
+type ParentRefStatus struct {
+	// Ref is the parentRef as written.
+	Ref gwv1.ParentReference `json:"ref"`
+	// Accepted: the object's split applies on the parent (on at least one
+	// of its ports). If not, Reason (a gwv1.RouteConditionReason, or
+	// ReasonConflicted) and Message say why.
+	Accepted bool   `json:"accepted"`
+	Reason   string `json:"reason,omitempty"`
+	Message  string `json:"message,omitempty"`
+}
+
+// BackendRefStatus is one backendRef of the rule in force. Reason (a
+// gwv1.RouteConditionReason: InvalidKind, RefNotPermitted) and Message
+// say why it cannot resolve; with no Reason it resolves if Service
+// exists, which is for the reader of the status to check.
+type BackendRefStatus struct {
+	Field   string         `json:"field"`
+	Service lb.ServiceName `json:"service"`
+	Reason  string         `json:"reason,omitempty"`
+	Message string         `json:"message,omitempty"`
+}
+
+// ReasonConflicted is the Accepted condition's reason (lbstate's own; the
+// Gateway API lets implementations add reasons) for a route that another,
+// older route beats on every port of the parent.
+const ReasonConflicted = "Conflicted"
 
 // Share is a backend service's share of a split, in percent. Rejected:
 // the ref is invalid (see its Problem) and the share is rejected.
@@ -42,9 +84,10 @@ type Share struct {
 	Rejected bool           `json:"rejected,omitempty"`
 }
 
-// claim is one object's split on one parent port.
+// claim is one object's split on one parent port: its parents[parent].
 type claim struct {
 	obj      *Object
+	parent   int
 	port     uint16
 	backends []lb.RouteBackend
 }
@@ -69,34 +112,47 @@ func MakePlan(objs []*Object, grants []*ReferenceGrant, as lb.Source) Plan {
 	plan := Plan{Routes: map[lb.ServiceName][]lb.Route{}}
 	status := make(map[Key]*Status, len(objs))
 	claims := map[lb.ServiceName][]claim{} // oldest first
+	parents := map[Key]*parentOutcomes{}
 	for _, o := range objs {
-		st := &Status{Source: as, Key: o.Key, Problems: slices.Clone(o.Problems)}
+		st := &Status{Source: as, Key: o.Key, Problems: slices.Clone(o.Problems), Generation: o.Generation}
 		status[o.Key] = st
 		plan.Status = append(plan.Status, Status{}) // filled below
+		out := newParentOutcomes(o)
+		parents[o.Key] = out
 		if o.Backends == nil {
+			out.declineAll(gwv1.RouteReasonUnsupportedValue, "no rule applies at L4 (see the route's other problems): the route is not applied")
 			continue
 		}
+		st.DroppedRules = droppedRules(o)
 		backends := make([]lb.RouteBackend, 0, len(o.Backends))
 		for _, b := range o.Backends {
+			ref := BackendRefStatus{Field: b.Field, Service: lb.NewServiceName(b.Namespace, b.Name)}
 			if b.Invalid {
+				ref.Reason, ref.Message = string(gwv1.RouteReasonInvalidKind), b.Field+": not a Service"
+				st.BackendRefs = append(st.BackendRefs, ref)
 				backends = append(backends, lb.RouteBackend{Weight: b.Weight, Rejected: true})
 				continue
 			}
 			rb := lb.RouteBackend{Service: lb.NewServiceName(b.Namespace, b.Name), Port: b.Port, Weight: b.Weight}
 			if b.Namespace != o.Namespace && !granted(grants, o, b) {
-				st.Problems = append(st.Problems, fmt.Sprintf("%s: namespace %s: no ReferenceGrant there allows %s from %s: the ref's share (weight %d) is rejected",
-					b.Field, b.Namespace, o.Kind, o.Namespace, b.Weight))
+				problem := fmt.Sprintf("%s: namespace %s: no ReferenceGrant there allows %s from %s: the ref's share (weight %d) is rejected",
+					b.Field, b.Namespace, o.Kind, o.Namespace, b.Weight)
+				st.Problems = append(st.Problems, problem)
+				ref.Reason, ref.Message = string(gwv1.RouteReasonRefNotPermitted), problem
 				rb.Rejected = true
 			}
+			st.BackendRefs = append(st.BackendRefs, ref)
 			backends = append(backends, rb)
 		}
-		for _, p := range o.Parents {
+		for i, p := range o.Parents {
 			if p.Service.Namespace() != o.Namespace {
-				st.Problems = append(st.Problems, fmt.Sprintf("%s: service %s is in another namespace: a consumer route splits only its own namespace's clients, which L4 cannot tell apart: not applied",
-					p.Field, p.Service))
+				problem := fmt.Sprintf("%s: service %s is in another namespace: a consumer route splits only its own namespace's clients, which L4 cannot tell apart: not applied",
+					p.Field, p.Service)
+				st.Problems = append(st.Problems, problem)
+				out.decline(i, gwv1.RouteReasonUnsupportedValue, problem)
 				continue
 			}
-			claims[p.Service] = append(claims[p.Service], claim{obj: o, port: p.Port, backends: backends})
+			claims[p.Service] = append(claims[p.Service], claim{obj: o, parent: i, port: p.Port, backends: backends})
 		}
 	}
 	for _, parent := range slices.SortedFunc(maps.Keys(claims), lb.ServiceName.Compare) {
@@ -123,10 +179,13 @@ func MakePlan(objs []*Object, grants []*ReferenceGrant, as lb.Source) Plan {
 			if win == nil {
 				continue
 			}
+			parents[win.obj.Key].win(win.parent)
 			for i := range cs {
 				if c := &cs[i]; c != win && c.port == port {
 					ls := status[c.obj.Key]
-					ls.Problems = append(ls.Problems, fmt.Sprintf("parent %s: %s is older (or first by name) and wins", parentString(parent, port), win.obj.Key))
+					problem := fmt.Sprintf("parent %s: %s is older (or first by name) and wins", parentString(parent, port), win.obj.Key)
+					ls.Problems = append(ls.Problems, problem)
+					parents[c.obj.Key].lose(c.parent, problem)
 				}
 			}
 			if port != 0 && win == all {
@@ -139,9 +198,24 @@ func MakePlan(objs []*Object, grants []*ReferenceGrant, as lb.Source) Plan {
 		}
 	}
 	for i, o := range objs {
-		plan.Status[i] = *status[o.Key]
+		st := status[o.Key]
+		st.ParentRefs = parents[o.Key].statuses()
+		plan.Status[i] = *st
 	}
 	return plan
+}
+
+// droppedRules returns the problems of o's dropped rules, in order.
+func droppedRules(o *Object) []string {
+	var out []string
+	for _, rule := range o.Dropped {
+		for _, p := range o.Problems {
+			if strings.HasPrefix(p, rule+".") || strings.HasPrefix(p, rule+":") {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 func parentString(name lb.ServiceName, port uint16) string {

@@ -6,9 +6,10 @@
 //
 // Read normalizes one object; Plan is a pure function from every object
 // to the routes to set and a status per object (what applies, each
-// backend's share, what could not be applied and why). The Kubernetes
-// reflector (reflectors/k8s) feeds it from the API and from a manifests
-// directory.
+// backend's share, what could not be applied and why, and, per Service
+// parentRef and backendRef, the facts a route's status.parents says,
+// which reflectors/routestatus writes). The Kubernetes reflector
+// (reflectors/k8s) feeds it from the API and from a manifests directory.
 package routes
 
 import (
@@ -58,10 +59,19 @@ func (k Key) String() string { return k.Kind + " " + k.Namespace + "/" + k.Name 
 type Object struct {
 	Key
 	Created time.Time
-	Parents []Parent
+	// Generation is the object's metadata.generation (0 from a manifest
+	// without one): the one its route status observes.
+	Generation int64
+	Parents    []Parent
+	// Declined are the Service parentRefs that are valid but cannot apply
+	// (a sectionName), each with its Problem.
+	Declined []Parent
 	// Backends are the applicable rule's, in order; nil when no rule
 	// applies.
 	Backends []Backend
+	// Dropped are the rules not applied ("spec.rules[1]"), each with its
+	// Problems.
+	Dropped []string
 	// Problems are the parts that are not applied (rules with L7
 	// matches, parents that are not Services, refs of unknown kinds),
 	// each naming the field.
@@ -75,6 +85,13 @@ type Parent struct {
 	Port    uint16
 	// Field names the parentRef, for reports: "spec.parentRefs[0]".
 	Field string
+	// Ref is the parentRef as written (nil for a TrafficSplit's apex),
+	// which the route's status.parents entry repeats, and Index its
+	// position in spec.parentRefs.
+	Ref   *gwv1.ParentReference
+	Index int
+	// Problem says why a Declined parent is not applied.
+	Problem string
 }
 
 // Backend is one backendRef: a Service, its port (0: the parent's) and
@@ -163,6 +180,9 @@ func Read(obj any) (*Object, error) {
 		return nil, fmt.Errorf("%T: not a route", obj)
 	}
 	o := &Object{Key: key, Created: obj.(interface{ GetCreationTimestamp() metav1.Time }).GetCreationTimestamp().Time}
+	if g, ok := obj.(interface{ GetGeneration() int64 }); ok {
+		o.Generation = g.GetGeneration()
+	}
 	var err error
 	switch key.Kind {
 	case "TrafficSplit":
@@ -261,7 +281,9 @@ func (o *Object) readParents(spec gwv1.CommonRouteSpec) error {
 			ns = string(*p.Namespace)
 		}
 		if p.SectionName != nil && *p.SectionName != "" {
-			o.problem("%s.sectionName: a Service port is chosen by port, not by name: the parentRef is not applied", field)
+			problem := field + ".sectionName: a Service port is chosen by port, not by name: the parentRef is not applied"
+			o.Problems = append(o.Problems, problem)
+			o.Declined = append(o.Declined, Parent{Service: lb.NewServiceName(ns, string(p.Name)), Field: field, Ref: &p, Index: i, Problem: problem})
 			continue
 		}
 		var port uint16
@@ -275,7 +297,7 @@ func (o *Object) readParents(spec gwv1.CommonRouteSpec) error {
 		if err := name.Validate(); err != nil {
 			return fmt.Errorf("%s: %w", field, err)
 		}
-		o.Parents = append(o.Parents, Parent{Service: name, Port: port, Field: field})
+		o.Parents = append(o.Parents, Parent{Service: name, Port: port, Field: field, Ref: &p, Index: i})
 	}
 	return nil
 }
@@ -350,8 +372,10 @@ func (o *Object) readRules(rules int, applies []bool, refs func(int) []gwv1.Back
 		}
 		switch {
 		case !applies[i]:
+			o.Dropped = append(o.Dropped, field)
 		case found:
 			o.problem("%s: an earlier rule already takes every connection: the rule is not applied", field)
+			o.Dropped = append(o.Dropped, field)
 		default:
 			found, o.Backends = true, backends
 		}

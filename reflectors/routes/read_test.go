@@ -102,7 +102,8 @@ spec:
     - {name: a, port: 8080, weight: 9}
     - {group: multicluster.x-k8s.io, kind: ServiceImport, name: b, port: 80}
   - backendRefs: [{name: c, port: 80}]`)
-	if len(o.Parents) != 1 || o.Parents[0] != (Parent{Service: lb.NewServiceName("ns", "web"), Port: 80, Field: "spec.parentRefs[1]"}) {
+	if len(o.Parents) != 1 || o.Parents[0].Ref == nil || o.Parents[0].Ref.Name != "web" || o.Parents[0].Index != 1 ||
+		(Parent{Service: o.Parents[0].Service, Port: o.Parents[0].Port, Field: o.Parents[0].Field}) != (Parent{Service: lb.NewServiceName("ns", "web"), Port: 80, Field: "spec.parentRefs[1]"}) {
 		t.Errorf("parents %v, want ns/web:80 only", o.Parents)
 	}
 	if len(o.Backends) != 2 || o.Backends[0].Name != "a" || o.Backends[0].Weight != 9 || o.Backends[0].Port != 8080 || o.Backends[0].Invalid ||

@@ -4,6 +4,8 @@ import (
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/index"
+
+	"github.com/lbstate/lbstate/lb"
 )
 
 // StatusTableName is the table of route statuses (what `lbctl routes`
@@ -20,8 +22,11 @@ var StatusByKey = statedb.Index[*Status, string]{
 	Unique:     true,
 }
 
-func (s *Status) id() string {
-	return s.Source.String() + "/" + s.Kind + "/" + s.Namespace + "/" + s.Name
+func (s *Status) id() string { return StatusID(s.Source, s.Key) }
+
+// StatusID is the StatusByKey key of the row of src's object key.
+func StatusID(src lb.Source, key Key) string {
+	return src.String() + "/" + key.Kind + "/" + key.Namespace + "/" + key.Name
 }
 
 // NewStatusTable creates the status table in db.
