@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/cilium/hive/cell"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // outageWorld is what the outage scenarios change while the agent's API
