@@ -261,5 +261,6 @@ func (e exported) check(q query) []string {
 			bad = append(bad, "label "+l)
 		}
 	}
-	return bad
+	slices.Sort(bad)
+	return slices.Compact(bad)
 }
