@@ -149,23 +149,26 @@ func TestEveryDashboardQueryAnswersFromARealAgent(t *testing.T) {
 			t.Fatalf("connects to a service without backends: %q, want %d refused", refused, n/10)
 		}
 	}
-	everySeries := `count(lbstate_backend_flows_total{route="` + webRoute + `"}) + count(lbstate_frontend_drops_total)`
+	routeSeries := `count(lbstate_backend_flows_total{route="` + webRoute + `"})`
+	dropSeries := `count(lbstate_frontend_drops_total{service_name="empty", reason="no-backend"})`
 	for round := 0; ; round++ {
 		connect(50)
-		var res []sample
+		var routed, dropped []sample
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-			if res, err = prom.query(everySeries); err == nil && len(res) == 1 && res[0].value() == 7 {
+			routed, _ = prom.query(routeSeries)
+			dropped, _ = prom.query(dropSeries)
+			if len(routed) == 1 && routed[0].value() == 6 && len(dropped) == 1 {
 				break
 			}
 		}
-		if len(res) == 1 && res[0].value() == 7 {
+		if len(routed) == 1 && routed[0].value() == 6 && len(dropped) == 1 {
 			break
 		}
 		if round == 5 {
-			t.Fatalf("prometheus lacks some of the route's and drops' series: %v %v", res, err)
+			t.Fatalf("prometheus lacks some of the 6 series of the route's backends (%v) or the drops' (%v)", routed, dropped)
 		}
 	}
-	const n = 500
+	const n = 1000
 	connect(n)
 	prom.waitFor("the second round's flows", `sum(lbstate_backend_flows_total{route="`+webRoute+`"})`, func(s []sample) bool {
 		return len(s) == 1 && s[0].value() >= 2*(50+n)
@@ -205,7 +208,7 @@ func TestEveryDashboardQueryAnswersFromARealAgent(t *testing.T) {
 
 // checkSplit checks the Services dashboard's route panels: the
 // configured shares of the canary's backend are 10% of each routed
-// frontend, and the measured ones 10% ± 5 points (500 flows each).
+// frontend, and the measured ones 10% ± 5 points (over 1,000 flows each: 5 standard deviations).
 func checkSplit(t *testing.T, prom *promServer, panels []query) {
 	t.Helper()
 	for _, title := range []string{"Route shares: configured", "Route shares: measured"} {
