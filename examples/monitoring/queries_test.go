@@ -38,6 +38,7 @@ func namedLabels(texts ...string) []string {
 }
 
 type dashboard struct {
+	UID        string `json:"uid"`
 	Title      string `json:"title"`
 	Templating struct {
 		List []struct {
@@ -47,14 +48,70 @@ type dashboard struct {
 		} `json:"list"`
 	} `json:"templating"`
 	Panels []struct {
-		Title   string `json:"title"`
-		Type    string `json:"type"`
+		ID         int        `json:"id"`
+		Title      string     `json:"title"`
+		Type       string     `json:"type"`
+		Datasource datasource `json:"datasource"`
+		GridPos    struct {
+			X, W int
+		} `json:"gridPos"`
 		Targets []struct {
-			RefID        string `json:"refId"`
-			Expr         string `json:"expr"`
-			LegendFormat string `json:"legendFormat"`
+			RefID        string     `json:"refId"`
+			Datasource   datasource `json:"datasource"`
+			Expr         string     `json:"expr"`
+			LegendFormat string     `json:"legendFormat"`
 		} `json:"targets"`
 	} `json:"panels"`
+}
+
+type datasource struct {
+	Type string `json:"type"`
+	UID  string `json:"uid"`
+}
+
+// The dashboards are importable as they are: unique UIDs, unique panel
+// IDs, panels within the grid, and every panel and query on the
+// datasource variable (no datasource of the author's own Grafana).
+func TestDashboardsAreImportable(t *testing.T) {
+	panels, _ := dashboardQueries(t)
+	if len(panels) < 25 {
+		t.Errorf("%d panel queries, fewer than the issue's panels", len(panels))
+	}
+	files, _ := filepath.Glob("dashboards/*.json")
+	uids := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d dashboard
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if d.UID == "" || d.Title == "" || uids[d.UID] != "" {
+			t.Errorf("%s: uid %q (also %q), title %q: want a unique uid and a title", f, d.UID, uids[d.UID], d.Title)
+		}
+		uids[d.UID] = f
+		ids := map[int]bool{}
+		want := datasource{Type: "prometheus", UID: "${datasource}"}
+		for _, p := range d.Panels {
+			if ids[p.ID] || p.GridPos.X+p.GridPos.W > 24 || p.GridPos.W == 0 {
+				t.Errorf("%s: panel %q: id %d (repeated: %v), x %d, width %d", f, p.Title, p.ID, ids[p.ID], p.GridPos.X, p.GridPos.W)
+			}
+			ids[p.ID] = true
+			if p.Type == "row" {
+				continue
+			}
+			if p.Datasource != want {
+				t.Errorf("%s: panel %q: datasource %+v, want %+v", f, p.Title, p.Datasource, want)
+			}
+			for _, tg := range p.Targets {
+				if tg.Datasource != want || tg.RefID == "" || tg.Expr == "" {
+					t.Errorf("%s: panel %q: query %q: datasource %+v, refId %q; want %+v and a refId", f, p.Title, tg.Expr, tg.Datasource, tg.RefID, want)
+				}
+			}
+		}
+	}
 }
 
 // dashboardQueries reads every dashboard: its panels' queries, and its
