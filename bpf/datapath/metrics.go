@@ -105,7 +105,7 @@ func (c *collector) backendLabels(k bpf.CounterKey, byID map[uint32]*lb.Frontend
 	}
 	return []string{
 		fe.Service.Namespace(), fe.Service.Name(), fe.Address.String(),
-		addr.String(), strconv.FormatUint(uint64(b.ClusterID), 10), "",
+		addr.String(), strconv.FormatUint(uint64(b.ClusterID), 10), fe.RoutedBy(),
 	}, true
 }
 

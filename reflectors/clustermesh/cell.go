@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 
+	"github.com/lbstate/lbstate/metrics"
 	"github.com/lbstate/lbstate/reflectors"
 )
 
@@ -47,11 +49,13 @@ func register(p cellParams) error {
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			return fmt.Errorf("--clustermesh-config %s: not a directory", dir)
 		}
+		remotes := metrics.Register(p.Source.Registerer, &remoteCollector{now: time.Now})
 		if err := reflectors.Register(p.Source, SourceName, func(ctx context.Context, s *reflectors.Source) error {
 			im, err := NewImporter(c.self())
 			if err != nil {
 				return err
 			}
+			remotes.follow(im)
 			d := newConfigDir(dir, c, im, s)
 			im.initial = d.initial()
 			s.Log().Info("Following the clustermesh config directory", "dir", dir, "clusters", len(im.initial))

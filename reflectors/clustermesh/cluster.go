@@ -55,6 +55,7 @@ type cluster struct {
 	rev         int64  // the last revision applied; 0: list first
 	etcdID      uint64 // the etcd cluster rev belongs to
 	lastContact time.Time
+	added       time.Time   // when the importer started following it
 	stale       *time.Timer // running while disconnected with backends written
 }
 

@@ -226,6 +226,7 @@ func (im *Importer) start(r Remote) *cluster {
 		log:     im.src.Log().With("cluster", r.Name),
 		synced:  make(chan struct{}),
 		written: map[lb.ServiceName]struct{}{},
+		added:   time.Now(),
 	}
 	timeout := cmp.Or(r.SyncTimeout, DefaultSyncTimeout)
 	c.sync = time.AfterFunc(timeout, func() {

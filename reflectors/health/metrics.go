@@ -14,7 +14,9 @@ type metricSet struct {
 	transitions *prometheus.CounterVec // transition
 	passive     *prometheus.CounterVec // result
 	delay       prometheus.Histogram
-	backends    *prometheus.GaugeVec // kind
+	duration    [len(probeKindNames)]prometheus.Observer // by kind
+	backends    *prometheus.GaugeVec                     // kind
+	durations   *prometheus.HistogramVec                 // kind; looked up once into duration
 
 	// byResult and the passive counters are looked up once: a probe's
 	// or a report's count is one increment, not a label lookup.
@@ -60,6 +62,9 @@ func newMetrics(reg prometheus.Registerer) *metricSet {
 		delay: metrics.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: name("probe_delay_seconds"),
 			Help:    "How late probes started after they were due",
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}})),
+		durations: metrics.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name("probe_duration_seconds"),
+			Help:    "How long active probes took, by kind (tcp, http, https), whatever their result (a timeout takes the probe's timeout)",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}, []string{"kind"})),
 		backends: metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name("backends"),
 			Help: "Backends checked, by probe kind (none: passive reports only)"},
 			[]string{"kind"})),
@@ -71,6 +76,7 @@ func newMetrics(reg prometheus.Registerer) *metricSet {
 		for i, r := range probeResults {
 			m.byResult[k][i] = m.probes.WithLabelValues(k.String(), r)
 		}
+		m.duration[k] = m.durations.WithLabelValues(k.String())
 	}
 	return m
 }

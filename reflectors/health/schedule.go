@@ -118,6 +118,7 @@ func (c *checker) worker(r *runState) {
 func (c *checker) probe(r *runState, t *target, chk check, start time.Time) {
 	deadline := start.Add(chk.timeout)
 	to := addrPort(t.addr, &chk)
+	began := time.Now() // the wall clock: start is the checker's, which tests fake
 	var err error
 	if chk.kind == probeTCP {
 		err = c.tcp.probe(to, chk.timeout, func(abort func()) func() bool { return c.clock.At(deadline, abort) })
@@ -131,6 +132,7 @@ func (c *checker) probe(r *runState, t *target, chk check, start time.Time) {
 		}
 		cancel(nil)
 	}
+	c.metrics.duration[chk.kind].Observe(time.Since(began).Seconds())
 	c.complete(r, t, chk, err)
 }
 
