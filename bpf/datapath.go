@@ -146,6 +146,15 @@ func (m *kernelMaglev) ebpfMap() *ebpf.Map    { return m.outer }
 // is not loaded; for tests and embedders that attach it themselves.
 func (d *Datapath) Program(name string) *ebpf.Program { return d.progs[name] }
 
+// ProgramNames returns the names of the loaded programs.
+func (d *Datapath) ProgramNames() []string {
+	names := make([]string, 0, len(d.progs))
+	for n := range d.progs {
+		names = append(names, n)
+	}
+	return names
+}
+
 // AttachCgroup attaches the socket programs to the cgroup (v2) at path:
 // connect(), sendmsg(), recvmsg() and getpeername() of the sockets of its
 // processes and their descendants'.
