@@ -92,6 +92,8 @@ type AffinityEntry struct {
 	// whether the pin is still in force. The text dump leaves it out, so
 	// that dumps taken at different times compare equal.
 	LastUsed uint32 `json:"lastUsed,omitempty"`
+	// Slot is the datapath's hint of where the backend sits (lb.h).
+	Slot uint16 `json:"slot,omitempty"`
 }
 
 var flagNames = []struct {
@@ -145,7 +147,7 @@ func TakeDump(m *Maps) (*Dump, error) {
 	}
 	if err == nil {
 		err = m.Affinity.Iterate(func(k AffinityKey, v AffinityValue) bool {
-			d.Affinity = append(d.Affinity, AffinityEntry{RevNatID: k.RevNatID, Client: netip.AddrFrom16(k.Client).Unmap(), BackendID: v.BackendID, LastUsed: v.LastUsed})
+			d.Affinity = append(d.Affinity, AffinityEntry{RevNatID: k.RevNatID, Client: netip.AddrFrom16(k.Client).Unmap(), BackendID: v.BackendID, LastUsed: v.LastUsed, Slot: v.Slot})
 			return true
 		})
 	}

@@ -23,6 +23,8 @@ type lbLbAffinityValue struct {
 	_         structs.HostLayout
 	BackendId uint32
 	LastUsed  uint32
+	Slot      uint16
+	Pad       [2]uint8
 }
 
 type lbLbBackend struct {

@@ -65,7 +65,7 @@ func LoadDump(m *Maps, d *Dump, maglevTables map[uint32][]uint32) error {
 	}
 	for _, e := range d.Affinity {
 		k := AffinityKey{Client: e.Client.As16(), RevNatID: e.RevNatID}
-		if err := m.Affinity.Update(k, AffinityValue{BackendID: e.BackendID, LastUsed: e.LastUsed}); err != nil {
+		if err := m.Affinity.Update(k, AffinityValue{BackendID: e.BackendID, LastUsed: e.LastUsed, Slot: e.Slot}); err != nil {
 			return err
 		}
 	}

@@ -247,6 +247,7 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 	struct lb_service_value *m;
 	struct lb_backend *b = NULL, proxy;
 	__u32 rev_nat_id, backend_id = 0, reason, hash;
+	__u16 slot;
 
 	m = lb_tc_frontend(skb, p, &key, internal);
 	if (!m)
@@ -272,12 +273,12 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 		}
 	}
 	if (!b && (m->flags & LB_F_AFFINITY))
-		backend_id = lb_affinity_backend(m, p->tuple.src, now);
+		backend_id = lb_affinity_backend(&key, m, p->tuple.src, now);
 	if (!b && backend_id)
 		b = lb_backend_lookup(backend_id);
 	if (!b) {
 		hash = lb_flow_hash(p->tuple.src, p->tuple.sport, key.addr, key.port, key.proto);
-		backend_id = lb_select_backend(&key, m, &hash, &reason);
+		backend_id = lb_select_backend(&key, m, &hash, &reason, &slot);
 		if (!backend_id) {
 			lb_count_drop(rev_nat_id, reason);
 			return TC_ACT_SHOT;
@@ -288,7 +289,7 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 			return TC_ACT_SHOT;
 		}
 		if (m->flags & LB_F_AFFINITY)
-			lb_affinity_pin(m, p->tuple.src, backend_id, now);
+			lb_affinity_pin(m, p->tuple.src, backend_id, slot, now);
 	}
 	if (lb_addr_is_v4(b->addr) != p->v4) {
 		lb_count_drop(rev_nat_id, LB_DROP_UNSUPPORTED);

@@ -197,6 +197,13 @@ lb_flow_hash(const __u8 client[16], __be16 client_port, const __u8 frontend[16],
  * backend. Socket load balancing, which does not know the client's
  * address at connect(), pins the client's network namespace: 8 zero bytes,
  * then the namespace's cookie (host order).
+ *
+ * A pin is honoured only while its backend takes new flows for the
+ * frontend: it is active and sits in one of the slots 1..count (so not
+ * weight 0, standby, hidden by a route or redirect, or only a fallback).
+ * slot is where it sat when last checked, a hint that saves the search
+ * of slots 1..count; 0 for none. A pin that fails the check is replaced
+ * by the new flow's own choice.
  */
 struct lb_affinity_key {
 	__u8  client[16];
@@ -206,6 +213,8 @@ struct lb_affinity_key {
 struct lb_affinity_value {
 	__u32 backend_id;
 	__u32 last_used; /* seconds, datapath clock */
+	__u16 slot;      /* a hint: the slot that held backend_id, 0 for none */
+	__u8  pad[2];
 };
 
 /*
