@@ -67,9 +67,11 @@ type datapathLbCtValue struct {
 	_         structs.HostLayout
 	BackendId uint32
 	RevNatId  uint32
-	LastSeen  uint32
+	Expires   uint32
 	Dir       uint8
-	Pad       [3]uint8
+	Flags     uint8
+	PeerPort  uint16
+	Peer      [16]uint8
 }
 
 type datapathLbDropKey struct {
@@ -150,6 +152,10 @@ const (
 	datapathProgLbTcWorkload     = "lb_tc_workload"
 	datapathVarLbBackendsMax     = "lb_backends_max"
 	datapathVarLbBenchSeq        = "lb_bench_seq"
+	datapathVarLbCtTimeoutClose  = "lb_ct_timeout_close"
+	datapathVarLbCtTimeoutOther  = "lb_ct_timeout_other"
+	datapathVarLbCtTimeoutSyn    = "lb_ct_timeout_syn"
+	datapathVarLbCtTimeoutTcp    = "lb_ct_timeout_tcp"
 	datapathVarLbMaglevTableSize = "lb_maglev_table_size"
 	datapathVarLbRevNatMax       = "lb_rev_nat_max"
 )
@@ -236,6 +242,10 @@ type datapathMapSpecs struct {
 type datapathVariableSpecs struct {
 	LbBackendsMax     *ebpf.VariableSpec `ebpf:"lb_backends_max"`
 	LbBenchSeq        *ebpf.VariableSpec `ebpf:"lb_bench_seq"`
+	LbCtTimeoutClose  *ebpf.VariableSpec `ebpf:"lb_ct_timeout_close"`
+	LbCtTimeoutOther  *ebpf.VariableSpec `ebpf:"lb_ct_timeout_other"`
+	LbCtTimeoutSyn    *ebpf.VariableSpec `ebpf:"lb_ct_timeout_syn"`
+	LbCtTimeoutTcp    *ebpf.VariableSpec `ebpf:"lb_ct_timeout_tcp"`
 	LbMaglevTableSize *ebpf.VariableSpec `ebpf:"lb_maglev_table_size"`
 	LbRevNatMax       *ebpf.VariableSpec `ebpf:"lb_rev_nat_max"`
 }
@@ -295,6 +305,10 @@ func (m *datapathMaps) Close() error {
 type datapathVariables struct {
 	LbBackendsMax     *ebpf.Variable `ebpf:"lb_backends_max"`
 	LbBenchSeq        *ebpf.Variable `ebpf:"lb_bench_seq"`
+	LbCtTimeoutClose  *ebpf.Variable `ebpf:"lb_ct_timeout_close"`
+	LbCtTimeoutOther  *ebpf.Variable `ebpf:"lb_ct_timeout_other"`
+	LbCtTimeoutSyn    *ebpf.Variable `ebpf:"lb_ct_timeout_syn"`
+	LbCtTimeoutTcp    *ebpf.Variable `ebpf:"lb_ct_timeout_tcp"`
 	LbMaglevTableSize *ebpf.Variable `ebpf:"lb_maglev_table_size"`
 	LbRevNatMax       *ebpf.Variable `ebpf:"lb_rev_nat_max"`
 }

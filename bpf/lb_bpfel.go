@@ -67,9 +67,11 @@ type lbLbCtValue struct {
 	_         structs.HostLayout
 	BackendId uint32
 	RevNatId  uint32
-	LastSeen  uint32
+	Expires   uint32
 	Dir       uint8
-	Pad       [3]uint8
+	Flags     uint8
+	PeerPort  uint16
+	Peer      [16]uint8
 }
 
 type lbLbDropKey struct {

@@ -395,18 +395,31 @@ static __always_inline bool lb_backend_get(__u32 id, struct lb_backend *to)
 	return true;
 }
 
-static __always_inline bool lb_ct_expired(const struct lb_ct_value *ct, __u8 proto, __u32 now)
-{
-	__u32 timeout = proto == IPPROTO_TCP ? LB_CT_TIMEOUT_TCP : LB_CT_TIMEOUT_OTHER;
+/*
+ * The conntrack timeouts in seconds (lb.h, lb_ct), set by the loader from
+ * the agent's flags.
+ */
+volatile const __u32 lb_ct_timeout_syn = LB_CT_TIMEOUT_SYN;
+volatile const __u32 lb_ct_timeout_tcp = LB_CT_TIMEOUT_TCP;
+volatile const __u32 lb_ct_timeout_close = LB_CT_TIMEOUT_CLOSE;
+volatile const __u32 lb_ct_timeout_other = LB_CT_TIMEOUT_OTHER;
 
-	return now - ct->last_seen > timeout;
+/* lb_ct_live says whether a conntrack entry has not expired by now. */
+static __always_inline bool lb_ct_live(const struct lb_ct_value *ct, __u32 now)
+{
+	return (__s32)(ct->expires - now) >= 0;
 }
 
-/* lb_ct_touch marks a live entry used, writing at most once a second. */
-static __always_inline void lb_ct_touch(struct lb_ct_value *ct, __u32 now)
+/* lb_ct_timeout is the timeout of a flow of proto in state flags. */
+static __always_inline __u32 lb_ct_timeout(__u8 proto, __u8 flags)
 {
-	if (ct->last_seen != now)
-		ct->last_seen = now;
+	if (proto != IPPROTO_TCP)
+		return lb_ct_timeout_other;
+	if (flags & LB_CT_F_CLOSING)
+		return lb_ct_timeout_close;
+	if (!(flags & LB_CT_F_REPLIED))
+		return lb_ct_timeout_syn;
+	return lb_ct_timeout_tcp;
 }
 
 #endif /* __LBSTATE_SELECT_H */

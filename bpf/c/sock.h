@@ -140,7 +140,7 @@ static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, b
 		if (sendmsg) { /* a datagram of a flow already at the proxy is not a new flow */
 			ct = bpf_map_lookup_elem(&lb_sock_ct, &fwd);
 			new_flow = !(ct && ct->dir == LB_CT_FORWARD && ct->rev_nat_id == rev_nat_id && ct->backend_id == 0 &&
-				     !lb_ct_expired(ct, key.proto, now));
+				     lb_ct_live(ct, now));
 		}
 	} else if (m->flags & LB_F_SKIP_FROM_BACKEND) {
 		/* Only a socket bound to its address can be told from a
@@ -161,7 +161,7 @@ static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, b
 	if (!have && sendmsg) {
 		ct = bpf_map_lookup_elem(&lb_sock_ct, &fwd);
 		if (ct && ct->dir == LB_CT_FORWARD && ct->rev_nat_id == rev_nat_id &&
-		    !lb_ct_expired(ct, key.proto, now)) {
+		    lb_ct_live(ct, now)) {
 			backend_id = ct->backend_id;
 			have = lb_backend_get(backend_id, &to);
 			new_flow = !have;
@@ -190,7 +190,8 @@ static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, b
 	}
 	v.backend_id = backend_id;
 	v.rev_nat_id = rev_nat_id;
-	v.last_seen = now;
+	v.flags = LB_CT_F_REPLIED; /* a socket's entries live the established timeout */
+	v.expires = now + lb_ct_timeout(key.proto, v.flags);
 	if (sendmsg) {
 		v.dir = LB_CT_FORWARD;
 		bpf_map_update_elem(&lb_sock_ct, &fwd, &v, BPF_ANY);

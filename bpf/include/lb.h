@@ -250,15 +250,32 @@ enum {
  * backend's reply to the client (LB_CT_REPLY: rewrite the source to the
  * frontend, from lb_rev_nat); kind LB_CT_PACKET.
  *
+ * The two entries of a flow live one lifetime: whichever direction a
+ * packet goes, both get the same expiry and state (the datapath writes
+ * the other entry at most once a second, when the expiry moves, and
+ * recreates it if the LRU took it). A reply entry names, in peer and
+ * peer_port, the address the client sent to (the forward entry's
+ * destination), so that a reply finds the forward entry. A flow's expiry
+ * is now plus a timeout that its state picks (lb_ct_timeout_* in
+ * select.h, set by the loader): TCP before the first reply (SYN only),
+ * TCP after it, TCP once a FIN or RST was seen (LB_CT_F_CLOSING), and
+ * anything else. The agent's garbage collector deletes expired entries.
+ *
+ * Two flows whose replies would look the same (one client address and
+ * port, one backend, reached through two frontends) cannot both be
+ * translated: the backend cannot tell them apart. A new flow whose reply
+ * entry a live flow of another frontend holds tries another backend once
+ * (a random slot), then is dropped as LB_DROP_CT_COLLISION; the first
+ * flow's entries are never overwritten.
+ *
  * lb_sock_ct (LRU): the same for sockets, in a map of its own so that
  * sockets, which leave their entries behind when they close, do not push
  * live flows out of lb_ct. Keyed by a socket's cookie (8 bytes, host
  * order, at the start of src) and the address the socket talks to (dst,
  * dport, proto): the frontend (LB_CT_FORWARD: the backend an unconnected
  * UDP socket sends to) or the backend (LB_CT_REPLY: what recvmsg and
- * getpeername show instead); kind LB_CT_SOCKET.
- *
- * Entries idle longer than LB_CT_TIMEOUT_TCP/_OTHER seconds are dead.
+ * getpeername show instead); kind LB_CT_SOCKET. Their expiry is the TCP
+ * (after the first reply) or other timeout from their last use.
  */
 enum {
 	LB_CT_PACKET = 0,
@@ -270,7 +287,16 @@ enum {
 	LB_CT_REPLY   = 1,
 };
 
+/* lb_ct_value.flags */
+enum {
+	LB_CT_F_REPLIED = 1 << 0, /* a reply was seen: the TCP handshake got an answer */
+	LB_CT_F_CLOSING = 1 << 1, /* a FIN or RST was seen */
+};
+
+/* Default timeouts in seconds; the loader sets the ones in force. */
+#define LB_CT_TIMEOUT_SYN   60
 #define LB_CT_TIMEOUT_TCP   21600
+#define LB_CT_TIMEOUT_CLOSE 10
 #define LB_CT_TIMEOUT_OTHER 120
 
 struct lb_ct_key {
@@ -284,11 +310,13 @@ struct lb_ct_key {
 };
 
 struct lb_ct_value {
-	__u32 backend_id;
-	__u32 rev_nat_id;
-	__u32 last_seen; /* seconds, datapath clock */
-	__u8  dir;       /* LB_CT_FORWARD or LB_CT_REPLY */
-	__u8  pad[3];
+	__u32  backend_id;
+	__u32  rev_nat_id;
+	__u32  expires;   /* seconds, datapath clock: dead after this */
+	__u8   dir;       /* LB_CT_FORWARD or LB_CT_REPLY */
+	__u8   flags;     /* LB_CT_F_* */
+	__be16 peer_port; /* LB_CT_REPLY: the port the client sent to */
+	__u8   peer[16];  /* LB_CT_REPLY: the address the client sent to */
 };
 
 /*
@@ -316,6 +344,7 @@ enum {
 	LB_DROP_UNSUPPORTED   = 4, /* the backend is of another IP family */
 	LB_DROP_REWRITE       = 5, /* rewriting the packet failed */
 	LB_DROP_REJECTED      = 6, /* the flow landed on a reject slot (LB_BACKEND_REJECT) */
+	LB_DROP_CT_COLLISION  = 7, /* its replies would be another live flow's (lb_ct) */
 };
 
 struct lb_drop_key {
