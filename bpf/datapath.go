@@ -93,7 +93,12 @@ func loadDatapathPrograms(m *Maps, opts DatapathOptions, names ...string) (*Data
 	}
 	// The constants the programs need to read the maps, from the maps
 	// they will read: a dense ID's slot depends on its map's max_entries.
+	seed, err := m.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("datapath: %w", err)
+	}
 	constants := map[string]uint32{
+		"lb_flow_hash_basis":   seed.Basis(),
 		"lb_maglev_table_size": uint32(m.Maglev.TableSize()),
 		"lb_backends_max":      replacements[lbMapLbBackends].MaxEntries(),
 		"lb_rev_nat_max":       replacements[lbMapLbRevNat].MaxEntries(),

@@ -80,6 +80,11 @@ type datapathLbDropKey struct {
 	Reason   uint32
 }
 
+type datapathLbFlowSeedValue struct {
+	_   structs.HostLayout
+	Key [16]uint8
+}
+
 type datapathLbRevNatValue struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -129,6 +134,7 @@ const (
 	datapathMapLbCounters        = "lb_counters"
 	datapathMapLbCt              = "lb_ct"
 	datapathMapLbDrops           = "lb_drops"
+	datapathMapLbFlowSeed        = "lb_flow_seed"
 	datapathMapLbIdMarks         = "lb_id_marks"
 	datapathMapLbMaglev          = "lb_maglev"
 	datapathMapLbRevNat          = "lb_rev_nat"
@@ -156,6 +162,7 @@ const (
 	datapathVarLbCtTimeoutOther  = "lb_ct_timeout_other"
 	datapathVarLbCtTimeoutSyn    = "lb_ct_timeout_syn"
 	datapathVarLbCtTimeoutTcp    = "lb_ct_timeout_tcp"
+	datapathVarLbFlowHashBasis   = "lb_flow_hash_basis"
 	datapathVarLbMaglevTableSize = "lb_maglev_table_size"
 	datapathVarLbRevNatMax       = "lb_rev_nat_max"
 )
@@ -228,6 +235,7 @@ type datapathMapSpecs struct {
 	LbCounters *ebpf.MapSpec `ebpf:"lb_counters"`
 	LbCt       *ebpf.MapSpec `ebpf:"lb_ct"`
 	LbDrops    *ebpf.MapSpec `ebpf:"lb_drops"`
+	LbFlowSeed *ebpf.MapSpec `ebpf:"lb_flow_seed"`
 	LbIdMarks  *ebpf.MapSpec `ebpf:"lb_id_marks"`
 	LbMaglev   *ebpf.MapSpec `ebpf:"lb_maglev"`
 	LbRevNat   *ebpf.MapSpec `ebpf:"lb_rev_nat"`
@@ -246,6 +254,7 @@ type datapathVariableSpecs struct {
 	LbCtTimeoutOther  *ebpf.VariableSpec `ebpf:"lb_ct_timeout_other"`
 	LbCtTimeoutSyn    *ebpf.VariableSpec `ebpf:"lb_ct_timeout_syn"`
 	LbCtTimeoutTcp    *ebpf.VariableSpec `ebpf:"lb_ct_timeout_tcp"`
+	LbFlowHashBasis   *ebpf.VariableSpec `ebpf:"lb_flow_hash_basis"`
 	LbMaglevTableSize *ebpf.VariableSpec `ebpf:"lb_maglev_table_size"`
 	LbRevNatMax       *ebpf.VariableSpec `ebpf:"lb_rev_nat_max"`
 }
@@ -275,6 +284,7 @@ type datapathMaps struct {
 	LbCounters *ebpf.Map `ebpf:"lb_counters"`
 	LbCt       *ebpf.Map `ebpf:"lb_ct"`
 	LbDrops    *ebpf.Map `ebpf:"lb_drops"`
+	LbFlowSeed *ebpf.Map `ebpf:"lb_flow_seed"`
 	LbIdMarks  *ebpf.Map `ebpf:"lb_id_marks"`
 	LbMaglev   *ebpf.Map `ebpf:"lb_maglev"`
 	LbRevNat   *ebpf.Map `ebpf:"lb_rev_nat"`
@@ -290,6 +300,7 @@ func (m *datapathMaps) Close() error {
 		m.LbCounters,
 		m.LbCt,
 		m.LbDrops,
+		m.LbFlowSeed,
 		m.LbIdMarks,
 		m.LbMaglev,
 		m.LbRevNat,
@@ -309,6 +320,7 @@ type datapathVariables struct {
 	LbCtTimeoutOther  *ebpf.Variable `ebpf:"lb_ct_timeout_other"`
 	LbCtTimeoutSyn    *ebpf.Variable `ebpf:"lb_ct_timeout_syn"`
 	LbCtTimeoutTcp    *ebpf.Variable `ebpf:"lb_ct_timeout_tcp"`
+	LbFlowHashBasis   *ebpf.Variable `ebpf:"lb_flow_hash_basis"`
 	LbMaglevTableSize *ebpf.Variable `ebpf:"lb_maglev_table_size"`
 	LbRevNatMax       *ebpf.Variable `ebpf:"lb_rev_nat_max"`
 }

@@ -38,6 +38,11 @@ type Dump struct {
 	Services     []ServiceEntry     `json:"services"`
 	SourceRanges []SourceRangeEntry `json:"sourceRanges"`
 	Affinity     []AffinityEntry    `json:"affinity"`
+	// FlowSeed is the node's flow hash seed in hex (lb_flow_seed), for
+	// lbctl explain to predict Maglev choices; empty for the zero seed.
+	// The text dump leaves it out: dumps of kernel and in-memory maps
+	// compare equal.
+	FlowSeed string `json:"flowSeed,omitempty"`
 }
 
 type BackendEntry struct {
@@ -153,6 +158,11 @@ func TakeDump(m *Maps) (*Dump, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if seed, err := m.Seed(); err != nil {
+		return nil, err
+	} else if !seed.IsZero() {
+		d.FlowSeed = seed.String()
 	}
 	d.sort()
 	return d, nil

@@ -80,6 +80,11 @@ type lbLbDropKey struct {
 	Reason   uint32
 }
 
+type lbLbFlowSeedValue struct {
+	_   structs.HostLayout
+	Key [16]uint8
+}
+
 type lbLbRevNatValue struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -129,6 +134,7 @@ const (
 	lbMapLbCounters = "lb_counters"
 	lbMapLbCt       = "lb_ct"
 	lbMapLbDrops    = "lb_drops"
+	lbMapLbFlowSeed = "lb_flow_seed"
 	lbMapLbIdMarks  = "lb_id_marks"
 	lbMapLbMaglev   = "lb_maglev"
 	lbMapLbRevNat   = "lb_rev_nat"
@@ -190,6 +196,7 @@ type lbMapSpecs struct {
 	LbCounters *ebpf.MapSpec `ebpf:"lb_counters"`
 	LbCt       *ebpf.MapSpec `ebpf:"lb_ct"`
 	LbDrops    *ebpf.MapSpec `ebpf:"lb_drops"`
+	LbFlowSeed *ebpf.MapSpec `ebpf:"lb_flow_seed"`
 	LbIdMarks  *ebpf.MapSpec `ebpf:"lb_id_marks"`
 	LbMaglev   *ebpf.MapSpec `ebpf:"lb_maglev"`
 	LbRevNat   *ebpf.MapSpec `ebpf:"lb_rev_nat"`
@@ -229,6 +236,7 @@ type lbMaps struct {
 	LbCounters *ebpf.Map `ebpf:"lb_counters"`
 	LbCt       *ebpf.Map `ebpf:"lb_ct"`
 	LbDrops    *ebpf.Map `ebpf:"lb_drops"`
+	LbFlowSeed *ebpf.Map `ebpf:"lb_flow_seed"`
 	LbIdMarks  *ebpf.Map `ebpf:"lb_id_marks"`
 	LbMaglev   *ebpf.Map `ebpf:"lb_maglev"`
 	LbRevNat   *ebpf.Map `ebpf:"lb_rev_nat"`
@@ -244,6 +252,7 @@ func (m *lbMaps) Close() error {
 		m.LbCounters,
 		m.LbCt,
 		m.LbDrops,
+		m.LbFlowSeed,
 		m.LbIdMarks,
 		m.LbMaglev,
 		m.LbRevNat,

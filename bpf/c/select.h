@@ -22,6 +22,12 @@ volatile const __u32 lb_maglev_table_size;
 volatile const __u32 lb_backends_max;
 volatile const __u32 lb_rev_nat_max;
 
+/*
+ * The flow hash's basis, set by the loader from the node's seed
+ * (lb_flow_seed, lb.h): the map is read once at load, not per flow.
+ */
+volatile const __u32 lb_flow_hash_basis = LB_FNV1A_OFFSET;
+
 /* lb_backend_lookup returns backend id, NULL if its slot holds another. */
 static __always_inline struct lb_backend *lb_backend_lookup(__u32 id)
 {

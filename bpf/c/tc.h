@@ -374,7 +374,7 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 	if (!b && backend_id)
 		b = lb_backend_lookup(backend_id);
 	if (!b) {
-		hash = lb_flow_hash(p->tuple.src, p->tuple.sport, key.addr, key.port, key.proto);
+		hash = lb_flow_hash(lb_flow_hash_basis, p->tuple.src, p->tuple.sport, key.addr, key.port, key.proto);
 		backend_id = lb_select_backend(&key, m, &hash, &reason, &slot);
 		if (!backend_id) {
 			lb_count_drop(rev_nat_id, reason);

@@ -162,9 +162,15 @@ struct lb_rev_nat_value {
  * The flow hash: FNV-1a (32 bits) over 37 bytes, in this order: the
  * client's address (16 bytes, IPv4 mapped) and port (2 bytes, network
  * order), the frontend's address and port as in its lb_services key, and
- * the protocol byte of that key (0 for an any-protocol frontend). Maglev
- * takes slot hash % M. bpf.FlowHash in Go computes the same, which is how
- * lbctl explain predicts the datapath's choice; change both or neither.
+ * the protocol byte of that key (0 for an any-protocol frontend). It is
+ * keyed: it starts not from FNV's offset basis but from a basis the
+ * node's secret seed gives (lb_flow_seed: FNV-1a of its 16 bytes from the
+ * offset basis; the offset basis itself for an all-zero seed), so that a
+ * client cannot craft tuples that land on a backend of its choice. The
+ * loader reads the seed and sets the basis as a constant. Maglev takes
+ * slot hash % M. bpf.FlowSeed.FlowHash in Go computes the same, which is
+ * how lbctl explain predicts the datapath's choice; change both or
+ * neither.
  */
 #define LB_FNV1A_OFFSET 2166136261U
 #define LB_FNV1A_PRIME  16777619U
@@ -181,9 +187,10 @@ lb_fnv1a(__u32 h, const __u8 *p, int n)
 }
 
 static inline __attribute__((always_inline)) __u32
-lb_flow_hash(const __u8 client[16], __be16 client_port, const __u8 frontend[16], __be16 frontend_port, __u8 proto)
+lb_flow_hash(__u32 basis, const __u8 client[16], __be16 client_port, const __u8 frontend[16], __be16 frontend_port,
+	     __u8 proto)
 {
-	__u32 h = LB_FNV1A_OFFSET;
+	__u32 h = basis;
 
 	h = lb_fnv1a(h, client, 16);
 	h = lb_fnv1a(h, (const __u8 *)&client_port, 2);
@@ -191,6 +198,16 @@ lb_flow_hash(const __u8 client[16], __be16 client_port, const __u8 frontend[16],
 	h = lb_fnv1a(h, (const __u8 *)&frontend_port, 2);
 	return lb_fnv1a(h, &proto, 1);
 }
+
+/*
+ * lb_flow_seed (array, one entry, the control plane's own): the node's
+ * flow hash seed, random, made once when the maps are created and kept
+ * with them (pinned) across restarts, so that established Maglev
+ * choices and lbctl explain's predictions hold.
+ */
+struct lb_flow_seed_value {
+	__u8 key[16];
+};
 
 /*
  * lb_affinity (LRU, written by the datapath): client and frontend ->

@@ -212,8 +212,13 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 			return fmt.Errorf("no Maglev table for rev-NAT ID %d: the maps are inconsistent", master.RevNatID)
 		}
 		if client != nil && ok {
-			// The reference datapath's choice: include/lb.h's flow hash.
-			slot := bpf.FlowHash(*client, fe) % uint32(len(table))
+			// The reference datapath's choice: include/lb.h's flow hash,
+			// keyed by the node's seed.
+			seed, err := m.Seed()
+			if err != nil {
+				return err
+			}
+			slot := seed.FlowHash(*client, fe) % uint32(len(table))
 			to := name(table[slot])
 			if table[slot] == bpf.BackendReject {
 				to += ": REJECTED"
