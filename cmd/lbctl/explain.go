@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/lb"
 )
@@ -295,12 +293,5 @@ func printShares(w io.Writer, slots []uint32, name func(uint32) string) {
 }
 
 // monotonicSeconds is the datapath's clock, which lb_affinity's last-used
-// times are in: the kernel's monotonic time in seconds. lbctl runs on the
-// agent's host, so the clocks are one.
-func monotonicSeconds() uint32 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return 0
-	}
-	return uint32(ts.Sec)
-}
+// times are in. lbctl runs on the agent's host, so the clocks are one.
+func monotonicSeconds() uint32 { return bpf.MonotonicSeconds() }
