@@ -2,6 +2,8 @@ package bpf_test
 
 import (
 	"fmt"
+	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -143,10 +145,11 @@ func TestTCConntrackBothDirectionsLiveOneLifetime(t *testing.T) {
 }
 
 // One client address and port to two frontends that share a backend:
-// the backend's replies to both would look the same, so the second flow
-// is dropped and counted (ct-collision), and the first flow's replies
-// stay translated to its own frontend rather than the second's. The
-// client's flows from other ports go through.
+// the backend's replies to both would look the same, so the second flow,
+// with no other backend to take, is dropped and counted (ct-collision),
+// and the first flow's replies stay translated to its own frontend
+// rather than the second's. The client's flows from other ports go
+// through, and a frontend with another backend gives the flow that one.
 func TestTCRepliesOfTwoFrontendsNeverCollide(t *testing.T) {
 	h := newDatapath(t, dpConfig())
 	h.backend(1, "10.1.0.1:8080/TCP", lb.BackendActive)
@@ -166,5 +169,18 @@ func TestTCRepliesOfTwoFrontendsNeverCollide(t *testing.T) {
 	other := flow("10.0.0.5:40001", "10.96.0.2:80", lb.ProtoTCP)
 	if got := h.balance(other); got.Dst != out.Dst {
 		t.Errorf("a flow from another port went to %v", got.Dst)
+	}
+
+	// A frontend with another backend to offer: the flow the selection
+	// placed on the shared backend takes a random slot instead (here the
+	// Maglev table names the shared backend alone, the one slot another).
+	h.backend(2, "10.1.0.2:8080/TCP", lb.BackendActive)
+	h.frontend(testFrontend{addr: "10.96.0.3:80/TCP", id: 3, maglev: true, slots: []uint32{2}, table: slices.Repeat([]uint32{1}, 251)})
+	third := flow("10.0.0.5:40000", "10.96.0.3:80", lb.ProtoTCP)
+	if got := h.balance(third); got.Dst != netip.MustParseAddrPort("10.1.0.2:8080") {
+		t.Errorf("the flow whose hash named the shared backend went to %v, not the other backend", got.Dst)
+	}
+	if verdict, back := h.send("lb_tc_egress", out.Reply()); verdict != actOK || back != first.Reply() {
+		t.Errorf("after the third flow, the first flow's reply %v became %v (verdict %d)", out.Reply(), back, verdict)
 	}
 }

@@ -345,6 +345,7 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 	struct lb_backend *b = NULL, proxy;
 	__u32 rev_nat_id, backend_id = 0, reason, hash;
 	__u16 slot;
+	bool selected = false;
 
 	m = lb_tc_frontend(skb, p, &key, internal);
 	if (!m)
@@ -385,17 +386,27 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 			lb_count_drop(rev_nat_id, LB_DROP_MISSING_ENTRY);
 			return TC_ACT_SHOT;
 		}
-		if (m->flags & LB_F_AFFINITY)
-			lb_affinity_pin(m, p->tuple.src, backend_id, slot, now);
+		selected = true;
 	}
 	if (lb_addr_is_v4(b->addr) != p->v4) {
 		lb_count_drop(rev_nat_id, LB_DROP_UNSUPPORTED);
 		return TC_ACT_SHOT;
 	}
 	if (lb_ct_reply_taken(p, b, rev_nat_id, now)) {
-		lb_count_drop(rev_nat_id, LB_DROP_CT_COLLISION);
-		return TC_ACT_SHOT;
+		/* The backend could not tell this flow's replies from a live
+		 * flow's: a flow the selection placed tries one random slot
+		 * more (which keeps the weights); else, or if that collides
+		 * too, it is dropped. */
+		if (selected)
+			backend_id = lb_select_backend(&key, m, NULL, &reason, &slot);
+		b = selected && backend_id ? lb_backend_lookup(backend_id) : NULL;
+		if (!b || lb_addr_is_v4(b->addr) != p->v4 || lb_ct_reply_taken(p, b, rev_nat_id, now)) {
+			lb_count_drop(rev_nat_id, LB_DROP_CT_COLLISION);
+			return TC_ACT_SHOT;
+		}
 	}
+	if (selected && (m->flags & LB_F_AFFINITY))
+		lb_affinity_pin(m, p->tuple.src, backend_id, slot, now);
 	lb_ct_create(skb, p, b, backend_id, rev_nat_id);
 	if (lb_rewrite(skb, p, true, b->addr, b->port)) {
 		lb_count_drop(rev_nat_id, LB_DROP_REWRITE);
