@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/lb"
 )
 
@@ -72,6 +73,36 @@ func TestTCAffinityFollowsTheNewFlowSlots(t *testing.T) {
 					t.Errorf("the pin's slot hint is %d, not a slot of backend 2 in %v", v.Slot, c.slots)
 				}
 			})
+		}
+	}
+}
+
+// Socket load balancing follows the same rule: a network namespace pinned
+// to a backend that left the frontend's new-flow slots (to standby, still
+// active in lb_backends) has its connections balanced anew, all to the
+// one backend of its new pin.
+func TestSocketLBAffinityFollowsTheNewFlowSlots(t *testing.T) {
+	s := newSockSetup(t)
+	fe := testFrontend{addr: "10.96.0.10:80/TCP", id: 1, slots: []uint32{1, 2, 3}, affinity: 60}
+	s.frontend(fe)
+	first := bpftest.RunClient(t, s.cg, s.ns, "tcp 10.96.0.10:80 1")[0]
+	var pinned uint32
+	s.check(s.maps.Affinity.Iterate(func(_ bpf.AffinityKey, v bpf.AffinityValue) bool { pinned = v.BackendID; return true }))
+	if pinned == 0 {
+		t.Fatalf("the connection to %s left no pin", first)
+	}
+
+	fe.slots, fe.standby = nil, []uint32{pinned}
+	for id := uint32(1); id <= 3; id++ {
+		if id != pinned {
+			fe.slots = append(fe.slots, id)
+		}
+	}
+	s.frontend(fe)
+	lines := bpftest.RunClient(t, s.cg, s.ns, "tcp 10.96.0.10:80 20")
+	for _, l := range lines {
+		if l == first || l != lines[0] {
+			t.Fatalf("after backend %d (%s) went to standby, the pinned namespace's connections went to %v", pinned, first, lines)
 		}
 	}
 }
