@@ -66,7 +66,8 @@ func (c CTCollection) Pressure() float64 {
 }
 
 // CollectConntrack deletes the expired entries of a conntrack map
-// (m.Conntrack or m.SockConntrack) in one walk. An entry that the
+// (m.Conntrack; the datapath cell leaves m.SockConntrack to its LRU) in
+// one walk. An entry that the
 // datapath renews between the walk and the deletion (a new flow on the
 // same tuple) is looked up again and kept: only entries still expired
 // then go. The clock is the datapath's (monotonic seconds): an entry is

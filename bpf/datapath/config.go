@@ -81,7 +81,7 @@ func (def Config) Flags(flags *pflag.FlagSet) {
 	flags.Duration("lb-ct-timeout-tcp", def.LBCTTimeoutTCP, "Conntrack: how long an established TCP flow lives after its last packet, either way")
 	flags.Duration("lb-ct-timeout-close", def.LBCTTimeoutClose, "Conntrack: how long a TCP flow lives after its last packet once a FIN or RST was seen")
 	flags.Duration("lb-ct-timeout-other", def.LBCTTimeoutOther, "Conntrack: how long a UDP flow (and a socket's entry) lives after its last packet")
-	flags.Duration("lb-ct-gc-interval", def.LBCTGCInterval, "How often the agent deletes expired conntrack entries (lb_ct, lb_sock_ct) while the datapath is attached")
+	flags.Duration("lb-ct-gc-interval", def.LBCTGCInterval, "How often the agent deletes expired conntrack entries (lb_ct) while the datapath is attached")
 }
 
 func (c Config) socket() bool { return c.LBDatapath == ModeSocket || c.LBDatapath == ModeBoth }

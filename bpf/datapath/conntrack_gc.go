@@ -12,10 +12,13 @@ import (
 )
 
 // ctGC is the conntrack garbage collector: every interval it deletes the
-// expired entries of lb_ct and lb_sock_ct (bpf.CollectConntrack), so that
-// closed and idle flows leave the LRU maps before the kernel has to evict
-// live ones to make room. As Cilium's CT GC, it runs from the agent and
-// reports each map's entries, what it removed and the map's pressure.
+// expired entries of lb_ct (bpf.CollectConntrack), so that closed and
+// idle flows leave the LRU map before the kernel has to evict live ones
+// to make room. As Cilium's CT GC, it runs from the agent and reports the
+// map's entries, what it removed and the map's pressure. lb_sock_ct is
+// left to its LRU: a connected socket's entry is written once, at
+// connect(), and getpeername() needs it for as long as the connection
+// lasts, however long after its expiry that is.
 type ctGC struct {
 	maps     *bpf.Maps
 	log      *slog.Logger
@@ -61,9 +64,9 @@ func (g *ctGC) run(ctx context.Context) {
 	}
 }
 
-// collect runs one garbage collection of both maps.
+// collect runs one garbage collection.
 func (g *ctGC) collect() {
-	for _, ct := range []bpf.Map[bpf.CTKey, bpf.CTValue]{g.maps.Conntrack, g.maps.SockConntrack} {
+	for _, ct := range []bpf.Map[bpf.CTKey, bpf.CTValue]{g.maps.Conntrack} {
 		if ct == nil {
 			continue
 		}

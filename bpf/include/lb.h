@@ -292,7 +292,9 @@ enum {
  * dport, proto): the frontend (LB_CT_FORWARD: the backend an unconnected
  * UDP socket sends to) or the backend (LB_CT_REPLY: what recvmsg and
  * getpeername show instead); kind LB_CT_SOCKET. Their expiry is the TCP
- * (after the first reply) or other timeout from their last use.
+ * (after the first reply) or other timeout from their last use; the
+ * agent's collector leaves them to the LRU, as a connected socket's entry
+ * is written only at connect() and getpeername needs it while it lasts.
  */
 enum {
 	LB_CT_PACKET = 0,
