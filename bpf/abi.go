@@ -79,6 +79,10 @@ type AffinityKey struct {
 type AffinityValue struct {
 	BackendID uint32
 	LastUsed  uint32
+	// Slot is a hint: the lb_services slot (1..count) that held the
+	// backend when the datapath last checked the pin; 0 for none.
+	Slot uint16
+	Pad  [2]uint8
 }
 
 // SourceRangeKey is a key of lb_src_range.

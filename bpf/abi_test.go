@@ -26,6 +26,7 @@ func TestABIMatchesC(t *testing.T) {
 		{CounterKey{}, lbLbCounterKey{}},
 		{CounterValue{}, lbLbCounterValue{}},
 		{DropKey{}, lbLbDropKey{}},
+		{FlowSeed{}, lbLbFlowSeedValue{}},
 	} {
 		ours, gen := reflect.TypeOf(pair.ours), reflect.TypeOf(pair.generated)
 		t.Run(ours.Name(), func(t *testing.T) {

@@ -43,15 +43,32 @@ var (
 // reconciler writes and write lb_ct, lb_affinity, lb_counters and
 // lb_drops.
 func LoadDatapath(m *Maps) (*Datapath, error) {
+	return LoadDatapathOptions(m, DefaultDatapathOptions)
+}
+
+// DatapathOptions are the reference datapath's settings beside its maps.
+type DatapathOptions struct {
+	CTTimeouts CTTimeouts
+}
+
+// DefaultDatapathOptions are LoadDatapath's.
+var DefaultDatapathOptions = DatapathOptions{CTTimeouts: DefaultCTTimeouts}
+
+// LoadDatapathOptions is LoadDatapath with opts.
+func LoadDatapathOptions(m *Maps, opts DatapathOptions) (*Datapath, error) {
 	names := append([]string(nil), tcPrograms...)
 	for _, p := range socketPrograms {
 		names = append(names, p.name)
 	}
-	return loadDatapathPrograms(m, names...)
+	return loadDatapathPrograms(m, opts, names...)
 }
 
 // loadDatapathPrograms loads the named programs of c/datapath.c over m.
-func loadDatapathPrograms(m *Maps, names ...string) (*Datapath, error) {
+func loadDatapathPrograms(m *Maps, opts DatapathOptions, names ...string) (*Datapath, error) {
+	timeouts, err := opts.CTTimeouts.constants()
+	if err != nil {
+		return nil, fmt.Errorf("datapath: %w", err)
+	}
 	spec, err := loadDatapath()
 	if err != nil {
 		return nil, err
@@ -76,11 +93,20 @@ func loadDatapathPrograms(m *Maps, names ...string) (*Datapath, error) {
 	}
 	// The constants the programs need to read the maps, from the maps
 	// they will read: a dense ID's slot depends on its map's max_entries.
-	for name, v := range map[string]uint32{
+	seed, err := m.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("datapath: %w", err)
+	}
+	constants := map[string]uint32{
+		"lb_flow_hash_basis":   seed.Basis(),
 		"lb_maglev_table_size": uint32(m.Maglev.TableSize()),
 		"lb_backends_max":      replacements[lbMapLbBackends].MaxEntries(),
 		"lb_rev_nat_max":       replacements[lbMapLbRevNat].MaxEntries(),
-	} {
+	}
+	for name, v := range timeouts {
+		constants[name] = v
+	}
+	for name, v := range constants {
 		vs := spec.Variables[name]
 		if vs == nil {
 			return nil, fmt.Errorf("datapath: the programs have no constant %s", name)
@@ -145,6 +171,15 @@ func (m *kernelMaglev) ebpfMap() *ebpf.Map    { return m.outer }
 // Program returns a loaded program by its name in c/datapath.c, nil if it
 // is not loaded; for tests and embedders that attach it themselves.
 func (d *Datapath) Program(name string) *ebpf.Program { return d.progs[name] }
+
+// ProgramNames returns the names of the loaded programs.
+func (d *Datapath) ProgramNames() []string {
+	names := make([]string, 0, len(d.progs))
+	for n := range d.progs {
+		names = append(names, n)
+	}
+	return names
+}
 
 // AttachCgroup attaches the socket programs to the cgroup (v2) at path:
 // connect(), sendmsg(), recvmsg() and getpeername() of the sockets of its

@@ -28,17 +28,26 @@ type CTKey struct {
 type CTValue struct {
 	BackendID uint32
 	RevNatID  uint32
-	LastSeen  uint32
-	Dir       uint8
-	Pad       [3]uint8
+	// Expires is the datapath's clock (monotonic seconds) after which the
+	// entry is dead; the garbage collector deletes it then.
+	Expires uint32
+	Dir     uint8
+	Flags   uint8
+	// PeerPort and Peer, in a reply entry, are the address the client
+	// sent to: the forward entry's destination.
+	PeerPort [2]byte
+	Peer     [16]byte
 }
 
-// Kinds of CTKey and directions of CTValue, as in lb.h.
+// Kinds of CTKey, directions and flags of CTValue, as in lb.h.
 const (
 	CTPacket  = 0
 	CTSocket  = 1
 	CTForward = 0
 	CTReply   = 1
+
+	CTFlagReplied = 1 << 0 // a reply was seen
+	CTFlagClosing = 1 << 1 // a FIN or RST was seen
 )
 
 // NewCTKey returns the lb_ct key of a packet from src to dst.
@@ -87,6 +96,7 @@ const (
 	DropUnsupported  = 4
 	DropRewrite      = 5
 	DropRejected     = 6
+	DropCTCollision  = 7
 )
 
 // DropReasons names each drop reason, as metrics and lbctl show it.
@@ -97,6 +107,7 @@ var DropReasons = map[uint32]string{
 	DropUnsupported:  "unsupported",
 	DropRewrite:      "rewrite",
 	DropRejected:     "rejected",
+	DropCTCollision:  "ct-collision",
 }
 
 // bindPerCPU binds a per-CPU hash map, whose values are one V per

@@ -2,8 +2,6 @@ package bpf_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -86,15 +84,9 @@ func BenchmarkDatapathSocketConnect(b *testing.B) {
 	if err := h.dp.AttachCgroup(cg); err != nil {
 		b.Fatal(err)
 	}
-	bare := filepath.Join(cg, "..", "lbstate-bench-bare")
-	if err := os.Mkdir(bare, 0o755); err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		if err := bpftest.RemoveCgroup(bare); err != nil {
-			b.Error(err)
-		}
-	}()
+	// The socket-less cgroup is one of the benchmark's own too (a unique
+	// name, removed with its mount), so that runs never meet.
+	bare := bpftest.Cgroup(b)
 	ns.AddAddr(b, "10.1.0.1/32")
 	var slots []uint32
 	for i := uint32(1); i <= 10; i++ {

@@ -23,6 +23,8 @@ type datapathLbAffinityValue struct {
 	_         structs.HostLayout
 	BackendId uint32
 	LastUsed  uint32
+	Slot      uint16
+	Pad       [2]uint8
 }
 
 type datapathLbBackend struct {
@@ -65,15 +67,22 @@ type datapathLbCtValue struct {
 	_         structs.HostLayout
 	BackendId uint32
 	RevNatId  uint32
-	LastSeen  uint32
+	Expires   uint32
 	Dir       uint8
-	Pad       [3]uint8
+	Flags     uint8
+	PeerPort  uint16
+	Peer      [16]uint8
 }
 
 type datapathLbDropKey struct {
 	_        structs.HostLayout
 	RevNatId uint32
 	Reason   uint32
+}
+
+type datapathLbFlowSeedValue struct {
+	_   structs.HostLayout
+	Key [16]uint8
 }
 
 type datapathLbRevNatValue struct {
@@ -125,6 +134,7 @@ const (
 	datapathMapLbCounters        = "lb_counters"
 	datapathMapLbCt              = "lb_ct"
 	datapathMapLbDrops           = "lb_drops"
+	datapathMapLbFlowSeed        = "lb_flow_seed"
 	datapathMapLbIdMarks         = "lb_id_marks"
 	datapathMapLbMaglev          = "lb_maglev"
 	datapathMapLbRevNat          = "lb_rev_nat"
@@ -148,6 +158,11 @@ const (
 	datapathProgLbTcWorkload     = "lb_tc_workload"
 	datapathVarLbBackendsMax     = "lb_backends_max"
 	datapathVarLbBenchSeq        = "lb_bench_seq"
+	datapathVarLbCtTimeoutClose  = "lb_ct_timeout_close"
+	datapathVarLbCtTimeoutOther  = "lb_ct_timeout_other"
+	datapathVarLbCtTimeoutSyn    = "lb_ct_timeout_syn"
+	datapathVarLbCtTimeoutTcp    = "lb_ct_timeout_tcp"
+	datapathVarLbFlowHashBasis   = "lb_flow_hash_basis"
 	datapathVarLbMaglevTableSize = "lb_maglev_table_size"
 	datapathVarLbRevNatMax       = "lb_rev_nat_max"
 )
@@ -220,6 +235,7 @@ type datapathMapSpecs struct {
 	LbCounters *ebpf.MapSpec `ebpf:"lb_counters"`
 	LbCt       *ebpf.MapSpec `ebpf:"lb_ct"`
 	LbDrops    *ebpf.MapSpec `ebpf:"lb_drops"`
+	LbFlowSeed *ebpf.MapSpec `ebpf:"lb_flow_seed"`
 	LbIdMarks  *ebpf.MapSpec `ebpf:"lb_id_marks"`
 	LbMaglev   *ebpf.MapSpec `ebpf:"lb_maglev"`
 	LbRevNat   *ebpf.MapSpec `ebpf:"lb_rev_nat"`
@@ -234,6 +250,11 @@ type datapathMapSpecs struct {
 type datapathVariableSpecs struct {
 	LbBackendsMax     *ebpf.VariableSpec `ebpf:"lb_backends_max"`
 	LbBenchSeq        *ebpf.VariableSpec `ebpf:"lb_bench_seq"`
+	LbCtTimeoutClose  *ebpf.VariableSpec `ebpf:"lb_ct_timeout_close"`
+	LbCtTimeoutOther  *ebpf.VariableSpec `ebpf:"lb_ct_timeout_other"`
+	LbCtTimeoutSyn    *ebpf.VariableSpec `ebpf:"lb_ct_timeout_syn"`
+	LbCtTimeoutTcp    *ebpf.VariableSpec `ebpf:"lb_ct_timeout_tcp"`
+	LbFlowHashBasis   *ebpf.VariableSpec `ebpf:"lb_flow_hash_basis"`
 	LbMaglevTableSize *ebpf.VariableSpec `ebpf:"lb_maglev_table_size"`
 	LbRevNatMax       *ebpf.VariableSpec `ebpf:"lb_rev_nat_max"`
 }
@@ -263,6 +284,7 @@ type datapathMaps struct {
 	LbCounters *ebpf.Map `ebpf:"lb_counters"`
 	LbCt       *ebpf.Map `ebpf:"lb_ct"`
 	LbDrops    *ebpf.Map `ebpf:"lb_drops"`
+	LbFlowSeed *ebpf.Map `ebpf:"lb_flow_seed"`
 	LbIdMarks  *ebpf.Map `ebpf:"lb_id_marks"`
 	LbMaglev   *ebpf.Map `ebpf:"lb_maglev"`
 	LbRevNat   *ebpf.Map `ebpf:"lb_rev_nat"`
@@ -278,6 +300,7 @@ func (m *datapathMaps) Close() error {
 		m.LbCounters,
 		m.LbCt,
 		m.LbDrops,
+		m.LbFlowSeed,
 		m.LbIdMarks,
 		m.LbMaglev,
 		m.LbRevNat,
@@ -293,6 +316,11 @@ func (m *datapathMaps) Close() error {
 type datapathVariables struct {
 	LbBackendsMax     *ebpf.Variable `ebpf:"lb_backends_max"`
 	LbBenchSeq        *ebpf.Variable `ebpf:"lb_bench_seq"`
+	LbCtTimeoutClose  *ebpf.Variable `ebpf:"lb_ct_timeout_close"`
+	LbCtTimeoutOther  *ebpf.Variable `ebpf:"lb_ct_timeout_other"`
+	LbCtTimeoutSyn    *ebpf.Variable `ebpf:"lb_ct_timeout_syn"`
+	LbCtTimeoutTcp    *ebpf.Variable `ebpf:"lb_ct_timeout_tcp"`
+	LbFlowHashBasis   *ebpf.Variable `ebpf:"lb_flow_hash_basis"`
 	LbMaglevTableSize *ebpf.Variable `ebpf:"lb_maglev_table_size"`
 	LbRevNatMax       *ebpf.Variable `ebpf:"lb_rev_nat_max"`
 }

@@ -9,7 +9,8 @@ import (
 	"github.com/lbstate/lbstate/lb"
 )
 
-// The datapath's flow hash (lb_flow_hash in lb.h) and bpf.FlowHash agree:
+// The datapath's flow hash (lb_flow_hash in lb.h), keyed by the maps'
+// seed, and bpf.FlowSeed.FlowHash agree:
 // with a Maglev table whose every slot holds a backend of its own, the
 // backend the kernel picks names the slot it hashed to, which must be
 // FlowHash modulo the table size, for random flows of both families and
@@ -42,6 +43,11 @@ func TestFlowHashMatchesC(t *testing.T) {
 		}
 		h.frontend(testFrontend{addr: fe, id: uint32(i + 1), maglev: true, slots: []uint32{1}, table: table})
 	}
+	seed, err := h.maps.Seed()
+	h.check(err)
+	if seed.IsZero() {
+		t.Fatal("the kernel maps have no flow hash seed")
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 2000 {
 		fe := lb.MustParseL3n4Addr(frontends[rng.IntN(len(frontends))])
@@ -63,7 +69,7 @@ func TestFlowHashMatchesC(t *testing.T) {
 		if !ok {
 			t.Fatalf("%v went to %s, not a backend", f, out.Dst)
 		}
-		if want := bpf.FlowHash(client, fe) % m; slot != want {
+		if want := seed.FlowHash(client, fe) % m; slot != want {
 			t.Fatalf("%v: the kernel hashed to slot %d, bpf.FlowHash says %d", f, slot, want)
 		}
 	}

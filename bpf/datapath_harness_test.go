@@ -30,11 +30,17 @@ type dpHarness struct {
 
 func newDatapath(t testing.TB, cfg bpf.Config) *dpHarness {
 	t.Helper()
+	return newDatapathOptions(t, cfg, bpf.DefaultDatapathOptions)
+}
+
+// newDatapathOptions is newDatapath with the datapath's options.
+func newDatapathOptions(t testing.TB, cfg bpf.Config, opts bpf.DatapathOptions) *dpHarness {
+	t.Helper()
 	if cfg.LBPinDir == bpf.DefaultConfig.LBPinDir {
 		cfg.LBPinDir = bpftest.Config(t).LBPinDir
 	}
 	maps := bpftest.KernelMaps(t, cfg)
-	d, err := bpf.LoadDatapath(maps)
+	d, err := bpf.LoadDatapathOptions(maps, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

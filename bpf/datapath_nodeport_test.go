@@ -32,7 +32,7 @@ func TestTCNodePortOnTheAnyAddressServesOnlyTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, c := range []struct {
+	for i, c := range []struct {
 		forwarding bool
 		flow       tuple
 		to         string // "" for untouched
@@ -46,6 +46,10 @@ func TestTCNodePortOnTheAnyAddressServesOnlyTheNode(t *testing.T) {
 		// Only NodePort frontends stand for every node address.
 		{true, flow("192.0.2.9:40000", "127.0.0.1:80", lb.ProtoTCP), ""},
 	} {
+		// A port of its own per case: two of these flows from one client
+		// address and port to one backend would have the same replies,
+		// which conntrack refuses (TestTCRepliesOfTwoFrontendsNeverCollide).
+		c.flow.Src = netip.AddrPortFrom(c.flow.Src.Addr(), uint16(41000+i))
 		pkt := packet(t, c.flow, 32)
 		var (
 			verdict uint32

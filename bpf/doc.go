@@ -100,8 +100,12 @@
 // lb_sock_ct, lb_affinity, lb_counters and lb_drops, which are in the
 // layout like the others (pinned, sized by flags) but which the
 // reconciler never writes: Maps.Counters and Maps.Drops hold one value
-// per possible CPU. Its flow hash is lb_flow_hash of include/lb.h;
-// FlowHash is the Go twin, tested against the kernel's.
+// per possible CPU. Its flow hash is lb_flow_hash of include/lb.h,
+// keyed by the node's seed (lb_flow_seed, which NewKernelMaps makes once,
+// random, and which stays pinned); FlowSeed.FlowHash is the Go twin,
+// tested against the kernel's. Its conntrack entries expire by TCP state
+// (CTTimeouts, LoadDatapathOptions), and CollectConntrack deletes the
+// expired ones (the datapath cell runs it periodically).
 //
 // # In-memory maps
 //

@@ -38,6 +38,11 @@ type Dump struct {
 	Services     []ServiceEntry     `json:"services"`
 	SourceRanges []SourceRangeEntry `json:"sourceRanges"`
 	Affinity     []AffinityEntry    `json:"affinity"`
+	// FlowSeed is the node's flow hash seed in hex (lb_flow_seed), for
+	// lbctl explain to predict Maglev choices; empty for the zero seed.
+	// The text dump leaves it out: dumps of kernel and in-memory maps
+	// compare equal.
+	FlowSeed string `json:"flowSeed,omitempty"`
 }
 
 type BackendEntry struct {
@@ -92,6 +97,8 @@ type AffinityEntry struct {
 	// whether the pin is still in force. The text dump leaves it out, so
 	// that dumps taken at different times compare equal.
 	LastUsed uint32 `json:"lastUsed,omitempty"`
+	// Slot is the datapath's hint of where the backend sits (lb.h).
+	Slot uint16 `json:"slot,omitempty"`
 }
 
 var flagNames = []struct {
@@ -145,12 +152,17 @@ func TakeDump(m *Maps) (*Dump, error) {
 	}
 	if err == nil {
 		err = m.Affinity.Iterate(func(k AffinityKey, v AffinityValue) bool {
-			d.Affinity = append(d.Affinity, AffinityEntry{RevNatID: k.RevNatID, Client: netip.AddrFrom16(k.Client).Unmap(), BackendID: v.BackendID, LastUsed: v.LastUsed})
+			d.Affinity = append(d.Affinity, AffinityEntry{RevNatID: k.RevNatID, Client: netip.AddrFrom16(k.Client).Unmap(), BackendID: v.BackendID, LastUsed: v.LastUsed, Slot: v.Slot})
 			return true
 		})
 	}
 	if err != nil {
 		return nil, err
+	}
+	if seed, err := m.Seed(); err != nil {
+		return nil, err
+	} else if !seed.IsZero() {
+		d.FlowSeed = seed.String()
 	}
 	d.sort()
 	return d, nil

@@ -12,5 +12,5 @@ func LayoutNames() []string {
 
 // LoadBenchDatapath loads the benchmark's programs of c/bench.h over m.
 func LoadBenchDatapath(m *Maps) (*Datapath, error) {
-	return loadDatapathPrograms(m, "lb_bench_est", "lb_bench_new", "lb_bench_copy", "lb_bench_copy_new")
+	return loadDatapathPrograms(m, DefaultDatapathOptions, "lb_bench_est", "lb_bench_new", "lb_bench_copy", "lb_bench_copy_new")
 }

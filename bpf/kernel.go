@@ -53,6 +53,10 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 		maps.setCapacity(d, m.MaxEntries())
 	}
 	maps.close = func() error { return closeMaps(opened) }
+	if err := maps.ensureSeed(); err != nil {
+		maps.Close()
+		return nil, err
+	}
 	return maps, nil
 }
 

@@ -60,6 +60,11 @@ var layout = []mapDef{
 		name: lbMapLbIdMarks, typ: ebpf.Array, entries: 2,
 		bind: bindArray(func(m *Maps) *Map[uint32, uint32] { return &m.IDMarks }),
 	},
+	{
+		// One entry: the node's flow hash seed (flowhash.go).
+		name: lbMapLbFlowSeed, typ: ebpf.Array, entries: 1,
+		bind: bindArray(func(m *Maps) *Map[uint32, FlowSeed] { return &m.FlowSeed }),
+	},
 	// The reference datapath's maps (datapath.go): it writes them.
 	{
 		name: lbMapLbCt, typ: ebpf.LRUHash,

@@ -23,6 +23,8 @@ type lbLbAffinityValue struct {
 	_         structs.HostLayout
 	BackendId uint32
 	LastUsed  uint32
+	Slot      uint16
+	Pad       [2]uint8
 }
 
 type lbLbBackend struct {
@@ -65,15 +67,22 @@ type lbLbCtValue struct {
 	_         structs.HostLayout
 	BackendId uint32
 	RevNatId  uint32
-	LastSeen  uint32
+	Expires   uint32
 	Dir       uint8
-	Pad       [3]uint8
+	Flags     uint8
+	PeerPort  uint16
+	Peer      [16]uint8
 }
 
 type lbLbDropKey struct {
 	_        structs.HostLayout
 	RevNatId uint32
 	Reason   uint32
+}
+
+type lbLbFlowSeedValue struct {
+	_   structs.HostLayout
+	Key [16]uint8
 }
 
 type lbLbRevNatValue struct {
@@ -125,6 +134,7 @@ const (
 	lbMapLbCounters = "lb_counters"
 	lbMapLbCt       = "lb_ct"
 	lbMapLbDrops    = "lb_drops"
+	lbMapLbFlowSeed = "lb_flow_seed"
 	lbMapLbIdMarks  = "lb_id_marks"
 	lbMapLbMaglev   = "lb_maglev"
 	lbMapLbRevNat   = "lb_rev_nat"
@@ -186,6 +196,7 @@ type lbMapSpecs struct {
 	LbCounters *ebpf.MapSpec `ebpf:"lb_counters"`
 	LbCt       *ebpf.MapSpec `ebpf:"lb_ct"`
 	LbDrops    *ebpf.MapSpec `ebpf:"lb_drops"`
+	LbFlowSeed *ebpf.MapSpec `ebpf:"lb_flow_seed"`
 	LbIdMarks  *ebpf.MapSpec `ebpf:"lb_id_marks"`
 	LbMaglev   *ebpf.MapSpec `ebpf:"lb_maglev"`
 	LbRevNat   *ebpf.MapSpec `ebpf:"lb_rev_nat"`
@@ -225,6 +236,7 @@ type lbMaps struct {
 	LbCounters *ebpf.Map `ebpf:"lb_counters"`
 	LbCt       *ebpf.Map `ebpf:"lb_ct"`
 	LbDrops    *ebpf.Map `ebpf:"lb_drops"`
+	LbFlowSeed *ebpf.Map `ebpf:"lb_flow_seed"`
 	LbIdMarks  *ebpf.Map `ebpf:"lb_id_marks"`
 	LbMaglev   *ebpf.Map `ebpf:"lb_maglev"`
 	LbRevNat   *ebpf.Map `ebpf:"lb_rev_nat"`
@@ -240,6 +252,7 @@ func (m *lbMaps) Close() error {
 		m.LbCounters,
 		m.LbCt,
 		m.LbDrops,
+		m.LbFlowSeed,
 		m.LbIdMarks,
 		m.LbMaglev,
 		m.LbRevNat,

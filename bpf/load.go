@@ -14,7 +14,8 @@ import (
 // agent serves with DumpHandler. m is meant to be empty in-memory maps
 // with room for d, and with d's Maglev table size.
 //
-// What a dump does not keep is not restored: a Maglev entry is written only
+// The dump's flow hash seed replaces m's (the zero one if the dump has
+// none). What a dump does not keep is not restored: a Maglev entry is written only
 // when maglevTables (by rev-NAT ID) has its table, affinity entries lose
 // their last-used time, and lb_id_marks stays empty. A table that does not
 // match its entry's slot counts is an error: the maps changed between the
@@ -63,9 +64,19 @@ func LoadDump(m *Maps, d *Dump, maglevTables map[uint32][]uint32) error {
 			return err
 		}
 	}
+	var seed FlowSeed // the zero seed, for a dump without one
+	if d.FlowSeed != "" {
+		var err error
+		if seed, err = ParseFlowSeed(d.FlowSeed); err != nil {
+			return err
+		}
+	}
+	if err := m.FlowSeed.Update(0, seed); err != nil {
+		return err
+	}
 	for _, e := range d.Affinity {
 		k := AffinityKey{Client: e.Client.As16(), RevNatID: e.RevNatID}
-		if err := m.Affinity.Update(k, AffinityValue{BackendID: e.BackendID, LastUsed: e.LastUsed}); err != nil {
+		if err := m.Affinity.Update(k, AffinityValue{BackendID: e.BackendID, LastUsed: e.LastUsed, Slot: e.Slot}); err != nil {
 			return err
 		}
 	}

@@ -53,6 +53,8 @@ type Maps struct {
 	// IDMarks holds, per kind of ID (IDMarkFrontend, IDMarkBackend), an ID
 	// above every ID handed out.
 	IDMarks Map[uint32, uint32]
+	// FlowSeed holds, at key 0, the node's flow hash seed (flowhash.go).
+	FlowSeed Map[uint32, FlowSeed]
 	// The reference datapath's maps: it writes them, the control plane
 	// reads them. Counters and Drops hold one value per possible CPU.
 	Conntrack     Map[CTKey, CTValue]

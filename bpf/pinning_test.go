@@ -210,3 +210,33 @@ func TestDenseIDMapOfOldKindOrSizeIsRecreated(t *testing.T) {
 		t.Fatalf("lb_backends of another max_entries: %v, want an error pointing at --lb-recreate-maps", err)
 	}
 }
+
+// The flow hash seed is made once, random, with the maps, and kept with
+// them: maps opened again on the same pins have the same seed, maps of
+// another pin directory another one.
+func TestFlowSeedIsRandomAndOutlivesARestart(t *testing.T) {
+	cfg := pinnedConfig(t)
+	seed := func(cfg bpf.Config) bpf.FlowSeed {
+		t.Helper()
+		m, err := bpf.NewKernelMaps(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		s, err := m.Seed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	first := seed(cfg)
+	if first.IsZero() {
+		t.Fatal("new kernel maps have the zero (unkeyed) seed")
+	}
+	if again := seed(cfg); again != first {
+		t.Errorf("after a restart the seed is %s, was %s", again, first)
+	}
+	if other := seed(pinnedConfig(t)); other == first {
+		t.Errorf("two sets of maps have one seed %s", first)
+	}
+}

@@ -79,6 +79,9 @@ type task struct {
 	// keepSlots is deleteSurplusSlots' slot count to keep.
 	in        marks
 	keepSlots int
+	// voided says which of the frontend's affinity pins this update
+	// voids (voidedPins); nil for none.
+	voided func(backendID uint32) bool
 }
 
 // marks are the batched syscalls of a phase that a task has a part in.
@@ -188,19 +191,23 @@ func (o *ops) update(txn statedb.ReadTxn, tasks []task) {
 			j.err = o.writeMaglev(j.st, j.rotation, j.slotIDs[:len(j.rotation)])
 		}
 	}
+	for j := range live(tasks) {
+		j.voided = voidedPins(j) // before writeSlots forgets the old slots
+	}
 	o.writeSlots(tasks)
 	o.writeMasters(tasks)
 	o.deleteSurplusSlots(tasks, func(j *task) int { return len(j.slotIDs) })
 	// The backends a frontend no longer uses: their affinity entries go
 	// first, for the whole batch in one walk of lb_affinity, then the
-	// references.
+	// references. The same walk removes the pins of backends that left
+	// the new-flow slots (voidedPins).
 	type drop struct {
 		j      *task
 		lo, hi int // its backends in dropped
 	}
 	var (
 		drops  []drop
-		sticky map[uint32]map[uint32]bool
+		sticky map[uint32]func(uint32) bool
 	)
 	dropped, doomed := take(&o.scratch.arenaIs), take(&o.scratch.doomed)
 	defer func() { giveBack(&o.scratch.arenaIs, dropped) }()
@@ -216,14 +223,19 @@ func (o *ops) update(txn statedb.ReadTxn, tasks []task) {
 			continue
 		}
 		lo := len(dropped)
+		var gone map[uint32]bool
 		if dropped = o.unused(dropped, j.st, kept(j.fe)); len(dropped) > lo {
 			drops = append(drops, drop{j, lo, len(dropped)})
 			if j.st.affinity {
-				if sticky == nil {
-					sticky = map[uint32]map[uint32]bool{}
-				}
-				sticky[j.st.id] = o.droppedIDs(dropped[lo:])
+				gone = o.droppedIDs(dropped[lo:])
 			}
+		}
+		if gone != nil || j.voided != nil {
+			if sticky == nil {
+				sticky = map[uint32]func(uint32) bool{}
+			}
+			voided := j.voided
+			sticky[j.st.id] = func(id uint32) bool { return gone[id] || (voided != nil && voided(id)) }
 		}
 	}
 	if len(sticky) > 0 {
@@ -325,7 +337,7 @@ func (o *ops) remove(tasks []task, forget bool) {
 		fail(tasks, err, func(j *task) bool { return j.st != nil })
 	}
 	// Affinity entries of the whole batch go in one walk of lb_affinity.
-	var sticky map[uint32]map[uint32]bool
+	var sticky map[uint32]func(uint32) bool
 	for j := range live(tasks) {
 		if j.st == nil {
 			continue
@@ -333,7 +345,7 @@ func (o *ops) remove(tasks []task, forget bool) {
 		o.setMay(roomRevNat, &j.st.hasRevNat, false)
 		if j.err = o.writeSourceRanges(j.st, nil); j.err == nil && j.st.affinity {
 			if sticky == nil {
-				sticky = map[uint32]map[uint32]bool{}
+				sticky = map[uint32]func(uint32) bool{}
 			}
 			sticky[j.st.id] = nil // every entry
 		}

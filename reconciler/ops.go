@@ -414,12 +414,12 @@ func (o *ops) releaseBackend(i uint32, be *backendState) {
 }
 
 // clearAffinity deletes, in one walk of lb_affinity, the affinity entries
-// of the frontends (by ID) in clear that name one of the backend IDs clear
-// has for them (any backend for nil).
-func (o *ops) clearAffinity(clear map[uint32]map[uint32]bool) error {
+// of the frontends (by ID) in clear whose backend ID clear's function for
+// them says (every entry for nil).
+func (o *ops) clearAffinity(clear map[uint32]func(backendID uint32) bool) error {
 	var stale []bpf.AffinityKey
 	err := o.maps.Affinity.Iterate(func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
-		if ids, ok := clear[k.RevNatID]; ok && (ids == nil || ids[v.BackendID]) {
+		if stale1, ok := clear[k.RevNatID]; ok && (stale1 == nil || stale1(v.BackendID)) {
 			stale = append(stale, k)
 		}
 		return true

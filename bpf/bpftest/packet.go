@@ -31,6 +31,13 @@ func (f Flow) Reply() Flow { return Flow{f.Dst, f.Src, f.Proto} }
 // checksums right; a TCP packet is a SYN.
 func Packet(t testing.TB, f Flow, payload int) []byte {
 	t.Helper()
+	return TCPPacket(t, f, payload, "S")
+}
+
+// TCPPacket is Packet with the TCP flags given by letters: S (SYN), A
+// (ACK), F (FIN), R (RST); "SA" is a SYN-ACK. A UDP flow ignores them.
+func TCPPacket(t testing.TB, f Flow, payload int, flags string) []byte {
+	t.Helper()
 	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}}
 	var ip gopacket.NetworkLayer
 	var ipLayer gopacket.SerializableLayer
@@ -53,7 +60,21 @@ func Packet(t testing.TB, f Flow, payload int) []byte {
 		udp.SetNetworkLayerForChecksum(ip)
 		l4 = udp
 	} else {
-		tcp := &layers.TCP{SrcPort: layers.TCPPort(f.Src.Port()), DstPort: layers.TCPPort(f.Dst.Port()), SYN: true, Seq: 1, Window: 1024}
+		tcp := &layers.TCP{SrcPort: layers.TCPPort(f.Src.Port()), DstPort: layers.TCPPort(f.Dst.Port()), Seq: 1, Window: 1024}
+		for _, c := range flags {
+			switch c {
+			case 'S':
+				tcp.SYN = true
+			case 'A':
+				tcp.ACK = true
+			case 'F':
+				tcp.FIN = true
+			case 'R':
+				tcp.RST = true
+			default:
+				t.Fatalf("TCP flag %q: want S, A, F or R", c)
+			}
+		}
 		tcp.SetNetworkLayerForChecksum(ip)
 		l4 = tcp
 	}

@@ -72,6 +72,13 @@ struct {
 	__uint(max_entries, 2);
 } lb_id_marks SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct lb_flow_seed_value);
+	__uint(max_entries, 1);
+} lb_flow_seed SEC(".maps");
+
 /* The reference datapath's own maps; the agent sets their sizes too. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

@@ -22,6 +22,12 @@ volatile const __u32 lb_maglev_table_size;
 volatile const __u32 lb_backends_max;
 volatile const __u32 lb_rev_nat_max;
 
+/*
+ * The flow hash's basis, set by the loader from the node's seed
+ * (lb_flow_seed, lb.h): the map is read once at load, not per flow.
+ */
+volatile const __u32 lb_flow_hash_basis = LB_FNV1A_OFFSET;
+
 /* lb_backend_lookup returns backend id, NULL if its slot holds another. */
 static __always_inline struct lb_backend *lb_backend_lookup(__u32 id)
 {
@@ -156,17 +162,63 @@ static __always_inline bool lb_source_allowed(const struct lb_service_value *m, 
 	return bpf_map_lookup_elem(&lb_src_range, &k) != NULL;
 }
 
+/* lb_slot_scan is the state of a search of a frontend's slots. */
+struct lb_slot_scan {
+	struct lb_service_key key;
+	__u32 id;
+	__u16 found;
+};
+
+static long lb_slot_scan_step(__u32 i, void *ctx)
+{
+	struct lb_slot_scan *s = ctx;
+	struct lb_service_value *v;
+
+	s->key.slot = i + 1;
+	v = bpf_map_lookup_elem(&lb_services, &s->key);
+	if (v && v->backend_id == s->id) {
+		s->found = i + 1;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * lb_slot_of returns a slot among 1..count of the frontend whose master
+ * entry key names that holds backend id, trying hint first; 0 if none
+ * does. The search is a bpf_loop: the verifier sees its step once, however
+ * many slots a frontend has.
+ */
+static __always_inline __u16 lb_slot_of(const struct lb_service_key *key, const struct lb_service_value *m, __u32 id,
+					__u16 hint)
+{
+	struct lb_slot_scan s = { .key = *key, .id = id };
+	struct lb_service_value *v;
+
+	if (hint && hint <= m->count) {
+		s.key.slot = hint;
+		v = bpf_map_lookup_elem(&lb_services, &s.key);
+		if (v && v->backend_id == id)
+			return hint;
+	}
+	bpf_loop(m->count, lb_slot_scan_step, &s, 0);
+	return s.found;
+}
+
 /*
  * lb_affinity_backend returns the backend client is pinned to, if the pin
  * is younger than the frontend's timeout and the backend still takes new
- * flows, refreshing it; else 0.
+ * flows for it (active, in one of the slots 1..count), refreshing it;
+ * else 0, and the caller replaces the pin.
  */
-static __always_inline __u32 lb_affinity_backend(const struct lb_service_value *m, const __u8 client[16], __u32 now)
+static __always_inline __u32 lb_affinity_backend(const struct lb_service_key *key, const struct lb_service_value *m,
+						 const __u8 client[16], __u32 now)
 {
 	struct lb_affinity_key k = { .rev_nat_id = m->rev_nat_id };
 	struct lb_affinity_value *v;
 	struct lb_backend *b;
 	__u32 id;
+	__u16 slot;
 
 	__builtin_memcpy(k.client, client, 16);
 	v = bpf_map_lookup_elem(&lb_affinity, &k);
@@ -176,14 +228,21 @@ static __always_inline __u32 lb_affinity_backend(const struct lb_service_value *
 	b = lb_backend_lookup(id);
 	if (!b || b->state != LB_BACKEND_ACTIVE)
 		return 0;
-	v->last_used = now;
+	slot = lb_slot_of(key, m, id, v->slot);
+	if (!slot)
+		return 0;
+	if (v->slot != slot)
+		v->slot = slot;
+	if (v->last_used != now)
+		v->last_used = now;
 	return id;
 }
 
-static __always_inline void lb_affinity_pin(const struct lb_service_value *m, const __u8 client[16], __u32 backend_id, __u32 now)
+static __always_inline void lb_affinity_pin(const struct lb_service_value *m, const __u8 client[16], __u32 backend_id,
+					    __u16 slot, __u32 now)
 {
 	struct lb_affinity_key k = { .rev_nat_id = m->rev_nat_id };
-	struct lb_affinity_value v = { .backend_id = backend_id, .last_used = now };
+	struct lb_affinity_value v = { .backend_id = backend_id, .last_used = now, .slot = slot };
 
 	__builtin_memcpy(k.client, client, 16);
 	bpf_map_update_elem(&lb_affinity, &k, &v, BPF_ANY);
@@ -194,10 +253,11 @@ static __always_inline void lb_affinity_pin(const struct lb_service_value *m, co
  * master entry key names: with Maglev (and a flow hash), the table's slot
  * hash % M; otherwise a random slot of 1..count, so that each backend gets
  * new flows in proportion to its slots. It returns the slot's backend ID,
- * or 0, with *reason set, when there is none.
+ * or 0, with *reason set, when there is none; *chosen is the lb_services
+ * slot it took (0 for a Maglev table's).
  */
 static __always_inline __u32 lb_pick_backend(const struct lb_service_key *key, const struct lb_service_value *m,
-					     const __u32 *hash, __u32 *reason)
+					     const __u32 *hash, __u32 *reason, __u16 *chosen)
 {
 	struct lb_service_key slot_key = *key;
 	struct lb_service_value *slot;
@@ -206,6 +266,7 @@ static __always_inline __u32 lb_pick_backend(const struct lb_service_key *key, c
 	void *inner;
 
 	*reason = LB_DROP_MISSING_ENTRY;
+	*chosen = 0;
 	if (m->count == 0) {
 		*reason = LB_DROP_NO_BACKEND;
 		return 0;
@@ -226,6 +287,7 @@ static __always_inline __u32 lb_pick_backend(const struct lb_service_key *key, c
 		return table[idx];
 	}
 	slot_key.slot = bpf_get_prandom_u32() % m->count + 1;
+	*chosen = slot_key.slot;
 	slot = bpf_map_lookup_elem(&lb_services, &slot_key);
 	return slot ? slot->backend_id : 0;
 }
@@ -235,9 +297,9 @@ static __always_inline __u32 lb_pick_backend(const struct lb_service_key *key, c
  * reject slot (LB_BACKEND_REJECT) gets 0, with *reason LB_DROP_REJECTED.
  */
 static __always_inline __u32 lb_select_backend(const struct lb_service_key *key, const struct lb_service_value *m,
-					       const __u32 *hash, __u32 *reason)
+					       const __u32 *hash, __u32 *reason, __u16 *chosen)
 {
-	__u32 id = lb_pick_backend(key, m, hash, reason);
+	__u32 id = lb_pick_backend(key, m, hash, reason, chosen);
 
 	if (id == LB_BACKEND_REJECT) {
 		*reason = LB_DROP_REJECTED;
@@ -339,18 +401,31 @@ static __always_inline bool lb_backend_get(__u32 id, struct lb_backend *to)
 	return true;
 }
 
-static __always_inline bool lb_ct_expired(const struct lb_ct_value *ct, __u8 proto, __u32 now)
-{
-	__u32 timeout = proto == IPPROTO_TCP ? LB_CT_TIMEOUT_TCP : LB_CT_TIMEOUT_OTHER;
+/*
+ * The conntrack timeouts in seconds (lb.h, lb_ct), set by the loader from
+ * the agent's flags.
+ */
+volatile const __u32 lb_ct_timeout_syn = LB_CT_TIMEOUT_SYN;
+volatile const __u32 lb_ct_timeout_tcp = LB_CT_TIMEOUT_TCP;
+volatile const __u32 lb_ct_timeout_close = LB_CT_TIMEOUT_CLOSE;
+volatile const __u32 lb_ct_timeout_other = LB_CT_TIMEOUT_OTHER;
 
-	return now - ct->last_seen > timeout;
+/* lb_ct_live says whether a conntrack entry has not expired by now. */
+static __always_inline bool lb_ct_live(const struct lb_ct_value *ct, __u32 now)
+{
+	return (__s32)(ct->expires - now) >= 0;
 }
 
-/* lb_ct_touch marks a live entry used, writing at most once a second. */
-static __always_inline void lb_ct_touch(struct lb_ct_value *ct, __u32 now)
+/* lb_ct_timeout is the timeout of a flow of proto in state flags. */
+static __always_inline __u32 lb_ct_timeout(__u8 proto, __u8 flags)
 {
-	if (ct->last_seen != now)
-		ct->last_seen = now;
+	if (proto != IPPROTO_TCP)
+		return lb_ct_timeout_other;
+	if (flags & LB_CT_F_CLOSING)
+		return lb_ct_timeout_close;
+	if (!(flags & LB_CT_F_REPLIED))
+		return lb_ct_timeout_syn;
+	return lb_ct_timeout_tcp;
 }
 
 #endif /* __LBSTATE_SELECT_H */

@@ -119,6 +119,7 @@ static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, b
 	struct lb_backend to;
 	__u8 client[16] = {}, source[16] = {};
 	__u32 rev_nat_id, backend_id = 0, reason, now, rnd;
+	__u16 slot;
 	bool new_flow = true, have = false;
 
 	if (ctx->protocol != IPPROTO_TCP && ctx->protocol != IPPROTO_UDP)
@@ -139,7 +140,7 @@ static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, b
 		if (sendmsg) { /* a datagram of a flow already at the proxy is not a new flow */
 			ct = bpf_map_lookup_elem(&lb_sock_ct, &fwd);
 			new_flow = !(ct && ct->dir == LB_CT_FORWARD && ct->rev_nat_id == rev_nat_id && ct->backend_id == 0 &&
-				     !lb_ct_expired(ct, key.proto, now));
+				     lb_ct_live(ct, now));
 		}
 	} else if (m->flags & LB_F_SKIP_FROM_BACKEND) {
 		/* Only a socket bound to its address can be told from a
@@ -160,7 +161,7 @@ static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, b
 	if (!have && sendmsg) {
 		ct = bpf_map_lookup_elem(&lb_sock_ct, &fwd);
 		if (ct && ct->dir == LB_CT_FORWARD && ct->rev_nat_id == rev_nat_id &&
-		    !lb_ct_expired(ct, key.proto, now)) {
+		    lb_ct_live(ct, now)) {
 			backend_id = ct->backend_id;
 			have = lb_backend_get(backend_id, &to);
 			new_flow = !have;
@@ -168,19 +169,19 @@ static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, b
 	}
 	if (!have && (m->flags & LB_F_AFFINITY)) {
 		lb_sock_client(ctx, client);
-		backend_id = lb_affinity_backend(m, client, now);
+		backend_id = lb_affinity_backend(&key, m, client, now);
 		have = lb_backend_get(backend_id, &to);
 	}
 	if (!have) {
 		rnd = bpf_get_prandom_u32(); /* the "hash" of a Maglev frontend's socket */
-		backend_id = lb_select_backend(&key, m, &rnd, &reason);
+		backend_id = lb_select_backend(&key, m, &rnd, &reason, &slot);
 		if (!lb_backend_get(backend_id, &to)) {
 			lb_count_drop(rev_nat_id, backend_id ? LB_DROP_MISSING_ENTRY : reason);
 			bpf_set_retval(-ECONNREFUSED);
 			return 0;
 		}
 		if (m->flags & LB_F_AFFINITY)
-			lb_affinity_pin(m, client, backend_id, now);
+			lb_affinity_pin(m, client, backend_id, slot, now);
 	}
 	if (!lb_sock_set_addr(ctx, v6, to.addr, to.port)) {
 		lb_count_drop(rev_nat_id, LB_DROP_UNSUPPORTED);
@@ -189,7 +190,8 @@ static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, b
 	}
 	v.backend_id = backend_id;
 	v.rev_nat_id = rev_nat_id;
-	v.last_seen = now;
+	v.flags = LB_CT_F_REPLIED; /* a socket's entries live the established timeout */
+	v.expires = now + lb_ct_timeout(key.proto, v.flags);
 	if (sendmsg) {
 		v.dir = LB_CT_FORWARD;
 		bpf_map_update_elem(&lb_sock_ct, &fwd, &v, BPF_ANY);

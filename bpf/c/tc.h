@@ -19,6 +19,12 @@ struct lb_pkt {
 	bool v4;
 };
 
+/* TCP header flags (the byte at offset 13). */
+#define LB_TCP_FIN 0x01
+#define LB_TCP_SYN 0x02
+#define LB_TCP_RST 0x04
+#define LB_TCP_ACK 0x10
+
 /*
  * lb_parse fills p from the packet's headers; false if the packet is not
  * one this datapath balances.
@@ -216,23 +222,114 @@ static __always_inline struct lb_service_value *lb_tc_frontend(struct __sk_buff 
 	return NULL;
 }
 
+/* lb_ct_reply_key is the key of the reply entry of flow p to backend addr:port. */
+static __always_inline void lb_ct_reply_key(struct lb_ct_key *k, const struct lb_pkt *p, const __u8 addr[16], __be16 port)
+{
+	__builtin_memcpy(k->src, addr, 16);
+	__builtin_memcpy(k->dst, p->tuple.src, 16);
+	k->sport = port;
+	k->dport = p->tuple.sport;
+	k->proto = p->tuple.proto;
+	k->kind = LB_CT_PACKET;
+}
+
+/*
+ * lb_tcp_flags reads the TCP flags of packet p (0 for UDP). It is read
+ * only in the conntrack subprograms below: read in lb_parse, its value
+ * kept TCP and UDP packets from sharing verifier states, which doubled
+ * the instructions verified.
+ */
+static __always_inline __u8 lb_tcp_flags(struct __sk_buff *skb, const struct lb_pkt *p)
+{
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	__u32 off = p->l4_off;
+	__u8 *flags;
+
+	if (p->tuple.proto != IPPROTO_TCP || off > LB_ETH_HLEN + 60)
+		return 0;
+	flags = data + off + 13;
+	if ((void *)(flags + 1) > end)
+		return 0;
+	return *flags;
+}
+
+/*
+ * lb_ct_next_flags is a flow's state after its packet p: a reply answers
+ * the handshake; a FIN or RST closes; a SYN alone from the client starts
+ * the tuple's connection afresh.
+ */
+static __always_inline __u8 lb_ct_next_flags(struct __sk_buff *skb, __u8 flags, const struct lb_pkt *p, bool reply)
+{
+	__u8 tcp = lb_tcp_flags(skb, p);
+
+	if (p->tuple.proto != IPPROTO_TCP)
+		return flags;
+	if (tcp & (LB_TCP_FIN | LB_TCP_RST))
+		return flags | LB_CT_F_CLOSING | (reply ? LB_CT_F_REPLIED : 0);
+	if (reply)
+		return flags | LB_CT_F_REPLIED;
+	if ((tcp & (LB_TCP_SYN | LB_TCP_ACK)) == LB_TCP_SYN)
+		return 0;
+	return flags;
+}
+
+/*
+ * lb_ct_sync gives the other entry of a flow, at k, the flow's state and
+ * expiry (other is that entry's whole value), recreating it if the LRU
+ * took it or it expired; a live entry of another flow stays.
+ */
+static __always_inline void lb_ct_sync(const struct lb_ct_key *k, const struct lb_ct_value *other, __u32 now)
+{
+	struct lb_ct_value *v = bpf_map_lookup_elem(&lb_ct, k);
+
+	if (v && v->dir == other->dir && v->rev_nat_id == other->rev_nat_id && v->backend_id == other->backend_id) {
+		v->flags = other->flags;
+		v->expires = other->expires;
+		return;
+	}
+	if (!v || !lb_ct_live(v, now))
+		bpf_map_update_elem(&lb_ct, k, other, BPF_ANY);
+}
+
+/*
+ * lb_ct_reply_taken says whether a live entry other than this flow's own
+ * reply entry holds the key the reply entry of flow p to backend b would
+ * have: the backend could not tell the two flows' replies apart.
+ */
+static __always_inline bool lb_ct_reply_taken(const struct lb_pkt *p, const struct lb_backend *b, __u32 rev_nat_id,
+					      __u32 now)
+{
+	struct lb_ct_key k = {};
+	struct lb_ct_value *v;
+
+	lb_ct_reply_key(&k, p, b->addr, b->port);
+	v = bpf_map_lookup_elem(&lb_ct, &k);
+	if (!v || !lb_ct_live(v, now))
+		return false;
+	return v->dir != LB_CT_REPLY || v->rev_nat_id != rev_nat_id || v->peer_port != p->tuple.dport ||
+	       !lb_addr_eq(v->peer, p->tuple.dst);
+}
+
 /*
  * lb_ct_create records a new flow: the client's packets go to the backend,
- * the backend's replies come from the frontend.
+ * the backend's replies come from the frontend. Both entries get one
+ * state and expiry.
  */
-static __always_inline void lb_ct_create(const struct lb_pkt *p, const struct lb_backend *b, __u32 backend_id,
-					 __u32 rev_nat_id, __u32 now)
+static __noinline void lb_ct_create(struct __sk_buff *skb, const struct lb_pkt *p, const struct lb_backend *b,
+				     __u32 backend_id, __u32 rev_nat_id)
 {
-	struct lb_ct_value v = { .backend_id = backend_id, .rev_nat_id = rev_nat_id, .last_seen = now };
-	struct lb_ct_key reply = {
-		.sport = b->port, .dport = p->tuple.sport, .proto = p->tuple.proto, .kind = LB_CT_PACKET,
-	};
+	struct lb_ct_value v = { .backend_id = backend_id, .rev_nat_id = rev_nat_id };
+	struct lb_ct_key reply = {};
+	__u32 now = lb_now();
 
-	__builtin_memcpy(reply.src, b->addr, 16);
-	__builtin_memcpy(reply.dst, p->tuple.src, 16);
+	v.flags = lb_ct_next_flags(skb, 0, p, false);
+	v.expires = now + lb_ct_timeout(p->tuple.proto, v.flags);
 	v.dir = LB_CT_FORWARD;
 	bpf_map_update_elem(&lb_ct, &p->tuple, &v, BPF_ANY);
+	lb_ct_reply_key(&reply, p, b->addr, b->port);
 	v.dir = LB_CT_REPLY;
+	__builtin_memcpy(v.peer, p->tuple.dst, 16);
+	v.peer_port = p->tuple.dport;
 	bpf_map_update_elem(&lb_ct, &reply, &v, BPF_ANY);
 }
 
@@ -247,6 +344,8 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 	struct lb_service_value *m;
 	struct lb_backend *b = NULL, proxy;
 	__u32 rev_nat_id, backend_id = 0, reason, hash;
+	__u16 slot;
+	bool selected = false;
 
 	m = lb_tc_frontend(skb, p, &key, internal);
 	if (!m)
@@ -272,12 +371,12 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 		}
 	}
 	if (!b && (m->flags & LB_F_AFFINITY))
-		backend_id = lb_affinity_backend(m, p->tuple.src, now);
+		backend_id = lb_affinity_backend(&key, m, p->tuple.src, now);
 	if (!b && backend_id)
 		b = lb_backend_lookup(backend_id);
 	if (!b) {
-		hash = lb_flow_hash(p->tuple.src, p->tuple.sport, key.addr, key.port, key.proto);
-		backend_id = lb_select_backend(&key, m, &hash, &reason);
+		hash = lb_flow_hash(lb_flow_hash_basis, p->tuple.src, p->tuple.sport, key.addr, key.port, key.proto);
+		backend_id = lb_select_backend(&key, m, &hash, &reason, &slot);
 		if (!backend_id) {
 			lb_count_drop(rev_nat_id, reason);
 			return TC_ACT_SHOT;
@@ -287,19 +386,136 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 			lb_count_drop(rev_nat_id, LB_DROP_MISSING_ENTRY);
 			return TC_ACT_SHOT;
 		}
-		if (m->flags & LB_F_AFFINITY)
-			lb_affinity_pin(m, p->tuple.src, backend_id, now);
+		selected = true;
 	}
 	if (lb_addr_is_v4(b->addr) != p->v4) {
 		lb_count_drop(rev_nat_id, LB_DROP_UNSUPPORTED);
 		return TC_ACT_SHOT;
 	}
-	lb_ct_create(p, b, backend_id, rev_nat_id, now);
+	if (lb_ct_reply_taken(p, b, rev_nat_id, now)) {
+		/* The backend could not tell this flow's replies from a live
+		 * flow's: a flow the selection placed tries one random slot
+		 * more (which keeps the weights); else, or if that collides
+		 * too, it is dropped. */
+		if (selected)
+			backend_id = lb_select_backend(&key, m, NULL, &reason, &slot);
+		b = selected && backend_id ? lb_backend_lookup(backend_id) : NULL;
+		if (!b || lb_addr_is_v4(b->addr) != p->v4 || lb_ct_reply_taken(p, b, rev_nat_id, now)) {
+			lb_count_drop(rev_nat_id, LB_DROP_CT_COLLISION);
+			return TC_ACT_SHOT;
+		}
+	}
+	if (selected && (m->flags & LB_F_AFFINITY))
+		lb_affinity_pin(m, p->tuple.src, backend_id, slot, now);
+	lb_ct_create(skb, p, b, backend_id, rev_nat_id);
 	if (lb_rewrite(skb, p, true, b->addr, b->port)) {
 		lb_count_drop(rev_nat_id, LB_DROP_REWRITE);
 		return TC_ACT_SHOT;
 	}
 	lb_count(rev_nat_id, backend_id, proxied ? 0 : 1, 1, skb->len);
+	return TC_ACT_OK;
+}
+
+/*
+ * The conntrack bookkeeping of a packet is a subprogram of its own
+ * (noinline): its branches on the flow's state then end where it returns,
+ * instead of each being verified again through the rewrite after it.
+ */
+
+/*
+ * lb_ct_refresh_reply updates a flow's state and expiry for its reply p
+ * (ct its reply entry), and the forward entry's with it.
+ */
+static __noinline void lb_ct_refresh_reply(struct __sk_buff *skb, const struct lb_pkt *p, struct lb_ct_value *ct,
+					   __u32 now)
+{
+	struct lb_ct_value other;
+	struct lb_ct_key fwd = {};
+	__u32 expires;
+	__u8 flags;
+
+	flags = lb_ct_next_flags(skb, ct->flags, p, true);
+	expires = now + lb_ct_timeout(p->tuple.proto, flags);
+	if (flags != ct->flags || expires != ct->expires) {
+		ct->flags = flags;
+		ct->expires = expires;
+		other = *ct;
+		other.dir = LB_CT_FORWARD;
+		__builtin_memset(other.peer, 0, sizeof(other.peer));
+		other.peer_port = 0;
+		__builtin_memcpy(fwd.src, p->tuple.dst, 16);
+		__builtin_memcpy(fwd.dst, ct->peer, 16);
+		fwd.sport = p->tuple.dport;
+		fwd.dport = ct->peer_port;
+		fwd.proto = p->tuple.proto;
+		fwd.kind = LB_CT_PACKET;
+		lb_ct_sync(&fwd, &other, now);
+	}
+}
+
+/*
+ * lb_tc_reply rewrites a reply of a balanced flow (ct its reply entry)
+ * with the frontend as source, and keeps the flow's forward entry alive
+ * with it.
+ */
+static __always_inline int lb_tc_reply(struct __sk_buff *skb, const struct lb_pkt *p, struct lb_ct_value *ct, __u32 now)
+{
+	struct lb_rev_nat_value *fe;
+	__u32 id = ct->rev_nat_id;
+
+	fe = lb_rev_nat_lookup(id);
+	if (!fe)
+		return TC_ACT_OK; /* the frontend is gone */
+	lb_ct_refresh_reply(skb, p, ct, now);
+	if (lb_rewrite(skb, p, false, fe->addr, fe->port)) {
+		lb_count_drop(id, LB_DROP_REWRITE);
+		return TC_ACT_SHOT;
+	}
+	lb_count(id, ct->backend_id, 0, 1, skb->len);
+	return TC_ACT_OK;
+}
+
+/*
+ * lb_ct_refresh_forward updates a flow's state and expiry for its packet
+ * p from the client (ct its forward entry, b its backend), and the reply
+ * entry's with it.
+ */
+static __noinline void lb_ct_refresh_forward(struct __sk_buff *skb, const struct lb_pkt *p, struct lb_ct_value *ct,
+					     const struct lb_backend *b, __u32 now)
+{
+	struct lb_ct_value other;
+	struct lb_ct_key reply = {};
+	__u32 expires;
+	__u8 flags;
+
+	flags = lb_ct_next_flags(skb, ct->flags, p, false);
+	expires = now + lb_ct_timeout(p->tuple.proto, flags);
+	if (flags != ct->flags || expires != ct->expires) {
+		ct->flags = flags;
+		ct->expires = expires;
+		other = *ct;
+		other.dir = LB_CT_REPLY;
+		__builtin_memcpy(other.peer, p->tuple.dst, 16);
+		other.peer_port = p->tuple.dport;
+		lb_ct_reply_key(&reply, p, b->addr, b->port);
+		lb_ct_sync(&reply, &other, now);
+	}
+}
+
+/*
+ * lb_tc_forward sends a packet of an established flow (ct its forward
+ * entry) to its backend b, and keeps the flow's reply entry alive with
+ * it.
+ */
+static __always_inline int lb_tc_forward(struct __sk_buff *skb, const struct lb_pkt *p, struct lb_ct_value *ct,
+					 const struct lb_backend *b, __u32 now)
+{
+	lb_ct_refresh_forward(skb, p, ct, b, now);
+	if (lb_rewrite(skb, p, true, b->addr, b->port)) {
+		lb_count_drop(ct->rev_nat_id, LB_DROP_REWRITE);
+		return TC_ACT_SHOT;
+	}
+	lb_count(ct->rev_nat_id, ct->backend_id, 0, 1, skb->len);
 	return TC_ACT_OK;
 }
 
@@ -313,7 +529,6 @@ static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool inter
 {
 	struct lb_pkt p = {};
 	struct lb_ct_value *ct;
-	struct lb_rev_nat_value *fe;
 	struct lb_backend *b;
 	__u32 now, id;
 	bool proxied = false;
@@ -322,34 +537,16 @@ static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool inter
 		return TC_ACT_OK;
 	now = lb_now();
 	ct = bpf_map_lookup_elem(&lb_ct, &p.tuple);
-	if (ct && !lb_ct_expired(ct, p.tuple.proto, now)) {
-		if (ct->dir == LB_CT_REPLY) {
-			id = ct->rev_nat_id;
-			fe = lb_rev_nat_lookup(id);
-			if (!fe)
-				return TC_ACT_OK; /* the frontend is gone */
-			lb_ct_touch(ct, now);
-			if (lb_rewrite(skb, &p, false, fe->addr, fe->port)) {
-				lb_count_drop(id, LB_DROP_REWRITE);
-				return TC_ACT_SHOT;
-			}
-			lb_count(id, ct->backend_id, 0, 1, skb->len);
-			return TC_ACT_OK;
-		}
+	if (ct && lb_ct_live(ct, now)) {
+		if (ct->dir == LB_CT_REPLY)
+			return lb_tc_reply(skb, &p, ct, now);
 		id = ct->backend_id;
 		/* A flow to the L7 proxy (backend 0) follows its frontend's
 		 * master entry: to the proxy while the flag stays. */
 		proxied = id == 0;
 		b = forward && id ? lb_backend_lookup(id) : NULL;
-		if (b) {
-			lb_ct_touch(ct, now);
-			if (lb_rewrite(skb, &p, true, b->addr, b->port)) {
-				lb_count_drop(ct->rev_nat_id, LB_DROP_REWRITE);
-				return TC_ACT_SHOT;
-			}
-			lb_count(ct->rev_nat_id, id, 0, 1, skb->len);
-			return TC_ACT_OK;
-		}
+		if (b)
+			return lb_tc_forward(skb, &p, ct, b, now);
 	}
 	if (!forward)
 		return TC_ACT_OK;

@@ -2,7 +2,8 @@
 // agent: Cell attaches its programs where the flags say, and nowhere by
 // default (--lb-datapath none), detaches them when the agent stops, and
 // exports the traffic it counts (lb_counters, lb_drops) as Prometheus
-// metrics per frontend and backend.
+// metrics per frontend and backend. While the datapath is attached, a
+// garbage collector deletes expired conntrack entries (ctGC).
 //
 // Attaching is the one thing in lbstate that changes how the host's own
 // traffic flows: socket programs act on every process of --lb-cgroup and
@@ -10,6 +11,7 @@
 package datapath
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -54,7 +56,12 @@ func register(p params) error {
 	if p.Config.LBDatapath == ModeNone {
 		return nil
 	}
-	var dp *bpf.Datapath
+	var (
+		dp     *bpf.Datapath
+		stopGC context.CancelFunc
+		gcDone chan struct{}
+	)
+	gc := newCTGC(p.Maps, p.Log, p.Config.gcInterval(), p.Registerer)
 	p.Lifecycle.Append(cell.Hook{
 		OnStart: func(cell.HookContext) (err error) {
 			dp, err = attach(p.Config, p.Maps)
@@ -63,12 +70,21 @@ func register(p params) error {
 			}
 			p.Log.Info("Attached the reference datapath", "mode", p.Config.LBDatapath,
 				"cgroup", p.Config.cgroup(), "devices", p.Config.LBDevices, "workload-devices", p.Config.LBWorkloadDevices)
+			var ctx context.Context
+			ctx, stopGC = context.WithCancel(context.Background())
+			gcDone = make(chan struct{})
+			go func() {
+				defer close(gcDone)
+				gc.run(ctx)
+			}()
 			return nil
 		},
 		OnStop: func(cell.HookContext) error {
 			if dp == nil {
 				return nil
 			}
+			stopGC()
+			<-gcDone
 			p.Log.Info("Detaching the reference datapath")
 			return dp.Close()
 		},
@@ -79,7 +95,7 @@ func register(p params) error {
 // attach loads the datapath and attaches it as cfg says; on error,
 // nothing stays attached.
 func attach(cfg Config, maps *bpf.Maps) (*bpf.Datapath, error) {
-	dp, err := bpf.LoadDatapath(maps)
+	dp, err := bpf.LoadDatapathOptions(maps, bpf.DatapathOptions{CTTimeouts: cfg.ctTimeouts()})
 	if err != nil {
 		return nil, err
 	}

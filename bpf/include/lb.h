@@ -162,9 +162,15 @@ struct lb_rev_nat_value {
  * The flow hash: FNV-1a (32 bits) over 37 bytes, in this order: the
  * client's address (16 bytes, IPv4 mapped) and port (2 bytes, network
  * order), the frontend's address and port as in its lb_services key, and
- * the protocol byte of that key (0 for an any-protocol frontend). Maglev
- * takes slot hash % M. bpf.FlowHash in Go computes the same, which is how
- * lbctl explain predicts the datapath's choice; change both or neither.
+ * the protocol byte of that key (0 for an any-protocol frontend). It is
+ * keyed: it starts not from FNV's offset basis but from a basis the
+ * node's secret seed gives (lb_flow_seed: FNV-1a of its 16 bytes from the
+ * offset basis; the offset basis itself for an all-zero seed), so that a
+ * client cannot craft tuples that land on a backend of its choice. The
+ * loader reads the seed and sets the basis as a constant. Maglev takes
+ * slot hash % M. bpf.FlowSeed.FlowHash in Go computes the same, which is
+ * how lbctl explain predicts the datapath's choice; change both or
+ * neither.
  */
 #define LB_FNV1A_OFFSET 2166136261U
 #define LB_FNV1A_PRIME  16777619U
@@ -181,9 +187,10 @@ lb_fnv1a(__u32 h, const __u8 *p, int n)
 }
 
 static inline __attribute__((always_inline)) __u32
-lb_flow_hash(const __u8 client[16], __be16 client_port, const __u8 frontend[16], __be16 frontend_port, __u8 proto)
+lb_flow_hash(__u32 basis, const __u8 client[16], __be16 client_port, const __u8 frontend[16], __be16 frontend_port,
+	     __u8 proto)
 {
-	__u32 h = LB_FNV1A_OFFSET;
+	__u32 h = basis;
 
 	h = lb_fnv1a(h, client, 16);
 	h = lb_fnv1a(h, (const __u8 *)&client_port, 2);
@@ -193,10 +200,27 @@ lb_flow_hash(const __u8 client[16], __be16 client_port, const __u8 frontend[16],
 }
 
 /*
+ * lb_flow_seed (array, one entry, the control plane's own): the node's
+ * flow hash seed, random, made once when the maps are created and kept
+ * with them (pinned) across restarts, so that established Maglev
+ * choices and lbctl explain's predictions hold.
+ */
+struct lb_flow_seed_value {
+	__u8 key[16];
+};
+
+/*
  * lb_affinity (LRU, written by the datapath): client and frontend ->
  * backend. Socket load balancing, which does not know the client's
  * address at connect(), pins the client's network namespace: 8 zero bytes,
  * then the namespace's cookie (host order).
+ *
+ * A pin is honoured only while its backend takes new flows for the
+ * frontend: it is active and sits in one of the slots 1..count (so not
+ * weight 0, standby, hidden by a route or redirect, or only a fallback).
+ * slot is where it sat when last checked, a hint that saves the search
+ * of slots 1..count; 0 for none. A pin that fails the check is replaced
+ * by the new flow's own choice.
  */
 struct lb_affinity_key {
 	__u8  client[16];
@@ -206,6 +230,8 @@ struct lb_affinity_key {
 struct lb_affinity_value {
 	__u32 backend_id;
 	__u32 last_used; /* seconds, datapath clock */
+	__u16 slot;      /* a hint: the slot that held backend_id, 0 for none */
+	__u8  pad[2];
 };
 
 /*
@@ -241,15 +267,34 @@ enum {
  * backend's reply to the client (LB_CT_REPLY: rewrite the source to the
  * frontend, from lb_rev_nat); kind LB_CT_PACKET.
  *
+ * The two entries of a flow live one lifetime: whichever direction a
+ * packet goes, both get the same expiry and state (the datapath writes
+ * the other entry at most once a second, when the expiry moves, and
+ * recreates it if the LRU took it). A reply entry names, in peer and
+ * peer_port, the address the client sent to (the forward entry's
+ * destination), so that a reply finds the forward entry. A flow's expiry
+ * is now plus a timeout that its state picks (lb_ct_timeout_* in
+ * select.h, set by the loader): TCP before the first reply (SYN only),
+ * TCP after it, TCP once a FIN or RST was seen (LB_CT_F_CLOSING), and
+ * anything else. The agent's garbage collector deletes expired entries.
+ *
+ * Two flows whose replies would look the same (one client address and
+ * port, one backend, reached through two frontends) cannot both be
+ * translated: the backend cannot tell them apart. A new flow whose reply
+ * entry a live flow of another frontend holds tries another backend once
+ * (a random slot), then is dropped as LB_DROP_CT_COLLISION; the first
+ * flow's entries are never overwritten.
+ *
  * lb_sock_ct (LRU): the same for sockets, in a map of its own so that
  * sockets, which leave their entries behind when they close, do not push
  * live flows out of lb_ct. Keyed by a socket's cookie (8 bytes, host
  * order, at the start of src) and the address the socket talks to (dst,
  * dport, proto): the frontend (LB_CT_FORWARD: the backend an unconnected
  * UDP socket sends to) or the backend (LB_CT_REPLY: what recvmsg and
- * getpeername show instead); kind LB_CT_SOCKET.
- *
- * Entries idle longer than LB_CT_TIMEOUT_TCP/_OTHER seconds are dead.
+ * getpeername show instead); kind LB_CT_SOCKET. Their expiry is the TCP
+ * (after the first reply) or other timeout from their last use; the
+ * agent's collector leaves them to the LRU, as a connected socket's entry
+ * is written only at connect() and getpeername needs it while it lasts.
  */
 enum {
 	LB_CT_PACKET = 0,
@@ -261,7 +306,16 @@ enum {
 	LB_CT_REPLY   = 1,
 };
 
+/* lb_ct_value.flags */
+enum {
+	LB_CT_F_REPLIED = 1 << 0, /* a reply was seen: the TCP handshake got an answer */
+	LB_CT_F_CLOSING = 1 << 1, /* a FIN or RST was seen */
+};
+
+/* Default timeouts in seconds; the loader sets the ones in force. */
+#define LB_CT_TIMEOUT_SYN   60
 #define LB_CT_TIMEOUT_TCP   21600
+#define LB_CT_TIMEOUT_CLOSE 10
 #define LB_CT_TIMEOUT_OTHER 120
 
 struct lb_ct_key {
@@ -275,11 +329,13 @@ struct lb_ct_key {
 };
 
 struct lb_ct_value {
-	__u32 backend_id;
-	__u32 rev_nat_id;
-	__u32 last_seen; /* seconds, datapath clock */
-	__u8  dir;       /* LB_CT_FORWARD or LB_CT_REPLY */
-	__u8  pad[3];
+	__u32  backend_id;
+	__u32  rev_nat_id;
+	__u32  expires;   /* seconds, datapath clock: dead after this */
+	__u8   dir;       /* LB_CT_FORWARD or LB_CT_REPLY */
+	__u8   flags;     /* LB_CT_F_* */
+	__be16 peer_port; /* LB_CT_REPLY: the port the client sent to */
+	__u8   peer[16];  /* LB_CT_REPLY: the address the client sent to */
 };
 
 /*
@@ -307,6 +363,7 @@ enum {
 	LB_DROP_UNSUPPORTED   = 4, /* the backend is of another IP family */
 	LB_DROP_REWRITE       = 5, /* rewriting the packet failed */
 	LB_DROP_REJECTED      = 6, /* the flow landed on a reject slot (LB_BACKEND_REJECT) */
+	LB_DROP_CT_COLLISION  = 7, /* its replies would be another live flow's (lb_ct) */
 };
 
 struct lb_drop_key {

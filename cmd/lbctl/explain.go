@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/lb"
 )
@@ -165,27 +163,6 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 			return err
 		}
 	}
-	if master.Flags&bpf.FlagAffinity != 0 && client != nil {
-		v, ok, err := m.Affinity.Lookup(bpf.AffinityKey{Client: client.Addr().Unmap().As16(), RevNatID: master.RevNatID})
-		if err != nil {
-			return err
-		}
-		switch b, alive := backends.get(v.BackendID); {
-		case !ok:
-			fmt.Fprintf(w, "affinity: %s is not pinned yet; the backend picked below will be pinned for %ds\n", client.Addr(), master.AffinityTimeout)
-		case !alive || b.State != uint8(lb.BackendActive):
-			fmt.Fprintf(w, "affinity: %s's pin to backend %d is void (the backend takes no new flows); the backend picked below replaces it\n", client.Addr(), v.BackendID)
-		case monotonicSeconds()-v.LastUsed > uint32(master.AffinityTimeout):
-			fmt.Fprintf(w, "affinity: %s's pin to %s expired; the backend picked below replaces it, for %ds\n", client.Addr(), name(v.BackendID), master.AffinityTimeout)
-		default:
-			fmt.Fprintf(w, "affinity: %s is pinned (for %ds) to %s\n", client.Addr(), master.AffinityTimeout, name(v.BackendID))
-			return nil
-		}
-	}
-	if master.Count == 0 {
-		fmt.Fprintln(w, "no backend takes new flows: new connections are refused")
-	}
-
 	slots := make([]uint32, 0, int(master.Count)+int(master.Standby))
 	for slot := 1; slot <= int(master.Count)+int(master.Standby); slot++ {
 		v, ok, err := m.Services.Lookup(bpf.NewServiceKey(fe, uint16(slot)))
@@ -198,6 +175,28 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 		slots = append(slots, v.BackendID)
 	}
 	rotation, standby := slots[:master.Count], slots[master.Count:]
+	if master.Flags&bpf.FlagAffinity != 0 && client != nil {
+		v, ok, err := m.Affinity.Lookup(bpf.AffinityKey{Client: client.Addr().Unmap().As16(), RevNatID: master.RevNatID})
+		if err != nil {
+			return err
+		}
+		switch b, alive := backends.get(v.BackendID); {
+		case !ok:
+			fmt.Fprintf(w, "affinity: %s is not pinned yet; the backend picked below will be pinned for %ds\n", client.Addr(), master.AffinityTimeout)
+		case !alive || b.State != uint8(lb.BackendActive) || !slices.Contains(rotation, v.BackendID):
+			// The datapath's rule (lb.h): a pin holds only while its
+			// backend is in a slot that takes new flows.
+			fmt.Fprintf(w, "affinity: %s's pin to backend %d is void (it takes no new flows of this frontend); the backend picked below replaces it\n", client.Addr(), v.BackendID)
+		case monotonicSeconds()-v.LastUsed > uint32(master.AffinityTimeout):
+			fmt.Fprintf(w, "affinity: %s's pin to %s expired; the backend picked below replaces it, for %ds\n", client.Addr(), name(v.BackendID), master.AffinityTimeout)
+		default:
+			fmt.Fprintf(w, "affinity: %s is pinned (for %ds) to %s\n", client.Addr(), master.AffinityTimeout, name(v.BackendID))
+			return nil
+		}
+	}
+	if master.Count == 0 {
+		fmt.Fprintln(w, "no backend takes new flows: new connections are refused")
+	}
 
 	switch {
 	case master.Count == 0:
@@ -211,8 +210,13 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 			return fmt.Errorf("no Maglev table for rev-NAT ID %d: the maps are inconsistent", master.RevNatID)
 		}
 		if client != nil && ok {
-			// The reference datapath's choice: include/lb.h's flow hash.
-			slot := bpf.FlowHash(*client, fe) % uint32(len(table))
+			// The reference datapath's choice: include/lb.h's flow hash,
+			// keyed by the node's seed.
+			seed, err := m.Seed()
+			if err != nil {
+				return err
+			}
+			slot := seed.FlowHash(*client, fe) % uint32(len(table))
 			to := name(table[slot])
 			if table[slot] == bpf.BackendReject {
 				to += ": REJECTED"
@@ -289,12 +293,5 @@ func printShares(w io.Writer, slots []uint32, name func(uint32) string) {
 }
 
 // monotonicSeconds is the datapath's clock, which lb_affinity's last-used
-// times are in: the kernel's monotonic time in seconds. lbctl runs on the
-// agent's host, so the clocks are one.
-func monotonicSeconds() uint32 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return 0
-	}
-	return uint32(ts.Sec)
-}
+// times are in. lbctl runs on the agent's host, so the clocks are one.
+func monotonicSeconds() uint32 { return bpf.MonotonicSeconds() }

@@ -156,6 +156,29 @@ func TestExplainRandomSourceRangesAffinity(t *testing.T) {
 	if out := explainText(t, p.maps, "192.0.2.9:443/TCP", "198.51.100.20:1000"); !strings.Contains(out, "pin to backend 999 is void") {
 		t.Errorf("pin to a backend that is gone:\n%s", out)
 	}
+	// So is a pin to an active backend in none of the frontend's slots
+	// that take new flows (another service's, or one its weight, a route
+	// or a redirect took out).
+	rotation := map[uint32]bool{}
+	for slot := 1; slot <= int(master.Count); slot++ {
+		v, _, _ := p.maps.Services.Lookup(bpf.NewServiceKey(lb.MustParseL3n4Addr("192.0.2.9:443/TCP"), uint16(slot)))
+		rotation[v.BackendID] = true
+	}
+	var elsewhere uint32
+	p.maps.Backends.Iterate(func(id uint32, b bpf.Backend) bool {
+		if !rotation[id] && b.State == uint8(lb.BackendActive) {
+			elsewhere = id
+			return false
+		}
+		return true
+	})
+	if elsewhere == 0 {
+		t.Fatal("no active backend outside the frontend's slots to pin to")
+	}
+	pin(elsewhere, monotonicSeconds())
+	if out := explainText(t, p.maps, "192.0.2.9:443/TCP", "198.51.100.20:1000"); !strings.Contains(out, fmt.Sprintf("pin to backend %d is void", elsewhere)) {
+		t.Errorf("pin to an active backend outside the frontend's new-flow slots:\n%s", out)
+	}
 }
 
 func TestExplainGolden(t *testing.T) {
