@@ -63,6 +63,12 @@ func (h scopedHealth) Close() {}
 // "test" whose body is run.
 func startSource(t *testing.T, run reflectors.RunFunc) (*statedb.DB, statedb.Table[*lb.Frontend], *prometheus.Registry, *healthLog) {
 	t.Helper()
+	return startLoggedSource(t, run, slog.DiscardHandler)
+}
+
+// startLoggedSource is startSource logging to logTo.
+func startLoggedSource(t *testing.T, run reflectors.RunFunc, logTo slog.Handler) (*statedb.DB, statedb.Table[*lb.Frontend], *prometheus.Registry, *healthLog) {
+	t.Helper()
 	var (
 		db  *statedb.DB
 		fes statedb.Table[*lb.Frontend]
@@ -75,7 +81,7 @@ func startSource(t *testing.T, run reflectors.RunFunc) (*statedb.DB, statedb.Tab
 		cell.Invoke(func(p reflectors.Params) error { return reflectors.Register(p, "test", run) }),
 		cell.Invoke(func(d *statedb.DB, f statedb.Table[*lb.Frontend], r *prometheus.Registry) { db, fes, reg = d, f, r }),
 	)
-	log := slog.New(slog.DiscardHandler)
+	log := slog.New(logTo)
 	if err := h.Start(log, context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -83,10 +89,14 @@ func startSource(t *testing.T, run reflectors.RunFunc) (*statedb.DB, statedb.Tab
 	return db, fes, reg, health
 }
 
-func synced(reg *prometheus.Registry) float64 {
+func synced(reg *prometheus.Registry) float64 { return gauge(reg, "lbstate_source_synced") }
+
+// gauge is source test's value of the gauge family name, or -1 when it
+// has no such series.
+func gauge(reg *prometheus.Registry, name string) float64 {
 	families, _ := reg.Gather()
 	for _, f := range families {
-		if f.GetName() == "lbstate_source_synced" {
+		if f.GetName() == name {
 			for _, m := range f.GetMetric() {
 				for _, l := range m.GetLabel() {
 					if l.GetName() == "source" && l.GetValue() == "test" {
