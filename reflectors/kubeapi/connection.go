@@ -6,14 +6,14 @@
 //
 // Why: client-go's reflector backs off from 800 ms up to 30 s with full
 // jitter, and a SharedInformer does not let the backoff be set, so after
-// an outage the informers resume 29-72 s after the API server is ready.
-// A Connection's ListWatch keeps a list or watch that the API server did
-// not answer (refused, reset, timed out, 502, 503) to itself: it reports
-// the source disconnected and tries the same call again every 250 ms,
-// doubling up to 1 s (plus up to half that in jitter), so the reflector
-// never sees the error and resumes within a second of the API server's
-// return, from the resource version it had (a watch, not a relist, where
-// the API server still has it).
+// an outage the informers resumed 29-72 s after the API server was
+// ready. A Connection's ListWatch keeps a list or watch that the API
+// server did not answer (refused, reset, timed out, 502, 503) to itself:
+// it reports the source disconnected and tries the same call again every
+// 250 ms, doubling up to 1 s (plus up to a quarter of that in jitter), so
+// the reflector never sees the error and resumes within about a second
+// of the API server's return, from the resource version it had (a
+// watch, not a relist, while the API server still has that version).
 //
 //	conn := kubeapi.NewConnection(src) // src: a *reflectors.Source
 //	f := kubeapi.NewInformers(conn, client, dropUnused)
@@ -130,7 +130,7 @@ func (c *Connection) call(ctx context.Context, key any, call func(ctx context.Co
 			}
 			return err // the reflector's own handling (and backoff) applies
 		}
-		t := time.NewTimer(delay + rand.N(delay/2+1))
+		t := time.NewTimer(delay + rand.N(delay/4+1)) // a little jitter: nodes do not retry in step
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -204,11 +204,11 @@ func Unavailable(err error) bool {
 
 // Refused reports whether err is an answer that leaves the source unable
 // to watch, though the API server is up: unauthorized (401), forbidden
-// (403), or a server error (5xx) other than a lagging API server's "too
-// large resource version" (which the reflector answers by listing
-// again). The source counts as disconnected until a call succeeds, but
-// the reflector retries with its own backoff: trying faster would not
-// help.
+// (403), or a server error (5xx) other than those Unavailable reports
+// and a lagging API server's "too large resource version" (which the
+// reflector answers by listing again). The source counts as
+// disconnected until a call succeeds, but the reflector retries with its
+// own backoff: trying faster would not help.
 func Refused(err error) bool {
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
@@ -218,7 +218,7 @@ func Refused(err error) bool {
 	switch {
 	case s.Code == http.StatusUnauthorized, s.Code == http.StatusForbidden:
 		return true
-	case s.Code < 500:
+	case s.Code < 500, Unavailable(err):
 		return false
 	}
 	return !apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) &&
