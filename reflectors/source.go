@@ -12,6 +12,15 @@
 //	cell.Invoke(func(p reflectors.Params) error {
 //		return reflectors.Register(p, "static", run) // run(ctx, *Source) error
 //	})
+//
+// A source that follows a world it can lose (an API server, an etcd)
+// also says whether it reaches it: Disconnected(err) and Connected make
+// lbstate_source_connected{source} 0 or 1 and the health degraded with
+// the error or OK, and log one WARN line when an outage starts and one
+// INFO line with its duration when it ends, however often the source
+// retries in between (reflectors/kubeapi does it for informers).
+// ExpectSyncWithin degrades a source that has not synced by a deadline
+// ("Not synced after 2m0s: <last error>") while it keeps trying.
 package reflectors
 
 import (
