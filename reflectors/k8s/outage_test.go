@@ -137,6 +137,7 @@ type agent struct {
 	reg    *prometheus.Registry
 	health *lastHealth
 	log    *syncedLog
+	stop   func() // stops the hive (once)
 }
 
 // startAgent runs Cell over api with args as its flags.
@@ -156,7 +157,8 @@ func startAgent(t *testing.T, api *apiServer, args ...string) *agent {
 	if err := h.Start(log, context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { h.Stop(log, context.Background()) })
+	a.stop = sync.OnceFunc(func() { h.Stop(log, context.Background()) })
+	t.Cleanup(a.stop)
 	return a
 }
 
@@ -286,6 +288,20 @@ func TestUnreachableAtStartDegradedThenSynced(t *testing.T) {
 	}
 	if n := strings.Count(out, "Source not synced in time"); n != 1 {
 		t.Errorf("%d lines about the sync timeout, want 1:\n%s", n, out)
+	}
+}
+
+// A source stopped during an outage says nothing more: its informers
+// stopping is no reconnection.
+func TestStoppedWhileDisconnectedLogsNoReconnection(t *testing.T) {
+	api := newAPIServer(false, webService("web", "10.96.0.10"))
+	a := startAgent(t, api)
+	eventually(t, "connected", func() bool { return a.connected() == 1 })
+	api.kill()
+	eventually(t, "disconnected", func() bool { return a.connected() == 0 })
+	a.stop()
+	if out := a.log.String(); strings.Contains(out, "Source reconnected") {
+		t.Fatalf("a reconnection logged as the source stopped:\n%s", out)
 	}
 }
 

@@ -101,15 +101,13 @@ func (c *Connection) join(key any) {
 }
 
 // Forget stops counting lw (its informer is stopped for good): its
-// failures no longer keep the source disconnected. Forgetting the last
-// one reports nothing (the source stops watching; it did not reconnect).
+// failures no longer keep the source disconnected once another call
+// settles. Forgetting reports no reconnection itself: informers are
+// forgotten as the source stops watching, which is no end of an outage.
 func (c *Connection) Forget(lw *ListWatch) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.members, lw)
-	if len(c.members) > 0 {
-		c.updateLocked()
-	}
 }
 
 func (c *Connection) call(ctx context.Context, key any, call func(ctx context.Context) error) error {
