@@ -1,36 +1,17 @@
 package reflectors_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/lbstate/lbstate/internal/syncbuf"
 	"github.com/lbstate/lbstate/reflectors"
 )
-
-// lockedLog is a log written from several goroutines.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
 
 // waitFor polls cond until it holds, failing after 5s.
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -47,7 +28,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // connected gauge is 0 and its health degraded with the latest error,
 // and after it the gauge is 1 and the health OK as before.
 func TestOutageIsOneWarningOneInfoDegradedHealthAndGauge(t *testing.T) {
-	log := &lockedLog{}
+	log := &syncbuf.Buffer{}
 	down, back := make(chan struct{}), make(chan struct{})
 	_, _, reg, health := startLoggedSource(t, func(ctx context.Context, s *reflectors.Source) error {
 		s.Connected()
@@ -62,16 +43,16 @@ func TestOutageIsOneWarningOneInfoDegradedHealthAndGauge(t *testing.T) {
 		<-ctx.Done()
 		return nil
 	}, slog.NewTextHandler(log, nil))
-	waitFor(t, "synced and connected", func() bool { return gauge(reg, "lbstate_source_connected") == 1 && health.last() == "OK Synced" })
+	waitFor(t, "synced and connected", func() bool { return gauge(reg, "lbstate_source_connected") == 1 && health.Last() == "OK Synced" })
 	close(down)
 	waitFor(t, "degraded with the last retry's error", func() bool {
-		return health.last() == "Degraded Disconnected, serving the last state: dial tcp 127.0.0.1:6443: connection refused (retry 49)"
+		return health.Last() == "Degraded Disconnected, serving the last state: dial tcp 127.0.0.1:6443: connection refused (retry 49)"
 	})
 	if got := gauge(reg, "lbstate_source_connected"); got != 0 {
 		t.Fatalf("lbstate_source_connected = %v while disconnected, want 0", got)
 	}
 	close(back)
-	waitFor(t, "OK again", func() bool { return health.last() == "OK Synced" })
+	waitFor(t, "OK again", func() bool { return health.Last() == "OK Synced" })
 	if got := gauge(reg, "lbstate_source_connected"); got != 1 {
 		t.Fatalf("lbstate_source_connected = %v after reconnecting, want 1", got)
 	}
@@ -89,7 +70,7 @@ func TestOutageIsOneWarningOneInfoDegradedHealthAndGauge(t *testing.T) {
 // once it syncs; a source that never reports a connection has no
 // connected series.
 func TestSourceNotSyncedByDeadlineIsDegradedUntilSynced(t *testing.T) {
-	log := &lockedLog{}
+	log := &syncbuf.Buffer{}
 	release := make(chan struct{})
 	_, _, reg, health := startLoggedSource(t, func(ctx context.Context, s *reflectors.Source) error {
 		s.ExpectSyncWithin(ctx, 20*time.Millisecond)
@@ -99,13 +80,13 @@ func TestSourceNotSyncedByDeadlineIsDegradedUntilSynced(t *testing.T) {
 		return nil
 	}, slog.NewTextHandler(log, nil))
 	waitFor(t, "degraded", func() bool {
-		return health.last() == "Degraded Not synced after 20ms: no list or watch failed; the initial state is still being read"
+		return health.Last() == "Degraded Not synced after 20ms: no list or watch failed; the initial state is still being read"
 	})
 	if got := gauge(reg, "lbstate_source_connected"); got != -1 {
 		t.Errorf("lbstate_source_connected = %v for a source that never reported a connection, want no series", got)
 	}
 	close(release)
-	waitFor(t, "OK once synced", func() bool { return health.last() == "OK Synced" })
+	waitFor(t, "OK once synced", func() bool { return health.Last() == "OK Synced" })
 	if n := strings.Count(log.String(), "Source not synced in time"); n != 1 {
 		t.Errorf("%d lines about the missed deadline, want 1:\n%s", n, log)
 	}
@@ -124,7 +105,7 @@ func TestLateDisconnectedSourceShowsTheConnectionError(t *testing.T) {
 		<-ctx.Done()
 		return nil
 	})
-	waitFor(t, "degraded", func() bool { return health.last() == "Degraded Not synced after 10ms: connection refused" })
+	waitFor(t, "degraded", func() bool { return health.Last() == "Degraded Not synced after 10ms: connection refused" })
 	close(release)
-	waitFor(t, "OK once synced", func() bool { return health.last() == "OK Synced" })
+	waitFor(t, "OK once synced", func() bool { return health.Last() == "OK Synced" })
 }

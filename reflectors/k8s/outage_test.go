@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/lbstate/lbstate/internal/healthlog"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/metrics"
 	"github.com/lbstate/lbstate/tables"
@@ -101,41 +102,12 @@ func (s *apiServer) restart() {
 	s.down = false
 }
 
-// lastHealth records the source's health reports.
-type lastHealth struct {
-	mu      sync.Mutex
-	reports []string
-}
-
-func (h *lastHealth) OK(status string) { h.add("OK " + status) }
-func (h *lastHealth) Stopped(string)   {}
-func (h *lastHealth) Degraded(reason string, err error) {
-	h.add(fmt.Sprintf("Degraded %s: %v", reason, err))
-}
-func (h *lastHealth) NewScope(string) cell.Health { return h }
-func (h *lastHealth) Close()                      {}
-
-func (h *lastHealth) add(s string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.reports = append(h.reports, s)
-}
-
-func (h *lastHealth) last() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.reports) == 0 {
-		return ""
-	}
-	return h.reports[len(h.reports)-1]
-}
-
 // agent is the k8s source's Cell in a hive, over an apiServer.
 type agent struct {
 	w      *tables.Writer
 	db     *statedb.DB
 	reg    *prometheus.Registry
-	health *lastHealth
+	health *healthlog.Log
 	log    *syncedLog
 	stop   func() // stops the hive (once)
 }
@@ -143,9 +115,9 @@ type agent struct {
 // startAgent runs Cell over api with args as its flags.
 func startAgent(t *testing.T, api *apiServer, args ...string) *agent {
 	t.Helper()
-	a := &agent{health: &lastHealth{}, log: &syncedLog{}}
+	a := &agent{health: &healthlog.Log{}, log: &syncedLog{}}
 	h := hive.New(statedb.Cell, job.Cell, metrics.Cell, tables.Cell, Cell,
-		cell.Provide(func() cell.Health { return a.health }),
+		cell.Provide(a.health.Health),
 		cell.Provide(func() kubernetes.Interface { return api }),
 		cell.Invoke(func(w *tables.Writer, db *statedb.DB, reg *prometheus.Registry) { a.w, a.db, a.reg = w, db, reg }))
 	flags := pflag.NewFlagSet("test", pflag.ContinueOnError)
@@ -218,13 +190,13 @@ func testOutage(t *testing.T, watched time.Duration) {
 	api := newAPIServer(false, webService("web", "10.96.0.10"), labelledSlice("web-1", "web", "10.0.0.1"))
 	a := startAgent(t, api)
 	eventually(t, "synced and connected", func() bool {
-		return a.health.last() == "OK Synced" && a.connected() == 1 && a.backends(web) == "10.0.0.1"
+		return a.health.Last() == "OK Synced" && a.connected() == 1 && a.backends(web) == "10.0.0.1"
 	})
 	time.Sleep(watched) // the watches' age when the API server dies is what this test varies
 
 	api.kill()
 	eventually(t, "disconnected", func() bool { return a.connected() == 0 })
-	if got := a.health.last(); !strings.HasPrefix(got, "Degraded Disconnected, serving the last state: ") || !strings.Contains(got, "connection refused") {
+	if got := a.health.Last(); !strings.HasPrefix(got, "Degraded Disconnected, serving the last state: ") || !strings.Contains(got, "connection refused") {
 		t.Fatalf("health %q while the API server is down", got)
 	}
 	if err := api.Tracker().Update(slicesResource, labelledSlice("web-1", "web", "10.0.0.2"), "ns"); err != nil {
@@ -247,7 +219,7 @@ func testOutage(t *testing.T, watched time.Duration) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Logf("changes applied %s after the API server returned (%d calls refused during the outage)", time.Since(back), api.failures.Load())
-	eventually(t, "connected again", func() bool { return a.connected() == 1 && a.health.last() == "OK Synced" })
+	eventually(t, "connected again", func() bool { return a.connected() == 1 && a.health.Last() == "OK Synced" })
 	out := a.log.String()
 	if n := strings.Count(out, "level=WARN"); n != 1 || !strings.Contains(out, "Source disconnected, retrying") {
 		t.Errorf("%d WARN lines for one outage of %d failed calls, want one:\n%s", n, api.failures.Load(), out)
@@ -266,13 +238,13 @@ func TestUnreachableAtStartDegradedThenSynced(t *testing.T) {
 	api := newAPIServer(true, webService("web", "10.96.0.10"), labelledSlice("web-1", "web", "10.0.0.1"))
 	a := startAgent(t, api, "--k8s-sync-timeout", "300ms")
 	eventually(t, "degraded", func() bool {
-		return strings.HasPrefix(a.health.last(), "Degraded Disconnected, waiting for the initial sync: ")
+		return strings.HasPrefix(a.health.Last(), "Degraded Disconnected, waiting for the initial sync: ")
 	})
 	if got := a.connected(); got != 0 {
 		t.Errorf("lbstate_source_connected = %v while unreachable, want 0", got)
 	}
 	eventually(t, "not synced after the timeout", func() bool {
-		got := a.health.last()
+		got := a.health.Last()
 		return strings.HasPrefix(got, "Degraded Not synced after 300ms: ") && strings.Contains(got, "connection refused")
 	})
 	if init, _ := a.w.Frontends().Initialized(a.db.ReadTxn()); init {
@@ -280,7 +252,7 @@ func TestUnreachableAtStartDegradedThenSynced(t *testing.T) {
 	}
 	api.restart()
 	eventually(t, "synced", func() bool {
-		return a.health.last() == "OK Synced" && a.connected() == 1 && a.backends(web) == "10.0.0.1"
+		return a.health.Last() == "OK Synced" && a.connected() == 1 && a.backends(web) == "10.0.0.1"
 	})
 	out := a.log.String()
 	if n := strings.Count(out, "Source disconnected, retrying"); n != 1 {

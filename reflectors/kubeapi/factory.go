@@ -58,29 +58,36 @@ func NewInformers(conn *Connection, client any, transform cache.TransformFunc) *
 // DynamicInformers returns a factory of informers of unstructured
 // objects, listed and watched through client.
 func DynamicInformers(conn *Connection, client dynamic.Interface, transform cache.TransformFunc) *Informers {
-	f := NewInformers(conn, client, transform)
-	f.obj = &unstructured.Unstructured{}
-	f.byResource = func(gvr schema.GroupVersionResource) (ListFunc, WatchFunc) {
-		res := client.Resource(gvr)
-		return func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, opts) },
-			func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-				return res.Watch(ctx, opts)
-			}
-	}
-	return f
+	return resourceInformers(conn, client, transform, &unstructured.Unstructured{},
+		func(gvr schema.GroupVersionResource) resource[*unstructured.UnstructuredList] {
+			return client.Resource(gvr)
+		})
 }
 
 // MetadataInformers returns a factory of informers of objects' metadata
 // (PartialObjectMetadata), listed and watched through client.
 func MetadataInformers(conn *Connection, client metadata.Interface, transform cache.TransformFunc) *Informers {
+	return resourceInformers(conn, client, transform, &metav1.PartialObjectMetadata{},
+		func(gvr schema.GroupVersionResource) resource[*metav1.PartialObjectMetadataList] {
+			return client.Resource(gvr)
+		})
+}
+
+// resource is a dynamic or metadata client's view of one resource.
+type resource[L runtime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// resourceInformers is a factory whose ForResource lists and watches
+// through of(gvr), storing objects like obj.
+func resourceInformers[L runtime.Object](conn *Connection, client any, transform cache.TransformFunc, obj runtime.Object, of func(schema.GroupVersionResource) resource[L]) *Informers {
 	f := NewInformers(conn, client, transform)
-	f.obj = &metav1.PartialObjectMetadata{}
+	f.obj = obj
 	f.byResource = func(gvr schema.GroupVersionResource) (ListFunc, WatchFunc) {
-		res := client.Resource(gvr)
+		res := of(gvr)
 		return func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, opts) },
-			func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-				return res.Watch(ctx, opts)
-			}
+			res.Watch
 	}
 	return f
 }
