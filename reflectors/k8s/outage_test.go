@@ -25,6 +25,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -32,16 +34,18 @@ import (
 	"github.com/lbstate/lbstate/internal/healthlog"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/metrics"
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/tables"
 )
 
-// apiServer is client-go's fake clientset as an API server that can be
-// killed: while down, every list and watch fails as a refused connection
-// does (a *url.Error wrapping ECONNREFUSED), and the watches it served
-// end. Changes made meanwhile through its tracker (a second API server
-// on the same etcd) are there when it comes back.
+// apiServer is client-go's fake clientsets (typed and dynamic) as an
+// API server that can be killed: while down, every list and watch fails
+// as a refused connection does (a *url.Error wrapping ECONNREFUSED), and
+// the watches it served end. Changes made meanwhile through its trackers
+// (a second API server on the same etcd) are there when it comes back.
 type apiServer struct {
 	*fake.Clientset
+	dyn      *dynamicfake.FakeDynamicClient
 	mu       sync.Mutex
 	down     bool
 	watches  []watch.Interface
@@ -49,8 +53,17 @@ type apiServer struct {
 }
 
 func newAPIServer(down bool, objs ...runtime.Object) *apiServer {
-	s := &apiServer{Clientset: fake.NewClientset(objs...), down: down}
-	s.PrependReactor("list", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	s := &apiServer{Clientset: fake.NewClientset(objs...), down: down,
+		dyn: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), allResources())}
+	s.serve(&s.Fake, s.Tracker())
+	s.serve(&s.dyn.Fake, s.dyn.Tracker())
+	return s
+}
+
+// serve makes client's lists and watches fail while s is down, and
+// records its watches (of tracker) to end them when it goes down.
+func (s *apiServer) serve(client *k8stesting.Fake, tracker k8stesting.ObjectTracker) {
+	client.PrependReactor("list", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.down {
@@ -58,7 +71,7 @@ func newAPIServer(down bool, objs ...runtime.Object) *apiServer {
 		}
 		return false, nil, nil
 	})
-	s.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+	client.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.down {
@@ -68,14 +81,13 @@ func newAPIServer(down bool, objs ...runtime.Object) *apiServer {
 		if wa, ok := a.(k8stesting.WatchActionImpl); ok {
 			opts = wa.ListOptions
 		}
-		w, err := s.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
+		w, err := tracker.Watch(a.GetResource(), a.GetNamespace(), opts)
 		if err != nil {
 			return true, nil, err
 		}
 		s.watches = append(s.watches, w)
 		return true, w, nil
 	})
-	return s
 }
 
 func (s *apiServer) refuse(a k8stesting.Action) error {
@@ -118,11 +130,11 @@ func startAgent(t *testing.T, api *apiServer, args ...string) *agent {
 	a := &agent{health: &healthlog.Log{}, log: &syncedLog{}}
 	h := hive.New(statedb.Cell, job.Cell, metrics.Cell, tables.Cell, Cell,
 		cell.Provide(a.health.Health),
-		cell.Provide(func() kubernetes.Interface { return api }),
+		cell.Provide(func() kubernetes.Interface { return api }, func() dynamic.Interface { return api.dyn }),
 		cell.Invoke(func(w *tables.Writer, db *statedb.DB, reg *prometheus.Registry) { a.w, a.db, a.reg = w, db, reg }))
 	flags := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	h.RegisterFlags(flags)
-	if err := flags.Parse(append([]string{"--k8s-node-name", "n1"}, args...)); err != nil {
+	if err := flags.Parse(append([]string{"--k8s-node-name", "node-1"}, args...)); err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(a.log, nil))
@@ -174,7 +186,8 @@ var (
 // down the source serves its last state, its connected gauge is 0, its
 // health degraded with the error, and it logs one WARN line however many
 // calls fail; once it is back, what changed meanwhile (a slice's
-// endpoint, a new Service) is applied within 2 s, the gauge is 1, the
+// endpoint, a new Service, a local redirect policy's address, through
+// the dynamic client) is applied within 2 s, the gauge is 1, the
 // health OK, and one INFO line says how long the outage lasted. Watches
 // that lasted under a second end in client-go's "very short watch",
 // after which it lists again (with its backoff); longer ones are started
@@ -187,14 +200,19 @@ func TestOutageVisibleAndChangesAppliedSoonAfterReturn(t *testing.T) {
 
 func testOutage(t *testing.T, watched time.Duration) {
 	const web = "10.96.0.10:80/TCP"
-	api := newAPIServer(false, webService("web", "10.96.0.10"), labelledSlice("web-1", "web", "10.0.0.1"))
+	api := newAPIServer(false, webService("web", "10.96.0.10"), labelledSlice("web-1", "web", "10.0.0.1"), dnsPod())
+	if err := api.dyn.Tracker().Create(redirectpolicy.Resource, policyObject(t, "169.254.20.10"), "kube-system"); err != nil {
+		t.Fatal(err)
+	}
 	a := startAgent(t, api)
 	eventually(t, "synced and connected", func() bool {
-		return a.health.Last() == "OK Synced" && a.connected() == 1 && a.backends(web) == "10.0.0.1"
+		return a.health.Last() == "OK Synced" && a.connected() == 1 && a.backends(web) == "10.0.0.1" &&
+			redirectedBackends(a.w, a.db, "169.254.20.10:53/UDP")() != ""
 	})
 	time.Sleep(watched) // the watches' age when the API server dies is what this test varies
 
 	api.kill()
+	killed := time.Now()
 	eventually(t, "disconnected", func() bool { return a.connected() == 0 })
 	if got := a.health.Last(); !strings.HasPrefix(got, "Degraded Disconnected, serving the last state: ") || !strings.Contains(got, "connection refused") {
 		t.Fatalf("health %q while the API server is down", got)
@@ -205,16 +223,21 @@ func testOutage(t *testing.T, watched time.Duration) {
 	if err := api.Tracker().Create(servicesResource, webService("late", "10.96.0.11"), "ns"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "retries", func() bool { return api.failures.Load() >= 12 })
+	if err := api.dyn.Tracker().Update(redirectpolicy.Resource, policyObject(t, "169.254.20.11"), "kube-system"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "retries", func() bool { return api.failures.Load() >= 30 })
+	time.Sleep(time.Until(killed.Add(2 * time.Second))) // an outage long enough for the retries to reach their longest interval
 	if got := a.backends(web); got != "10.0.0.1" {
 		t.Fatalf("backends %q while the API server is down, want the last state kept", got)
 	}
 
 	api.restart()
 	back := time.Now()
-	for a.backends(web) != "10.0.0.2" || !declared(a.w, a.db, lb.NewServiceName("ns", "late")) {
+	redirected := redirectedBackends(a.w, a.db, "169.254.20.11:53/UDP")
+	for a.backends(web) != "10.0.0.2" || !declared(a.w, a.db, lb.NewServiceName("ns", "late")) || redirected() == "" {
 		if time.Since(back) > 2*time.Second {
-			t.Fatalf("changes made during the outage not applied 2s after the API server returned: backends %q", a.backends(web))
+			t.Fatalf("changes made during the outage not applied 2s after the API server returned: backends %q, policy's %q", a.backends(web), redirected())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
