@@ -45,9 +45,9 @@ type Reporter interface {
 	// Connected: every list and watch made last succeeded. Called at
 	// the first time that holds, and when an outage ends.
 	Connected()
-	// Disconnected: a list or watch failed with err. Called at every
-	// failure (once per retry), each with the latest error of a call
-	// that still fails.
+	// Disconnected: a list or watch failed. Called at every failure
+	// (once per retry), each with the latest error of the call that has
+	// been failing the longest.
 	Disconnected(err error)
 }
 
@@ -70,9 +70,9 @@ type Connection struct {
 
 // member is one ListWatch's (or one named Call's) last outcome.
 type member struct {
-	ok  bool  // its last call succeeded
-	err error // its last call failed with err (ok false)
-	seq uint64
+	ok    bool   // its last call succeeded
+	err   error  // its last call failed with err (ok false)
+	since uint64 // when (c.seq) it started failing
 }
 
 // NewConnection returns a Connection that reports to r.
@@ -149,19 +149,24 @@ func (c *Connection) settle(key any, err error) {
 		c.members[key] = m
 	}
 	c.seq++
-	m.ok, m.err, m.seq = err == nil, err, c.seq
+	if err != nil && m.err == nil {
+		m.since = c.seq
+	}
+	m.ok, m.err = err == nil, err
 	c.updateLocked()
 }
 
-// updateLocked reports Disconnected with the latest error of a failing
-// member, if any; else Connected once every member has succeeded.
+// updateLocked reports Disconnected with the latest error of the member
+// failing the longest, if any (one member's: the error shown changes
+// when what fails changes, not at every other member's retry); else
+// Connected once every member has succeeded.
 func (c *Connection) updateLocked() {
 	var failing *member
 	pending := false
 	for _, m := range c.members {
 		switch {
 		case m.err != nil:
-			if failing == nil || m.seq > failing.seq {
+			if failing == nil || m.since < failing.since {
 				failing = m
 			}
 		case !m.ok:

@@ -219,3 +219,24 @@ func TestConnectedOnlyWhenEveryInformerIs(t *testing.T) {
 	}
 	waitFor(t, "a's informer sees the new object", func() bool { return len(a.GetStore().List()) == 1 })
 }
+
+// The error shown is the latest of the call failing the longest, so it
+// changes when what fails changes, not at each retry of another call.
+func TestDisconnectionShowsTheLongestFailingCall(t *testing.T) {
+	rep := &reports{}
+	conn := NewConnection(rep)
+	for _, step := range []struct {
+		key string
+		err string
+	}{{"a", "a1"}, {"b", "b1"}, {"b", "b2"}, {"a", "a2"}, {"a", ""}, {"b", ""}} {
+		var err error
+		if step.err != "" {
+			err = errors.New(step.err)
+		}
+		conn.settle(step.key, err)
+	}
+	want := "disconnected: a1\ndisconnected: a1\ndisconnected: a1\ndisconnected: a2\ndisconnected: b2\nconnected"
+	if got := rep.String(); got != want {
+		t.Fatalf("reports:\n%s\nwant:\n%s", got, want)
+	}
+}
