@@ -20,7 +20,6 @@ import (
 // connState is what a source last said about its connection, and what
 // ExpectSyncWithin found.
 type connState struct {
-	known     bool      // Connected or Disconnected was called
 	err       error     // non-nil while disconnected
 	since     time.Time // when the outage started
 	lastErr   error     // the last error reported, kept after the outage
@@ -29,7 +28,7 @@ type connState struct {
 
 // errNothingFailed is the health's error when a source missed its sync
 // deadline without reporting any failure (still listing, or applying).
-var errNothingFailed = errors.New("no list or watch failed; the initial state is still being read")
+var errNothingFailed = errors.New("nothing failed; the initial state is still being read")
 
 // Connected reports that the source reaches its world: every watch it
 // needs is established. After Disconnected it logs one INFO line with
@@ -40,7 +39,7 @@ func (s *Source) Connected() {
 	defer s.mu.Unlock()
 	s.connectedGauge().Set(1)
 	wasDown := s.conn.err != nil
-	s.conn.known, s.conn.err = true, nil
+	s.conn.err = nil
 	if !wasDown {
 		return
 	}
@@ -60,7 +59,7 @@ func (s *Source) Disconnected(err error) {
 	defer s.mu.Unlock()
 	s.connectedGauge().Set(0)
 	prev := s.conn.err
-	s.conn.known, s.conn.err, s.conn.lastErr = true, err, err
+	s.conn.err, s.conn.lastErr = err, err
 	if prev == nil {
 		s.conn.since = time.Now()
 		s.log.Warn("Source disconnected, retrying", "error", err)
@@ -68,14 +67,6 @@ func (s *Source) Disconnected(err error) {
 	if prev == nil || prev.Error() != err.Error() {
 		s.reportHealthLocked()
 	}
-}
-
-// IsConnected reports whether the source last said Connected (false
-// before it said anything).
-func (s *Source) IsConnected() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.conn.known && s.conn.err == nil
 }
 
 // ExpectSyncWithin makes the source's health degraded, with "not synced

@@ -80,7 +80,7 @@ func TestSourceNotSyncedByDeadlineIsDegradedUntilSynced(t *testing.T) {
 		return nil
 	}, slog.NewTextHandler(log, nil))
 	waitFor(t, "degraded", func() bool {
-		return health.Last() == "Degraded Not synced after 20ms: no list or watch failed; the initial state is still being read"
+		return health.Last() == "Degraded Not synced after 20ms: nothing failed; the initial state is still being read"
 	})
 	if got := gauge(reg, "lbstate_source_connected"); got != -1 {
 		t.Errorf("lbstate_source_connected = %v for a source that never reported a connection, want no series", got)
