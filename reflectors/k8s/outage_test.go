@@ -54,7 +54,7 @@ type apiServer struct {
 
 func newAPIServer(down bool, objs ...runtime.Object) *apiServer {
 	s := &apiServer{Clientset: fake.NewClientset(objs...), down: down,
-		dyn: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), allResources())}
+		dyn: installedCRDs()}
 	s.serve(&s.Fake, s.Tracker())
 	s.serve(&s.dyn.Fake, s.dyn.Tracker())
 	return s
@@ -193,12 +193,17 @@ var (
 // after which it lists again (with its backoff); longer ones are started
 // again at once: both meet the retries.
 func TestOutageVisibleAndChangesAppliedSoonAfterReturn(t *testing.T) {
-	for _, watched := range []time.Duration{0, 1500 * time.Millisecond} {
-		t.Run(fmt.Sprintf("watched %s", watched), func(t *testing.T) { testOutage(t, watched) })
+	for _, tc := range []struct{ watched, outage time.Duration }{
+		{0, 2 * time.Second},
+		// Long enough for client-go's own backoff (0.8 s doubling, with
+		// full jitter) to wait past the 2 s allowed below.
+		{1500 * time.Millisecond, 5 * time.Second},
+	} {
+		t.Run(fmt.Sprintf("watched %s, outage %s", tc.watched, tc.outage), func(t *testing.T) { testOutage(t, tc.watched, tc.outage) })
 	}
 }
 
-func testOutage(t *testing.T, watched time.Duration) {
+func testOutage(t *testing.T, watched, outage time.Duration) {
 	const web = "10.96.0.10:80/TCP"
 	api := newAPIServer(false, webService("web", "10.96.0.10"), labelledSlice("web-1", "web", "10.0.0.1"), dnsPod())
 	if err := api.dyn.Tracker().Create(redirectpolicy.Resource, policyObject(t, "169.254.20.10"), "kube-system"); err != nil {
@@ -207,7 +212,7 @@ func testOutage(t *testing.T, watched time.Duration) {
 	a := startAgent(t, api)
 	eventually(t, "synced and connected", func() bool {
 		return a.health.Last() == "OK Synced" && a.connected() == 1 && a.backends(web) == "10.0.0.1" &&
-			redirectedBackends(a.w, a.db, "169.254.20.10:53/UDP")() != ""
+			redirectedBackends(a.w, a.db, "169.254.20.10:53/UDP")() == "10.0.1.1:5353/UDP"
 	})
 	time.Sleep(watched) // the watches' age when the API server dies is what this test varies
 
@@ -227,7 +232,7 @@ func testOutage(t *testing.T, watched time.Duration) {
 		t.Fatal(err)
 	}
 	eventually(t, "retries", func() bool { return api.failures.Load() >= 30 })
-	time.Sleep(time.Until(killed.Add(2 * time.Second))) // an outage long enough for the retries to reach their longest interval
+	time.Sleep(time.Until(killed.Add(outage))) // long enough for the retries to reach their longest interval
 	if got := a.backends(web); got != "10.0.0.1" {
 		t.Fatalf("backends %q while the API server is down, want the last state kept", got)
 	}
@@ -235,7 +240,7 @@ func testOutage(t *testing.T, watched time.Duration) {
 	api.restart()
 	back := time.Now()
 	redirected := redirectedBackends(a.w, a.db, "169.254.20.11:53/UDP")
-	for a.backends(web) != "10.0.0.2" || !declared(a.w, a.db, lb.NewServiceName("ns", "late")) || redirected() == "" {
+	for a.backends(web) != "10.0.0.2" || !declared(a.w, a.db, lb.NewServiceName("ns", "late")) || redirected() != "10.0.1.1:5353/UDP" {
 		if time.Since(back) > 2*time.Second {
 			t.Fatalf("changes made during the outage not applied 2s after the API server returned: backends %q, policy's %q", a.backends(web), redirected())
 		}

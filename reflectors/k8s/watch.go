@@ -76,6 +76,7 @@ func (r *Reflector) WatchClients(c Clients) func(ctx context.Context) error {
 				return err
 			}
 			crds.DiscoveryInterval = r.crdPoll
+			crds.Connection = conn
 			crdCtx, stop := context.WithCancel(ctx)
 			var wg sync.WaitGroup
 			wg.Go(func() { crds.Run(crdCtx) })

@@ -1,25 +1,3 @@
-// Package kubeapi holds what every source that watches an API server
-// shares: informers whose lists and watches go through a Connection, which
-// tells the source whether it reaches the API server and, while it does
-// not, retries at once instead of leaving client-go's reflector to back
-// off.
-//
-// Why: client-go's reflector backs off from 800 ms up to 30 s with full
-// jitter, and a SharedInformer does not let the backoff be set, so after
-// an outage the informers resumed 29-72 s after the API server was
-// ready. A Connection's ListWatch keeps a list or watch that the API
-// server did not answer (refused, reset, timed out, 502, 503) to itself:
-// it reports the source disconnected and tries the same call again every
-// 250 ms, doubling up to 1 s (plus up to a quarter of that in jitter), so
-// the reflector never sees the error and resumes within about a second
-// of the API server's return, from the resource version it had (a
-// watch, not a relist, while the API server still has that version).
-//
-//	conn := kubeapi.NewConnection(src) // src: a *reflectors.Source
-//	f := kubeapi.NewInformers(conn, client, dropUnused)
-//	inf := f.Informer(gvr, &corev1.Service{}, list, watch)
-//	f.Start(ctx.Done())
-//	defer f.Shutdown()
 package kubeapi
 
 import (

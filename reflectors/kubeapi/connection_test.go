@@ -194,13 +194,17 @@ func TestConnectedOnlyWhenEveryInformerIs(t *testing.T) {
 	})
 	rep := &reports{}
 	conn := NewConnection(rep)
-	f := DynamicInformers(conn, dyn, nil)
-	a, b := f.ForResource(gvrA).Informer(), f.ForResource(gvrB).Informer()
+	a, releaseA := dynamicInformer(conn, dyn, gvrA)
+	b, releaseB := dynamicInformer(conn, dyn, gvrB)
 	ctx, cancel := context.WithCancel(context.Background())
-	f.Start(ctx.Done())
+	var wg sync.WaitGroup
+	wg.Go(func() { a.RunWithContext(ctx) })
+	wg.Go(func() { b.RunWithContext(ctx) })
 	defer func() {
 		cancel()
-		f.Shutdown()
+		wg.Wait()
+		releaseA()
+		releaseB()
 	}()
 	waitFor(t, "a synced", a.HasSynced)
 	waitFor(t, "b reported failing", func() bool { return strings.Contains(rep.last(), "bs") })

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -19,9 +18,9 @@ import (
 
 // Informers is a factory of shared informers, one per resource, each on
 // a ListWatch of one Connection; it starts and stops them as client-go's
-// factories do. Typed informers come from Informer; DynamicInformers and
-// MetadataInformers also serve ForResource (as client-go's dynamic and
-// metadata factories, whose interfaces they implement).
+// factories do. Typed informers come from Informer; MetadataInformers
+// also serves ForResource (as client-go's metadata factory, whose
+// interface it implements).
 type Informers struct {
 	conn      *Connection
 	client    any // asked whether it supports watch lists
@@ -44,10 +43,7 @@ type informer struct {
 	started bool
 }
 
-var (
-	_ dynamicinformer.DynamicSharedInformerFactory = (*Informers)(nil)
-	_ metadatainformer.SharedInformerFactory       = (*Informers)(nil)
-)
+var _ metadatainformer.SharedInformerFactory = (*Informers)(nil)
 
 // NewInformers returns a factory of informers over client, each storing
 // objects through transform (nil: as they come).
@@ -55,37 +51,13 @@ func NewInformers(conn *Connection, client any, transform cache.TransformFunc) *
 	return &Informers{conn: conn, client: client, transform: transform, informers: map[schema.GroupVersionResource]*informer{}}
 }
 
-// DynamicInformers returns a factory of informers of unstructured
-// objects, listed and watched through client.
-func DynamicInformers(conn *Connection, client dynamic.Interface, transform cache.TransformFunc) *Informers {
-	return resourceInformers(conn, client, transform, &unstructured.Unstructured{},
-		func(gvr schema.GroupVersionResource) resource[*unstructured.UnstructuredList] {
-			return client.Resource(gvr)
-		})
-}
-
 // MetadataInformers returns a factory of informers of objects' metadata
 // (PartialObjectMetadata), listed and watched through client.
 func MetadataInformers(conn *Connection, client metadata.Interface, transform cache.TransformFunc) *Informers {
-	return resourceInformers(conn, client, transform, &metav1.PartialObjectMetadata{},
-		func(gvr schema.GroupVersionResource) resource[*metav1.PartialObjectMetadataList] {
-			return client.Resource(gvr)
-		})
-}
-
-// resource is a dynamic or metadata client's view of one resource.
-type resource[L runtime.Object] interface {
-	List(ctx context.Context, opts metav1.ListOptions) (L, error)
-	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-}
-
-// resourceInformers is a factory whose ForResource lists and watches
-// through of(gvr), storing objects like obj.
-func resourceInformers[L runtime.Object](conn *Connection, client any, transform cache.TransformFunc, obj runtime.Object, of func(schema.GroupVersionResource) resource[L]) *Informers {
 	f := NewInformers(conn, client, transform)
-	f.obj = obj
+	f.obj = &metav1.PartialObjectMetadata{}
 	f.byResource = func(gvr schema.GroupVersionResource) (ListFunc, WatchFunc) {
-		res := of(gvr)
+		res := client.Resource(gvr)
 		return func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, opts) },
 			res.Watch
 	}
@@ -112,8 +84,8 @@ func (f *Informers) Informer(gvr schema.GroupVersionResource, obj runtime.Object
 	return inf
 }
 
-// ForResource returns the informer of gvr (DynamicInformers and
-// MetadataInformers only; it panics on a factory of NewInformers).
+// ForResource returns the informer of gvr (MetadataInformers only; it
+// panics on a factory of NewInformers).
 func (f *Informers) ForResource(gvr schema.GroupVersionResource) informers.GenericInformer {
 	list, watch := f.byResource(gvr)
 	inf := f.Informer(gvr, f.obj, list, watch)
@@ -177,4 +149,20 @@ func (f *Informers) Shutdown() {
 	for _, i := range f.informers {
 		f.conn.Forget(i.lw)
 	}
+}
+
+// dynamicInformer returns an informer of gvr's unstructured objects over
+// dyn, on a ListWatch of conn (nil: client-go's dynamic informer, with
+// its backoff), counted from now, and the func that forgets its
+// ListWatch, to call once the informer has stopped. CRDs' informers are
+// made here: they come and go with their CRDs.
+func dynamicInformer(conn *Connection, dyn dynamic.Interface, gvr schema.GroupVersionResource) (cache.SharedIndexInformer, func()) {
+	if conn == nil {
+		return dynamicinformer.NewFilteredDynamicInformer(dyn, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer(), func() {}
+	}
+	res := dyn.Resource(gvr)
+	lw := conn.ListWatch(dyn, func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) { return res.List(ctx, opts) }, res.Watch)
+	conn.join(lw)
+	inf := cache.NewSharedIndexInformerWithOptions(lw, &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{ObjectDescription: gvr.String()})
+	return inf, func() { conn.Forget(lw) }
 }
