@@ -184,12 +184,14 @@ func Unavailable(err error) bool {
 }
 
 // Refused reports whether err is an answer that leaves the source unable
-// to watch, though the API server is up: unauthorized (401), forbidden
-// (403), or a server error (5xx) other than those Unavailable reports
-// and a lagging API server's "too large resource version" (which the
+// to watch, though the API server is up: its credentials rejected (401),
+// or a server error (5xx) other than those Unavailable reports and a
+// lagging API server's "too large resource version" (which the
 // reflector answers by listing again). The source counts as
 // disconnected until a call succeeds, but the reflector retries with its
-// own backoff: trying faster would not help.
+// own backoff: trying faster would not help. A 403 is not one: it
+// forbids one resource, not the connection (CRDs turns a forbidden kind
+// off, with one log line).
 func Refused(err error) bool {
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
@@ -197,7 +199,7 @@ func Refused(err error) bool {
 	}
 	s := status.Status()
 	switch {
-	case s.Code == http.StatusUnauthorized, s.Code == http.StatusForbidden:
+	case s.Code == http.StatusUnauthorized:
 		return true
 	case s.Code < 500, Unavailable(err):
 		return false

@@ -74,11 +74,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // Only a call the API server did not answer (transport errors, 502, 503)
-// is retried in place; 401, 403 and server errors count as disconnected
-// but are the reflector's to retry; answers the reflector handles as
-// part of its protocol (gone, too many requests, a lagging API server's
-// too large resource version) and answers about one object count as
-// neither.
+// is retried in place; 401 and server errors count as disconnected but
+// are the reflector's to retry; answers the reflector handles as part of
+// its protocol (gone, too many requests, a lagging API server's too
+// large resource version) and answers about one resource or object
+// (forbidden, not found) count as neither.
 func TestUnavailableAndRefusedErrors(t *testing.T) {
 	gr := schema.GroupResource{Resource: "services"}
 	tooLarge := apierrors.NewTimeoutError("Too large resource version: 10, current: 5", 1)
@@ -93,7 +93,7 @@ func TestUnavailableAndRefusedErrors(t *testing.T) {
 		{apierrors.NewServiceUnavailable("starting"), true, false},
 		{apierrors.NewGenericServerResponse(502, "get", gr, "", "bad gateway", 0, false), true, false},
 		{apierrors.NewUnauthorized("token expired"), false, true},
-		{apierrors.NewForbidden(gr, "", errors.New("RBAC")), false, true},
+		{apierrors.NewForbidden(gr, "", errors.New("RBAC")), false, false},
 		{apierrors.NewInternalError(errors.New("etcd")), false, true},
 		{apierrors.NewGone("too old"), false, false},
 		{apierrors.NewResourceExpired("too old"), false, false},
@@ -134,25 +134,25 @@ func TestListRetriedInPlaceUntilTheServerAnswers(t *testing.T) {
 	}
 }
 
-// A refused call (403) is returned to the reflector, counts as
+// A refused call (401) is returned to the reflector, counts as
 // disconnected, and the next success reconnects; a call that fails when
 // its informer stops (ctx done) says nothing.
 func TestRefusedCallReturnedAndCounted(t *testing.T) {
 	rep := &reports{}
 	conn := NewConnection(rep)
-	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("RBAC"))
+	unauthorized := apierrors.NewUnauthorized("token expired")
 	fail := true
 	lw := conn.ListWatch(nil, func(ctx context.Context, _ metav1.ListOptions) (runtime.Object, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		if fail {
-			return nil, forbidden
+			return nil, unauthorized
 		}
 		return &metav1.List{}, nil
 	}, nil)
-	if _, err := lw.List(metav1.ListOptions{}); !apierrors.IsForbidden(err) {
-		t.Fatalf("List: %v, want forbidden", err)
+	if _, err := lw.List(metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
+		t.Fatalf("List: %v, want unauthorized", err)
 	}
 	fail = false
 	if _, err := lw.List(metav1.ListOptions{}); err != nil {
@@ -163,7 +163,7 @@ func TestRefusedCallReturnedAndCounted(t *testing.T) {
 	if _, err := lw.ListWithContext(ctx, metav1.ListOptions{}); err == nil {
 		t.Fatal("a cancelled list succeeded")
 	}
-	if got, want := rep.String(), "disconnected: "+forbidden.Error()+"\nconnected"; got != want {
+	if got, want := rep.String(), "disconnected: "+unauthorized.Error()+"\nconnected"; got != want {
 		t.Fatalf("reports:\n%s\nwant:\n%s", got, want)
 	}
 }
