@@ -64,15 +64,6 @@ func (r *reports) last() string {
 	return r.log[len(r.log)-1]
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after 5s", what)
-		}
-	}
-}
-
 // Only a call the API server did not answer (transport errors, 502, 503)
 // is retried in place; 401 and server errors count as disconnected but
 // are the reflector's to retry; answers the reflector handles as part of
@@ -206,22 +197,22 @@ func TestConnectedOnlyWhenEveryInformerIs(t *testing.T) {
 		releaseA()
 		releaseB()
 	}()
-	waitFor(t, "a synced", a.HasSynced)
-	waitFor(t, "b reported failing", func() bool { return strings.Contains(rep.last(), "bs") })
+	eventually(t, "a synced", a.HasSynced)
+	eventually(t, "b reported failing", func() bool { return strings.Contains(rep.last(), "bs") })
 	if slices.Contains(strings.Split(rep.String(), "\n"), "connected") {
 		t.Fatalf("reported connected while b has never listed:\n%s", rep)
 	}
 	mu.Lock()
 	down["bs"] = false
 	mu.Unlock()
-	waitFor(t, "b synced", b.HasSynced)
-	waitFor(t, "connected", func() bool { return rep.last() == "connected" })
+	eventually(t, "b synced", b.HasSynced)
+	eventually(t, "connected", func() bool { return rep.last() == "connected" })
 	if _, err := dyn.Resource(gvrA).Namespace("ns").Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "example.com/v1", "kind": "A", "metadata": map[string]any{"name": "x", "namespace": "ns"},
 	}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a's informer sees the new object", func() bool { return len(a.GetStore().List()) == 1 })
+	eventually(t, "a's informer sees the new object", func() bool { return len(a.GetStore().List()) == 1 })
 }
 
 // The error shown is the latest of the call failing the longest, so it

@@ -171,13 +171,13 @@ func TestRealListenerClosedAndReopened(t *testing.T) {
 		}
 		return obj.(*corev1.Service).Spec.ClusterIP
 	}
-	waitFor(t, "synced and watching", func() bool {
+	eventually(t, "synced and watching", func() bool {
 		return clusterIP() == "10.96.0.10" && rep.last() == "connected" && api.watching() == 1
 	})
 
 	time.Sleep(1200 * time.Millisecond) // a watch established for a while: client-go starts it again at once when it ends
 	srv.Close()
-	waitFor(t, "disconnected", func() bool { return strings.HasPrefix(rep.last(), "disconnected: ") })
+	eventually(t, "disconnected", func() bool { return strings.HasPrefix(rep.last(), "disconnected: ") })
 	if !strings.Contains(rep.last(), "connection refused") {
 		t.Errorf("reported %q, want the refused connection", rep.last())
 	}
@@ -193,5 +193,5 @@ func TestRealListenerClosedAndReopened(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Logf("change seen %s after the listener returned", time.Since(back))
-	waitFor(t, "connected again", func() bool { return rep.last() == "connected" })
+	eventually(t, "connected again", func() bool { return rep.last() == "connected" })
 }
