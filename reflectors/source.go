@@ -12,6 +12,15 @@
 //	cell.Invoke(func(p reflectors.Params) error {
 //		return reflectors.Register(p, "static", run) // run(ctx, *Source) error
 //	})
+//
+// A source that follows a world it can lose (an API server, an etcd)
+// also says whether it reaches it: Disconnected(err) and Connected make
+// lbstate_source_connected{source} 0 or 1 and the health degraded with
+// the error or OK, and log one WARN line when an outage starts and one
+// INFO line with its duration when it ends, however often the source
+// retries in between (reflectors/kubeapi does it for informers).
+// ExpectSyncWithin degrades a source that has not synced by a deadline
+// ("Not synced after 2m0s: <last error>") while it keeps trying.
 package reflectors
 
 import (
@@ -89,12 +98,14 @@ type Source struct {
 	health cell.Health    // nil until the job runs (and in tests)
 	counts map[string]int // SetObjects' last counts, for the synced log line
 	synced atomic.Bool
+	conn   connState // guarded by mu (connected.go)
 
 	errors       atomic.Uint64
 	errorsTotal  prometheus.Counter
 	unknownTotal prometheus.Counter
 	objects      *prometheus.GaugeVec
 	syncedGauge  prometheus.Gauge
+	connected    *prometheus.GaugeVec // its series appears at the first report
 }
 
 // NewSource registers the initializer name with w and returns its
@@ -115,6 +126,7 @@ func NewSource(w *tables.Writer, name string, log *slog.Logger, reg prometheus.R
 		unknownTotal: m.unknown.WithLabelValues(name),
 		objects:      m.objects.MustCurryWith(prometheus.Labels{"source": name}),
 		syncedGauge:  m.synced.WithLabelValues(name),
+		connected:    m.connected,
 	}, nil
 }
 
@@ -143,9 +155,7 @@ func (s *Source) Synced() {
 		attrs = append(attrs, kind, s.counts[kind])
 	}
 	s.log.Info("Source synced", attrs...)
-	if s.health != nil {
-		s.health.OK("Synced")
-	}
+	s.reportHealthLocked()
 }
 
 // IsSynced reports whether Synced was called.
@@ -191,20 +201,17 @@ func (s *Source) setHealth(h cell.Health) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.health = h
-	if s.synced.Load() {
-		h.OK("Synced")
-	} else {
-		h.OK("Waiting for the initial sync")
-	}
+	s.reportHealthLocked()
 }
 
 // metricFamilies are shared by every source of a registry, labelled by
 // source.
 type metricFamilies struct {
-	errors  *prometheus.CounterVec
-	unknown *prometheus.CounterVec
-	objects *prometheus.GaugeVec
-	synced  *prometheus.GaugeVec
+	errors    *prometheus.CounterVec
+	unknown   *prometheus.CounterVec
+	objects   *prometheus.GaugeVec
+	synced    *prometheus.GaugeVec
+	connected *prometheus.GaugeVec
 }
 
 func sourceMetrics(reg prometheus.Registerer) metricFamilies {
@@ -220,5 +227,7 @@ func sourceMetrics(reg prometheus.Registerer) metricFamilies {
 			"Objects a source holds, by kind")), []string{"source", "kind"})),
 		synced: metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("synced",
 			"1 once a source's initial state is written")), []string{"source"})),
+		connected: metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("connected",
+			"1 while a source reaches its world (every watch of a Kubernetes source established), 0 while it does not; absent for sources that never say")), []string{"source"})),
 	}
 }

@@ -17,65 +17,36 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/lbstate/lbstate/internal/healthlog"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/metrics"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/tables"
 )
 
-// healthLog records every health report, of every scope.
-type healthLog struct {
-	mu      sync.Mutex
-	reports []string
-}
-
-func (h *healthLog) add(s string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.reports = append(h.reports, s)
-}
-
-func (h *healthLog) last() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.reports) == 0 {
-		return ""
-	}
-	return h.reports[len(h.reports)-1]
-}
-
-type scopedHealth struct {
-	log   *healthLog
-	scope string
-}
-
-func (h scopedHealth) OK(status string) { h.log.add("OK " + status) }
-func (h scopedHealth) Stopped(string)   {}
-func (h scopedHealth) Degraded(reason string, err error) {
-	h.log.add(fmt.Sprintf("Degraded %s: %v", reason, err))
-}
-func (h scopedHealth) NewScope(name string) cell.Health {
-	return scopedHealth{h.log, h.scope + "." + name}
-}
-func (h scopedHealth) Close() {}
-
 // startSource runs a hive with the tables, the registry and one source
 // "test" whose body is run.
-func startSource(t *testing.T, run reflectors.RunFunc) (*statedb.DB, statedb.Table[*lb.Frontend], *prometheus.Registry, *healthLog) {
+func startSource(t *testing.T, run reflectors.RunFunc) (*statedb.DB, statedb.Table[*lb.Frontend], *prometheus.Registry, *healthlog.Log) {
+	t.Helper()
+	return startLoggedSource(t, run, slog.DiscardHandler)
+}
+
+// startLoggedSource is startSource logging to logTo.
+func startLoggedSource(t *testing.T, run reflectors.RunFunc, logTo slog.Handler) (*statedb.DB, statedb.Table[*lb.Frontend], *prometheus.Registry, *healthlog.Log) {
 	t.Helper()
 	var (
 		db  *statedb.DB
 		fes statedb.Table[*lb.Frontend]
 		reg *prometheus.Registry
 	)
-	health := &healthLog{}
+	health := &healthlog.Log{}
 	h := hive.New(
 		statedb.Cell, job.Cell, metrics.Cell, tables.Cell,
-		cell.Provide(func() cell.Health { return scopedHealth{health, "root"} }),
+		cell.Provide(health.Health),
 		cell.Invoke(func(p reflectors.Params) error { return reflectors.Register(p, "test", run) }),
 		cell.Invoke(func(d *statedb.DB, f statedb.Table[*lb.Frontend], r *prometheus.Registry) { db, fes, reg = d, f, r }),
 	)
-	log := slog.New(slog.DiscardHandler)
+	log := slog.New(logTo)
 	if err := h.Start(log, context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -83,10 +54,14 @@ func startSource(t *testing.T, run reflectors.RunFunc) (*statedb.DB, statedb.Tab
 	return db, fes, reg, health
 }
 
-func synced(reg *prometheus.Registry) float64 {
+func synced(reg *prometheus.Registry) float64 { return gauge(reg, "lbstate_source_synced") }
+
+// gauge is source test's value of the gauge family name, or -1 when it
+// has no such series.
+func gauge(reg *prometheus.Registry, name string) float64 {
 	families, _ := reg.Gather()
 	for _, f := range families {
-		if f.GetName() == "lbstate_source_synced" {
+		if f.GetName() == name {
 			for _, m := range f.GetMetric() {
 				for _, l := range m.GetLabel() {
 					if l.GetName() == "source" && l.GetValue() == "test" {
@@ -129,10 +104,10 @@ func TestTablesInitializedOnlyOnceSourceSynced(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("tables not initialized after the source synced")
 	}
-	for deadline := time.Now().Add(5 * time.Second); health.last() != "OK Synced" && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(5 * time.Second); health.Last() != "OK Synced" && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
-	if got := health.last(); got != "OK Synced" {
+	if got := health.Last(); got != "OK Synced" {
 		t.Fatalf("health %q, want OK Synced", got)
 	}
 	if got := synced(reg); got != 1 {
@@ -168,9 +143,7 @@ func TestFailingSourceIsDegradedAndRetried(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the source was not retried after failing")
 	}
-	health.mu.Lock()
-	reports := fmt.Sprint(health.reports)
-	health.mu.Unlock()
+	reports := fmt.Sprint(health.All())
 	if want := "cannot reach the world"; !containsPart(health, want) {
 		t.Fatalf("health reports %s, want %q", reports, want)
 	}
@@ -184,10 +157,8 @@ func TestFailingSourceIsDegradedAndRetried(t *testing.T) {
 	}
 }
 
-func containsPart(h *healthLog, s string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, r := range h.reports {
+func containsPart(h *healthlog.Log, s string) bool {
+	for _, r := range h.All() {
 		if strings.HasPrefix(r, "Degraded") && strings.Contains(r, s) {
 			return true
 		}

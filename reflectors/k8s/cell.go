@@ -22,7 +22,11 @@ import (
 // source (with a metadata.Interface of the same API server, if the hive
 // has one, for every Node's labels, and a dynamic.Interface, if it has
 // one, for CiliumLocalRedirectPolicies, Gateway API routes and SMI
-// TrafficSplits; with routes.Cell it keeps their status). Without a kubernetes.Interface
+// TrafficSplits; with routes.Cell it keeps their status). Its lists and
+// watches go through a kubeapi.Connection: an API server outage is
+// reported (lbstate_source_connected, degraded health, one WARN and one
+// INFO line) and healed within about a second of its end, and a source
+// not synced after --k8s-sync-timeout is degraded. Without a kubernetes.Interface
 // (or with a nil one) it watches nothing, but still provides its Config
 // (--k8s-* flags) and the local-redirect-policies table
 // (redirectpolicy.Status rows, and the lrp/* script commands), which the

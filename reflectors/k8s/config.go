@@ -35,6 +35,10 @@ type Config struct {
 	// the backends it gives, and how long it waits to fill.
 	K8sBatchSize  int
 	K8sBatchDelay time.Duration
+	// K8sSyncTimeout is how long the source may take to list its world
+	// at start before its health is degraded with "not synced after"
+	// and the last error (it keeps trying); 0: no deadline.
+	K8sSyncTimeout time.Duration
 	// LRPAddressMatcherCIDRs, when set, are the ranges a local redirect
 	// policy's addressMatcher address must be in; empty allows any.
 	LRPAddressMatcherCIDRs []string
@@ -46,6 +50,7 @@ var DefaultConfig = Config{
 	K8sNodePortRange: DefaultNodePortRange.String(),
 	K8sBatchSize:     500,
 	K8sBatchDelay:    10 * time.Millisecond,
+	K8sSyncTimeout:   2 * time.Minute,
 }
 
 func defaultNodeName() string {
@@ -64,6 +69,7 @@ func (def Config) Flags(flags *pflag.FlagSet) {
 	flags.String("k8s-node-port-range", def.K8sNodePortRange, "The cluster's node-port range (kube-apiserver's --service-node-port-range), where NodePorts own node addresses before LoadBalancer and external IPs")
 	flags.Int("k8s-batch-size", def.K8sBatchSize, "Most Kubernetes changes applied in one transaction (an EndpointSlice counts as many as its backends)")
 	flags.Duration("k8s-batch-delay", def.K8sBatchDelay, "Longest wait for a batch of Kubernetes changes to fill")
+	flags.Duration("k8s-sync-timeout", def.K8sSyncTimeout, "How long the Kubernetes source may take to list its world at start before its health is degraded (it keeps trying); 0: no deadline")
 	flags.StringSlice("lrp-address-matcher-cidrs", def.LRPAddressMatcherCIDRs, "Ranges a local redirect policy's addressMatcher address must be in (default: any)")
 }
 
@@ -82,6 +88,8 @@ func (c Config) Validate() error {
 		return errors.New("--k8s-batch-size: must be at least 1")
 	case c.K8sBatchDelay <= 0:
 		return errors.New("--k8s-batch-delay: must be above 0")
+	case c.K8sSyncTimeout < 0:
+		return errors.New("--k8s-sync-timeout: must not be negative")
 	}
 	return nil
 }

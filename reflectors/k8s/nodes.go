@@ -13,7 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
+
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 )
 
 // Every node's labels give the backends on it their topology values
@@ -27,8 +28,8 @@ var nodesResource = corev1.SchemeGroupVersion.WithResource("nodes")
 
 // nodeLabelsInformers returns the informers of Nodes' metadata, trimmed
 // to what selection reads.
-func nodeLabelsInformers(client metadata.Interface) metadatainformer.SharedInformerFactory {
-	return metadatainformer.NewSharedInformerFactoryWithOptions(client, 0, metadatainformer.WithTransform(labelsOnly))
+func nodeLabelsInformers(conn *kubeapi.Connection, client metadata.Interface) *kubeapi.Informers {
+	return kubeapi.MetadataInformers(conn, client, labelsOnly)
 }
 
 // labelsOnly keeps a node's name, labels and resource version (which the

@@ -13,6 +13,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -73,7 +74,7 @@ func BenchmarkNodeLabelsMemory(b *testing.B) {
 		// selectors, so WatchAPI's informer of the local Node would hold
 		// every full Node too.
 		feed := func(ctx context.Context) error {
-			f := nodeLabelsInformers(NodeMetadataClient(client))
+			f := nodeLabelsInformers(kubeapi.NewConnection(r.src), NodeMetadataClient(client))
 			if _, err := f.ForResource(nodesResource).Informer().AddEventHandler(r.handler()); err != nil {
 				return err
 			}

@@ -6,9 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
@@ -51,27 +49,21 @@ func (r *Reflector) WatchClients(c Clients) func(ctx context.Context) error {
 	}
 	return func(ctx context.Context) error {
 		handler := r.handler()
-		onlyThisNode := func(field string) informers.SharedInformerOption {
-			return informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = field + "=" + r.cfg.K8sNodeName })
-		}
-		nodes := nodeLabelsInformers(meta)
-		factories := []informers.SharedInformerFactory{
-			informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropUnused)),
-			informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropUnused), onlyThisNode("metadata.name")),
-			informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropUnused), onlyThisNode("spec.nodeName")),
-		}
+		// Every list and watch goes through conn, which reports the
+		// source's connection and retries at once while the API server
+		// is away.
+		conn := kubeapi.NewConnection(r.src)
+		r.src.ExpectSyncWithin(ctx, r.cfg.K8sSyncTimeout)
+		nodes := nodeLabelsInformers(conn, meta)
+		factories, infs := r.typedInformers(conn, client)
 		// A registration has synced once its handler has been given every
 		// object of the initial list, which is what marking the source
 		// synced needs (an informer's own sync only says its store is
 		// filled).
 		var synced []cache.InformerSynced
-		for _, inf := range []cache.SharedIndexInformer{
-			factories[0].Core().V1().Services().Informer(),
-			factories[0].Discovery().V1().EndpointSlices().Informer(),
-			factories[1].Core().V1().Nodes().Informer(), // ours only
-			factories[2].Core().V1().Pods().Informer(),  // ours only (host ports)
+		for _, inf := range append(infs,
 			nodes.ForResource(nodesResource).Informer(), // every node's labels (topology keys)
-		} {
+		) {
 			reg, err := inf.AddEventHandler(handler)
 			if err != nil {
 				return err
@@ -84,6 +76,7 @@ func (r *Reflector) WatchClients(c Clients) func(ctx context.Context) error {
 				return err
 			}
 			crds.DiscoveryInterval = r.crdPoll
+			crds.Connection = conn
 			crdCtx, stop := context.WithCancel(ctx)
 			var wg sync.WaitGroup
 			wg.Go(func() { crds.Run(crdCtx) })

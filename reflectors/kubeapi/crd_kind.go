@@ -7,10 +7,8 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -20,9 +18,10 @@ import (
 // handler can be told they are gone, and when it is replaced by one on
 // another version, the objects the new one does not list are.
 type kindWatch struct {
-	gvr    schema.GroupVersionResource
-	cancel context.CancelFunc
-	done   chan struct{} // closed once the informer stopped: no handler call runs or is to come
+	gvr     schema.GroupVersionResource
+	cancel  context.CancelFunc
+	release func()        // forgets the informer in the Connection
+	done    chan struct{} // closed once the informer stopped: no handler call runs or is to come
 	// ready is closed once the handler holds the initial list (stale
 	// swept), the list is forbidden, or the informer stopped: the
 	// initial sync waits for no more.
@@ -40,14 +39,14 @@ type kindWatch struct {
 // does not list are deleted once it has synced. Its watch errors go to
 // onError; a Forbidden one also ends the wait for its initial list (its
 // objects come later, as adds, once the agent may list them).
-func startKind(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, h cache.ResourceEventHandler, stale map[string]any,
+func startKind(ctx context.Context, conn *Connection, dyn dynamic.Interface, gvr schema.GroupVersionResource, h cache.ResourceEventHandler, stale map[string]any,
 	onError cache.WatchErrorHandlerWithContext) (*kindWatch, error) {
 	ctx, cancel := context.WithCancel(ctx)
+	inf, release := dynamicInformer(conn, dyn, gvr)
 	w := &kindWatch{
-		gvr: gvr, cancel: cancel, done: make(chan struct{}), ready: make(chan struct{}),
+		gvr: gvr, cancel: cancel, release: release, done: make(chan struct{}), ready: make(chan struct{}),
 		inner: h, held: map[string]any{}, stale: stale,
 	}
-	inf := dynamicinformer.NewFilteredDynamicInformer(dyn, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 	reg, err := inf.AddEventHandler(w)
 	if err == nil {
 		err = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
@@ -59,6 +58,7 @@ func startKind(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersi
 	}
 	if err != nil { // only for a started or stopped informer, which this one is not
 		cancel()
+		release()
 		return nil, err
 	}
 	go w.run(ctx, inf, reg)
@@ -67,6 +67,7 @@ func startKind(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersi
 
 func (w *kindWatch) run(ctx context.Context, inf cache.SharedIndexInformer, reg cache.ResourceEventHandlerRegistration) {
 	defer close(w.done)
+	defer w.release() // once the informer has stopped (the wait below)
 	defer w.markReady()
 	var wg sync.WaitGroup
 	defer wg.Wait() // RunWithContext returns once its handler calls are over

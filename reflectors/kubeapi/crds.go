@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -57,6 +56,11 @@ type CRDs struct {
 	// except a Forbidden one, which CRDs logs once and acts on (see
 	// Run). Set it before Run.
 	WatchErrorHandler cache.WatchErrorHandlerWithContext
+	// Connection, if set, carries every list and watch of CRDs'
+	// informers (the CRDs' and each kind's): an outage is reported and
+	// each informer resumes within about a second of its end (see
+	// Connection). Set it before Run.
+	Connection *Connection
 
 	dyn   dynamic.Interface
 	disco Discovery
@@ -151,11 +155,12 @@ func (c *CRDs) Run(ctx context.Context) {
 func (c *CRDs) watchCRDs(ctx context.Context) bool {
 	// The CRD informer stops when this returns; the kinds' informers,
 	// started with ctx, run on (under discovery, if that is why).
+	inf, release := dynamicInformer(c.Connection, c.dyn, CRDResource)
+	defer release() // last: once the informer has stopped
 	crdCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	inf := dynamicinformer.NewFilteredDynamicInformer(c.dyn, CRDResource, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
 	if err := errors.Join(
 		inf.SetTransform(slimCRD),
 		inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
@@ -244,7 +249,7 @@ func (c *CRDs) apply(ctx context.Context, want []target) {
 			c.setWatch(i, nil) // after the deletes: not watched means gone
 			continue
 		}
-		w, err := startKind(ctx, c.dyn, t.gvr, k.Handler, held, c.kindError(k))
+		w, err := startKind(ctx, c.Connection, c.dyn, t.gvr, k.Handler, held, c.kindError(k))
 		if err != nil {
 			c.log.Error("Watching a CRD-backed kind", slog.String("kind", k.Name), slog.Any("error", err))
 			deleteAll(k.Handler, held)

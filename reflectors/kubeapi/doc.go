@@ -1,6 +1,28 @@
 // Package kubeapi holds what every source that watches an API server
 // shares.
 //
+// A Connection carries a source's lists and watches and tells the source
+// (a Reporter: *reflectors.Source) whether it reaches the API server.
+// client-go's reflector backs off from 800 ms up to 30 s with full
+// jitter, and a SharedInformer does not let the backoff be set, so after
+// an outage informers resumed 29-72 s after the API server was ready. A
+// Connection's ListWatch keeps a list or watch that the API server did
+// not answer (refused, reset, timed out, 502, 503) to itself: it reports
+// the source disconnected and tries the same call again every 250 ms,
+// doubling up to 1 s (plus up to a quarter of that in jitter), so the
+// reflector never sees the error and resumes within about a second of
+// the API server's return, from the resource version it had (a watch,
+// not a relist, while the API server still has that version). Informers
+// builds typed and metadata informers on it; CRDs builds its own when
+// given one:
+//
+//	conn := kubeapi.NewConnection(src) // src: a *reflectors.Source
+//	f := kubeapi.NewInformers(conn, client, dropUnused)
+//	inf := f.Informer(gvr, &corev1.Service{}, list, watch)
+//	f.Start(ctx.Done())
+//	defer f.Shutdown()
+//	crds.Connection = conn
+//
 // CRDs follows the CustomResourceDefinitions of the kinds a source reads
 // (CiliumLocalRedirectPolicy, the Gateway API's routes and
 // ReferenceGrant, SMI TrafficSplit): it starts a kind's informer when its
