@@ -20,9 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
 	"k8s.io/klog/v2"
 
 	"github.com/lbstate/lbstate/bpf"
@@ -34,6 +31,7 @@ import (
 	"github.com/lbstate/lbstate/reflectors/file"
 	"github.com/lbstate/lbstate/reflectors/health"
 	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/reflectors/routestatus"
 	"github.com/lbstate/lbstate/tables"
@@ -78,7 +76,7 @@ func (n *node) startAgent(c *cluster, extra ...string) *agent {
 		routes.Cell,
 		routestatus.Cell,
 		health.Cell,
-		cell.Provide(func() kubeClientsOut { return clients }),
+		cell.Provide(func() kubeapi.Clients { return clients }),
 		cell.Invoke(func(db *statedb.DB, fes statedb.Table[*lb.Frontend], maps *bpf.Maps, reg *prometheus.Registry, health *cell.SimpleHealth) {
 			a.db, a.frontends, a.maps, a.registry, a.health = db, fes, maps, reg, health
 		}),
@@ -118,23 +116,13 @@ func (a *agent) stop() {
 	}
 }
 
-type kubeClientsOut struct {
-	cell.Out
-
-	Client   kubernetes.Interface
-	Metadata metadata.Interface
-	Dynamic  dynamic.Interface
-}
-
-func kubeClients(t testing.TB, c *cluster) kubeClientsOut {
+// kubeClients are the agent's clients of c's API server, built as the
+// example agent builds them.
+func kubeClients(t testing.TB, c *cluster) kubeapi.Clients {
 	t.Helper()
-	client, err := kubernetes.NewForConfig(c.api.cfg)
+	clients, err := kubeapi.NewClients(c.api.cfg)
 	check(t, err)
-	md, err := metadata.NewForConfig(c.api.cfg)
-	check(t, err)
-	dyn, err := dynamic.NewForConfig(c.api.cfg)
-	check(t, err)
-	return kubeClientsOut{Client: client, Metadata: md, Dynamic: dyn}
+	return clients
 }
 
 // frontend returns the frontend at addr (e.g. "10.96.0.10:80/TCP").
@@ -248,12 +236,11 @@ func labelValue(m *dto.Metric, name string) string {
 	return ""
 }
 
-// wantHealth waits until the health of the source job of module (its
-// job's scope, module.job-NAME, where the k8s source's job is named k8s)
-// is at level.
-func (a *agent) wantHealth(module string, level cell.Level) {
+// wantHealth waits until the health of the job named job (a source's
+// job is named after the source) is at level.
+func (a *agent) wantHealth(job string, level cell.Level) {
 	a.t.Helper()
-	scope := module + ".job-" + strings.TrimSuffix(module, "-source")
+	scope := "job-" + job // hive scopes a job's health by its name alone
 	eventually(a.t, 10*time.Second, func() error {
 		h := a.health.GetChild(scope)
 		if h == nil {

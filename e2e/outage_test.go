@@ -74,17 +74,21 @@ func (w *outageWorld) change(c *cluster) {
 	c.relabel("node-a", "zone-b")
 }
 
-// waitAfter waits until every change is in the maps, and returns how
-// long that took.
-func (w *outageWorld) waitAfter(timeout time.Duration) time.Duration {
+// waitAfter waits until every change is in the maps, within timeout,
+// and returns how long each took, from the call.
+func (w *outageWorld) waitAfter(timeout time.Duration) map[string]time.Duration {
 	start := time.Now()
-	left := func() time.Duration { return max(timeout-time.Since(start), time.Millisecond) }
+	took := map[string]time.Duration{}
+	wait := func(what string, limit time.Duration, f func(time.Duration)) {
+		f(max(limit-time.Since(start), time.Millisecond))
+		took[what] = time.Since(start).Round(time.Millisecond)
+	}
 	a := w.a
-	a.waitNoFrontend(w.gone, left())
-	a.waitFrontend(w.web, left(), w.be("web-1"))
-	a.waitFrontend(w.split, left(), w.be("v2"))
-	a.waitFrontend(w.zone, left(), w.be("in-zone-b"))
-	return time.Since(start)
+	wait("Service deleted", timeout, func(d time.Duration) { a.waitNoFrontend(w.gone, d) })
+	wait("endpoint removed", timeout, func(d time.Duration) { a.waitFrontend(w.web, d, w.be("web-1")) })
+	wait("node relabelled", timeout, func(d time.Duration) { a.waitFrontend(w.zone, d, w.be("in-zone-b")) })
+	wait("route re-weighted", timeout, func(d time.Duration) { a.waitFrontend(w.split, d, w.be("v2")) })
+	return took
 }
 
 // trafficDuring keeps new connections flowing from the client pod to
@@ -147,7 +151,7 @@ func TestAPIServerOutageKeepsTrafficAndResyncsWithinFiveSeconds(t *testing.T) {
 		}
 		return nil
 	})
-	a.wantHealth("k8s-source", cell.StatusDegraded)
+	a.wantHealth("k8s", cell.StatusDegraded)
 
 	other := &cluster{t: t, api: c.api.another(), ns: c.ns}
 	other.connect()
@@ -159,7 +163,7 @@ func TestAPIServerOutageKeepsTrafficAndResyncsWithinFiveSeconds(t *testing.T) {
 
 	c.api.restart()
 	took := w.waitAfter(5 * time.Second)
-	t.Logf("every change made during the outage in the maps %s after /readyz", took.Round(time.Millisecond))
+	t.Logf("changes made during the outage, in the maps after /readyz: %v", took)
 	ok, failed := stop()
 	if failed > 0 || ok < 100 {
 		t.Errorf("connections during the outage: %d succeeded, %d failed; want all of at least 100 to succeed", ok, failed)
@@ -170,7 +174,7 @@ func TestAPIServerOutageKeepsTrafficAndResyncsWithinFiveSeconds(t *testing.T) {
 		}
 		return nil
 	})
-	a.wantHealth("k8s-source", cell.StatusOK)
+	a.wantHealth("k8s", cell.StatusOK)
 	if got := a.logs.count("level=INFO", "Source reconnected", "source=k8s"); got != 1 {
 		t.Errorf("%d INFO lines for the end of one outage, want 1", got)
 	}
@@ -198,7 +202,7 @@ func TestEtcdCompactionDuringAnOutageLosesNothing(t *testing.T) {
 
 	c.api.restart()
 	took := w.waitAfter(5 * time.Second)
-	t.Logf("every change made during the outage, etcd compacted, in the maps %s after /readyz", took.Round(time.Millisecond))
+	t.Logf("changes made during the outage, etcd compacted, in the maps after /readyz: %v", took)
 	for i := range 20 {
 		ip, err := c.kube.CoreV1().Services(c.ns).Get(c.ctx(), fmt.Sprintf("filler-%d", i), metav1.GetOptions{})
 		check(t, err)

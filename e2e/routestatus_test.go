@@ -19,6 +19,7 @@ import (
 
 	"github.com/lbstate/lbstate/metrics"
 	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/reflectors/routestatus"
 	"github.com/lbstate/lbstate/tables"
@@ -153,7 +154,7 @@ func startControlPlane(t *testing.T, c *cluster, args ...string) *controlPlane {
 	clients := kubeClients(t, c)
 	cp.h = hive.New(statedb.Cell, job.Cell, cell.SimpleHealthCell, metrics.Cell, tables.Cell,
 		k8s.Cell, routes.Cell, routestatus.Cell,
-		cell.Provide(func() kubeClientsOut { return clients }),
+		cell.Provide(func() kubeapi.Clients { return clients }),
 		cell.Invoke(func(reg *prometheus.Registry) { cp.registry = reg }))
 	flags := pflag.NewFlagSet("agent", pflag.ContinueOnError)
 	cp.h.RegisterFlags(flags)

@@ -26,9 +26,6 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/lbstate/lbstate/bpf"
@@ -39,6 +36,7 @@ import (
 	"github.com/lbstate/lbstate/reflectors/file"
 	"github.com/lbstate/lbstate/reflectors/health"
 	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/reflectors/routestatus"
 	"github.com/lbstate/lbstate/tables"
@@ -112,7 +110,7 @@ func newHive(af *agentFlags) *hive.Hive {
 		routestatus.Cell, // --route-status: routes' status.parents, with --kubeconfig
 		health.Cell,      // --health
 		clustermesh.Cell, // --cluster-name, --cluster-id, --clustermesh-*
-		cell.Provide(func() (kubeClients, error) { return newKubeClients(af.kubeconfig) }),
+		cell.Provide(func() (kubeapi.Clients, error) { return newKubeClients(af.kubeconfig) }),
 		cell.Invoke(func(lc cell.Lifecycle, log *slog.Logger, db *statedb.DB, maps *bpf.Maps, gatherer prometheus.Gatherer) {
 			serveAPI(lc, log, af.apiAddr, db, maps)
 			serveMetrics(lc, log, af.metricsAddr, gatherer)
@@ -120,35 +118,17 @@ func newHive(af *agentFlags) *hive.Hive {
 	)
 }
 
-// kubeClients are the clients of the cluster in the kubeconfig: a
-// clientset, a metadata client for what needs only objects' metadata
-// (every Node's labels), and a dynamic client for
-// CiliumLocalRedirectPolicies, a CRD without a clientset. All nil when
-// there is no cluster.
-type kubeClients struct {
-	cell.Out
-
-	Client   kubernetes.Interface
-	Metadata metadata.Interface
-	Dynamic  dynamic.Interface
-}
-
-func newKubeClients(kubeconfig string) (kubeClients, error) {
+// newKubeClients returns the clients of the cluster in the kubeconfig
+// (kubeapi.Clients: a clientset, a metadata client for every Node's
+// labels, a dynamic client for the CRD-backed kinds), all nil when there
+// is no cluster.
+func newKubeClients(kubeconfig string) (kubeapi.Clients, error) {
 	if kubeconfig == "" {
-		return kubeClients{}, nil
+		return kubeapi.Clients{}, nil
 	}
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
-		return kubeClients{}, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+		return kubeapi.Clients{}, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
 	}
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return kubeClients{}, err
-	}
-	md, err := metadata.NewForConfig(rc)
-	if err != nil {
-		return kubeClients{}, err
-	}
-	dyn, err := dynamic.NewForConfig(rc)
-	return kubeClients{Client: client, Metadata: md, Dynamic: dyn}, err
+	return kubeapi.NewClients(rc)
 }
