@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lbstate/lbstate/internal/boundedfile"
 
 	"github.com/lbstate/lbstate/reflectors"
 )
@@ -56,19 +59,27 @@ func (d *configDir) load() (map[string]Remote, map[string][32]byte, error) {
 		if strings.HasPrefix(name, ".") { // a Secret volume's ..data and its kind
 			continue
 		}
-		if fi, err := os.Stat(path); err != nil || fi.IsDir() {
+		fi, err := os.Stat(path)
+		if err != nil || fi.IsDir() {
 			continue
 		}
-		data, err := os.ReadFile(path)
-		if err != nil || !isEtcdFile(data) {
+		data, _, err := boundedfile.ReadStat(path, fi, maxFileSize, "the clustermesh file size limit")
+		if err == nil && !isEtcdFile(data) {
 			continue // a certificate or key beside the configs
 		}
-		etcd, version, err := LoadEtcdFile(path)
+		var etcd clientv3.Config
+		var version [32]byte
+		bad := data
+		if err == nil {
+			etcd, version, err = parseEtcdFile(path, data)
+		} else {
+			bad = []byte(err.Error()) // a FIFO, a device, a file too large: reported once
+		}
 		if err != nil {
 			if v, ok := d.acted[name]; ok {
 				versions[name] = v // keep the cluster as it is
 			}
-			if v := sha256.Sum256(data); d.bad[name] != v {
+			if v := sha256.Sum256(bad); d.bad[name] != v {
 				d.bad[name] = v // reported once
 				d.src.Reject(fmt.Errorf("--clustermesh-config: cluster %s: %w", name, err))
 			}

@@ -158,7 +158,7 @@ func (f *follower) lookAtRoot() {
 		}
 		return
 	}
-	if f.attached && idOf(fi).sameFile(f.rootID) && slices.Contains(f.w.WatchList(), f.s.dir) {
+	if f.attached && idOf(fi).SameFile(f.rootID) && slices.Contains(f.w.WatchList(), f.s.dir) {
 		return
 	}
 	if err := f.attach(); err != nil {
