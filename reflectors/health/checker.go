@@ -70,6 +70,7 @@ type runState struct {
 	// services with probes under way or parked (fairshare.go).
 	owners  map[lb.ServiceName]int
 	slots   map[lb.ServiceName]*serviceSlots
+	parkedN int
 	timerAt time.Duration // the timer's; -1 if none
 	stop    func() bool
 	jobs    chan probeJob // to the workers

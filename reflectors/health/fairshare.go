@@ -10,11 +10,12 @@ import (
 // a service whose backends never answer would otherwise hold every slot
 // for its probes' timeouts, and no other backend would be probed. Each
 // target is charged to one service, its owner (the service whose check
-// it follows), and a service holds at most share() slots at once; a due
-// target over its service's share is parked until a probe of that
-// service ends. The share keeps a slice free for a service that shows
-// up later: N services hold at most N/(N+1) of the slots, so a newcomer
-// finds its share free without waiting for anyone's timeout.
+// it follows). A service always may hold its share of the slots,
+// share(): 1/(N+1) of them with N services, at least one. It may take
+// more only while a share's worth stays free after it, so that the
+// others (and a service that shows up later) always find their share
+// free without waiting for anyone's timeout, while slots nobody needs
+// are used. A due target that may not start is parked until slots free.
 
 // serviceSlots is one service's probes under way, and its due targets
 // waiting for one of them to end.
@@ -55,10 +56,17 @@ func (r *runState) slotsOf(t *target) *serviceSlots {
 	return s
 }
 
-// park sets t, due, aside until its service has a free slot.
+// mayStart says whether a probe of s may start with busy slots of limit
+// under way.
+func (s *serviceSlots) mayStart(share, busy, limit int) bool {
+	return s.inflight < share || limit-busy-1 >= share
+}
+
+// park sets t, due, aside until its service may start a probe.
 func (r *runState) park(t *target, s *serviceSlots) {
 	t.parked, t.slot = true, s
 	s.parked = append(s.parked, t)
+	r.parkedN++
 }
 
 // unpark takes t out of its service's parked targets, back to the queue
@@ -67,6 +75,7 @@ func (r *runState) unpark(t *target, requeue bool) {
 	s := t.slot
 	s.parked = slices.DeleteFunc(s.parked, func(p *target) bool { return p == t })
 	t.parked, t.slot = false, nil
+	r.parkedN--
 	if requeue {
 		r.queue.put(t)
 	}
@@ -80,11 +89,17 @@ func (r *runState) release(s *serviceSlots) {
 	}
 }
 
-// unparkWithin requeues the parked targets that their services' shares
-// now allow (a probe ended, or a service went and the shares grew).
-func (r *runState) unparkWithin(share int) {
+// unparkWithin requeues the parked targets that may now start (a probe
+// ended, or a service went and the shares grew): up to each service's
+// share, and the slots beyond a share's worth that are free. Dispatch
+// parks again what it then cannot start.
+func (r *runState) unparkWithin(share, free int) {
+	spare := free - share
 	for _, s := range r.slots {
-		for n := share - s.inflight; n > 0 && len(s.parked) > 0; n-- {
+		for n := share - s.inflight; len(s.parked) > 0 && (n > 0 || spare > 0); n-- {
+			if n <= 0 {
+				spare--
+			}
 			r.unpark(s.parked[0], true)
 		}
 	}

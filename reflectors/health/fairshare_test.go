@@ -107,3 +107,27 @@ func TestAnnotationAboveItsMaximumKeepsTheDefault(t *testing.T) {
 		t.Errorf("a timeout at the maximum: %+v %v", c, errs)
 	}
 }
+
+// Slots no other service needs are used: with three services and four
+// slots, one whose backends hang holds three, and leaves one, which the
+// others' probes take.
+func TestBusyServiceUsesTheSlotsOthersLeave(t *testing.T) {
+	cfg := testConfig()
+	cfg.HealthMaxConcurrent = 4
+	h := newHarness(t, cfg)
+	a, b := refusingAddr(t), refusingAddr(t)
+	h.declare("web", vip, nil, a)
+	h.declare("api", "10.96.0.2:80/TCP", nil, b)
+	h.hog(4)
+	h.clock.Advance(time.Second) // every backend is due
+	for range 2 {
+		h.nextProbe() // web's and api's
+	}
+	h.inflight("3 of the hog's", func(n int) bool { return n == 3 })
+	for i := range 3 {
+		r := h.step(time.Second)
+		if r.addr != a && r.addr != b {
+			t.Fatalf("probe %d: %s, want web's or api's", i, r.addr)
+		}
+	}
+}

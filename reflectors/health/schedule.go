@@ -52,7 +52,7 @@ func (c *checker) dispatch(r *runState) {
 	horizon := off + c.slack
 	r.timerAt, r.blocked = -1, false // the loop was woken: perhaps by the timer
 	share := r.share(c.cfg.maxConcurrent)
-	r.unparkWithin(share)
+	r.unparkWithin(share, c.cfg.maxConcurrent-r.inflight)
 	for r.queue.Len() > 0 && r.queue[0].due <= horizon {
 		t := r.queue.first()
 		if t.check.kind == probeNone {
@@ -68,7 +68,7 @@ func (c *checker) dispatch(r *runState) {
 		}
 		r.queue.pop()
 		s := r.slotsOf(t)
-		if s.inflight >= share {
+		if !s.mayStart(share, r.inflight, c.cfg.maxConcurrent) {
 			r.park(t, s)
 			continue
 		}
@@ -178,8 +178,8 @@ func (c *checker) complete(r *runState, t *target, chk check, err error) {
 	if s := t.slot; s != nil {
 		t.slot = nil
 		s.inflight--
-		if len(s.parked) > 0 {
-			signal(r.wake) // dispatch requeues one
+		if r.parkedN > 0 {
+			signal(r.wake) // dispatch requeues what may start now
 		}
 		r.release(s)
 	}
