@@ -14,6 +14,8 @@ import (
 // Cell provides *Maps: kernel maps pinned in --lb-pin-dir when the process
 // can create BPF maps, in-memory maps otherwise (--lb-maps chooses), and
 // says which in one log line, or why and how to fix it when it falls back.
+// A pin directory it refuses (another user's, writable by others, held by
+// another agent) is an error in every mode, never a fallback.
 // For kernel maps it mounts bpffs on the pin directory's parent (by
 // default /sys/fs/bpf) if none is mounted there and the process may. It also provides the lb/maps-* script
 // commands.
@@ -53,10 +55,12 @@ func newCellMaps(lc cell.Lifecycle, log *slog.Logger, cfg Config, mode ModeConfi
 	case "memory":
 		maps, err = NewMemoryMaps(cfg, nil)
 	case "auto":
-		// Only a process that cannot create BPF maps falls back; pinned maps
-		// of another layout are an error to act on, not a reason to stop
-		// programming the datapath.
-		if maps, err = openKernelMaps(log, cfg); err != nil && !errors.Is(err, ebpf.ErrMapIncompatible) {
+		// Only a process that cannot use BPF maps here (no privileges, no
+		// bpffs it may mount) falls back. Pinned maps of another layout and
+		// a pin directory refused as untrusted or held by another agent
+		// are errors to act on, not reasons to stop programming the
+		// datapath while reporting normally.
+		if maps, err = openKernelMaps(log, cfg); err != nil && !refusedNotUnavailable(err) {
 			log.Info("Cannot use kernel BPF maps, using in-memory maps", "reason", err)
 			maps, err = NewMemoryMaps(cfg, nil)
 			fellBack = true
@@ -76,6 +80,12 @@ func newCellMaps(lc cell.Lifecycle, log *slog.Logger, cfg Config, mode ModeConfi
 	}
 	lc.Append(cell.Hook{OnStop: func(cell.HookContext) error { return maps.Close() }})
 	return maps, nil
+}
+
+// refusedNotUnavailable tells the errors of openKernelMaps that mean the
+// kernel maps could be used but this setup is wrong.
+func refusedNotUnavailable(err error) bool {
+	return errors.Is(err, ebpf.ErrMapIncompatible) || errors.Is(err, ErrPinDirUntrusted) || errors.Is(err, ErrPinDirInUse)
 }
 
 // openKernelMaps mounts bpffs for the pin directory if it needs one (and

@@ -108,3 +108,45 @@ func TestKernelModeFailsWhereNoBPFFSCanHoldThePins(t *testing.T) {
 		t.Fatalf("kernel mode with no bpffs for the pins: %v, want an error saying how to mount it", err)
 	}
 }
+
+// A pin directory the agent refuses (another user's, writable by others,
+// held by another agent) is an error in auto mode too. Once, auto mode
+// fell back to in-memory maps with one INFO line, and the agent ran and
+// reported normally while nothing reached the kernel.
+func TestAutoModeFailsOnARefusedPinDirectory(t *testing.T) {
+	bpftest.Require(t)
+	for _, c := range []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+		want  string
+	}{
+		{"owned by another user", func(t *testing.T, dir string) {
+			mustDo(t, os.Mkdir(dir, 0o755))
+			mustDo(t, os.Chown(dir, nobody, nobody))
+		}, "belongs to uid 65534"},
+		{"writable by others", func(t *testing.T, dir string) {
+			mustDo(t, os.Mkdir(dir, 0o777))
+			mustDo(t, os.Chmod(dir, 0o777))
+		}, "writable by its group or others"},
+		{"held by another agent", func(t *testing.T, dir string) {
+			startPinHolder(t, dir)
+		}, "is held by another agent, PID"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := smallConfig()
+			cfg.LBPinDir = filepath.Join(bpftest.PinDir(t), "maps")
+			c.setup(t, cfg.LBPinDir)
+			h := hive.New(bpf.Cell, cell.Invoke(func(*bpf.Maps) {}))
+			hive.AddConfigOverride(h, func(c *bpf.Config) { *c = cfg })
+			hive.AddConfigOverride(h, func(c *bpf.ModeConfig) { c.LBMaps = "auto" })
+			var logs bytes.Buffer
+			err := h.Populate(slog.New(slog.NewTextHandler(&logs, nil)))
+			if err == nil {
+				t.Fatalf("auto mode started on a refused pin directory; log:\n%s", logs.String())
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %q does not say %q", err, c.want)
+			}
+		})
+	}
+}

@@ -42,11 +42,16 @@
 //
 // The pin directory belongs to one agent: the reconciler restores IDs
 // from everything in it and prunes what none of its frontends claims, so
-// two agents sharing one would delete each other's entries. For the same
-// reason NewKernelMaps refuses a pin directory, or a pin in it, that
+// two agents sharing one would delete each other's entries. NewKernelMaps
+// therefore holds an flock on the directory while its Maps are open, and
+// a second process is refused with ErrPinDirInUse, naming the holder's
+// PID (from /proc/locks); the kernel drops the lock when its holder dies,
+// so a crashed agent blocks nothing. For the same reason NewKernelMaps
+// refuses (ErrPinDirUntrusted) a pin directory, or a pin in it, that
 // belongs to another user or that its group or others may write (bpffs
-// is often mode 1777: anyone may create the directory first). Tools read it with
-// OpenPinnedMaps, which creates nothing. On a fresh machine Cell mounts
+// is often mode 1777: anyone may create the directory first). Tools read
+// it with OpenPinnedMaps, which creates nothing, takes no lock and makes
+// the same ownership checks. On a fresh machine Cell mounts
 // bpffs on the pin directory's parent (by default /sys/fs/bpf) when that
 // is an empty directory off bpffs; it never mounts over files and never
 // unmounts.

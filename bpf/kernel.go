@@ -14,8 +14,9 @@ import (
 // that do not exist, so that a restarted agent finds the entries (and IDs)
 // the datapath is using. A pinned map whose layout differs from this
 // version's is an error, or is recreated empty with cfg.LBRecreateMaps.
-// The pin directory must be on bpffs, and no one but this process's user
-// may have written it (checkPinDir).
+// The pin directory must be on bpffs, no one but this process's user may
+// have written it (checkPinDir), and no other live process may hold it
+// (lockPinDir): the returned Maps hold it until closed.
 func NewKernelMaps(cfg Config) (*Maps, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -26,8 +27,13 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 	if err := checkPinDir(cfg.LBPinDir); err != nil {
 		return nil, err
 	}
+	lock, err := lockPinDir(cfg.LBPinDir)
+	if err != nil {
+		return nil, err
+	}
 	spec, err := loadLb()
 	if err != nil {
+		lock.Close()
 		return nil, err
 	}
 	maps := &Maps{Kind: "kernel"}
@@ -43,6 +49,7 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 		m, recreated, err := openPinned(ms, cfg)
 		if err != nil {
 			closeMaps(opened)
+			lock.Close()
 			return nil, permissionHint(err, cfg.LBPinDir)
 		}
 		if recreated != nil {
@@ -52,7 +59,7 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 		d.bind.kernel(maps, d, m, ms)
 		maps.setCapacity(d, m.MaxEntries())
 	}
-	maps.close = func() error { return closeMaps(opened) }
+	maps.close = func() error { return errors.Join(closeMaps(opened), unlock(lock)) }
 	if err := maps.ensureSeed(); err != nil {
 		maps.Close()
 		return nil, err
@@ -302,9 +309,19 @@ func (m *kernelMap[K, V]) iterateBatched(fn func(K, V) bool) error {
 
 // OpenPinnedMaps opens the maps pinned in dir, read-only in spirit: it
 // creates nothing, and fails with a clear error when they are not there.
-// For tools (lbctl) that look at an agent's maps. Maglev's TableSize is
+// For tools (lbctl) that look at an agent's maps: it takes no lock, so
+// it reads a running agent's maps, and checks the pin directory as
+// NewKernelMaps does. Maglev's TableSize is
 // that of the tables found, 0 when there are none.
 func OpenPinnedMaps(dir string) (*Maps, error) {
+	// The maps name backends and frontends that lbctl shows as the
+	// agent's: maps another user could have put there are refused, as
+	// the agent refuses them. A missing directory is said below.
+	if _, err := os.Stat(dir); err == nil {
+		if err := checkPinDir(dir); err != nil {
+			return nil, err
+		}
+	}
 	spec, err := loadLb()
 	if err != nil {
 		return nil, err

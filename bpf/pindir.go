@@ -49,13 +49,13 @@ func checkOwner(path, what string, uid int, isDir bool) error {
 		fix = fmt.Sprintf("remove it (rm %s): the agent creates it anew, with new IDs", path)
 	}
 	if int(st.Uid) != uid {
-		return fmt.Errorf("%s %s belongs to uid %d, not to this process's uid %d: another user could have put maps there,"+
-			" which the agent would take IDs from and program the datapath with; %s", what, path, st.Uid, uid, fix)
+		return untrustedError{fmt.Sprintf("%s %s belongs to uid %d, not to this process's uid %d: another user could have put maps there,"+
+			" which the agent would take IDs from and program the datapath with; %s", what, path, st.Uid, uid, fix)}
 	}
 	if fi.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("%s %s is writable by its group or others (mode %04o): another user could put maps there,"+
+		return untrustedError{fmt.Sprintf("%s %s is writable by its group or others (mode %04o): another user could put maps there,"+
 			" which the agent would take IDs from and program the datapath with; chmod go-w %s",
-			what, path, fi.Mode().Perm()|stickyBit(fi.Mode()), path)
+			what, path, fi.Mode().Perm()|stickyBit(fi.Mode()), path)}
 	}
 	return nil
 }
@@ -68,8 +68,8 @@ func checkParent(parent string) error {
 		return err
 	}
 	if fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
-		return fmt.Errorf("the pin directory's parent %s is writable by its group or others and not sticky (mode %04o):"+
-			" another user could replace the pin directory; chmod +t %s, or choose another --lb-pin-dir", parent, fi.Mode().Perm(), parent)
+		return untrustedError{fmt.Sprintf("the pin directory's parent %s is writable by its group or others and not sticky (mode %04o):"+
+			" another user could replace the pin directory; chmod +t %s, or choose another --lb-pin-dir", parent, fi.Mode().Perm(), parent)}
 	}
 	return nil
 }

@@ -195,13 +195,15 @@ func TestDenseIDMapOfOldKindOrSizeIsRecreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
 	if len(m.Recreated) != 1 || m.Recreated[0].Name != "lb_backends" {
+		m.Close()
 		t.Fatalf("recreated %v, want lb_backends alone", m.Recreated)
 	}
 	if err := m.Backends.Update(1, bpf.Backend{ClusterID: 42}); err != nil {
+		m.Close()
 		t.Fatal(err)
 	}
+	m.Close() // the next agent starts after this one stopped
 
 	resized := recreate
 	resized.LBBackendsMax *= 2

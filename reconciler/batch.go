@@ -139,6 +139,7 @@ func (o *ops) runOne(txn statedb.ReadTxn, fe *lb.Frontend, fn func(statedb.ReadT
 	defer o.mu.Unlock()
 	tasks := []task{{fe: fe}}
 	fn(txn, tasks)
+	o.noteResults(tasks)
 	return tasks[0].err
 }
 
@@ -153,11 +154,31 @@ func (o *ops) runBatch(txn statedb.ReadTxn, batch []reconciler.BatchEntry[*lb.Fr
 		tasks[i].fe = batch[i].Object
 	}
 	fn(txn, tasks)
+	o.noteResults(tasks)
 	for i := range batch {
 		batch[i].Result = tasks[i].err
 	}
 	clear(tasks) // what they point to is the batch's
 	giveBack(&o.scratch.tasks, tasks)
+}
+
+// noteResults records which frontends fail, counting those that start
+// to: a frontend retried while it waits for room is one failure, not one
+// per try.
+func (o *ops) noteResults(tasks []task) {
+	for i := range tasks {
+		addr := tasks[i].fe.Address
+		if tasks[i].err == nil {
+			delete(o.failing, addr)
+			continue
+		}
+		if _, ok := o.failing[addr]; !ok {
+			o.failing[addr] = struct{}{}
+			if o.onFailure != nil {
+				o.onFailure()
+			}
+		}
+	}
 }
 
 // noteInitialized records that the tables are initialized, as of txn.
@@ -286,6 +307,9 @@ func (o *ops) remove(tasks []task, forget bool) {
 		j := &tasks[i]
 		k := keyOf(j.fe.Address)
 		j.st = o.frontend(k)
+		if forget {
+			o.stopIDWaiting(j.fe.Address) // one that got no ID has no state either
+		}
 		if _, restored := o.restoredFrontends.get(k); j.st == nil && !restored {
 			continue // nothing to do
 		}
@@ -370,6 +394,7 @@ func (o *ops) remove(tasks []task, forget bool) {
 		j.err = o.releaseUnused(j.st, dropped, &doomed, j)
 		if j.err == nil && forget {
 			o.feIDs.free(j.st.id)
+			o.room.freed = true // an ID's slot, for a frontend waiting for one
 			o.forgetFrontend(j.fe.Address)
 			j.st = nil
 		}

@@ -79,7 +79,7 @@ func register(p reconciler.Params, cfg Config, frontends tables.ReconcilerFronte
 		return k.run(ctx, p.DB, frontends.RWTable(), r)
 	}))
 	o.mu.Lock()
-	o.requestPrune, o.kick = r.Prune, k.add
+	o.requestPrune, o.kick, o.onFailure = r.Prune, k.add, m.frontendFailed
 	o.mu.Unlock()
 	return r, nil
 }

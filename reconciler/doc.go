@@ -40,7 +40,10 @@
 //     does not writes nothing and waits. Frontends in the maps keep their
 //     entries; free room goes to the others by frontend ID, lowest
 //     (oldest) first, and room that frees is held for the waiting ones
-//     that fit and offered to them at once.
+//     that fit and offered to them at once. A frontend ID holds a slot of
+//     lb_rev_nat: when none is free a frontend gets no ID and waits too,
+//     in the order it came (idwait.go). A frontend that starts waiting,
+//     or failing, is counted once, not once per retry (metrics.go).
 //   - Batch failures (batch.go, ops.go): a batched syscall may fail after
 //     applying a prefix of its entries. Whatever it touched is then marked
 //     unknown and written again by the retry; the frontends that had a

@@ -11,7 +11,9 @@ import (
 
 // Metrics are the reconciler's Prometheus collectors, fed by statedb's
 // reconciler (it implements statedb/reconciler's Metrics): how long
-// reconciliation and pruning take, and how many frontends fail.
+// reconciliation and pruning take, and how many frontends fail. The
+// errors counter counts frontends that start failing, from the
+// reconciler's own operations (statedb counts every failed retry).
 type Metrics struct {
 	duration      *prometheus.HistogramVec
 	failing       prometheus.Gauge
@@ -36,7 +38,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		failing: metrics.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts(opts("failing_frontends",
 			"Frontends whose last reconciliation failed (they are retried with backoff)")))),
 		errors: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts(opts("errors_total",
-			"Failed reconciliations of a frontend")))),
+			"Frontends whose reconciliation started failing (retries that fail again are not counted)")))),
 		pruneDuration: metrics.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: metrics.Namespace, Subsystem: "reconciler", Name: "prune_duration_seconds",
 			Help: "Time spent removing map entries no frontend accounts for.", Buckets: buckets,
@@ -50,10 +52,15 @@ func (m *Metrics) ReconciliationDuration(_ cell.FullModuleID, _, op string, d ti
 	m.duration.WithLabelValues(op).Observe(d.Seconds())
 }
 
+// ReconciliationErrors sets the failing frontends; new, which counts
+// every retry that failed again, is left out: the errors counter counts
+// transitions (frontendFailed).
 func (m *Metrics) ReconciliationErrors(_ cell.FullModuleID, _ string, new, current int) {
-	m.errors.Add(float64(new))
 	m.failing.Set(float64(current))
 }
+
+// frontendFailed counts a frontend whose reconciliation started failing.
+func (m *Metrics) frontendFailed() { m.errors.Inc() }
 
 func (m *Metrics) PruneError(_ cell.FullModuleID, _ string, err error) {
 	if err != nil { // statedb reports every prune, failed or not
@@ -72,6 +79,7 @@ func (m *Metrics) PruneDuration(_ cell.FullModuleID, _ string, d time.Duration) 
 type mapMetrics struct {
 	o                                 *ops
 	entries, capacity, pressure, full *prometheus.Desc
+	waiting                           *prometheus.Desc
 }
 
 func newMapMetrics(o *ops) *mapMetrics {
@@ -85,7 +93,9 @@ func newMapMetrics(o *ops) *mapMetrics {
 		capacity: desc("capacity", "Most entries the map holds (max_entries, set by its --lb-*-max flag)"),
 		pressure: desc("pressure", "Entries in the map over its capacity, from 0 to 1"),
 		full: desc("full_total",
-			"Frontends refused, or failed, for want of room in the map (each try counts; they wait for room, oldest first)"),
+			"Frontends that started waiting for room in the map (refused, or failed, for want of it; their retries are not counted)"),
+		waiting: prometheus.NewDesc(prometheus.BuildFQName(metrics.Namespace, "reconciler", "waiting_frontends"),
+			"Frontends waiting for room in a full map (or for a frontend ID: lb_rev_nat full), retried as room frees", nil, nil),
 	}
 }
 
@@ -94,12 +104,15 @@ func (m *mapMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.capacity
 	ch <- m.pressure
 	ch <- m.full
+	ch <- m.waiting
 }
 
 func (m *mapMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.o.mu.Lock()
 	rooms := m.o.room.maps
+	waiting := len(m.o.waiting) + len(m.o.idWaiting)
 	m.o.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(m.waiting, prometheus.GaugeValue, float64(waiting))
 	for _, r := range rooms {
 		ch <- prometheus.MustNewConstMetric(m.entries, prometheus.GaugeValue, float64(r.used), r.name)
 		ch <- prometheus.MustNewConstMetric(m.capacity, prometheus.GaugeValue, float64(r.capacity), r.name)

@@ -68,6 +68,16 @@ type ops struct {
 	waiting   map[lb.L3n4Addr]*waiter
 	waitOrder []*waiter // the waiting, by ID
 	kick      func([]lb.L3n4Addr)
+	// idWaiting holds the frontends that got no ID, lb_rev_nat's slots
+	// being held; idReserved the slots held for some of them (idwait.go).
+	idWaiting   map[lb.L3n4Addr]*idWaiter
+	idWaitOrder []*idWaiter // the waiting for an ID, as they came
+	idReserved  int
+
+	// failing holds the frontends whose last reconciliation failed;
+	// onFailure is called when one starts failing (metrics.go).
+	failing   map[lb.L3n4Addr]struct{}
+	onFailure func()
 
 	// moreViews holds, by backend ID, the views of the backends that
 	// more than one frontend uses, but the first (backendState.first).
@@ -123,6 +133,8 @@ func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Ta
 		restoredRevNat:    map[netip.AddrPort][]uint32{},
 		room:              newRoom(maps),
 		waiting:           map[lb.L3n4Addr]*waiter{},
+		idWaiting:         map[lb.L3n4Addr]*idWaiter{},
+		failing:           map[lb.L3n4Addr]struct{}{},
 	}
 	return o, o.restore()
 }
@@ -149,6 +161,9 @@ func (o *ops) claimFrontend(addr lb.L3n4Addr) (*frontendState, error) {
 			delete(o.restoredRevNat, addr.AddrPort())
 		}
 	} else {
+		if err := o.mayTakeID(addr); err != nil {
+			return nil, err
+		}
 		id, err := o.feIDs.alloc()
 		if err != nil {
 			return nil, fmt.Errorf("frontend %s: %w", addr, err)

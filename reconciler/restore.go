@@ -105,6 +105,7 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 	for _, id := range o.orphanFrontendIDs {
 		if !o.frontendIDInUse(id) {
 			o.feIDs.free(id)
+			o.room.freed = true // an ID's slot, for a frontend waiting for one
 		}
 	}
 	for _, id := range o.orphanBackendIDs {

@@ -130,13 +130,20 @@ func (o *ops) settle(tasks []task) {
 	for i := range tasks {
 		j := &tasks[i]
 		if j.st == nil {
+			if errors.Is(j.err, bpf.ErrMapFull) && o.startIDWaiting(j.fe.Address) { // no ID
+				o.noteFull(j)
+			}
 			continue
 		}
+		waited := o.waiting[j.fe.Address] != nil || o.idWaiting[j.fe.Address] != nil
+		o.stopIDWaiting(j.fe.Address) // it has an ID
 		switch {
 		case j.err == nil:
 			o.stopWaiting(j.fe.Address, true)
 		case errors.Is(j.err, bpf.ErrMapFull):
-			o.noteFull(j)
+			if !waited { // a transition, not a retry
+				o.noteFull(j)
+			}
 			w := o.startWaiting(j)
 			if !j.refused {
 				kernelFull = true
@@ -187,6 +194,7 @@ func (o *ops) startWaiting(j *task) *waiter {
 // stopWaiting forgets a waiting frontend; used says that it took the room
 // held for it.
 func (o *ops) stopWaiting(addr lb.L3n4Addr, used bool) {
+	o.stopIDWaiting(addr)
 	if w, ok := o.waiting[addr]; ok {
 		o.release(w, used)
 		delete(o.waiting, addr)
@@ -218,6 +226,7 @@ func (o *ops) offerRoom() {
 		return
 	}
 	o.room.freed = false
+	o.offerIDs()
 	if len(o.waiting) == 0 {
 		return
 	}
@@ -263,8 +272,9 @@ func more(a, b entries) bool {
 	return false
 }
 
-// noteFull counts a frontend that found no room, and logs it, once per
-// mapFullLogInterval and map.
+// noteFull counts a frontend that starts waiting for room, and logs it,
+// once per mapFullLogInterval and map. Its retries while it waits are not
+// counted again.
 func (o *ops) noteFull(j *task) {
 	m := roomServices
 	var full *bpf.MapFullError
@@ -282,7 +292,7 @@ func (o *ops) noteFull(j *task) {
 	if now := time.Now(); now.Sub(r.lastLog) >= mapFullLogInterval {
 		o.log.Warn("Map full: frontends wait for room, oldest first",
 			"map", r.name, "entries", r.used, "capacity", r.capacity, "raise", r.flag,
-			"frontend", j.fe.Address, "waiting", len(o.waiting)+1, "refused-since-last-log", r.unlogged, "error", j.err)
+			"frontend", j.fe.Address, "waiting", len(o.waiting)+len(o.idWaiting)+1, "refused-since-last-log", r.unlogged, "error", j.err)
 		r.lastLog, r.unlogged = now, 0
 	} else {
 		r.unlogged++

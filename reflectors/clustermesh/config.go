@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"time"
@@ -15,6 +14,8 @@ import (
 	"github.com/spf13/pflag"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/lbstate/lbstate/internal/boundedfile"
 )
 
 // MaxLocalClusterID bounds --cluster-id (Cilium's default
@@ -98,12 +99,24 @@ type EtcdFile struct {
 // LoadEtcdFile reads an etcd client config file into a client config,
 // its TLS with the files it names loaded. version changes whenever the
 // file or one it names does. Errors name the file and the field, never
-// a file's content.
+// a file's content. Every file is read bounded (readBounded): a FIFO or a
+// device is refused, not waited on or read forever.
 func LoadEtcdFile(path string) (cfg clientv3.Config, version [32]byte, err error) {
-	data, err := os.ReadFile(path)
+	data, err := readBounded(path)
 	if err != nil {
 		return cfg, version, err
 	}
+	return parseEtcdFile(path, data)
+}
+
+// readBounded reads one of the files the clustermesh source is given.
+func readBounded(path string) ([]byte, error) {
+	data, _, err := boundedfile.Read(path, maxFileSize, "the clustermesh file size limit")
+	return data, err
+}
+
+// parseEtcdFile is LoadEtcdFile of the config file's content, data.
+func parseEtcdFile(path string, data []byte) (cfg clientv3.Config, version [32]byte, err error) {
 	var f EtcdFile
 	if err := yaml.Unmarshal(data, &f); err != nil {
 		return cfg, version, fmt.Errorf("%s: not an etcd client config: %w", path, err)
@@ -120,7 +133,7 @@ func LoadEtcdFile(path string) (cfg clientv3.Config, version [32]byte, err error
 		if !filepath.IsAbs(name) {
 			name = filepath.Join(filepath.Dir(path), name)
 		}
-		b, err := os.ReadFile(name)
+		b, err := readBounded(name)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %s: %w", path, field, err)
 		}
@@ -177,3 +190,8 @@ func tlsConfig(ca, cert, key []byte) (*tls.Config, error) {
 func isEtcdFile(data []byte) bool {
 	return bytes.Contains(data, []byte("endpoints:"))
 }
+
+// maxFileSize bounds every file the clustermesh source reads: a config,
+// a certificate bundle, a key (internal/boundedfile). 1 MiB holds a CA
+// bundle of some 500 certificates.
+const maxFileSize = 1 << 20

@@ -11,7 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lbstate/lbstate/internal/boundedfile"
+	"github.com/lbstate/lbstate/internal/dirfollow"
 
 	"github.com/lbstate/lbstate/reflectors"
 )
@@ -56,19 +59,27 @@ func (d *configDir) load() (map[string]Remote, map[string][32]byte, error) {
 		if strings.HasPrefix(name, ".") { // a Secret volume's ..data and its kind
 			continue
 		}
-		if fi, err := os.Stat(path); err != nil || fi.IsDir() {
+		fi, err := os.Stat(path)
+		if err != nil || fi.IsDir() {
 			continue
 		}
-		data, err := os.ReadFile(path)
-		if err != nil || !isEtcdFile(data) {
+		data, _, err := boundedfile.ReadStat(path, fi, maxFileSize, "the clustermesh file size limit")
+		if err == nil && !isEtcdFile(data) {
 			continue // a certificate or key beside the configs
 		}
-		etcd, version, err := LoadEtcdFile(path)
+		var etcd clientv3.Config
+		var version [32]byte
+		bad := data
+		if err == nil {
+			etcd, version, err = parseEtcdFile(path, data)
+		} else {
+			bad = []byte(err.Error()) // a FIFO, a device, a file too large: reported once
+		}
 		if err != nil {
 			if v, ok := d.acted[name]; ok {
 				versions[name] = v // keep the cluster as it is
 			}
-			if v := sha256.Sum256(data); d.bad[name] != v {
+			if v := sha256.Sum256(bad); d.bad[name] != v {
 				d.bad[name] = v // reported once
 				d.src.Reject(fmt.Errorf("--clustermesh-config: cluster %s: %w", name, err))
 			}
@@ -134,36 +145,25 @@ func (d *configDir) sync() {
 }
 
 // follow looks at the directory after each burst of events, and every
-// configPoll, until ctx is done.
+// configPoll, until ctx is done (internal/dirfollow, as the manifests
+// source follows its directory). Should the directory not be there to
+// follow, it is looked for every configPoll.
 func (d *configDir) follow(ctx context.Context) {
-	var events <-chan fsnotify.Event
-	if w, err := fsnotify.NewWatcher(); err != nil {
-		d.src.Log().Warn("Not watching the clustermesh config directory; polling it", "error", err)
-	} else if err := w.Add(d.dir); err != nil {
-		w.Close()
-		d.src.Log().Warn("Not watching the clustermesh config directory; polling it", "dir", d.dir, "error", err)
-	} else {
-		defer w.Close()
-		events = w.Events
-		go func() {
-			for range w.Errors { // overflows are caught by the poll
-			}
-		}()
+	cfg := dirfollow.Config{
+		Dir: d.dir, What: "the clustermesh config directory",
+		Debounce: configDebounce, MaxDelay: configDebounce, Poll: configPoll, GonePoll: configPoll,
+		Log: d.src.Log(),
 	}
-	d.sync() // what changed since the initial read, before the watch began
-	poll := time.NewTicker(configPoll)
-	defer poll.Stop()
-	var settle <-chan time.Time
 	for {
+		err := dirfollow.Follow(ctx, cfg, func([]string, bool) { d.sync() })
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		d.src.Log().Warn("Not following the clustermesh config directory; looking again", "dir", d.dir, "in", configPoll, "error", err)
 		select {
 		case <-ctx.Done():
 			return
-		case <-events:
-			settle = time.After(configDebounce)
-		case <-settle:
-			d.sync()
-		case <-poll.C:
-			d.sync()
+		case <-time.After(configPoll):
 		}
 	}
 }

@@ -13,8 +13,8 @@ import (
 // Annotations on a Service that configure how its backends are checked.
 // The Kubernetes source carries them (every annotation starting with
 // lbstate.io/health-check) into lb.ServiceParams.Annotations; a value
-// that does not parse is logged with the service, counted, and ignored:
-// the node-wide default applies.
+// that does not parse, or is out of its bounds, is logged with the
+// service, counted, and ignored: the node-wide default applies.
 const (
 	// AnnotationCheck is the probe: tcp (connect), http or https (GET,
 	// expecting a status in AnnotationStatus's range), or none. Without
@@ -25,7 +25,8 @@ const (
 	AnnotationPath = "lbstate.io/health-check-path"
 	// AnnotationPort is the port to probe instead of the backend's.
 	AnnotationPort = "lbstate.io/health-check-port"
-	// AnnotationInterval and AnnotationTimeout are Go durations ("2s").
+	// AnnotationInterval and AnnotationTimeout are Go durations ("2s"),
+	// from 10ms to 1h and to 1m.
 	AnnotationInterval = "lbstate.io/health-check-interval"
 	AnnotationTimeout  = "lbstate.io/health-check-timeout"
 	// AnnotationStatus is the HTTP statuses that pass: "200-399" (the
@@ -94,13 +95,18 @@ func serviceCheck(p *lb.ServiceParams, def check) (check, []error) {
 		}
 	}
 	for _, d := range []struct {
-		key string
-		to  *time.Duration
-	}{{AnnotationInterval, &c.interval}, {AnnotationTimeout, &c.timeout}} {
+		key   string
+		to    *time.Duration
+		limit time.Duration
+	}{{AnnotationInterval, &c.interval, maxInterval}, {AnnotationTimeout, &c.timeout, maxTimeout}} {
 		if v, ok := a[d.key]; ok {
-			if dur, err := time.ParseDuration(strings.TrimSpace(v)); err != nil || dur < minDuration {
+			dur, err := time.ParseDuration(strings.TrimSpace(v))
+			switch {
+			case err != nil || dur < minDuration:
 				bad(d.key, v, "want a duration of at least "+minDuration.String())
-			} else {
+			case dur > d.limit:
+				bad(d.key, v, "want a duration of at most "+d.limit.String())
+			default:
 				*d.to = dur
 			}
 		}
@@ -143,3 +149,11 @@ func parseStatusRange(s string) (lo, hi int, ok bool) {
 	}
 	return lo, hi, true
 }
+
+// The longest interval and timeout an annotation may set: a timeout is
+// how long a probe holds one of the --health-max-concurrent slots, and
+// an interval beyond an hour is not health checking.
+const (
+	maxTimeout  = time.Minute
+	maxInterval = time.Hour
+)

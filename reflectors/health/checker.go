@@ -11,7 +11,8 @@
 // share it (the first service by name that sets a probe kind decides
 // how); time comes from a Clock, so tests advance a fake one; probes
 // start spread over their interval and at most --health-max-concurrent
-// run at once.
+// run at once, of which one service holds only its share (fairshare.go);
+// a backend no longer checked has its probe under way ended at once.
 package health
 
 import (
@@ -65,6 +66,11 @@ type runState struct {
 	blocked bool
 	rand    *rand.Rand
 	usage   usage
+	// owners counts the targets charged to each service; slots holds the
+	// services with probes under way or parked (fairshare.go).
+	owners  map[lb.ServiceName]int
+	slots   map[lb.ServiceName]*serviceSlots
+	parkedN int
 	timerAt time.Duration // the timer's; -1 if none
 	stop    func() bool
 	jobs    chan probeJob // to the workers
@@ -100,8 +106,8 @@ func (c *checker) run(ctx context.Context, s *reflectors.Source, db *statedb.DB)
 	r := &runState{
 		ctx: ctx, src: s, targets: map[lb.L3n4Addr]*target{}, epoch: c.clock.Now(),
 		rand:  rand.New(rand.NewPCG(uint64(c.clock.Now().UnixNano()), 0x6c627374)),
-		usage: newUsage(),
-		wake:  make(chan struct{}, 1), write: make(chan struct{}, 1), timerAt: -1,
+		usage: newUsage(), owners: map[lb.ServiceName]int{}, slots: map[lb.ServiceName]*serviceSlots{},
+		wake: make(chan struct{}, 1), write: make(chan struct{}, 1), timerAt: -1,
 	}
 	r.jobs = make(chan probeJob, c.cfg.maxConcurrent)
 	for range c.cfg.maxConcurrent {
@@ -157,6 +163,9 @@ func (c *checker) stopRun(r *runState) {
 	}
 	for _, t := range r.targets {
 		c.metrics.state.DeleteLabelValues(t.addr.String())
+		if t.abort != nil {
+			t.abort()
+		}
 	}
 	c.metrics.backends.Reset()
 	c.cur = nil

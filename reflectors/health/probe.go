@@ -61,14 +61,21 @@ func newHTTPProber() *httpProber {
 			Proxy:              nil,
 			DialContext:        (&net.Dialer{Control: lingerZero, KeepAlive: -1}).DialContext,
 			TLSClientConfig:    &tls.Config{InsecureSkipVerify: true}, // see the type's comment
+			// net/http reads up to 10 MiB of headers by default: 150
+			// endpoints sending an endless header took 2.9 GB.
+			MaxResponseHeaderBytes: maxHeader,
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
 }
 
-// maxBody is how much of a response body a probe reads before it
-// closes the connection.
-const maxBody = 4 << 10
+// maxHeader and maxBody are how much of a response's headers and body
+// a probe reads: a longer header section fails the probe, a longer body
+// is cut (the connection is closed).
+const (
+	maxHeader = 8 << 10
+	maxBody   = 4 << 10
+)
 
 // probe runs one probe: nil means it passed. It returns when ctx is
 // done, whatever the backend does.

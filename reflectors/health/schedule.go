@@ -12,8 +12,8 @@ import (
 // (skipping the intervals a slow probe overran). A target that is not
 // probed waits only while tripped, for its backoff to run out.
 func (c *checker) schedule(r *runState, t *target, now time.Time, fresh bool) {
-	if t.probing || t.removed {
-		return // a probe's end schedules it
+	if t.probing || t.removed || t.parked {
+		return // a probe's end schedules it; a parked one is due already
 	}
 	off := r.offset(now)
 	switch {
@@ -42,14 +42,17 @@ func (c *checker) put(r *runState, t *target) {
 	}
 }
 
-// dispatch starts the probes that are due (up to the concurrency bound;
-// a probe's end wakes the loop for the rest), expires the backoff of
+// dispatch starts the probes that are due (up to the concurrency bound,
+// and each service's share of it; a probe's end wakes the loop for the
+// rest), expires the backoff of
 // tripped targets that are not probed, and sets the timer for the next.
 func (c *checker) dispatch(r *runState) {
 	now := c.clock.Now()
 	off := r.offset(now)
 	horizon := off + c.slack
 	r.timerAt, r.blocked = -1, false // the loop was woken: perhaps by the timer
+	share := r.share(c.cfg.maxConcurrent)
+	r.unparkWithin(share, c.cfg.maxConcurrent-r.inflight)
 	for r.queue.Len() > 0 && r.queue[0].due <= horizon {
 		t := r.queue.first()
 		if t.check.kind == probeNone {
@@ -64,8 +67,14 @@ func (c *checker) dispatch(r *runState) {
 			return
 		}
 		r.queue.pop()
+		s := r.slotsOf(t)
+		if !s.mayStart(share, r.inflight, c.cfg.maxConcurrent) {
+			r.park(t, s)
+			continue
+		}
 		c.metrics.delay.Observe(max(0, off-t.due).Seconds())
-		t.probing = true
+		t.probing, t.slot = true, s
+		s.inflight++
 		r.inflight++
 		r.jobs <- probeJob{t, t.check, now} // never blocks: inflight bounds the jobs
 	}
@@ -89,7 +98,24 @@ func (c *checker) armTimer(r *runState) {
 	r.stop = c.clock.At(r.at(at), func() { signal(wake) })
 }
 
-var errProbeTimeout = errors.New("probe timeout")
+var (
+	errProbeTimeout = errors.New("probe timeout")
+	errProbeAborted = errors.New("probe aborted: the backend is no longer checked")
+)
+
+// setAbort records how to end t's probe under way, or ends it at once if
+// t, or the run, is gone already.
+func (c *checker) setAbort(r *runState, t *target, abort func()) {
+	c.mu.Lock()
+	gone := t.removed || c.cur != r
+	if !gone {
+		t.abort = abort
+	}
+	c.mu.Unlock()
+	if gone {
+		abort()
+	}
+}
 
 // probeJob is one probe for a worker.
 type probeJob struct {
@@ -121,9 +147,13 @@ func (c *checker) probe(r *runState, t *target, chk check, start time.Time) {
 	began := time.Now() // the wall clock: start is the checker's, which tests fake
 	var err error
 	if chk.kind == probeTCP {
-		err = c.tcp.probe(to, chk.timeout, func(abort func()) func() bool { return c.clock.At(deadline, abort) })
+		err = c.tcp.probe(to, chk.timeout, func(abort func()) func() bool {
+			c.setAbort(r, t, abort)
+			return c.clock.At(deadline, abort)
+		})
 	} else {
 		ctx, cancel := context.WithCancelCause(context.Background())
+		c.setAbort(r, t, func() { cancel(errProbeAborted) })
 		stop := c.clock.At(deadline, func() { cancel(errProbeTimeout) })
 		err = c.web.probe(ctx, to, &chk)
 		stop()
@@ -144,7 +174,15 @@ func (c *checker) complete(r *runState, t *target, chk check, err error) {
 		return
 	}
 	r.inflight--
-	t.probing = false
+	t.probing, t.abort = false, nil
+	if s := t.slot; s != nil {
+		t.slot = nil
+		s.inflight--
+		if r.parkedN > 0 {
+			signal(r.wake) // dispatch requeues what may start now
+		}
+		r.release(s)
+	}
 	if r.blocked {
 		signal(r.wake)
 	}

@@ -28,6 +28,14 @@ type target struct {
 	probing bool
 	removed bool
 	state   prometheus.Gauge
+
+	// owner is the service its probes are charged to; slot, that
+	// service's slots while it is parked or probed (fairshare.go).
+	owner  lb.ServiceName
+	parked bool
+	slot   *serviceSlots
+	// abort ends the probe under way, if any.
+	abort func()
 }
 
 // refreshTarget starts, changes or stops checking a backend after the
@@ -41,7 +49,7 @@ func (c *checker) refreshTarget(r *runState, b lb.L3n4Addr, now time.Time) {
 	if !c.inNetworks(b) {
 		return
 	}
-	names, chk := r.resolve(b, c.cfg.defaults)
+	names, chk, owner := r.resolve(b, c.cfg.defaults)
 	t := r.targets[b]
 	if t == nil {
 		t = &target{addr: b, index: -1, state: c.metrics.state.WithLabelValues(b.String()), verdict: lb.HealthVerdict{Healthy: true}}
@@ -50,9 +58,11 @@ func (c *checker) refreshTarget(r *runState, b lb.L3n4Addr, now time.Time) {
 		c.metrics.backends.WithLabelValues(chk.kind.String()).Inc()
 		t.services, t.log = names, scopedLog(r, names, b)
 		t.check = chk
+		r.setOwner(t, owner)
 		c.schedule(r, t, now, true)
 		return
 	}
+	r.setOwner(t, owner)
 	if !slices.Equal(t.services, names) {
 		t.services, t.log = names, scopedLog(r, names, b)
 	}
@@ -67,8 +77,8 @@ func (c *checker) refreshTarget(r *runState, b lb.L3n4Addr, now time.Time) {
 	}
 }
 
-// removeTarget stops checking a backend. A verdict it recorded is
-// cleared: nobody would ever lift it.
+// removeTarget stops checking a backend, and ends a probe of it under
+// way. A verdict it recorded is cleared: nobody would ever lift it.
 func (c *checker) removeTarget(r *runState, b lb.L3n4Addr) {
 	t := r.targets[b]
 	if t == nil {
@@ -77,6 +87,13 @@ func (c *checker) removeTarget(r *runState, b lb.L3n4Addr) {
 	delete(r.targets, b)
 	t.removed = true
 	r.queue.remove(t)
+	r.setOwner(t, lb.ServiceName{})
+	if t.parked {
+		r.unpark(t, false)
+	}
+	if t.abort != nil {
+		t.abort() // its slot frees when the probe returns, at once
+	}
 	c.metrics.state.DeleteLabelValues(b.String())
 	c.metrics.backends.WithLabelValues(t.check.kind.String()).Dec()
 	if !t.breaker.healthy() {

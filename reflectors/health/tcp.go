@@ -40,15 +40,43 @@ func (tcpProber) probe(to netip.AddrPort, timeout time.Duration, abortAt func(fu
 		return os.NewSyscallError("setsockopt", err)
 	}
 	var mu sync.Mutex // the fd is not shut down once closed (and perhaps reused)
-	open, aborted := true, false
+	open, aborted, connecting := true, false, false
+	// shut ends a connect under way; false if there was none to end yet
+	// (shutdown(2) of a socket not yet connecting does nothing, and the
+	// connect that follows would run to SO_SNDTIMEO). mu is held.
+	shut := func() bool {
+		return !open || unix.Shutdown(fd, unix.SHUT_RDWR) != unix.ENOTCONN
+	}
 	stop := abortAt(func() {
 		mu.Lock()
-		defer mu.Unlock()
-		if open {
-			aborted = true
-			unix.Shutdown(fd, unix.SHUT_RDWR)
+		aborted = true
+		done := !connecting || shut() // not connecting: it is seen below
+		mu.Unlock()
+		if done {
+			return
 		}
+		go func() { // connect(2) has not started yet: until it has
+			for {
+				time.Sleep(time.Millisecond)
+				mu.Lock()
+				done := shut()
+				mu.Unlock()
+				if done {
+					return
+				}
+			}
+		}()
 	})
+	mu.Lock()
+	if aborted { // before the connect: a probe ended (its backend gone) or late
+		open = false
+		unix.Close(fd)
+		mu.Unlock()
+		stop()
+		return timeoutError{timeout}
+	}
+	connecting = true
+	mu.Unlock()
 	err = unix.Connect(fd, sa)
 	stop()
 	self := err == nil && selfConnected(fd, to)

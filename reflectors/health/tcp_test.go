@@ -3,6 +3,7 @@ package health
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,5 +34,35 @@ func TestSelfConnectionIsToldApart(t *testing.T) {
 	}
 	if selfConnected(fd, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port+1))) {
 		t.Error("a connection elsewhere counts as to itself")
+	}
+}
+
+// A TCP probe aborted before its connect(2) begins (its backend went
+// while the probe waited for a worker, or it started past its deadline)
+// ends at once. Shutting down a socket that is not connecting yet does
+// nothing, and the connect that followed once ran to its timeout, so
+// that a deleted service's probe held its slot for it.
+func TestTCPProbeAbortedBeforeItConnectsEndsAtOnce(t *testing.T) {
+	to := hangingAddr(t).AddrPort()
+	for _, when := range []string{"before", "during"} {
+		done := make(chan error, 1)
+		go func() {
+			done <- tcpProber{}.probe(to, 30*time.Second, func(abort func()) func() bool {
+				if when == "before" {
+					abort()
+					return func() bool { return false }
+				}
+				timer := time.AfterFunc(50*time.Millisecond, abort)
+				return timer.Stop
+			})
+		}()
+		select {
+		case err := <-done:
+			if _, ok := err.(timeoutError); !ok {
+				t.Errorf("aborted %s connecting: %v, want a timeout error", when, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("a probe aborted %s connecting still runs after 10s", when)
+		}
 	}
 }

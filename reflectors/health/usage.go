@@ -105,24 +105,24 @@ func (c *checker) holdService(r *runState, fe *lb.Frontend) {
 
 // resolve is how a backend is to be checked: the check of the first
 // service, by name, that names a probe kind, else of the first service
-// (else def); and the services that use it, for its log lines.
-func (r *runState) resolve(b lb.L3n4Addr, def check) ([]lb.ServiceName, check) {
-	var names []lb.ServiceName
+// (else def); the services that use it, for its log lines; and the one
+// whose check it follows, which its probes are charged to (fairshare.go).
+func (r *runState) resolve(b lb.L3n4Addr, def check) (names []lb.ServiceName, chk check, owner lb.ServiceName) {
 	for _, fe := range r.usage.users[b] {
 		if !slices.Contains(names, fe.Service) {
 			names = append(names, fe.Service)
 		}
 	}
 	slices.SortFunc(names, lb.ServiceName.Compare)
-	chosen := def
+	chosen, owner := def, names[0]
 	if e := r.usage.services[names[0]]; e != nil {
 		chosen = e.check
 	}
 	for _, n := range names {
 		if e := r.usage.services[n]; e != nil && e.check.explicit {
-			chosen = e.check
+			chosen, owner = e.check, n
 			break
 		}
 	}
-	return names, chosen.forBackend(b)
+	return names, chosen.forBackend(b), owner
 }

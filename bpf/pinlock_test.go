@@ -1,0 +1,112 @@
+package bpf_test
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/bpf/bpftest"
+)
+
+// startPinHolder runs this test binary as another agent holding kernel
+// maps on dir, and returns it once they are open.
+func startPinHolder(t *testing.T, dir string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), pinHolderEnv+"="+dir)
+	stdin, err := cmd.StdinPipe()
+	mustDo(t, err)
+	stdout, err := cmd.StdoutPipe()
+	mustDo(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	mustDo(t, cmd.Start())
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if line != "ready\n" {
+		t.Fatalf("the holder did not open its maps: %q %v; stderr: %s", line, err, stderr.String())
+	}
+	return cmd
+}
+
+// Two agents on one pin directory once silently deleted each other's
+// entries and handed out the same rev-NAT IDs: a second agent now refuses
+// the directory while the first lives, naming it by its PID; once the
+// first dies (kill -9, no cleanup), the next start succeeds.
+func TestSecondAgentIsRefusedThePinDirectoryUntilTheHolderDies(t *testing.T) {
+	bpftest.Require(t)
+	cfg := smallConfig()
+	cfg.LBPinDir = filepath.Join(bpftest.PinDir(t), "maps")
+	holder := startPinHolder(t, cfg.LBPinDir)
+
+	m, err := bpf.NewKernelMaps(cfg)
+	if err == nil {
+		m.Close()
+		t.Fatal("a second agent opened the maps of a pin directory a live agent holds")
+	}
+	if !errors.Is(err, bpf.ErrPinDirInUse) {
+		t.Errorf("error %q does not match ErrPinDirInUse", err)
+	}
+	for _, want := range []string{cfg.LBPinDir, "PID " + strconv.Itoa(holder.Process.Pid), "--lb-pin-dir"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+
+	mustDo(t, holder.Process.Kill())
+	holder.Wait()
+	m, err = bpf.NewKernelMaps(cfg)
+	if err != nil {
+		t.Fatalf("after the holder was killed: %v", err)
+	}
+	m.Close()
+}
+
+// Closing the maps releases the pin directory: an agent stopping and
+// starting again in one process (as tests and restarts in place do) gets
+// it back.
+func TestClosedMapsReleaseThePinDirectory(t *testing.T) {
+	bpftest.Require(t)
+	cfg := smallConfig()
+	cfg.LBPinDir = filepath.Join(bpftest.PinDir(t), "maps")
+	for range 2 {
+		m, err := bpf.NewKernelMaps(cfg)
+		mustDo(t, err)
+		mustDo(t, m.Close())
+	}
+}
+
+// lbctl reads an agent's maps while it runs: OpenPinnedMaps takes no lock,
+// but checks the pin directory's ownership as the agent does.
+func TestOpenPinnedMapsReadsAHeldDirectoryButRefusesAForeignOne(t *testing.T) {
+	bpftest.Require(t)
+	cfg := smallConfig()
+	cfg.LBPinDir = filepath.Join(bpftest.PinDir(t), "maps")
+	agent := bpftest.KernelMaps(t, cfg)
+	_ = agent
+	m, err := bpf.OpenPinnedMaps(cfg.LBPinDir)
+	if err != nil {
+		t.Fatalf("lbctl could not read the maps of a running agent: %v", err)
+	}
+	m.Close()
+
+	mustDo(t, os.Chown(filepath.Join(cfg.LBPinDir, "lb_services"), nobody, nobody))
+	m, err = bpf.OpenPinnedMaps(cfg.LBPinDir)
+	if err == nil {
+		m.Close()
+		t.Fatal("OpenPinnedMaps read a pin directory holding another user's map")
+	}
+	if !errors.Is(err, bpf.ErrPinDirUntrusted) || !strings.Contains(err.Error(), "belongs to uid 65534") {
+		t.Errorf("error %q: want ErrPinDirUntrusted naming the other user", err)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package health
+
+const raceEnabled = false
