@@ -228,6 +228,6 @@ func sourceMetrics(reg prometheus.Registerer) metricFamilies {
 		synced: metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("synced",
 			"1 once a source's initial state is written")), []string{"source"})),
 		connected: metrics.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("connected",
-			"1 while a source reaches its world (every watch of a Kubernetes source established), 0 while it does not; absent for sources that never say")), []string{"source"})),
+			"1 while a source reaches its world (every watch of a Kubernetes source established, every remote cluster's etcd watch of the clustermesh), 0 while it does not; absent for sources that never say")), []string{"source"})),
 	}
 }

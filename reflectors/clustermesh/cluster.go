@@ -39,6 +39,7 @@ var errCompacted = errors.New("revision compacted, listing again")
 // its backends then.
 type cluster struct {
 	src     *reflectors.Source
+	conn    *connection // told when its watch is established or lost
 	log     *slog.Logger
 	self    Self          // the local cluster, which no remote may claim to be
 	synced  chan struct{} // closed once the synced key was seen, or on timeout
@@ -110,6 +111,7 @@ func (c *cluster) run(ctx context.Context) {
 		}
 		if !errors.Is(err, errCompacted) { // still connected: list at once
 			c.disconnected()
+			c.conn.failed(c.remote.Name, err)
 		}
 		// Endpoints only: the config holds credentials.
 		c.log.Warn("Remote cluster unreachable or not ready, connecting again", "endpoints", c.remote.Etcd.Endpoints, "error", err, "in", wait)
@@ -175,7 +177,8 @@ func (c *cluster) follow(ctx context.Context) (connected bool, err error) {
 
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	services := cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	// Created: etcd answered the watch, which is what connected means.
+	services := cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithCreatedNotify())
 	syncedKey := cli.Watch(wctx, SyncedKey(name), clientv3.WithRev(rev+1))
 	beat := time.NewTicker(c.heartbeat())
 	defer beat.Stop()
@@ -186,6 +189,11 @@ func (c *cluster) follow(ctx context.Context) (connected bool, err error) {
 		case resp, ok := <-services:
 			if err := c.watchErr(prefix, resp, ok); err != nil {
 				return true, err
+			}
+			if resp.Created {
+				// Its revision is etcd's current one, not what was applied.
+				c.conn.watching(name)
+				continue
 			}
 			c.apply(resp.Events, resp.Header.Revision)
 		case resp, ok := <-syncedKey:

@@ -8,7 +8,9 @@
 // are written, but only a local service that declares itself global
 // selects them), and every remote cluster writes as the one source
 // lb.SourceKVStore, so that disconnecting a cluster removes exactly the
-// backends that carry its cluster ID.
+// backends that carry its cluster ID. The kvstore source is connected
+// (lbstate_source_connected) only while every remote cluster's watch is
+// established: one etcd out of reach is an outage of the source.
 package clustermesh
 
 import (

@@ -84,6 +84,7 @@ type Importer struct {
 	mu       sync.Mutex
 	ctx      context.Context // Run's; nil until it starts
 	src      *reflectors.Source
+	conn     *connection // the source's connection, from its clusters'
 	clusters map[string]*cluster
 	initial  []Remote
 }
@@ -117,7 +118,7 @@ func (im *Importer) Run(ctx context.Context, s *reflectors.Source) error {
 // done.
 func (im *Importer) Start(ctx context.Context, s *reflectors.Source) {
 	im.mu.Lock()
-	im.ctx, im.src = ctx, s
+	im.ctx, im.src, im.conn = ctx, s, newConnection(s)
 	var waits []<-chan struct{}
 	for _, r := range im.initial {
 		if _, running := im.clusters[r.Name]; !running {
@@ -125,6 +126,7 @@ func (im *Importer) Start(ctx context.Context, s *reflectors.Source) {
 		}
 	}
 	im.mu.Unlock()
+	im.conn.check()
 	context.AfterFunc(ctx, im.stopTimers)
 	go func() {
 		for _, w := range waits {
@@ -204,6 +206,7 @@ func (im *Importer) Remove(name string) error {
 	}
 	c.cancel()
 	<-c.done
+	im.conn.leave(name)     // its outage is no longer the source's
 	c.markSynced("removed") // nobody waits for a cluster that is gone
 	if err := c.drop(); err != nil {
 		return err
@@ -222,7 +225,7 @@ func (im *Importer) Connected() []string {
 // start creates a cluster and its follower; im.mu is held.
 func (im *Importer) start(r Remote) *cluster {
 	c := &cluster{
-		remote: r, src: im.src, self: im.self,
+		remote: r, src: im.src, self: im.self, conn: im.conn,
 		log:     im.src.Log().With("cluster", r.Name),
 		synced:  make(chan struct{}),
 		written: map[lb.ServiceName]struct{}{},
@@ -233,6 +236,7 @@ func (im *Importer) start(r Remote) *cluster {
 		c.markSynced("timeout")
 	})
 	im.clusters[r.Name] = c
+	im.conn.join(r.Name)
 	im.follow(c)
 	return c
 }
