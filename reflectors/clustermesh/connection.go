@@ -30,7 +30,8 @@ type connection struct {
 	mu        sync.Mutex
 	clusters  map[string]*clusterConn
 	seq       uint64
-	connected bool // what was last reported
+	connected bool // Connected was reported last
+	down      bool // Disconnected was: an outage is on
 }
 
 // clusterConn is one cluster's last outcome.
@@ -94,26 +95,30 @@ func (c *connection) settle(name string, err error) {
 
 // updateLocked reports Disconnected with the error of the cluster
 // failing the longest, if any; else Connected once every cluster
-// watches (with none configured, at once: nothing is unreached).
+// watches (with none configured, at once: nothing is unreached). An
+// outage whose failing clusters were removed lasts while another has
+// yet to watch, with an error naming that one, not a removed cluster.
 func (c *connection) updateLocked() {
 	var failing *clusterConn
-	pending := false
-	for _, m := range c.clusters {
+	pending := ""
+	for name, m := range c.clusters {
 		switch {
 		case m.err != nil:
 			if failing == nil || m.since < failing.since {
 				failing = m
 			}
-		case !m.watching:
-			pending = true
+		case !m.watching && (pending == "" || name < pending):
+			pending = name
 		}
 	}
 	switch {
 	case failing != nil:
-		c.connected = false
+		c.connected, c.down = false, true
 		c.report.Disconnected(failing.err)
-	case !pending && !c.connected:
-		c.connected = true
+	case pending != "" && c.down:
+		c.report.Disconnected(fmt.Errorf("remote cluster %s: not watching yet", pending))
+	case pending == "" && !c.connected:
+		c.connected, c.down = true, false
 		c.report.Connected()
 	}
 }

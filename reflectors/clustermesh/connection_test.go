@@ -2,7 +2,9 @@ package clustermesh
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -112,4 +114,56 @@ func TestEtcdOutageDisconnectsTheSourceUntilEveryClusterWatches(t *testing.T) {
 	}
 	gaugeIs("connected once the cluster still down is removed", 1)
 	outages(2)
+}
+
+// reports records what a connection reports, one line each.
+type reports []string
+
+func (r *reports) Connected()             { *r = append(*r, "connected") }
+func (r *reports) Disconnected(err error) { *r = append(*r, "disconnected: "+err.Error()) }
+
+// The clusters' outcomes fold into one connection: starting reports
+// nothing until every cluster watches; an outage shows the error of the
+// cluster failing the longest, not the latest retry of another; a
+// removed cluster stops counting, and one that has yet to watch keeps
+// the outage on under its own name.
+func TestClustersFoldIntoOneConnection(t *testing.T) {
+	var got reports
+	c := newConnection(&got)
+	c.join("c2")
+	c.join("c3")
+	c.check()
+	c.watching("c2")
+	if len(got) != 0 {
+		t.Fatalf("with c3 not watching yet: %q, want nothing reported", got)
+	}
+	c.watching("c3")
+	c.watching("c3")
+	c.failed("c2", errors.New("connection refused"))
+	c.failed("c3", errors.New("heartbeat: deadline exceeded"))
+	c.failed("c3", errors.New("connection refused"))
+	c.watching("c2")
+	c.join("c4")
+	c.leave("c3")
+	c.watching("c4")
+	c.leave("c4")
+	c.leave("c2")
+	want := reports{
+		"connected",
+		"disconnected: remote cluster c2: connection refused",
+		"disconnected: remote cluster c2: connection refused",
+		"disconnected: remote cluster c2: connection refused",
+		"disconnected: remote cluster c3: connection refused",
+		"disconnected: remote cluster c4: not watching yet",
+		"connected",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("reported:\n %q\nwant\n %q", got, want)
+	}
+
+	var none reports
+	newConnection(&none).check()
+	if !slices.Equal(none, reports{"connected"}) {
+		t.Errorf("with no remote cluster: %q, want connected", none)
+	}
 }
