@@ -28,10 +28,10 @@ var outputFormats = map[string]string{
 	"text": formatTable,
 }
 
-// outputFlag is the value of -o, --output: one of the formats, checked
-// while the flags are parsed, so that a bad value is reported as pflag
-// reports any bad flag, naming the flag and the values it takes.
-type outputFlag struct{ format string }
+// outputFlag is the value of -o, --output. parseArgs checks it once the
+// flags are parsed, so that a bad value reads as lbctl's other bad values
+// do (-o "xml": want table, json or yaml), not wrapped in pflag's words.
+type outputFlag struct{ format, given string }
 
 // addOutputFlag registers -o, --output on a listing command. table says
 // what the table format prints for that command.
@@ -48,11 +48,15 @@ func (o *outputFlag) String() string { return o.format }
 func (o *outputFlag) Type() string { return "string" }
 
 func (o *outputFlag) Set(s string) error {
-	f, ok := outputFormats[strings.ToLower(s)]
-	if !ok {
-		return fmt.Errorf("want table, json or yaml")
+	o.given, o.format = s, outputFormats[strings.ToLower(s)]
+	return nil
+}
+
+// check reports a format no command knows.
+func (o *outputFlag) check() error {
+	if o.format == "" {
+		return fmt.Errorf("-o %q: want table, json or yaml", o.given)
 	}
-	o.format = f
 	return nil
 }
 

@@ -64,13 +64,13 @@ func TestEveryListingCommandTakesTableJSONAndYAML(t *testing.T) {
 }
 
 // A format no command knows is an error naming the flag and the formats,
-// for every listing command, before anything is read.
+// the same on every listing command, before anything is read.
 func TestEveryListingCommandRejectsAnUnknownFormat(t *testing.T) {
 	none := "http://127.0.0.1:1" // nothing listens: the flag fails first
 	for _, cmd := range listingCommands(none, none, none) {
 		var stdout, stderr bytes.Buffer
 		code := run(append(slices.Clone(cmd), "-o", "xml"), &stdout, &stderr)
-		want := `invalid argument "xml" for "-o, --output" flag: want table, json or yaml`
+		want := `-o "xml": want table, json or yaml`
 		if code != 1 || !strings.Contains(stderr.String(), want) || stdout.Len() != 0 {
 			t.Errorf("lbctl %s -o xml: exit %d, stdout %q, stderr %q; want exit 1 and %q", cmd[0], code, stdout.String(), stderr.String(), want)
 		}
