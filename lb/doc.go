@@ -2,7 +2,29 @@
 // addresses, service names, services, frontends and backends, with their
 // parsing, validation and printing. It does no I/O.
 //
-// Everything here is a value: copy it freely, compare it with ==, use it as a
-// map or index key. Parse and String are inverses, and a zero value means
+// Everything here is a value: copy it freely, and never change what a
+// table row holds. Parse and String are inverses, and a zero value means
 // "invalid" or "unset", never a real address or name.
+//
+// # Equality
+//
+// The small values compare with == and serve as map and index keys:
+// L3n4Addr, ServiceName, the enums (Protocol, Scope, SVCType, Source,
+// BackendState, Algorithm, Claim, TrafficPolicy, TrafficDistribution,
+// ClusterAffinity), FrontendParams, BackendRef, RedirectPort,
+// RouteBackend, FrontendConflict and Label.
+//
+// The others need their Equal method:
+//
+//   - ServiceParams, Route, Redirect, ProxyRedirect, Node and
+//     FrontendExtras hold slices or maps, so == does not compile.
+//   - BackendParams (and BackendInstance, which holds one) compiles with
+//     ==, but its port names and topology hints sit behind a pointer
+//     shared by equal lists only while few distinct lists exist: two
+//     equal params may differ under ==. Use BackendParams.Equal.
+//   - HealthVerdict compiles with == but holds a time.Time: Equal
+//     compares its Since as an instant.
+//
+// Service, Frontend, Backend and NodeLabels are table rows, compared by
+// the tables that hold them, not by callers.
 package lb

@@ -3,21 +3,24 @@
 // hand them (no API server), through the Writer and the reconciler into
 // BPF maps (kernel maps when it can create them, in-memory otherwise).
 //
-//	go run ./cmd/lbbench [-services 50000] [-backends 1] [-iterations 5] [-maps kernel|memory] [-json]
-//	go run ./cmd/lbbench -latency      # update one slice at a time, 1000 times
-//	go run ./cmd/lbbench -compare FILE # ratios against a saved run of Cilium's benchmark
-//	go run ./cmd/lbbench -health       # health checking: 10,000 loopback backends probed every second
-//	go run ./cmd/lbbench -topology     # relabel one node at a time, with topology keys
-//	go run ./cmd/lbbench -clusters 10  # clustermesh: 10 remote clusters x 10,000 services x 10 backends over etcd
-//	go run ./cmd/lbbench -redirects 1000   # apply and remove local redirect policies; one pod change
-//	go run ./cmd/lbbench -routes 1000  # traffic splits: apply, shift all, one shift's latency
+//	go run ./cmd/lbbench [--services 50000] [--backends 1] [--iterations 5] [--maps kernel|memory] [--json]
+//	go run ./cmd/lbbench --latency      # update one slice at a time, 1000 times
+//	go run ./cmd/lbbench --compare FILE # ratios against a saved run of Cilium's benchmark
+//	go run ./cmd/lbbench --health       # health checking: 10,000 loopback backends probed every second
+//	go run ./cmd/lbbench --topology     # relabel one node at a time, with topology keys
+//	go run ./cmd/lbbench --clusters 10  # clustermesh: 10 remote clusters x 10,000 services x 10 backends over etcd
+//	go run ./cmd/lbbench --redirects 1000   # apply and remove local redirect policies; one pod change
+//	go run ./cmd/lbbench --routes 1000  # traffic splits: apply, shift all, one shift's latency
+//
+// Flags are pflag's, as lbctl's and the agent's: long names take two
+// dashes. The one-dash spelling of lbbench's Go-flag days (-services
+// 1000) still works, so that saved command lines keep running.
 package main
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -35,6 +38,7 @@ import (
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,6 +63,9 @@ type options struct {
 	healthMode                              bool
 	routes                                  int
 	health                                  healthOptions
+	// given names the flags set on the command line: a mode's defaults
+	// yield to them.
+	given map[string]bool
 	// cells and configure add to newBench's hive (-health's checker).
 	cells     []cell.Cell
 	configure func(*hive.Hive)
@@ -96,28 +103,14 @@ type stats struct {
 }
 
 func main() {
-	var o options
-	flag.IntVar(&o.services, "services", 50000, "Services, each one ClusterIP port and one EndpointSlice")
-	flag.IntVar(&o.backends, "backends", 1, "Endpoints per EndpointSlice")
-	flag.IntVar(&o.iterations, "iterations", 5, "Insert/delete rounds")
-	flag.StringVar(&o.maps, "maps", defaultMaps(), "kernel or memory")
-	flag.BoolVar(&o.json, "json", false, "Print a JSON summary as the last line")
-	flag.BoolVar(&o.latency, "latency", false, "With the services loaded, update one EndpointSlice at a time and report latencies")
-	flag.IntVar(&o.updates, "updates", 1000, "Updates in -latency mode")
-	flag.BoolVar(&o.topology, "topology", false, "Services with topology keys over 1,000 nodes (default 10,000 x 10): time node relabels (-updates of them)")
-	flag.IntVar(&o.clusters, "clusters", 0, "Clustermesh: this many remote clusters share -services global services (default 10,000 x 10) in one etcd; time the import, its heap and watch events, and single changes (-updates of them)")
-	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "Write a CPU profile of the rounds")
-	flag.StringVar(&o.trace, "trace", "", "Write an execution trace of the rounds (go tool trace), and mutex and block profiles beside it (FILE.mutex, FILE.block)")
-	flag.StringVar(&o.memProfile, "memprofile", "", "Write a heap profile taken with the services loaded (sampled every 4 KiB allocated)")
-	flag.IntVar(&o.redirects, "redirects", 0, "Measure local redirect policies instead: this many, over 10,000 services by default (-services), applied and removed, and -updates pod changes")
-	flag.StringVar(&o.compare, "compare", "", "A saved run of Cilium's benchmark (or an lbbench -json line) to print our ratios against")
-	flag.IntVar(&o.routes, "routes", 0, "Measure N TrafficSplits instead (default 10,000 services x 10): apply all, shift all, and -updates single shifts")
-	flag.BoolVar(&o.healthMode, "health", false, "Measure health checking instead: probes of loopback backends, their CPU, and stopped backends' trips into the maps")
-	flag.IntVar(&o.health.backends, "health-backends", 10000, "Backends in -health mode, 10 per service")
-	flag.DurationVar(&o.health.interval, "health-interval", time.Second, "Probe interval in -health mode")
-	flag.DurationVar(&o.health.window, "health-window", 10*time.Second, "Measured time in -health mode, after two intervals of warm-up")
-	flag.IntVar(&o.health.fail, "health-fail", 100, "Backends stopped in -health mode to time their trips (one per service)")
-	flag.Parse()
+	o, err := parseOptions(os.Args[1:], os.Stderr)
+	if errors.Is(err, pflag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lbbench:", err)
+		os.Exit(2)
+	}
 	if spec := os.Getenv(listenersEnv); spec != "" { // a child holding -health's backends
 		if err := serveListeners(spec); err != nil {
 			fmt.Fprintln(os.Stderr, "lbbench listeners:", err)
@@ -137,10 +130,10 @@ func main() {
 		clustersDefaults(&o)
 	case o.redirects > 0:
 		measure = runRedirects
-		if !flagSet("services") {
+		if !o.given["services"] {
 			o.services = 10000
 		}
-		if !flagSet("iterations") {
+		if !o.given["iterations"] {
 			o.iterations = 3
 		}
 	case o.routes > 0:
@@ -151,13 +144,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "lbbench:", err)
 		os.Exit(1)
 	}
-}
-
-// flagSet reports whether a flag was given on the command line.
-func flagSet(name string) bool {
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }
 
 func defaultMaps() string {

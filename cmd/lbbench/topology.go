@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"runtime"
@@ -166,12 +165,10 @@ func spreadOverNodes(es *discoveryv1.EndpointSlice, i, backends int) {
 // topologyDefaults sizes -topology as the issue asks (10,000 services x
 // 10 backends) unless -services or -backends say otherwise.
 func topologyDefaults(o *options) {
-	set := map[string]bool{}
-	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if !set["services"] {
+	if !o.given["services"] {
 		o.services = 10000
 	}
-	if !set["backends"] {
+	if !o.given["backends"] {
 		o.backends = 10
 	}
 }

@@ -33,8 +33,8 @@ func TestErrorsSayWhatToDoNext(t *testing.T) {
 		{[]string{"simulate", "-f", "../../examples/demo", "-algorithm", "maglev"}, 1, "long flags take two dashes: --algorithm"},
 		{[]string{"services", "--api", api, "extra"}, 1, `unexpected argument "extra" (lbctl services takes flags only; see --help)`},
 		{[]string{"backends", "--api", "http://127.0.0.1:1", "-o", "xml"}, 1, `-o "xml": want table, json or yaml`},
-		{[]string{"maps", "-o", "xml"}, 1, `-o "xml": want text or json`},
-		{[]string{"simulate", "-f", "../../examples/demo", "-o", "xml"}, 1, `-o "xml": want table or json`},
+		{[]string{"maps", "-o", "xml"}, 1, `-o "xml": want table, json or yaml`},
+		{[]string{"simulate", "-f", "../../examples/demo", "-o", "xml"}, 1, `-o "xml": want table, json or yaml`},
 
 		// The agent.
 		{[]string{"frontends", "--api", "http://127.0.0.1:1/statedb"}, 1, "no agent at http://127.0.0.1:1: start one (go run ./examples/agent --manifests examples/demo) or give its --api"},

@@ -61,6 +61,16 @@ func parseArgs(fs *pflag.FlagSet, args []string) ([]string, error) {
 	if err != nil {
 		return nil, flagError(fs, args, err)
 	}
+	// Values that can only be judged whole (-o) say what is wrong with
+	// them once parsed.
+	fs.VisitAll(func(f *pflag.Flag) {
+		if v, ok := f.Value.(interface{ check() error }); ok && err == nil {
+			err = v.check()
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
 	return fs.Args(), nil
 }
 

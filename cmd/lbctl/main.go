@@ -2,11 +2,16 @@
 // flows go. Subcommands:
 //
 //	lbctl services|frontends|backends [--api URL] [-o table|json|yaml] [--watch] [--timeout D]
-//	lbctl redirects [--api URL] [-o table|json|yaml] [--timeout D]   local redirect policies: what each redirects, or why not
-//	lbctl maps [--lb-pin-dir DIR | --api URL] [-o text|json] [--timeout D]
+//	lbctl redirects|routes [--api URL] [-o table|json|yaml] [--timeout D]   local redirect policies, traffic splits
+//	lbctl maps [--lb-pin-dir DIR | --api URL] [-o table|json|yaml] [--timeout D]
 //	lbctl explain FRONTEND [--src ADDR:PORT] [--lb-pin-dir DIR | --api URL | -f DIR]
-//	lbctl simulate -f DIR [flags]   manifests -> tables -> in-memory maps, offline
+//	lbctl simulate -f DIR [-o table|json|yaml] [flags]   manifests -> tables -> in-memory maps, offline
 //	lbctl top [--lb-pin-dir DIR] [--interval 2s] [-n 10]   the busiest frontends and backends
+//
+// Every command that lists rows takes the same -o: table (the default),
+// json or yaml; "text", maps' name for its table before, is accepted as
+// table. explain (a walk through the maps) and top (a refreshing screen)
+// print for people only.
 //
 // --api is the agent's HTTP API (http://127.0.0.1:9811 by default): lbctl
 // reads its tables under /statedb and its maps' dump at /maps, giving up

@@ -165,19 +165,19 @@ func loadDump(d *bpf.DumpWithTables) (*bpf.Maps, error) {
 func mapsCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("maps", "Usage: lbctl maps [flags]\n\nDumps an agent's maps: the pinned ones when --lb-pin-dir has them (reading\nthem takes the privileges for BPF maps), else the dump the agent serves\nunder --api.", stderr)
 	src := addSourceFlags(fs)
-	output := fs.StringP("output", "o", "text", "Output format: text (one sorted line per entry) or json")
+	output := addOutputFlag(fs, "one sorted line per entry; text is its old name")
 	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if *output != "text" && *output != "json" {
-		return fmt.Errorf("-o %q: want text or json", *output)
 	}
 	d, err := src.dump()
 	if err != nil {
 		return err
 	}
-	if *output == "json" {
+	switch output.format {
+	case formatJSON:
 		return d.WriteJSON(stdout)
+	case formatYAML:
+		return writeYAML(stdout, d)
 	}
 	return d.WriteText(stdout)
 }

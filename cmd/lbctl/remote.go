@@ -72,7 +72,7 @@ func remoteListCmd[Obj row](name, usage, table, index string, key []byte, keep f
 func agentCommand(name, usage string, args []string, stderr io.Writer, more func(*pflag.FlagSet)) (*agentClient, string, error) {
 	fs := newFlags(name, usage, stderr)
 	api := fs.String("api", defaultAPI, "The agent's HTTP API (its --api-addr)")
-	output := fs.StringP("output", "o", "table", "Output format: table, json or yaml")
+	output := addOutputFlag(fs, "aligned columns")
 	if more != nil {
 		more(fs)
 	}
@@ -80,11 +80,8 @@ func agentCommand(name, usage string, args []string, stderr io.Writer, more func
 	if err := parseFlags(fs, args); err != nil {
 		return nil, "", err
 	}
-	if *output != "table" && *output != "json" && *output != "yaml" {
-		return nil, "", fmt.Errorf("-o %q: want table, json or yaml", *output)
-	}
 	c, err := newAgentClient(*api, *timeout)
-	return c, *output, err
+	return c, output.format, err
 }
 
 // listTable prints the rows of table from key on (in index's order) as

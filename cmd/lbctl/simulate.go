@@ -75,17 +75,14 @@ type backendView struct {
 func simulate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("simulate", "Usage: lbctl simulate -f DIR [flags]\n\nRuns the manifests in DIR through lbstate's tables, reconciler and\nin-memory maps, offline, and prints each frontend with its backends.", stderr)
 	offline := addPipelineFlags(fs, "Directory of Kubernetes manifests (required)", "")
-	showMaps := fs.Bool("maps", false, "Also print the maps' dump (with -o json: {frontends, maps})")
-	output := fs.StringP("output", "o", "table", "Output format: table or json")
+	showMaps := fs.Bool("maps", false, "Also print the maps' dump (with -o json or yaml: {frontends, maps})")
+	output := addOutputFlag(fs, "aligned columns; with --maps, then the dump")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if !offline.given() {
 		fs.Usage()
 		return errors.New("-f DIR is required: a directory of Kubernetes manifests, such as examples/demo")
-	}
-	if *output != "table" && *output != "json" {
-		return fmt.Errorf("-o %q: want table or json", *output)
 	}
 
 	p, err := offline.start(stderr)
@@ -99,20 +96,24 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if *output == "json" {
+	if output.format != formatTable {
+		var doc any = views
+		if *showMaps {
+			d, err := bpf.TakeDump(maps)
+			if err != nil {
+				return err
+			}
+			doc = struct {
+				Frontends []frontendView `json:"frontends"`
+				Maps      *bpf.Dump      `json:"maps"`
+			}{views, d}
+		}
+		if output.format == formatYAML {
+			return writeYAML(stdout, doc)
+		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if !*showMaps {
-			return enc.Encode(views)
-		}
-		d, err := bpf.TakeDump(maps)
-		if err != nil {
-			return err
-		}
-		return enc.Encode(struct {
-			Frontends []frontendView `json:"frontends"`
-			Maps      *bpf.Dump      `json:"maps"`
-		}{views, d})
+		return enc.Encode(doc)
 	}
 	printViews(stdout, views)
 	if *showMaps {

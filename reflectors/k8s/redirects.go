@@ -241,9 +241,18 @@ func (r *Reflector) prepareRedirects(call func(func(statedb.WriteTxn))) {
 			continue
 		}
 		plan, problems := ps.rule.Convert(l.podsOf(key))
-		if !slices.EqualFunc(problems, ps.problems, func(a, b error) bool { return a.Error() == b.Error() }) {
-			for _, p := range problems { // once per change, not at every pod event
-				r.fail(p)
+		// Each problem (a pod lacking a port, a frontend port the backend
+		// lacks) is logged and counted once, when it appears: not again
+		// at every pod event, nor when another problem comes or goes.
+		if len(problems) > 0 {
+			seen := make(map[string]bool, len(ps.problems))
+			for _, q := range ps.problems {
+				seen[q.Error()] = true
+			}
+			for _, p := range problems {
+				if !seen[p.Error()] {
+					r.fail(p)
+				}
 			}
 		}
 		ps.plan, ps.problems = plan, problems

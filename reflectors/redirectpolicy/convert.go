@@ -95,8 +95,10 @@ func (r *Rule) Selects(pod *Pod) bool {
 }
 
 // Convert returns the plan of a policy given this node's pods. err is set
-// for an invalid policy (nothing of it applies); problems are pods that
-// lack a port the policy names: they serve the policy's other ports.
+// for an invalid policy (nothing of it applies). problems are what the
+// policy leaves out and applies without: a frontend port whose name the
+// backend ports lack (that port is not redirected), a pod that lacks a
+// container port the policy names (it serves the policy's other ports).
 func Convert(p *Policy, pods []Pod, opts Options) (plan Plan, problems []error, err error) {
 	r, err := Compile(p, opts)
 	if err != nil {
@@ -120,6 +122,17 @@ func (r *Rule) Convert(pods []Pod) (plan Plan, problems []error) {
 	// With one port on each side, names are not needed to pair them:
 	// the backends serve every frontend port of their protocol.
 	paired := len(s.frontend) > 1 || len(s.backend) > 1
+	if paired {
+		// A frontend port whose name no backend port has is left out,
+		// not the policy: no pod can serve it, so it goes where it
+		// would without the policy (below).
+		for i, fp := range s.frontend {
+			if _, ok := portNamed(s.backend, fp.name); !ok {
+				problems = append(problems, fmt.Errorf("policy %s: %s[%d].name: %q has no port of that name in spec.redirectBackend.toPorts: port not redirected",
+					plan.Policy, s.feField, i, fp.name))
+			}
+		}
+	}
 	serving := map[string]bool{} // backend port names with a pod taking new flows ("" unpaired)
 	for i := range pods {
 		pod := &pods[i]

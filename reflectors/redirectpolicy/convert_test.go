@@ -174,9 +174,6 @@ func TestConvertRejectsBadPoliciesNamingTheField(t *testing.T) {
 		{"redirectFrontend: {serviceMatcher: {serviceName: a, namespace: kube-system}}\n" +
 			"redirectBackend:\n" + selectDNS + "  toPorts: [{port: '53', protocol: UDP, name: dns}, {port: '53', protocol: TCP}]\n",
 			"spec.redirectBackend.toPorts[1].name: missing (several ports need names)"},
-		{"redirectFrontend: {addressMatcher: {ip: 1.2.3.4, toPorts: [{port: '53', protocol: UDP, name: dns}, {port: '53', protocol: TCP, name: tcp}]}}\n" +
-			"redirectBackend:\n" + selectDNS + "  toPorts: [{port: '53', protocol: UDP, name: dns}, {port: '53', protocol: TCP, name: dns-tcp}]\n",
-			`spec.redirectFrontend.toPorts[1].name: "tcp" has no port of that name`},
 		{"redirectFrontend: {serviceMatcher: {serviceName: a, namespace: kube-system, toPorts: [{port: '443', protocol: UDP, name: https}]}}\n" +
 			"redirectBackend:\n" + selectDNS + "  toPorts: [{port: '8443', protocol: TCP, name: https}, {port: '8443', protocol: UDP, name: dtls}]\n",
 			`spec.redirectFrontend.toPorts[0].protocol: UDP, but "https" is TCP in spec.redirectBackend.toPorts`},
@@ -186,6 +183,48 @@ func TestConvertRejectsBadPoliciesNamingTheField(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("spec\n%s: error %v, want %q", tc.spec, err, tc.want)
 		}
+	}
+}
+
+// A frontend port whose name the backend ports lack is left out, not the
+// policy (as in Cilium): the other ports are redirected, and the problem
+// names the policy, the field and the port. (This once rejected the
+// whole policy.)
+func TestConvertLeavesOutAFrontendPortTheBackendLacks(t *testing.T) {
+	for _, tc := range []struct{ name, frontend, want, problem string }{{
+		name:     "address",
+		frontend: "redirectFrontend: {addressMatcher: {ip: 169.254.20.10, toPorts: [{port: '53', protocol: UDP, name: dns}, {port: '53', protocol: TCP, name: tcp}]}}\n",
+		want:     "fe 169.254.20.10:53/UDP LocalRedirect \"dns\"\nbe 10.0.1.1:5353/TCP [dns-tcp]\nbe 10.0.1.1:5353/UDP [dns]\n",
+		problem:  `policy kube-system/lrp: spec.redirectFrontend.addressMatcher.toPorts[1].name: "tcp" has no port of that name in spec.redirectBackend.toPorts: port not redirected`,
+	}, {
+		name:     "service",
+		frontend: "redirectFrontend: {serviceMatcher: {serviceName: kube-dns, namespace: kube-system, toPorts: [{port: '53', protocol: TCP, name: tcp}, {port: '53', protocol: UDP, name: dns}]}}\n",
+		want:     "svc kube-system/kube-dns ports [{dns 0 ANY}]\nbe 10.0.1.1:5353/TCP [dns-tcp]\nbe 10.0.1.1:5353/UDP [dns]\n",
+		problem:  `policy kube-system/lrp: spec.redirectFrontend.serviceMatcher.toPorts[0].name: "tcp" has no port of that name in spec.redirectBackend.toPorts: port not redirected`,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := tc.frontend + "redirectBackend:\n" + selectDNS +
+				"  toPorts: [{port: '53', protocol: UDP, name: dns}, {port: '53', protocol: TCP, name: dns-tcp}]\n"
+			plan, problems, err := Convert(policy(t, spec), []Pod{dnsPod("a", true, "10.0.1.1")}, Options{})
+			if err != nil {
+				t.Fatalf("policy rejected: %v", err)
+			}
+			if got := summary(plan); got != tc.want {
+				t.Errorf("got\n%swant\n%s", got, tc.want)
+			}
+			if len(problems) != 1 || problems[0].Error() != tc.problem {
+				t.Errorf("problems %v, want [%s]", problems, tc.problem)
+			}
+		})
+	}
+	// No frontend port has a backend: the policy is valid and redirects
+	// nothing.
+	spec := "redirectFrontend: {addressMatcher: {ip: 169.254.20.10, toPorts: [{port: '53', protocol: UDP, name: a}, {port: '53', protocol: TCP, name: b}]}}\n" +
+		"redirectBackend:\n" + selectDNS + "  toPorts: [{port: '53', protocol: UDP, name: dns}, {port: '53', protocol: TCP, name: dns-tcp}]\n"
+	plan, problems, err := Convert(policy(t, spec), []Pod{dnsPod("a", true, "10.0.1.1")}, Options{})
+	if err != nil || plan.Serving || len(plan.Frontends) != 0 || len(problems) != 2 {
+		t.Errorf("no port paired: err %v, serving %v, frontends %v, problems %v; want a valid policy redirecting nothing, 2 problems",
+			err, plan.Serving, plan.Frontends, problems)
 	}
 }
 

@@ -24,6 +24,7 @@ type spec struct {
 	addr     netip.Addr      // addressMatcher, else invalid
 	service  lb.ServiceName  // serviceMatcher, else zero
 	frontend []port          // the frontend's toPorts (may be empty for a serviceMatcher)
+	feField  string          // the field that holds them: spec.redirectFrontend.<matcher>.toPorts
 	backend  []port          // the backend's toPorts
 	selector labels.Selector // over the pods' labels
 	skip     bool
@@ -58,6 +59,7 @@ func validate(p *Policy) (spec, error) {
 		if len(fe.AddressMatcher.ToPorts) == 0 {
 			return s, errf(field+".toPorts", "missing")
 		}
+		s.feField = field + ".toPorts"
 		if s.frontend, err = parsePorts(fe.AddressMatcher.ToPorts); err != nil {
 			return s, errAt(field+".toPorts", err)
 		}
@@ -71,6 +73,7 @@ func validate(p *Policy) (spec, error) {
 			return s, errf(field+".namespace", "%q is not the policy's namespace %q", m.Namespace, p.Namespace)
 		}
 		s.service = lb.NewServiceName(p.Namespace, m.ServiceName)
+		s.feField = field + ".toPorts"
 		if s.frontend, err = parsePorts(m.ToPorts); err != nil {
 			return s, errAt(field+".toPorts", err)
 		}
@@ -85,14 +88,13 @@ func validate(p *Policy) (spec, error) {
 		return s, errAt(be+".toPorts", err)
 	}
 	// Names pair the frontend's ports with the backend's; one port on
-	// each side pairs without them.
+	// each side pairs without them. A frontend name the backend lacks
+	// leaves that port unredirected (Convert reports it), as in Cilium:
+	// the policy's other ports apply.
 	if len(s.frontend) > 1 || len(s.backend) > 1 {
 		for i, fp := range s.frontend {
 			bp, ok := portNamed(s.backend, fp.name)
-			if !ok {
-				return s, errf(fmt.Sprintf("spec.redirectFrontend.toPorts[%d].name", i), "%q has no port of that name in %s.toPorts", fp.name, be)
-			}
-			if bp.proto != fp.proto {
+			if ok && bp.proto != fp.proto {
 				return s, errf(fmt.Sprintf("spec.redirectFrontend.toPorts[%d].protocol", i), "%s, but %q is %s in %s.toPorts", fp.proto, fp.name, bp.proto, be)
 			}
 		}
