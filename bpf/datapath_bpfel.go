@@ -149,6 +149,7 @@ const (
 	datapathProgLbConnect6       = "lb_connect6"
 	datapathProgLbGetpeername4   = "lb_getpeername4"
 	datapathProgLbGetpeername6   = "lb_getpeername6"
+	datapathProgLbProbeSlots     = "lb_probe_slots"
 	datapathProgLbRecvmsg4       = "lb_recvmsg4"
 	datapathProgLbRecvmsg6       = "lb_recvmsg6"
 	datapathProgLbSendmsg4       = "lb_sendmsg4"
@@ -217,6 +218,7 @@ type datapathProgramSpecs struct {
 	LbConnect6     *ebpf.ProgramSpec `ebpf:"lb_connect6"`
 	LbGetpeername4 *ebpf.ProgramSpec `ebpf:"lb_getpeername4"`
 	LbGetpeername6 *ebpf.ProgramSpec `ebpf:"lb_getpeername6"`
+	LbProbeSlots   *ebpf.ProgramSpec `ebpf:"lb_probe_slots"`
 	LbRecvmsg4     *ebpf.ProgramSpec `ebpf:"lb_recvmsg4"`
 	LbRecvmsg6     *ebpf.ProgramSpec `ebpf:"lb_recvmsg6"`
 	LbSendmsg4     *ebpf.ProgramSpec `ebpf:"lb_sendmsg4"`
@@ -337,6 +339,7 @@ type datapathPrograms struct {
 	LbConnect6     *ebpf.Program `ebpf:"lb_connect6"`
 	LbGetpeername4 *ebpf.Program `ebpf:"lb_getpeername4"`
 	LbGetpeername6 *ebpf.Program `ebpf:"lb_getpeername6"`
+	LbProbeSlots   *ebpf.Program `ebpf:"lb_probe_slots"`
 	LbRecvmsg4     *ebpf.Program `ebpf:"lb_recvmsg4"`
 	LbRecvmsg6     *ebpf.Program `ebpf:"lb_recvmsg6"`
 	LbSendmsg4     *ebpf.Program `ebpf:"lb_sendmsg4"`
@@ -356,6 +359,7 @@ func (p *datapathPrograms) Close() error {
 		p.LbConnect6,
 		p.LbGetpeername4,
 		p.LbGetpeername6,
+		p.LbProbeSlots,
 		p.LbRecvmsg4,
 		p.LbRecvmsg6,
 		p.LbSendmsg4,

@@ -38,3 +38,4 @@
 #include "tc.h"
 #include "sock.h"
 #include "bench.h"
+#include "probe.h"

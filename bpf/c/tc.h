@@ -342,7 +342,7 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 {
 	struct lb_service_key key = {};
 	struct lb_service_value *m;
-	struct lb_backend *b = NULL, proxy;
+	struct lb_backend *b = NULL, be; /* be: the proxy, or a copy of the backend */
 	__u32 rev_nat_id, backend_id = 0, reason, hash;
 	__u16 slot;
 	bool selected = false;
@@ -356,15 +356,15 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 		return TC_ACT_SHOT;
 	}
 	if (m->flags & LB_F_PROXY) {
-		lb_proxy_backend(m, p->v4, &proxy);
-		b = &proxy;
+		lb_proxy_backend(m, p->v4, &be);
+		b = &be;
 	} else if ((m->flags & LB_F_SKIP_FROM_BACKEND) && lb_client_is_backend(&key, m, p->tuple.src)) {
 		backend_id = lb_select_fallback(&key, m, &reason);
 		if (!backend_id) {
 			lb_count_drop(rev_nat_id, reason);
 			return TC_ACT_SHOT;
 		}
-		b = lb_backend_lookup(backend_id);
+		b = lb_backend_lookup(backend_id, &be) ? &be : NULL;
 		if (!b) {
 			lb_count_drop(rev_nat_id, LB_DROP_MISSING_ENTRY);
 			return TC_ACT_SHOT;
@@ -373,7 +373,7 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 	if (!b && (m->flags & LB_F_AFFINITY))
 		backend_id = lb_affinity_backend(&key, m, p->tuple.src, now);
 	if (!b && backend_id)
-		b = lb_backend_lookup(backend_id);
+		b = lb_backend_lookup(backend_id, &be) ? &be : NULL;
 	if (!b) {
 		hash = lb_flow_hash(lb_flow_hash_basis, p->tuple.src, p->tuple.sport, key.addr, key.port, key.proto);
 		backend_id = lb_select_backend(&key, m, &hash, &reason, &slot);
@@ -381,7 +381,7 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 			lb_count_drop(rev_nat_id, reason);
 			return TC_ACT_SHOT;
 		}
-		b = lb_backend_lookup(backend_id);
+		b = lb_backend_lookup(backend_id, &be) ? &be : NULL;
 		if (!b) {
 			lb_count_drop(rev_nat_id, LB_DROP_MISSING_ENTRY);
 			return TC_ACT_SHOT;
@@ -399,7 +399,7 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 		 * too, it is dropped. */
 		if (selected)
 			backend_id = lb_select_backend(&key, m, NULL, &reason, &slot);
-		b = selected && backend_id ? lb_backend_lookup(backend_id) : NULL;
+		b = selected && lb_backend_lookup(backend_id, &be) ? &be : NULL;
 		if (!b || lb_addr_is_v4(b->addr) != p->v4 || lb_ct_reply_taken(p, b, rev_nat_id, now)) {
 			lb_count_drop(rev_nat_id, LB_DROP_CT_COLLISION);
 			return TC_ACT_SHOT;
@@ -460,14 +460,13 @@ static __noinline void lb_ct_refresh_reply(struct __sk_buff *skb, const struct l
  */
 static __always_inline int lb_tc_reply(struct __sk_buff *skb, const struct lb_pkt *p, struct lb_ct_value *ct, __u32 now)
 {
-	struct lb_rev_nat_value *fe;
+	struct lb_rev_nat_value fe;
 	__u32 id = ct->rev_nat_id;
 
-	fe = lb_rev_nat_lookup(id);
-	if (!fe)
+	if (!lb_rev_nat_lookup(id, &fe))
 		return TC_ACT_OK; /* the frontend is gone */
 	lb_ct_refresh_reply(skb, p, ct, now);
-	if (lb_rewrite(skb, p, false, fe->addr, fe->port)) {
+	if (lb_rewrite(skb, p, false, fe.addr, fe.port)) {
 		lb_count_drop(id, LB_DROP_REWRITE);
 		return TC_ACT_SHOT;
 	}
@@ -529,7 +528,7 @@ static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool inter
 {
 	struct lb_pkt p = {};
 	struct lb_ct_value *ct;
-	struct lb_backend *b;
+	struct lb_backend be;
 	__u32 now, id;
 	bool proxied = false;
 
@@ -544,9 +543,8 @@ static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool inter
 		/* A flow to the L7 proxy (backend 0) follows its frontend's
 		 * master entry: to the proxy while the flag stays. */
 		proxied = id == 0;
-		b = forward && id ? lb_backend_lookup(id) : NULL;
-		if (b)
-			return lb_tc_forward(skb, &p, ct, b, now);
+		if (forward && lb_backend_lookup(id, &be))
+			return lb_tc_forward(skb, &p, ct, &be, now);
 	}
 	if (!forward)
 		return TC_ACT_OK;
