@@ -106,6 +106,9 @@ func loadDatapathPrograms(m *Maps, opts DatapathOptions, names ...string) (*Data
 	for name, v := range timeouts {
 		constants[name] = v
 	}
+	if constants["lb_l4_csum_ipv6"], err = l4CsumIPv6Flag(); err != nil {
+		return nil, fmt.Errorf("datapath: %w", err)
+	}
 	for name, v := range constants {
 		vs := spec.Variables[name]
 		if vs == nil {

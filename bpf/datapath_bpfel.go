@@ -164,6 +164,7 @@ const (
 	datapathVarLbCtTimeoutSyn    = "lb_ct_timeout_syn"
 	datapathVarLbCtTimeoutTcp    = "lb_ct_timeout_tcp"
 	datapathVarLbFlowHashBasis   = "lb_flow_hash_basis"
+	datapathVarLbL4CsumIpv6      = "lb_l4_csum_ipv6"
 	datapathVarLbMaglevTableSize = "lb_maglev_table_size"
 	datapathVarLbRevNatMax       = "lb_rev_nat_max"
 )
@@ -257,6 +258,7 @@ type datapathVariableSpecs struct {
 	LbCtTimeoutSyn    *ebpf.VariableSpec `ebpf:"lb_ct_timeout_syn"`
 	LbCtTimeoutTcp    *ebpf.VariableSpec `ebpf:"lb_ct_timeout_tcp"`
 	LbFlowHashBasis   *ebpf.VariableSpec `ebpf:"lb_flow_hash_basis"`
+	LbL4CsumIpv6      *ebpf.VariableSpec `ebpf:"lb_l4_csum_ipv6"`
 	LbMaglevTableSize *ebpf.VariableSpec `ebpf:"lb_maglev_table_size"`
 	LbRevNatMax       *ebpf.VariableSpec `ebpf:"lb_rev_nat_max"`
 }
@@ -323,6 +325,7 @@ type datapathVariables struct {
 	LbCtTimeoutSyn    *ebpf.Variable `ebpf:"lb_ct_timeout_syn"`
 	LbCtTimeoutTcp    *ebpf.Variable `ebpf:"lb_ct_timeout_tcp"`
 	LbFlowHashBasis   *ebpf.Variable `ebpf:"lb_flow_hash_basis"`
+	LbL4CsumIpv6      *ebpf.Variable `ebpf:"lb_l4_csum_ipv6"`
 	LbMaglevTableSize *ebpf.Variable `ebpf:"lb_maglev_table_size"`
 	LbRevNatMax       *ebpf.Variable `ebpf:"lb_rev_nat_max"`
 }

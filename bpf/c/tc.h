@@ -122,6 +122,16 @@ static __always_inline __sum16 lb_csum_replace4(__sum16 check, __be32 from, __be
 }
 
 /*
+ * BPF_F_IPV6 where the kernel's bpf_l4_csum_replace knows it (6.16), else
+ * 0: set by the loader from a probe (csumprobe.go). An IPv6 address
+ * change alters the sum of a CHECKSUM_COMPLETE packet's bytes by as much
+ * as the L4 checksum's change takes away, so skb->csum must stay; without
+ * the flag the helper adjusts it as for IPv4, whose header checksum
+ * balances the address instead.
+ */
+volatile const __u32 lb_l4_csum_ipv6;
+
+/*
  * lb_rewrite sets the packet's destination (dst) or source address and
  * port, fixing the L3 and L4 checksums incrementally. The L4 checksum
  * goes through the helpers, which update an offloaded (CHECKSUM_PARTIAL)
@@ -161,7 +171,7 @@ static __always_inline int lb_rewrite(struct __sk_buff *skb, const struct lb_pkt
 		__builtin_memcpy(to, addr, 16);
 		diff = bpf_csum_diff((__be32 *)from, 16, (__be32 *)to, 16, 0);
 		if (diff < 0 ||
-		    bpf_l4_csum_replace(skb, p->csum_off, 0, diff, l4 | BPF_F_PSEUDO_HDR) ||
+		    bpf_l4_csum_replace(skb, p->csum_off, 0, diff, l4 | BPF_F_PSEUDO_HDR | lb_l4_csum_ipv6) ||
 		    lb_store(skb, addr_off, to, 16))
 			return -1;
 	}
