@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -82,6 +83,9 @@ func loadDatapathPrograms(m *Maps, opts DatapathOptions, names ...string) (*Data
 		if !ok {
 			if ms.Type == ebpf.Array && (name == ".rodata" || name == ".bss" || name == ".data") {
 				continue // the program's own globals
+			}
+			if strings.HasPrefix(name, "lb_dp_") {
+				continue // the datapath's own state, made with the programs (lb_dp_frags)
 			}
 			return nil, fmt.Errorf("datapath: map %s is not among the agent's maps", name)
 		}

@@ -85,6 +85,21 @@ type datapathLbFlowSeedValue struct {
 	Key [16]uint8
 }
 
+type datapathLbFragKey struct {
+	_     structs.HostLayout
+	Src   [16]uint8
+	Dst   [16]uint8
+	Id    uint32
+	Proto uint8
+	Pad   [3]uint8
+}
+
+type datapathLbFragValue struct {
+	_     structs.HostLayout
+	Sport uint16
+	Dport uint16
+}
+
 type datapathLbRevNatValue struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -133,6 +148,7 @@ const (
 	datapathMapLbBackends        = "lb_backends"
 	datapathMapLbCounters        = "lb_counters"
 	datapathMapLbCt              = "lb_ct"
+	datapathMapLbDpFrags         = "lb_dp_frags"
 	datapathMapLbDrops           = "lb_drops"
 	datapathMapLbFlowSeed        = "lb_flow_seed"
 	datapathMapLbIdMarks         = "lb_id_marks"
@@ -237,6 +253,7 @@ type datapathMapSpecs struct {
 	LbBackends *ebpf.MapSpec `ebpf:"lb_backends"`
 	LbCounters *ebpf.MapSpec `ebpf:"lb_counters"`
 	LbCt       *ebpf.MapSpec `ebpf:"lb_ct"`
+	LbDpFrags  *ebpf.MapSpec `ebpf:"lb_dp_frags"`
 	LbDrops    *ebpf.MapSpec `ebpf:"lb_drops"`
 	LbFlowSeed *ebpf.MapSpec `ebpf:"lb_flow_seed"`
 	LbIdMarks  *ebpf.MapSpec `ebpf:"lb_id_marks"`
@@ -287,6 +304,7 @@ type datapathMaps struct {
 	LbBackends *ebpf.Map `ebpf:"lb_backends"`
 	LbCounters *ebpf.Map `ebpf:"lb_counters"`
 	LbCt       *ebpf.Map `ebpf:"lb_ct"`
+	LbDpFrags  *ebpf.Map `ebpf:"lb_dp_frags"`
 	LbDrops    *ebpf.Map `ebpf:"lb_drops"`
 	LbFlowSeed *ebpf.Map `ebpf:"lb_flow_seed"`
 	LbIdMarks  *ebpf.Map `ebpf:"lb_id_marks"`
@@ -303,6 +321,7 @@ func (m *datapathMaps) Close() error {
 		m.LbBackends,
 		m.LbCounters,
 		m.LbCt,
+		m.LbDpFrags,
 		m.LbDrops,
 		m.LbFlowSeed,
 		m.LbIdMarks,

@@ -2,92 +2,13 @@
 /*
  * The tc programs: load balancing of packets arriving on an interface
  * (DNAT to the backend, with conntrack so that a flow keeps its backend)
- * and reverse NAT of the replies. Ethernet devices, IPv4 (unfragmented)
- * and IPv6 (no extension headers), TCP and UDP; anything else passes
- * untouched.
+ * and reverse NAT of the replies. Ethernet devices, IPv4 and IPv6, TCP
+ * and UDP, fragments too (parse.h); anything else passes untouched.
  */
 #ifndef __LBSTATE_TC_H
 #define __LBSTATE_TC_H
 
-#define LB_ETH_HLEN 14
-
-/* lb_pkt is a parsed packet: its tuple is its lb_ct key. */
-struct lb_pkt {
-	struct lb_ct_key tuple;
-	__u32 l4_off;
-	__u32 csum_off; /* of the L4 checksum, from the packet's start */
-	bool v4;
-};
-
-/* TCP header flags (the byte at offset 13). */
-#define LB_TCP_FIN 0x01
-#define LB_TCP_SYN 0x02
-#define LB_TCP_RST 0x04
-#define LB_TCP_ACK 0x10
-
-/*
- * lb_parse fills p from the packet's headers; false if the packet is not
- * one this datapath balances.
- */
-static __always_inline bool lb_parse(struct __sk_buff *skb, struct lb_pkt *p)
-{
-	void *data, *end;
-	struct ethhdr *eth;
-	__be16 *ports;
-	__u8 proto;
-
-	/* Headers may sit beyond the linear part; pull what an IPv6 TCP header needs. */
-	if (skb->data + LB_ETH_HLEN + sizeof(struct ipv6hdr) + sizeof(struct tcphdr) > skb->data_end)
-		bpf_skb_pull_data(skb, LB_ETH_HLEN + sizeof(struct ipv6hdr) + sizeof(struct tcphdr));
-	data = (void *)(long)skb->data;
-	end = (void *)(long)skb->data_end;
-	eth = data;
-	if ((void *)(eth + 1) > end)
-		return false;
-	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
-		struct iphdr *ip = (void *)(eth + 1);
-
-		if ((void *)(ip + 1) > end || ip->ihl < 5)
-			return false;
-		if (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET))
-			return false;
-		proto = ip->protocol;
-		p->v4 = true;
-		p->l4_off = LB_ETH_HLEN + ip->ihl * 4;
-		p->tuple.src[10] = p->tuple.src[11] = 0xff;
-		p->tuple.dst[10] = p->tuple.dst[11] = 0xff;
-		__builtin_memcpy(&p->tuple.src[12], &ip->saddr, 4);
-		__builtin_memcpy(&p->tuple.dst[12], &ip->daddr, 4);
-	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr *ip6 = (void *)(eth + 1);
-
-		if ((void *)(ip6 + 1) > end)
-			return false;
-		proto = ip6->nexthdr;
-		p->v4 = false;
-		p->l4_off = LB_ETH_HLEN + sizeof(*ip6);
-		__builtin_memcpy(p->tuple.src, &ip6->saddr, 16);
-		__builtin_memcpy(p->tuple.dst, &ip6->daddr, 16);
-	} else {
-		return false;
-	}
-	if (proto == IPPROTO_TCP)
-		p->csum_off = p->l4_off + offsetof(struct tcphdr, check);
-	else if (proto == IPPROTO_UDP)
-		p->csum_off = p->l4_off + offsetof(struct udphdr, check);
-	else
-		return false;
-	if (p->l4_off > LB_ETH_HLEN + 60)
-		return false;
-	ports = data + p->l4_off;
-	if ((void *)(ports + 2) > end)
-		return false;
-	p->tuple.sport = ports[0];
-	p->tuple.dport = ports[1];
-	p->tuple.proto = proto;
-	p->tuple.kind = LB_CT_PACKET;
-	return true;
-}
+#include "parse.h"
 
 /*
  * lb_store writes len bytes at off, directly when they are in the linear
@@ -97,7 +18,7 @@ static __always_inline int lb_store(struct __sk_buff *skb, __u32 off, const void
 {
 	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
 
-	if (off > LB_ETH_HLEN + 60 + 4) /* a bound for the verifier: headers only */
+	if (off > LB_L4_OFF_MAX + 4) /* a bound for the verifier: headers only */
 		return -1;
 	if (data + off + 16 > end)
 		return bpf_skb_store_bytes(skb, off, from, len, 0);
@@ -152,7 +73,8 @@ static __always_inline int lb_rewrite(struct __sk_buff *skb, const struct lb_pkt
 		void *end;
 
 		if (from != to) {
-			if (bpf_l4_csum_replace(skb, p->csum_off, from, to, l4 | BPF_F_PSEUDO_HDR | sizeof(to)))
+			if (!p->later_frag &&
+			    bpf_l4_csum_replace(skb, p->csum_off, from, to, l4 | BPF_F_PSEUDO_HDR | sizeof(to)))
 				return -1;
 			ip = (void *)(long)skb->data + LB_ETH_HLEN;
 			end = (void *)(long)skb->data_end;
@@ -170,12 +92,14 @@ static __always_inline int lb_rewrite(struct __sk_buff *skb, const struct lb_pkt
 		__builtin_memcpy(from, old, 16);
 		__builtin_memcpy(to, addr, 16);
 		diff = bpf_csum_diff((__be32 *)from, 16, (__be32 *)to, 16, 0);
+		if (p->later_frag)
+			return lb_store(skb, addr_off, to, 16);
 		if (diff < 0 ||
 		    bpf_l4_csum_replace(skb, p->csum_off, 0, diff, l4 | BPF_F_PSEUDO_HDR | lb_l4_csum_ipv6) ||
 		    lb_store(skb, addr_off, to, 16))
 			return -1;
 	}
-	if (old_port != port) {
+	if (old_port != port && !p->later_frag) {
 		if (bpf_l4_csum_replace(skb, p->csum_off, old_port, port, l4 | sizeof(port)) ||
 		    lb_store(skb, port_off, &port, sizeof(port)))
 			return -1;
@@ -255,11 +179,13 @@ static __always_inline __u8 lb_tcp_flags(struct __sk_buff *skb, const struct lb_
 	__u32 off = p->l4_off;
 	__u8 *flags;
 
-	if (p->tuple.proto != IPPROTO_TCP || off > LB_ETH_HLEN + 60)
+	__u8 byte;
+
+	if (p->tuple.proto != IPPROTO_TCP || p->later_frag || off > LB_L4_OFF_MAX)
 		return 0;
 	flags = data + off + 13;
 	if ((void *)(flags + 1) > end)
-		return 0;
+		return bpf_skb_load_bytes(skb, off + 13, &byte, 1) ? 0 : byte;
 	return *flags;
 }
 
@@ -542,8 +468,17 @@ static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool inter
 	__u32 now, id;
 	bool proxied = false;
 
-	if (!lb_parse(skb, &p))
+	switch (lb_parse(skb, &p)) {
+	case LB_PARSE_OK:
+		break;
+	case LB_PARSE_NO_FIRST:
+		/* Perhaps of a balanced flow, which cannot be told: never
+		 * passed untranslated. */
+		lb_count_drop(0, LB_DROP_FRAG_NO_FIRST);
+		return TC_ACT_SHOT;
+	default:
 		return TC_ACT_OK;
+	}
 	now = lb_now();
 	ct = bpf_map_lookup_elem(&lb_ct, &p.tuple);
 	if (ct && lb_ct_live(ct, now)) {
@@ -556,7 +491,7 @@ static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool inter
 		if (forward && lb_backend_lookup(id, &be))
 			return lb_tc_forward(skb, &p, ct, &be, now);
 	}
-	if (!forward)
+	if (!forward || p.later_frag) /* a later fragment follows its first one */
 		return TC_ACT_OK;
 	return lb_tc_new_flow(skb, &p, internal, now, proxied);
 }
