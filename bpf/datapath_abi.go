@@ -98,6 +98,7 @@ const (
 	DropRejected     = 6
 	DropCTCollision  = 7
 	DropFragNoFirst  = 8
+	DropICMP         = 9
 )
 
 // DropReasons names each drop reason, as metrics and lbctl show it.
@@ -110,6 +111,7 @@ var DropReasons = map[uint32]string{
 	DropRejected:     "rejected",
 	DropCTCollision:  "ct-collision",
 	DropFragNoFirst:  "frag-no-first",
+	DropICMP:         "icmp",
 }
 
 // bindPerCPU binds a per-CPU hash map, whose values are one V per

@@ -38,10 +38,32 @@ struct lb_pkt {
 
 /* What lb_parse found. */
 enum {
-	LB_PARSE_PASS = 0,    /* not a packet this datapath balances */
-	LB_PARSE_OK = 1,      /* p is filled */
-	LB_PARSE_NO_FIRST = 2 /* a later fragment whose first one was not seen */
+	LB_PARSE_PASS = 0,     /* not a packet this datapath balances */
+	LB_PARSE_OK = 1,       /* p is filled */
+	LB_PARSE_NO_FIRST = 2, /* a later fragment whose first one was not seen */
+	LB_PARSE_ICMP = 3,     /* an ICMP(v6) error: p has its addresses and l4_off (icmp.h) */
 };
+
+#define LB_IPPROTO_ICMPV6 58
+
+#define LB_ICMP_DEST_UNREACH 3
+#define LB_ICMP_TIME_EXCEEDED 11
+#define LB_ICMP_PARAMETERPROB 12
+#define LB_ICMP6_DEST_UNREACH 1
+#define LB_ICMP6_PKT_TOOBIG 2
+#define LB_ICMP6_TIME_EXCEED 3
+#define LB_ICMP6_PARAMPROB 4
+
+#define LB_INNER_OFF_MAX (LB_L4_OFF_MAX + 8 + 40 + 64)
+
+/* lb_icmp_is_error says whether an ICMP(v6) type quotes a packet. */
+static __always_inline bool lb_icmp_is_error(bool v4, __u8 type)
+{
+	if (v4)
+		return type == LB_ICMP_DEST_UNREACH || type == LB_ICMP_TIME_EXCEEDED || type == LB_ICMP_PARAMETERPROB;
+	return type >= LB_ICMP6_DEST_UNREACH && type <= LB_ICMP6_PARAMPROB;
+}
+
 
 /*
  * lb_dp_frags is the datapath's own map (the loader creates it with the
@@ -178,6 +200,15 @@ static __always_inline int lb_parse(struct __sk_buff *skb, struct lb_pkt *p)
 		p->l4_off = off;
 	} else {
 		return LB_PARSE_PASS;
+	}
+	if ((proto == IPPROTO_ICMP && p->v4) || (proto == LB_IPPROTO_ICMPV6 && !p->v4)) {
+		__u8 type;
+
+		if (frag_off || p->l4_off > LB_L4_OFF_MAX || bpf_skb_load_bytes(skb, p->l4_off, &type, 1) ||
+		    !lb_icmp_is_error(p->v4, type))
+			return LB_PARSE_PASS;
+		p->tuple.proto = proto;
+		return LB_PARSE_ICMP;
 	}
 	if (proto == IPPROTO_TCP)
 		p->csum_off = p->l4_off + offsetof(struct tcphdr, check);

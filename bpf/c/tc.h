@@ -3,7 +3,8 @@
  * The tc programs: load balancing of packets arriving on an interface
  * (DNAT to the backend, with conntrack so that a flow keeps its backend)
  * and reverse NAT of the replies. Ethernet devices, IPv4 and IPv6, TCP
- * and UDP, fragments too (parse.h); anything else passes untouched.
+ * and UDP, fragments too (parse.h), and ICMP errors about balanced flows
+ * (icmp.h); anything else passes untouched.
  */
 #ifndef __LBSTATE_TC_H
 #define __LBSTATE_TC_H
@@ -106,6 +107,8 @@ static __always_inline int lb_rewrite(struct __sk_buff *skb, const struct lb_pkt
 	}
 	return 0;
 }
+
+#include "icmp.h"
 
 /*
  * lb_to_node says whether the packet is addressed to this node, for
@@ -476,6 +479,8 @@ static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool inter
 		 * passed untranslated. */
 		lb_count_drop(0, LB_DROP_FRAG_NO_FIRST);
 		return TC_ACT_SHOT;
+	case LB_PARSE_ICMP:
+		return lb_tc_icmp_error(skb, &p);
 	default:
 		return TC_ACT_OK;
 	}
