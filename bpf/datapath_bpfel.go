@@ -174,6 +174,7 @@ const (
 	datapathProgLbTcIngress      = "lb_tc_ingress"
 	datapathProgLbTcWorkload     = "lb_tc_workload"
 	datapathVarLbBackendsMax     = "lb_backends_max"
+	datapathVarLbBenchSaved      = "lb_bench_saved"
 	datapathVarLbBenchSeq        = "lb_bench_seq"
 	datapathVarLbCtTimeoutClose  = "lb_ct_timeout_close"
 	datapathVarLbCtTimeoutOther  = "lb_ct_timeout_other"
@@ -269,6 +270,7 @@ type datapathMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type datapathVariableSpecs struct {
 	LbBackendsMax     *ebpf.VariableSpec `ebpf:"lb_backends_max"`
+	LbBenchSaved      *ebpf.VariableSpec `ebpf:"lb_bench_saved"`
 	LbBenchSeq        *ebpf.VariableSpec `ebpf:"lb_bench_seq"`
 	LbCtTimeoutClose  *ebpf.VariableSpec `ebpf:"lb_ct_timeout_close"`
 	LbCtTimeoutOther  *ebpf.VariableSpec `ebpf:"lb_ct_timeout_other"`
@@ -338,6 +340,7 @@ func (m *datapathMaps) Close() error {
 // It can be passed to loadDatapathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type datapathVariables struct {
 	LbBackendsMax     *ebpf.Variable `ebpf:"lb_backends_max"`
+	LbBenchSaved      *ebpf.Variable `ebpf:"lb_bench_saved"`
 	LbBenchSeq        *ebpf.Variable `ebpf:"lb_bench_seq"`
 	LbCtTimeoutClose  *ebpf.Variable `ebpf:"lb_ct_timeout_close"`
 	LbCtTimeoutOther  *ebpf.Variable `ebpf:"lb_ct_timeout_other"`

@@ -46,13 +46,15 @@ struct lb_icmp_quote {
 /* lb_icmp_parse_quote reads the quoted packet of the error p; false if it is no TCP or UDP packet of p's family. */
 static __always_inline bool lb_icmp_parse_quote(struct __sk_buff *skb, const struct lb_pkt *p, struct lb_icmp_quote *q)
 {
-	__u8 proto, hdr[40];
+	__u8 proto, hdr[10]; /* the quote's IPv4 header up to its protocol, or IPv6's up to its next header */
 	__be16 ports[2], csum;
 	__u32 fid, off;
 	__u16 frag = 0;
 
+	/* (Read in pieces, the addresses straight into the key: this runs
+	 * as a subprogram of the programs, whose stacks add up.) */
 	q->ip_off = p->l4_off + 8;
-	if (q->ip_off > LB_L4_OFF_MAX + 8 || bpf_skb_load_bytes(skb, q->ip_off, hdr, p->v4 ? 20 : 40))
+	if (q->ip_off > LB_L4_OFF_MAX + 8 || bpf_skb_load_bytes(skb, q->ip_off, hdr, sizeof(hdr)))
 		return false;
 	if (p->v4) {
 		if (hdr[0] >> 4 != 4 || (hdr[0] & 0xf) < 5 || (hdr[6] & 0x1f) || hdr[7]) /* a later fragment has no ports */
@@ -60,15 +62,18 @@ static __always_inline bool lb_icmp_parse_quote(struct __sk_buff *skb, const str
 		proto = hdr[9];
 		off = q->ip_off + (hdr[0] & 0xf) * 4;
 		q->key.src[10] = q->key.src[11] = q->key.dst[10] = q->key.dst[11] = 0xff;
-		__builtin_memcpy(&q->key.src[12], &hdr[16], 4); /* reversed */
-		__builtin_memcpy(&q->key.dst[12], &hdr[12], 4);
+		/* reversed: the quote's destination is the key's source */
+		if (bpf_skb_load_bytes(skb, q->ip_off + 16, &q->key.src[12], 4) ||
+		    bpf_skb_load_bytes(skb, q->ip_off + 12, &q->key.dst[12], 4))
+			return false;
 	} else {
 		if (hdr[0] >> 4 != 6)
 			return false;
 		proto = hdr[6];
 		off = q->ip_off + 40;
-		__builtin_memcpy(q->key.src, &hdr[24], 16);
-		__builtin_memcpy(q->key.dst, &hdr[8], 16);
+		if (bpf_skb_load_bytes(skb, q->ip_off + 24, q->key.src, 16) ||
+		    bpf_skb_load_bytes(skb, q->ip_off + 8, q->key.dst, 16))
+			return false;
 		if (!lb_ipv6_l4(skb, &proto, &off, &fid, &frag) || (frag & ~1))
 			return false;
 	}
@@ -98,7 +103,7 @@ static __always_inline int lb_icmp_rewrite_quote(struct __sk_buff *skb, const st
 	__u32 icmp_csum = p->l4_off + 2;
 	__u32 port_off = q->l4_off + (src ? 0 : 2);
 	__be16 old_port, check, new_check;
-	__u8 from[16], to[16];
+	__u8 from[16];
 	__s64 diff;
 
 	if (bpf_skb_load_bytes(skb, port_off, &old_port, 2))
@@ -122,9 +127,8 @@ static __always_inline int lb_icmp_rewrite_quote(struct __sk_buff *skb, const st
 
 		if (bpf_skb_load_bytes(skb, addr_off, from, 16))
 			return -1;
-		__builtin_memcpy(to, addr, 16);
-		diff = bpf_csum_diff((__be32 *)from, 16, (__be32 *)to, 16, 0);
-		if (diff < 0 || bpf_skb_store_bytes(skb, addr_off, to, 16, 0) ||
+		diff = bpf_csum_diff((__be32 *)from, 16, (__be32 *)addr, 16, 0);
+		if (diff < 0 || bpf_skb_store_bytes(skb, addr_off, addr, 16, 0) ||
 		    bpf_l4_csum_replace(skb, icmp_csum, 0, diff, 0))
 			return -1;
 	}
@@ -153,7 +157,6 @@ static __always_inline int lb_icmp_rewrite_quote(struct __sk_buff *skb, const st
 static __always_inline int lb_icmp_rewrite_outer(struct __sk_buff *skb, const struct lb_pkt *p, bool src, const __u8 addr[16])
 {
 	const __u8 *old = src ? p->tuple.src : p->tuple.dst;
-	__u8 from[16], to[16];
 	__s64 diff;
 
 	if (p->v4) {
@@ -169,12 +172,10 @@ static __always_inline int lb_icmp_rewrite_outer(struct __sk_buff *skb, const st
 			return -1;
 		return 0;
 	}
-	__builtin_memcpy(from, old, 16);
-	__builtin_memcpy(to, addr, 16);
-	diff = bpf_csum_diff((__be32 *)from, 16, (__be32 *)to, 16, 0);
+	diff = bpf_csum_diff((__be32 *)old, 16, (__be32 *)addr, 16, 0);
 	if (diff < 0 ||
 	    bpf_l4_csum_replace(skb, p->l4_off + 2, 0, diff, BPF_F_PSEUDO_HDR | lb_l4_csum_ipv6) ||
-	    bpf_skb_store_bytes(skb, LB_ETH_HLEN + (src ? 8 : 24), to, 16, 0))
+	    bpf_skb_store_bytes(skb, LB_ETH_HLEN + (src ? 8 : 24), addr, 16, 0))
 		return -1;
 	return 0;
 }
@@ -186,8 +187,10 @@ static __always_inline int lb_icmp_rewrite_outer(struct __sk_buff *skb, const st
 static __noinline int lb_tc_icmp_error(struct __sk_buff *skb, const struct lb_pkt *p)
 {
 	struct lb_icmp_quote q = {};
-	struct lb_rev_nat_value fe;
-	struct lb_backend be;
+	union {
+		struct lb_rev_nat_value fe;
+		struct lb_backend be;
+	} to;
 	struct lb_ct_value *ct;
 	__u32 id;
 
@@ -199,24 +202,24 @@ static __noinline int lb_tc_icmp_error(struct __sk_buff *skb, const struct lb_pk
 	id = ct->rev_nat_id;
 	if (ct->dir == LB_CT_REPLY) {
 		/* The quote went client -> backend: it names the frontend again. */
-		if (!lb_rev_nat_lookup(id, &fe)) {
+		if (!lb_rev_nat_lookup(id, &to.fe)) {
 			lb_count_drop(id, LB_DROP_ICMP);
 			return TC_ACT_SHOT;
 		}
-		if (lb_icmp_rewrite_quote(skb, p, &q, false, fe.addr, fe.port) ||
-		    (lb_addr_eq(p->tuple.src, q.key.src) && lb_icmp_rewrite_outer(skb, p, true, fe.addr))) {
+		if (lb_icmp_rewrite_quote(skb, p, &q, false, to.fe.addr, to.fe.port) ||
+		    (lb_addr_eq(p->tuple.src, q.key.src) && lb_icmp_rewrite_outer(skb, p, true, to.fe.addr))) {
 			lb_count_drop(id, LB_DROP_ICMP);
 			return TC_ACT_SHOT;
 		}
 		return TC_ACT_OK;
 	}
 	/* The quote went frontend -> client: it names the backend. */
-	if (!ct->backend_id || !lb_backend_lookup(ct->backend_id, &be)) {
+	if (!ct->backend_id || !lb_backend_lookup(ct->backend_id, &to.be)) {
 		lb_count_drop(id, LB_DROP_ICMP);
 		return TC_ACT_SHOT;
 	}
-	if (lb_icmp_rewrite_quote(skb, p, &q, true, be.addr, be.port) ||
-	    (lb_addr_eq(p->tuple.dst, q.key.dst) && lb_icmp_rewrite_outer(skb, p, false, be.addr))) {
+	if (lb_icmp_rewrite_quote(skb, p, &q, true, to.be.addr, to.be.port) ||
+	    (lb_addr_eq(p->tuple.dst, q.key.dst) && lb_icmp_rewrite_outer(skb, p, false, to.be.addr))) {
 		lb_count_drop(id, LB_DROP_ICMP);
 		return TC_ACT_SHOT;
 	}
