@@ -37,6 +37,8 @@ var (
 		{"lb_getpeername6", ebpf.AttachCgroupInet6GetPeername},
 	}
 	tcPrograms = []string{"lb_tc_ingress", "lb_tc_workload", "lb_tc_egress"}
+	// udpReaperProgram is the UDP socket iterator of c/sockdestroy.h.
+	udpReaperProgram = "lb_sock_destroy_udp"
 )
 
 // LoadDatapath loads the reference datapath's programs over m, which must
@@ -58,6 +60,7 @@ var DefaultDatapathOptions = DatapathOptions{CTTimeouts: DefaultCTTimeouts}
 // LoadDatapathOptions is LoadDatapath with opts.
 func LoadDatapathOptions(m *Maps, opts DatapathOptions) (*Datapath, error) {
 	names := append([]string(nil), tcPrograms...)
+	names = append(names, udpReaperProgram)
 	for _, p := range socketPrograms {
 		names = append(names, p.name)
 	}

@@ -170,6 +170,7 @@ const (
 	datapathProgLbRecvmsg6       = "lb_recvmsg6"
 	datapathProgLbSendmsg4       = "lb_sendmsg4"
 	datapathProgLbSendmsg6       = "lb_sendmsg6"
+	datapathProgLbSockDestroyUdp = "lb_sock_destroy_udp"
 	datapathProgLbTcEgress       = "lb_tc_egress"
 	datapathProgLbTcIngress      = "lb_tc_ingress"
 	datapathProgLbTcWorkload     = "lb_tc_workload"
@@ -228,22 +229,23 @@ type datapathSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type datapathProgramSpecs struct {
-	LbBenchCopy    *ebpf.ProgramSpec `ebpf:"lb_bench_copy"`
-	LbBenchCopyNew *ebpf.ProgramSpec `ebpf:"lb_bench_copy_new"`
-	LbBenchEst     *ebpf.ProgramSpec `ebpf:"lb_bench_est"`
-	LbBenchNew     *ebpf.ProgramSpec `ebpf:"lb_bench_new"`
-	LbConnect4     *ebpf.ProgramSpec `ebpf:"lb_connect4"`
-	LbConnect6     *ebpf.ProgramSpec `ebpf:"lb_connect6"`
-	LbGetpeername4 *ebpf.ProgramSpec `ebpf:"lb_getpeername4"`
-	LbGetpeername6 *ebpf.ProgramSpec `ebpf:"lb_getpeername6"`
-	LbProbeSlots   *ebpf.ProgramSpec `ebpf:"lb_probe_slots"`
-	LbRecvmsg4     *ebpf.ProgramSpec `ebpf:"lb_recvmsg4"`
-	LbRecvmsg6     *ebpf.ProgramSpec `ebpf:"lb_recvmsg6"`
-	LbSendmsg4     *ebpf.ProgramSpec `ebpf:"lb_sendmsg4"`
-	LbSendmsg6     *ebpf.ProgramSpec `ebpf:"lb_sendmsg6"`
-	LbTcEgress     *ebpf.ProgramSpec `ebpf:"lb_tc_egress"`
-	LbTcIngress    *ebpf.ProgramSpec `ebpf:"lb_tc_ingress"`
-	LbTcWorkload   *ebpf.ProgramSpec `ebpf:"lb_tc_workload"`
+	LbBenchCopy      *ebpf.ProgramSpec `ebpf:"lb_bench_copy"`
+	LbBenchCopyNew   *ebpf.ProgramSpec `ebpf:"lb_bench_copy_new"`
+	LbBenchEst       *ebpf.ProgramSpec `ebpf:"lb_bench_est"`
+	LbBenchNew       *ebpf.ProgramSpec `ebpf:"lb_bench_new"`
+	LbConnect4       *ebpf.ProgramSpec `ebpf:"lb_connect4"`
+	LbConnect6       *ebpf.ProgramSpec `ebpf:"lb_connect6"`
+	LbGetpeername4   *ebpf.ProgramSpec `ebpf:"lb_getpeername4"`
+	LbGetpeername6   *ebpf.ProgramSpec `ebpf:"lb_getpeername6"`
+	LbProbeSlots     *ebpf.ProgramSpec `ebpf:"lb_probe_slots"`
+	LbRecvmsg4       *ebpf.ProgramSpec `ebpf:"lb_recvmsg4"`
+	LbRecvmsg6       *ebpf.ProgramSpec `ebpf:"lb_recvmsg6"`
+	LbSendmsg4       *ebpf.ProgramSpec `ebpf:"lb_sendmsg4"`
+	LbSendmsg6       *ebpf.ProgramSpec `ebpf:"lb_sendmsg6"`
+	LbSockDestroyUdp *ebpf.ProgramSpec `ebpf:"lb_sock_destroy_udp"`
+	LbTcEgress       *ebpf.ProgramSpec `ebpf:"lb_tc_egress"`
+	LbTcIngress      *ebpf.ProgramSpec `ebpf:"lb_tc_ingress"`
+	LbTcWorkload     *ebpf.ProgramSpec `ebpf:"lb_tc_workload"`
 }
 
 // datapathMapSpecs contains maps before they are loaded into the kernel.
@@ -356,22 +358,23 @@ type datapathVariables struct {
 //
 // It can be passed to loadDatapathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type datapathPrograms struct {
-	LbBenchCopy    *ebpf.Program `ebpf:"lb_bench_copy"`
-	LbBenchCopyNew *ebpf.Program `ebpf:"lb_bench_copy_new"`
-	LbBenchEst     *ebpf.Program `ebpf:"lb_bench_est"`
-	LbBenchNew     *ebpf.Program `ebpf:"lb_bench_new"`
-	LbConnect4     *ebpf.Program `ebpf:"lb_connect4"`
-	LbConnect6     *ebpf.Program `ebpf:"lb_connect6"`
-	LbGetpeername4 *ebpf.Program `ebpf:"lb_getpeername4"`
-	LbGetpeername6 *ebpf.Program `ebpf:"lb_getpeername6"`
-	LbProbeSlots   *ebpf.Program `ebpf:"lb_probe_slots"`
-	LbRecvmsg4     *ebpf.Program `ebpf:"lb_recvmsg4"`
-	LbRecvmsg6     *ebpf.Program `ebpf:"lb_recvmsg6"`
-	LbSendmsg4     *ebpf.Program `ebpf:"lb_sendmsg4"`
-	LbSendmsg6     *ebpf.Program `ebpf:"lb_sendmsg6"`
-	LbTcEgress     *ebpf.Program `ebpf:"lb_tc_egress"`
-	LbTcIngress    *ebpf.Program `ebpf:"lb_tc_ingress"`
-	LbTcWorkload   *ebpf.Program `ebpf:"lb_tc_workload"`
+	LbBenchCopy      *ebpf.Program `ebpf:"lb_bench_copy"`
+	LbBenchCopyNew   *ebpf.Program `ebpf:"lb_bench_copy_new"`
+	LbBenchEst       *ebpf.Program `ebpf:"lb_bench_est"`
+	LbBenchNew       *ebpf.Program `ebpf:"lb_bench_new"`
+	LbConnect4       *ebpf.Program `ebpf:"lb_connect4"`
+	LbConnect6       *ebpf.Program `ebpf:"lb_connect6"`
+	LbGetpeername4   *ebpf.Program `ebpf:"lb_getpeername4"`
+	LbGetpeername6   *ebpf.Program `ebpf:"lb_getpeername6"`
+	LbProbeSlots     *ebpf.Program `ebpf:"lb_probe_slots"`
+	LbRecvmsg4       *ebpf.Program `ebpf:"lb_recvmsg4"`
+	LbRecvmsg6       *ebpf.Program `ebpf:"lb_recvmsg6"`
+	LbSendmsg4       *ebpf.Program `ebpf:"lb_sendmsg4"`
+	LbSendmsg6       *ebpf.Program `ebpf:"lb_sendmsg6"`
+	LbSockDestroyUdp *ebpf.Program `ebpf:"lb_sock_destroy_udp"`
+	LbTcEgress       *ebpf.Program `ebpf:"lb_tc_egress"`
+	LbTcIngress      *ebpf.Program `ebpf:"lb_tc_ingress"`
+	LbTcWorkload     *ebpf.Program `ebpf:"lb_tc_workload"`
 }
 
 func (p *datapathPrograms) Close() error {
@@ -389,6 +392,7 @@ func (p *datapathPrograms) Close() error {
 		p.LbRecvmsg6,
 		p.LbSendmsg4,
 		p.LbSendmsg6,
+		p.LbSockDestroyUdp,
 		p.LbTcEgress,
 		p.LbTcIngress,
 		p.LbTcWorkload,
