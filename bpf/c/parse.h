@@ -234,7 +234,11 @@ static __always_inline int lb_parse(struct __sk_buff *skb, struct lb_pkt *p)
 		p->later_frag = true;
 		return LB_PARSE_OK;
 	}
-	if (bpf_skb_load_bytes(skb, p->l4_off, &ports, sizeof(ports)))
+	data = (void *)(long)skb->data;
+	end = (void *)(long)skb->data_end;
+	if (data + p->l4_off + sizeof(ports) <= end) /* read directly: no helper call */
+		__builtin_memcpy(&ports, data + p->l4_off, sizeof(ports));
+	else if (bpf_skb_load_bytes(skb, p->l4_off, &ports, sizeof(ports)))
 		return LB_PARSE_PASS;
 	p->tuple.sport = ports.sport;
 	p->tuple.dport = ports.dport;
