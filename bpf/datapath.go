@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -36,6 +37,8 @@ var (
 		{"lb_getpeername6", ebpf.AttachCgroupInet6GetPeername},
 	}
 	tcPrograms = []string{"lb_tc_ingress", "lb_tc_workload", "lb_tc_egress"}
+	// udpReaperProgram is the UDP socket iterator of c/sockdestroy.h.
+	udpReaperProgram = "lb_sock_destroy_udp"
 )
 
 // LoadDatapath loads the reference datapath's programs over m, which must
@@ -57,6 +60,7 @@ var DefaultDatapathOptions = DatapathOptions{CTTimeouts: DefaultCTTimeouts}
 // LoadDatapathOptions is LoadDatapath with opts.
 func LoadDatapathOptions(m *Maps, opts DatapathOptions) (*Datapath, error) {
 	names := append([]string(nil), tcPrograms...)
+	names = append(names, udpReaperProgram)
 	for _, p := range socketPrograms {
 		names = append(names, p.name)
 	}
@@ -83,6 +87,9 @@ func loadDatapathPrograms(m *Maps, opts DatapathOptions, names ...string) (*Data
 			if ms.Type == ebpf.Array && (name == ".rodata" || name == ".bss" || name == ".data") {
 				continue // the program's own globals
 			}
+			if strings.HasPrefix(name, "lb_dp_") {
+				continue // the datapath's own state, made with the programs (lb_dp_frags)
+			}
 			return nil, fmt.Errorf("datapath: map %s is not among the agent's maps", name)
 		}
 		// The agent sized its maps from its flags; the object has defaults.
@@ -105,6 +112,9 @@ func loadDatapathPrograms(m *Maps, opts DatapathOptions, names ...string) (*Data
 	}
 	for name, v := range timeouts {
 		constants[name] = v
+	}
+	if constants["lb_l4_csum_ipv6"], err = l4CsumIPv6Flag(); err != nil {
+		return nil, fmt.Errorf("datapath: %w", err)
 	}
 	for name, v := range constants {
 		vs := spec.Variables[name]

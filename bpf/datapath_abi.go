@@ -97,6 +97,8 @@ const (
 	DropRewrite      = 5
 	DropRejected     = 6
 	DropCTCollision  = 7
+	DropFragNoFirst  = 8
+	DropICMP         = 9
 )
 
 // DropReasons names each drop reason, as metrics and lbctl show it.
@@ -108,6 +110,8 @@ var DropReasons = map[uint32]string{
 	DropRewrite:      "rewrite",
 	DropRejected:     "rejected",
 	DropCTCollision:  "ct-collision",
+	DropFragNoFirst:  "frag-no-first",
+	DropICMP:         "icmp",
 }
 
 // bindPerCPU binds a per-CPU hash map, whose values are one V per

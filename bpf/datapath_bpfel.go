@@ -85,6 +85,21 @@ type datapathLbFlowSeedValue struct {
 	Key [16]uint8
 }
 
+type datapathLbFragKey struct {
+	_     structs.HostLayout
+	Src   [16]uint8
+	Dst   [16]uint8
+	Id    uint32
+	Proto uint8
+	Pad   [3]uint8
+}
+
+type datapathLbFragValue struct {
+	_     structs.HostLayout
+	Sport uint16
+	Dport uint16
+}
+
 type datapathLbRevNatValue struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -133,6 +148,7 @@ const (
 	datapathMapLbBackends        = "lb_backends"
 	datapathMapLbCounters        = "lb_counters"
 	datapathMapLbCt              = "lb_ct"
+	datapathMapLbDpFrags         = "lb_dp_frags"
 	datapathMapLbDrops           = "lb_drops"
 	datapathMapLbFlowSeed        = "lb_flow_seed"
 	datapathMapLbIdMarks         = "lb_id_marks"
@@ -149,20 +165,24 @@ const (
 	datapathProgLbConnect6       = "lb_connect6"
 	datapathProgLbGetpeername4   = "lb_getpeername4"
 	datapathProgLbGetpeername6   = "lb_getpeername6"
+	datapathProgLbProbeSlots     = "lb_probe_slots"
 	datapathProgLbRecvmsg4       = "lb_recvmsg4"
 	datapathProgLbRecvmsg6       = "lb_recvmsg6"
 	datapathProgLbSendmsg4       = "lb_sendmsg4"
 	datapathProgLbSendmsg6       = "lb_sendmsg6"
+	datapathProgLbSockDestroyUdp = "lb_sock_destroy_udp"
 	datapathProgLbTcEgress       = "lb_tc_egress"
 	datapathProgLbTcIngress      = "lb_tc_ingress"
 	datapathProgLbTcWorkload     = "lb_tc_workload"
 	datapathVarLbBackendsMax     = "lb_backends_max"
+	datapathVarLbBenchSaved      = "lb_bench_saved"
 	datapathVarLbBenchSeq        = "lb_bench_seq"
 	datapathVarLbCtTimeoutClose  = "lb_ct_timeout_close"
 	datapathVarLbCtTimeoutOther  = "lb_ct_timeout_other"
 	datapathVarLbCtTimeoutSyn    = "lb_ct_timeout_syn"
 	datapathVarLbCtTimeoutTcp    = "lb_ct_timeout_tcp"
 	datapathVarLbFlowHashBasis   = "lb_flow_hash_basis"
+	datapathVarLbL4CsumIpv6      = "lb_l4_csum_ipv6"
 	datapathVarLbMaglevTableSize = "lb_maglev_table_size"
 	datapathVarLbRevNatMax       = "lb_rev_nat_max"
 )
@@ -209,21 +229,23 @@ type datapathSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type datapathProgramSpecs struct {
-	LbBenchCopy    *ebpf.ProgramSpec `ebpf:"lb_bench_copy"`
-	LbBenchCopyNew *ebpf.ProgramSpec `ebpf:"lb_bench_copy_new"`
-	LbBenchEst     *ebpf.ProgramSpec `ebpf:"lb_bench_est"`
-	LbBenchNew     *ebpf.ProgramSpec `ebpf:"lb_bench_new"`
-	LbConnect4     *ebpf.ProgramSpec `ebpf:"lb_connect4"`
-	LbConnect6     *ebpf.ProgramSpec `ebpf:"lb_connect6"`
-	LbGetpeername4 *ebpf.ProgramSpec `ebpf:"lb_getpeername4"`
-	LbGetpeername6 *ebpf.ProgramSpec `ebpf:"lb_getpeername6"`
-	LbRecvmsg4     *ebpf.ProgramSpec `ebpf:"lb_recvmsg4"`
-	LbRecvmsg6     *ebpf.ProgramSpec `ebpf:"lb_recvmsg6"`
-	LbSendmsg4     *ebpf.ProgramSpec `ebpf:"lb_sendmsg4"`
-	LbSendmsg6     *ebpf.ProgramSpec `ebpf:"lb_sendmsg6"`
-	LbTcEgress     *ebpf.ProgramSpec `ebpf:"lb_tc_egress"`
-	LbTcIngress    *ebpf.ProgramSpec `ebpf:"lb_tc_ingress"`
-	LbTcWorkload   *ebpf.ProgramSpec `ebpf:"lb_tc_workload"`
+	LbBenchCopy      *ebpf.ProgramSpec `ebpf:"lb_bench_copy"`
+	LbBenchCopyNew   *ebpf.ProgramSpec `ebpf:"lb_bench_copy_new"`
+	LbBenchEst       *ebpf.ProgramSpec `ebpf:"lb_bench_est"`
+	LbBenchNew       *ebpf.ProgramSpec `ebpf:"lb_bench_new"`
+	LbConnect4       *ebpf.ProgramSpec `ebpf:"lb_connect4"`
+	LbConnect6       *ebpf.ProgramSpec `ebpf:"lb_connect6"`
+	LbGetpeername4   *ebpf.ProgramSpec `ebpf:"lb_getpeername4"`
+	LbGetpeername6   *ebpf.ProgramSpec `ebpf:"lb_getpeername6"`
+	LbProbeSlots     *ebpf.ProgramSpec `ebpf:"lb_probe_slots"`
+	LbRecvmsg4       *ebpf.ProgramSpec `ebpf:"lb_recvmsg4"`
+	LbRecvmsg6       *ebpf.ProgramSpec `ebpf:"lb_recvmsg6"`
+	LbSendmsg4       *ebpf.ProgramSpec `ebpf:"lb_sendmsg4"`
+	LbSendmsg6       *ebpf.ProgramSpec `ebpf:"lb_sendmsg6"`
+	LbSockDestroyUdp *ebpf.ProgramSpec `ebpf:"lb_sock_destroy_udp"`
+	LbTcEgress       *ebpf.ProgramSpec `ebpf:"lb_tc_egress"`
+	LbTcIngress      *ebpf.ProgramSpec `ebpf:"lb_tc_ingress"`
+	LbTcWorkload     *ebpf.ProgramSpec `ebpf:"lb_tc_workload"`
 }
 
 // datapathMapSpecs contains maps before they are loaded into the kernel.
@@ -234,6 +256,7 @@ type datapathMapSpecs struct {
 	LbBackends *ebpf.MapSpec `ebpf:"lb_backends"`
 	LbCounters *ebpf.MapSpec `ebpf:"lb_counters"`
 	LbCt       *ebpf.MapSpec `ebpf:"lb_ct"`
+	LbDpFrags  *ebpf.MapSpec `ebpf:"lb_dp_frags"`
 	LbDrops    *ebpf.MapSpec `ebpf:"lb_drops"`
 	LbFlowSeed *ebpf.MapSpec `ebpf:"lb_flow_seed"`
 	LbIdMarks  *ebpf.MapSpec `ebpf:"lb_id_marks"`
@@ -249,12 +272,14 @@ type datapathMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type datapathVariableSpecs struct {
 	LbBackendsMax     *ebpf.VariableSpec `ebpf:"lb_backends_max"`
+	LbBenchSaved      *ebpf.VariableSpec `ebpf:"lb_bench_saved"`
 	LbBenchSeq        *ebpf.VariableSpec `ebpf:"lb_bench_seq"`
 	LbCtTimeoutClose  *ebpf.VariableSpec `ebpf:"lb_ct_timeout_close"`
 	LbCtTimeoutOther  *ebpf.VariableSpec `ebpf:"lb_ct_timeout_other"`
 	LbCtTimeoutSyn    *ebpf.VariableSpec `ebpf:"lb_ct_timeout_syn"`
 	LbCtTimeoutTcp    *ebpf.VariableSpec `ebpf:"lb_ct_timeout_tcp"`
 	LbFlowHashBasis   *ebpf.VariableSpec `ebpf:"lb_flow_hash_basis"`
+	LbL4CsumIpv6      *ebpf.VariableSpec `ebpf:"lb_l4_csum_ipv6"`
 	LbMaglevTableSize *ebpf.VariableSpec `ebpf:"lb_maglev_table_size"`
 	LbRevNatMax       *ebpf.VariableSpec `ebpf:"lb_rev_nat_max"`
 }
@@ -283,6 +308,7 @@ type datapathMaps struct {
 	LbBackends *ebpf.Map `ebpf:"lb_backends"`
 	LbCounters *ebpf.Map `ebpf:"lb_counters"`
 	LbCt       *ebpf.Map `ebpf:"lb_ct"`
+	LbDpFrags  *ebpf.Map `ebpf:"lb_dp_frags"`
 	LbDrops    *ebpf.Map `ebpf:"lb_drops"`
 	LbFlowSeed *ebpf.Map `ebpf:"lb_flow_seed"`
 	LbIdMarks  *ebpf.Map `ebpf:"lb_id_marks"`
@@ -299,6 +325,7 @@ func (m *datapathMaps) Close() error {
 		m.LbBackends,
 		m.LbCounters,
 		m.LbCt,
+		m.LbDpFrags,
 		m.LbDrops,
 		m.LbFlowSeed,
 		m.LbIdMarks,
@@ -315,12 +342,14 @@ func (m *datapathMaps) Close() error {
 // It can be passed to loadDatapathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type datapathVariables struct {
 	LbBackendsMax     *ebpf.Variable `ebpf:"lb_backends_max"`
+	LbBenchSaved      *ebpf.Variable `ebpf:"lb_bench_saved"`
 	LbBenchSeq        *ebpf.Variable `ebpf:"lb_bench_seq"`
 	LbCtTimeoutClose  *ebpf.Variable `ebpf:"lb_ct_timeout_close"`
 	LbCtTimeoutOther  *ebpf.Variable `ebpf:"lb_ct_timeout_other"`
 	LbCtTimeoutSyn    *ebpf.Variable `ebpf:"lb_ct_timeout_syn"`
 	LbCtTimeoutTcp    *ebpf.Variable `ebpf:"lb_ct_timeout_tcp"`
 	LbFlowHashBasis   *ebpf.Variable `ebpf:"lb_flow_hash_basis"`
+	LbL4CsumIpv6      *ebpf.Variable `ebpf:"lb_l4_csum_ipv6"`
 	LbMaglevTableSize *ebpf.Variable `ebpf:"lb_maglev_table_size"`
 	LbRevNatMax       *ebpf.Variable `ebpf:"lb_rev_nat_max"`
 }
@@ -329,21 +358,23 @@ type datapathVariables struct {
 //
 // It can be passed to loadDatapathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type datapathPrograms struct {
-	LbBenchCopy    *ebpf.Program `ebpf:"lb_bench_copy"`
-	LbBenchCopyNew *ebpf.Program `ebpf:"lb_bench_copy_new"`
-	LbBenchEst     *ebpf.Program `ebpf:"lb_bench_est"`
-	LbBenchNew     *ebpf.Program `ebpf:"lb_bench_new"`
-	LbConnect4     *ebpf.Program `ebpf:"lb_connect4"`
-	LbConnect6     *ebpf.Program `ebpf:"lb_connect6"`
-	LbGetpeername4 *ebpf.Program `ebpf:"lb_getpeername4"`
-	LbGetpeername6 *ebpf.Program `ebpf:"lb_getpeername6"`
-	LbRecvmsg4     *ebpf.Program `ebpf:"lb_recvmsg4"`
-	LbRecvmsg6     *ebpf.Program `ebpf:"lb_recvmsg6"`
-	LbSendmsg4     *ebpf.Program `ebpf:"lb_sendmsg4"`
-	LbSendmsg6     *ebpf.Program `ebpf:"lb_sendmsg6"`
-	LbTcEgress     *ebpf.Program `ebpf:"lb_tc_egress"`
-	LbTcIngress    *ebpf.Program `ebpf:"lb_tc_ingress"`
-	LbTcWorkload   *ebpf.Program `ebpf:"lb_tc_workload"`
+	LbBenchCopy      *ebpf.Program `ebpf:"lb_bench_copy"`
+	LbBenchCopyNew   *ebpf.Program `ebpf:"lb_bench_copy_new"`
+	LbBenchEst       *ebpf.Program `ebpf:"lb_bench_est"`
+	LbBenchNew       *ebpf.Program `ebpf:"lb_bench_new"`
+	LbConnect4       *ebpf.Program `ebpf:"lb_connect4"`
+	LbConnect6       *ebpf.Program `ebpf:"lb_connect6"`
+	LbGetpeername4   *ebpf.Program `ebpf:"lb_getpeername4"`
+	LbGetpeername6   *ebpf.Program `ebpf:"lb_getpeername6"`
+	LbProbeSlots     *ebpf.Program `ebpf:"lb_probe_slots"`
+	LbRecvmsg4       *ebpf.Program `ebpf:"lb_recvmsg4"`
+	LbRecvmsg6       *ebpf.Program `ebpf:"lb_recvmsg6"`
+	LbSendmsg4       *ebpf.Program `ebpf:"lb_sendmsg4"`
+	LbSendmsg6       *ebpf.Program `ebpf:"lb_sendmsg6"`
+	LbSockDestroyUdp *ebpf.Program `ebpf:"lb_sock_destroy_udp"`
+	LbTcEgress       *ebpf.Program `ebpf:"lb_tc_egress"`
+	LbTcIngress      *ebpf.Program `ebpf:"lb_tc_ingress"`
+	LbTcWorkload     *ebpf.Program `ebpf:"lb_tc_workload"`
 }
 
 func (p *datapathPrograms) Close() error {
@@ -356,10 +387,12 @@ func (p *datapathPrograms) Close() error {
 		p.LbConnect6,
 		p.LbGetpeername4,
 		p.LbGetpeername6,
+		p.LbProbeSlots,
 		p.LbRecvmsg4,
 		p.LbRecvmsg6,
 		p.LbSendmsg4,
 		p.LbSendmsg6,
+		p.LbSockDestroyUdp,
 		p.LbTcEgress,
 		p.LbTcIngress,
 		p.LbTcWorkload,

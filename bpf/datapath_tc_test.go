@@ -340,12 +340,14 @@ func TestTCAffinityPinsAClientUntilItExpires(t *testing.T) {
 }
 
 // Packets the datapath does not balance pass untouched: to no frontend,
-// to a frontend's address on another port, IPv4 fragments, non-IP.
+// to a frontend's address on another port, IPv4 fragments to no frontend
+// (a frontend's are translated: TestTCTranslatesEveryFragmentOfAFlow),
+// non-IP.
 func TestTCLeavesOtherTrafficAlone(t *testing.T) {
 	h := newDatapath(t, dpConfig())
 	h.backend(1, "10.1.0.1:8080/TCP", lb.BackendActive)
 	h.frontend(testFrontend{addr: "10.96.0.1:80/TCP", id: 1, slots: []uint32{1}})
-	fragment := packet(t, flow("10.0.0.5:40000", "10.96.0.1:80", lb.ProtoTCP), 32)
+	fragment := packet(t, flow("10.0.0.5:40000", "10.96.0.2:80", lb.ProtoTCP), 32)
 	fragment[14+6] |= 0x20 // more fragments
 	arp := append(make([]byte, 12), 0x08, 0x06)
 	arp = append(arp, make([]byte, 28)...)

@@ -110,7 +110,17 @@
 // random, and which stays pinned); FlowSeed.FlowHash is the Go twin,
 // tested against the kernel's. Its conntrack entries expire by TCP state
 // (CTTimeouts, LoadDatapathOptions), and CollectConntrack deletes the
-// expired ones (the datapath cell runs it periodically).
+// expired ones (the datapath cell runs it periodically). It translates
+// every packet of a balanced flow: fragments (the first one's ports kept
+// in lb_dp_frags, a map of its own), IPv6 extension headers, and ICMP
+// errors quoting the flow. DestroyOrphanedUDPSockets destroys connected
+// UDP sockets whose backend is gone.
+//
+// A program copies a value of lb_backends or lb_rev_nat while the agent
+// may rewrite its slot; it re-reads the slot's ID after the copy. That
+// is safe only because Maps.Backends and Maps.RevNat never change a
+// slot's ID and its fields in one write (slotted.go): another writer of
+// these arrays must keep that rule too.
 //
 // # In-memory maps
 //

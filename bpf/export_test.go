@@ -14,3 +14,8 @@ func LayoutNames() []string {
 func LoadBenchDatapath(m *Maps) (*Datapath, error) {
 	return loadDatapathPrograms(m, DefaultDatapathOptions, "lb_bench_est", "lb_bench_new", "lb_bench_copy", "lb_bench_copy_new")
 }
+
+// LoadProbeDatapath loads the torn-read probe of c/probe.h over m.
+func LoadProbeDatapath(m *Maps) (*Datapath, error) {
+	return loadDatapathPrograms(m, DefaultDatapathOptions, "lb_probe_slots")
+}

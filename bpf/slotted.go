@@ -35,6 +35,9 @@ type slotted[V any] struct {
 	// until the first write reads it from the array, and again after a
 	// failed write, which may have written some slots.
 	owner []uint32
+	// cur is each slot's value as written, ID included: a delete writes
+	// its fields back with ID 0. Known when owner is.
+	cur []V
 	// used counts the non-empty slots of owner; gen counts the writes,
 	// so that an Iterate that read every slot knows whether what it read
 	// still holds.
@@ -79,6 +82,9 @@ func (m *slotted[V]) BatchUpdate(ids []uint32, vs []V) error {
 		return err
 	}
 	m.slots, m.vals = m.slots[:0], m.vals[:0]
+	// Slots taking a new ID get their fields first (with ID 0), all in
+	// one batch, and then, with the slots an ID keeps, their IDs.
+	var fresh int
 	for i, id := range ids {
 		v := vs[i]
 		s := m.slot(id)
@@ -89,17 +95,27 @@ func (m *slotted[V]) BatchUpdate(ids []uint32, vs []V) error {
 			return fmt.Errorf("%s: update %d: the value names ID %d", m.Name(), id, got)
 		case m.owner[s] != 0 && m.owner[s] != id:
 			err := fmt.Errorf("%s: update %d: slot %d holds ID %d", m.Name(), id, s, m.owner[s])
-			m.owner = nil // it took the slots of the IDs before it
+			m.owner, m.cur = nil, nil // it took the slots of the IDs before it
 			return err
 		}
-		v = m.withID(v, id)
 		if m.owner[s] == 0 {
 			m.used++
+			m.slots, m.vals = append(m.slots, s), append(m.vals, m.withID(v, 0))
+			fresh++
 		}
 		m.owner[s] = id
+	}
+	for i, id := range ids {
+		s, v := m.slot(id), m.withID(vs[i], id)
+		m.cur[s] = v
 		m.slots, m.vals = append(m.slots, s), append(m.vals, v)
 	}
-	return m.write()
+	if fresh > 0 {
+		if err := m.writeBatch(m.slots[:fresh], m.vals[:fresh]); err != nil {
+			return err
+		}
+	}
+	return m.writeBatch(m.slots[fresh:], m.vals[fresh:])
 }
 
 // BatchDelete clears the slots that hold the IDs; a slot that holds
@@ -111,25 +127,25 @@ func (m *slotted[V]) BatchDelete(ids []uint32) error {
 		return err
 	}
 	m.slots, m.vals = m.slots[:0], m.vals[:0]
-	var zero V
 	for _, id := range ids {
 		if s := m.slot(id); id != 0 && m.owner[s] == id {
 			m.owner[s] = 0
 			m.used--
-			m.slots, m.vals = append(m.slots, s), append(m.vals, zero)
+			m.cur[s] = m.withID(m.cur[s], 0)
+			m.slots, m.vals = append(m.slots, s), append(m.vals, m.cur[s])
 		}
 	}
-	return m.write()
+	return m.writeBatch(m.slots, m.vals)
 }
 
-// write writes the batch in slots and vals, the owners already set.
-func (m *slotted[V]) write() error {
-	if len(m.slots) == 0 {
+// writeBatch writes values into slots, the owners already set.
+func (m *slotted[V]) writeBatch(slots []uint32, vals []V) error {
+	if len(slots) == 0 {
 		return nil
 	}
 	m.gen++
-	if err := m.arr.BatchUpdate(m.slots, m.vals); err != nil {
-		m.owner = nil
+	if err := m.arr.BatchUpdate(slots, vals); err != nil {
+		m.owner, m.cur = nil, nil
 		return err
 	}
 	return nil
@@ -149,9 +165,13 @@ func (m *slotted[V]) loadOwners() error {
 	if m.owner != nil {
 		return nil
 	}
-	owner, used := make([]uint32, m.n), 0
+	owner, cur, used := make([]uint32, m.n), make([]V, m.n), 0
 	err := m.scan(func(s uint32, v V) bool {
-		if id := m.idOf(v); id != 0 && s < m.n {
+		if s >= m.n {
+			return true
+		}
+		cur[s] = v
+		if id := m.idOf(v); id != 0 {
 			owner[s] = id
 			used++
 		}
@@ -160,7 +180,7 @@ func (m *slotted[V]) loadOwners() error {
 	if err != nil {
 		return err
 	}
-	m.owner, m.used = owner, used
+	m.owner, m.cur, m.used = owner, cur, used
 	return nil
 }
 
@@ -185,11 +205,15 @@ func (m *slotted[V]) Iterate(fn func(uint32, V) bool) error {
 	gen, known := m.gen, m.owner != nil
 	m.mu.Unlock()
 	var owner []uint32
+	var cur []V
 	if !known {
-		owner = make([]uint32, m.n)
+		owner, cur = make([]uint32, m.n), make([]V, m.n)
 	}
 	used, all := 0, true
 	err := m.scan(func(s uint32, v V) bool {
+		if cur != nil && s < m.n {
+			cur[s] = v
+		}
 		id := m.idOf(v)
 		if id == 0 {
 			return true
@@ -204,7 +228,7 @@ func (m *slotted[V]) Iterate(fn func(uint32, V) bool) error {
 	if err == nil && all && owner != nil {
 		m.mu.Lock()
 		if m.owner == nil && m.gen == gen {
-			m.owner, m.used = owner, used
+			m.owner, m.cur, m.used = owner, cur, used
 		}
 		m.mu.Unlock()
 	}

@@ -35,6 +35,11 @@ const clientEnv = "LBSTATE_TEST_CLIENT"
 //	udp ADDR:PORT N      N sockets, each sending one datagram
 //	udp1 ADDR:PORT N     one socket sending N datagrams
 //	udpc ADDR:PORT N     N connected UDP sockets, each sending one
+//	udpwait A1 A2        two connected UDP sockets, to A1 and A2, each
+//	                     exchanging a datagram; then the first waits (10
+//	                     s) for an error, printing "first ERROR" or "first
+//	                     alive", and the second exchanges another,
+//	                     printing "second NAME" or "second ERROR"
 //	connect A1 A2 N CG1 CG2
 //	                     N connect()s of UDP sockets created in cgroup CG1
 //	                     to A1, and N of sockets created in CG2 to A2,
@@ -107,6 +112,13 @@ func runClientLine(out *bufio.Writer, line string) error {
 			return err
 		}
 		return timeConnects(out, a1, a2, n, cg1, cg2)
+	}
+	if rest, ok := strings.CutPrefix(line, "udpwait "); ok {
+		var a1, a2 string
+		if _, err := fmt.Sscan(rest, &a1, &a2); err != nil {
+			return err
+		}
+		return udpWait(out, a1, a2)
 	}
 	dialer := net.Dialer{Timeout: 5 * time.Second}
 	if rest, ok := strings.CutPrefix(line, "tcpfrom "); ok {
@@ -331,4 +343,45 @@ func CheckWeights(t testing.TB, what string, lines []string, peer string, weight
 			t.Errorf("%s: b%d took %.1f%% of %d, want %.1f%% (weights %v): %v", what, i+1, 100*got, len(lines), 100*want, weights, counts)
 		}
 	}
+}
+
+// udpWait runs a udpwait line: see RunClient.
+func udpWait(out *bufio.Writer, a1, a2 string) error {
+	var conns [2]*net.UDPConn
+	buf := make([]byte, 256)
+	for i, a := range []string{a1, a2} {
+		dst, err := net.ResolveUDPAddr("udp", a)
+		if err != nil {
+			return err
+		}
+		if conns[i], err = net.DialUDP("udp", nil, dst); err != nil {
+			return err
+		}
+		defer conns[i].Close()
+		conns[i].SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := conns[i].Write([]byte("hello")); err != nil {
+			return err
+		}
+		if _, err := conns[i].Read(buf); err != nil {
+			return err
+		}
+	}
+	conns[0].SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conns[0].Read(buf); errors.Is(err, os.ErrDeadlineExceeded) {
+		fmt.Fprintln(out, "first alive")
+	} else {
+		fmt.Fprintln(out, "first", err)
+	}
+	conns[1].SetDeadline(time.Now().Add(5 * time.Second))
+	_, err := conns[1].Write([]byte("hello"))
+	m := 0
+	if err == nil {
+		m, err = conns[1].Read(buf)
+	}
+	if err != nil {
+		fmt.Fprintln(out, "second", err)
+	} else {
+		fmt.Fprintln(out, "second", string(buf[:m]))
+	}
+	return nil
 }

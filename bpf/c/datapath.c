@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 
 #include "lb.c"
 
@@ -37,4 +38,6 @@
 #include "select.h"
 #include "tc.h"
 #include "sock.h"
+#include "sockdestroy.h"
 #include "bench.h"
+#include "probe.h"

@@ -28,28 +28,51 @@ volatile const __u32 lb_rev_nat_max;
  */
 volatile const __u32 lb_flow_hash_basis = LB_FNV1A_OFFSET;
 
-/* lb_backend_lookup returns backend id, NULL if its slot holds another. */
-static __always_inline struct lb_backend *lb_backend_lookup(__u32 id)
+/*
+ * Torn reads. lb_backends and lb_rev_nat are arrays that the agent writes
+ * in place (slotted.go): a program copying a value while its slot is
+ * rewritten could get half of each. The agent never changes a value's
+ * fields and its ID in one write: a slot changes owner as {old fields,
+ * ID 0}, {new fields, ID 0}, {new fields, new ID}, three writes in that
+ * order (and an ID's own updates change only fields it does not tie to
+ * its identity). So a copy whose ID is id before and after it holds id's
+ * fields alone. The re-read after the copy relies on the CPU keeping
+ * loads in order, as x86 does; the compiler is kept from reordering by
+ * the barrier.
+ */
+#define LB_READ_ONCE_U32(x) (*(volatile __u32 *)&(x))
+#define lb_compiler_barrier() asm volatile("" ::: "memory")
+
+/* lb_backend_lookup copies backend id into *to; false if its slot holds another. */
+static __always_inline bool lb_backend_lookup(__u32 id, struct lb_backend *to)
 {
 	__u32 slot = lb_id_slot(id, lb_backends_max);
 	struct lb_backend *b;
 
 	if (!id)
-		return NULL;
+		return false;
 	b = bpf_map_lookup_elem(&lb_backends, &slot);
-	return b && b->id == id ? b : NULL;
+	if (!b || LB_READ_ONCE_U32(b->id) != id)
+		return false;
+	__builtin_memcpy(to, b, sizeof(*to));
+	lb_compiler_barrier();
+	return LB_READ_ONCE_U32(b->id) == id;
 }
 
-/* lb_rev_nat_lookup returns frontend id, NULL if its slot holds another. */
-static __always_inline struct lb_rev_nat_value *lb_rev_nat_lookup(__u32 id)
+/* lb_rev_nat_lookup copies frontend id into *to; false if its slot holds another. */
+static __always_inline bool lb_rev_nat_lookup(__u32 id, struct lb_rev_nat_value *to)
 {
 	__u32 slot = lb_id_slot(id, lb_rev_nat_max);
 	struct lb_rev_nat_value *fe;
 
 	if (!id)
-		return NULL;
+		return false;
 	fe = bpf_map_lookup_elem(&lb_rev_nat, &slot);
-	return fe && fe->id == id ? fe : NULL;
+	if (!fe || LB_READ_ONCE_U32(fe->id) != id)
+		return false;
+	__builtin_memcpy(to, fe, sizeof(*to));
+	lb_compiler_barrier();
+	return LB_READ_ONCE_U32(fe->id) == id;
 }
 
 /*
@@ -216,7 +239,7 @@ static __always_inline __u32 lb_affinity_backend(const struct lb_service_key *ke
 {
 	struct lb_affinity_key k = { .rev_nat_id = m->rev_nat_id };
 	struct lb_affinity_value *v;
-	struct lb_backend *b;
+	struct lb_backend b;
 	__u32 id;
 	__u16 slot;
 
@@ -225,8 +248,7 @@ static __always_inline __u32 lb_affinity_backend(const struct lb_service_key *ke
 	if (!v || now - v->last_used > m->affinity_timeout)
 		return 0;
 	id = v->backend_id;
-	b = lb_backend_lookup(id);
-	if (!b || b->state != LB_BACKEND_ACTIVE)
+	if (!lb_backend_lookup(id, &b) || b.state != LB_BACKEND_ACTIVE)
 		return 0;
 	slot = lb_slot_of(key, m, id, v->slot);
 	if (!slot)
@@ -331,7 +353,7 @@ static __always_inline bool lb_client_is_backend(const struct lb_service_key *ke
 {
 	struct lb_service_key slot_key = *key;
 	struct lb_service_value *slot;
-	struct lb_backend *b;
+	struct lb_backend b;
 	__u32 n = (__u32)m->count + m->standby, id;
 
 	for (__u32 i = 1; i <= LB_SKIP_MAX_SLOTS; i++) {
@@ -342,8 +364,7 @@ static __always_inline bool lb_client_is_backend(const struct lb_service_key *ke
 		if (!slot)
 			continue;
 		id = slot->backend_id;
-		b = lb_backend_lookup(id);
-		if (b && lb_addr_eq(b->addr, client))
+		if (lb_backend_lookup(id, &b) && lb_addr_eq(b.addr, client))
 			return true;
 	}
 	return false;
@@ -385,20 +406,6 @@ static __always_inline void lb_proxy_backend(const struct lb_service_value *m, b
 		b->addr[15] = 1;
 	}
 	b->port = m->proxy_port;
-}
-
-/* lb_backend_get copies backend id into *to; false if there is none. */
-static __always_inline bool lb_backend_get(__u32 id, struct lb_backend *to)
-{
-	struct lb_backend *b;
-
-	if (!id)
-		return false;
-	b = lb_backend_lookup(id);
-	if (!b)
-		return false;
-	*to = *b;
-	return true;
 }
 
 /*

@@ -150,7 +150,7 @@ static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, b
 			return 1;
 		if (lb_client_is_backend(&key, m, source)) {
 			backend_id = lb_select_fallback(&key, m, &reason);
-			if (!lb_backend_get(backend_id, &to)) {
+			if (!lb_backend_lookup(backend_id, &to)) {
 				lb_count_drop(rev_nat_id, backend_id ? LB_DROP_MISSING_ENTRY : reason);
 				bpf_set_retval(-ECONNREFUSED);
 				return 0;
@@ -163,19 +163,19 @@ static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, b
 		if (ct && ct->dir == LB_CT_FORWARD && ct->rev_nat_id == rev_nat_id &&
 		    lb_ct_live(ct, now)) {
 			backend_id = ct->backend_id;
-			have = lb_backend_get(backend_id, &to);
+			have = lb_backend_lookup(backend_id, &to);
 			new_flow = !have;
 		}
 	}
 	if (!have && (m->flags & LB_F_AFFINITY)) {
 		lb_sock_client(ctx, client);
 		backend_id = lb_affinity_backend(&key, m, client, now);
-		have = lb_backend_get(backend_id, &to);
+		have = lb_backend_lookup(backend_id, &to);
 	}
 	if (!have) {
 		rnd = bpf_get_prandom_u32(); /* the "hash" of a Maglev frontend's socket */
 		backend_id = lb_select_backend(&key, m, &rnd, &reason, &slot);
-		if (!lb_backend_get(backend_id, &to)) {
+		if (!lb_backend_lookup(backend_id, &to)) {
 			lb_count_drop(rev_nat_id, backend_id ? LB_DROP_MISSING_ENTRY : reason);
 			bpf_set_retval(-ECONNREFUSED);
 			return 0;
@@ -208,7 +208,7 @@ static __always_inline int lb_sock_reverse(struct bpf_sock_addr *ctx, bool v6)
 {
 	struct lb_ct_key k = {};
 	struct lb_ct_value *ct;
-	struct lb_rev_nat_value *fe;
+	struct lb_rev_nat_value fe;
 	__u8 addr[16];
 	__u32 id;
 
@@ -218,9 +218,8 @@ static __always_inline int lb_sock_reverse(struct bpf_sock_addr *ctx, bool v6)
 	if (!ct || ct->dir != LB_CT_REPLY)
 		return 1;
 	id = ct->rev_nat_id;
-	fe = lb_rev_nat_lookup(id);
-	if (fe)
-		lb_sock_set_addr(ctx, v6, fe->addr, fe->port);
+	if (lb_rev_nat_lookup(id, &fe))
+		lb_sock_set_addr(ctx, v6, fe.addr, fe.port);
 	return 1;
 }
 

@@ -2,92 +2,14 @@
 /*
  * The tc programs: load balancing of packets arriving on an interface
  * (DNAT to the backend, with conntrack so that a flow keeps its backend)
- * and reverse NAT of the replies. Ethernet devices, IPv4 (unfragmented)
- * and IPv6 (no extension headers), TCP and UDP; anything else passes
- * untouched.
+ * and reverse NAT of the replies. Ethernet devices, IPv4 and IPv6, TCP
+ * and UDP, fragments too (parse.h), and ICMP errors about balanced flows
+ * (icmp.h); anything else passes untouched.
  */
 #ifndef __LBSTATE_TC_H
 #define __LBSTATE_TC_H
 
-#define LB_ETH_HLEN 14
-
-/* lb_pkt is a parsed packet: its tuple is its lb_ct key. */
-struct lb_pkt {
-	struct lb_ct_key tuple;
-	__u32 l4_off;
-	__u32 csum_off; /* of the L4 checksum, from the packet's start */
-	bool v4;
-};
-
-/* TCP header flags (the byte at offset 13). */
-#define LB_TCP_FIN 0x01
-#define LB_TCP_SYN 0x02
-#define LB_TCP_RST 0x04
-#define LB_TCP_ACK 0x10
-
-/*
- * lb_parse fills p from the packet's headers; false if the packet is not
- * one this datapath balances.
- */
-static __always_inline bool lb_parse(struct __sk_buff *skb, struct lb_pkt *p)
-{
-	void *data, *end;
-	struct ethhdr *eth;
-	__be16 *ports;
-	__u8 proto;
-
-	/* Headers may sit beyond the linear part; pull what an IPv6 TCP header needs. */
-	if (skb->data + LB_ETH_HLEN + sizeof(struct ipv6hdr) + sizeof(struct tcphdr) > skb->data_end)
-		bpf_skb_pull_data(skb, LB_ETH_HLEN + sizeof(struct ipv6hdr) + sizeof(struct tcphdr));
-	data = (void *)(long)skb->data;
-	end = (void *)(long)skb->data_end;
-	eth = data;
-	if ((void *)(eth + 1) > end)
-		return false;
-	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
-		struct iphdr *ip = (void *)(eth + 1);
-
-		if ((void *)(ip + 1) > end || ip->ihl < 5)
-			return false;
-		if (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET))
-			return false;
-		proto = ip->protocol;
-		p->v4 = true;
-		p->l4_off = LB_ETH_HLEN + ip->ihl * 4;
-		p->tuple.src[10] = p->tuple.src[11] = 0xff;
-		p->tuple.dst[10] = p->tuple.dst[11] = 0xff;
-		__builtin_memcpy(&p->tuple.src[12], &ip->saddr, 4);
-		__builtin_memcpy(&p->tuple.dst[12], &ip->daddr, 4);
-	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr *ip6 = (void *)(eth + 1);
-
-		if ((void *)(ip6 + 1) > end)
-			return false;
-		proto = ip6->nexthdr;
-		p->v4 = false;
-		p->l4_off = LB_ETH_HLEN + sizeof(*ip6);
-		__builtin_memcpy(p->tuple.src, &ip6->saddr, 16);
-		__builtin_memcpy(p->tuple.dst, &ip6->daddr, 16);
-	} else {
-		return false;
-	}
-	if (proto == IPPROTO_TCP)
-		p->csum_off = p->l4_off + offsetof(struct tcphdr, check);
-	else if (proto == IPPROTO_UDP)
-		p->csum_off = p->l4_off + offsetof(struct udphdr, check);
-	else
-		return false;
-	if (p->l4_off > LB_ETH_HLEN + 60)
-		return false;
-	ports = data + p->l4_off;
-	if ((void *)(ports + 2) > end)
-		return false;
-	p->tuple.sport = ports[0];
-	p->tuple.dport = ports[1];
-	p->tuple.proto = proto;
-	p->tuple.kind = LB_CT_PACKET;
-	return true;
-}
+#include "parse.h"
 
 /*
  * lb_store writes len bytes at off, directly when they are in the linear
@@ -97,7 +19,7 @@ static __always_inline int lb_store(struct __sk_buff *skb, __u32 off, const void
 {
 	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
 
-	if (off > LB_ETH_HLEN + 60 + 4) /* a bound for the verifier: headers only */
+	if (off > LB_L4_OFF_MAX + 4) /* a bound for the verifier: headers only */
 		return -1;
 	if (data + off + 16 > end)
 		return bpf_skb_store_bytes(skb, off, from, len, 0);
@@ -122,6 +44,16 @@ static __always_inline __sum16 lb_csum_replace4(__sum16 check, __be32 from, __be
 }
 
 /*
+ * BPF_F_IPV6 where the kernel's bpf_l4_csum_replace knows it (6.16), else
+ * 0: set by the loader from a probe (csumprobe.go). An IPv6 address
+ * change alters the sum of a CHECKSUM_COMPLETE packet's bytes by as much
+ * as the L4 checksum's change takes away, so skb->csum must stay; without
+ * the flag the helper adjusts it as for IPv4, whose header checksum
+ * balances the address instead.
+ */
+volatile const __u32 lb_l4_csum_ipv6;
+
+/*
  * lb_rewrite sets the packet's destination (dst) or source address and
  * port, fixing the L3 and L4 checksums incrementally. The L4 checksum
  * goes through the helpers, which update an offloaded (CHECKSUM_PARTIAL)
@@ -142,7 +74,8 @@ static __always_inline int lb_rewrite(struct __sk_buff *skb, const struct lb_pkt
 		void *end;
 
 		if (from != to) {
-			if (bpf_l4_csum_replace(skb, p->csum_off, from, to, l4 | BPF_F_PSEUDO_HDR | sizeof(to)))
+			if (!p->later_frag &&
+			    bpf_l4_csum_replace(skb, p->csum_off, from, to, l4 | BPF_F_PSEUDO_HDR | sizeof(to)))
 				return -1;
 			ip = (void *)(long)skb->data + LB_ETH_HLEN;
 			end = (void *)(long)skb->data_end;
@@ -160,18 +93,22 @@ static __always_inline int lb_rewrite(struct __sk_buff *skb, const struct lb_pkt
 		__builtin_memcpy(from, old, 16);
 		__builtin_memcpy(to, addr, 16);
 		diff = bpf_csum_diff((__be32 *)from, 16, (__be32 *)to, 16, 0);
+		if (p->later_frag)
+			return lb_store(skb, addr_off, to, 16);
 		if (diff < 0 ||
-		    bpf_l4_csum_replace(skb, p->csum_off, 0, diff, l4 | BPF_F_PSEUDO_HDR) ||
+		    bpf_l4_csum_replace(skb, p->csum_off, 0, diff, l4 | BPF_F_PSEUDO_HDR | lb_l4_csum_ipv6) ||
 		    lb_store(skb, addr_off, to, 16))
 			return -1;
 	}
-	if (old_port != port) {
+	if (old_port != port && !p->later_frag) {
 		if (bpf_l4_csum_replace(skb, p->csum_off, old_port, port, l4 | sizeof(port)) ||
 		    lb_store(skb, port_off, &port, sizeof(port)))
 			return -1;
 	}
 	return 0;
 }
+
+#include "icmp.h"
 
 /*
  * lb_to_node says whether the packet is addressed to this node, for
@@ -245,11 +182,13 @@ static __always_inline __u8 lb_tcp_flags(struct __sk_buff *skb, const struct lb_
 	__u32 off = p->l4_off;
 	__u8 *flags;
 
-	if (p->tuple.proto != IPPROTO_TCP || off > LB_ETH_HLEN + 60)
+	__u8 byte;
+
+	if (p->tuple.proto != IPPROTO_TCP || p->later_frag || off > LB_L4_OFF_MAX)
 		return 0;
 	flags = data + off + 13;
 	if ((void *)(flags + 1) > end)
-		return 0;
+		return bpf_skb_load_bytes(skb, off + 13, &byte, 1) ? 0 : byte;
 	return *flags;
 }
 
@@ -342,7 +281,7 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 {
 	struct lb_service_key key = {};
 	struct lb_service_value *m;
-	struct lb_backend *b = NULL, proxy;
+	struct lb_backend *b = NULL, be; /* be: the proxy, or a copy of the backend */
 	__u32 rev_nat_id, backend_id = 0, reason, hash;
 	__u16 slot;
 	bool selected = false;
@@ -356,15 +295,15 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 		return TC_ACT_SHOT;
 	}
 	if (m->flags & LB_F_PROXY) {
-		lb_proxy_backend(m, p->v4, &proxy);
-		b = &proxy;
+		lb_proxy_backend(m, p->v4, &be);
+		b = &be;
 	} else if ((m->flags & LB_F_SKIP_FROM_BACKEND) && lb_client_is_backend(&key, m, p->tuple.src)) {
 		backend_id = lb_select_fallback(&key, m, &reason);
 		if (!backend_id) {
 			lb_count_drop(rev_nat_id, reason);
 			return TC_ACT_SHOT;
 		}
-		b = lb_backend_lookup(backend_id);
+		b = lb_backend_lookup(backend_id, &be) ? &be : NULL;
 		if (!b) {
 			lb_count_drop(rev_nat_id, LB_DROP_MISSING_ENTRY);
 			return TC_ACT_SHOT;
@@ -373,7 +312,7 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 	if (!b && (m->flags & LB_F_AFFINITY))
 		backend_id = lb_affinity_backend(&key, m, p->tuple.src, now);
 	if (!b && backend_id)
-		b = lb_backend_lookup(backend_id);
+		b = lb_backend_lookup(backend_id, &be) ? &be : NULL;
 	if (!b) {
 		hash = lb_flow_hash(lb_flow_hash_basis, p->tuple.src, p->tuple.sport, key.addr, key.port, key.proto);
 		backend_id = lb_select_backend(&key, m, &hash, &reason, &slot);
@@ -381,7 +320,7 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 			lb_count_drop(rev_nat_id, reason);
 			return TC_ACT_SHOT;
 		}
-		b = lb_backend_lookup(backend_id);
+		b = lb_backend_lookup(backend_id, &be) ? &be : NULL;
 		if (!b) {
 			lb_count_drop(rev_nat_id, LB_DROP_MISSING_ENTRY);
 			return TC_ACT_SHOT;
@@ -399,7 +338,7 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 		 * too, it is dropped. */
 		if (selected)
 			backend_id = lb_select_backend(&key, m, NULL, &reason, &slot);
-		b = selected && backend_id ? lb_backend_lookup(backend_id) : NULL;
+		b = selected && lb_backend_lookup(backend_id, &be) ? &be : NULL;
 		if (!b || lb_addr_is_v4(b->addr) != p->v4 || lb_ct_reply_taken(p, b, rev_nat_id, now)) {
 			lb_count_drop(rev_nat_id, LB_DROP_CT_COLLISION);
 			return TC_ACT_SHOT;
@@ -460,14 +399,13 @@ static __noinline void lb_ct_refresh_reply(struct __sk_buff *skb, const struct l
  */
 static __always_inline int lb_tc_reply(struct __sk_buff *skb, const struct lb_pkt *p, struct lb_ct_value *ct, __u32 now)
 {
-	struct lb_rev_nat_value *fe;
+	struct lb_rev_nat_value fe;
 	__u32 id = ct->rev_nat_id;
 
-	fe = lb_rev_nat_lookup(id);
-	if (!fe)
+	if (!lb_rev_nat_lookup(id, &fe))
 		return TC_ACT_OK; /* the frontend is gone */
 	lb_ct_refresh_reply(skb, p, ct, now);
-	if (lb_rewrite(skb, p, false, fe->addr, fe->port)) {
+	if (lb_rewrite(skb, p, false, fe.addr, fe.port)) {
 		lb_count_drop(id, LB_DROP_REWRITE);
 		return TC_ACT_SHOT;
 	}
@@ -529,12 +467,23 @@ static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool inter
 {
 	struct lb_pkt p = {};
 	struct lb_ct_value *ct;
-	struct lb_backend *b;
+	struct lb_backend be;
 	__u32 now, id;
 	bool proxied = false;
 
-	if (!lb_parse(skb, &p))
+	switch (lb_parse(skb, &p)) {
+	case LB_PARSE_OK:
+		break;
+	case LB_PARSE_NO_FIRST:
+		/* Perhaps of a balanced flow, which cannot be told: never
+		 * passed untranslated. */
+		lb_count_drop(0, LB_DROP_FRAG_NO_FIRST);
+		return TC_ACT_SHOT;
+	case LB_PARSE_ICMP:
+		return lb_tc_icmp_error(skb, &p);
+	default:
 		return TC_ACT_OK;
+	}
 	now = lb_now();
 	ct = bpf_map_lookup_elem(&lb_ct, &p.tuple);
 	if (ct && lb_ct_live(ct, now)) {
@@ -544,11 +493,10 @@ static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool inter
 		/* A flow to the L7 proxy (backend 0) follows its frontend's
 		 * master entry: to the proxy while the flag stays. */
 		proxied = id == 0;
-		b = forward && id ? lb_backend_lookup(id) : NULL;
-		if (b)
-			return lb_tc_forward(skb, &p, ct, b, now);
+		if (forward && lb_backend_lookup(id, &be))
+			return lb_tc_forward(skb, &p, ct, &be, now);
 	}
-	if (!forward)
+	if (!forward || p.later_frag) /* a later fragment follows its first one */
 		return TC_ACT_OK;
 	return lb_tc_new_flow(skb, &p, internal, now, proxied);
 }

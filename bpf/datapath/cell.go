@@ -70,6 +70,9 @@ func register(p params) error {
 			}
 			p.Log.Info("Attached the reference datapath", "mode", p.Config.LBDatapath,
 				"cgroup", p.Config.cgroup(), "devices", p.Config.LBDevices, "workload-devices", p.Config.LBWorkloadDevices)
+			if p.Config.socket() {
+				gc.reapUDP = dp.DestroyOrphanedUDPSockets
+			}
 			var ctx context.Context
 			ctx, stopGC = context.WithCancel(context.Background())
 			gcDone = make(chan struct{})

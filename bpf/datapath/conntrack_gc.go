@@ -23,6 +23,10 @@ type ctGC struct {
 	maps     *bpf.Maps
 	log      *slog.Logger
 	interval time.Duration
+	// reapUDP, when socket LB is on, destroys the connected UDP sockets
+	// whose backend is gone (bpf.Datapath.DestroyOrphanedUDPSockets):
+	// after each collection, so within an interval of the deletion.
+	reapUDP func() (int, error)
 
 	entries  *prometheus.GaugeVec
 	expired  *prometheus.CounterVec
@@ -56,11 +60,27 @@ func (g *ctGC) run(ctx context.Context) {
 	defer t.Stop()
 	for {
 		g.collect()
+		g.reap()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// reap destroys the connected UDP sockets whose backend is gone.
+func (g *ctGC) reap() {
+	if g.reapUDP == nil {
+		return
+	}
+	n, err := g.reapUDP()
+	if err != nil {
+		g.log.Warn("Destroying connected UDP sockets of deleted backends failed", "error", err)
+		return
+	}
+	if n > 0 {
+		g.log.Info("Destroyed connected UDP sockets of deleted backends", "sockets", n)
 	}
 }
 

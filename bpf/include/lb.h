@@ -364,6 +364,8 @@ enum {
 	LB_DROP_REWRITE       = 5, /* rewriting the packet failed */
 	LB_DROP_REJECTED      = 6, /* the flow landed on a reject slot (LB_BACKEND_REJECT) */
 	LB_DROP_CT_COLLISION  = 7, /* its replies would be another live flow's (lb_ct) */
+	LB_DROP_FRAG_NO_FIRST = 8, /* a later fragment before its first one, or forgotten (rev_nat_id 0) */
+	LB_DROP_ICMP          = 9, /* an ICMP error about a balanced flow that could not be translated */
 };
 
 struct lb_drop_key {

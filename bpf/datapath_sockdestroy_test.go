@@ -1,0 +1,60 @@
+package bpf_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/lbstate/lbstate/bpf/bpftest"
+)
+
+// A connected UDP socket that socket LB sent to a backend since deleted
+// is destroyed: its pending read fails (ECONNABORTED), so the
+// application connects again. A connected socket whose backend stays is
+// left alone. Real sockets of a process in the test's cgroup, in the
+// test's network namespace.
+func TestSocketLBDestroysConnectedUDPSocketsOfADeletedBackend(t *testing.T) {
+	s := newSockSetup(t)
+	s.frontend(testFrontend{addr: "10.96.0.10:53/UDP", id: 1, slots: []uint32{7}})
+	s.frontend(testFrontend{addr: "10.96.0.11:53/UDP", id: 2, slots: []uint32{8}})
+	done := make(chan []string, 1)
+	go func() {
+		defer close(done)
+		done <- bpftest.RunClient(t, s.cg, s.ns, "udpwait 10.96.0.10:53 10.96.0.11:53")
+	}()
+	// Both sockets connected and answered.
+	for deadline := time.Now().Add(10 * time.Second); s.counter(2, 8).Flows == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the client's second socket never connected")
+		}
+	}
+	s.check(s.maps.Backends.Delete(7))
+	var destroyed int
+	err := s.ns.Do(func() (err error) {
+		destroyed, err = s.dp.DestroyOrphanedUDPSockets()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	select {
+	case lines = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the client did not finish")
+	}
+	if destroyed != 1 {
+		t.Errorf("destroyed %d sockets, want 1 (the one whose backend went)", destroyed)
+	}
+	if len(lines) != 2 {
+		t.Fatalf("the client printed %q, want two lines", lines)
+	}
+	if !strings.HasPrefix(lines[0], "first ") || !strings.Contains(lines[0], unix.ECONNABORTED.Error()) {
+		t.Errorf("the socket of the deleted backend: %q, want its read to fail with ECONNABORTED", lines[0])
+	}
+	if lines[1] != "second b2" {
+		t.Errorf("the socket of the backend that stays: %q, want it to exchange with b2", lines[1])
+	}
+}

@@ -1,0 +1,91 @@
+package bpf
+
+import (
+	"maps"
+	"testing"
+)
+
+// recordedArray is an array of Backends that checks every write against
+// the slot's value before it.
+type recordedArray struct {
+	t     *testing.T
+	slots map[uint32]Backend
+}
+
+func (a *recordedArray) Name() string { return "lb_backends" }
+func (a *recordedArray) Lookup(s uint32) (Backend, bool, error) {
+	v, ok := a.slots[s]
+	return v, ok, nil
+}
+func (a *recordedArray) Update(s uint32, v Backend) error {
+	return a.BatchUpdate([]uint32{s}, []Backend{v})
+}
+func (a *recordedArray) Delete(s uint32) error { return a.Update(s, Backend{}) }
+func (a *recordedArray) BatchDelete(ss []uint32) error {
+	for _, s := range ss {
+		a.Delete(s)
+	}
+	return nil
+}
+func (a *recordedArray) Iterate(fn func(uint32, Backend) bool) error {
+	for s, v := range maps.All(a.slots) {
+		if !fn(s, v) {
+			break
+		}
+	}
+	return nil
+}
+
+// BatchUpdate fails the test on a write that changes a slot's ID and
+// anything else at once, or the fields of a live ID's address.
+func (a *recordedArray) BatchUpdate(ss []uint32, vs []Backend) error {
+	for i, s := range ss {
+		old, v := a.slots[s], vs[i]
+		fields, oldFields := v, old
+		fields.ID, oldFields.ID = 0, 0
+		if old.ID != v.ID && fields != oldFields {
+			a.t.Errorf("slot %d: one write changed ID %d to %d and the fields %+v to %+v", s, old.ID, v.ID, oldFields, fields)
+		}
+		if old.ID != 0 && old.ID == v.ID && old.Addr != v.Addr {
+			a.t.Errorf("slot %d: ID %d's address changed in place", s, v.ID)
+		}
+		a.slots[s] = v
+	}
+	return nil
+}
+
+// A program copying a dense ID map's value while the agent writes its
+// slot re-reads the ID after the copy (c/select.h): that finds every torn
+// copy only if no write changes a slot's ID and its fields together. A
+// slot reused by another ID, deleted, and given back to its own ID, one
+// by one and in batches, is never written so.
+func TestDenseIDMapNeverChangesIDAndFieldsInOneWrite(t *testing.T) {
+	arr := &recordedArray{t: t, slots: map[uint32]Backend{}}
+	m := &slotted[Backend]{arr: arr, n: 4,
+		idOf: func(b Backend) uint32 { return b.ID }, withID: func(b Backend, id uint32) Backend { b.ID = id; return b }}
+	be := func(a byte, state uint8) Backend {
+		return Backend{Addr: [16]byte{15: a}, State: state, ClusterID: uint32(a)}
+	}
+	steps := []func() error{
+		func() error { return m.BatchUpdate([]uint32{1, 2, 3}, []Backend{be(1, 0), be(2, 0), be(3, 0)}) },
+		func() error { return m.Update(1, be(1, 2)) }, // a state change in place
+		func() error { return m.Delete(1) },
+		func() error { return m.Update(5, be(5, 0)) }, // slot 1, another ID
+		func() error { return m.BatchDelete([]uint32{5, 2}) },
+		func() error { return m.BatchUpdate([]uint32{1, 6, 3}, []Backend{be(1, 0), be(6, 1), be(3, 1)}) },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	for id, want := range map[uint32]Backend{1: be(1, 0), 6: be(6, 1), 3: be(3, 1)} {
+		want.ID = id
+		if got, ok, _ := m.Lookup(id); !ok || got != want {
+			t.Errorf("Lookup(%d) = %+v %v, want %+v", id, got, ok, want)
+		}
+	}
+	if got, ok, _ := m.Lookup(5); ok {
+		t.Errorf("deleted ID 5 reads back as %+v", got)
+	}
+}
