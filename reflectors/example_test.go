@@ -2,6 +2,7 @@ package reflectors_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -28,21 +29,32 @@ var staticCell = cell.Module("static-source", "A fixed service",
 func runStatic(ctx context.Context, s *reflectors.Source) error {
 	web := lb.NewServiceName("default", "web")
 	w := s.Writer
+	// Invalid input is skipped alone; any other error aborts the whole
+	// transaction and is returned, and the job runs again.
+	skipInvalid := func(err error) error {
+		if errors.Is(err, tables.ErrInvalid) {
+			s.Reject(err) // logged with the object and field, counted
+			return nil
+		}
+		return err
+	}
 	txn := w.WriteTxn()
 	defer txn.Abort()
 	err := w.Batch(txn, func() error { // one derivation of the frontends for all the calls
-		if err := w.UpsertService(txn, lb.ServiceParams{
+		if err := skipInvalid(w.UpsertService(txn, lb.ServiceParams{
 			Name: web, Source: lb.SourceAPI,
 			Frontends: []lb.FrontendParams{{Address: lb.MustParseL3n4Addr("10.96.0.1:80/TCP"), Type: lb.SVCTypeClusterIP}},
-		}); err != nil {
+		})); err != nil {
 			return err
 		}
 		const weight = lb.DefaultBackendWeight // 0 takes no new flows
-		return w.SetBackends(txn, web, lb.SourceAPI,
+		return skipInvalid(w.SetBackends(txn, web, lb.SourceAPI,
 			lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.0.1:8080/TCP"), Weight: weight},
-			lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.0.2:8080/TCP"), Weight: weight})
+			lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.0.2:8080/TCP"), Weight: weight}))
 	})
-	s.Reject(err) // bad input: logged with the object and field, counted, skipped
+	if err != nil {
+		return err // nothing of the batch is committed
+	}
 	txn.Commit()
 	s.SetObjects("services", 1)
 	s.Synced() // nothing is pruned until every source is synced

@@ -19,12 +19,19 @@
 // the error or OK, and log one WARN line when an outage starts and one
 // INFO line with its duration when it ends, however often the source
 // retries in between (reflectors/kubeapi does it for informers).
+//
+// A source tells the Writer's two error kinds apart (see tables.Writer):
+// invalid input (errors.Is(err, tables.ErrInvalid)) goes to Reject, and
+// the rest of the transaction is committed; any other error aborts the
+// transaction and is returned from the body, which Register runs again
+// with backoff.
 // ExpectSyncWithin degrades a source that has not synced by a deadline
 // ("Not synced after 2m0s: <last error>") while it keeps trying.
 package reflectors
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
@@ -161,15 +168,29 @@ func (s *Source) Synced() {
 // IsSynced reports whether Synced was called.
 func (s *Source) IsSynced() bool { return s.synced.Load() }
 
-// Reject logs and counts one piece of bad input: err names the object and
-// field. The source goes on with everything else.
-func (s *Source) Reject(err error) {
+// Reject logs (at WARN) and counts one piece of invalid input, and
+// reports true: err names the object and field, and is
+// errors.Is(err, tables.ErrInvalid) (a Writer error of that kind, or
+// the source's own, made with tables.Invalidf or tables.AsInvalid). The
+// source skips the object and goes on with everything else.
+//
+// Any other error is not the input's fault, and the transaction it came
+// from may hold half a change: the source must abort it and return the
+// error, so that its job runs again. Reject given such an error is a bug
+// of the source: it logs it at ERROR, counts nothing and reports false.
+// nil reports false too.
+func (s *Source) Reject(err error) bool {
 	if err == nil {
-		return
+		return false
+	}
+	if !errors.Is(err, tables.ErrInvalid) {
+		s.log.Error("BUG: Reject of an error that is not invalid input (the source must abort its transaction and return it)", "error", err)
+		return false
 	}
 	s.errors.Add(1)
 	s.errorsTotal.Inc()
 	s.log.Warn("Object rejected", "error", err)
+	return true
 }
 
 // Unknown logs (at INFO) and counts a value of an evolving field that

@@ -1,6 +1,7 @@
 package reflectors_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -132,7 +133,7 @@ func TestFailingSourceIsDegradedAndRetried(t *testing.T) {
 		if first {
 			return errors.New("cannot reach the world")
 		}
-		s.Reject(errors.New("service default/x: port: bad"))
+		s.Reject(tables.Invalidf("service default/x", "port", "bad"))
 		s.Synced()
 		<-ctx.Done()
 		return nil
@@ -180,9 +181,44 @@ func TestSourcesShareMetricFamilies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.Reject(errors.New(name))
+		s.Reject(tables.AsInvalid(errors.New(name)))
 	}
 	if n, err := testutil.GatherAndCount(reg, "lbstate_source_errors_total"); err != nil || n != 2 {
 		t.Fatalf("lbstate_source_errors_total series: %d, %v; want one per source", n, err)
+	}
+}
+
+// Reject counts only invalid input: any other error (which the source
+// must return instead, its transaction aborted) is logged at ERROR as
+// the source's bug and counted nowhere, so that the errors metric means
+// what it says.
+func TestRejectCountsOnlyInvalidInput(t *testing.T) {
+	db := statedb.New()
+	w, err := tables.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	s, err := reflectors.NewSource(w, "test", slog.New(slog.NewTextHandler(&logged, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Reject(fmt.Errorf("writing: %w", statedb.ErrTableNotLockedForWriting)) {
+		t.Error("Reject of an internal error reported true")
+	}
+	if s.Reject(nil) {
+		t.Error("Reject(nil) reported true")
+	}
+	if n := s.Errors(); n != 0 {
+		t.Fatalf("Errors() = %d after rejecting no invalid input", n)
+	}
+	if !strings.Contains(logged.String(), "level=ERROR") {
+		t.Errorf("an internal error given to Reject was not logged at ERROR:\n%s", logged.String())
+	}
+	if !s.Reject(fmt.Errorf("manifest a.yaml: %w", tables.Invalidf("service default/web", `port "http"`, "unknown protocol %q", "TPC"))) {
+		t.Error("Reject of invalid input reported false")
+	}
+	if n := s.Errors(); n != 1 {
+		t.Errorf("Errors() = %d, want 1", n)
 	}
 }

@@ -12,6 +12,11 @@
 // snapshots without locks and watch for changes, as with any StateDB
 // table.
 //
+// The Writer's errors are of two kinds (see Writer): invalid input
+// (errors.Is(err, ErrInvalid); an *InvalidError names the object and
+// field), after which the transaction is still good, and anything else,
+// after which it must be aborted.
+//
 // ScriptCommands exports lb/* commands for script tests (txtar), to use
 // beside statedb's db/* commands.
 package tables

@@ -1,9 +1,6 @@
 package tables
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/index"
 
@@ -55,10 +52,10 @@ func sourceKey(s lb.Source) index.Key { return index.Key{byte(s)} }
 // in: a manifests directory beside a cluster keeps its node.
 func (w *Writer) SetLocalNode(txn statedb.WriteTxn, src lb.Source, node lb.Node) error {
 	if node.Name == "" {
-		return errors.New("local node: name: empty")
+		return Invalidf("local node", "name", "empty")
 	}
 	if !src.Valid() {
-		return fmt.Errorf("local node %s: source: unknown source %s", node.Name, src)
+		return Invalidf("local node "+node.Name, "source", "unknown source %s", src)
 	}
 	old, _, found := w.t.nodeDecls.Get(txn, NodeDeclarationBySource.Query(src))
 	if found && old.Node.Equal(&node) {

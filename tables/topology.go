@@ -1,7 +1,6 @@
 package tables
 
 import (
-	"errors"
 	"slices"
 	"strings"
 
@@ -62,7 +61,7 @@ var TopologyServiceByNode = statedb.Index[*TopologyService, string]{
 // SetLocalNode, not these.
 func (w *Writer) SetNodeLabels(txn statedb.WriteTxn, name string, labels map[string]string) error {
 	if name == "" {
-		return errors.New("node labels: name: empty")
+		return Invalidf("node labels", "name", "empty")
 	}
 	old, _, found := w.t.nodeLabels.Get(txn, NodeLabelsByName.Query(name))
 	if found && old.Is(labels) {

@@ -22,10 +22,25 @@ import (
 // re-derived before it returns, so later reads in the same transaction see
 // them.
 //
-// The transaction must lock Tables(). A method that returns an error for
-// bad input has changed nothing; any other error (a transaction that does
-// not lock the tables, or is already committed) leaves the transaction to
-// be aborted.
+// The transaction must lock Tables(). A method returns two kinds of
+// errors, and the caller must tell them apart:
+//
+//  1. Invalid input: errors.Is(err, ErrInvalid), and errors.As finds an
+//     *InvalidError naming the object and field. The call changed
+//     nothing and the rest of the transaction is good: a source rejects
+//     the object (reflectors.Source.Reject), goes on and commits.
+//  2. Anything else (a table write that failed, a transaction that does
+//     not lock Tables() or is already done, a nested Batch): the
+//     transaction may hold half of the call. Abort it and return the
+//     error; a source's job then runs again and lists its world anew.
+//
+// For example:
+//
+//	if err := w.UpsertService(txn, params); errors.Is(err, tables.ErrInvalid) {
+//		src.Reject(err) // logged with the object and field, counted, skipped
+//	} else if err != nil {
+//		return err // the caller aborts txn; the source's job retries
+//	}
 type Writer struct {
 	db  *statedb.DB
 	t   *tableSet
@@ -58,8 +73,10 @@ type batch struct {
 // services' conflicts may be stale; when Batch returns, the tables are
 // consistent, as after any Writer call.
 //
-// Batch returns fn's error, or the first error of the refresh. Calls with
-// bad input inside fn still return their error and change nothing.
+// Batch returns fn's error, or the first error of the refresh, which is
+// never invalid input and wins over fn's (the transaction must be
+// aborted). Calls with invalid input inside fn still return their error
+// and change nothing.
 //
 // A service row that a call inside fn wrote may be changed in place by a
 // later call inside fn (its backend addresses: a service declared and
@@ -76,7 +93,12 @@ func (w *Writer) Batch(txn statedb.WriteTxn, fn func() error) error {
 		defer w.batch.Store(nil)
 		return fn()
 	}()
-	return errors.Join(err, w.flush(txn, b.ch))
+	if ferr := w.flush(txn, b.ch); ferr != nil {
+		// Not joined with err: invalid input from fn must not make an
+		// internal error look like invalid input (errors.Is).
+		return ferr
+	}
+	return err
 }
 
 // begin returns where a call records its changes: the batch's, if txn is
@@ -183,7 +205,7 @@ func (w *Writer) RegisterInitializer(name string) (done func(statedb.WriteTxn), 
 // policy. The declaration of the highest-priority source is in force.
 func (w *Writer) UpsertService(txn statedb.WriteTxn, params lb.ServiceParams) error {
 	if err := params.Validate(); err != nil {
-		return err
+		return AsInvalid(err)
 	}
 	fes := params.Frontends
 	params.Frontends = nil // WithParams keeps a copy of its own
@@ -253,7 +275,7 @@ func (w *Writer) SetClusterBackends(txn statedb.WriteTxn, name lb.ServiceName, s
 	}
 	for i := range backends {
 		if id := backends[i].ClusterID; id != clusterID {
-			return fmt.Errorf("service %s (%s): backend %s: clusterID %d, want %d", name, src, backends[i].Address, id, clusterID)
+			return Invalidf(fmt.Sprintf("service %s (%s)", name, src), "backend "+backends[i].Address.String(), "clusterID %d, want %d", id, clusterID)
 		}
 	}
 	return w.setBackends(txn, name, src, backends, func(inst *lb.BackendInstance) bool {
@@ -316,7 +338,7 @@ func (w *Writer) SweepSource(txn statedb.WriteTxn, src lb.Source, keep func(lb.S
 // does not keep (all of them when keep is nil).
 func (w *Writer) deleteSourceWhere(txn statedb.WriteTxn, src lb.Source, keep func(lb.ServiceName) bool) error {
 	if !src.Valid() {
-		return fmt.Errorf("source: unknown source %s", src)
+		return Invalidf("", "source", "unknown source %s", src)
 	}
 	gone := func(name lb.ServiceName) bool { return keep == nil || !keep(name) }
 	// A scan, not an index: a source goes away rarely, and an index by
@@ -345,7 +367,7 @@ func (w *Writer) deleteSourceWhere(txn statedb.WriteTxn, src lb.Source, keep fun
 // cluster and stay too.
 func (w *Writer) DeleteSourceCluster(txn statedb.WriteTxn, src lb.Source, clusterID uint32) error {
 	if !src.Valid() {
-		return fmt.Errorf("source: unknown source %s", src)
+		return Invalidf("", "source", "unknown source %s", src)
 	}
 	ch := w.begin(txn)
 	w.deleteInstancesWhere(txn, ch, func(i *lb.BackendInstance) bool { return i.Source == src && i.Params.ClusterID == clusterID })
@@ -394,7 +416,7 @@ func (w *Writer) SetBackendHealth(txn statedb.WriteTxn, addr lb.L3n4Addr, health
 func (w *Writer) SetBackendVerdict(txn statedb.WriteTxn, addr lb.L3n4Addr, v lb.HealthVerdict) error {
 	old, _, found := w.t.backends.Get(txn, BackendByAddress.Query(addr))
 	if !found {
-		return fmt.Errorf("backend %s: not found", addr)
+		return Invalidf("backend "+addr.String(), "", "not found")
 	}
 	if old.Verdict().Equal(v) {
 		return nil
@@ -420,7 +442,7 @@ func (w *Writer) SetRedirect(txn statedb.WriteTxn, name lb.ServiceName, r lb.Red
 		return err
 	}
 	if err := r.Validate(name); err != nil {
-		return err
+		return AsInvalid(err)
 	}
 	old, found := w.service(txn, name)
 	if !found {
@@ -462,7 +484,7 @@ func (w *Writer) SetProxyRedirect(txn statedb.WriteTxn, name lb.ServiceName, pr 
 		return err
 	}
 	if err := pr.Validate(name); err != nil {
-		return err
+		return AsInvalid(err)
 	}
 	old, found := w.service(txn, name)
 	if !found {
@@ -504,7 +526,7 @@ func (w *Writer) SetRoute(txn statedb.WriteTxn, name lb.ServiceName, r lb.Route)
 		return err
 	}
 	if err := r.Validate(name); err != nil {
-		return err
+		return AsInvalid(err)
 	}
 	r.Backends = slices.Clone(r.Backends)
 	old, found := w.service(txn, name)
@@ -537,10 +559,10 @@ func (w *Writer) ClearRoute(txn statedb.WriteTxn, name lb.ServiceName, src lb.So
 // validateRef reports a service name or source that is not valid.
 func validateRef(name lb.ServiceName, src lb.Source) error {
 	if err := name.Validate(); err != nil {
-		return err
+		return AsInvalid(err)
 	}
 	if !src.Valid() {
-		return fmt.Errorf("service %s: source: unknown source %s", name, src)
+		return Invalidf("service "+name.String(), "source", "unknown source %s", src)
 	}
 	return nil
 }
@@ -551,7 +573,7 @@ func validateBackends(name lb.ServiceName, src lb.Source, backends []lb.BackendP
 	}
 	for i := range backends {
 		if err := backends[i].Validate(); err != nil {
-			return fmt.Errorf("service %s (%s): %w", name, src, err)
+			return &InvalidError{Object: fmt.Sprintf("service %s (%s)", name, src), Err: err}
 		}
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
+	"github.com/lbstate/lbstate/tables"
 )
 
 const (
@@ -159,7 +160,9 @@ func (c *cluster) follow(ctx context.Context) (connected bool, err error) {
 			return false, fmt.Errorf("list %s: %w", prefix, err)
 		}
 		rev = list.Header.Revision
-		c.resync(list.Kvs, rev)
+		if err := c.resync(list.Kvs, rev); err != nil {
+			return false, err
+		}
 	}
 	rctx, cancel = request()
 	synced, err := cli.Get(rctx, SyncedKey(name), clientv3.WithRev(rev), clientv3.WithCountOnly())
@@ -195,7 +198,9 @@ func (c *cluster) follow(ctx context.Context) (connected bool, err error) {
 				c.conn.watching(name)
 				continue
 			}
-			c.apply(resp.Events, resp.Header.Revision)
+			if err := c.apply(resp.Events, resp.Header.Revision); err != nil {
+				return true, err
+			}
 		case resp, ok := <-syncedKey:
 			if err := c.watchErr(SyncedKey(name), resp, ok); err != nil {
 				return true, err
@@ -254,7 +259,7 @@ func (c *cluster) clusterID(ctx context.Context, cli *clientv3.Client) (uint32, 
 	}
 	if err := c.self.refuses(c.remote.Name, id); err != nil {
 		c.markSynced("refused") // nobody waits for it
-		c.refused.Do(func() { c.src.Reject(err) })
+		c.refused.Do(func() { c.src.Reject(tables.AsInvalid(err)) })
 		return 0, 0, err
 	}
 	return id, resp.Header.ClusterId, nil
@@ -316,7 +321,8 @@ func (c *cluster) disconnected() {
 		}
 		c.stale = nil
 		if err := c.dropLocked(); err != nil {
-			c.src.Reject(err)
+			// Not the input's fault; the next connection lists anew.
+			c.log.Error("Removing a stale remote cluster's backends failed", "error", err)
 			return
 		}
 		c.log.Warn("Remote cluster stale: its backends are removed", "after", c.staleTimeout())
@@ -360,8 +366,9 @@ func (c *cluster) dropLocked() error {
 
 // resync applies a full listing: every service listed is written, and
 // what this cluster wrote before for services no longer listed (gone
-// while we were disconnected) is released.
-func (c *cluster) resync(kvs []*mvccpb.KeyValue, rev int64) {
+// while we were disconnected) is released. A write that failed is
+// returned (see write).
+func (c *cluster) resync(kvs []*mvccpb.KeyValue, rev int64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	next := map[lb.ServiceName][]lb.BackendParams{}
@@ -378,12 +385,16 @@ func (c *cluster) resync(kvs []*mvccpb.KeyValue, rev int64) {
 			next[name] = nil
 		}
 	}
-	c.write(next)
+	if err := c.write(next); err != nil {
+		return err
+	}
 	c.rev = rev
+	return nil
 }
 
-// apply applies one watch response's events in one transaction.
-func (c *cluster) apply(events []*clientv3.Event, rev int64) {
+// apply applies one watch response's events in one transaction. A write
+// that failed is returned (see write).
+func (c *cluster) apply(events []*clientv3.Event, rev int64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	next := map[lb.ServiceName][]lb.BackendParams{}
@@ -399,8 +410,11 @@ func (c *cluster) apply(events []*clientv3.Event, rev int64) {
 			next[name] = backends
 		}
 	}
-	c.write(next)
+	if err := c.write(next); err != nil {
+		return err
+	}
 	c.rev = max(c.rev, rev)
+	return nil
 }
 
 // decode turns one value into the local service it joins and the
@@ -414,7 +428,7 @@ func (c *cluster) decode(key string, value []byte) (lb.ServiceName, []lb.Backend
 		err = fmt.Errorf("key %s: clusterID %d, want %d", key, s.ClusterID, c.id)
 	}
 	if err != nil {
-		c.src.Reject(err)
+		c.src.Reject(tables.AsInvalid(err))
 		var name lb.ServiceName
 		if _, ns, n, kerr := ParseServiceKey(key); kerr == nil {
 			name = lb.NewServiceName(ns, n)
@@ -424,7 +438,7 @@ func (c *cluster) decode(key string, value []byte) (lb.ServiceName, []lb.Backend
 	backends := slices.DeleteFunc(s.LocalBackends(), func(b lb.BackendParams) bool {
 		err := b.Validate()
 		if err != nil {
-			c.src.Reject(fmt.Errorf("key %s: %w", key, err))
+			c.src.Reject(&tables.InvalidError{Object: "key " + key, Err: err})
 		}
 		return err != nil
 	})
@@ -435,33 +449,44 @@ func (c *cluster) decode(key string, value []byte) (lb.ServiceName, []lb.Backend
 }
 
 // write makes each local service's backends from this cluster the given
-// ones (nil: none), in one transaction; c.mu is held.
-func (c *cluster) write(next map[lb.ServiceName][]lb.BackendParams) {
+// ones (nil: none), in one transaction; c.mu is held. Invalid input is
+// rejected service by service and the rest committed; any other error
+// aborts the transaction and is returned, and the next connection lists
+// anew (c.rev 0).
+func (c *cluster) write(next map[lb.ServiceName][]lb.BackendParams) error {
 	if len(next) == 0 {
-		return
+		return nil
 	}
 	w := c.src.Writer
 	txn := w.WriteTxn()
 	defer txn.Abort()
+	rejected := map[lb.ServiceName]bool{}
 	err := w.Batch(txn, func() error {
 		for name, backends := range next {
-			if err := w.SetClusterBackends(txn, name, lb.SourceKVStore, c.id, backends...); err != nil {
+			err := w.SetClusterBackends(txn, name, lb.SourceKVStore, c.id, backends...)
+			if errors.Is(err, tables.ErrInvalid) {
+				c.src.Reject(fmt.Errorf("remote cluster %s: %w", c.remote.Name, err))
+				rejected[name] = true
+			} else if err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		// Every backend was validated: this is a bug, not bad input.
-		c.src.Reject(fmt.Errorf("remote cluster %s: %w", c.remote.Name, err))
-		return
+		c.rev = 0
+		return fmt.Errorf("remote cluster %s: writing backends (aborted): %w", c.remote.Name, err)
 	}
 	txn.Commit()
 	for name, backends := range next {
+		if rejected[name] {
+			continue // what was written before stays
+		}
 		if backends == nil {
 			delete(c.written, name)
 		} else {
 			c.written[name] = struct{}{}
 		}
 	}
+	return nil
 }

@@ -3,6 +3,7 @@ package clustermesh
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/lbstate/lbstate/internal/dirfollow"
 
 	"github.com/lbstate/lbstate/reflectors"
+	"github.com/lbstate/lbstate/tables"
 )
 
 const (
@@ -81,7 +83,7 @@ func (d *configDir) load() (map[string]Remote, map[string][32]byte, error) {
 			}
 			if v := sha256.Sum256(bad); d.bad[name] != v {
 				d.bad[name] = v // reported once
-				d.src.Reject(fmt.Errorf("--clustermesh-config: cluster %s: %w", name, err))
+				d.src.Reject(tables.AsInvalid(fmt.Errorf("--clustermesh-config: cluster %s: %w", name, err)))
 			}
 			continue
 		}
@@ -100,14 +102,14 @@ func (d *configDir) load() (map[string]Remote, map[string][32]byte, error) {
 func (d *configDir) initial() []Remote {
 	remotes, versions, err := d.load()
 	if err != nil {
-		d.src.Reject(err)
+		d.src.Reject(tables.AsInvalid(err)) // the directory is the user's input
 	}
 	var out []Remote
 	for _, name := range slices.Sorted(maps.Keys(remotes)) {
 		r := remotes[name]
 		d.acted[name] = versions[name]
 		if err := r.validate(d.im.self); err != nil {
-			d.src.Reject(fmt.Errorf("--clustermesh-config: %w", err))
+			d.src.Reject(tables.AsInvalid(fmt.Errorf("--clustermesh-config: %w", err)))
 			continue
 		}
 		out = append(out, r)
@@ -129,7 +131,9 @@ func (d *configDir) sync() {
 		}
 		delete(d.acted, name)
 		if slices.Contains(connected, name) {
-			d.src.Reject(d.im.Remove(name))
+			if err := d.im.Remove(name); err != nil { // not the config's fault
+				d.src.Log().Error("Removing a remote cluster failed", "cluster", name, "error", err)
+			}
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(remotes)) {
@@ -138,8 +142,10 @@ func (d *configDir) sync() {
 			continue
 		}
 		d.acted[name] = v
-		if err := d.im.Update(remotes[name]); err != nil {
+		if err := d.im.Update(remotes[name]); errors.Is(err, tables.ErrInvalid) {
 			d.src.Reject(fmt.Errorf("--clustermesh-config: %w", err))
+		} else if err != nil {
+			d.src.Log().Error("Updating a remote cluster failed", "cluster", name, "error", err)
 		}
 	}
 }

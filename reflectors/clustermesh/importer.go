@@ -15,6 +15,7 @@ import (
 
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
+	"github.com/lbstate/lbstate/tables"
 )
 
 // SourceName is the importer's name as a source: its initializer and
@@ -173,7 +174,7 @@ func (im *Importer) Add(r Remote) error {
 // a reconnect to unchanged content changes nothing.
 func (im *Importer) Update(r Remote) error {
 	if err := r.validate(im.self); err != nil {
-		return err
+		return tables.AsInvalid(err)
 	}
 	im.mu.Lock()
 	defer im.mu.Unlock()

@@ -81,7 +81,7 @@ func declareServices(s *reflectors.Source, id int) {
 	w := s.Writer
 	txn := w.WriteTxn()
 	defer txn.Abort()
-	s.Reject(w.Batch(txn, func() error {
+	err := w.Batch(txn, func() error {
 		for i := range *meshServices {
 			name := lb.NewServiceName("default", fmt.Sprintf("svc-%d", i))
 			fe := netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)})
@@ -102,7 +102,10 @@ func declareServices(s *reflectors.Source, id int) {
 			}
 		}
 		return nil
-	}))
+	})
+	if err != nil {
+		panic(err) // every service above is valid
+	}
 	txn.Commit()
 }
 

@@ -15,6 +15,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/lbstate/lbstate/tables"
 )
 
 // fileState is what the source made of one version of a file.
@@ -64,7 +66,7 @@ func (s *source) update(path string, force bool) (affected []objectKey, rescan b
 	}
 	m := decodeManifest(path, data)
 	for _, err := range m.errs {
-		s.src.Reject(err)
+		s.src.Reject(tables.AsInvalid(err))
 	}
 	if len(m.skipped) > 0 {
 		s.src.Log().Debug("Skipped documents of kinds lbstate does not read", "file", path, "kinds", m.skipped)
@@ -93,7 +95,7 @@ func (s *source) failed(path string, id fileID, err error) {
 	if old != nil && old.id == id && old.failed == err.Error() {
 		return
 	}
-	s.src.Reject(err)
+	s.src.Reject(tables.AsInvalid(err)) // the file is the user's input
 	st := &fileState{id: id, failed: err.Error(), objs: map[objectKey]runtime.Object{}}
 	if old != nil {
 		st.objs, st.lost = old.objs, old.lost
@@ -153,7 +155,7 @@ func (s *source) publish(affected []objectKey) {
 		delete(winner.lost, key)
 		for _, path := range owners[1:] {
 			if st := s.files[path]; !st.lost[key] {
-				s.src.Reject(fmt.Errorf("%s: %s: defined in an earlier file too (%s), which wins", path, key, owners[0]))
+				s.src.Reject(tables.Invalidf(path, key.String(), "defined in an earlier file too (%s), which wins", owners[0]))
 				if st.lost == nil {
 					st.lost = map[objectKey]bool{}
 				}
@@ -222,7 +224,8 @@ func (s *source) rescan(ctx context.Context) error {
 	case ctx.Err() != nil:
 	case err.Error() != s.walkFailed:
 		s.walkFailed = err.Error()
-		s.src.Reject(fmt.Errorf("reading the manifests directory %s: %w", s.dir, err))
+		// The directory is the user's input; what was read stays.
+		s.src.Reject(tables.AsInvalid(fmt.Errorf("reading the manifests directory %s: %w", s.dir, err)))
 	}
 	return err
 }

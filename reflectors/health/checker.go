@@ -84,8 +84,10 @@ func newChecker(cfg parsed, clock Clock, m *metricSet) *checker {
 }
 
 // run checks until ctx is done: it follows the frontends and backends
-// tables, probes, and writes verdicts. It is the source's body.
-func (c *checker) run(ctx context.Context, s *reflectors.Source, db *statedb.DB) error {
+// tables, probes, and writes verdicts. It is the source's body: a write
+// of verdicts that failed ends it with the error (the job runs it again,
+// and the new run probes every backend anew).
+func (c *checker) run(ctx context.Context, s *reflectors.Source, db *statedb.DB) (err error) {
 	w := s.Writer
 	txn := w.WriteTxn()
 	fes, err := w.Frontends().Changes(txn)
@@ -103,6 +105,8 @@ func (c *checker) run(ctx context.Context, s *reflectors.Source, db *statedb.DB)
 	// synced from the start.
 	s.Synced()
 
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	r := &runState{
 		ctx: ctx, src: s, targets: map[lb.L3n4Addr]*target{}, epoch: c.clock.Now(),
 		rand:  rand.New(rand.NewPCG(uint64(c.clock.Now().UnixNano()), 0x6c627374)),
@@ -119,11 +123,19 @@ func (c *checker) run(ctx context.Context, s *reflectors.Source, db *statedb.DB)
 	defer c.stopRun(r)
 
 	done := make(chan struct{})
+	var writeErr error
 	go func() {
 		defer close(done)
-		c.writeVerdicts(r, w)
+		if writeErr = c.writeVerdicts(r, w); writeErr != nil {
+			cancel()
+		}
 	}()
-	defer func() { <-done }()
+	defer func() {
+		<-done
+		if writeErr != nil {
+			err = writeErr
+		}
+	}()
 
 	for {
 		rtxn := db.ReadTxn()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/tables"
 )
 
 // usage is which frontends use which backends (every backend a frontend
@@ -97,7 +98,7 @@ func (c *checker) holdService(r *runState, fe *lb.Frontend) {
 		var errs []error
 		e.check, errs = serviceCheck(fe.Policy, c.cfg.defaults)
 		for _, err := range errs {
-			r.src.Reject(err)
+			r.src.Reject(tables.AsInvalid(err))
 		}
 	}
 	e.policy = fe.Policy

@@ -1,6 +1,8 @@
 package health
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/lbstate/lbstate/lb"
@@ -60,12 +62,14 @@ func (c *checker) backendChanged(r *runState, row *lb.Backend) {
 }
 
 // writeVerdicts writes the pending verdicts, all that piled up since the
-// last write in one transaction, until the run ends.
-func (c *checker) writeVerdicts(r *runState, w *tables.Writer) {
+// last write in one transaction, until the run ends or a write fails
+// other than by invalid input: it returns that error, nothing of the
+// transaction committed.
+func (c *checker) writeVerdicts(r *runState, w *tables.Writer) error {
 	for {
 		select {
 		case <-r.ctx.Done():
-			return
+			return nil
 		case <-r.write:
 		}
 		c.mu.Lock()
@@ -81,7 +85,9 @@ func (c *checker) writeVerdicts(r *runState, w *tables.Writer) {
 				if _, _, found := w.Backends().Get(txn, tables.BackendByAddress.Query(addr)); !found {
 					continue // gone since: nothing to say about it
 				}
-				if err := w.SetBackendVerdict(txn, addr, v); err != nil {
+				if err := w.SetBackendVerdict(txn, addr, v); errors.Is(err, tables.ErrInvalid) {
+					r.src.Reject(err)
+				} else if err != nil {
 					return err
 				}
 			}
@@ -89,8 +95,7 @@ func (c *checker) writeVerdicts(r *runState, w *tables.Writer) {
 		})
 		if err != nil {
 			txn.Abort()
-			r.src.Log().Error("Writing health verdicts failed", "error", err, "verdicts", len(batch))
-			continue
+			return fmt.Errorf("writing %d health verdicts (aborted): %w", len(batch), err)
 		}
 		txn.Commit()
 	}

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -49,6 +50,15 @@ type Reflector struct {
 	// that nothing waits forever to hand it an event.
 	stopped chan struct{}
 	stop    func()
+
+	// failed is the first write that failed other than by invalid input
+	// (see write); cancel ends Run's loop then (nil outside Run).
+	failMu sync.Mutex
+	failed error
+	cancel context.CancelFunc
+	// writeErr is the first such error of the batch being written
+	// (owned by the goroutine that writes).
+	writeErr error
 
 	// Owned by the loop.
 	// services holds each service that has a Service or slices, by its
@@ -155,10 +165,17 @@ func (r *Reflector) send(ev event) {
 // Run calls feed in its own goroutine and applies what it pushes until
 // ctx is done or feed fails, then waits for feed to return. A feed that
 // returns nil early (it pushed a fixed set) leaves Run applying until ctx
-// is done. Run may be called once.
+// is done. A write that fails other than by invalid input ends Run with
+// its error, nothing of its batch committed: the reflector no longer
+// knows what the tables hold, and the source's job starts over with a new
+// one, which lists everything again and sweeps at its synced marker.
+// Run may be called once.
 func (r *Reflector) Run(ctx context.Context, feed func(ctx context.Context) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	r.failMu.Lock()
+	r.cancel = cancel
+	r.failMu.Unlock()
 	var feedErr error
 	fed := make(chan struct{})
 	go func() {
@@ -169,6 +186,9 @@ func (r *Reflector) Run(ctx context.Context, feed func(ctx context.Context) erro
 	}()
 	r.loop(ctx)
 	<-fed
+	if err := r.failure(); err != nil {
+		return err
+	}
 	return feedErr
 }
 
@@ -197,7 +217,7 @@ func (r *Reflector) loop(ctx context.Context) {
 	go func() {
 		defer close(written)
 		for ws := range writes {
-			r.write(ws)
+			r.writeOrStop(ws)
 			done <- struct{}{}
 		}
 	}()
@@ -283,11 +303,36 @@ type writes struct {
 
 // apply records and writes one batch (the two stages of loop, in one
 // goroutine).
-func (r *Reflector) apply(batch []event) { r.write(r.prepare(batch)) }
+func (r *Reflector) apply(batch []event) { r.writeOrStop(r.prepare(batch)) }
+
+// writeOrStop writes one batch, unless an earlier one failed (this one
+// builds on it), and stops Run at the first that fails.
+func (r *Reflector) writeOrStop(ws writes) {
+	if r.failure() != nil {
+		return
+	}
+	if err := r.write(ws); err != nil {
+		r.failMu.Lock()
+		defer r.failMu.Unlock()
+		r.failed = err
+		if r.cancel != nil {
+			r.cancel()
+		}
+	}
+}
+
+// failure is the write that failed, if any.
+func (r *Reflector) failure() error {
+	r.failMu.Lock()
+	defer r.failMu.Unlock()
+	return r.failed
+}
 
 // write applies one batch's calls in one transaction, as one Writer batch:
-// each service's frontends are derived once for the batch.
-func (r *Reflector) write(ws writes) {
+// each service's frontends are derived once for the batch. Invalid input
+// is rejected call by call (check) and the rest committed; any other
+// error aborts the whole transaction and is returned.
+func (r *Reflector) write(ws writes) error {
 	var extra []statedb.TableMeta
 	if r.lrp.table != nil {
 		extra = append(extra, r.lrp.table)
@@ -297,17 +342,24 @@ func (r *Reflector) write(ws writes) {
 	}
 	txn := r.w.WriteTxn(extra...)
 	defer txn.Abort()
+	r.writeErr = nil
 	err := r.w.Batch(txn, func() error {
 		for _, call := range ws.calls {
 			call(txn)
 		}
 		return nil
 	})
-	r.src.Reject(err)
+	if r.writeErr != nil { // the first, not the refresh's (which it may cause)
+		err, r.writeErr = r.writeErr, nil
+	}
+	if err != nil {
+		return fmt.Errorf("writing a batch of %d changes (aborted): %w", len(ws.calls), err)
+	}
 	txn.Commit()
 	if ws.synced {
 		r.src.Synced()
 	}
+	return nil
 }
 
 // prepare records a batch of events and returns the Writer calls that
@@ -712,12 +764,17 @@ func (r *Reflector) localNode() (n lb.Node) {
 	return n
 }
 
-// check reports a Writer error about one object.
+// check reports a Writer error about one object: invalid input is
+// rejected; any other error is kept for write, which aborts the batch.
 func (r *Reflector) check(err error, object string) {
-	if err != nil {
+	switch {
+	case err == nil:
+	case errors.Is(err, tables.ErrInvalid):
 		r.src.Reject(fmt.Errorf("%s: %w", object, err))
+	case r.writeErr == nil:
+		r.writeErr = fmt.Errorf("%s: %w", object, err)
 	}
 }
 
-// fail reports a conversion error.
-func (r *Reflector) fail(err error) { r.src.Reject(err) }
+// fail reports a conversion error: invalid input.
+func (r *Reflector) fail(err error) { r.src.Reject(tables.AsInvalid(err)) }
