@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/datapath"
@@ -89,7 +90,11 @@ func newAgent(args []string) (*hive.Hive, *slog.Logger, error) {
 	if manifests == "" && af.kubeconfig == "" && mesh == "" {
 		return nil, nil, errors.New("no source: give --manifests DIR (e.g. --manifests examples/demo), --kubeconfig FILE, --clustermesh-config DIR, or several")
 	}
-	return h, newLogger(os.Stderr, af.debug), nil
+	log := newLogger(os.Stderr, af.debug)
+	// client-go's lines (reflector warnings, leader election) in the
+	// agent's log, in its format, instead of klog's own on stderr.
+	klog.SetSlogLogger(log.With("component", "client-go"))
+	return h, log, nil
 }
 
 // newHive composes the agent. Cells read af when they are built, after
