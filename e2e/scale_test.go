@@ -40,7 +40,7 @@ func TestManyServicesThroughTheAPIReachTheMaps(t *testing.T) {
 	c := newCluster(t, clusterOptions{})
 	n := newNode(t, "node-a")
 	// Each frontend takes 11 entries of lb_services: the defaults hold
-	// 65,536 (see the README's limits).
+	// 65,536 (see docs/performance.md).
 	a := n.startAgent(c, "--lb-services-max=262144", "--lb-backends-max=262144", "--lb-rev-nat-max=65536")
 
 	start := time.Now()
