@@ -18,24 +18,28 @@ import (
 	"github.com/lbstate/lbstate/tables"
 )
 
-// Cell is a complete agent: Core, Datapath and Sources. Groups, not
-// modules, so that every cell keeps its own module name in the log.
+// Cell is a complete agent: Core, its metrics (one Prometheus registry
+// that every cell registers in: metrics.Cell), Datapath and Sources.
+// Groups, not modules, so that every cell keeps its own module name in
+// the log.
 var Cell = cell.Group(
 	Core,
+	metrics.Cell,
 	Datapath,
 	Sources,
 )
 
 // Core is the control plane without sources: StateDB, supervised jobs,
-// health, one Prometheus registry (metrics.Cell), the tables and their
-// Writer, the maps (kernel or in-memory, --lb-maps) and the reconciler
-// that writes the tables into them. A source of the embedder's own
-// registers with reflectors.Register beside it.
+// health, the tables and their Writer, the maps (kernel or in-memory,
+// --lb-maps) and the reconciler that writes the tables into them. A
+// source of the embedder's own registers with reflectors.Register beside
+// it. Metrics are not part of it (lbbench measures without them): with
+// metrics.Cell beside it, every cell registers its collectors there and
+// StateDB reports every write transaction to it.
 var Core = cell.Group(
 	statedb.Cell,
 	job.Cell,
 	cell.SimpleHealthCell,
-	metrics.Cell,
 	tables.Cell,
 	bpf.Cell,
 	reconciler.Cell,
