@@ -30,8 +30,12 @@ import (
 // and the maps of the agent (here, as lbctl does: the frontends table
 // and the maps' dump).
 func ExampleRegister() {
-	mux := http.NewServeMux()
+	mux := http.NewServeMux() // the embedder's, with a handler of its own
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	// The API beside it, over the hive's tables and maps.
+	serveAPI := cell.Invoke(func(log *slog.Logger, db *statedb.DB, maps *bpf.Maps) {
+		api.Register(mux, log, db, maps)
+	})
 
 	var (
 		w         *tables.Writer
@@ -40,9 +44,7 @@ func ExampleRegister() {
 	)
 	h := hive.New(
 		lbstate.Core,
-		cell.Invoke(func(log *slog.Logger, db *statedb.DB, maps *bpf.Maps) {
-			api.Register(mux, log, db, maps)
-		}),
+		serveAPI,
 		cell.Invoke(func(wr *tables.Writer, fes statedb.Table[*lb.Frontend], r reconciler.Reconciler[*lb.Frontend]) {
 			w, frontends, rec = wr, fes, r
 		}),
