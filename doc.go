@@ -8,8 +8,8 @@
 // hive.AddConfigOverride); a part left unconfigured does nothing (no
 // --manifests, no kubernetes.Interface, no --health, --lb-datapath none).
 // Core is the tables, the maps and the reconciler with their runtime, for
-// an agent that brings its own sources; add Datapath and any of Sources'
-// cells to it as needed. Package api serves the tables and the maps to
+// an agent that brings its own sources; add metrics.Cell, Datapath and
+// any of Sources' cells to it as needed. Package api serves the tables and the maps to
 // lbctl from the embedder's own HTTP server.
 //
 //	h := hive.New(lbstate.Cell, cell.Provide(func() kubeapi.Clients { return clients }))
