@@ -35,7 +35,6 @@ import (
 
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
-	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 	"github.com/spf13/pflag"
@@ -43,6 +42,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/lbstate/lbstate"
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/lb"
@@ -183,7 +183,7 @@ func newBench(o options) (*bench, error) {
 		cfg.LBPinDir = pinRoot
 	}
 	h := hive.New(append([]cell.Cell{
-		statedb.Cell, job.Cell, cell.SimpleHealthCell, tables.Cell, bpf.Cell, lbreconciler.Cell,
+		lbstate.Core, // no sources: the bench drives a k8s reflector of its own
 		cell.Invoke(func(db *statedb.DB, w *tables.Writer, fes statedb.Table[*lb.Frontend], bes statedb.Table[*lb.Backend],
 			r reconciler.Reconciler[*lb.Frontend], m *bpf.Maps) {
 			b.db, b.w, b.frontends, b.backends, b.rec, b.maps = db, w, fes, bes, r, m

@@ -16,17 +16,16 @@ import (
 
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
-	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 	"github.com/spf13/pflag"
 
+	"github.com/lbstate/lbstate"
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/lb"
 	lbreconciler "github.com/lbstate/lbstate/reconciler"
 	"github.com/lbstate/lbstate/reflectors/file"
 	"github.com/lbstate/lbstate/reflectors/k8s"
-	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -192,9 +191,9 @@ func (p *pipelineFlags) start(logTo io.Writer) (*pipeline, error) {
 	return startPipeline(p.dir, p.nodeName, p.zone, p.algorithm, p.tableSize, logTo)
 }
 
-// startPipeline serves dir through the whole pipeline (the manifests
-// source's cell, tables, reconciler, in-memory maps) and returns once the
-// reconciler has written everything. A zone overrides the local node's,
+// startPipeline serves dir through the whole pipeline (the agent's
+// lbstate.Cell: the manifests source, tables, reconciler, here with
+// in-memory maps) and returns once the reconciler has written everything. A zone overrides the local node's,
 // as the agent's --k8s-node-zone does.
 func startPipeline(dir, nodeName, zone, algorithm string, tableSize uint32, logTo io.Writer) (*pipeline, error) {
 	var (
@@ -205,8 +204,7 @@ func startPipeline(dir, nodeName, zone, algorithm string, tableSize uint32, logT
 		rec       reconciler.Reconciler[*lb.Frontend]
 	)
 	h := hive.New(
-		statedb.Cell, job.Cell, cell.SimpleHealthCell,
-		tables.Cell, bpf.Cell, lbreconciler.Cell, k8s.Cell, file.Cell, routes.Cell,
+		lbstate.Cell, // every source idle but the manifests directory, set below
 		cell.Invoke(func(d *statedb.DB, wr *tables.Writer, m *bpf.Maps, fes statedb.Table[*lb.Frontend], r reconciler.Reconciler[*lb.Frontend]) {
 			db, w, maps, frontends, rec = d, wr, m, fes, r
 		}),

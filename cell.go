@@ -1,0 +1,64 @@
+package lbstate
+
+import (
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/statedb"
+
+	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/bpf/datapath"
+	"github.com/lbstate/lbstate/metrics"
+	"github.com/lbstate/lbstate/reconciler"
+	"github.com/lbstate/lbstate/reflectors/clustermesh"
+	"github.com/lbstate/lbstate/reflectors/file"
+	"github.com/lbstate/lbstate/reflectors/health"
+	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/routes"
+	"github.com/lbstate/lbstate/reflectors/routestatus"
+	"github.com/lbstate/lbstate/tables"
+)
+
+// Cell is a complete agent: Core, its metrics (one Prometheus registry
+// that every cell registers in: metrics.Cell), Datapath and Sources.
+// Groups, not modules, so that every cell keeps its own module name in
+// the log.
+var Cell = cell.Group(
+	Core,
+	metrics.Cell,
+	Datapath,
+	Sources,
+)
+
+// Core is the control plane without sources: StateDB, supervised jobs,
+// health, the tables and their Writer, the maps (kernel or in-memory,
+// --lb-maps) and the reconciler that writes the tables into them. A
+// source of the embedder's own registers with reflectors.Register beside
+// it. Metrics are not part of it (lbbench measures without them): with
+// metrics.Cell beside it, every cell registers its collectors there and
+// StateDB reports every write transaction to it.
+var Core = cell.Group(
+	statedb.Cell,
+	job.Cell,
+	cell.SimpleHealthCell,
+	tables.Cell,
+	bpf.Cell,
+	reconciler.Cell,
+)
+
+// Datapath is the reference datapath: it attaches nothing unless
+// --lb-datapath says where, and serves its traffic counters as metrics.
+// It needs Core.
+var Datapath = datapath.Cell
+
+// Sources are the library's sources, one cell each; each does nothing
+// until configured. They need Core, and the Kubernetes-backed ones a
+// kubernetes.Interface (and metadata and dynamic clients: see
+// kubeapi.Clients) in the hive to watch an API server.
+var Sources = cell.Group(
+	k8s.Cell,         // Services, EndpointSlices, Nodes, redirect policies, routes: with a kubernetes.Interface
+	file.Cell,        // the same kinds from a directory: --manifests
+	routes.Cell,      // the routes' status table, for lbctl routes
+	routestatus.Cell, // routes' status.parents in the API server: --route-status, with kubernetes and dynamic clients
+	health.Cell,      // health checking: --health
+	clustermesh.Cell, // global services over etcd: --cluster-name, --cluster-id, --clustermesh-*
+)
