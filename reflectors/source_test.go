@@ -226,3 +226,22 @@ func TestRejectCountsOnlyInvalidInput(t *testing.T) {
 		t.Errorf("Errors() = %d, want 1", n)
 	}
 }
+
+// A source writes as its registered identity: NewSource hands it back as
+// ID, named as registered, and refuses a value nobody registered.
+func TestSourceIsItsRegisteredIdentity(t *testing.T) {
+	w, err := tables.New(statedb.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := reflectors.NewSource(w, testSource, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ID() != testSource || s.Name() != "test" {
+		t.Errorf("ID %v, name %q; want %v, \"test\"", s.ID(), s.Name(), testSource)
+	}
+	if _, err := reflectors.NewSource(w, lb.Source(7), slog.New(slog.DiscardHandler), nil); err == nil || !strings.Contains(err.Error(), "source(7): not registered") {
+		t.Errorf("an unregistered source: %v", err)
+	}
+}
