@@ -200,7 +200,7 @@ func newBench(o options) (*bench, error) {
 	}
 	kcfg := k8s.DefaultConfig
 	kcfg.K8sNodeName = "bench-node"
-	src, err := reflectors.NewSource(b.w, lb.SourceK8s.String(), log, nil)
+	src, err := reflectors.NewSource(b.w, lb.SourceK8s, log, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -353,7 +353,7 @@ func (c *cluster) dropLocked() error {
 	if c.id != 0 {
 		w := c.src.Writer
 		txn := w.WriteTxn()
-		if err := w.DeleteSourceCluster(txn, lb.SourceKVStore, c.id); err != nil {
+		if err := w.DeleteSourceCluster(txn, c.src.ID(), c.id); err != nil {
 			txn.Abort()
 			return fmt.Errorf("remote cluster %s: %w", c.remote.Name, err)
 		}
@@ -463,7 +463,7 @@ func (c *cluster) write(next map[lb.ServiceName][]lb.BackendParams) error {
 	rejected := map[lb.ServiceName]bool{}
 	err := w.Batch(txn, func() error {
 		for name, backends := range next {
-			err := w.SetClusterBackends(txn, name, lb.SourceKVStore, c.id, backends...)
+			err := w.SetClusterBackends(txn, name, c.src.ID(), c.id, backends...)
 			if errors.Is(err, tables.ErrInvalid) {
 				c.src.Reject(fmt.Errorf("remote cluster %s: %w", c.remote.Name, err))
 				rejected[name] = true

@@ -255,7 +255,7 @@ func (e *Exporter) ClusterService(txn statedb.ReadTxn, svc *lb.Service) *Cluster
 	for b := range e.Writer.BackendsOf(txn, svc.Name) {
 		for _, inst := range b.Instances {
 			bp := &inst.Params
-			if inst.Service != svc.Name || inst.Source == lb.SourceKVStore || bp.ClusterID != 0 || bp.State != lb.BackendActive {
+			if inst.Service != svc.Name || bp.Remote() || bp.State != lb.BackendActive {
 				continue
 			}
 			names := bp.PortNames()

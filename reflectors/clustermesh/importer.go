@@ -18,8 +18,9 @@ import (
 	"github.com/lbstate/lbstate/tables"
 )
 
-// SourceName is the importer's name as a source: its initializer and
-// metrics label. It writes as lb.SourceKVStore.
+// SourceName is the name of the importer's source, lb.SourceKVStore (its
+// initializer and metrics label), as Cell registers it; it writes as the
+// source it runs as (reflectors.Source.ID).
 const SourceName = "kvstore"
 
 // DefaultSyncTimeout bounds the wait for a remote cluster's synced key:
@@ -76,7 +77,7 @@ func (r *Remote) validate(self Self) error {
 
 // Importer follows the services other clusters share and merges their
 // backends into the local services of the same namespace and name.
-// Run is its source body (reflectors.Register(p, SourceName, im.Run));
+// Run is its source body (reflectors.Register(p, lb.SourceKVStore, im.Run));
 // Add, Update and Remove connect, reconnect and disconnect clusters
 // while it runs (clustermesh.Cell calls them as the config directory
 // changes).

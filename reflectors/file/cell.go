@@ -88,7 +88,7 @@ func registerSource(p sourceParams) error {
 		return err
 	}
 	dir = filepath.Clean(dir) // as the watcher's events name it
-	return reflectors.Register(p.Source, lb.SourceFile.String(), func(ctx context.Context, s *reflectors.Source) error {
+	return reflectors.Register(p.Source, lb.SourceFile, func(ctx context.Context, s *reflectors.Source) error {
 		src, err := newSource(dir, maxSize, p.K8s, s)
 		if err != nil {
 			return err

@@ -56,7 +56,7 @@ func startSourceMax(t testing.TB, dir string, log *slog.Logger, maxFileSize int6
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := reflectors.NewSource(w, lb.SourceFile.String(), log, nil)
+	s, err := reflectors.NewSource(w, lb.SourceFile, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

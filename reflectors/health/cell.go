@@ -7,8 +7,14 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 )
+
+// Source is the health checker's identity as a source. It writes
+// verdicts, which carry no source, so its priority (the lowest of the
+// registered ones) never decides anything.
+var Source = lb.MustRegisterSource("health", 50)
 
 // Cell is health checking, off unless --health: it provides a Reporter
 // (which ignores reports while health checking is off) and, when on,
@@ -68,7 +74,7 @@ func registerSource(p sourceParams) error {
 	if p.Checker == nil {
 		return nil
 	}
-	return reflectors.Register(p.Source, "health", func(ctx context.Context, s *reflectors.Source) error {
+	return reflectors.Register(p.Source, Source, func(ctx context.Context, s *reflectors.Source) error {
 		c := p.Config
 		s.Log().Info("Health checking backends", "interval", c.HealthInterval, "timeout", c.HealthTimeout,
 			"consecutive_failures", c.HealthConsecutiveFailures, "networks", c.HealthNetworks)

@@ -73,7 +73,7 @@ func registerSource(p sourceParams) error {
 	if err := p.Config.Validate(); err != nil {
 		return err
 	}
-	return reflectors.Register(p.Source, lb.SourceK8s.String(), func(ctx context.Context, s *reflectors.Source) error {
+	return reflectors.Register(p.Source, lb.SourceK8s, func(ctx context.Context, s *reflectors.Source) error {
 		r, err := NewReflector(p.Config, s, lb.SourceK8s)
 		if err != nil {
 			return err

@@ -58,7 +58,7 @@ func startPolicyReflector(t *testing.T, client *fake.Clientset, dyn *dynamicfake
 	w, db, cfg := newTestTables(t, "node-1")
 	cfg.LRPAddressMatcherCIDRs = opts.cidrs
 	log := &syncedLog{}
-	src, err := reflectors.NewSource(w, lb.SourceK8s.String(), slog.New(slog.NewTextHandler(log, nil)), nil)
+	src, err := reflectors.NewSource(w, lb.SourceK8s, slog.New(slog.NewTextHandler(log, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func newPolicyReflector(t testing.TB) (*Reflector, *tables.Writer, *statedb.DB, 
 	}
 	cfg := DefaultConfig
 	cfg.K8sNodeName = "node-1"
-	src, err := reflectors.NewSource(w, lb.SourceK8s.String(), slog.New(slog.DiscardHandler), nil)
+	src, err := reflectors.NewSource(w, lb.SourceK8s, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
