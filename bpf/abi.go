@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"net/netip"
+	"strconv"
 
 	"github.com/lbstate/lbstate/lb"
 )
@@ -24,10 +25,19 @@ type ServiceKey struct {
 }
 
 // ServiceValue is a value of lb_services: a master entry (slot 0) or a
-// backend slot.
+// backend slot. A slot's value holds BackendID (and its frontend's
+// RevNatID); a master's holds RevNatID and the ServiceMaster fields.
 type ServiceValue struct {
-	BackendID       uint32
-	RevNatID        uint32
+	BackendID uint32
+	RevNatID  uint32
+	ServiceMaster
+}
+
+// ServiceMaster is what only a master entry holds, split out so that the
+// reconciler can keep (and compare with ==) what it wrote without a copy
+// of the field list. Its fields lie in lb_service_value in this order
+// (the ABI test flattens it); dumps show each as masterFields says.
+type ServiceMaster struct {
 	AffinityTimeout uint32
 	Count           uint16
 	Standby         uint16
@@ -37,6 +47,26 @@ type ServiceValue struct {
 	Pad             uint8
 	ProxyPort       [2]byte // network order
 	Fallback        uint16
+}
+
+// masterFields are a master entry's fields as dumps show them, in the
+// order of the text dump: a field of ServiceMaster needs its line here
+// (TestCodecCoversEveryField checks).
+var masterFields = []field[ServiceValue]{
+	numField("revnat", "revNatID", false, func(v *ServiceValue) *uint32 { return &v.RevNatID }),
+	namedField("type", "type", func(v *ServiceValue) *uint8 { return &v.Type }, func(b uint8) string { return lb.SVCType(b).String() }),
+	namedField("algorithm", "algorithm", func(v *ServiceValue) *uint8 { return &v.Algorithm }, algorithmName),
+	numField("count", "count", false, func(v *ServiceValue) *uint16 { return &v.Count }),
+	numField("standby", "standby", false, func(v *ServiceValue) *uint16 { return &v.Standby }),
+	numField("fallback", "fallback", true, func(v *ServiceValue) *uint16 { return &v.Fallback }),
+	numField("affinity", "affinityTimeout", true, func(v *ServiceValue) *uint32 { return &v.AffinityTimeout }),
+	portField("proxy-port", "proxyPort", true, func(v *ServiceValue) *[2]byte { return &v.ProxyPort }),
+	bitsField("flags", "flags", true, func(v *ServiceValue) *uint8 { return &v.Flags }, flagNames),
+}
+
+// slotFields are a backend slot's fields as dumps show them.
+var slotFields = []field[ServiceValue]{
+	backendIDField("backend", "backendID", func(v *ServiceValue) *uint32 { return &v.BackendID }),
 }
 
 // BackendReject (LB_BACKEND_REJECT) is the backend ID of a slot, or a
@@ -105,11 +135,39 @@ const (
 	FlagSkipFromBackend = 1 << 6
 )
 
+// flagNames names the bits of ServiceValue.Flags in dumps.
+var flagNames = [8]string{"ext-local", "int-local", "affinity", "source-ranges", "redirected", "proxy", "skip-from-backend"}
+
+// FlagNames returns the names of the flags set, as dumps show them.
+func (m ServiceMaster) FlagNames() []string {
+	var names []string
+	for bit, n := range flagNames {
+		if m.Flags&(1<<bit) != 0 {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
 // Algorithms of ServiceValue.Algorithm, as in lb.h.
 const (
 	AlgorithmRandom = 1
 	AlgorithmMaglev = 2
 )
+
+// AlgorithmName returns the name of the entry's algorithm, as dumps show
+// it: "random", "maglev", or the number of one this version does not know.
+func (m ServiceMaster) AlgorithmName() string { return algorithmName(m.Algorithm) }
+
+func algorithmName(a uint8) string {
+	switch a {
+	case AlgorithmRandom:
+		return "random"
+	case AlgorithmMaglev:
+		return "maglev"
+	}
+	return strconv.Itoa(int(a))
+}
 
 // NewServiceKey returns the key of a frontend's slot.
 func NewServiceKey(addr lb.L3n4Addr, slot uint16) ServiceKey {

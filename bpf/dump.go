@@ -2,7 +2,6 @@ package bpf
 
 import (
 	"cmp"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -68,19 +67,58 @@ type RevNatEntry struct {
 	Address  netip.AddrPort `json:"address"`
 }
 
+// ServiceEntry is one lb_services entry: its frontend and slot (the key)
+// and its value. Dumps show a master entry's fields as masterFields says
+// and a slot's backend ID (slotFields); in JSON, one object with the
+// frontend, the slot and those fields.
 type ServiceEntry struct {
-	Frontend        lb.L3n4Addr `json:"frontend"`
-	Slot            uint16      `json:"slot"`
-	BackendID       uint32      `json:"backendID,omitempty"`
-	RevNatID        uint32      `json:"revNatID,omitempty"`
-	Type            string      `json:"type,omitempty"`
-	Algorithm       string      `json:"algorithm,omitempty"`
-	Count           uint16      `json:"count,omitempty"`
-	Standby         uint16      `json:"standby,omitempty"`
-	Fallback        uint16      `json:"fallback,omitempty"`
-	ProxyPort       uint16      `json:"proxyPort,omitempty"`
-	AffinityTimeout uint32      `json:"affinityTimeout,omitempty"`
-	Flags           []string    `json:"flags,omitempty"`
+	Frontend lb.L3n4Addr
+	Slot     uint16
+	ServiceValue
+}
+
+// fields returns the codec of the entry's kind (master or slot).
+func (e *ServiceEntry) fields() []field[ServiceValue] {
+	if e.Slot > 0 {
+		return slotFields
+	}
+	return masterFields
+}
+
+// MarshalJSON writes the entry as one object (see ServiceEntry).
+func (e ServiceEntry) MarshalJSON() ([]byte, error) {
+	fe, err := json.Marshal(e.Frontend)
+	if err != nil {
+		return nil, err
+	}
+	b := append([]byte(`{"frontend":`), fe...)
+	b = append(b, `,"slot":`...)
+	b = strconv.AppendUint(b, uint64(e.Slot), 10)
+	if b, err = appendJSON(b, e.fields(), &e.ServiceValue); err != nil {
+		return nil, err
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (e *ServiceEntry) UnmarshalJSON(data []byte) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return err
+	}
+	*e = ServiceEntry{}
+	if err := json.Unmarshal(obj["frontend"], &e.Frontend); err != nil {
+		return fmt.Errorf("service entry: frontend: %w", err)
+	}
+	if raw, ok := obj["slot"]; ok {
+		if err := json.Unmarshal(raw, &e.Slot); err != nil {
+			return fmt.Errorf("service entry %s: slot: %w", e.Frontend, err)
+		}
+	}
+	if err := parseJSON(e.fields(), &e.ServiceValue, obj); err != nil {
+		return fmt.Errorf("service entry %s slot %d: %w", e.Frontend, e.Slot, err)
+	}
+	return nil
 }
 
 type SourceRangeEntry struct {
@@ -99,15 +137,6 @@ type AffinityEntry struct {
 	LastUsed uint32 `json:"lastUsed,omitempty"`
 	// Slot is the datapath's hint of where the backend sits (lb.h).
 	Slot uint16 `json:"slot,omitempty"`
-}
-
-var flagNames = []struct {
-	bit  uint8
-	name string
-}{
-	{FlagExtLocal, "ext-local"}, {FlagIntLocal, "int-local"}, {FlagAffinity, "affinity"},
-	{FlagSourceRanges, "source-ranges"}, {FlagRedirected, "redirected"},
-	{FlagProxy, "proxy"}, {FlagSkipFromBackend, "skip-from-backend"},
 }
 
 // TakeDump reads every map of m.
@@ -168,29 +197,17 @@ func TakeDump(m *Maps) (*Dump, error) {
 	return d, nil
 }
 
-// NewServiceEntry is the readable form of one lb_services entry.
+// NewServiceEntry returns the lb_services entry of k and v as dumps show
+// it: a slot's backend ID, or a master's fields (ServiceMaster and the
+// rev-NAT ID); what they leave out is zero.
 func NewServiceEntry(k ServiceKey, v ServiceValue) ServiceEntry {
 	e := ServiceEntry{Frontend: k.L3n4Addr(), Slot: k.Slot}
 	if k.Slot > 0 {
 		e.BackendID = v.BackendID
 		return e
 	}
-	e.RevNatID, e.Count, e.Standby, e.AffinityTimeout = v.RevNatID, v.Count, v.Standby, v.AffinityTimeout
-	e.Fallback, e.ProxyPort = v.Fallback, binary.BigEndian.Uint16(v.ProxyPort[:])
-	e.Type = lb.SVCType(v.Type).String()
-	switch v.Algorithm {
-	case AlgorithmRandom:
-		e.Algorithm = "random"
-	case AlgorithmMaglev:
-		e.Algorithm = "maglev"
-	default:
-		e.Algorithm = strconv.Itoa(int(v.Algorithm))
-	}
-	for _, f := range flagNames {
-		if v.Flags&f.bit != 0 {
-			e.Flags = append(e.Flags, f.name)
-		}
-	}
+	e.RevNatID, e.ServiceMaster = v.RevNatID, v.ServiceMaster
+	e.Pad = 0
 	return e
 }
 
@@ -244,26 +261,17 @@ func (d *Dump) WriteText(w io.Writer) error {
 	for _, r := range d.RevNat {
 		fmt.Fprintf(&sb, "revnat %d %s\n", r.RevNatID, r.Address)
 	}
-	for _, s := range d.Services {
-		if s.Slot > 0 {
-			fmt.Fprintf(&sb, "service %s slot=%d backend=%s\n", s.Frontend, s.Slot, backendIDString(s.BackendID))
-			continue
+	var line []byte
+	for i := range d.Services {
+		e := &d.Services[i]
+		line = fmt.Appendf(line[:0], "service %s", e.Frontend)
+		if e.Slot > 0 {
+			line = fmt.Appendf(line, " slot=%d", e.Slot)
+		} else {
+			line = append(line, " master"...)
 		}
-		fmt.Fprintf(&sb, "service %s master revnat=%d type=%s algorithm=%s count=%d standby=%d",
-			s.Frontend, s.RevNatID, s.Type, s.Algorithm, s.Count, s.Standby)
-		if s.Fallback != 0 {
-			fmt.Fprintf(&sb, " fallback=%d", s.Fallback)
-		}
-		if s.AffinityTimeout != 0 {
-			fmt.Fprintf(&sb, " affinity=%d", s.AffinityTimeout)
-		}
-		if s.ProxyPort != 0 {
-			fmt.Fprintf(&sb, " proxy-port=%d", s.ProxyPort)
-		}
-		if len(s.Flags) > 0 {
-			fmt.Fprintf(&sb, " flags=%s", strings.Join(s.Flags, ","))
-		}
-		sb.WriteByte('\n')
+		line = append(appendText(line, e.fields(), &e.ServiceValue), '\n')
+		sb.Write(line)
 	}
 	for _, r := range d.SourceRanges {
 		fmt.Fprintf(&sb, "srcrange %d %s\n", r.RevNatID, r.Prefix)

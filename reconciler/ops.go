@@ -445,37 +445,6 @@ func (o *ops) clearAffinity(clear map[uint32]func(backendID uint32) bool) error 
 	return o.maps.Affinity.BatchDelete(stale)
 }
 
-// flags returns the master entry's flags of a frontend; hasRanges says
-// whether source ranges restrict it.
-func flags(fe *lb.Frontend, hasRanges bool) uint8 {
-	var f uint8
-	p := fe.Policy
-	// The flag names the policy that selection applied to this frontend.
-	if p.TrafficPolicyFor(fe.FrontendParams) == lb.TrafficPolicyLocal {
-		if fe.UsesExternalTrafficPolicy() {
-			f |= bpf.FlagExtLocal
-		} else {
-			f |= bpf.FlagIntLocal
-		}
-	}
-	if p.AffinityTimeout() > 0 {
-		f |= bpf.FlagAffinity
-	}
-	if hasRanges {
-		f |= bpf.FlagSourceRanges
-	}
-	if !fe.RedirectedTo().IsZero() {
-		f |= bpf.FlagRedirected
-		if fe.SkipFromBackend() {
-			f |= bpf.FlagSkipFromBackend
-		}
-	}
-	if fe.ProxyPort() != 0 {
-		f |= bpf.FlagProxy
-	}
-	return f
-}
-
 // sourceRanges returns the source range keys of a frontend (RevNatID left
 // 0): loadBalancerSourceRanges restrict the load balancer's addresses, as
 // in kube-proxy, not node ports or external IPs.

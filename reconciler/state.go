@@ -15,8 +15,9 @@ type frontendState struct {
 	// (Fields ordered so that the struct packs into 48 bytes.)
 	more *frontendMore // nil for most
 	// Known contents, nil or zero when unknown (after a failure, or for a
-	// restored frontend): master is slot 0, if masterWritten.
-	master masterFields
+	// restored frontend): master is slot 0 (beside its rev-NAT ID, id),
+	// if masterWritten.
+	master bpf.ServiceMaster
 	id     uint32
 	// written is the known backend IDs of slots 1..nWritten: written1
 	// holds slot 1's when nWritten is 1, more.written them all when it is
@@ -39,24 +40,6 @@ type frontendState struct {
 	hasMaster, hasRevNat bool
 	maglev               bool // a Maglev table may exist
 	affinity             bool // affinity entries may exist
-}
-
-// masterFields is what a master entry holds beside its rev-NAT ID (the
-// frontend's ID) and its backend ID (none).
-type masterFields struct {
-	affinityTimeout          uint32
-	count, standby, fallback uint16
-	typ, flags, algorithm    uint8
-	proxyPort                [2]byte
-}
-
-func masterFieldsOf(v bpf.ServiceValue) masterFields {
-	return masterFields{
-		affinityTimeout: v.AffinityTimeout,
-		count:           v.Count, standby: v.Standby, fallback: v.Fallback,
-		typ: v.Type, flags: v.Flags, algorithm: v.Algorithm,
-		proxyPort: v.ProxyPort,
-	}
 }
 
 // frontendMore is the part of a frontend's state that most frontends,

@@ -281,7 +281,10 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 	var views []frontendView
 	for fe := range frontends.All(db.ReadTxn()) {
 		fa := fe.Address.String()
-		v := frontendView{Frontend: fa, Type: fe.Type.String(), Service: fe.Service.String(), PortName: fe.PortName, Algorithm: masters[fa].Algorithm, Topology: fe.TopologyLevel()}
+		v := frontendView{Frontend: fa, Type: fe.Type.String(), Service: fe.Service.String(), PortName: fe.PortName, Topology: fe.TopologyLevel()}
+		if m, ok := masters[fa]; ok {
+			v.Algorithm = m.AlgorithmName()
+		}
 		if !fe.RedirectedTo().IsZero() {
 			v.RedirectedTo = fe.RedirectedTo().String()
 		}

@@ -1,0 +1,120 @@
+package bpf
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/lbstate/lbstate/lb"
+)
+
+// Every field of a master entry (ServiceMaster and the rev-NAT ID) and of a
+// slot (the backend ID) shows in the text dump, and survives the JSON
+// dump and LoadDump: a field added to the struct but not to masterFields
+// fails here, not silently in a dump that leaves it out.
+func TestCodecCoversEveryField(t *testing.T) {
+	fe := lb.MustParseL3n4Addr("10.96.0.1:80/TCP")
+	base := ServiceValue{RevNatID: 1, ServiceMaster: ServiceMaster{Type: 1, Algorithm: AlgorithmRandom}}
+	check := func(t *testing.T, slot uint16, v ServiceValue) {
+		t.Helper()
+		zero := base
+		if slot > 0 {
+			zero = ServiceValue{BackendID: 1}
+		}
+		line := func(v ServiceValue) string {
+			var b bytes.Buffer
+			d := &Dump{Services: []ServiceEntry{NewServiceEntry(NewServiceKey(fe, slot), v)}}
+			if err := d.WriteText(&b); err != nil {
+				t.Fatal(err)
+			}
+			return b.String()
+		}
+		if got, was := line(v), line(zero); got == was {
+			t.Errorf("the text dump does not show the field: %q", got)
+		}
+		js, err := json.Marshal(NewServiceEntry(NewServiceKey(fe, slot), v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d Dump
+		if err := json.Unmarshal([]byte(`{"services":[`+string(js)+`]}`), &d); err != nil {
+			t.Fatal(err)
+		}
+		m, err := NewMemoryMaps(DefaultConfig, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := LoadDump(m, &d, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, ok, err := m.Services.Lookup(NewServiceKey(fe, slot))
+		if err != nil || !ok || got != v {
+			t.Errorf("after JSON and LoadDump: %+v (found %v, %v), want %+v (JSON %s)", got, ok, err, v, js)
+		}
+	}
+	master := reflect.TypeFor[ServiceMaster]()
+	for i := range master.NumField() {
+		f := master.Field(i)
+		if strings.HasPrefix(f.Name, "Pad") {
+			continue
+		}
+		t.Run(f.Name, func(t *testing.T) {
+			v := base
+			setNonZero(reflect.ValueOf(&v.ServiceMaster).Elem().Field(i))
+			check(t, 0, v)
+		})
+	}
+	t.Run("RevNatID", func(t *testing.T) {
+		v := base
+		v.RevNatID = 0x01020304
+		check(t, 0, v)
+	})
+	t.Run("BackendID", func(t *testing.T) {
+		check(t, 3, ServiceValue{BackendID: 0x01020304})
+		check(t, 3, ServiceValue{BackendID: BackendReject})
+	})
+}
+
+// setNonZero gives f a value other than the one base gives it, with a
+// bit set in each byte (a flag, a byte of a port).
+func setNonZero(f reflect.Value) {
+	switch f.Kind() {
+	case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		f.SetUint(f.Uint() ^ 0x0102030405060708&(1<<(8*f.Type().Size())-1))
+	case reflect.Array:
+		for i := range f.Len() {
+			setNonZero(f.Index(i))
+		}
+	default:
+		panic("setNonZero: " + f.Kind().String())
+	}
+}
+
+// A dump's JSON keeps its shape: one object per entry, the frontend and
+// slot, then the fields that are not zero under their JSON names.
+func TestServiceEntryJSON(t *testing.T) {
+	fe := lb.MustParseL3n4Addr("10.96.0.1:80/TCP")
+	v := ServiceValue{RevNatID: 7, ServiceMaster: ServiceMaster{Count: 2, Type: uint8(lb.SVCTypeNodePort), Algorithm: AlgorithmMaglev,
+		Flags: FlagAffinity | FlagProxy, ProxyPort: [2]byte{0x3a, 0x98}, AffinityTimeout: 30}}
+	for _, c := range []struct {
+		e    ServiceEntry
+		want string
+	}{
+		{NewServiceEntry(NewServiceKey(fe, 0), v),
+			`{"frontend":"10.96.0.1:80/TCP","slot":0,"revNatID":7,"type":"NodePort","algorithm":"maglev","count":2,"affinityTimeout":30,"proxyPort":15000,"flags":["affinity","proxy"]}`},
+		{NewServiceEntry(NewServiceKey(fe, 2), ServiceValue{BackendID: 9, RevNatID: 7}),
+			`{"frontend":"10.96.0.1:80/TCP","slot":2,"backendID":9}`},
+	} {
+		got, err := json.Marshal(c.e)
+		if err != nil || string(got) != c.want {
+			t.Errorf("got %s (%v), want %s", got, err, c.want)
+		}
+	}
+	var e ServiceEntry
+	err := json.Unmarshal([]byte(`{"frontend":"10.96.0.1:80/TCP","slot":0,"algorithm":"round-robin"}`), &e)
+	if err == nil || !strings.Contains(err.Error(), `10.96.0.1:80/TCP slot 0: algorithm: unknown algorithm "round-robin"`) {
+		t.Errorf("an unknown algorithm gives %v", err)
+	}
+}
