@@ -89,6 +89,20 @@ type Backend struct {
 	ID uint32
 }
 
+// backendFields are an lb_backends value's fields as dumps show them, in
+// the order of the text dump: a field of Backend needs its line here
+// (TestCodecCoversEveryField checks).
+var backendFields = []field[Backend]{
+	numField("", "id", false, func(b *Backend) *uint32 { return &b.ID }),
+	addrField("address", func(b *Backend) lb.L3n4Addr { return b.L3n4Addr() }, func(b *Backend, a lb.L3n4Addr) {
+		b.Addr, b.Proto = a.Addr().As16(), uint8(a.Protocol())
+		binary.BigEndian.PutUint16(b.Port[:], a.Port())
+	}),
+	namedField("", "state", func(b *Backend) *uint8 { return &b.State }, func(s uint8) string { return lb.BackendState(s).String() }),
+	numField("cluster", "clusterID", true, func(b *Backend) *uint32 { return &b.ClusterID }),
+	numField("zone", "zone", true, func(b *Backend) *uint8 { return &b.Zone }),
+}
+
 // RevNatValue is a value of lb_rev_nat.
 type RevNatValue struct {
 	Addr [16]byte

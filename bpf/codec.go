@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/lbstate/lbstate/lb"
 )
 
 // The codec of map values: how each field of an ABI struct is shown in a
@@ -20,7 +22,8 @@ import (
 
 // field is one field of a value of type V as dumps show it.
 type field[V any] struct {
-	// name is its name in the text dump (name=value), key its JSON key.
+	// name is its name in the text dump (name=value; "" for value
+	// alone, in its place), key its JSON key.
 	name, key string
 	// optional: the text dump leaves it out when zero. (JSON leaves out
 	// every zero field.)
@@ -133,13 +136,32 @@ func bitsField[V any](name, key string, optional bool, p func(*V) *uint8, names 
 	}
 }
 
-// appendText appends " name=value" for each field of v, in order.
+// addrField is an address, port and protocol (lb.L3n4Addr's text).
+func addrField[V any](key string, get func(*V) lb.L3n4Addr, set func(*V, lb.L3n4Addr)) field[V] {
+	return field[V]{key: key,
+		format: func(v *V) (string, any, bool) {
+			a := get(v)
+			return a.String(), a, false
+		},
+		parse: func(v *V, raw json.RawMessage) error {
+			var a lb.L3n4Addr
+			err := json.Unmarshal(raw, &a)
+			set(v, a)
+			return err
+		},
+	}
+}
+
+// appendText appends " name=value" for each field of v, in order (or
+// " value" for a field without a name: a positional one).
 func appendText[V any](b []byte, fields []field[V], v *V) []byte {
 	for _, f := range fields {
 		if text, _, zero := f.format(v); !(zero && f.optional) {
 			b = append(b, ' ')
-			b = append(b, f.name...)
-			b = append(b, '=')
+			if f.name != "" {
+				b = append(b, f.name...)
+				b = append(b, '=')
+			}
 			b = append(b, text...)
 		}
 	}

@@ -77,6 +77,57 @@ func TestCodecCoversEveryField(t *testing.T) {
 	})
 }
 
+// The same for lb_backends: each field of Backend shows in the text dump
+// and comes back from the JSON dump through LoadDump.
+func TestCodecCoversEveryBackendField(t *testing.T) {
+	base := NewBackend(lb.BackendRef{Address: lb.MustParseL3n4Addr("10.0.0.1:8080/TCP")}, 0)
+	base.ID = 5
+	text := func(b Backend) string {
+		var out bytes.Buffer
+		if err := (&Dump{Backends: []BackendEntry{{b}}}).WriteText(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	typ := reflect.TypeFor[Backend]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if strings.HasPrefix(f.Name, "Pad") {
+			continue
+		}
+		t.Run(f.Name, func(t *testing.T) {
+			b := base
+			if f.Name == "Proto" { // a protocol the address's text can carry
+				b.Proto = uint8(lb.ProtoUDP)
+			} else {
+				setNonZero(reflect.ValueOf(&b).Elem().Field(i))
+			}
+			if got, was := text(b), text(base); got == was {
+				t.Errorf("the text dump does not show the field: %q", got)
+			}
+			js, err := json.Marshal(BackendEntry{b})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d Dump
+			if err := json.Unmarshal([]byte(`{"backends":[`+string(js)+`]}`), &d); err != nil {
+				t.Fatal(err)
+			}
+			m, err := NewMemoryMaps(DefaultConfig, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := LoadDump(m, &d, nil); err != nil {
+				t.Fatal(err)
+			}
+			got, ok, err := m.Backends.Lookup(b.ID)
+			if err != nil || !ok || got != b {
+				t.Errorf("after JSON and LoadDump: %+v (found %v, %v), want %+v (JSON %s)", got, ok, err, b, js)
+			}
+		})
+	}
+}
+
 // setNonZero gives f a value other than the one base gives it, with a
 // bit set in each byte (a flag, a byte of a port).
 func setNonZero(f reflect.Value) {
@@ -93,7 +144,9 @@ func setNonZero(f reflect.Value) {
 }
 
 // A dump's JSON keeps its shape: one object per entry, the frontend and
-// slot, then the fields that are not zero under their JSON names.
+// slot, then the fields that are not zero under their JSON names; a
+// backend's ID, address and state, then its other fields that are not
+// zero.
 func TestServiceEntryJSON(t *testing.T) {
 	fe := lb.MustParseL3n4Addr("10.96.0.1:80/TCP")
 	v := ServiceValue{RevNatID: 7, ServiceMaster: ServiceMaster{Count: 2, Type: uint8(lb.SVCTypeNodePort), Algorithm: AlgorithmMaglev,
@@ -111,6 +164,12 @@ func TestServiceEntryJSON(t *testing.T) {
 		if err != nil || string(got) != c.want {
 			t.Errorf("got %s (%v), want %s", got, err, c.want)
 		}
+	}
+	b := BackendEntry{NewBackend(lb.BackendRef{Address: lb.MustParseL3n4Addr("[fd00::2]:8443/TCP"), State: lb.BackendTerminating, ClusterID: 3}, 0)}
+	b.ID = 2
+	want := `{"id":2,"address":"[fd00::2]:8443/TCP","state":"terminating","clusterID":3}`
+	if got, err := json.Marshal(b); err != nil || string(got) != want {
+		t.Errorf("got %s (%v), want %s", got, err, want)
 	}
 	var e ServiceEntry
 	err := json.Unmarshal([]byte(`{"frontend":"10.96.0.1:80/TCP","slot":0,"algorithm":"round-robin"}`), &e)

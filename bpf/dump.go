@@ -44,12 +44,33 @@ type Dump struct {
 	FlowSeed string `json:"flowSeed,omitempty"`
 }
 
+// BackendEntry is one lb_backends entry (its ID is Backend.ID), shown as
+// backendFields says; in JSON, one object of those fields.
 type BackendEntry struct {
-	ID        uint32      `json:"id"`
-	Address   lb.L3n4Addr `json:"address"`
-	State     string      `json:"state"`
-	ClusterID uint32      `json:"clusterID,omitempty"`
-	Zone      uint8       `json:"zone,omitempty"`
+	Backend
+}
+
+// MarshalJSON writes the entry as one object.
+func (e BackendEntry) MarshalJSON() ([]byte, error) {
+	b, err := appendJSON(nil, backendFields, &e.Backend)
+	if err != nil {
+		return nil, err
+	}
+	b[0] = '{' // for the comma before the first member (the address is never left out)
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (e *BackendEntry) UnmarshalJSON(data []byte) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return err
+	}
+	*e = BackendEntry{}
+	if err := parseJSON(backendFields, &e.Backend, obj); err != nil {
+		return fmt.Errorf("backend entry %d: %w", e.ID, err)
+	}
+	return nil
 }
 
 type MaglevEntry struct {
@@ -143,9 +164,8 @@ type AffinityEntry struct {
 func TakeDump(m *Maps) (*Dump, error) {
 	d := &Dump{}
 	err := m.Backends.Iterate(func(id uint32, b Backend) bool {
-		d.Backends = append(d.Backends, BackendEntry{
-			ID: id, Address: b.L3n4Addr(), State: lb.BackendState(b.State).String(), ClusterID: b.ClusterID, Zone: b.Zone,
-		})
+		b.ID = id
+		d.Backends = append(d.Backends, BackendEntry{b})
 		return true
 	})
 	if err == nil {
@@ -207,7 +227,6 @@ func NewServiceEntry(k ServiceKey, v ServiceValue) ServiceEntry {
 		return e
 	}
 	e.RevNatID, e.ServiceMaster = v.RevNatID, v.ServiceMaster
-	e.Pad = 0
 	return e
 }
 
@@ -241,15 +260,10 @@ func (d *Dump) sort() {
 // WriteText writes the dump in the line format described on Dump.
 func (d *Dump) WriteText(w io.Writer) error {
 	var sb strings.Builder
-	for _, b := range d.Backends {
-		fmt.Fprintf(&sb, "backend %d %s %s", b.ID, b.Address, b.State)
-		if b.ClusterID != 0 {
-			fmt.Fprintf(&sb, " cluster=%d", b.ClusterID)
-		}
-		if b.Zone != 0 {
-			fmt.Fprintf(&sb, " zone=%d", b.Zone)
-		}
-		sb.WriteByte('\n')
+	var line []byte
+	for i := range d.Backends {
+		line = append(appendText(append(line[:0], "backend"...), backendFields, &d.Backends[i].Backend), '\n')
+		sb.Write(line)
 	}
 	for _, m := range d.Maglev {
 		fmt.Fprintf(&sb, "maglev %d size=%d sum=%08x", m.RevNatID, m.Size, m.Sum)
@@ -261,7 +275,6 @@ func (d *Dump) WriteText(w io.Writer) error {
 	for _, r := range d.RevNat {
 		fmt.Fprintf(&sb, "revnat %d %s\n", r.RevNatID, r.Address)
 	}
-	var line []byte
 	for i := range d.Services {
 		e := &d.Services[i]
 		line = fmt.Appendf(line[:0], "service %s", e.Frontend)

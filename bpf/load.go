@@ -20,12 +20,7 @@ import (
 // dump and the table's read.
 func LoadDump(m *Maps, d *Dump, maglevTables map[uint32][]uint32) error {
 	for _, e := range d.Backends {
-		var state lb.BackendState
-		if err := state.UnmarshalText([]byte(e.State)); err != nil {
-			return fmt.Errorf("%s: backend %d: %w", m.Backends.Name(), e.ID, err)
-		}
-		b := NewBackend(lb.BackendRef{Address: e.Address, State: state, ClusterID: e.ClusterID}, e.Zone)
-		if err := m.Backends.Update(e.ID, b); err != nil {
+		if err := m.Backends.Update(e.ID, e.Backend); err != nil {
 			return err
 		}
 	}

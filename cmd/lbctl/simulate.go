@@ -250,7 +250,7 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 	}
 	addrOf := map[uint32]string{bpf.BackendReject: rejectAddress}
 	for _, b := range d.Backends {
-		addrOf[b.ID] = b.Address.String()
+		addrOf[b.ID] = b.L3n4Addr().String()
 	}
 	maglevSlots := map[uint32]map[string]int{} // by frontend ID
 	for _, m := range d.Maglev {
