@@ -3,7 +3,6 @@ package reconciler
 import (
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/internal/smallset"
-	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/lb/maglev"
 )
 
@@ -199,23 +198,4 @@ type backendState struct {
 	// exist.
 	written, inMap bool
 	manyViews      bool
-}
-
-// beValue is what an lb_backends value holds beside the backend's
-// address.
-type beValue struct {
-	clusterID uint32
-	state     uint8
-	zone      uint8
-}
-
-// valueOf returns what v holds beside the address.
-func valueOf(v bpf.Backend) beValue {
-	return beValue{clusterID: v.ClusterID, state: v.State, zone: v.Zone}
-}
-
-// entry returns the backend's lb_backends value holding v.
-func (be *backendState) entry(v beValue) bpf.Backend {
-	ref := lb.BackendRef{Address: be.key.l3n4(), State: lb.BackendState(v.state), ClusterID: v.clusterID}
-	return bpf.NewBackend(ref, v.zone)
 }
