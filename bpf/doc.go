@@ -13,6 +13,54 @@
 // Every map is declared once, in layout.go; both implementations are
 // built from that table.
 //
+// # One definition of each map's key and value
+//
+// Each key and value of include/lb.h has one Go struct (abi.go,
+// datapath_abi.go, flowhash.go), which TestABIMatchesC checks field by field
+// (names, offsets, sizes) against the types bpf2go generated from the
+// committed object's BTF: no clang at test time. lb_services' and
+// lb_backends' values have one codec each, a field list in abi.go
+// (masterFields and slotFields, backendFields) from which the text dump,
+// the JSON dump an agent serves (DumpHandler), LoadDump and so lbctl maps
+// and lbctl explain over an agent's API all follow. The reconciler keeps
+// what it wrote as the same structs: a ServiceMaster, a beValue beside
+// the backend's address.
+//
+// # Adding a field to a map
+//
+// A field of lb_services' master entry touches these files:
+//
+//  1. include/lb.h: the field in struct lb_service_value, in its pad byte
+//     or at the end, with what it means. Run go generate ./bpf (clang)
+//     and commit the regenerated lb_bpfel.* and datapath_bpfel.*.
+//  2. abi.go: the field in ServiceMaster, in C's order, and its line in
+//     masterFields (its name in dumps; optional, if existing dumps where
+//     it is zero should not change). TestABIMatchesC and
+//     TestCodecCoversEveryField fail until both are there.
+//  3. reconciler/master.go: task.master derives it from the frontend.
+//     writeMasters rewrites a master entry whenever any field changes;
+//     restore and pruning need nothing.
+//  4. c/select.h (or sock.h, tc.h): what the reference datapath does
+//     with it, if anything.
+//  5. a test: a script under testdata/ (the dumps there show the field
+//     where it is not zero), and a datapath_*_test.go for step 4.
+//  6. docs/maps-and-reconciler.md: the lb_services row of the map table.
+//
+// lbctl explain (cmd/lbctl/explain.go) prints the field only if told to;
+// lbctl maps shows it without a change. ServiceMaster is 16 bytes, one
+// of them the pad: a field that grows it grows every frontend's state in
+// the reconciler, and reconciler/arena_test.go, which pins that size,
+// must be changed knowingly.
+//
+// A field of lb_backends: struct lb_backend in include/lb.h; Backend,
+// NewBackend (if lb.BackendRef carries it) and backendFields in abi.go;
+// reconciler/views.go, where each frontend's view of a backend and the
+// one value they make (beValue) live; then steps 4 to 6 as above. The
+// other maps' entries (lb_rev_nat, lb_affinity, lb_src_range) are read
+// and written in dump.go and load.go by hand; the reference datapath's
+// own maps (lb_ct, lb_counters, lb_drops: datapath_abi.go) need only
+// lb.h, their struct and their reader.
+//
 // # Write order
 //
 // Which order keeps packets safe (backends before the slots that name
