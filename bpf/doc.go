@@ -42,8 +42,11 @@
 //     restore and pruning need nothing.
 //  4. c/select.h (or sock.h, tc.h): what the reference datapath does
 //     with it, if anything.
-//  5. a test: a script under testdata/ (the dumps there show the field
-//     where it is not zero), and a datapath_*_test.go for step 4.
+//  5. a test: a script under testdata/ whose dump shows the field. The
+//     scripts compare whole dumps, so every script with a frontend where
+//     the field is not zero shows it: make zero mean "as before" and the
+//     field optional, and only the scripts that exercise it change. A
+//     datapath_*_test.go for step 4.
 //  6. docs/maps-and-reconciler.md: the lb_services row of the map table.
 //
 // lbctl explain (cmd/lbctl/explain.go) prints the field only if told to;
@@ -51,6 +54,10 @@
 // of them the pad: a field that grows it grows every frontend's state in
 // the reconciler, and reconciler/arena_test.go, which pins that size,
 // must be changed knowingly.
+//
+// Tried with a throwaway byte in the pad: lb.h, abi.go, master.go and
+// the two topology scripts whose frontends had it set, besides the
+// regenerated bindings (and the docs row).
 //
 // A field of lb_backends: struct lb_backend in include/lb.h; Backend,
 // NewBackend (if lb.BackendRef carries it) and backendFields in abi.go;
