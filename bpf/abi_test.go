@@ -9,6 +9,27 @@ import (
 	"github.com/lbstate/lbstate/lb"
 )
 
+// abiPairs are the Go structs of include/lb.h, each with the type bpf2go
+// generated for its C struct, and that struct's name.
+var abiPairs = []struct {
+	ours, generated any
+	c               string
+}{
+	{ServiceKey{}, lbLbServiceKey{}, "lb_service_key"},
+	{ServiceValue{}, lbLbServiceValue{}, "lb_service_value"},
+	{Backend{}, lbLbBackend{}, "lb_backend"},
+	{RevNatValue{}, lbLbRevNatValue{}, "lb_rev_nat_value"},
+	{AffinityKey{}, lbLbAffinityKey{}, "lb_affinity_key"},
+	{AffinityValue{}, lbLbAffinityValue{}, "lb_affinity_value"},
+	{SourceRangeKey{}, lbLbSrcRangeKey{}, "lb_src_range_key"},
+	{CTKey{}, lbLbCtKey{}, "lb_ct_key"},
+	{CTValue{}, lbLbCtValue{}, "lb_ct_value"},
+	{CounterKey{}, lbLbCounterKey{}, "lb_counter_key"},
+	{CounterValue{}, lbLbCounterValue{}, "lb_counter_value"},
+	{DropKey{}, lbLbDropKey{}, "lb_drop_key"},
+	{FlowSeed{}, lbLbFlowSeedValue{}, "lb_flow_seed_value"},
+}
+
 // TestABIMatchesC checks every Go struct against the type bpf2go derived
 // from the BTF that clang emitted for include/lb.h: the same size, and the
 // same fields (by name, in order) at the same offsets with the same sizes.
@@ -16,21 +37,7 @@ import (
 // clang; .ci/run regenerates them when clang is there, so a changed lb.h
 // cannot slip past with stale bindings.
 func TestABIMatchesC(t *testing.T) {
-	for _, pair := range []struct{ ours, generated any }{
-		{ServiceKey{}, lbLbServiceKey{}},
-		{ServiceValue{}, lbLbServiceValue{}},
-		{Backend{}, lbLbBackend{}},
-		{RevNatValue{}, lbLbRevNatValue{}},
-		{AffinityKey{}, lbLbAffinityKey{}},
-		{AffinityValue{}, lbLbAffinityValue{}},
-		{SourceRangeKey{}, lbLbSrcRangeKey{}},
-		{CTKey{}, lbLbCtKey{}},
-		{CTValue{}, lbLbCtValue{}},
-		{CounterKey{}, lbLbCounterKey{}},
-		{CounterValue{}, lbLbCounterValue{}},
-		{DropKey{}, lbLbDropKey{}},
-		{FlowSeed{}, lbLbFlowSeedValue{}},
-	} {
+	for _, pair := range abiPairs {
 		ours, gen := reflect.TypeOf(pair.ours), reflect.TypeOf(pair.generated)
 		t.Run(ours.Name(), func(t *testing.T) {
 			if ours.Size() != gen.Size() {
