@@ -94,7 +94,7 @@ type Backend struct {
 // (TestCodecCoversEveryField checks).
 var backendFields = []field[Backend]{
 	numField("", "id", false, func(b *Backend) *uint32 { return &b.ID }),
-	addrField("address", func(b *Backend) lb.L3n4Addr { return b.L3n4Addr() }, func(b *Backend, a lb.L3n4Addr) {
+	textField("address", func(b *Backend) lb.L3n4Addr { return b.L3n4Addr() }, func(b *Backend, a lb.L3n4Addr) {
 		b.Addr, b.Proto = a.Addr().As16(), uint8(a.Protocol())
 		binary.BigEndian.PutUint16(b.Port[:], a.Port())
 	}),
@@ -113,6 +113,15 @@ type RevNatValue struct {
 	ID uint32
 }
 
+// revNatFields are an lb_rev_nat value's fields as dumps show them.
+var revNatFields = []field[RevNatValue]{
+	numField("", "revNatID", false, func(v *RevNatValue) *uint32 { return &v.ID }),
+	textField("address", func(v *RevNatValue) netip.AddrPort { return v.AddrPort() }, func(v *RevNatValue, a netip.AddrPort) {
+		v.Addr = a.Addr().As16()
+		binary.BigEndian.PutUint16(v.Port[:], a.Port())
+	}),
+}
+
 // AffinityKey is a key of lb_affinity.
 type AffinityKey struct {
 	Client   [16]byte
@@ -129,11 +138,31 @@ type AffinityValue struct {
 	Pad  [2]uint8
 }
 
+// affinityFields are an lb_affinity entry's fields as dumps show them.
+// The text leaves out the last-used time and the slot hint, which the
+// datapath changes, so that dumps taken at different times compare equal.
+var affinityFields = []field[AffinityEntry]{
+	numField("", "revNatID", false, func(e *AffinityEntry) *uint32 { return &e.RevNatID }),
+	textField("client", func(e *AffinityEntry) netip.Addr { return netip.AddrFrom16(e.Client).Unmap() },
+		func(e *AffinityEntry, a netip.Addr) { e.Client = a.As16() }),
+	numField("backend", "backendID", false, func(e *AffinityEntry) *uint32 { return &e.BackendID }),
+	textless(numField("", "lastUsed", true, func(e *AffinityEntry) *uint32 { return &e.LastUsed })),
+	textless(numField("", "slot", true, func(e *AffinityEntry) *uint16 { return &e.Slot })),
+}
+
 // SourceRangeKey is a key of lb_src_range.
 type SourceRangeKey struct {
 	PrefixLen uint32
 	RevNatID  uint32
 	Addr      [16]byte
+}
+
+// sourceRangeFields are an lb_src_range key's fields as dumps show them
+// (its value is always 1).
+var sourceRangeFields = []field[SourceRangeKey]{
+	numField("", "revNatID", false, func(k *SourceRangeKey) *uint32 { return &k.RevNatID }),
+	textField("prefix", func(k *SourceRangeKey) netip.Prefix { return k.Prefix() },
+		func(k *SourceRangeKey, p netip.Prefix) { *k = NewSourceRangeKey(k.RevNatID, p) }),
 }
 
 // Flag bits of ServiceValue.Flags, as in lb.h.

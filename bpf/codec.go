@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/lbstate/lbstate/lb"
 )
 
 // The codec of map values: how each field of an ABI struct is shown in a
@@ -26,8 +24,8 @@ type field[V any] struct {
 	// alone, in its place), key its JSON key.
 	name, key string
 	// optional: the text dump leaves it out when zero. (JSON leaves out
-	// every zero field.)
-	optional bool
+	// every zero field.) textless: the text dump leaves it out always.
+	optional, textless bool
 	// format returns the field's text and its JSON value, and whether it
 	// is zero.
 	format func(*V) (text string, js any, zero bool)
@@ -136,26 +134,13 @@ func bitsField[V any](name, key string, optional bool, p func(*V) *uint8, names 
 	}
 }
 
-// addrField is an address, port and protocol (lb.L3n4Addr's text).
-func addrField[V any](key string, get func(*V) lb.L3n4Addr, set func(*V, lb.L3n4Addr)) field[V] {
-	return field[V]{key: key,
-		format: func(v *V) (string, any, bool) {
-			a := get(v)
-			return a.String(), a, false
-		},
-		parse: func(v *V, raw json.RawMessage) error {
-			var a lb.L3n4Addr
-			err := json.Unmarshal(raw, &a)
-			set(v, a)
-			return err
-		},
-	}
-}
-
 // appendText appends " name=value" for each field of v, in order (or
 // " value" for a field without a name: a positional one).
 func appendText[V any](b []byte, fields []field[V], v *V) []byte {
 	for _, f := range fields {
+		if f.textless {
+			continue
+		}
 		if text, _, zero := f.format(v); !(zero && f.optional) {
 			b = append(b, ' ')
 			if f.name != "" {
@@ -186,6 +171,54 @@ func appendJSON[V any](b []byte, fields []field[V], v *V) ([]byte, error) {
 		b = append(b, val...)
 	}
 	return b, nil
+}
+
+// textless returns f, left out of the text dump.
+func textless[V any](f field[V]) field[V] {
+	f.textless = true
+	return f
+}
+
+// textField is a value shown by its text (lb.L3n4Addr, netip.Addr,
+// AddrPort, Prefix: each a TextMarshaler and TextUnmarshaler), which get
+// and set read from and write into the ABI value.
+func textField[V any, T interface{ String() string }, PT interface {
+	*T
+	UnmarshalText([]byte) error
+}](key string, get func(*V) T, set func(*V, T)) field[V] {
+	return field[V]{key: key,
+		format: func(v *V) (string, any, bool) {
+			t := get(v)
+			return t.String(), t, false
+		},
+		parse: func(v *V, raw json.RawMessage) error {
+			var t T
+			if err := json.Unmarshal(raw, PT(&t)); err != nil {
+				return err
+			}
+			set(v, t)
+			return nil
+		},
+	}
+}
+
+// marshalObject writes v's non-zero fields as one JSON object.
+func marshalObject[V any](fields []field[V], v *V) ([]byte, error) {
+	b, err := appendJSON(nil, fields, v)
+	if err != nil || len(b) == 0 {
+		return []byte("{}"), err
+	}
+	b[0] = '{' // in place of the first member's comma
+	return append(b, '}'), nil
+}
+
+// unmarshalObject reads what marshalObject writes.
+func unmarshalObject[V any](fields []field[V], v *V, data []byte) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return err
+	}
+	return parseJSON(fields, v, obj)
 }
 
 // parseJSON sets v's fields from the members of obj that fields names;

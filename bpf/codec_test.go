@@ -3,7 +3,9 @@ package bpf
 import (
 	"bytes"
 	"encoding/json"
+	"net/netip"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -125,6 +127,74 @@ func TestCodecCoversEveryBackendField(t *testing.T) {
 				t.Errorf("after JSON and LoadDump: %+v (found %v, %v), want %+v (JSON %s)", got, ok, err, b, js)
 			}
 		})
+	}
+}
+
+// The same for the entries of lb_rev_nat, lb_src_range and lb_affinity,
+// through their field lists: each field of the struct changes the text
+// dump (but those the text leaves out on purpose) and comes back from
+// the JSON.
+func TestCodecCoversEveryFieldOfTheOtherMaps(t *testing.T) {
+	t.Run("RevNatValue", func(t *testing.T) {
+		v := NewRevNatValue(lb.MustParseL3n4Addr("10.96.0.1:80/TCP"))
+		v.ID = 3
+		checkFieldsCovered(t, revNatFields, v, nil, nil)
+	})
+	t.Run("SourceRangeKey", func(t *testing.T) {
+		// A prefix length must fit the address: give it one of a /16.
+		fix := map[string]func(*SourceRangeKey){"PrefixLen": func(k *SourceRangeKey) { k.PrefixLen = 32 + 96 + 16 }}
+		checkFieldsCovered(t, sourceRangeFields, NewSourceRangeKey(7, netip.MustParsePrefix("10.0.0.0/8")), nil, fix)
+	})
+	t.Run("AffinityEntry", func(t *testing.T) {
+		e := AffinityEntry{AffinityKey{Client: netip.MustParseAddr("192.0.2.1").As16(), RevNatID: 4}, AffinityValue{BackendID: 9}}
+		checkFieldsCovered(t, affinityFields, e, map[string]bool{"LastUsed": true, "Slot": true}, nil)
+	})
+}
+
+// checkFieldsCovered sets each field of base (but the padding) in turn,
+// with fix's setter if it has one, and checks that the text shows it
+// (unless textless says not) and that the JSON round trip keeps it.
+func checkFieldsCovered[V any](t *testing.T, fields []field[V], base V, textless map[string]bool, fix map[string]func(*V)) {
+	t.Helper()
+	text := func(v V) string { return string(appendText(nil, fields, &v)) }
+	leaves := 0
+	var visit func(path []int, typ reflect.Type)
+	visit = func(path []int, typ reflect.Type) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			p := append(slices.Clone(path), i)
+			if f.Anonymous && f.Type.Kind() == reflect.Struct {
+				visit(p, f.Type)
+				continue
+			}
+			if strings.HasPrefix(f.Name, "Pad") {
+				continue
+			}
+			leaves++
+			t.Run(f.Name, func(t *testing.T) {
+				v := base
+				if set, ok := fix[f.Name]; ok {
+					set(&v)
+				} else {
+					setNonZero(reflect.ValueOf(&v).Elem().FieldByIndex(p))
+				}
+				if got, was := text(v), text(base); got == was && !textless[f.Name] {
+					t.Errorf("the text dump does not show the field: %q", got)
+				}
+				js, err := marshalObject(fields, &v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var back V
+				if err := unmarshalObject(fields, &back, js); err != nil || !reflect.DeepEqual(back, v) {
+					t.Errorf("JSON %s gives %+v (%v), want %+v", js, back, err, v)
+				}
+			})
+		}
+	}
+	visit(nil, reflect.TypeFor[V]())
+	if leaves == 0 {
+		t.Fatal("no fields")
 	}
 }
 

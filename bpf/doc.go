@@ -18,13 +18,15 @@
 // Each key and value of include/lb.h has one Go struct (abi.go,
 // datapath_abi.go, flowhash.go), which TestABIMatchesC checks field by field
 // (names, offsets, sizes) against the types bpf2go generated from the
-// committed object's BTF: no clang at test time. lb_services' and
-// lb_backends' values have one codec each, a field list in abi.go
-// (masterFields and slotFields, backendFields) from which the text dump,
-// the JSON dump an agent serves (DumpHandler), LoadDump and so lbctl maps
-// and lbctl explain over an agent's API all follow. The reconciler keeps
-// what it wrote as the same structs: a ServiceMaster, a beValue beside
-// the backend's address.
+// committed object's BTF: no clang at test time; TestLayoutMatchesObject
+// checks that each map binds the struct its BTF names. The entries of the
+// maps a dump shows have one codec each, a field list in abi.go
+// (masterFields and slotFields, backendFields, revNatFields,
+// sourceRangeFields, affinityFields) from which the text dump, the JSON
+// dump an agent serves (DumpHandler) and LoadDump all follow, and so
+// lbctl maps, and lbctl explain over an agent's API. The reconciler
+// builds and compares the same structs: it keeps a ServiceMaster of what
+// it wrote, and a beValue beside a backend's address; restore reads them.
 //
 // # Adding a field to a map
 //
@@ -62,11 +64,12 @@
 // A field of lb_backends: struct lb_backend in include/lb.h; Backend,
 // NewBackend (if lb.BackendRef carries it) and backendFields in abi.go;
 // reconciler/views.go, where each frontend's view of a backend and the
-// one value they make (beValue) live; then steps 4 to 6 as above. The
-// other maps' entries (lb_rev_nat, lb_affinity, lb_src_range) are read
-// and written in dump.go and load.go by hand; the reference datapath's
-// own maps (lb_ct, lb_counters, lb_drops: datapath_abi.go) need only
-// lb.h, their struct and their reader.
+// one value they make (beValue) live; then steps 4 to 6 as above. A
+// field of lb_affinity (which the datapath writes): lb.h, the struct and
+// affinityFields in abi.go, and the datapath that writes it. The
+// reference datapath's own maps (lb_ct, lb_counters, lb_drops:
+// datapath_abi.go), which dumps leave out, need lb.h, their struct and
+// their reader.
 //
 // # Write order
 //

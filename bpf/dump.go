@@ -29,7 +29,9 @@ import (
 //
 // sorted by map, then by key (IDs numerically, frontends by address, then
 // slot). A slot or Maglev element that rejects flows (BackendReject)
-// prints "reject" for its ID.
+// prints "reject" for its ID. An entry's line past its map's name, and
+// its JSON, come from its map's field list in abi.go: a field added
+// there shows here.
 type Dump struct {
 	Backends     []BackendEntry     `json:"backends"`
 	Maglev       []MaglevEntry      `json:"maglev"`
@@ -50,29 +52,15 @@ type BackendEntry struct {
 	Backend
 }
 
-// MarshalJSON writes the entry as one object.
-func (e BackendEntry) MarshalJSON() ([]byte, error) {
-	b, err := appendJSON(nil, backendFields, &e.Backend)
-	if err != nil {
-		return nil, err
-	}
-	b[0] = '{' // for the comma before the first member (the address is never left out)
-	return append(b, '}'), nil
-}
+func (e BackendEntry) MarshalJSON() ([]byte, error) { return marshalObject(backendFields, &e.Backend) }
 
-// UnmarshalJSON reads what MarshalJSON writes.
 func (e *BackendEntry) UnmarshalJSON(data []byte) error {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(data, &obj); err != nil {
-		return err
-	}
 	*e = BackendEntry{}
-	if err := parseJSON(backendFields, &e.Backend, obj); err != nil {
-		return fmt.Errorf("backend entry %d: %w", e.ID, err)
-	}
-	return nil
+	return unmarshalObject(backendFields, &e.Backend, data)
 }
 
+// MaglevEntry is one lb_maglev table, summed up: its size, a checksum and
+// each backend's share of it.
 type MaglevEntry struct {
 	RevNatID uint32 `json:"revNatID"`
 	Size     int    `json:"size"`
@@ -83,9 +71,19 @@ type MaglevEntry struct {
 	Slots map[uint32]int `json:"slots"`
 }
 
+// RevNatEntry is one lb_rev_nat entry (its ID is RevNatValue.ID), shown
+// as revNatFields says.
 type RevNatEntry struct {
-	RevNatID uint32         `json:"revNatID"`
-	Address  netip.AddrPort `json:"address"`
+	RevNatValue
+}
+
+func (e RevNatEntry) MarshalJSON() ([]byte, error) {
+	return marshalObject(revNatFields, &e.RevNatValue)
+}
+
+func (e *RevNatEntry) UnmarshalJSON(data []byte) error {
+	*e = RevNatEntry{}
+	return unmarshalObject(revNatFields, &e.RevNatValue, data)
 }
 
 // ServiceEntry is one lb_services entry: its frontend and slot (the key)
@@ -142,22 +140,32 @@ func (e *ServiceEntry) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// SourceRangeEntry is one lb_src_range entry, shown as sourceRangeFields
+// says.
 type SourceRangeEntry struct {
-	RevNatID uint32       `json:"revNatID"`
-	Prefix   netip.Prefix `json:"prefix"`
+	SourceRangeKey
 }
 
+func (e SourceRangeEntry) MarshalJSON() ([]byte, error) {
+	return marshalObject(sourceRangeFields, &e.SourceRangeKey)
+}
+
+func (e *SourceRangeEntry) UnmarshalJSON(data []byte) error {
+	*e = SourceRangeEntry{}
+	return unmarshalObject(sourceRangeFields, &e.SourceRangeKey, data)
+}
+
+// AffinityEntry is one lb_affinity entry, shown as affinityFields says.
 type AffinityEntry struct {
-	RevNatID  uint32     `json:"revNatID"`
-	Client    netip.Addr `json:"client"`
-	BackendID uint32     `json:"backendID"`
-	// LastUsed is the datapath's coarse monotonic clock, in seconds, when
-	// the pin was last used: with the service's affinity timeout it says
-	// whether the pin is still in force. The text dump leaves it out, so
-	// that dumps taken at different times compare equal.
-	LastUsed uint32 `json:"lastUsed,omitempty"`
-	// Slot is the datapath's hint of where the backend sits (lb.h).
-	Slot uint16 `json:"slot,omitempty"`
+	AffinityKey
+	AffinityValue
+}
+
+func (e AffinityEntry) MarshalJSON() ([]byte, error) { return marshalObject(affinityFields, &e) }
+
+func (e *AffinityEntry) UnmarshalJSON(data []byte) error {
+	*e = AffinityEntry{}
+	return unmarshalObject(affinityFields, e, data)
 }
 
 // TakeDump reads every map of m.
@@ -183,7 +191,8 @@ func TakeDump(m *Maps) (*Dump, error) {
 	}
 	if err == nil {
 		err = m.RevNat.Iterate(func(id uint32, v RevNatValue) bool {
-			d.RevNat = append(d.RevNat, RevNatEntry{RevNatID: id, Address: v.AddrPort()})
+			v.ID = id
+			d.RevNat = append(d.RevNat, RevNatEntry{v})
 			return true
 		})
 	}
@@ -195,13 +204,13 @@ func TakeDump(m *Maps) (*Dump, error) {
 	}
 	if err == nil {
 		err = m.SourceRanges.Iterate(func(k SourceRangeKey, _ uint8) bool {
-			d.SourceRanges = append(d.SourceRanges, SourceRangeEntry{RevNatID: k.RevNatID, Prefix: k.Prefix()})
+			d.SourceRanges = append(d.SourceRanges, SourceRangeEntry{k})
 			return true
 		})
 	}
 	if err == nil {
 		err = m.Affinity.Iterate(func(k AffinityKey, v AffinityValue) bool {
-			d.Affinity = append(d.Affinity, AffinityEntry{RevNatID: k.RevNatID, Client: netip.AddrFrom16(k.Client).Unmap(), BackendID: v.BackendID, LastUsed: v.LastUsed, Slot: v.Slot})
+			d.Affinity = append(d.Affinity, AffinityEntry{k, v})
 			return true
 		})
 	}
@@ -233,7 +242,7 @@ func NewServiceEntry(k ServiceKey, v ServiceValue) ServiceEntry {
 func (d *Dump) sort() {
 	slices.SortFunc(d.Backends, func(a, b BackendEntry) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(d.Maglev, func(a, b MaglevEntry) int { return cmp.Compare(a.RevNatID, b.RevNatID) })
-	slices.SortFunc(d.RevNat, func(a, b RevNatEntry) int { return cmp.Compare(a.RevNatID, b.RevNatID) })
+	slices.SortFunc(d.RevNat, func(a, b RevNatEntry) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(d.Services, func(a, b ServiceEntry) int {
 		if c := a.Frontend.Compare(b.Frontend); c != 0 {
 			return c
@@ -244,16 +253,17 @@ func (d *Dump) sort() {
 		if c := cmp.Compare(a.RevNatID, b.RevNatID); c != 0 {
 			return c
 		}
-		if c := a.Prefix.Addr().Compare(b.Prefix.Addr()); c != 0 {
+		ap, bp := a.Prefix(), b.Prefix()
+		if c := ap.Addr().Compare(bp.Addr()); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.Prefix.Bits(), b.Prefix.Bits())
+		return cmp.Compare(ap.Bits(), bp.Bits())
 	})
 	slices.SortFunc(d.Affinity, func(a, b AffinityEntry) int {
 		if c := cmp.Compare(a.RevNatID, b.RevNatID); c != 0 {
 			return c
 		}
-		return a.Client.Compare(b.Client)
+		return netip.AddrFrom16(a.Client).Unmap().Compare(netip.AddrFrom16(b.Client).Unmap())
 	})
 }
 
@@ -272,8 +282,9 @@ func (d *Dump) WriteText(w io.Writer) error {
 		}
 		sb.WriteByte('\n')
 	}
-	for _, r := range d.RevNat {
-		fmt.Fprintf(&sb, "revnat %d %s\n", r.RevNatID, r.Address)
+	for i := range d.RevNat {
+		line = append(appendText(append(line[:0], "revnat"...), revNatFields, &d.RevNat[i].RevNatValue), '\n')
+		sb.Write(line)
 	}
 	for i := range d.Services {
 		e := &d.Services[i]
@@ -286,11 +297,13 @@ func (d *Dump) WriteText(w io.Writer) error {
 		line = append(appendText(line, e.fields(), &e.ServiceValue), '\n')
 		sb.Write(line)
 	}
-	for _, r := range d.SourceRanges {
-		fmt.Fprintf(&sb, "srcrange %d %s\n", r.RevNatID, r.Prefix)
+	for i := range d.SourceRanges {
+		line = append(appendText(append(line[:0], "srcrange"...), sourceRangeFields, &d.SourceRanges[i].SourceRangeKey), '\n')
+		sb.Write(line)
 	}
-	for _, a := range d.Affinity {
-		fmt.Fprintf(&sb, "affinity %d %s backend=%d\n", a.RevNatID, a.Client, a.BackendID)
+	for i := range d.Affinity {
+		line = append(appendText(append(line[:0], "affinity"...), affinityFields, &d.Affinity[i]), '\n')
+		sb.Write(line)
 	}
 	_, err := io.WriteString(w, sb.String())
 	return err

@@ -3,8 +3,6 @@ package bpf
 import (
 	"fmt"
 	"maps"
-
-	"github.com/lbstate/lbstate/lb"
 )
 
 // LoadDump writes the entries of d into m, so that code that walks Maps
@@ -37,9 +35,7 @@ func LoadDump(m *Maps, d *Dump, maglevTables map[uint32][]uint32) error {
 		}
 	}
 	for _, e := range d.RevNat {
-		// lb_rev_nat keeps an address and port only; the protocol is moot.
-		addr := lb.NewL3n4Addr(lb.ProtoAny, e.Address.Addr(), e.Address.Port(), lb.ScopeExternal)
-		if err := m.RevNat.Update(e.RevNatID, NewRevNatValue(addr)); err != nil {
+		if err := m.RevNat.Update(e.ID, e.RevNatValue); err != nil {
 			return err
 		}
 	}
@@ -49,7 +45,7 @@ func LoadDump(m *Maps, d *Dump, maglevTables map[uint32][]uint32) error {
 		}
 	}
 	for _, e := range d.SourceRanges {
-		if err := m.SourceRanges.Update(NewSourceRangeKey(e.RevNatID, e.Prefix), 1); err != nil {
+		if err := m.SourceRanges.Update(e.SourceRangeKey, 1); err != nil {
 			return err
 		}
 	}
@@ -64,8 +60,7 @@ func LoadDump(m *Maps, d *Dump, maglevTables map[uint32][]uint32) error {
 		return err
 	}
 	for _, e := range d.Affinity {
-		k := AffinityKey{Client: e.Client.As16(), RevNatID: e.RevNatID}
-		if err := m.Affinity.Update(k, AffinityValue{BackendID: e.BackendID, LastUsed: e.LastUsed, Slot: e.Slot}); err != nil {
+		if err := m.Affinity.Update(e.AffinityKey, e.AffinityValue); err != nil {
 			return err
 		}
 	}

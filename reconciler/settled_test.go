@@ -62,7 +62,7 @@ func (a *agent) settled(t testing.TB, maps *bpf.Maps) string {
 	}
 	revNat, maglev := map[uint32]bool{}, map[uint32]bool{}
 	for _, e := range d.RevNat {
-		revNat[e.RevNatID] = true
+		revNat[e.ID] = true
 	}
 	for _, e := range d.Maglev {
 		maglev[e.RevNatID] = true
