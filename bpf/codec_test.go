@@ -36,21 +36,7 @@ func TestCodecCoversEveryField(t *testing.T) {
 		if got, was := line(v), line(zero); got == was {
 			t.Errorf("the text dump does not show the field: %q", got)
 		}
-		js, err := json.Marshal(NewServiceEntry(NewServiceKey(fe, slot), v))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var d Dump
-		if err := json.Unmarshal([]byte(`{"services":[`+string(js)+`]}`), &d); err != nil {
-			t.Fatal(err)
-		}
-		m, err := NewMemoryMaps(DefaultConfig, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := LoadDump(m, &d, nil); err != nil {
-			t.Fatal(err)
-		}
+		m, js := loadThroughJSON(t, &Dump{Services: []ServiceEntry{NewServiceEntry(NewServiceKey(fe, slot), v)}})
 		got, ok, err := m.Services.Lookup(NewServiceKey(fe, slot))
 		if err != nil || !ok || got != v {
 			t.Errorf("after JSON and LoadDump: %+v (found %v, %v), want %+v (JSON %s)", got, ok, err, v, js)
@@ -77,6 +63,28 @@ func TestCodecCoversEveryField(t *testing.T) {
 		check(t, 3, ServiceValue{BackendID: 0x01020304})
 		check(t, 3, ServiceValue{BackendID: BackendReject})
 	})
+}
+
+// loadThroughJSON writes d as JSON, as an agent serves it, reads it back
+// and loads it into new in-memory maps, as lbctl does.
+func loadThroughJSON(t *testing.T, d *Dump) (*Maps, []byte) {
+	t.Helper()
+	js, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Dump
+	if err := json.Unmarshal(js, &back); err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMemoryMaps(DefaultConfig, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := LoadDump(m, &back, nil); err != nil {
+		t.Fatal(err)
+	}
+	return m, js
 }
 
 // The same for lb_backends: each field of Backend shows in the text dump
@@ -107,21 +115,7 @@ func TestCodecCoversEveryBackendField(t *testing.T) {
 			if got, was := text(b), text(base); got == was {
 				t.Errorf("the text dump does not show the field: %q", got)
 			}
-			js, err := json.Marshal(BackendEntry{b})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var d Dump
-			if err := json.Unmarshal([]byte(`{"backends":[`+string(js)+`]}`), &d); err != nil {
-				t.Fatal(err)
-			}
-			m, err := NewMemoryMaps(DefaultConfig, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := LoadDump(m, &d, nil); err != nil {
-				t.Fatal(err)
-			}
+			m, js := loadThroughJSON(t, &Dump{Backends: []BackendEntry{{b}}})
 			got, ok, err := m.Backends.Lookup(b.ID)
 			if err != nil || !ok || got != b {
 				t.Errorf("after JSON and LoadDump: %+v (found %v, %v), want %+v (JSON %s)", got, ok, err, b, js)
