@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -622,22 +621,13 @@ func (o *ops) writeMasters(tasks []task) {
 	defer func() { giveBack(&o.scratch.ids, revIDs) }()
 	defer func() { giveBack(&o.scratch.revNats, revVals) }()
 	for j := range live(tasks) {
-		master := bpf.ServiceValue{
-			RevNatID:        j.st.id,
-			AffinityTimeout: j.fe.Policy.AffinityTimeout(),
-			Count:           uint16(len(j.slotIDs) - len(j.standby) - len(j.fallback)),
-			Standby:         uint16(len(j.standby)),
-			Fallback:        uint16(len(j.fallback)),
-			Type:            uint8(j.fe.Type),
-			Flags:           flags(j.fe, len(j.ranges) > 0),
-			Algorithm:       j.algorithm,
-		}
-		binary.BigEndian.PutUint16(master.ProxyPort[:], j.fe.ProxyPort())
+		master := j.master()
 		j.st.affinity = j.st.affinity || master.AffinityTimeout > 0 // before entries can exist
-		if fields := masterFieldsOf(master); !j.st.masterWritten || j.st.master != fields {
-			j.st.masterWritten, j.st.master = false, fields
+		if !j.st.masterWritten || j.st.master != master {
+			j.st.masterWritten, j.st.master = false, master
 			o.setMay(roomServices, &j.st.hasMaster, true)
-			keys, vals = append(keys, bpf.NewServiceKey(j.fe.Address, 0)), append(vals, master)
+			keys = append(keys, bpf.NewServiceKey(j.fe.Address, 0))
+			vals = append(vals, bpf.ServiceValue{RevNatID: j.st.id, ServiceMaster: master})
 			j.in |= inMaster
 		}
 		if !j.st.revNatWritten {

@@ -248,7 +248,7 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 	}
 	addrOf := map[uint32]string{bpf.BackendReject: rejectAddress}
 	for _, b := range d.Backends {
-		addrOf[b.ID] = b.Address.String()
+		addrOf[b.ID] = b.L3n4Addr().String()
 	}
 	maglevSlots := map[uint32]map[string]int{} // by frontend ID
 	for _, m := range d.Maglev {
@@ -279,7 +279,10 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 	var views []frontendView
 	for fe := range frontends.All(db.ReadTxn()) {
 		fa := fe.Address.String()
-		v := frontendView{Frontend: fa, Type: fe.Type.String(), Service: fe.Service.String(), PortName: fe.PortName, Algorithm: masters[fa].Algorithm, Topology: fe.TopologyLevel()}
+		v := frontendView{Frontend: fa, Type: fe.Type.String(), Service: fe.Service.String(), PortName: fe.PortName, Topology: fe.TopologyLevel()}
+		if m, ok := masters[fa]; ok {
+			v.Algorithm = m.AlgorithmName()
+		}
 		if !fe.RedirectedTo().IsZero() {
 			v.RedirectedTo = fe.RedirectedTo().String()
 		}
