@@ -640,11 +640,6 @@ func (o *ops) writeMasters(tasks []task) {
 			keys, vals = append(keys, bpf.NewServiceKey(j.fe.Address, 0)), append(vals, master)
 			j.in |= inMaster
 		}
-		if !j.st.revNatWritten {
-			o.setMay(roomRevNat, &j.st.hasRevNat, true)
-			revIDs, revVals = append(revIDs, j.st.id), append(revVals, bpf.NewRevNatValue(j.fe.Address))
-			j.in |= inRevNat
-		}
 	}
 	err := o.maps.Services.BatchUpdate(keys, vals)
 	for j := range marked(tasks, inMaster) {
@@ -652,6 +647,15 @@ func (o *ops) writeMasters(tasks []task) {
 			j.err = err
 		} else {
 			j.st.masterWritten = true
+		}
+	}
+	// The rev-NAT entry follows its master: a frontend whose master
+	// failed (live skips it) gets none until its retry.
+	for j := range live(tasks) {
+		if !j.st.revNatWritten {
+			o.setMay(roomRevNat, &j.st.hasRevNat, true)
+			revIDs, revVals = append(revIDs, j.st.id), append(revVals, bpf.NewRevNatValue(j.fe.Address))
+			j.in |= inRevNat
 		}
 	}
 	err = o.maps.RevNat.BatchUpdate(revIDs, revVals)
