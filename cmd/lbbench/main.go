@@ -56,13 +56,18 @@ type options struct {
 	services, backends, iterations, updates int
 	redirects                               int
 	maps                                    string
-	json, latency, topology                 bool
-	clusters                                int
-	cpuProfile, memProfile, trace           string
-	compare                                 string // a saved anchor run
-	healthMode                              bool
-	routes                                  int
-	health                                  healthOptions
+	// pinDir is where kernel maps are pinned, removed at the end; "" is
+	// a directory of the run's own under /sys/fs/bpf. Tests give one on
+	// a bpffs of their own (bpftest.PinDir), so that nothing is mounted
+	// on the host's /sys/fs/bpf.
+	pinDir                        string
+	json, latency, topology       bool
+	clusters                      int
+	cpuProfile, memProfile, trace string
+	compare                       string // a saved anchor run
+	healthMode                    bool
+	routes                        int
+	health                        healthOptions
 	// given names the flags set on the command line: a mode's defaults
 	// yield to them.
 	given map[string]bool
@@ -180,7 +185,15 @@ func newBench(o options) (*bench, error) {
 		// A directory of its own on /sys/fs/bpf, which bpf.Cell mounts if
 		// need be, as it does for the agent.
 		pinRoot = filepath.Join(bpftest.BPFFSRoot, fmt.Sprintf("lbbench-%d", os.Getpid()))
+		if o.pinDir != "" {
+			pinRoot = o.pinDir
+		}
 		cfg.LBPinDir = pinRoot
+	}
+	removePins := func() {
+		if pinRoot != "" {
+			os.RemoveAll(pinRoot)
+		}
 	}
 	h := hive.New(append([]cell.Cell{
 		statedb.Cell, job.Cell, cell.SimpleHealthCell, tables.Cell, bpf.Cell, lbreconciler.Cell,
@@ -196,28 +209,28 @@ func newBench(o options) (*bench, error) {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if err := h.Start(log, context.Background()); err != nil {
+		removePins() // a failed start may have pinned some maps
 		return nil, err
 	}
 	kcfg := k8s.DefaultConfig
 	kcfg.K8sNodeName = "bench-node"
 	src, err := reflectors.NewSource(b.w, lb.SourceK8s.String(), log, nil)
+	if err == nil {
+		b.refl, err = k8s.NewReflector(kcfg, src, lb.SourceK8s)
+	}
 	if err != nil {
+		h.Stop(log, context.Background())
+		removePins()
 		return nil, err
 	}
-	refl, err := k8s.NewReflector(kcfg, src, lb.SourceK8s)
-	if err != nil {
-		return nil, err
-	}
-	b.refl = refl
+	refl := b.refl
 	ctx, cancel := context.WithCancel(context.Background())
 	// The benchmark pushes its objects itself, as an informer would.
 	go refl.Run(ctx, func(context.Context) error { refl.Synced(); return nil })
 	b.stop = func() {
 		cancel()
 		h.Stop(log, context.Background())
-		if pinRoot != "" {
-			os.RemoveAll(pinRoot)
-		}
+		removePins()
 	}
 	return b, nil
 }

@@ -1,9 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,11 +56,23 @@ func TestBenchOptionErrors(t *testing.T) {
 	}
 }
 
-// The same on kernel maps (pinned under a fresh directory and removed).
+// The same on kernel maps, pinned in a bpffs of the test's own and
+// removed: the host's /sys/fs/bpf keeps the mounts it had. (The test once
+// pinned under /sys/fs/bpf, where bpf.Cell mounted bpffs on a machine
+// without it and left it mounted.)
 func TestBenchKernelSmoke(t *testing.T) {
 	bpftest.Require(t)
+	before := mountsAt(t, bpftest.BPFFSRoot)
+	pins := filepath.Join(bpftest.PinDir(t), "lbbench")
 	var out bytes.Buffer
-	if err := run(options{services: 500, backends: 2, iterations: 1, maps: "kernel", json: true}, &out); err != nil {
+	err := run(options{services: 500, backends: 2, iterations: 1, maps: "kernel", pinDir: pins, json: true}, &out)
+	if _, serr := os.Stat(pins); !errors.Is(serr, fs.ErrNotExist) {
+		t.Errorf("pin directory %s left behind (%v)", pins, serr)
+	}
+	if after := mountsAt(t, bpftest.BPFFSRoot); after != before {
+		t.Errorf("mounts on %s changed:\nbefore\n%safter\n%s", bpftest.BPFFSRoot, before, after)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -86,4 +105,31 @@ func TestBenchClustersSmoke(t *testing.T) {
 	if res["remote_backends"] != float64(200) || res["watch_events"] != float64(100) {
 		t.Errorf("summary %v", res)
 	}
+}
+
+// mountsAt lists the mounts on dir (mount ID, type, source), from
+// /proc/self/mountinfo.
+func mountsAt(t *testing.T, dir string) string {
+	t.Helper()
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b strings.Builder
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// ID parent major:minor root mountpoint options... - type source super
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 || fields[4] != dir {
+			continue
+		}
+		if i := slices.Index(fields, "-"); i > 0 && i+2 < len(fields) {
+			fmt.Fprintf(&b, "%s %s %s\n", fields[0], fields[i+1], fields[i+2])
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
