@@ -170,6 +170,7 @@ func (o *ops) noteResults(tasks []task) {
 		addr := tasks[i].fe.Address
 		if tasks[i].err == nil {
 			delete(o.failing, addr)
+			delete(o.overSlots, addr)
 			continue
 		}
 		if _, ok := o.failing[addr]; !ok {
@@ -536,6 +537,16 @@ func (j *task) layout(o *ops) {
 	j.slotCount += len(j.standby) + len(j.fallback)
 	if j.slotCount > maxSlots {
 		j.err = fmt.Errorf("frontend %s: %d backend slots, at most %d", j.fe.Address, j.slotCount, maxSlots)
+		// Status and metrics say it at every retry; the log once per count.
+		if n, ok := o.overSlots[j.fe.Address]; !ok || n != j.slotCount {
+			if o.overSlots == nil {
+				o.overSlots = map[lb.L3n4Addr]int{}
+			}
+			o.overSlots[j.fe.Address] = j.slotCount
+			o.log.Warn("Frontend needs more backend slots than the datapath takes; not written until it needs fewer",
+				"service", j.fe.Service, "frontend", j.fe.Address, "slots", j.slotCount, "max", maxSlots,
+				"rotation", len(j.rotation), "standby", len(j.standby), "fallback", len(j.fallback))
+		}
 	}
 }
 
