@@ -140,6 +140,7 @@ func (o *ops) runOne(txn statedb.ReadTxn, fe *lb.Frontend, fn func(statedb.ReadT
 	tasks := []task{{fe: fe}}
 	fn(txn, tasks)
 	o.noteResults(tasks)
+	o.compact()
 	return tasks[0].err
 }
 
@@ -155,11 +156,20 @@ func (o *ops) runBatch(txn statedb.ReadTxn, batch []reconciler.BatchEntry[*lb.Fr
 	}
 	fn(txn, tasks)
 	o.noteResults(tasks)
+	o.compact()
 	for i := range batch {
 		batch[i].Result = tasks[i].err
 	}
 	clear(tasks) // what they point to is the batch's
 	giveBack(&o.scratch.tasks, tasks)
+}
+
+// compact gives back the room of the frontends and backends gone.
+func (o *ops) compact() {
+	o.frontends.compact()
+	o.backends.compact()
+	o.restoredFrontends.compact()
+	o.restoredBackends.compact()
 }
 
 // noteResults records which frontends fail, counting those that start
