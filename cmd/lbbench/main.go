@@ -11,6 +11,7 @@
 //	go run ./cmd/lbbench --clusters 10  # clustermesh: 10 remote clusters x 10,000 services x 10 backends over etcd
 //	go run ./cmd/lbbench --redirects 1000   # apply and remove local redirect policies; one pod change
 //	go run ./cmd/lbbench --routes 1000  # traffic splits: apply, shift all, one shift's latency
+//	go run ./cmd/lbbench --memory-after-delete --services 100000 --backends 10  # live heap after a delete-all
 //
 // Flags are pflag's, as lbctl's and the agent's: long names take two
 // dashes. The one-dash spelling of lbbench's Go-flag days (-services
@@ -66,6 +67,7 @@ type options struct {
 	cpuProfile, memProfile, trace string
 	compare                       string // a saved anchor run
 	healthMode                    bool
+	retainedMode                  bool // --memory-after-delete
 	routes                        int
 	health                        healthOptions
 	// given names the flags set on the command line: a mode's defaults
@@ -127,6 +129,8 @@ func main() {
 	switch {
 	case o.healthMode:
 		measure = runHealth
+	case o.retainedMode:
+		measure = runRetained
 	case o.topology:
 		measure = runTopology
 		topologyDefaults(&o)

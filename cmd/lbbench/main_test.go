@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lbstate/lbstate/bpf/bpftest"
 )
@@ -132,4 +133,34 @@ func mountsAt(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// What the pipeline held for 20,000 services x 10 backends is returned
+// when they are deleted, but for a bounded rest: the live heap comes back
+// within 16 MB of a fresh pipeline's (10-12.5 MB measured). It once kept
+// 31 MB here: the reconciler's states and address maps, the reflector's
+// service map and the in-memory maps kept the room of their peak. (Issue
+// 28 asks for 20 MB at 100,000 x 10, a fifth of that here; not met yet:
+// 22.6 MB there, of which StateDB's graveyard, holding the last deleted
+// frontends until its next collection, and the reconciler's batch
+// buffers.) On kernel maps, as an agent on a node runs: the in-memory
+// arrays hold every slot ever used, as big as the kernel's array.
+func TestDeleteAllReturnsTheMemory(t *testing.T) {
+	bpftest.Require(t)
+	const services, backends, bound = 20000, 10, 16 << 20
+	b, err := newBench(options{services: services + 1, backends: backends, maps: "kernel", pinDir: filepath.Join(bpftest.PinDir(t), "lbbench")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.stop()
+	fresh, err := b.retained(services, backends)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := settledHeap(fresh+bound, 10*time.Second)
+	t.Logf("live heap: fresh %.1f MB, after %d x %d came and went %.1f MB", float64(fresh)/1e6, services, backends, float64(after)/1e6)
+	if after > fresh+bound {
+		t.Fatalf("live heap %.1f MB after the delete-all, %.1f MB over a fresh pipeline's %.1f MB (at most %d MB)",
+			float64(after)/1e6, float64(after-fresh)/1e6, float64(fresh)/1e6, bound>>20)
+	}
 }
