@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"time"
 )
 
@@ -74,6 +76,9 @@ func settledHeap(bound uint64, wait time.Duration) uint64 {
 // runRetained is --memory-after-delete: the live heap of a fresh
 // pipeline, and after services x backends came and went.
 func runRetained(o options, out io.Writer) error {
+	if o.memProfile != "" {
+		runtime.MemProfileRate = 4096
+	}
 	b, err := newBench(o)
 	if err != nil {
 		return err
@@ -85,6 +90,12 @@ func runRetained(o options, out io.Writer) error {
 		return err
 	}
 	after := settledHeap(fresh, 5*time.Second)
+	if o.memProfile != "" { // what is left
+		if f, err := os.Create(o.memProfile); err == nil {
+			pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+	}
 	res := struct {
 		Maps     string  `json:"maps"`
 		Services int     `json:"services"`
