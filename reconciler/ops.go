@@ -78,6 +78,9 @@ type ops struct {
 	// onFailure is called when one starts failing (metrics.go).
 	failing   map[lb.L3n4Addr]struct{}
 	onFailure func()
+	// overSlots holds the slot count logged for each frontend with more
+	// slots than the datapath takes, so that it is logged once per change.
+	overSlots map[lb.L3n4Addr]int
 
 	// moreViews holds, by backend ID, the views of the backends that
 	// more than one frontend uses, but the first (backendState.first).

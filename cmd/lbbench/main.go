@@ -11,6 +11,7 @@
 //	go run ./cmd/lbbench --clusters 10  # clustermesh: 10 remote clusters x 10,000 services x 10 backends over etcd
 //	go run ./cmd/lbbench --redirects 1000   # apply and remove local redirect policies; one pod change
 //	go run ./cmd/lbbench --routes 1000  # traffic splits: apply, shift all, one shift's latency
+//	go run ./cmd/lbbench --memory-after-delete --services 100000 --backends 10  # live heap after a delete-all
 //
 // Flags are pflag's, as lbctl's and the agent's: long names take two
 // dashes. The one-dash spelling of lbbench's Go-flag days (-services
@@ -56,13 +57,19 @@ type options struct {
 	services, backends, iterations, updates int
 	redirects                               int
 	maps                                    string
-	json, latency, topology                 bool
-	clusters                                int
-	cpuProfile, memProfile, trace           string
-	compare                                 string // a saved anchor run
-	healthMode                              bool
-	routes                                  int
-	health                                  healthOptions
+	// pinDir is where kernel maps are pinned, removed at the end; "" is
+	// a directory of the run's own under /sys/fs/bpf. Tests give one on
+	// a bpffs of their own (bpftest.PinDir), so that nothing is mounted
+	// on the host's /sys/fs/bpf.
+	pinDir                        string
+	json, latency, topology       bool
+	clusters                      int
+	cpuProfile, memProfile, trace string
+	compare                       string // a saved anchor run
+	healthMode                    bool
+	retainedMode                  bool // --memory-after-delete
+	routes                        int
+	health                        healthOptions
 	// given names the flags set on the command line: a mode's defaults
 	// yield to them.
 	given map[string]bool
@@ -122,6 +129,8 @@ func main() {
 	switch {
 	case o.healthMode:
 		measure = runHealth
+	case o.retainedMode:
+		measure = runRetained
 	case o.topology:
 		measure = runTopology
 		topologyDefaults(&o)
@@ -180,7 +189,15 @@ func newBench(o options) (*bench, error) {
 		// A directory of its own on /sys/fs/bpf, which bpf.Cell mounts if
 		// need be, as it does for the agent.
 		pinRoot = filepath.Join(bpftest.BPFFSRoot, fmt.Sprintf("lbbench-%d", os.Getpid()))
+		if o.pinDir != "" {
+			pinRoot = o.pinDir
+		}
 		cfg.LBPinDir = pinRoot
+	}
+	removePins := func() {
+		if pinRoot != "" {
+			os.RemoveAll(pinRoot)
+		}
 	}
 	h := hive.New(append([]cell.Cell{
 		lbstate.Core, // no sources: the bench drives a k8s reflector of its own
@@ -196,28 +213,28 @@ func newBench(o options) (*bench, error) {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if err := h.Start(log, context.Background()); err != nil {
+		removePins() // a failed start may have pinned some maps
 		return nil, err
 	}
 	kcfg := k8s.DefaultConfig
 	kcfg.K8sNodeName = "bench-node"
 	src, err := reflectors.NewSource(b.w, lb.SourceK8s, log, nil)
+	if err == nil {
+		b.refl, err = k8s.NewReflector(kcfg, src, lb.SourceK8s)
+	}
 	if err != nil {
+		h.Stop(log, context.Background())
+		removePins()
 		return nil, err
 	}
-	refl, err := k8s.NewReflector(kcfg, src, lb.SourceK8s)
-	if err != nil {
-		return nil, err
-	}
-	b.refl = refl
+	refl := b.refl
 	ctx, cancel := context.WithCancel(context.Background())
 	// The benchmark pushes its objects itself, as an informer would.
 	go refl.Run(ctx, func(context.Context) error { refl.Synced(); return nil })
 	b.stop = func() {
 		cancel()
 		h.Stop(log, context.Background())
-		if pinRoot != "" {
-			os.RemoveAll(pinRoot)
-		}
+		removePins()
 	}
 	return b, nil
 }

@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/lbstate/lbstate/internal/zapslog"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/tables"
@@ -133,6 +134,7 @@ func (c *cluster) follow(ctx context.Context) (connected bool, err error) {
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = c.requestTimeout()
 	}
+	cfg.Logger = zapslog.New(c.log).Named("etcd-client") // the agent's log, not zap's JSON on stderr
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return false, err

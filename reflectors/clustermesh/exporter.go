@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/lbstate/lbstate/internal/zapslog"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/metrics"
 	"github.com/lbstate/lbstate/tables"
@@ -79,6 +80,7 @@ func (e *Exporter) Run(ctx context.Context) error {
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = 5 * time.Second
 	}
+	cfg.Logger = zapslog.New(e.Log).Named("etcd-client") // the agent's log, not zap's JSON on stderr
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/lbstate/lbstate/internal/dirfollow"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/k8s"
@@ -34,6 +35,7 @@ type source struct {
 	owners     map[objectKey][]string       // the files declaring each object, in name order
 	known      map[objectKey]runtime.Object // what the reflector has been given
 	walkFailed string                       // the last error walking the directory, reported
+	links      dirfollow.Links              // dangling links, logged
 }
 
 // newSource returns a source reading dir (files of at most maxFileSize
@@ -47,6 +49,7 @@ func newSource(dir string, maxFileSize int64, cfg k8s.Config, src *reflectors.So
 	return &source{
 		dir: dir, maxFileSize: maxFileSize, r: r, src: src,
 		files: map[string]*fileState{}, owners: map[objectKey][]string{}, known: map[objectKey]runtime.Object{},
+		links: dirfollow.Links{Log: src.Log(), What: "the manifests directory"},
 	}, nil
 }
 

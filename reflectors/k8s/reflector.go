@@ -104,6 +104,10 @@ type Reflector struct {
 	routesGone  map[routes.Key]struct{}
 	routesAll   bool
 	statusTable statedb.RWTable[*routes.Status] // nil: none kept
+
+	// servicesPeak is the most services since services was made
+	// (compactServices).
+	servicesPeak int
 }
 
 // sliceKey names a namespaced object (an EndpointSlice or a Pod).
