@@ -174,10 +174,12 @@ func distribution(u *unknownValues, svc *corev1.Service) lb.TrafficDistribution 
 // know (lb.ParseClusterAffinity) from the carried annotations, reporting
 // it: the service then converts as without one (none).
 func clusterAffinity(u *unknownValues, annotations map[string]string) {
-	v, found := annotations[lb.AnnotationAffinity]
-	if _, err := lb.ParseClusterAffinity(v); found && err != nil {
-		u.add("annotation "+lb.AnnotationAffinity, v, "none")
-		delete(annotations, lb.AnnotationAffinity)
+	for _, k := range []string{lb.AnnotationAffinity, lb.AnnotationAffinityAlias} {
+		v, found := annotations[k]
+		if _, err := lb.ParseClusterAffinity(v); found && err != nil {
+			u.add("annotation "+k, v, "none")
+			delete(annotations, k)
+		}
 	}
 }
 
