@@ -77,9 +77,10 @@ func testExport(t *testing.T, max, id uint32) {
 	backend := etcd.ciliumBackend(t, 0)
 	t.Cleanup(backend.Close)
 	ctx := context.Background()
-	waitFor(t, "the exporter's synced keys", 10*time.Second, func() bool {
-		kvs, err := backend.ListPrefix(ctx, "cilium/synced/c1/")
-		return err == nil && len(kvs) == len(ciliumStores)
+	// Written last: the exporter has written everything once it is there.
+	waitFor(t, "the exporter's services synced key", 10*time.Second, func() bool {
+		v, err := backend.Get(ctx, clustermesh.SyncedKey("c1"))
+		return err == nil && v != nil
 	})
 
 	// The cluster config, as an agent's remote cluster reads and checks it.
