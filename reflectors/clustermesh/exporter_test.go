@@ -194,3 +194,32 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A headless global service (declared without frontends) is exported
+// as Cilium exports it: no frontends, its backends.
+func TestExporterPublishesHeadlessServicesBackends(t *testing.T) {
+	db := statedb.New()
+	w, err := tables.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := lb.NewServiceName("default", "db")
+	txn := w.WriteTxn()
+	if err := w.UpsertService(txn, lb.ServiceParams{Name: name, Source: lb.SourceK8s, Annotations: map[string]string{lb.AnnotationGlobalAlias: "true"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.UpsertBackends(txn, name, lb.SourceK8s, lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.0.7:5432/TCP"), Weight: lb.DefaultBackendWeight}.WithPortNames("pg")); err != nil {
+		t.Fatal(err)
+	}
+	txn.Commit()
+	e := &Exporter{Self: Self{Name: "c1", ID: 1}, Writer: w, DB: db}
+	rtxn := db.ReadTxn()
+	svc, _, _ := w.Services().Get(rtxn, tables.ServiceByName.Query(name))
+	got, _ := json.Marshal(e.ClusterService(rtxn, svc))
+	const want = `{"cluster":"c1","namespace":"default","name":"db","frontends":{},` +
+		`"backends":{"10.0.0.7":{"pg":{"Protocol":"TCP","Port":5432}}},` +
+		`"labels":{},"selector":{},"includeExternal":true,"shared":true,"clusterID":1}`
+	if string(got) != want {
+		t.Errorf("exported:\n%s\nwant:\n%s", got, want)
+	}
+}
