@@ -168,8 +168,8 @@ func testExport(t *testing.T, max, id uint32) {
 	}
 	t.Logf("every store synced, the cluster ready, in %s", time.Since(start).Round(time.Millisecond))
 
-	// The values: those of Cilium's exporter, but for the documented
-	// differences; headless services are not exported (documented).
+	// The values: those of Cilium's exporter (the same services, the
+	// headless one included), but for the documented differences.
 	conv := ciliumConverter(t, cmtypes.ClusterInfo{Name: "c1", ID: id, MaxConnectedClusters: max})
 	want := map[string]*serviceStore.ClusterService{}
 	for _, svc := range objs.slimServices {
@@ -177,13 +177,8 @@ func testExport(t *testing.T, max, id uint32) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if upsert && !(svc.Spec.ClusterIP == "None") {
+		if upsert {
 			want[cs.GetKeyName()] = cs
-		}
-		if upsert && svc.Spec.ClusterIP == "None" {
-			if _, found := raw["cilium/state/services/v1/"+cs.GetKeyName()]; found {
-				t.Errorf("%s: headless, exported: update the documented differences", cs.GetKeyName())
-			}
 		}
 	}
 	got := obs.snapshot()
@@ -214,10 +209,12 @@ func testExport(t *testing.T, max, id uint32) {
 		}
 		t.Logf("%s: equal to Cilium's exporter's value but for %v", name, differs)
 	}
-	// A service with no labels, selector or hostnames: byte for byte.
-	api, _ := json.Marshal(want["c1/shop/api"])
-	if v := raw["cilium/state/services/v1/c1/shop/api"]; !bytes.Equal(v.Data, api) {
-		t.Errorf("shop/api: ours\n%s\nCilium's exporter's\n%s", v.Data, api)
+	// Services with no labels, selector or hostnames: byte for byte.
+	for _, name := range []string{"c1/shop/api", "c1/shop/db"} {
+		b, _ := json.Marshal(want[name])
+		if v := raw["cilium/state/services/v1/"+name]; !bytes.Equal(v.Data, b) {
+			t.Errorf("%s: ours\n%s\nCilium's exporter's\n%s", name, v.Data, b)
+		}
 	}
 
 	// The exporter stops: its lease expires, and the agent's observer
