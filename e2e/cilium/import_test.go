@@ -12,6 +12,7 @@ import (
 	serviceStore "github.com/cilium/cilium/pkg/clustermesh/store"
 	cmtypes "github.com/cilium/cilium/pkg/clustermesh/types"
 
+	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/clustermesh"
 )
@@ -74,7 +75,7 @@ func testImport(t *testing.T, max, id uint32) {
 
 	// Cluster c1 is lbstate's, with the same objects and its own pods.
 	db, w := lbstateTables(t, decodeObjects(t, clusterObjects(1)))
-	src, err := reflectors.NewSource(w, clustermesh.SourceName, slog.New(slog.DiscardHandler), nil)
+	src, err := reflectors.NewSource(w, lb.SourceKVStore, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
