@@ -246,6 +246,7 @@ func (c *cluster) clusterID(ctx context.Context, cli *clientv3.Client) (uint32, 
 		return 0, 0, fmt.Errorf("get %s: %w", key, err)
 	}
 	id := c.remote.ID
+	var refused error
 	if len(resp.Kvs) > 0 {
 		cc, err := DecodeClusterConfig(key, resp.Kvs[0].Value)
 		if err != nil {
@@ -255,11 +256,12 @@ func (c *cluster) clusterID(ctx context.Context, cli *clientv3.Client) (uint32, 
 			return 0, 0, fmt.Errorf("%s: id %d, but the cluster is configured as %d", key, cc.ID, id)
 		}
 		id = cc.ID
+		refused = c.self.refusesConfig(c.remote.Name, cc)
 	}
 	if id == 0 {
 		return 0, 0, fmt.Errorf("%s: not found, and no cluster ID configured: the cluster's ID is unknown", key)
 	}
-	if err := c.self.refuses(c.remote.Name, id); err != nil {
+	if err := cmp.Or(c.self.refuses(c.remote.Name, id), refused); err != nil {
 		c.markSynced("refused") // nobody waits for it
 		c.refused.Do(func() { c.src.Reject(tables.AsInvalid(err)) })
 		return 0, 0, err
