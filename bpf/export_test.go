@@ -19,3 +19,6 @@ func LoadBenchDatapath(m *Maps) (*Datapath, error) {
 func LoadProbeDatapath(m *Maps) (*Datapath, error) {
 	return loadDatapathPrograms(m, DefaultDatapathOptions, "lb_probe_slots")
 }
+
+// ConnEventSize is the size of struct lb_conn_event the decoder reads.
+const ConnEventSize = connEventSize
