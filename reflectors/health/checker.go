@@ -174,7 +174,7 @@ func (c *checker) stopRun(r *runState) {
 		r.stop()
 	}
 	for _, t := range r.targets {
-		c.metrics.state.DeleteLabelValues(t.addr.String())
+		c.metrics.forget(t.addr)
 		if t.abort != nil {
 			t.abort()
 		}
