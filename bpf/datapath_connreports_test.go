@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 
 	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/lb"
 )
 
@@ -116,5 +117,43 @@ func TestConnEventMatchesTheCStruct(t *testing.T) {
 	want := map[string]uint32{"addr": 0, "port": 16, "result": 18, "source": 19, "backend_id": 20, "rev_nat_id": 24}
 	if s.Size != bpf.ConnEventSize || !maps.Equal(offsets, want) {
 		t.Errorf("struct lb_conn_event: size %d, offsets %v; the decoder reads size %d, offsets %v", s.Size, offsets, bpf.ConnEventSize, want)
+	}
+}
+
+// lb_sock_ops reports how each connect() socket LB translated ended:
+// ESTABLISHED as a success, a RST as a refusal, IPv4 and IPv6, once per
+// connection; a connect() to a backend's address directly (not through
+// a frontend) is not reported.
+func TestSockOpsReportsHowEachBalancedConnectEnded(t *testing.T) {
+	h := newDatapathOptions(t, dpConfig(), bpf.DatapathOptions{CTTimeouts: bpf.DefaultCTTimeouts, ConnectionReports: true})
+	r := connReader(t, h)
+	ns, cg := bpftest.NewNetns(t), bpftest.Cgroup(t)
+	for _, a := range []string{"10.1.0.1/32", "10.1.0.2/32", "fd00:1::1/128"} {
+		ns.AddAddr(t, a)
+	}
+	bpftest.ServeName(t, ns, "10.1.0.1", 8080, "b1")
+	bpftest.ServeName(t, ns, "fd00:1::1", 8080, "b1")
+	h.backend(1, "10.1.0.1:8080/TCP", lb.BackendActive)
+	h.backend(2, "10.1.0.2:8080/TCP", lb.BackendActive) // nobody listens
+	h.backend(3, "[fd00:1::1]:8080/TCP", lb.BackendActive)
+	h.frontend(testFrontend{addr: "10.96.0.10:80/TCP", id: 1, slots: []uint32{1}})
+	h.frontend(testFrontend{addr: "10.96.0.11:80/TCP", id: 2, slots: []uint32{2}})
+	h.frontend(testFrontend{addr: "[fd00:96::10]:80/TCP", id: 3, slots: []uint32{3}})
+	if err := h.dp.AttachCgroup(cg); err != nil {
+		t.Fatal(err)
+	}
+	bpftest.RunClient(t, cg, ns, "tcp 10.96.0.10:80 2", "tcp 10.96.0.11:80 1", "tcp [fd00:96::10]:80 1", "tcp 10.1.0.1:8080 1")
+	ev := func(addr string, res bpf.ConnResult) bpf.ConnEvent {
+		return bpf.ConnEvent{Backend: lb.MustParseL3n4Addr(addr), Result: res, Source: bpf.ConnSocket}
+	}
+	want := []bpf.ConnEvent{ev("10.1.0.1:8080/TCP", bpf.ConnOK), ev("10.1.0.1:8080/TCP", bpf.ConnOK),
+		ev("10.1.0.2:8080/TCP", bpf.ConnRefused), ev("[fd00:1::1]:8080/TCP", bpf.ConnOK)}
+	var got []bpf.ConnEvent
+	for deadline := time.Now().Add(5 * time.Second); len(got) < len(want) && time.Now().Before(deadline); {
+		got = append(got, reports(t, r, 100*time.Millisecond)...)
+	}
+	got = append(got, reports(t, r, 50*time.Millisecond)...)
+	if !slices.Equal(got, want) {
+		t.Errorf("reports:\n got %+v\nwant %+v", got, want)
 	}
 }

@@ -46,7 +46,9 @@ static __always_inline void lb_sockops_peer(struct bpf_sock_ops *ctx, struct lb_
 		barrier_var(last);
 	}
 	w[3] = last;
-	e->port = (__be16)ctx->remote_port;
+	/* The kernel puts the port (network order) in the upper 16 bits on a
+	 * little-endian machine, the only one this object is built for. */
+	e->port = (__be16)(ctx->remote_port >> 16);
 }
 
 /* lb_sockops_connect asks for the state changes of a balanced socket. */
