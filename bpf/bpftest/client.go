@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,17 +59,53 @@ const clientEnv = "LBSTATE_TEST_CLIENT"
 // of the reply); RunClient returns those lines.
 func RunClient(t testing.TB, cg string, ns *Netns, script ...string) []string {
 	t.Helper()
+	lines, err := runClient(cg, ns, script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines
+}
+
+// RunClients runs clients (RunClient's) at once, each with one script,
+// and returns their lines, in no particular order.
+func RunClients(t testing.TB, cg string, ns *Netns, scripts ...string) []string {
+	t.Helper()
+	var (
+		mu    sync.Mutex
+		lines []string
+		errs  []error
+		wg    sync.WaitGroup
+	)
+	for _, s := range scripts {
+		wg.Go(func() {
+			got, err := runClient(cg, ns, []string{s})
+			mu.Lock()
+			defer mu.Unlock()
+			lines = append(lines, got...)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatal(errors.Join(errs...))
+	}
+	return lines
+}
+
+func runClient(cg string, ns *Netns, script []string) ([]string, error) {
 	var cgDir *os.File
 	if cg != "" {
 		var err error
 		if cgDir, err = os.Open(cg); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		defer cgDir.Close()
 	}
 	nsFile, err := ns.File()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer nsFile.Close()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -80,9 +117,9 @@ func RunClient(t testing.TB, cg string, ns *Netns, script ...string) []string {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("client %q: %v\n%s", script, err, stderr.String())
+		return nil, fmt.Errorf("client %q: %v\n%s", script, err, stderr.String())
 	}
-	return strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	return strings.Split(strings.TrimSpace(stdout.String()), "\n"), nil
 }
 
 // MaybeClient runs the client of RunClient and exits when the process is

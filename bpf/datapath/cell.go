@@ -3,7 +3,11 @@
 // default (--lb-datapath none), detaches them when the agent stops, and
 // exports the traffic it counts (lb_counters, lb_drops) as Prometheus
 // metrics per frontend and backend. While the datapath is attached, a
-// garbage collector deletes expired conntrack entries (ctGC).
+// garbage collector deletes expired conntrack entries (ctGC). With
+// health.Cell and --health-passive, the programs also report how each
+// TCP connection they balance begins (lb_sock_ops with the socket
+// programs; the conntrack state at tc), and connReports hands the
+// reports to health.Passive: passive failure accrual.
 //
 // Attaching is the one thing in lbstate that changes how the host's own
 // traffic flows: socket programs act on every process of --lb-cgroup and

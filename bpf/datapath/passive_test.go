@@ -155,28 +155,18 @@ func (n *passiveNode) connect(t *testing.T, mode string, count int) []string {
 		cg, ns, to = "", n.outside, lbIP+":80"
 	}
 	const clients = 4
-	var (
-		mu    sync.Mutex
-		lines []string
-		wg    sync.WaitGroup
-	)
+	var scripts []string
 	for i := range clients {
 		per := count / clients
 		if i < count%clients {
 			per++
 		}
-		wg.Go(func() {
-			got := bpftest.RunClient(t, cg, ns, fmt.Sprintf("tcpwait 1500ms %s %d", to, per))
-			mu.Lock()
-			lines = append(lines, got...)
-			mu.Unlock()
-		})
+		scripts = append(scripts, fmt.Sprintf("tcpwait 1500ms %s %d", to, per))
 	}
-	wg.Wait()
-	return lines
+	return bpftest.RunClients(t, cg, ns, scripts...)
 }
 
-// tripLines returns the breaker's trip lines about backend.
+// lines returns the log lines with msg about backend.
 func (n *passiveNode) lines(msg, backend string) []string {
 	var out []string
 	for line := range strings.Lines(n.log.String()) {
