@@ -16,6 +16,7 @@ import (
 	"github.com/cilium/statedb"
 	statedbreconciler "github.com/cilium/statedb/reconciler"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
@@ -82,7 +83,10 @@ func newPassiveNode(t *testing.T, mode string) *passiveNode {
 		}),
 	)
 	hive.AddConfigOverride(n.h, func(c *datapath.Config) {
-		*c = datapath.Config{LBDatapath: mode, LBCgroup: n.cg, LBDevices: []string{nodeDev}}
+		// A short SYN timeout: a flow no reply answered (to the
+		// blackhole) is forgotten 2 s after its last SYN, and a client
+		// port used again after that is balanced anew (see flowsGone).
+		*c = datapath.Config{LBDatapath: mode, LBCgroup: n.cg, LBDevices: []string{nodeDev}, LBCTTimeoutSYN: 2 * time.Second}
 	})
 	hive.AddConfigOverride(n.h, func(c *health.Config) {
 		*c = health.DefaultConfig
@@ -205,6 +209,7 @@ func testPassiveAccrual(t *testing.T, mode string) {
 		n.connect(t, mode, 12)
 	}
 	n.waitWeights(t, map[string]bool{acceptingBE: true})
+	n.flowsGone(t, blackholingBE)
 	for _, c := range []struct{ backend, cause, err string }{
 		{refusingBE, "refused", "connection refused"},
 		{blackholingBE, "timeout", "connect timeout"},
@@ -254,6 +259,7 @@ func testPassiveAccrual(t *testing.T, mode string) {
 		t.Errorf("%s, reopened with the others, did not trip again on probation: %q", blackholingBE, trips)
 	}
 	n.waitWeights(t, map[string]bool{acceptingBE: true, refusingBE: true})
+	n.flowsGone(t, blackholingBE)
 	b2 := 0
 	for _, line := range n.connect(t, mode, 40) {
 		name, _, _ := strings.Cut(line, " ")
@@ -370,4 +376,32 @@ func (n *passiveNode) diagnose(t *testing.T) string {
 		return true
 	})
 	return b.String()
+}
+
+// flowsGone waits until tc's conntrack holds no live flow to backend: a
+// flow keeps its backend while its entries live, and a client may use
+// one of its ports again for a new connection (without TIME_WAIT after
+// a connect that timed out) that would follow the old flow.
+func (n *passiveNode) flowsGone(t *testing.T, backend string) {
+	t.Helper()
+	addr := lb.MustParseL3n4Addr(backend)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var ts unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+			t.Fatal(err)
+		}
+		live := 0
+		n.maps.Conntrack.Iterate(func(k bpf.CTKey, v bpf.CTValue) bool {
+			if v.Dir == bpf.CTReply && k.Src == addr.Addr().As16() && int64(v.Expires) >= ts.Sec {
+				live++
+			}
+			return true
+		})
+		if live == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d flows to %s still live", live, backend)
+		}
+	}
 }
