@@ -232,7 +232,7 @@ func testPassiveAccrual(t *testing.T, mode string) {
 	}{
 		{"lbstate_health_passive_failures_total", map[string]string{"backend": refusingBE, "cause": "refused"}},
 		{"lbstate_health_passive_failures_total", map[string]string{"backend": blackholingBE, "cause": "timeout"}},
-		{"lbstate_datapath_connection_reports_total", map[string]string{"source": source, "result": "ok"}},
+		{"lbstate_datapath_connection_reports_total", map[string]string{"source": source, "result": "refused"}},
 	} {
 		if v := counterValue(t, n.reg, m.name, m.labels); v < 3 {
 			t.Errorf("%s%v = %v, want at least 3", m.name, m.labels, v)
@@ -246,9 +246,9 @@ func testPassiveAccrual(t *testing.T, mode string) {
 	bpftest.ServeName(t, n.node, "10.1.0.2", 8080, "b2")
 	n.clock.Advance(5 * time.Second)
 	deadline = time.Now().Add(90 * time.Second)
-	for len(n.lines("closed: probation passed", refusingBE)) == 0 {
+	for len(n.lines("closed: probation passed", refusingBE)) == 0 || len(n.lines("breaker tripped", blackholingBE)) < 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the refusing backend, now listening, never passed probation; log:\n%s", n.log.String())
+			t.Fatalf("the refusing backend, now listening, never passed probation, or the blackholing one never tripped again; log:\n%s", n.log.String())
 		}
 		n.connect(t, mode, 12)
 	}
@@ -272,6 +272,19 @@ func testPassiveAccrual(t *testing.T, mode string) {
 	}
 	if b2 == 0 {
 		t.Error("b2, recovered, took none of 40 new connections")
+	}
+	// Every connection of the last 40 was reported a success, as the
+	// earlier ones to b1 and b2.
+	// (Successes wake no reader: they are read within 100 ms.)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		v := counterValue(t, n.reg, "lbstate_datapath_connection_reports_total", map[string]string{"source": source, "result": "ok"})
+		if v >= 40 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%v successes reported, want at least 40", v)
+			break
+		}
 	}
 }
 
