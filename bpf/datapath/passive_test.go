@@ -83,10 +83,12 @@ func newPassiveNode(t *testing.T, mode string) *passiveNode {
 		}),
 	)
 	hive.AddConfigOverride(n.h, func(c *datapath.Config) {
-		// A short SYN timeout: a flow no reply answered (to the
-		// blackhole) is forgotten 2 s after its last SYN, and a client
-		// port used again after that is balanced anew (see flowsGone).
-		*c = datapath.Config{LBDatapath: mode, LBCgroup: n.cg, LBDevices: []string{nodeDev}, LBCTTimeoutSYN: 2 * time.Second}
+		// Short SYN and close timeouts: a flow no reply answered (to
+		// the blackhole) or that a RST closed (the refusal) is forgotten
+		// 2 s after its last packet, and a client port used again after
+		// that is balanced anew (see flowsGone).
+		*c = datapath.Config{LBDatapath: mode, LBCgroup: n.cg, LBDevices: []string{nodeDev},
+			LBCTTimeoutSYN: 2 * time.Second, LBCTTimeoutClose: 2 * time.Second}
 	})
 	hive.AddConfigOverride(n.h, func(c *health.Config) {
 		*c = health.DefaultConfig
@@ -209,6 +211,7 @@ func testPassiveAccrual(t *testing.T, mode string) {
 		n.connect(t, mode, 12)
 	}
 	n.waitWeights(t, map[string]bool{acceptingBE: true})
+	n.flowsGone(t, refusingBE)
 	n.flowsGone(t, blackholingBE)
 	for _, c := range []struct{ backend, cause, err string }{
 		{refusingBE, "refused", "connection refused"},
@@ -393,8 +396,10 @@ func (n *passiveNode) diagnose(t *testing.T) string {
 
 // flowsGone waits until tc's conntrack holds no live flow to backend: a
 // flow keeps its backend while its entries live, and a client may use
-// one of its ports again for a new connection (without TIME_WAIT after
-// a connect that timed out) that would follow the old flow.
+// one of its ports again for a new connection (no TIME_WAIT follows a
+// connect that was refused or timed out) that then follows the old flow
+// to the tripped backend: seen in about one run in ten, and a limit of
+// the datapath (docs/datapath.md).
 func (n *passiveNode) flowsGone(t *testing.T, backend string) {
 	t.Helper()
 	addr := lb.MustParseL3n4Addr(backend)
