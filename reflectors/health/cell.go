@@ -16,7 +16,9 @@ import (
 // registered ones) never decides anything.
 var Source = lb.MustRegisterSource("health", 50)
 
-// Cell is health checking, off unless --health: it provides a Reporter
+// Cell is health checking, off unless --health (probes) or
+// --health-passive (the datapath's connection reports, through the
+// *Passive it provides, nil otherwise): it provides a Reporter
 // (which ignores reports while health checking is off) and, when on,
 // runs the checker as the "health" source. It needs tables.Cell,
 // job.Cell and a cell.Health provider; with metrics.Cell its metrics are
@@ -34,6 +36,7 @@ var Cell = cell.Module(
 		}
 		return c
 	}),
+	cell.Provide(newPassive),
 	cell.Invoke(registerSource),
 )
 
@@ -47,7 +50,7 @@ type checkerParams struct {
 
 // newCellChecker returns the checker, or nil when health checking is off.
 func newCellChecker(p checkerParams) (*checker, error) {
-	if !p.Config.Health {
+	if !p.Config.Health && !p.Config.HealthPassive {
 		return nil, nil
 	}
 	cfg, err := p.Config.parse()
@@ -59,6 +62,14 @@ func newCellChecker(p checkerParams) (*checker, error) {
 		clock = RealClock{}
 	}
 	return newChecker(cfg, clock, newMetrics(p.Registerer)), nil
+}
+
+// newPassive is the datapath's way in, nil without --health-passive.
+func newPassive(c *checker, cfg Config) *Passive {
+	if c == nil || !cfg.HealthPassive {
+		return nil
+	}
+	return &Passive{c: c}
 }
 
 type sourceParams struct {
@@ -76,7 +87,8 @@ func registerSource(p sourceParams) error {
 	}
 	return reflectors.Register(p.Source, Source, func(ctx context.Context, s *reflectors.Source) error {
 		c := p.Config
-		s.Log().Info("Health checking backends", "interval", c.HealthInterval, "timeout", c.HealthTimeout,
+		s.Log().Info("Health checking backends", "probes", c.Health, "passive", c.HealthPassive,
+			"interval", c.HealthInterval, "timeout", c.HealthTimeout,
 			"consecutive_failures", c.HealthConsecutiveFailures, "networks", c.HealthNetworks)
 		return p.Checker.run(ctx, s, p.DB)
 	})
