@@ -72,7 +72,7 @@ func k8sEngine(mode string) func(t testing.TB, args []string) *script.Engine {
 		e := engineFor(mode, cell.Provide(
 			func() kubernetes.Interface { return client },
 			func() dynamic.Interface { return dyn },
-		), k8s.Cell, routes.Cell)(t, args)
+		), kubeapi.Cell, k8s.Cell, routes.Cell)(t, args)
 		maps.Insert(e.Cmds, maps.All(k8s.ScriptCommands(k8s.Clients{Client: client, Dynamic: dyn})))
 		return e
 	}
@@ -95,7 +95,7 @@ func TestScriptClustermesh(t *testing.T) {
 		client := fake.NewClientset()
 		e := engineFor("memory",
 			cell.Provide(func() kubernetes.Interface { return client }),
-			k8s.Cell,
+			kubeapi.Cell, k8s.Cell,
 			clustermesh.Cell,
 		)(t, args, func(h *hive.Hive) {
 			hive.AddConfigOverride(h, func(c *clustermesh.Config) {

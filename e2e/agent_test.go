@@ -71,7 +71,7 @@ func (n *node) startAgent(c *cluster, extra ...string) *agent {
 		bpf.Cell,
 		lbreconciler.Cell,
 		datapath.Cell,
-		k8s.Cell,
+		kubeapi.Cell, k8s.Cell,
 		file.Cell,
 		routes.Cell,
 		routestatus.Cell,

@@ -109,7 +109,7 @@ func newHive(af *agentFlags) *hive.Hive {
 		bpf.Cell,
 		reconciler.Cell,
 		datapath.Cell,
-		k8s.Cell,
+		kubeapi.Cell, k8s.Cell,
 		file.Cell,
 		routes.Cell,      // route status, for lbctl routes
 		routestatus.Cell, // --route-status: routes' status.parents, with --kubeconfig

@@ -25,8 +25,8 @@ func TestInvalidSettingsFailTheStart(t *testing.T) {
 		want string
 	}{
 		"missing directory": {file.Config{Manifests: "/nonexistent-manifests"}, func(*k8s.Config) {}, "--manifests /nonexistent-manifests"},
-		"batch size 0":      {file.Config{Manifests: t.TempDir()}, func(c *k8s.Config) { c.K8sBatchSize = 0 }, "--k8s-batch-size"},
-		"no node name":      {file.Config{Manifests: t.TempDir()}, func(c *k8s.Config) { c.K8sNodeName = "" }, "--k8s-node-name"},
+		"batch size 0":      {file.Config{Manifests: t.TempDir(), ManifestsMaxFileSize: "16Mi"}, func(c *k8s.Config) { c.K8sBatchSize = 0 }, "--k8s-batch-size"},
+		"no node name":      {file.Config{Manifests: t.TempDir(), ManifestsMaxFileSize: "16Mi"}, func(c *k8s.Config) { c.K8sNodeName = "" }, "--k8s-node-name"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := hive.New(statedb.Cell, job.Cell, cell.SimpleHealthCell, tables.Cell, k8s.Cell, file.Cell)

@@ -34,6 +34,7 @@ import (
 	"github.com/lbstate/lbstate/internal/healthlog"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/metrics"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/tables"
 )
@@ -128,7 +129,7 @@ type agent struct {
 func startAgent(t *testing.T, api *apiServer, args ...string) *agent {
 	t.Helper()
 	a := &agent{health: &healthlog.Log{}, log: &syncedLog{}}
-	h := hive.New(statedb.Cell, job.Cell, metrics.Cell, tables.Cell, Cell,
+	h := hive.New(statedb.Cell, job.Cell, metrics.Cell, tables.Cell, kubeapi.Cell, Cell,
 		cell.Provide(a.health.Health),
 		cell.Provide(func() kubernetes.Interface { return api }, func() dynamic.Interface { return api.dyn }),
 		cell.Invoke(func(w *tables.Writer, db *statedb.DB, reg *prometheus.Registry) { a.w, a.db, a.reg = w, db, reg }))

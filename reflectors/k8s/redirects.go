@@ -408,14 +408,3 @@ func cut(s string) (ns, name string, ok bool) {
 	}
 	return "", s, false
 }
-
-// podReadiness keeps the Ready condition of a pod, all that redirects
-// read of its conditions.
-func podReadiness(conds []corev1.PodCondition) []corev1.PodCondition {
-	for _, c := range conds {
-		if c.Type == corev1.PodReady {
-			return []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
-		}
-	}
-	return nil
-}

@@ -7,8 +7,6 @@ import (
 	"strings"
 
 	"github.com/cilium/statedb"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors/routes"
@@ -223,10 +221,3 @@ func (r *Reflector) sweepRoutes(call func(func(statedb.WriteTxn))) {
 // tbl (routes.Cell's), written in the transaction that applies the
 // routes. Call it before Run.
 func (r *Reflector) PublishRouteStatus(tbl statedb.RWTable[*routes.Status]) { r.statusTable = tbl }
-
-// routeHandler pushes route objects read from unstructured ones.
-func (r *Reflector) routeHandler() cache.ResourceEventHandler {
-	return r.unstructuredHandler(func(u *unstructured.Unstructured, _ bool) (any, error) {
-		return routes.FromUnstructured(u)
-	})
-}
