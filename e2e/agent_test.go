@@ -32,6 +32,7 @@ import (
 	"github.com/lbstate/lbstate/reflectors/health"
 	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/reflectors/kubeapi"
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/reflectors/routestatus"
 	"github.com/lbstate/lbstate/tables"
@@ -73,6 +74,7 @@ func (n *node) startAgent(c *cluster, extra ...string) *agent {
 		datapath.Cell,
 		kubeapi.Cell, k8s.Cell,
 		file.Cell,
+		redirectpolicy.Cell,
 		routes.Cell,
 		routestatus.Cell,
 		health.Cell,

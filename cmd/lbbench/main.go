@@ -49,6 +49,7 @@ import (
 	lbreconciler "github.com/lbstate/lbstate/reconciler"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -162,6 +163,7 @@ type bench struct {
 	rec       reconciler.Reconciler[*lb.Frontend]
 	maps      *bpf.Maps
 	refl      *k8s.Reflector
+	lrp       *redirectpolicy.Controller // the redirect policies' source
 	stop      func()
 }
 
@@ -199,7 +201,7 @@ func newBench(o options) (*bench, error) {
 		return nil, err
 	}
 	kcfg := k8s.DefaultConfig
-	kcfg.K8sNodeName = "bench-node"
+	kcfg = kcfg.WithNode("bench-node")
 	src, err := reflectors.NewSource(b.w, lb.SourceK8s.String(), log, nil)
 	if err != nil {
 		return nil, err
@@ -209,9 +211,15 @@ func newBench(o options) (*bench, error) {
 		return nil, err
 	}
 	b.refl = refl
+	psrc, err := reflectors.NewSource(b.w, lb.SourceK8s.String()+"-redirect-policies", log, nil)
+	if err != nil {
+		return nil, err
+	}
+	b.lrp = redirectpolicy.NewController(redirectpolicy.Options{}, kcfg.K8sNodeName, psrc, lb.SourceK8s, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	// The benchmark pushes its objects itself, as an informer would.
+	// The benchmark pushes its objects itself, as a feed would.
 	go refl.Run(ctx, func(context.Context) error { refl.Synced(); return nil })
+	go b.lrp.Run(ctx, func(context.Context) error { b.lrp.Synced(); return nil })
 	b.stop = func() {
 		cancel()
 		h.Stop(log, context.Background())
@@ -464,4 +472,19 @@ func summarize(xs []float64) stats {
 		s.Avg += x / float64(len(xs))
 	}
 	return s
+}
+
+// push hands an object to the sources that read its kind, as a feed
+// would: policies to the redirect policies' source, pods to it and to the
+// services source (host ports), the rest to the services source.
+func (b *bench) push(obj any, deleted bool) {
+	switch obj.(type) {
+	case *redirectpolicy.Policy:
+		b.lrp.Push(obj, deleted)
+	case *corev1.Pod:
+		b.lrp.Push(obj, deleted)
+		b.refl.Push(obj, deleted)
+	default:
+		b.refl.Push(obj, deleted)
+	}
 }

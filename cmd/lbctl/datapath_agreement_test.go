@@ -24,6 +24,7 @@ import (
 	lbreconciler "github.com/lbstate/lbstate/reconciler"
 	"github.com/lbstate/lbstate/reflectors/file"
 	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -40,13 +41,13 @@ func kernelPipeline(t *testing.T, dir string) (*pipeline, *bpf.Datapath, func())
 	h := hive.New(
 		statedb.Cell, job.Cell, cell.SimpleHealthCell, tables.Cell,
 		cell.Provide(func() *bpf.Maps { return maps }),
-		lbreconciler.Cell, k8s.Cell, file.Cell,
+		lbreconciler.Cell, kubeapi.Cell, k8s.Cell, file.Cell,
 		cell.Invoke(func(d *statedb.DB, wr *tables.Writer, fes statedb.Table[*lb.Frontend], r reconciler.Reconciler[*lb.Frontend]) {
 			p.db, p.w, p.frontends, rec = d, wr, fes, r
 		}),
 	)
 	hive.AddConfigOverride(h, func(c *file.Config) { c.Manifests = dir })
-	hive.AddConfigOverride(h, func(c *k8s.Config) { c.K8sNodeName = "node-a" })
+	hive.AddConfigOverride(h, func(c *kubeapi.NodeConfig) { c.K8sNodeName = "node-a" })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if err := h.Start(log, context.Background()); err != nil {
 		t.Fatal(err)

@@ -26,6 +26,8 @@ import (
 	lbreconciler "github.com/lbstate/lbstate/reconciler"
 	"github.com/lbstate/lbstate/reflectors/file"
 	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 )
@@ -206,13 +208,14 @@ func startPipeline(dir, nodeName, zone, algorithm string, tableSize uint32, logT
 	)
 	h := hive.New(
 		statedb.Cell, job.Cell, cell.SimpleHealthCell,
-		tables.Cell, bpf.Cell, lbreconciler.Cell, k8s.Cell, file.Cell, routes.Cell,
+		tables.Cell, bpf.Cell, lbreconciler.Cell, kubeapi.Cell, k8s.Cell, file.Cell, redirectpolicy.Cell, routes.Cell,
 		cell.Invoke(func(d *statedb.DB, wr *tables.Writer, m *bpf.Maps, fes statedb.Table[*lb.Frontend], r reconciler.Reconciler[*lb.Frontend]) {
 			db, w, maps, frontends, rec = d, wr, m, fes, r
 		}),
 	)
 	hive.AddConfigOverride(h, func(c *file.Config) { c.Manifests = dir })
-	hive.AddConfigOverride(h, func(c *k8s.Config) { c.K8sNodeName, c.K8sNodeZone = nodeName, zone })
+	hive.AddConfigOverride(h, func(c *kubeapi.NodeConfig) { c.K8sNodeName = nodeName })
+	hive.AddConfigOverride(h, func(c *k8s.Flags) { c.K8sNodeZone = zone })
 	hive.AddConfigOverride(h, func(c *bpf.ModeConfig) { c.LBMaps = "memory" })
 	hive.AddConfigOverride(h, func(c *bpf.Config) { c.LBMaglevTableSize = tableSize })
 	hive.AddConfigOverride(h, func(c *lbreconciler.Config) { c.LBAlgorithm = algorithm })

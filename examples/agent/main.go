@@ -38,6 +38,7 @@ import (
 	"github.com/lbstate/lbstate/reflectors/health"
 	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/reflectors/kubeapi"
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/reflectors/routestatus"
 	"github.com/lbstate/lbstate/tables"
@@ -111,10 +112,11 @@ func newHive(af *agentFlags) *hive.Hive {
 		datapath.Cell,
 		kubeapi.Cell, k8s.Cell,
 		file.Cell,
-		routes.Cell,      // route status, for lbctl routes
-		routestatus.Cell, // --route-status: routes' status.parents, with --kubeconfig
-		health.Cell,      // --health
-		clustermesh.Cell, // --cluster-name, --cluster-id, --clustermesh-*
+		redirectpolicy.Cell, // local redirect policies, for lbctl lrp
+		routes.Cell,         // route status, for lbctl routes
+		routestatus.Cell,    // --route-status: routes' status.parents, with --kubeconfig
+		health.Cell,         // --health
+		clustermesh.Cell,    // --cluster-name, --cluster-id, --clustermesh-*
 		cell.Provide(func() (kubeapi.Clients, error) { return newKubeClients(af.kubeconfig) }),
 		cell.Invoke(func(lc cell.Lifecycle, log *slog.Logger, db *statedb.DB, maps *bpf.Maps, gatherer prometheus.Gatherer) {
 			serveAPI(lc, log, af.apiAddr, db, maps)

@@ -34,6 +34,7 @@ import (
 	"github.com/lbstate/lbstate/reflectors/health"
 	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/reflectors/kubeapi"
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 )
@@ -70,7 +71,7 @@ func newAgent(t *testing.T, maps *bpf.Maps, args ...string) *agent {
 	a.h = hive.New(
 		statedb.Cell, job.Cell, cell.SimpleHealthCell, metrics.Cell, tables.Cell,
 		mapsCell, reconciler.Cell, datapath.Cell,
-		kubeapi.Cell, k8s.Cell, file.Cell, routes.Cell, health.Cell, clustermesh.Cell,
+		kubeapi.Cell, k8s.Cell, file.Cell, redirectpolicy.Cell, routes.Cell, health.Cell, clustermesh.Cell,
 		cell.Provide(func() noKube { return noKube{} }),
 		cell.Invoke(func(db *statedb.DB, fes statedb.Table[*lb.Frontend], r statedbreconciler.Reconciler[*lb.Frontend], reg *prometheus.Registry) {
 			a.db, a.frontends, a.rec, a.registry = db, fes, r, reg

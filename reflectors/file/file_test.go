@@ -17,6 +17,7 @@ import (
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/reflectors/kubeapi"
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -36,14 +37,16 @@ ports: [{port: 8080}]
 endpoints: [{addresses: [ENDPOINTS]}]
 `
 
-// testSource is the k8s reflector reading a directory feed.
+// testSource is the k8s reflector and the redirect policies' controller
+// reading a directory feed, as a hive of file.Cell, k8s.Cell and
+// redirectpolicy.Cell runs them.
 type testSource struct {
-	src *reflectors.Source
-	rep *reflectors.Reporter
+	src, policies *reflectors.Source
+	rep           *reflectors.Reporter
 }
 
-// Errors counts the bad input reported by the feed and the reflector.
-func (s *testSource) Errors() uint64 { return s.src.Errors() + s.rep.Errors() }
+// Errors counts the bad input reported by the feed and its sources.
+func (s *testSource) Errors() uint64 { return s.src.Errors() + s.policies.Errors() + s.rep.Errors() }
 
 // startSource serves dir as the file source (local node node-1) until the
 // test ends; done receives what the feed's Run returned.
@@ -71,26 +74,33 @@ func startSourceMax(t testing.TB, dir string, log *slog.Logger, maxFileSize int6
 		t.Fatal(err)
 	}
 	cfg := k8s.DefaultConfig
-	cfg.K8sNodeName = "node-1"
+	cfg = cfg.WithNode("node-1")
 	r, err := k8s.NewReflector(cfg, s, lb.SourceFile)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ps, err := reflectors.NewSource(w, lb.SourceFile.String()+"-redirect-policies", log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redirectpolicy.NewController(redirectpolicy.Options{}, cfg.K8sNodeName, ps, lb.SourceFile, nil)
 	rep := reflectors.NewReporter(lb.SourceFile.String(), log, nil)
 	feed := NewFeed(filepath.Clean(dir), maxFileSize, rep)
 	feed.Want(k8s.Kinds(cfg)...)
+	feed.Want(redirectpolicy.Kinds(cfg.K8sNodeName)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	done := make(chan error, 1)
 	go func() { done <- feed.Run(ctx) }()
 	go r.Run(ctx, r.Subscribe(feed)) //nolint:errcheck // the tables say what it did
-	return &testSource{s, rep}, w, db, cancel, done
+	go c.Run(ctx, c.Subscribe(feed)) //nolint:errcheck // the tables say what it did
+	return &testSource{s, ps, rep}, w, db, cancel, done
 }
 
 // decodeManifest decodes as a feed wanting the k8s reflector's kinds.
 func decodeManifest(path string, data []byte) manifest {
 	wanted := map[string]kubeapi.FeedKind{}
-	for _, k := range k8s.Kinds(k8s.DefaultConfig) {
+	for _, k := range append(k8s.Kinds(k8s.DefaultConfig), redirectpolicy.Kinds("")...) {
 		wanted[k.Kind] = k
 	}
 	d, err := newDecoder(wanted)

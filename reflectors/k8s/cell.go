@@ -3,14 +3,11 @@ package k8s
 import (
 	"context"
 
-	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
 
-	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/kubeapi"
-	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/reflectors/routes"
 )
 
@@ -19,28 +16,20 @@ import (
 // manifests directory's, from file.Cell) it runs one source, named and
 // declaring as the feed (k8s, file), that reads Services, EndpointSlices,
 // the local Node, every Node's labels and the local Pods (host ports),
-// and with them CiliumLocalRedirectPolicies, Gateway API routes and SMI
-// TrafficSplits (with routes.Cell it keeps their status). Through the API
+// and with them Gateway API routes and SMI TrafficSplits (with routes.Cell
+// it keeps their status); the local node is kubeapi.NodeConfig's. Through the API
 // feed an outage is reported (lbstate_source_connected, degraded health,
 // one WARN and one INFO line) and healed within about a second of its
 // end; a source not synced after --k8s-sync-timeout is degraded. Without
-// a feed it runs nothing, but still provides its Config (--k8s-* flags)
-// and the local-redirect-policies table (redirectpolicy.Status rows, and
-// the lrp/* script commands). It needs tables.Cell, job.Cell and a
+// a feed it runs nothing, but still provides its Flags (--k8s-*).
+// It needs tables.Cell, job.Cell and a
 // cell.Health provider; with metrics.Cell its counters are in the hive's
 // registry.
 var Cell = cell.Module(
 	"k8s-source",
 	"Feeds the load-balancing tables from Kubernetes",
 
-	cell.Config(DefaultConfig),
-	cell.Provide(
-		redirectpolicy.NewTable,
-		func(t statedb.RWTable[*redirectpolicy.Status]) statedb.Table[*redirectpolicy.Status] { return t },
-		func(db *statedb.DB, t statedb.RWTable[*redirectpolicy.Status], fes statedb.Table[*lb.Frontend]) hive.ScriptCmdsOut {
-			return hive.NewScriptCmds(redirectpolicy.ScriptCommands(db, t, fes))
-		},
-	),
+	cell.Config(DefaultFlags),
 	cell.Invoke(registerSource),
 )
 
@@ -48,9 +37,8 @@ type sourceParams struct {
 	cell.In
 
 	Source reflectors.Params
-	Config Config
-	// Policies is the local-redirect-policies table (this cell's).
-	Policies statedb.RWTable[*redirectpolicy.Status]
+	Flags  Flags
+	Node   kubeapi.NodeConfig
 	// Feeds are the hive's feeds of Kubernetes objects.
 	Feeds []kubeapi.Feed `group:"kubernetes-feeds"`
 	// RouteStatus, from routes.Cell, keeps a status row per route.
@@ -61,21 +49,21 @@ func registerSource(p sourceParams) error {
 	if len(p.Feeds) == 0 {
 		return nil
 	}
-	if err := p.Config.Validate(); err != nil {
+	cfg := Config{Flags: p.Flags, K8sNodeName: p.Node.K8sNodeName}
+	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	for _, feed := range p.Feeds {
-		feed.Want(Kinds(p.Config)...)
+		feed.Want(Kinds(cfg)...)
 		err := reflectors.Register(p.Source, feed.Source().String(), func(ctx context.Context, s *reflectors.Source) error {
-			r, err := NewReflector(p.Config, s, feed.Source())
+			r, err := NewReflector(cfg, s, feed.Source())
 			if err != nil {
 				return err
 			}
-			r.ReportPolicies(p.Policies)
 			if p.RouteStatus != nil {
 				r.PublishRouteStatus(p.RouteStatus)
 			}
-			s.Log().Info("Reading Kubernetes objects", "feed", feed.Source(), "node", p.Config.K8sNodeName)
+			s.Log().Info("Reading Kubernetes objects", "feed", feed.Source(), "node", cfg.K8sNodeName)
 			return r.Run(ctx, r.Subscribe(feed))
 		})
 		if err != nil {

@@ -11,8 +11,10 @@ import (
 
 // HostPortServiceName names the service that holds a pod's host ports.
 func HostPortServiceName(pod *corev1.Pod) lb.ServiceName {
-	return lb.NewServiceName(pod.Namespace, pod.Name+":hostports")
+	return lb.NewServiceName(pod.Namespace, pod.Name+hostPortSuffix)
 }
+
+const hostPortSuffix = ":hostports"
 
 // ConvertPod returns the HostPort service of a pod on the local node: a
 // frontend per host port on the node's addresses and the node-wide

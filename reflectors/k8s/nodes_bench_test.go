@@ -65,7 +65,7 @@ func BenchmarkNodeLabelsMemory(b *testing.B) {
 			b.Fatal(err)
 		}
 		cfg := DefaultConfig
-		cfg.K8sNodeName = "none"
+		cfg = cfg.WithNode("none")
 		r := newTestReflector(b, cfg, w)
 		before := liveHeap()
 		ctx, cancel := context.WithCancel(context.Background())

@@ -159,7 +159,7 @@ func startPipeline(t *testing.T, mode string, client kubernetes.Interface) *bpf.
 		cell.Provide(func() kubernetes.Interface { return client }),
 		cell.Invoke(func(m *bpf.Maps) { maps = m }),
 	)
-	hive.AddConfigOverride(h, func(c *Config) { c.K8sNodeName = "node-1" })
+	hive.AddConfigOverride(h, func(c *kubeapi.NodeConfig) { c.K8sNodeName = "node-1" })
 	hive.AddConfigOverride(h, func(c *bpf.ModeConfig) { c.LBMaps = mode })
 	if mode == "kernel" {
 		pinDir := filepath.Join(bpftest.PinDir(t), "maps")

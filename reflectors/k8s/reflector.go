@@ -20,7 +20,6 @@ import (
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/kubeapi"
-	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 )
@@ -82,9 +81,6 @@ type Reflector struct {
 	// topologyNoted holds what was last logged about each service's
 	// topology keys (topologyKeys).
 	topologyNoted map[lb.ServiceName]string
-	// lrp holds the local redirect policies and this node's pods as
-	// they read them.
-	lrp *redirects
 	// crdPoll is how often API discovery is asked for the CRD-backed
 	// kinds when CRDs may not be listed (kubeapi.DefaultDiscoveryInterval).
 	crdPoll time.Duration
@@ -120,7 +116,6 @@ func NewReflector(cfg Config, src *reflectors.Source, as lb.Source) (*Reflector,
 		return nil, fmt.Errorf("reflector: unknown source %d", as)
 	}
 	nodePorts, _ := ParsePortRange(cfg.K8sNodePortRange) // validated above
-	redirectOpts, _ := cfg.redirectOptions()             // validated above
 	stopped := make(chan struct{})
 	return &Reflector{
 		cfg: cfg, nodePorts: nodePorts, src: src, w: src.Writer, as: as,
@@ -132,7 +127,6 @@ func NewReflector(cfg Config, src *reflectors.Source, as lb.Source) (*Reflector,
 		slices:        map[sliceKey]lb.ServiceName{},
 		pods:          map[sliceKey]*corev1.Pod{},
 		unknown:       map[lb.ServiceName][]UnknownValue{},
-		lrp:           newRedirects(redirectOpts),
 		crdPoll:       kubeapi.DefaultDiscoveryInterval,
 		routeObjs:     map[routes.Key]*routes.Object{},
 		grants:        map[routes.Key]*routes.ReferenceGrant{},
@@ -334,9 +328,6 @@ func (r *Reflector) failure() error {
 // error aborts the whole transaction and is returned.
 func (r *Reflector) write(ws writes) error {
 	var extra []statedb.TableMeta
-	if r.lrp.table != nil {
-		extra = append(extra, r.lrp.table)
-	}
 	if r.statusTable != nil {
 		extra = append(extra, r.statusTable)
 	}
@@ -416,9 +407,6 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			}
 		case *corev1.Pod:
 			r.preparePod(call, obj, ev.deleted)
-			r.preparePodRedirects(obj, ev.deleted)
-		case *redirectpolicy.Policy:
-			r.preparePolicy(obj, ev.deleted)
 		case nil:
 			ws.synced = ws.synced || ev.synced
 		default:
@@ -456,15 +444,18 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			call(func(txn statedb.WriteTxn) { r.check(r.w.SetBackends(txn, name, r.as, backends...), name.String()) })
 		}
 	}
-	r.prepareRedirects(call)
 	if splits {
 		r.prepareRoutes(call)
 	}
 	if ws.synced {
 		known := r.known()
 		call(func(txn statedb.WriteTxn) {
-			r.check(r.w.SweepSource(txn, r.as, func(n lb.ServiceName) bool { _, ok := known[n]; return ok }), "resync")
-			r.sweepPolicyRows(txn)
+			// Declarations alone: the other sources of this identity
+			// (policies, routes) sweep their own.
+			r.check(r.w.SweepSourceOf(txn, r.as, tables.Declarations|tables.ProxyRedirects, func(n lb.ServiceName) bool {
+				_, ok := known[n]
+				return ok || !ownsName(n)
+			}), "resync")
 		})
 		r.sweepRoutes(call)
 	}
@@ -513,8 +504,9 @@ func (r *Reflector) prepareService(call func(func(statedb.WriteTxn)), e *service
 
 // known returns the names of every service this reflector declares or
 // holds backends for. At the synced marker the source's earlier
-// declarations of any other service are swept: a run that started over
-// (its body was retried) has not seen those objects deleted.
+// declarations of any other service it owns (ownsName) are swept: a run
+// that started over (its body was retried) has not seen those objects
+// deleted.
 func (r *Reflector) known() map[lb.ServiceName]struct{} {
 	known := make(map[lb.ServiceName]struct{}, len(r.services)+len(r.pods))
 	for _, e := range r.services {
@@ -523,15 +515,16 @@ func (r *Reflector) known() map[lb.ServiceName]struct{} {
 	for _, pod := range r.pods {
 		known[HostPortServiceName(pod)] = struct{}{}
 	}
-	for _, ps := range r.lrp.policies {
-		if ps.applied != nil {
-			known[ps.applied.Target] = struct{}{}
-		}
-	}
-	for parent := range r.routesApplied {
-		known[parent] = struct{}{}
-	}
 	return known
+}
+
+// ownsName reports whether the reflector may declare a service of this
+// name: a Service's, or a pod's HostPort service (HostPortServiceName).
+// Other sources of the same identity declare services under names no
+// Service can have (NAME:SUFFIX, such as a redirect policy's target), and
+// sweep them themselves.
+func ownsName(n lb.ServiceName) bool {
+	return !strings.Contains(n.Name(), ":") || strings.HasSuffix(n.Name(), hostPortSuffix)
 }
 
 // preparePod records a pod and the calls that declare (or remove) its

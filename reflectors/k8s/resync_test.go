@@ -46,7 +46,7 @@ func TestRetriedRunSweepsWhatVanished(t *testing.T) {
 				first := calls == 1
 				mu.Unlock()
 				cfg := DefaultConfig
-				cfg.K8sNodeName = "n1"
+				cfg = cfg.WithNode("n1")
 				r, err := NewReflector(cfg, s, lb.SourceK8s)
 				if err != nil {
 					return err

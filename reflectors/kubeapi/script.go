@@ -1,4 +1,4 @@
-package k8s
+package kubeapi
 
 import (
 	"context"
@@ -15,18 +15,15 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/scheme"
-
-	"github.com/lbstate/lbstate/reflectors/kubeapi"
-	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
-	"github.com/lbstate/lbstate/reflectors/routes"
 )
 
 // ScriptCommands returns k8s/add, k8s/update and k8s/delete, which apply
 // Kubernetes manifests (Services, EndpointSlices, Nodes, Pods, and with
-// c.Dynamic CiliumLocalRedirectPolicies; several per file, separated by
-// ---) to the clients, typically client-go's fake ones, whose informers
-// the reflector watches.
-func ScriptCommands(c Clients) map[string]script.Cmd {
+// c.Dynamic the CRD-backed kinds among kinds; several per file, separated
+// by ---) to the clients, typically client-go's fake ones, whose
+// informers an API feed watches.
+func ScriptCommands(c Clients, kinds ...FeedKind) map[string]script.Cmd {
+	m := newManifestKinds(kinds)
 	cmd := func(verb string) script.Cmd {
 		return script.Command(
 			script.CmdUsage{Summary: verb + " Kubernetes objects from YAML files", Args: "file..."},
@@ -39,12 +36,12 @@ func ScriptCommands(c Clients) map[string]script.Cmd {
 					if err != nil {
 						return nil, err
 					}
-					objs, err := DecodeManifests(file, data)
+					objs, err := m.decode(file, data)
 					if err != nil {
 						return nil, err
 					}
 					for _, obj := range objs {
-						if err := apply(s.Context(), c, verb, obj); err != nil {
+						if err := m.apply(s.Context(), c, verb, obj); err != nil {
 							return nil, fmt.Errorf("%s: %w", file, err)
 						}
 					}
@@ -59,12 +56,40 @@ func ScriptCommands(c Clients) map[string]script.Cmd {
 	}
 }
 
-// DecodeManifests decodes a multi-document YAML (or JSON) manifest into
-// Kubernetes objects. Errors name the manifest and the line: "name:LINE: ...".
-func DecodeManifests(name string, data []byte) ([]runtime.Object, error) {
+// DecodeManifests decodes a multi-document YAML (or JSON) manifest of
+// client-go's kinds and the CRD-backed ones among kinds. Errors name the
+// manifest and the line: "name:LINE: ...".
+func DecodeManifests(name string, data []byte, kinds ...FeedKind) ([]runtime.Object, error) {
+	return newManifestKinds(kinds).decode(name, data)
+}
+
+// manifestKinds decodes client-go's kinds and the CRD-backed kinds a
+// script applies.
+type manifestKinds struct {
+	codecs serializer.CodecFactory
+	crds   map[string]FeedKind // by kind
+}
+
+func newManifestKinds(kinds []FeedKind) manifestKinds {
+	s := runtime.NewScheme()
+	utilruntime.Must(scheme.AddToScheme(s))
+	m := manifestKinds{crds: map[string]FeedKind{}}
+	for _, k := range kinds {
+		if k.IsCRD() {
+			utilruntime.Must(k.AddToScheme(s))
+			m.crds[k.Kind] = k
+		}
+	}
+	m.codecs = serializer.NewCodecFactory(s)
+	return m
+}
+
+// decode decodes a multi-document YAML (or JSON) manifest into Kubernetes
+// objects. Errors name the manifest and the line: "name:LINE: ...".
+func (m manifestKinds) decode(name string, data []byte) ([]runtime.Object, error) {
 	var out []runtime.Object
-	for _, doc := range kubeapi.SplitManifest(data) {
-		obj, _, err := manifestKinds.UniversalDeserializer().Decode(doc.Data, nil, nil)
+	for _, doc := range SplitManifest(data) {
+		obj, _, err := m.codecs.UniversalDeserializer().Decode(doc.Data, nil, nil)
 		if err != nil {
 			return nil, doc.Error(name, err)
 		}
@@ -73,45 +98,29 @@ func DecodeManifests(name string, data []byte) ([]runtime.Object, error) {
 	return out, nil
 }
 
-// manifestKinds decodes client-go's kinds and CiliumLocalRedirectPolicy.
-var manifestKinds = func() serializer.CodecFactory {
-	s := runtime.NewScheme()
-	utilruntime.Must(scheme.AddToScheme(s))
-	utilruntime.Must(redirectpolicy.AddToScheme(s))
-	utilruntime.Must(routes.AddToScheme(s))
-	return serializer.NewCodecFactory(s)
-}()
-
-func apply(ctx context.Context, clients Clients, verb string, obj runtime.Object) error {
+func (m manifestKinds) apply(ctx context.Context, clients Clients, verb string, obj runtime.Object) error {
 	c := clients.Client
-	if gvr, ok := routes.ResourceOf(obj); ok {
-		key, _ := routes.KeyOf(obj)
-		if clients.Dynamic == nil {
-			return fmt.Errorf("%s: no dynamic client", key)
-		}
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if k, ok := m.crds[gvk.Kind]; ok {
+		// Stored in the preferred version, as an API server stores every
+		// version of a CRD in one.
+		gvr := k.versions[0]
 		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 		if err != nil {
 			return err
 		}
-		obj := &unstructured.Unstructured{Object: u}
-		obj.SetAPIVersion(gvr.GroupVersion().String())
-		obj.SetKind(key.Kind)
-		obj.SetNamespace(key.Namespace)
-		return applyTo(ctx, dynamicClient{clients.Dynamic.Resource(gvr).Namespace(key.Namespace)}, verb, obj)
+		uo := &unstructured.Unstructured{Object: u}
+		uo.SetAPIVersion(gvr.GroupVersion().String())
+		uo.SetKind(gvk.Kind)
+		if uo.GetNamespace() == "" {
+			uo.SetNamespace("default")
+		}
+		if clients.Dynamic == nil {
+			return fmt.Errorf("%s %s/%s: no dynamic client", gvk.Kind, uo.GetNamespace(), uo.GetName())
+		}
+		return applyTo(ctx, dynamicClient{clients.Dynamic.Resource(gvr).Namespace(uo.GetNamespace())}, verb, uo)
 	}
 	switch o := obj.(type) {
-	case *redirectpolicy.Policy:
-		if clients.Dynamic == nil {
-			return fmt.Errorf("%s %s/%s: no dynamic client", redirectpolicy.Kind, o.Namespace, o.Name)
-		}
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
-		if err != nil {
-			return err
-		}
-		obj := &unstructured.Unstructured{Object: u}
-		obj.SetAPIVersion(redirectpolicy.SchemeGroupVersion.String())
-		obj.SetKind(redirectpolicy.Kind)
-		return applyTo(ctx, dynamicClient{clients.Dynamic.Resource(redirectpolicy.Resource).Namespace(o.Namespace)}, verb, obj)
 	case *corev1.Service:
 		return applyTo(ctx, c.CoreV1().Services(o.Namespace), verb, o)
 	case *discoveryv1.EndpointSlice:
@@ -121,7 +130,7 @@ func apply(ctx context.Context, clients Clients, verb string, obj runtime.Object
 	case *corev1.Pod:
 		return applyTo(ctx, c.CoreV1().Pods(o.Namespace), verb, o)
 	}
-	return fmt.Errorf("%T: not a Service, EndpointSlice, Node, Pod or %s", obj, redirectpolicy.Kind)
+	return fmt.Errorf("%T: not a Service, EndpointSlice, Node, Pod or a CRD-backed kind asked for", obj)
 }
 
 // dynamicClient is a dynamic client's resource as a typedClient.
