@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/cilium/hive"
@@ -69,7 +70,7 @@ func k8sEngine(mode string) func(t testing.TB, args []string) *script.Engine {
 		client := fake.NewClientset()
 		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 			mapsMerge(redirectpolicy.ResourceList, routes.ResourceList, kubeapi.CRDListKinds),
-			append(k8s.FakeCRDs(), kubeapi.FakeCRDs(redirectpolicy.Kinds("")...)...)...)
+			kubeapi.FakeCRDs(scriptKinds()...)...)
 		e := engineFor(mode, cell.Provide(
 			func() kubernetes.Interface { return client },
 			func() dynamic.Interface { return dyn },
@@ -163,7 +164,7 @@ func engine(f func(testing.TB, []string, ...func(*hive.Hive)) *script.Engine) fu
 // scriptKinds are the kinds the k8s/* commands apply: those the sources
 // of the scripts' hives read.
 func scriptKinds() []kubeapi.FeedKind {
-	return append(k8s.Kinds(k8s.DefaultConfig), redirectpolicy.Kinds("")...)
+	return slices.Concat(k8s.Kinds(k8s.DefaultConfig), redirectpolicy.Kinds(""), routes.Kinds())
 }
 
 // mapsMerge returns the union of ms.

@@ -50,6 +50,7 @@ import (
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
+	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -164,6 +165,7 @@ type bench struct {
 	maps      *bpf.Maps
 	refl      *k8s.Reflector
 	lrp       *redirectpolicy.Controller // the redirect policies' source
+	rts       *routes.Controller         // the routes' source
 	stop      func()
 }
 
@@ -216,10 +218,16 @@ func newBench(o options) (*bench, error) {
 		return nil, err
 	}
 	b.lrp = redirectpolicy.NewController(redirectpolicy.Options{}, kcfg.K8sNodeName, psrc, lb.SourceK8s, nil)
+	rsrc, err := reflectors.NewSource(b.w, lb.SourceK8s.String()+"-routes", log, nil)
+	if err != nil {
+		return nil, err
+	}
+	b.rts = routes.NewController(rsrc, lb.SourceK8s, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	// The benchmark pushes its objects itself, as a feed would.
 	go refl.Run(ctx, func(context.Context) error { refl.Synced(); return nil })
 	go b.lrp.Run(ctx, func(context.Context) error { b.lrp.Synced(); return nil })
+	go b.rts.Run(ctx, func(context.Context) error { b.rts.Synced(); return nil })
 	b.stop = func() {
 		cancel()
 		h.Stop(log, context.Background())
@@ -476,8 +484,13 @@ func summarize(xs []float64) stats {
 
 // push hands an object to the sources that read its kind, as a feed
 // would: policies to the redirect policies' source, pods to it and to the
-// services source (host ports), the rest to the services source.
+// services source (host ports), routes to the routes' source, the rest to
+// the services source.
 func (b *bench) push(obj any, deleted bool) {
+	if _, ok := routes.KeyOf(obj); ok {
+		b.rts.Push(obj, deleted)
+		return
+	}
 	switch obj.(type) {
 	case *redirectpolicy.Policy:
 		b.lrp.Push(obj, deleted)

@@ -25,6 +25,8 @@ import (
 	"github.com/lbstate/lbstate/reflectors/file"
 	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/reflectors/kubeapi"
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
+	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -41,7 +43,7 @@ func kernelPipeline(t *testing.T, dir string) (*pipeline, *bpf.Datapath, func())
 	h := hive.New(
 		statedb.Cell, job.Cell, cell.SimpleHealthCell, tables.Cell,
 		cell.Provide(func() *bpf.Maps { return maps }),
-		lbreconciler.Cell, kubeapi.Cell, k8s.Cell, file.Cell,
+		lbreconciler.Cell, kubeapi.Cell, k8s.Cell, file.Cell, redirectpolicy.Cell, routes.Cell,
 		cell.Invoke(func(d *statedb.DB, wr *tables.Writer, fes statedb.Table[*lb.Frontend], r reconciler.Reconciler[*lb.Frontend]) {
 			p.db, p.w, p.frontends, rec = d, wr, fes, r
 		}),

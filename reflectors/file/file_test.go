@@ -18,6 +18,7 @@ import (
 	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/reflectors/kubeapi"
 	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
+	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -37,16 +38,18 @@ ports: [{port: 8080}]
 endpoints: [{addresses: [ENDPOINTS]}]
 `
 
-// testSource is the k8s reflector and the redirect policies' controller
-// reading a directory feed, as a hive of file.Cell, k8s.Cell and
-// redirectpolicy.Cell runs them.
+// testSource is the k8s reflector, the redirect policies' controller and
+// the routes' reading a directory feed, as a hive of file.Cell, k8s.Cell,
+// redirectpolicy.Cell and routes.Cell runs them.
 type testSource struct {
-	src, policies *reflectors.Source
-	rep           *reflectors.Reporter
+	src, policies, routes *reflectors.Source
+	rep                   *reflectors.Reporter
 }
 
 // Errors counts the bad input reported by the feed and its sources.
-func (s *testSource) Errors() uint64 { return s.src.Errors() + s.policies.Errors() + s.rep.Errors() }
+func (s *testSource) Errors() uint64 {
+	return s.src.Errors() + s.policies.Errors() + s.routes.Errors() + s.rep.Errors()
+}
 
 // startSource serves dir as the file source (local node node-1) until the
 // test ends; done receives what the feed's Run returned.
@@ -84,23 +87,30 @@ func startSourceMax(t testing.TB, dir string, log *slog.Logger, maxFileSize int6
 		t.Fatal(err)
 	}
 	c := redirectpolicy.NewController(redirectpolicy.Options{}, cfg.K8sNodeName, ps, lb.SourceFile, nil)
+	rs, err := reflectors.NewSource(w, lb.SourceFile.String()+"-routes", log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := routes.NewController(rs, lb.SourceFile, nil)
 	rep := reflectors.NewReporter(lb.SourceFile.String(), log, nil)
 	feed := NewFeed(filepath.Clean(dir), maxFileSize, rep)
 	feed.Want(k8s.Kinds(cfg)...)
 	feed.Want(redirectpolicy.Kinds(cfg.K8sNodeName)...)
+	feed.Want(routes.Kinds()...)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	done := make(chan error, 1)
 	go func() { done <- feed.Run(ctx) }()
-	go r.Run(ctx, r.Subscribe(feed)) //nolint:errcheck // the tables say what it did
-	go c.Run(ctx, c.Subscribe(feed)) //nolint:errcheck // the tables say what it did
-	return &testSource{s, ps, rep}, w, db, cancel, done
+	go r.Run(ctx, r.Subscribe(feed))   //nolint:errcheck // the tables say what it did
+	go c.Run(ctx, c.Subscribe(feed))   //nolint:errcheck // the tables say what it did
+	go rc.Run(ctx, rc.Subscribe(feed)) //nolint:errcheck // the tables say what it did
+	return &testSource{s, ps, rs, rep}, w, db, cancel, done
 }
 
 // decodeManifest decodes as a feed wanting the k8s reflector's kinds.
 func decodeManifest(path string, data []byte) manifest {
 	wanted := map[string]kubeapi.FeedKind{}
-	for _, k := range append(k8s.Kinds(k8s.DefaultConfig), redirectpolicy.Kinds("")...) {
+	for _, k := range slices.Concat(k8s.Kinds(k8s.DefaultConfig), redirectpolicy.Kinds(""), routes.Kinds()) {
 		wanted[k.Kind] = k
 	}
 	d, err := newDecoder(wanted)

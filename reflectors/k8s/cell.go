@@ -4,20 +4,19 @@ import (
 	"context"
 
 	"github.com/cilium/hive/cell"
-	"github.com/cilium/statedb"
 
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/kubeapi"
-	"github.com/lbstate/lbstate/reflectors/routes"
 )
 
 // Cell is the Kubernetes services source: for every feed of the hive
 // (kubeapi.FeedsGroup: the API server's, from kubeapi.Cell, and a
 // manifests directory's, from file.Cell) it runs one source, named and
 // declaring as the feed (k8s, file), that reads Services, EndpointSlices,
-// the local Node, every Node's labels and the local Pods (host ports),
-// and with them Gateway API routes and SMI TrafficSplits (with routes.Cell
-// it keeps their status); the local node is kubeapi.NodeConfig's. Through the API
+// the local Node, every Node's labels and the local Pods (host ports); the
+// local node is kubeapi.NodeConfig's. Local redirect policies
+// (redirectpolicy.Cell) and traffic-split routes (routes.Cell) are sources
+// of their own, on the same feeds. Through the API
 // feed an outage is reported (lbstate_source_connected, degraded health,
 // one WARN and one INFO line) and healed within about a second of its
 // end; a source not synced after --k8s-sync-timeout is degraded. Without
@@ -41,8 +40,6 @@ type sourceParams struct {
 	Node   kubeapi.NodeConfig
 	// Feeds are the hive's feeds of Kubernetes objects.
 	Feeds []kubeapi.Feed `group:"kubernetes-feeds"`
-	// RouteStatus, from routes.Cell, keeps a status row per route.
-	RouteStatus statedb.RWTable[*routes.Status] `optional:"true"`
 }
 
 func registerSource(p sourceParams) error {
@@ -59,9 +56,6 @@ func registerSource(p sourceParams) error {
 			r, err := NewReflector(cfg, s, feed.Source())
 			if err != nil {
 				return err
-			}
-			if p.RouteStatus != nil {
-				r.PublishRouteStatus(p.RouteStatus)
 			}
 			s.Log().Info("Reading Kubernetes objects", "feed", feed.Source(), "node", cfg.K8sNodeName)
 			return r.Run(ctx, r.Subscribe(feed))

@@ -51,21 +51,34 @@ type policyTest struct {
 	crdPoll time.Duration // how often a missing CRD is looked for (0: the default)
 }
 
-// policyRun is the services source and the redirect policies source
-// over one API feed, as a hive of kubeapi.Cell, Cell and
-// redirectpolicy.Cell runs them.
+// policyRun is the services source, the redirect policies source and
+// the routes source over one API feed, as a hive of kubeapi.Cell, Cell,
+// redirectpolicy.Cell and routes.Cell runs them.
 type policyRun struct {
-	src bothSources
+	src allSources
 	lrp struct {
 		table statedb.RWTable[*redirectpolicy.Status]
 	}
 }
 
-// bothSources reports two sources as one.
-type bothSources struct{ a, b *reflectors.Source }
+// allSources reports sources as one.
+type allSources []*reflectors.Source
 
-func (s bothSources) IsSynced() bool { return s.a.IsSynced() && s.b.IsSynced() }
-func (s bothSources) Errors() uint64 { return s.a.Errors() + s.b.Errors() }
+func (s allSources) IsSynced() bool {
+	for _, src := range s {
+		if !src.IsSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+func (s allSources) Errors() (n uint64) {
+	for _, src := range s {
+		n += src.Errors()
+	}
+	return n
+}
 
 // startPolicyReflector runs the services source and the redirect
 // policies source over client and dyn on node-1, logging into the
@@ -96,26 +109,33 @@ func startPolicyReflector(t *testing.T, client *fake.Clientset, dyn *dynamicfake
 		t.Fatal(err)
 	}
 	c := redirectpolicy.NewController(popts, cfg.Node(), psrc, lb.SourceK8s, rows)
+	rsrc, err := reflectors.NewSource(w, lb.SourceK8s.String()+"-routes", logger, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := routes.NewController(rsrc, lb.SourceK8s, nil)
 	feed := kubeapi.NewAPIFeed(kubeapi.Clients{Client: client, Dynamic: dyn}, logger)
 	if opts.crdPoll > 0 {
 		feed.DiscoveryInterval = opts.crdPoll
 	}
 	feed.Want(redirectpolicy.Kinds(cfg.Node())...)
+	feed.Want(routes.Kinds()...)
 	feed.Want(Kinds(cfg)...)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 2)
+	done := make(chan error, 3)
 	go func() { done <- r.Run(ctx, r.Subscribe(feed)) }()
 	go func() { done <- c.Run(ctx, c.Subscribe(feed)) }()
+	go func() { done <- rc.Run(ctx, rc.Subscribe(feed)) }()
 	t.Cleanup(func() {
 		cancel()
-		for range 2 {
+		for range 3 {
 			if err := <-done; err != nil {
 				t.Errorf("Run: %v", err)
 			}
 		}
 		feed.Stop()
 	})
-	run := &policyRun{src: bothSources{src, psrc}}
+	run := &policyRun{src: allSources{src, psrc, rsrc}}
 	run.lrp.table = rows
 	return run, w, db, log
 }
@@ -300,5 +320,5 @@ func allResources() map[schema.GroupVersionResource]string {
 // kind the reflector reads, Established in each version it reads, and
 // objs.
 func installedCRDs(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
-	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), allResources(), append(append(FakeCRDs(), kubeapi.FakeCRDs(redirectpolicy.Kinds("")...)...), objs...)...)
+	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), allResources(), append(kubeapi.FakeCRDs(append(routes.Kinds(), redirectpolicy.Kinds("")...)...), objs...)...)
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/kubeapi"
-	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -84,22 +83,6 @@ type Reflector struct {
 	// crdPoll is how often API discovery is asked for the CRD-backed
 	// kinds when CRDs may not be listed (kubeapi.DefaultDiscoveryInterval).
 	crdPoll time.Duration
-	// routeObjs and grants are the traffic splits and ReferenceGrants
-	// (their last valid versions); routesApplied the routes last set on
-	// each parent, routeProblems what was last reported of each object.
-	routeObjs     map[routes.Key]*routes.Object
-	grants        map[routes.Key]*routes.ReferenceGrant
-	routesApplied map[lb.ServiceName][]lb.Route
-	routeProblems map[routes.Key][]string
-	// routeClaims are the objects naming each parent; routesDirty the
-	// parents whose objects changed since the routes were last planned,
-	// routesGone the objects removed since; routesAll asks for the whole
-	// plan (at first, and when a grant changed). See prepareRoutes.
-	routeClaims map[lb.ServiceName]map[routes.Key]struct{}
-	routesDirty map[lb.ServiceName]struct{}
-	routesGone  map[routes.Key]struct{}
-	routesAll   bool
-	statusTable statedb.RWTable[*routes.Status] // nil: none kept
 }
 
 // sliceKey names a namespaced object (an EndpointSlice or a Pod).
@@ -119,23 +102,15 @@ func NewReflector(cfg Config, src *reflectors.Source, as lb.Source) (*Reflector,
 	stopped := make(chan struct{})
 	return &Reflector{
 		cfg: cfg, nodePorts: nodePorts, src: src, w: src.Writer, as: as,
-		events:        make(chan event, 4096),
-		stopped:       stopped,
-		stop:          sync.OnceFunc(func() { close(stopped) }),
-		services:      map[string]serviceEntry{},
-		batch:         batchState{index: map[lb.ServiceName]int{}},
-		slices:        map[sliceKey]lb.ServiceName{},
-		pods:          map[sliceKey]*corev1.Pod{},
-		unknown:       map[lb.ServiceName][]UnknownValue{},
-		crdPoll:       kubeapi.DefaultDiscoveryInterval,
-		routeObjs:     map[routes.Key]*routes.Object{},
-		grants:        map[routes.Key]*routes.ReferenceGrant{},
-		routesApplied: map[lb.ServiceName][]lb.Route{},
-		routeProblems: map[routes.Key][]string{},
-		routeClaims:   map[lb.ServiceName]map[routes.Key]struct{}{},
-		routesDirty:   map[lb.ServiceName]struct{}{},
-		routesGone:    map[routes.Key]struct{}{},
-		routesAll:     true,
+		events:   make(chan event, 4096),
+		stopped:  stopped,
+		stop:     sync.OnceFunc(func() { close(stopped) }),
+		services: map[string]serviceEntry{},
+		batch:    batchState{index: map[lb.ServiceName]int{}},
+		slices:   map[sliceKey]lb.ServiceName{},
+		pods:     map[sliceKey]*corev1.Pod{},
+		unknown:  map[lb.ServiceName][]UnknownValue{},
+		crdPoll:  kubeapi.DefaultDiscoveryInterval,
 	}, nil
 }
 
@@ -327,11 +302,7 @@ func (r *Reflector) failure() error {
 // is rejected call by call (check) and the rest committed; any other
 // error aborts the whole transaction and is returned.
 func (r *Reflector) write(ws writes) error {
-	var extra []statedb.TableMeta
-	if r.statusTable != nil {
-		extra = append(extra, r.statusTable)
-	}
-	txn := r.w.WriteTxn(extra...)
+	txn := r.w.WriteTxn()
 	defer txn.Abort()
 	r.writeErr = nil
 	err := r.w.Batch(txn, func() error {
@@ -364,7 +335,6 @@ func (r *Reflector) write(ws writes) error {
 // keeps a batch's addresses of services without a row in the batch).
 func (r *Reflector) prepare(batch []event) (ws writes) {
 	call := func(c func(statedb.WriteTxn)) { ws.calls = append(ws.calls, c) }
-	splits := false // a route, split or grant changed
 	for _, ev := range batch {
 		switch obj := ev.obj.(type) {
 		case *corev1.Service:
@@ -409,11 +379,6 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			r.preparePod(call, obj, ev.deleted)
 		case nil:
 			ws.synced = ws.synced || ev.synced
-		default:
-			if key, ok := routes.KeyOf(obj); ok {
-				r.prepareRouteObject(key, obj, ev.deleted)
-				splits = true
-			}
 		}
 	}
 	changes := r.endBatch()
@@ -444,9 +409,6 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			call(func(txn statedb.WriteTxn) { r.check(r.w.SetBackends(txn, name, r.as, backends...), name.String()) })
 		}
 	}
-	if splits {
-		r.prepareRoutes(call)
-	}
 	if ws.synced {
 		known := r.known()
 		call(func(txn statedb.WriteTxn) {
@@ -457,7 +419,6 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 				return ok || !ownsName(n)
 			}), "resync")
 		})
-		r.sweepRoutes(call)
 	}
 	return ws
 }

@@ -12,16 +12,15 @@ import (
 
 // Kinds are the kinds the reflector reads from a feed: Services,
 // EndpointSlices, the local Node (cfg.K8sNodeName), every Node's labels,
-// the local Pods, and the CRD-backed kinds (CiliumLocalRedirectPolicy,
-// the Gateway API's routes and ReferenceGrant, SMI TrafficSplit).
+// and the local Pods.
 func Kinds(cfg Config) []kubeapi.FeedKind {
-	return append([]kubeapi.FeedKind{
+	return []kubeapi.FeedKind{
 		kubeapi.Services(),
 		kubeapi.EndpointSlices(),
 		kubeapi.LocalNode(cfg.K8sNodeName),
 		kubeapi.NodeLabels(),
 		kubeapi.LocalPods(cfg.K8sNodeName),
-	}, crdKinds()...)
+	}
 }
 
 // Subscribe returns a feed for Run that subscribes to f's objects of
