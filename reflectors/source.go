@@ -1,5 +1,9 @@
 // Package reflectors holds what every source of load-balancing state has
-// in common; each source is a package below it (k8s, file, ...).
+// in common; each source is a package below it (k8s, redirectpolicy,
+// routes, clustermesh, health), and none imports another: they meet in
+// the tables. Sources of Kubernetes kinds read them from feeds
+// (reflectors/kubeapi: the API server; reflectors/file: a manifests
+// directory).
 //
 // A source is a hive cell with the same parts: it registers its
 // initializer with the Writer before the hive starts, runs as a supervised
