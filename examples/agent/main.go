@@ -113,7 +113,7 @@ func newHive(af *agentFlags) *hive.Hive {
 		kubeapi.Cell, k8s.Cell,
 		file.Cell,
 		redirectpolicy.Cell, // local redirect policies, for lbctl lrp
-		routes.Cell,         // route status, for lbctl routes
+		routes.Cell,         // traffic-split routes, and their status for lbctl routes
 		routestatus.Cell,    // --route-status: routes' status.parents, with --kubeconfig
 		health.Cell,         // --health
 		clustermesh.Cell,    // --cluster-name, --cluster-id, --clustermesh-*

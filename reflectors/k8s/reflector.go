@@ -19,7 +19,6 @@ import (
 	"github.com/lbstate/lbstate/internal/smallset"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
-	"github.com/lbstate/lbstate/reflectors/kubeapi"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -34,9 +33,9 @@ type event struct {
 // Reflector feeds the tables from Kubernetes objects: Services,
 // EndpointSlices, the local Node and its Pods, converted with
 // ConvertService, ConvertEndpointSlice and ConvertPod and applied through
-// the Writer in batches. Run applies what a feed pushes: WatchAPI's feed
-// watches an API server; another (a directory of manifests) calls Push and
-// Synced itself.
+// the Writer in batches. Run applies what a feed pushes (Subscribe: any
+// kubeapi.Feed; WatchAPI: an API feed of its own); a benchmark or a test
+// may call Push and Synced itself.
 type Reflector struct {
 	cfg       Config
 	nodePorts PortRange // cfg.K8sNodePortRange
@@ -80,9 +79,6 @@ type Reflector struct {
 	// topologyNoted holds what was last logged about each service's
 	// topology keys (topologyKeys).
 	topologyNoted map[lb.ServiceName]string
-	// crdPoll is how often API discovery is asked for the CRD-backed
-	// kinds when CRDs may not be listed (kubeapi.DefaultDiscoveryInterval).
-	crdPoll time.Duration
 }
 
 // sliceKey names a namespaced object (an EndpointSlice or a Pod).
@@ -110,7 +106,6 @@ func NewReflector(cfg Config, src *reflectors.Source, as lb.Source) (*Reflector,
 		slices:   map[sliceKey]lb.ServiceName{},
 		pods:     map[sliceKey]*corev1.Pod{},
 		unknown:  map[lb.ServiceName][]UnknownValue{},
-		crdPoll:  kubeapi.DefaultDiscoveryInterval,
 	}, nil
 }
 

@@ -3,7 +3,6 @@ package k8s
 import (
 	"context"
 
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
@@ -58,11 +57,6 @@ type Clients struct {
 	Client kubernetes.Interface
 	// Metadata watches every Node's labels (nil: NodeMetadataClient(Client)).
 	Metadata metadata.Interface
-	// Dynamic, if set, watches CiliumLocalRedirectPolicies, the Gateway
-	// API's routes and ReferenceGrants, and SMI TrafficSplits, each while
-	// the API server serves its CRD (kubeapi.CRDs: a CRD installed or
-	// removed later is followed).
-	Dynamic dynamic.Interface
 }
 
 // WatchClients is Subscribe to an API feed of c's own, stopped when the
@@ -70,8 +64,7 @@ type Clients struct {
 // kubeapi.Cell).
 func (r *Reflector) WatchClients(c Clients) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
-		f := kubeapi.NewAPIFeed(kubeapi.Clients{Client: c.Client, Metadata: c.Metadata, Dynamic: c.Dynamic}, r.src.Log())
-		f.DiscoveryInterval = r.crdPoll
+		f := kubeapi.NewAPIFeed(kubeapi.Clients{Client: c.Client, Metadata: c.Metadata}, r.src.Log())
 		defer f.Stop()
 		f.Want(Kinds(r.cfg)...)
 		return r.Subscribe(f)(ctx)
