@@ -2,8 +2,6 @@ package redirectpolicy
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/cilium/statedb"
@@ -35,8 +33,8 @@ type Controller struct {
 	table statedb.RWTable[*Status]
 
 	// Owned by Run.
-	l        *redirects
-	writeErr error // the first error of the batch being written that is not invalid input
+	l *redirects
+	b *reflectors.Batch // the batch being prepared
 }
 
 // event is what a feed hands over.
@@ -67,8 +65,7 @@ func (c *Controller) Run(ctx context.Context, feed func(ctx context.Context) err
 
 // apply records a batch and writes what it changed in one transaction.
 func (c *Controller) apply(batch []event) error {
-	var calls []func(statedb.WriteTxn)
-	call := func(f func(statedb.WriteTxn)) { calls = append(calls, f) }
+	c.b = reflectors.NewBatch(c.src)
 	synced := false
 	for _, ev := range batch {
 		switch obj := ev.Obj.(type) {
@@ -80,31 +77,17 @@ func (c *Controller) apply(batch []event) error {
 			synced = synced || ev.Synced
 		}
 	}
-	c.prepareRedirects(call)
+	c.prepareRedirects(c.b.Call)
 	if synced {
-		call(c.sweep)
+		c.b.Call(c.sweep)
 	}
-	var txn statedb.WriteTxn
+	var extra []statedb.TableMeta
 	if c.table != nil {
-		txn = c.w.WriteTxn(c.table)
-	} else {
-		txn = c.w.WriteTxn()
+		extra = append(extra, c.table)
 	}
-	defer txn.Abort()
-	c.writeErr = nil
-	err := c.w.Batch(txn, func() error {
-		for _, f := range calls {
-			f(txn)
-		}
-		return nil
-	})
-	if c.writeErr != nil {
-		err = c.writeErr
+	if err := c.b.Write(extra...); err != nil {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("writing a batch of %d changes (aborted): %w", len(batch), err)
-	}
-	txn.Commit()
 	if synced {
 		c.src.Synced()
 	}
@@ -137,17 +120,8 @@ func (c *Controller) sweep(txn statedb.WriteTxn) {
 // (TargetName): no Kubernetes Service can have it.
 func IsTargetName(n lb.ServiceName) bool { return strings.HasSuffix(n.Name(), targetSuffix) }
 
-// check reports a Writer error about one object: invalid input is
-// rejected; any other error is kept for apply, which aborts the batch.
-func (c *Controller) check(err error, object string) {
-	switch {
-	case err == nil:
-	case errors.Is(err, tables.ErrInvalid):
-		c.src.Reject(fmt.Errorf("%s: %w", object, err))
-	case c.writeErr == nil:
-		c.writeErr = fmt.Errorf("%s: %w", object, err)
-	}
-}
+// check reports a Writer error about one object of the batch.
+func (c *Controller) check(err error, object string) { c.b.Check(err, object) }
 
 // fail reports invalid input.
 func (c *Controller) fail(err error) { c.src.Reject(tables.AsInvalid(err)) }

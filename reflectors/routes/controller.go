@@ -2,8 +2,6 @@ package routes
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/cilium/statedb"
 
@@ -45,7 +43,7 @@ type Controller struct {
 	dirty    map[lb.ServiceName]struct{}
 	gone     map[Key]struct{}
 	all      bool
-	writeErr error // the first error of the batch being written that is not invalid input
+	b        *reflectors.Batch // the batch being prepared
 }
 
 // NewController returns a controller writing as the source as through
@@ -71,8 +69,7 @@ func (c *Controller) Run(ctx context.Context, feed func(ctx context.Context) err
 
 // apply records a batch and writes what it changed in one transaction.
 func (c *Controller) apply(batch []reflectors.Event) error {
-	var calls []func(statedb.WriteTxn)
-	call := func(f func(statedb.WriteTxn)) { calls = append(calls, f) }
+	c.b = reflectors.NewBatch(c.src)
 	synced, changed := false, false
 	for _, ev := range batch {
 		if ev.Obj == nil {
@@ -85,49 +82,26 @@ func (c *Controller) apply(batch []reflectors.Event) error {
 		}
 	}
 	if changed || synced {
-		c.prepareRoutes(call)
+		c.prepareRoutes(c.b.Call)
 	}
 	if synced {
-		c.sweepRoutes(call)
+		c.sweepRoutes(c.b.Call)
 	}
-	var txn statedb.WriteTxn
+	var extra []statedb.TableMeta
 	if c.table != nil {
-		txn = c.w.WriteTxn(c.table)
-	} else {
-		txn = c.w.WriteTxn()
+		extra = append(extra, c.table)
 	}
-	defer txn.Abort()
-	c.writeErr = nil
-	err := c.w.Batch(txn, func() error {
-		for _, f := range calls {
-			f(txn)
-		}
-		return nil
-	})
-	if c.writeErr != nil {
-		err = c.writeErr
+	if err := c.b.Write(extra...); err != nil {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("writing a batch of %d changes (aborted): %w", len(batch), err)
-	}
-	txn.Commit()
 	if synced {
 		c.src.Synced()
 	}
 	return nil
 }
 
-// check reports a Writer error about one object: invalid input is
-// rejected; any other error is kept for apply, which aborts the batch.
-func (c *Controller) check(err error, object string) {
-	switch {
-	case err == nil:
-	case errors.Is(err, tables.ErrInvalid):
-		c.src.Reject(fmt.Errorf("%s: %w", object, err))
-	case c.writeErr == nil:
-		c.writeErr = fmt.Errorf("%s: %w", object, err)
-	}
-}
+// check reports a Writer error about one object of the batch.
+func (c *Controller) check(err error, object string) { c.b.Check(err, object) }
 
 // fail reports invalid input.
 func (c *Controller) fail(err error) { c.src.Reject(tables.AsInvalid(err)) }
