@@ -10,22 +10,20 @@ import (
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/hivetest"
-	"github.com/cilium/hive/job"
 	"github.com/cilium/hive/script"
 	"github.com/cilium/hive/script/scripttest"
-	"github.com/cilium/statedb"
 	"github.com/spf13/pflag"
 
+	"github.com/lbstate/lbstate"
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
-	"github.com/lbstate/lbstate/reconciler"
 	"github.com/lbstate/lbstate/reflectors/clustermesh"
 	"github.com/lbstate/lbstate/reflectors/clustermesh/embedetcd"
 	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/reflectors/kubeapi"
 	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/reflectors/routes"
-	"github.com/lbstate/lbstate/tables"
+	"github.com/lbstate/lbstate/reflectors/routestatus"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
@@ -74,7 +72,12 @@ func k8sEngine(mode string) func(t testing.TB, args []string) *script.Engine {
 		e := engineFor(mode, cell.Provide(
 			func() kubernetes.Interface { return client },
 			func() dynamic.Interface { return dyn },
-		), kubeapi.Cell, k8s.Cell, redirectpolicy.Cell, routes.Cell)(t, args)
+		))(t, args, func(h *hive.Hive) {
+			// Scripts see what they write: no route status written
+			// back into the fake API server (routestatus's own tests,
+			// and e2e, cover it).
+			hive.AddConfigOverride(h, func(c *routestatus.Config) { c.RouteStatus = false })
+		})
 		maps.Insert(e.Cmds, maps.All(kubeapi.ScriptCommands(kubeapi.Clients{Client: client, Dynamic: dyn}, scriptKinds()...)))
 		return e
 	}
@@ -97,8 +100,6 @@ func TestScriptClustermesh(t *testing.T) {
 		client := fake.NewClientset()
 		e := engineFor("memory",
 			cell.Provide(func() kubernetes.Interface { return client }),
-			kubeapi.Cell, k8s.Cell,
-			clustermesh.Cell,
 		)(t, args, func(h *hive.Hive) {
 			hive.AddConfigOverride(h, func(c *clustermesh.Config) {
 				c.ClusterName, c.ClusterID, c.ClustermeshConfig = "c1", 1, configDir
@@ -111,19 +112,14 @@ func TestScriptClustermesh(t *testing.T) {
 	}, nil, "testdata/clustermesh/*.txtar")
 }
 
-// engineFor returns a new script engine over a hive of the whole
-// pipeline and extra; configure, if given, adds config overrides.
+// engineFor returns a new script engine over the agent's hive
+// (lbstate.Cell: each source idle until a script's flags, extra or
+// configure give it what it needs) and extra; configure, if given, adds
+// config overrides.
 func engineFor(mode string, extra ...cell.Cell) func(t testing.TB, args []string, configure ...func(*hive.Hive)) *script.Engine {
 	return func(t testing.TB, args []string, configure ...func(*hive.Hive)) *script.Engine {
 		log := hivetest.Logger(t)
-		h := hive.New(append([]cell.Cell{
-			statedb.Cell,
-			job.Cell,
-			cell.SimpleHealthCell,
-			tables.Cell,
-			bpf.Cell,
-			reconciler.Cell,
-		}, extra...)...)
+		h := hive.New(append([]cell.Cell{lbstate.Cell}, extra...)...)
 		// A script's "#! --flag=value" line sets the hive's flags.
 		flags := pflag.NewFlagSet("script", pflag.ContinueOnError)
 		h.RegisterFlags(flags)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"net/netip"
+	"strconv"
 
 	"github.com/lbstate/lbstate/lb"
 )
@@ -24,10 +25,19 @@ type ServiceKey struct {
 }
 
 // ServiceValue is a value of lb_services: a master entry (slot 0) or a
-// backend slot.
+// backend slot. A slot's value holds BackendID (and its frontend's
+// RevNatID); a master's holds RevNatID and the ServiceMaster fields.
 type ServiceValue struct {
-	BackendID       uint32
-	RevNatID        uint32
+	BackendID uint32
+	RevNatID  uint32
+	ServiceMaster
+}
+
+// ServiceMaster is what only a master entry holds, split out so that the
+// reconciler can keep (and compare with ==) what it wrote without a copy
+// of the field list. Its fields lie in lb_service_value in this order
+// (the ABI test flattens it); dumps show each as masterFields says.
+type ServiceMaster struct {
 	AffinityTimeout uint32
 	Count           uint16
 	Standby         uint16
@@ -37,6 +47,26 @@ type ServiceValue struct {
 	Pad             uint8
 	ProxyPort       [2]byte // network order
 	Fallback        uint16
+}
+
+// masterFields are a master entry's fields as dumps show them, in the
+// order of the text dump: a field of ServiceMaster needs its line here
+// (TestCodecCoversEveryField checks).
+var masterFields = []field[ServiceValue]{
+	numField("revnat", "revNatID", false, func(v *ServiceValue) *uint32 { return &v.RevNatID }),
+	namedField("type", "type", func(v *ServiceValue) *uint8 { return &v.Type }, func(b uint8) string { return lb.SVCType(b).String() }),
+	namedField("algorithm", "algorithm", func(v *ServiceValue) *uint8 { return &v.Algorithm }, algorithmName),
+	numField("count", "count", false, func(v *ServiceValue) *uint16 { return &v.Count }),
+	numField("standby", "standby", false, func(v *ServiceValue) *uint16 { return &v.Standby }),
+	numField("fallback", "fallback", true, func(v *ServiceValue) *uint16 { return &v.Fallback }),
+	numField("affinity", "affinityTimeout", true, func(v *ServiceValue) *uint32 { return &v.AffinityTimeout }),
+	portField("proxy-port", "proxyPort", true, func(v *ServiceValue) *[2]byte { return &v.ProxyPort }),
+	bitsField("flags", "flags", true, func(v *ServiceValue) *uint8 { return &v.Flags }, flagNames),
+}
+
+// slotFields are a backend slot's fields as dumps show them.
+var slotFields = []field[ServiceValue]{
+	backendIDField("backend", "backendID", func(v *ServiceValue) *uint32 { return &v.BackendID }),
 }
 
 // BackendReject (LB_BACKEND_REJECT) is the backend ID of a slot, or a
@@ -59,6 +89,20 @@ type Backend struct {
 	ID uint32
 }
 
+// backendFields are an lb_backends value's fields as dumps show them, in
+// the order of the text dump: a field of Backend needs its line here
+// (TestCodecCoversEveryField checks).
+var backendFields = []field[Backend]{
+	numField("", "id", false, func(b *Backend) *uint32 { return &b.ID }),
+	textField("address", func(b *Backend) lb.L3n4Addr { return b.L3n4Addr() }, func(b *Backend, a lb.L3n4Addr) {
+		b.Addr, b.Proto = a.Addr().As16(), uint8(a.Protocol())
+		binary.BigEndian.PutUint16(b.Port[:], a.Port())
+	}),
+	namedField("", "state", func(b *Backend) *uint8 { return &b.State }, func(s uint8) string { return lb.BackendState(s).String() }),
+	numField("cluster", "clusterID", true, func(b *Backend) *uint32 { return &b.ClusterID }),
+	numField("zone", "zone", true, func(b *Backend) *uint8 { return &b.Zone }),
+}
+
 // RevNatValue is a value of lb_rev_nat.
 type RevNatValue struct {
 	Addr [16]byte
@@ -67,6 +111,15 @@ type RevNatValue struct {
 	// ID is the frontend's ID, which Maps.RevNat writes into its slot:
 	// leave it 0 when writing.
 	ID uint32
+}
+
+// revNatFields are an lb_rev_nat value's fields as dumps show them.
+var revNatFields = []field[RevNatValue]{
+	numField("", "revNatID", false, func(v *RevNatValue) *uint32 { return &v.ID }),
+	textField("address", func(v *RevNatValue) netip.AddrPort { return v.AddrPort() }, func(v *RevNatValue, a netip.AddrPort) {
+		v.Addr = a.Addr().As16()
+		binary.BigEndian.PutUint16(v.Port[:], a.Port())
+	}),
 }
 
 // AffinityKey is a key of lb_affinity.
@@ -85,11 +138,31 @@ type AffinityValue struct {
 	Pad  [2]uint8
 }
 
+// affinityFields are an lb_affinity entry's fields as dumps show them.
+// The text leaves out the last-used time and the slot hint, which the
+// datapath changes, so that dumps taken at different times compare equal.
+var affinityFields = []field[AffinityEntry]{
+	numField("", "revNatID", false, func(e *AffinityEntry) *uint32 { return &e.RevNatID }),
+	textField("client", func(e *AffinityEntry) netip.Addr { return netip.AddrFrom16(e.Client).Unmap() },
+		func(e *AffinityEntry, a netip.Addr) { e.Client = a.As16() }),
+	numField("backend", "backendID", false, func(e *AffinityEntry) *uint32 { return &e.BackendID }),
+	textless(numField("", "lastUsed", true, func(e *AffinityEntry) *uint32 { return &e.LastUsed })),
+	textless(numField("", "slot", true, func(e *AffinityEntry) *uint16 { return &e.Slot })),
+}
+
 // SourceRangeKey is a key of lb_src_range.
 type SourceRangeKey struct {
 	PrefixLen uint32
 	RevNatID  uint32
 	Addr      [16]byte
+}
+
+// sourceRangeFields are an lb_src_range key's fields as dumps show them
+// (its value is always 1).
+var sourceRangeFields = []field[SourceRangeKey]{
+	numField("", "revNatID", false, func(k *SourceRangeKey) *uint32 { return &k.RevNatID }),
+	textField("prefix", func(k *SourceRangeKey) netip.Prefix { return k.Prefix() },
+		func(k *SourceRangeKey, p netip.Prefix) { *k = NewSourceRangeKey(k.RevNatID, p) }),
 }
 
 // Flag bits of ServiceValue.Flags, as in lb.h.
@@ -105,11 +178,39 @@ const (
 	FlagSkipFromBackend = 1 << 6
 )
 
+// flagNames names the bits of ServiceValue.Flags in dumps.
+var flagNames = [8]string{"ext-local", "int-local", "affinity", "source-ranges", "redirected", "proxy", "skip-from-backend"}
+
+// FlagNames returns the names of the flags set, as dumps show them.
+func (m ServiceMaster) FlagNames() []string {
+	var names []string
+	for bit, n := range flagNames {
+		if m.Flags&(1<<bit) != 0 {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
 // Algorithms of ServiceValue.Algorithm, as in lb.h.
 const (
 	AlgorithmRandom = 1
 	AlgorithmMaglev = 2
 )
+
+// AlgorithmName returns the name of the entry's algorithm, as dumps show
+// it: "random", "maglev", or the number of one this version does not know.
+func (m ServiceMaster) AlgorithmName() string { return algorithmName(m.Algorithm) }
+
+func algorithmName(a uint8) string {
+	switch a {
+	case AlgorithmRandom:
+		return "random"
+	case AlgorithmMaglev:
+		return "maglev"
+	}
+	return strconv.Itoa(int(a))
+}
 
 // NewServiceKey returns the key of a frontend's slot.
 func NewServiceKey(addr lb.L3n4Addr, slot uint16) ServiceKey {

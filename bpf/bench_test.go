@@ -46,7 +46,7 @@ func BenchmarkServicesUpdate(b *testing.B) {
 	vals := make([]bpf.ServiceValue, n)
 	for i := range keys {
 		keys[i] = bpf.NewServiceKey(lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), 80, lb.ScopeExternal), 0)
-		vals[i] = bpf.ServiceValue{RevNatID: uint32(i + 1), Count: 1}
+		vals[i] = bpf.ServiceValue{RevNatID: uint32(i + 1), ServiceMaster: bpf.ServiceMaster{Count: 1}}
 	}
 	for _, batch := range []bool{false, true} {
 		b.Run(fmt.Sprintf("batch=%v", batch), func(b *testing.B) {

@@ -19,6 +19,7 @@ import (
 type Datapath struct {
 	progs map[string]*ebpf.Program
 	links []link.Link
+	conn  connMaps // connreports.go
 }
 
 // The programs, by the names c/datapath.c gives them.
@@ -52,6 +53,10 @@ func LoadDatapath(m *Maps) (*Datapath, error) {
 // DatapathOptions are the reference datapath's settings beside its maps.
 type DatapathOptions struct {
 	CTTimeouts CTTimeouts
+	// ConnectionReports has the programs report how the TCP connections
+	// they balance begin (ConnectionReports in connreports.go), and
+	// AttachCgroup attach lb_sock_ops, which sees it for sockets.
+	ConnectionReports bool
 }
 
 // DefaultDatapathOptions are LoadDatapath's.
@@ -60,7 +65,7 @@ var DefaultDatapathOptions = DatapathOptions{CTTimeouts: DefaultCTTimeouts}
 // LoadDatapathOptions is LoadDatapath with opts.
 func LoadDatapathOptions(m *Maps, opts DatapathOptions) (*Datapath, error) {
 	names := append([]string(nil), tcPrograms...)
-	names = append(names, udpReaperProgram)
+	names = append(names, udpReaperProgram, sockOpsProgram)
 	for _, p := range socketPrograms {
 		names = append(names, p.name)
 	}
@@ -113,6 +118,9 @@ func loadDatapathPrograms(m *Maps, opts DatapathOptions, names ...string) (*Data
 	for name, v := range timeouts {
 		constants[name] = v
 	}
+	if opts.ConnectionReports {
+		constants["lb_conn_reports"] = 1
+	}
 	if constants["lb_l4_csum_ipv6"], err = l4CsumIPv6Flag(); err != nil {
 		return nil, fmt.Errorf("datapath: %w", err)
 	}
@@ -145,12 +153,14 @@ func loadDatapathPrograms(m *Maps, opts DatapathOptions, names ...string) (*Data
 		}
 		return nil, fmt.Errorf("datapath: loading programs: %w", err)
 	}
+	d := &Datapath{progs: coll.Programs}
+	d.conn.take(coll.Maps, opts.ConnectionReports)
 	// The programs hold their own references to the maps (clones of the
 	// agent's, and their globals).
 	for _, em := range coll.Maps {
 		em.Close()
 	}
-	return &Datapath{progs: coll.Programs}, nil
+	return d, nil
 }
 
 // kernelMaps returns the kernel maps behind m, by name.
@@ -193,7 +203,8 @@ func (d *Datapath) ProgramNames() []string {
 
 // AttachCgroup attaches the socket programs to the cgroup (v2) at path:
 // connect(), sendmsg(), recvmsg() and getpeername() of the sockets of its
-// processes and their descendants'.
+// processes and their descendants'; with ConnectionReports, lb_sock_ops
+// too.
 func (d *Datapath) AttachCgroup(path string) error {
 	for _, p := range socketPrograms {
 		if d.progs[p.name] == nil {
@@ -205,7 +216,7 @@ func (d *Datapath) AttachCgroup(path string) error {
 		}
 		d.links = append(d.links, l)
 	}
-	return nil
+	return d.attachSockOps(path)
 }
 
 // AttachTC attaches the tc programs (with tcx, Linux 6.6 and later) to the
@@ -246,5 +257,6 @@ func (d *Datapath) Close() error {
 		errs = append(errs, p.Close())
 	}
 	d.progs = nil
+	errs = append(errs, d.conn.close())
 	return errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"reflect"
 
 	"github.com/cilium/ebpf"
 )
@@ -118,7 +119,7 @@ var DropReasons = map[uint32]string{
 // possible CPU.
 func bindPerCPU[K comparable, V any](field func(*Maps) *Map[K, []V]) binding {
 	b := bindHash(field)
-	b.valueSize = sizeOf[V]()
+	b.valueSize, b.valueType = sizeOf[V](), reflect.TypeFor[V]()
 	b.kernel = func(m *Maps, d *mapDef, em *ebpf.Map, _ *ebpf.MapSpec) {
 		*field(m) = &kernelPerCPUMap[K, V]{kernelMap[K, []V]{m: em, name: d.name}}
 	}

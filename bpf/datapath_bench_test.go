@@ -23,15 +23,26 @@ func BenchmarkDatapath(b *testing.B) {
 	for _, kind := range []string{"new", "established"} {
 		for _, fam := range []string{"IPv4", "IPv6"} {
 			for _, alg := range []string{"random", "maglev"} {
-				b.Run(kind+"/"+fam+"/"+alg, func(b *testing.B) { benchDatapath(b, kind, fam == "IPv6", alg == "maglev") })
+				b.Run(kind+"/"+fam+"/"+alg, func(b *testing.B) { benchDatapath(b, kind, fam == "IPv6", alg == "maglev", false) })
 			}
 		}
 	}
 }
 
-func benchDatapath(b *testing.B, kind string, v6, maglev bool) {
+// BenchmarkDatapathWithReports is BenchmarkDatapath (IPv4) with
+// connection reports on: an established flow's packet is the SYN again,
+// unanswered, reported once and then only checked.
+func BenchmarkDatapathWithReports(b *testing.B) {
+	for _, kind := range []string{"new", "established"} {
+		for _, alg := range []string{"random", "maglev"} {
+			b.Run(kind+"/IPv4/"+alg, func(b *testing.B) { benchDatapath(b, kind, false, alg == "maglev", true) })
+		}
+	}
+}
+
+func benchDatapath(b *testing.B, kind string, v6, maglev, reports bool) {
 	h := newDatapath(b, bpf.DefaultConfig)
-	d, err := bpf.LoadBenchDatapath(h.maps)
+	d, err := bpf.LoadBenchDatapath(h.maps, reports)
 	if err != nil {
 		b.Fatal(err)
 	}

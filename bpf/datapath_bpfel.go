@@ -148,6 +148,8 @@ const (
 	datapathMapLbBackends        = "lb_backends"
 	datapathMapLbCounters        = "lb_counters"
 	datapathMapLbCt              = "lb_ct"
+	datapathMapLbDpConnEvents    = "lb_dp_conn_events"
+	datapathMapLbDpConnLost      = "lb_dp_conn_lost"
 	datapathMapLbDpFrags         = "lb_dp_frags"
 	datapathMapLbDrops           = "lb_drops"
 	datapathMapLbFlowSeed        = "lb_flow_seed"
@@ -171,12 +173,14 @@ const (
 	datapathProgLbSendmsg4       = "lb_sendmsg4"
 	datapathProgLbSendmsg6       = "lb_sendmsg6"
 	datapathProgLbSockDestroyUdp = "lb_sock_destroy_udp"
+	datapathProgLbSockOps        = "lb_sock_ops"
 	datapathProgLbTcEgress       = "lb_tc_egress"
 	datapathProgLbTcIngress      = "lb_tc_ingress"
 	datapathProgLbTcWorkload     = "lb_tc_workload"
 	datapathVarLbBackendsMax     = "lb_backends_max"
 	datapathVarLbBenchSaved      = "lb_bench_saved"
 	datapathVarLbBenchSeq        = "lb_bench_seq"
+	datapathVarLbConnReports     = "lb_conn_reports"
 	datapathVarLbCtTimeoutClose  = "lb_ct_timeout_close"
 	datapathVarLbCtTimeoutOther  = "lb_ct_timeout_other"
 	datapathVarLbCtTimeoutSyn    = "lb_ct_timeout_syn"
@@ -243,6 +247,7 @@ type datapathProgramSpecs struct {
 	LbSendmsg4       *ebpf.ProgramSpec `ebpf:"lb_sendmsg4"`
 	LbSendmsg6       *ebpf.ProgramSpec `ebpf:"lb_sendmsg6"`
 	LbSockDestroyUdp *ebpf.ProgramSpec `ebpf:"lb_sock_destroy_udp"`
+	LbSockOps        *ebpf.ProgramSpec `ebpf:"lb_sock_ops"`
 	LbTcEgress       *ebpf.ProgramSpec `ebpf:"lb_tc_egress"`
 	LbTcIngress      *ebpf.ProgramSpec `ebpf:"lb_tc_ingress"`
 	LbTcWorkload     *ebpf.ProgramSpec `ebpf:"lb_tc_workload"`
@@ -252,19 +257,21 @@ type datapathProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type datapathMapSpecs struct {
-	LbAffinity *ebpf.MapSpec `ebpf:"lb_affinity"`
-	LbBackends *ebpf.MapSpec `ebpf:"lb_backends"`
-	LbCounters *ebpf.MapSpec `ebpf:"lb_counters"`
-	LbCt       *ebpf.MapSpec `ebpf:"lb_ct"`
-	LbDpFrags  *ebpf.MapSpec `ebpf:"lb_dp_frags"`
-	LbDrops    *ebpf.MapSpec `ebpf:"lb_drops"`
-	LbFlowSeed *ebpf.MapSpec `ebpf:"lb_flow_seed"`
-	LbIdMarks  *ebpf.MapSpec `ebpf:"lb_id_marks"`
-	LbMaglev   *ebpf.MapSpec `ebpf:"lb_maglev"`
-	LbRevNat   *ebpf.MapSpec `ebpf:"lb_rev_nat"`
-	LbServices *ebpf.MapSpec `ebpf:"lb_services"`
-	LbSockCt   *ebpf.MapSpec `ebpf:"lb_sock_ct"`
-	LbSrcRange *ebpf.MapSpec `ebpf:"lb_src_range"`
+	LbAffinity     *ebpf.MapSpec `ebpf:"lb_affinity"`
+	LbBackends     *ebpf.MapSpec `ebpf:"lb_backends"`
+	LbCounters     *ebpf.MapSpec `ebpf:"lb_counters"`
+	LbCt           *ebpf.MapSpec `ebpf:"lb_ct"`
+	LbDpConnEvents *ebpf.MapSpec `ebpf:"lb_dp_conn_events"`
+	LbDpConnLost   *ebpf.MapSpec `ebpf:"lb_dp_conn_lost"`
+	LbDpFrags      *ebpf.MapSpec `ebpf:"lb_dp_frags"`
+	LbDrops        *ebpf.MapSpec `ebpf:"lb_drops"`
+	LbFlowSeed     *ebpf.MapSpec `ebpf:"lb_flow_seed"`
+	LbIdMarks      *ebpf.MapSpec `ebpf:"lb_id_marks"`
+	LbMaglev       *ebpf.MapSpec `ebpf:"lb_maglev"`
+	LbRevNat       *ebpf.MapSpec `ebpf:"lb_rev_nat"`
+	LbServices     *ebpf.MapSpec `ebpf:"lb_services"`
+	LbSockCt       *ebpf.MapSpec `ebpf:"lb_sock_ct"`
+	LbSrcRange     *ebpf.MapSpec `ebpf:"lb_src_range"`
 }
 
 // datapathVariableSpecs contains global variables before they are loaded into the kernel.
@@ -274,6 +281,7 @@ type datapathVariableSpecs struct {
 	LbBackendsMax     *ebpf.VariableSpec `ebpf:"lb_backends_max"`
 	LbBenchSaved      *ebpf.VariableSpec `ebpf:"lb_bench_saved"`
 	LbBenchSeq        *ebpf.VariableSpec `ebpf:"lb_bench_seq"`
+	LbConnReports     *ebpf.VariableSpec `ebpf:"lb_conn_reports"`
 	LbCtTimeoutClose  *ebpf.VariableSpec `ebpf:"lb_ct_timeout_close"`
 	LbCtTimeoutOther  *ebpf.VariableSpec `ebpf:"lb_ct_timeout_other"`
 	LbCtTimeoutSyn    *ebpf.VariableSpec `ebpf:"lb_ct_timeout_syn"`
@@ -304,19 +312,21 @@ func (o *datapathObjects) Close() error {
 //
 // It can be passed to loadDatapathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type datapathMaps struct {
-	LbAffinity *ebpf.Map `ebpf:"lb_affinity"`
-	LbBackends *ebpf.Map `ebpf:"lb_backends"`
-	LbCounters *ebpf.Map `ebpf:"lb_counters"`
-	LbCt       *ebpf.Map `ebpf:"lb_ct"`
-	LbDpFrags  *ebpf.Map `ebpf:"lb_dp_frags"`
-	LbDrops    *ebpf.Map `ebpf:"lb_drops"`
-	LbFlowSeed *ebpf.Map `ebpf:"lb_flow_seed"`
-	LbIdMarks  *ebpf.Map `ebpf:"lb_id_marks"`
-	LbMaglev   *ebpf.Map `ebpf:"lb_maglev"`
-	LbRevNat   *ebpf.Map `ebpf:"lb_rev_nat"`
-	LbServices *ebpf.Map `ebpf:"lb_services"`
-	LbSockCt   *ebpf.Map `ebpf:"lb_sock_ct"`
-	LbSrcRange *ebpf.Map `ebpf:"lb_src_range"`
+	LbAffinity     *ebpf.Map `ebpf:"lb_affinity"`
+	LbBackends     *ebpf.Map `ebpf:"lb_backends"`
+	LbCounters     *ebpf.Map `ebpf:"lb_counters"`
+	LbCt           *ebpf.Map `ebpf:"lb_ct"`
+	LbDpConnEvents *ebpf.Map `ebpf:"lb_dp_conn_events"`
+	LbDpConnLost   *ebpf.Map `ebpf:"lb_dp_conn_lost"`
+	LbDpFrags      *ebpf.Map `ebpf:"lb_dp_frags"`
+	LbDrops        *ebpf.Map `ebpf:"lb_drops"`
+	LbFlowSeed     *ebpf.Map `ebpf:"lb_flow_seed"`
+	LbIdMarks      *ebpf.Map `ebpf:"lb_id_marks"`
+	LbMaglev       *ebpf.Map `ebpf:"lb_maglev"`
+	LbRevNat       *ebpf.Map `ebpf:"lb_rev_nat"`
+	LbServices     *ebpf.Map `ebpf:"lb_services"`
+	LbSockCt       *ebpf.Map `ebpf:"lb_sock_ct"`
+	LbSrcRange     *ebpf.Map `ebpf:"lb_src_range"`
 }
 
 func (m *datapathMaps) Close() error {
@@ -325,6 +335,8 @@ func (m *datapathMaps) Close() error {
 		m.LbBackends,
 		m.LbCounters,
 		m.LbCt,
+		m.LbDpConnEvents,
+		m.LbDpConnLost,
 		m.LbDpFrags,
 		m.LbDrops,
 		m.LbFlowSeed,
@@ -344,6 +356,7 @@ type datapathVariables struct {
 	LbBackendsMax     *ebpf.Variable `ebpf:"lb_backends_max"`
 	LbBenchSaved      *ebpf.Variable `ebpf:"lb_bench_saved"`
 	LbBenchSeq        *ebpf.Variable `ebpf:"lb_bench_seq"`
+	LbConnReports     *ebpf.Variable `ebpf:"lb_conn_reports"`
 	LbCtTimeoutClose  *ebpf.Variable `ebpf:"lb_ct_timeout_close"`
 	LbCtTimeoutOther  *ebpf.Variable `ebpf:"lb_ct_timeout_other"`
 	LbCtTimeoutSyn    *ebpf.Variable `ebpf:"lb_ct_timeout_syn"`
@@ -372,6 +385,7 @@ type datapathPrograms struct {
 	LbSendmsg4       *ebpf.Program `ebpf:"lb_sendmsg4"`
 	LbSendmsg6       *ebpf.Program `ebpf:"lb_sendmsg6"`
 	LbSockDestroyUdp *ebpf.Program `ebpf:"lb_sock_destroy_udp"`
+	LbSockOps        *ebpf.Program `ebpf:"lb_sock_ops"`
 	LbTcEgress       *ebpf.Program `ebpf:"lb_tc_egress"`
 	LbTcIngress      *ebpf.Program `ebpf:"lb_tc_ingress"`
 	LbTcWorkload     *ebpf.Program `ebpf:"lb_tc_workload"`
@@ -393,6 +407,7 @@ func (p *datapathPrograms) Close() error {
 		p.LbSendmsg4,
 		p.LbSendmsg6,
 		p.LbSockDestroyUdp,
+		p.LbSockOps,
 		p.LbTcEgress,
 		p.LbTcIngress,
 		p.LbTcWorkload,

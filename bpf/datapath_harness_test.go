@@ -90,10 +90,10 @@ func (h *dpHarness) frontend(f testFrontend) {
 	if typ == 0 {
 		typ = lb.SVCTypeClusterIP
 	}
-	master := bpf.ServiceValue{
-		RevNatID: f.id, Count: uint16(len(f.slots)), Standby: uint16(len(f.standby)),
+	master := bpf.ServiceValue{RevNatID: f.id, ServiceMaster: bpf.ServiceMaster{
+		Count: uint16(len(f.slots)), Standby: uint16(len(f.standby)),
 		Type: uint8(typ), Algorithm: bpf.AlgorithmRandom, AffinityTimeout: f.affinity,
-	}
+	}}
 	if f.maglev {
 		master.Algorithm = bpf.AlgorithmMaglev
 		table := f.table

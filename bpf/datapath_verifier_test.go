@@ -3,6 +3,8 @@ package bpf_test
 import (
 	"slices"
 	"testing"
+
+	"github.com/lbstate/lbstate/bpf"
 )
 
 // verifierBudget is the share of the kernel's 1,000,000 verified
@@ -11,10 +13,18 @@ import (
 const verifierBudget = 500_000
 
 // Every program of the reference datapath stays within half the
-// verifier's complexity limit; the counts are logged (go test -v) so that
-// a change's cost shows.
+// verifier's complexity limit, with connection reports off and on; the
+// counts are logged (go test -v) so that a change's cost shows.
 func TestDatapathProgramsKeepVerifierHeadroom(t *testing.T) {
-	h := newDatapath(t, dpConfig())
+	for _, reports := range []bool{false, true} {
+		t.Run(map[bool]string{false: "reports-off", true: "reports-on"}[reports], func(t *testing.T) {
+			checkVerifierHeadroom(t, bpf.DatapathOptions{CTTimeouts: bpf.DefaultCTTimeouts, ConnectionReports: reports})
+		})
+	}
+}
+
+func checkVerifierHeadroom(t *testing.T, opts bpf.DatapathOptions) {
+	h := newDatapathOptions(t, dpConfig(), opts)
 	names := h.dp.ProgramNames()
 	slices.Sort(names)
 	for _, name := range names {

@@ -13,6 +13,64 @@
 // Every map is declared once, in layout.go; both implementations are
 // built from that table.
 //
+// # One definition of each map's key and value
+//
+// Each key and value of include/lb.h has one Go struct (abi.go,
+// datapath_abi.go, flowhash.go), which TestABIMatchesC checks field by field
+// (names, offsets, sizes) against the types bpf2go generated from the
+// committed object's BTF: no clang at test time; TestLayoutMatchesObject
+// checks that each map binds the struct its BTF names. The entries of the
+// maps a dump shows have one codec each, a field list in abi.go
+// (masterFields and slotFields, backendFields, revNatFields,
+// sourceRangeFields, affinityFields) from which the text dump, the JSON
+// dump an agent serves (DumpHandler) and LoadDump all follow, and so
+// lbctl maps, and lbctl explain over an agent's API. The reconciler
+// builds and compares the same structs: it keeps a ServiceMaster of what
+// it wrote, and a beValue beside a backend's address; restore reads them.
+//
+// # Adding a field to a map
+//
+// A field of lb_services' master entry touches these files:
+//
+//  1. include/lb.h: the field in struct lb_service_value, in its pad byte
+//     or at the end, with what it means. Run go generate ./bpf (clang)
+//     and commit the regenerated lb_bpfel.* and datapath_bpfel.*.
+//  2. abi.go: the field in ServiceMaster, in C's order, and its line in
+//     masterFields (its name in dumps; optional, if existing dumps where
+//     it is zero should not change). TestABIMatchesC and
+//     TestCodecCoversEveryField fail until both are there.
+//  3. reconciler/master.go: task.master derives it from the frontend.
+//     writeMasters rewrites a master entry whenever any field changes;
+//     restore and pruning need nothing.
+//  4. c/select.h (or sock.h, tc.h): what the reference datapath does
+//     with it, if anything.
+//  5. a test: a script under testdata/ whose dump shows the field. The
+//     scripts compare whole dumps, so every script with a frontend where
+//     the field is not zero shows it: make zero mean "as before" and the
+//     field optional, and only the scripts that exercise it change. A
+//     datapath_*_test.go for step 4.
+//  6. docs/maps-and-reconciler.md: the lb_services row of the map table.
+//
+// lbctl explain (cmd/lbctl/explain.go) prints the field only if told to;
+// lbctl maps shows it without a change. ServiceMaster is 16 bytes, one
+// of them the pad: a field that grows it grows every frontend's state in
+// the reconciler, and reconciler/arena_test.go, which pins that size,
+// must be changed knowingly.
+//
+// Tried with a throwaway byte in the pad: lb.h, abi.go, master.go and
+// the two topology scripts whose frontends had it set, besides the
+// regenerated bindings (and the docs row).
+//
+// A field of lb_backends: struct lb_backend in include/lb.h; Backend,
+// NewBackend (if lb.BackendRef carries it) and backendFields in abi.go;
+// reconciler/views.go, where each frontend's view of a backend and the
+// one value they make (beValue) live; then steps 4 to 6 as above. A
+// field of lb_affinity (which the datapath writes): lb.h, the struct and
+// affinityFields in abi.go, and the datapath that writes it. The
+// reference datapath's own maps (lb_ct, lb_counters, lb_drops:
+// datapath_abi.go), which dumps leave out, need lb.h, their struct and
+// their reader.
+//
 // # Write order
 //
 // Which order keeps packets safe (backends before the slots that name

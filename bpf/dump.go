@@ -2,7 +2,6 @@ package bpf
 
 import (
 	"cmp"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -30,7 +29,9 @@ import (
 //
 // sorted by map, then by key (IDs numerically, frontends by address, then
 // slot). A slot or Maglev element that rejects flows (BackendReject)
-// prints "reject" for its ID.
+// prints "reject" for its ID. An entry's line past its map's name, and
+// its JSON, come from its map's field list in abi.go: a field added
+// there shows here.
 type Dump struct {
 	Backends     []BackendEntry     `json:"backends"`
 	Maglev       []MaglevEntry      `json:"maglev"`
@@ -45,14 +46,21 @@ type Dump struct {
 	FlowSeed string `json:"flowSeed,omitempty"`
 }
 
+// BackendEntry is one lb_backends entry (its ID is Backend.ID), shown as
+// backendFields says; in JSON, one object of those fields.
 type BackendEntry struct {
-	ID        uint32      `json:"id"`
-	Address   lb.L3n4Addr `json:"address"`
-	State     string      `json:"state"`
-	ClusterID uint32      `json:"clusterID,omitempty"`
-	Zone      uint8       `json:"zone,omitempty"`
+	Backend
 }
 
+func (e BackendEntry) MarshalJSON() ([]byte, error) { return marshalObject(backendFields, &e.Backend) }
+
+func (e *BackendEntry) UnmarshalJSON(data []byte) error {
+	*e = BackendEntry{}
+	return unmarshalObject(backendFields, &e.Backend, data)
+}
+
+// MaglevEntry is one lb_maglev table, summed up: its size, a checksum and
+// each backend's share of it.
 type MaglevEntry struct {
 	RevNatID uint32 `json:"revNatID"`
 	Size     int    `json:"size"`
@@ -63,60 +71,109 @@ type MaglevEntry struct {
 	Slots map[uint32]int `json:"slots"`
 }
 
+// RevNatEntry is one lb_rev_nat entry (its ID is RevNatValue.ID), shown
+// as revNatFields says.
 type RevNatEntry struct {
-	RevNatID uint32         `json:"revNatID"`
-	Address  netip.AddrPort `json:"address"`
+	RevNatValue
 }
 
+func (e RevNatEntry) MarshalJSON() ([]byte, error) {
+	return marshalObject(revNatFields, &e.RevNatValue)
+}
+
+func (e *RevNatEntry) UnmarshalJSON(data []byte) error {
+	*e = RevNatEntry{}
+	return unmarshalObject(revNatFields, &e.RevNatValue, data)
+}
+
+// ServiceEntry is one lb_services entry: its frontend and slot (the key)
+// and its value. Dumps show a master entry's fields as masterFields says
+// and a slot's backend ID (slotFields); in JSON, one object with the
+// frontend, the slot and those fields.
 type ServiceEntry struct {
-	Frontend        lb.L3n4Addr `json:"frontend"`
-	Slot            uint16      `json:"slot"`
-	BackendID       uint32      `json:"backendID,omitempty"`
-	RevNatID        uint32      `json:"revNatID,omitempty"`
-	Type            string      `json:"type,omitempty"`
-	Algorithm       string      `json:"algorithm,omitempty"`
-	Count           uint16      `json:"count,omitempty"`
-	Standby         uint16      `json:"standby,omitempty"`
-	Fallback        uint16      `json:"fallback,omitempty"`
-	ProxyPort       uint16      `json:"proxyPort,omitempty"`
-	AffinityTimeout uint32      `json:"affinityTimeout,omitempty"`
-	Flags           []string    `json:"flags,omitempty"`
+	Frontend lb.L3n4Addr
+	Slot     uint16
+	ServiceValue
 }
 
+// fields returns the codec of the entry's kind (master or slot).
+func (e *ServiceEntry) fields() []field[ServiceValue] {
+	if e.Slot > 0 {
+		return slotFields
+	}
+	return masterFields
+}
+
+// MarshalJSON writes the entry as one object (see ServiceEntry).
+func (e ServiceEntry) MarshalJSON() ([]byte, error) {
+	fe, err := json.Marshal(e.Frontend)
+	if err != nil {
+		return nil, err
+	}
+	b := append([]byte(`{"frontend":`), fe...)
+	b = append(b, `,"slot":`...)
+	b = strconv.AppendUint(b, uint64(e.Slot), 10)
+	if b, err = appendJSON(b, e.fields(), &e.ServiceValue); err != nil {
+		return nil, err
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (e *ServiceEntry) UnmarshalJSON(data []byte) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return err
+	}
+	*e = ServiceEntry{}
+	if err := json.Unmarshal(obj["frontend"], &e.Frontend); err != nil {
+		return fmt.Errorf("service entry: frontend: %w", err)
+	}
+	if raw, ok := obj["slot"]; ok {
+		if err := json.Unmarshal(raw, &e.Slot); err != nil {
+			return fmt.Errorf("service entry %s: slot: %w", e.Frontend, err)
+		}
+	}
+	if err := parseJSON(e.fields(), &e.ServiceValue, obj); err != nil {
+		return fmt.Errorf("service entry %s slot %d: %w", e.Frontend, e.Slot, err)
+	}
+	return nil
+}
+
+// SourceRangeEntry is one lb_src_range entry, shown as sourceRangeFields
+// says.
 type SourceRangeEntry struct {
-	RevNatID uint32       `json:"revNatID"`
-	Prefix   netip.Prefix `json:"prefix"`
+	SourceRangeKey
 }
 
+func (e SourceRangeEntry) MarshalJSON() ([]byte, error) {
+	return marshalObject(sourceRangeFields, &e.SourceRangeKey)
+}
+
+func (e *SourceRangeEntry) UnmarshalJSON(data []byte) error {
+	*e = SourceRangeEntry{}
+	return unmarshalObject(sourceRangeFields, &e.SourceRangeKey, data)
+}
+
+// AffinityEntry is one lb_affinity entry, shown as affinityFields says.
 type AffinityEntry struct {
-	RevNatID  uint32     `json:"revNatID"`
-	Client    netip.Addr `json:"client"`
-	BackendID uint32     `json:"backendID"`
-	// LastUsed is the datapath's coarse monotonic clock, in seconds, when
-	// the pin was last used: with the service's affinity timeout it says
-	// whether the pin is still in force. The text dump leaves it out, so
-	// that dumps taken at different times compare equal.
-	LastUsed uint32 `json:"lastUsed,omitempty"`
-	// Slot is the datapath's hint of where the backend sits (lb.h).
-	Slot uint16 `json:"slot,omitempty"`
+	AffinityKey
+	AffinityValue
 }
 
-var flagNames = []struct {
-	bit  uint8
-	name string
-}{
-	{FlagExtLocal, "ext-local"}, {FlagIntLocal, "int-local"}, {FlagAffinity, "affinity"},
-	{FlagSourceRanges, "source-ranges"}, {FlagRedirected, "redirected"},
-	{FlagProxy, "proxy"}, {FlagSkipFromBackend, "skip-from-backend"},
+func (e AffinityEntry) MarshalJSON() ([]byte, error) { return marshalObject(affinityFields, &e) }
+
+func (e *AffinityEntry) UnmarshalJSON(data []byte) error {
+	*e = AffinityEntry{}
+	return unmarshalObject(affinityFields, e, data)
 }
 
 // TakeDump reads every map of m.
 func TakeDump(m *Maps) (*Dump, error) {
 	d := &Dump{}
 	err := m.Backends.Iterate(func(id uint32, b Backend) bool {
-		d.Backends = append(d.Backends, BackendEntry{
-			ID: id, Address: b.L3n4Addr(), State: lb.BackendState(b.State).String(), ClusterID: b.ClusterID, Zone: b.Zone,
-		})
+		b.ID = id
+		d.Backends = append(d.Backends, BackendEntry{b})
 		return true
 	})
 	if err == nil {
@@ -134,7 +191,8 @@ func TakeDump(m *Maps) (*Dump, error) {
 	}
 	if err == nil {
 		err = m.RevNat.Iterate(func(id uint32, v RevNatValue) bool {
-			d.RevNat = append(d.RevNat, RevNatEntry{RevNatID: id, Address: v.AddrPort()})
+			v.ID = id
+			d.RevNat = append(d.RevNat, RevNatEntry{v})
 			return true
 		})
 	}
@@ -146,13 +204,13 @@ func TakeDump(m *Maps) (*Dump, error) {
 	}
 	if err == nil {
 		err = m.SourceRanges.Iterate(func(k SourceRangeKey, _ uint8) bool {
-			d.SourceRanges = append(d.SourceRanges, SourceRangeEntry{RevNatID: k.RevNatID, Prefix: k.Prefix()})
+			d.SourceRanges = append(d.SourceRanges, SourceRangeEntry{k})
 			return true
 		})
 	}
 	if err == nil {
 		err = m.Affinity.Iterate(func(k AffinityKey, v AffinityValue) bool {
-			d.Affinity = append(d.Affinity, AffinityEntry{RevNatID: k.RevNatID, Client: netip.AddrFrom16(k.Client).Unmap(), BackendID: v.BackendID, LastUsed: v.LastUsed, Slot: v.Slot})
+			d.Affinity = append(d.Affinity, AffinityEntry{k, v})
 			return true
 		})
 	}
@@ -168,36 +226,23 @@ func TakeDump(m *Maps) (*Dump, error) {
 	return d, nil
 }
 
-// NewServiceEntry is the readable form of one lb_services entry.
+// NewServiceEntry returns the lb_services entry of k and v as dumps show
+// it: a slot's backend ID, or a master's fields (ServiceMaster and the
+// rev-NAT ID); what they leave out is zero.
 func NewServiceEntry(k ServiceKey, v ServiceValue) ServiceEntry {
 	e := ServiceEntry{Frontend: k.L3n4Addr(), Slot: k.Slot}
 	if k.Slot > 0 {
 		e.BackendID = v.BackendID
 		return e
 	}
-	e.RevNatID, e.Count, e.Standby, e.AffinityTimeout = v.RevNatID, v.Count, v.Standby, v.AffinityTimeout
-	e.Fallback, e.ProxyPort = v.Fallback, binary.BigEndian.Uint16(v.ProxyPort[:])
-	e.Type = lb.SVCType(v.Type).String()
-	switch v.Algorithm {
-	case AlgorithmRandom:
-		e.Algorithm = "random"
-	case AlgorithmMaglev:
-		e.Algorithm = "maglev"
-	default:
-		e.Algorithm = strconv.Itoa(int(v.Algorithm))
-	}
-	for _, f := range flagNames {
-		if v.Flags&f.bit != 0 {
-			e.Flags = append(e.Flags, f.name)
-		}
-	}
+	e.RevNatID, e.ServiceMaster = v.RevNatID, v.ServiceMaster
 	return e
 }
 
 func (d *Dump) sort() {
 	slices.SortFunc(d.Backends, func(a, b BackendEntry) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(d.Maglev, func(a, b MaglevEntry) int { return cmp.Compare(a.RevNatID, b.RevNatID) })
-	slices.SortFunc(d.RevNat, func(a, b RevNatEntry) int { return cmp.Compare(a.RevNatID, b.RevNatID) })
+	slices.SortFunc(d.RevNat, func(a, b RevNatEntry) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(d.Services, func(a, b ServiceEntry) int {
 		if c := a.Frontend.Compare(b.Frontend); c != 0 {
 			return c
@@ -208,31 +253,27 @@ func (d *Dump) sort() {
 		if c := cmp.Compare(a.RevNatID, b.RevNatID); c != 0 {
 			return c
 		}
-		if c := a.Prefix.Addr().Compare(b.Prefix.Addr()); c != 0 {
+		ap, bp := a.Prefix(), b.Prefix()
+		if c := ap.Addr().Compare(bp.Addr()); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.Prefix.Bits(), b.Prefix.Bits())
+		return cmp.Compare(ap.Bits(), bp.Bits())
 	})
 	slices.SortFunc(d.Affinity, func(a, b AffinityEntry) int {
 		if c := cmp.Compare(a.RevNatID, b.RevNatID); c != 0 {
 			return c
 		}
-		return a.Client.Compare(b.Client)
+		return netip.AddrFrom16(a.Client).Unmap().Compare(netip.AddrFrom16(b.Client).Unmap())
 	})
 }
 
 // WriteText writes the dump in the line format described on Dump.
 func (d *Dump) WriteText(w io.Writer) error {
 	var sb strings.Builder
-	for _, b := range d.Backends {
-		fmt.Fprintf(&sb, "backend %d %s %s", b.ID, b.Address, b.State)
-		if b.ClusterID != 0 {
-			fmt.Fprintf(&sb, " cluster=%d", b.ClusterID)
-		}
-		if b.Zone != 0 {
-			fmt.Fprintf(&sb, " zone=%d", b.Zone)
-		}
-		sb.WriteByte('\n')
+	var line []byte
+	for i := range d.Backends {
+		line = append(appendText(append(line[:0], "backend"...), backendFields, &d.Backends[i].Backend), '\n')
+		sb.Write(line)
 	}
 	for _, m := range d.Maglev {
 		fmt.Fprintf(&sb, "maglev %d size=%d sum=%08x", m.RevNatID, m.Size, m.Sum)
@@ -241,35 +282,28 @@ func (d *Dump) WriteText(w io.Writer) error {
 		}
 		sb.WriteByte('\n')
 	}
-	for _, r := range d.RevNat {
-		fmt.Fprintf(&sb, "revnat %d %s\n", r.RevNatID, r.Address)
+	for i := range d.RevNat {
+		line = append(appendText(append(line[:0], "revnat"...), revNatFields, &d.RevNat[i].RevNatValue), '\n')
+		sb.Write(line)
 	}
-	for _, s := range d.Services {
-		if s.Slot > 0 {
-			fmt.Fprintf(&sb, "service %s slot=%d backend=%s\n", s.Frontend, s.Slot, backendIDString(s.BackendID))
-			continue
+	for i := range d.Services {
+		e := &d.Services[i]
+		line = fmt.Appendf(line[:0], "service %s", e.Frontend)
+		if e.Slot > 0 {
+			line = fmt.Appendf(line, " slot=%d", e.Slot)
+		} else {
+			line = append(line, " master"...)
 		}
-		fmt.Fprintf(&sb, "service %s master revnat=%d type=%s algorithm=%s count=%d standby=%d",
-			s.Frontend, s.RevNatID, s.Type, s.Algorithm, s.Count, s.Standby)
-		if s.Fallback != 0 {
-			fmt.Fprintf(&sb, " fallback=%d", s.Fallback)
-		}
-		if s.AffinityTimeout != 0 {
-			fmt.Fprintf(&sb, " affinity=%d", s.AffinityTimeout)
-		}
-		if s.ProxyPort != 0 {
-			fmt.Fprintf(&sb, " proxy-port=%d", s.ProxyPort)
-		}
-		if len(s.Flags) > 0 {
-			fmt.Fprintf(&sb, " flags=%s", strings.Join(s.Flags, ","))
-		}
-		sb.WriteByte('\n')
+		line = append(appendText(line, e.fields(), &e.ServiceValue), '\n')
+		sb.Write(line)
 	}
-	for _, r := range d.SourceRanges {
-		fmt.Fprintf(&sb, "srcrange %d %s\n", r.RevNatID, r.Prefix)
+	for i := range d.SourceRanges {
+		line = append(appendText(append(line[:0], "srcrange"...), sourceRangeFields, &d.SourceRanges[i].SourceRangeKey), '\n')
+		sb.Write(line)
 	}
-	for _, a := range d.Affinity {
-		fmt.Fprintf(&sb, "affinity %d %s backend=%d\n", a.RevNatID, a.Client, a.BackendID)
+	for i := range d.Affinity {
+		line = append(appendText(append(line[:0], "affinity"...), affinityFields, &d.Affinity[i]), '\n')
+		sb.Write(line)
 	}
 	_, err := io.WriteString(w, sb.String())
 	return err

@@ -11,11 +11,16 @@ func LayoutNames() []string {
 }
 
 // LoadBenchDatapath loads the benchmark's programs of c/bench.h over m.
-func LoadBenchDatapath(m *Maps) (*Datapath, error) {
-	return loadDatapathPrograms(m, DefaultDatapathOptions, "lb_bench_est", "lb_bench_new", "lb_bench_copy", "lb_bench_copy_new")
+func LoadBenchDatapath(m *Maps, reports bool) (*Datapath, error) {
+	opts := DefaultDatapathOptions
+	opts.ConnectionReports = reports
+	return loadDatapathPrograms(m, opts, "lb_bench_est", "lb_bench_new", "lb_bench_copy", "lb_bench_copy_new")
 }
 
 // LoadProbeDatapath loads the torn-read probe of c/probe.h over m.
 func LoadProbeDatapath(m *Maps) (*Datapath, error) {
 	return loadDatapathPrograms(m, DefaultDatapathOptions, "lb_probe_slots")
 }
+
+// ConnEventSize is the size of struct lb_conn_event the decoder reads.
+const ConnEventSize = connEventSize

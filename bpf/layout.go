@@ -129,6 +129,10 @@ func (d *mapDef) maxEntries(cfg Config) uint32 {
 // binding builds one map's field of Maps from either implementation.
 type binding struct {
 	keySize, valueSize uint32
+	// keyType and valueType are the Go types of a key and of a value (of
+	// one CPU's value, for a per-CPU map), which TestLayoutMatchesObject
+	// matches with the BTF types of the map's key and value.
+	keyType, valueType reflect.Type
 	// kernel wraps an opened map; ms is the spec it was opened with.
 	kernel func(m *Maps, d *mapDef, em *ebpf.Map, ms *ebpf.MapSpec)
 	memory func(m *Maps, d *mapDef, cfg Config, faults FaultHook)
@@ -141,6 +145,7 @@ func sizeOf[T any]() uint32 { return uint32(reflect.TypeFor[T]().Size()) }
 func bindHash[K comparable, V any](field func(*Maps) *Map[K, V]) binding {
 	return binding{
 		keySize: sizeOf[K](), valueSize: sizeOf[V](),
+		keyType: reflect.TypeFor[K](), valueType: reflect.TypeFor[V](),
 		kernel: func(m *Maps, d *mapDef, em *ebpf.Map, _ *ebpf.MapSpec) {
 			*field(m) = &kernelMap[K, V]{m: em, name: d.name}
 		},
@@ -175,6 +180,7 @@ func bindArray[V any](field func(*Maps) *Map[uint32, V]) binding {
 func bindSlotted[V any](field func(*Maps) *Map[uint32, V], idOf func(V) uint32, withID func(V, uint32) V) binding {
 	return binding{
 		keySize: 4, valueSize: sizeOf[V](),
+		keyType: reflect.TypeFor[uint32](), valueType: reflect.TypeFor[V](),
 		kernel: func(m *Maps, d *mapDef, em *ebpf.Map, _ *ebpf.MapSpec) {
 			*field(m) = &slotted[V]{arr: &kernelMap[uint32, V]{m: em, name: d.name}, n: max(em.MaxEntries(), 1), idOf: idOf, withID: withID}
 		},
@@ -189,7 +195,8 @@ func bindSlotted[V any](field func(*Maps) *Map[uint32, V], idOf func(V) uint32, 
 // inner arrays holding one table each (4 bytes: an inner map's ID).
 func bindMaglev(field func(*Maps) *MaglevMap) binding {
 	return binding{
-		keySize: 4, valueSize: 4,
+		keySize: 4, valueSize: 4, // an inner map's ID
+		keyType: reflect.TypeFor[uint32](), valueType: reflect.TypeFor[uint32](),
 		kernel: func(m *Maps, d *mapDef, em *ebpf.Map, ms *ebpf.MapSpec) {
 			inner := ms.InnerMap.Copy()
 			inner.Pinning = ebpf.PinNone

@@ -1,12 +1,8 @@
 package bpf
 
 import (
-	"encoding/binary"
 	"fmt"
 	"maps"
-	"sync"
-
-	"github.com/lbstate/lbstate/lb"
 )
 
 // LoadDump writes the entries of d into m, so that code that walks Maps
@@ -22,12 +18,7 @@ import (
 // dump and the table's read.
 func LoadDump(m *Maps, d *Dump, maglevTables map[uint32][]uint32) error {
 	for _, e := range d.Backends {
-		var state lb.BackendState
-		if err := state.UnmarshalText([]byte(e.State)); err != nil {
-			return fmt.Errorf("%s: backend %d: %w", m.Backends.Name(), e.ID, err)
-		}
-		b := NewBackend(lb.BackendRef{Address: e.Address, State: state, ClusterID: e.ClusterID}, e.Zone)
-		if err := m.Backends.Update(e.ID, b); err != nil {
+		if err := m.Backends.Update(e.ID, e.Backend); err != nil {
 			return err
 		}
 	}
@@ -44,23 +35,17 @@ func LoadDump(m *Maps, d *Dump, maglevTables map[uint32][]uint32) error {
 		}
 	}
 	for _, e := range d.RevNat {
-		// lb_rev_nat keeps an address and port only; the protocol is moot.
-		addr := lb.NewL3n4Addr(lb.ProtoAny, e.Address.Addr(), e.Address.Port(), lb.ScopeExternal)
-		if err := m.RevNat.Update(e.RevNatID, NewRevNatValue(addr)); err != nil {
+		if err := m.RevNat.Update(e.ID, e.RevNatValue); err != nil {
 			return err
 		}
 	}
 	for _, e := range d.Services {
-		v, err := serviceValueOf(e)
-		if err != nil {
-			return fmt.Errorf("%s: %s slot %d: %w", m.Services.Name(), e.Frontend, e.Slot, err)
-		}
-		if err := m.Services.Update(NewServiceKey(e.Frontend, e.Slot), v); err != nil {
+		if err := m.Services.Update(NewServiceKey(e.Frontend, e.Slot), e.ServiceValue); err != nil {
 			return err
 		}
 	}
 	for _, e := range d.SourceRanges {
-		if err := m.SourceRanges.Update(NewSourceRangeKey(e.RevNatID, e.Prefix), 1); err != nil {
+		if err := m.SourceRanges.Update(e.SourceRangeKey, 1); err != nil {
 			return err
 		}
 	}
@@ -75,8 +60,7 @@ func LoadDump(m *Maps, d *Dump, maglevTables map[uint32][]uint32) error {
 		return err
 	}
 	for _, e := range d.Affinity {
-		k := AffinityKey{Client: e.Client.As16(), RevNatID: e.RevNatID}
-		if err := m.Affinity.Update(k, AffinityValue{BackendID: e.BackendID, LastUsed: e.LastUsed, Slot: e.Slot}); err != nil {
+		if err := m.Affinity.Update(e.AffinityKey, e.AffinityValue); err != nil {
 			return err
 		}
 	}
@@ -95,46 +79,3 @@ func checkMaglevTable(e MaglevEntry, table []uint32) error {
 	}
 	return nil
 }
-
-// serviceValueOf is the inverse of NewServiceEntry.
-func serviceValueOf(e ServiceEntry) (ServiceValue, error) {
-	if e.Slot > 0 {
-		return ServiceValue{BackendID: e.BackendID}, nil
-	}
-	v := ServiceValue{RevNatID: e.RevNatID, Count: e.Count, Standby: e.Standby, Fallback: e.Fallback, AffinityTimeout: e.AffinityTimeout}
-	binary.BigEndian.PutUint16(v.ProxyPort[:], e.ProxyPort)
-	names := entryNames()
-	var ok bool
-	if v.Type, ok = names.types[e.Type]; !ok {
-		return v, fmt.Errorf("unknown type %q", e.Type)
-	}
-	if v.Algorithm, ok = names.algorithms[e.Algorithm]; !ok {
-		return v, fmt.Errorf("unknown algorithm %q", e.Algorithm)
-	}
-	for _, f := range e.Flags {
-		bit, ok := names.flags[f]
-		if !ok {
-			return v, fmt.Errorf("unknown flag %q", f)
-		}
-		v.Flags |= bit
-	}
-	return v, nil
-}
-
-// entryNames inverts the names NewServiceEntry gives to a master entry's
-// byte-sized fields, by asking it for every value: the inverse cannot drift
-// from the names a dump is written with.
-var entryNames = sync.OnceValue(func() (n struct{ types, algorithms, flags map[string]uint8 }) {
-	n.types, n.algorithms, n.flags = map[string]uint8{}, map[string]uint8{}, map[string]uint8{}
-	for i := range 256 {
-		e := NewServiceEntry(ServiceKey{}, ServiceValue{Type: uint8(i), Algorithm: uint8(i)})
-		n.types[e.Type] = uint8(i)
-		n.algorithms[e.Algorithm] = uint8(i)
-	}
-	for bit := range 8 {
-		if e := NewServiceEntry(ServiceKey{}, ServiceValue{Flags: 1 << bit}); len(e.Flags) == 1 {
-			n.flags[e.Flags[0]] = 1 << bit
-		}
-	}
-	return n
-})

@@ -43,7 +43,7 @@ func TestLookupFindsWhatUpdateWroteAndDeletingTwiceSucceeds(t *testing.T) {
 	implementations(t, smallConfig(), func(t *testing.T, m *bpf.Maps) {
 		fe := lb.MustParseL3n4Addr("10.96.0.1:80/TCP")
 		k := bpf.NewServiceKey(fe, 0)
-		v := bpf.ServiceValue{RevNatID: 7, Count: 2, Type: 1}
+		v := bpf.ServiceValue{RevNatID: 7, ServiceMaster: bpf.ServiceMaster{Count: 2, Type: 1}}
 		if err := m.Services.Update(k, v); err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
-	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,26 +21,17 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
+	"github.com/lbstate/lbstate"
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
-	"github.com/lbstate/lbstate/bpf/datapath"
 	"github.com/lbstate/lbstate/lb"
-	"github.com/lbstate/lbstate/metrics"
-	lbreconciler "github.com/lbstate/lbstate/reconciler"
-	"github.com/lbstate/lbstate/reflectors/file"
-	"github.com/lbstate/lbstate/reflectors/health"
-	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/reflectors/kubeapi"
-	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
-	"github.com/lbstate/lbstate/reflectors/routes"
-	"github.com/lbstate/lbstate/reflectors/routestatus"
-	"github.com/lbstate/lbstate/tables"
 )
 
-// agent is lbstate composed as the example agent composes it (its
-// sources, tables, reconciler, kernel maps and the reference datapath),
-// run in the test process against the test's API server, with the
-// datapath attached to the test's node.
+// agent is lbstate composed as the example agent composes it
+// (lbstate.Cell: its sources, tables, reconciler, kernel maps and the
+// reference datapath), run in the test process against the test's API
+// server, with the datapath attached to the test's node.
 type agent struct {
 	t         testing.TB
 	h         *hive.Hive
@@ -64,20 +54,7 @@ func (n *node) startAgent(c *cluster, extra ...string) *agent {
 	klog.SetSlogLogger(a.log.With("component", "client-go")) // client-go's lines in the agent's log
 	clients := kubeClients(n.t, c)
 	a.h = hive.New(
-		statedb.Cell,
-		job.Cell,
-		cell.SimpleHealthCell,
-		metrics.Cell,
-		tables.Cell,
-		bpf.Cell,
-		lbreconciler.Cell,
-		datapath.Cell,
-		kubeapi.Cell, k8s.Cell,
-		file.Cell,
-		redirectpolicy.Cell,
-		routes.Cell,
-		routestatus.Cell,
-		health.Cell,
+		lbstate.Cell,
 		cell.Provide(func() kubeapi.Clients { return clients }),
 		cell.Invoke(func(db *statedb.DB, fes statedb.Table[*lb.Frontend], maps *bpf.Maps, reg *prometheus.Registry, health *cell.SimpleHealth) {
 			a.db, a.frontends, a.maps, a.registry, a.health = db, fes, maps, reg, health

@@ -27,6 +27,9 @@ type BackendParams struct {
 	// weight gives DefaultBackendWeight; a Go literal must set it.
 	Weight uint16
 
+	// ClusterID is the cluster the backend runs in: 0 for this cluster
+	// (the one the agent serves), another ID (1-511 in a mesh) for a
+	// remote cluster's, whichever source wrote it. See Remote.
 	ClusterID uint32
 	State     BackendState
 
@@ -38,6 +41,10 @@ type BackendParams struct {
 	// WithTopologyHints.
 	hints *backendHints
 }
+
+// Remote reports whether the backend runs in another cluster: only a
+// global service (ServiceParams.IsGlobal) selects it.
+func (p *BackendParams) Remote() bool { return p.ClusterID != 0 }
 
 // Validate reports what is wrong with the backend, naming its address.
 func (p *BackendParams) Validate() error {
@@ -128,7 +135,7 @@ func compareInstanceKey(inst BackendInstance, name ServiceName, src Source) int 
 	if c := inst.Service.Compare(name); c != 0 {
 		return c
 	}
-	return int(inst.Source) - int(src)
+	return inst.Source.Compare(src)
 }
 
 // Instance returns the instance for the service from the source.

@@ -1,8 +1,10 @@
 package lb
 
 import (
+	"runtime"
 	"slices"
 	"sync"
+	"weak"
 )
 
 // backendHints are the parts of BackendParams that most backends leave
@@ -59,17 +61,27 @@ func (p BackendParams) WithTopologyHints(forZones, forNodes []string) BackendPar
 	return p
 }
 
-// internedHints holds the hints made so far, by their lists joined, so
-// that the backends of a slice, or every backend serving ports of the
-// same names, share one: a backend with port names costs no allocation.
-// Distinct lists are few in a cluster (port names, zones); past
+// internedHints holds the hints in use, by their lists joined, so that
+// the backends of a slice, or every backend serving ports of the same
+// names, share one: a backend with port names costs no allocation. An
+// entry is a weak pointer, removed once no backend holds its hints, so
+// the table holds what the tables hold and no more (it once kept every
+// list ever seen, up to its cap, and then interned nothing new). Distinct
+// lists in use are few in a cluster (port names, zones); past
 // maxInternedHints, hints are made without being kept.
 var internedHints struct {
 	sync.Mutex
-	m map[string]*backendHints
+	m map[string]weak.Pointer[backendHints]
 }
 
 const maxInternedHints = 4096
+
+// internedEntry is what a cleanup needs to remove an entry: not the hints
+// themselves, which would keep them alive.
+type internedEntry struct {
+	key string
+	wp  weak.Pointer[backendHints]
+}
 
 // makeBackendHints returns hints holding copies of the lists, nil when
 // all are empty.
@@ -90,16 +102,30 @@ func makeBackendHints(portNames, forZones, forNodes []string) *backendHints {
 	}
 	internedHints.Lock()
 	defer internedHints.Unlock()
-	h, ok := internedHints.m[string(key)]
-	if ok && slices.Equal(h.portNames, portNames) && slices.Equal(h.forZones, forZones) && slices.Equal(h.forNodes, forNodes) {
-		return h
+	old := internedHints.m[string(key)].Value()
+	if old != nil && slices.Equal(old.portNames, portNames) && slices.Equal(old.forZones, forZones) && slices.Equal(old.forNodes, forNodes) {
+		return old
 	}
-	h = &backendHints{slices.Clone(portNames), slices.Clone(forZones), slices.Clone(forNodes)}
-	if !ok && len(internedHints.m) < maxInternedHints { // ok: names with the separators in them
+	h := &backendHints{slices.Clone(portNames), slices.Clone(forZones), slices.Clone(forNodes)}
+	// An entry whose hints are gone is replaced; one that holds other
+	// lists under the same key (names with the separators in them) stays.
+	if old == nil && len(internedHints.m) < maxInternedHints {
 		if internedHints.m == nil {
-			internedHints.m = make(map[string]*backendHints)
+			internedHints.m = make(map[string]weak.Pointer[backendHints])
 		}
-		internedHints.m[string(key)] = h
+		e := internedEntry{string(key), weak.Make(h)}
+		internedHints.m[e.key] = e.wp
+		runtime.AddCleanup(h, forgetHints, e)
 	}
 	return h
+}
+
+// forgetHints removes an entry whose hints no one holds any more, unless
+// newer hints took its key.
+func forgetHints(e internedEntry) {
+	internedHints.Lock()
+	defer internedHints.Unlock()
+	if internedHints.m[e.key] == e.wp {
+		delete(internedHints.m, e.key)
+	}
 }

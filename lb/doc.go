@@ -6,6 +6,16 @@
 // table row holds. Parse and String are inverses, and a zero value means
 // "invalid" or "unset", never a real address or name.
 //
+// # Sources
+//
+// Every row says which source declared it (Source). A source is
+// registered once, process-wide, with its name and priority
+// (RegisterSource): its value is its priority, so rows stay small and
+// compare sources with ==, Outranks and Compare without a lookup, and
+// String, MarshalText and UnmarshalText use the name. The built-in
+// sources (api, file, k8s, kvstore, redirect) are registered before any
+// other; an embedder adds its own at priorities among them.
+//
 // # Equality
 //
 // The small values compare with == and serve as map and index keys:

@@ -169,38 +169,3 @@ func (a *Algorithm) UnmarshalText(b []byte) (err error) {
 	*a, err = algorithmNames.Parse(string(b))
 	return
 }
-
-// Source is who declared a service or backend. When several sources declare
-// the same service, the one with the highest priority (lowest value) owns
-// its policy and frontends. Local configuration (api, file) outranks what
-// the cluster says (k8s), which outranks other clusters (kvstore).
-type Source uint8
-
-const (
-	SourceAPI Source = iota + 1
-	SourceFile
-	SourceK8s
-	SourceKVStore
-	SourceRedirect
-)
-
-var sourceNames = enumNames[Source]{"source", []string{"", "api", "file", "k8s", "kvstore", "redirect"}}
-
-// Sources lists every source, highest priority first.
-var Sources = []Source{SourceAPI, SourceFile, SourceK8s, SourceKVStore, SourceRedirect}
-
-func (s Source) String() string               { return sourceNames.String(s) }
-func (s Source) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
-func (s *Source) UnmarshalText(b []byte) (err error) {
-	*s, err = sourceNames.Parse(string(b))
-	return
-}
-
-// ParseSource parses a source name such as "k8s".
-func ParseSource(s string) (Source, error) { return sourceNames.Parse(s) }
-
-// Valid reports whether s is one of the known sources.
-func (s Source) Valid() bool { return sourceNames.Valid(s) }
-
-// Outranks reports whether s has a higher priority than other.
-func (s Source) Outranks(other Source) bool { return s < other }

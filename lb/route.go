@@ -108,7 +108,7 @@ func (r Route) String() string {
 // route naming a port before the one for all ports, then by port.
 func compareRoutes(a, b Route) int {
 	if a.Source != b.Source {
-		return cmp.Compare(a.Source, b.Source)
+		return a.Source.Compare(b.Source)
 	}
 	if (a.Port == 0) != (b.Port == 0) {
 		if a.Port == 0 {

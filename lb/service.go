@@ -513,7 +513,7 @@ func (pr ProxyRedirect) source() Source { return pr.Source }
 func withBySource[T any](xs []T, x T, source func(T) Source) []T {
 	out := slices.Clone(xs)
 	i, found := slices.BinarySearchFunc(out, source(x), func(e T, src Source) int {
-		return int(source(e)) - int(src)
+		return source(e).Compare(src)
 	})
 	if found {
 		out[i] = x

@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -140,6 +139,7 @@ func (o *ops) runOne(txn statedb.ReadTxn, fe *lb.Frontend, fn func(statedb.ReadT
 	tasks := []task{{fe: fe}}
 	fn(txn, tasks)
 	o.noteResults(tasks)
+	o.compact()
 	return tasks[0].err
 }
 
@@ -155,11 +155,20 @@ func (o *ops) runBatch(txn statedb.ReadTxn, batch []reconciler.BatchEntry[*lb.Fr
 	}
 	fn(txn, tasks)
 	o.noteResults(tasks)
+	o.compact()
 	for i := range batch {
 		batch[i].Result = tasks[i].err
 	}
 	clear(tasks) // what they point to is the batch's
 	giveBack(&o.scratch.tasks, tasks)
+}
+
+// compact gives back the room of the frontends and backends gone.
+func (o *ops) compact() {
+	o.frontends.compact()
+	o.backends.compact()
+	o.restoredFrontends.compact()
+	o.restoredBackends.compact()
 }
 
 // noteResults records which frontends fail, counting those that start
@@ -170,6 +179,7 @@ func (o *ops) noteResults(tasks []task) {
 		addr := tasks[i].fe.Address
 		if tasks[i].err == nil {
 			delete(o.failing, addr)
+			delete(o.overSlots, addr)
 			continue
 		}
 		if _, ok := o.failing[addr]; !ok {
@@ -536,6 +546,16 @@ func (j *task) layout(o *ops) {
 	j.slotCount += len(j.standby) + len(j.fallback)
 	if j.slotCount > maxSlots {
 		j.err = fmt.Errorf("frontend %s: %d backend slots, at most %d", j.fe.Address, j.slotCount, maxSlots)
+		// Status and metrics say it at every retry; the log once per count.
+		if n, ok := o.overSlots[j.fe.Address]; !ok || n != j.slotCount {
+			if o.overSlots == nil {
+				o.overSlots = map[lb.L3n4Addr]int{}
+			}
+			o.overSlots[j.fe.Address] = j.slotCount
+			o.log.Warn("Frontend needs more backend slots than the datapath takes; not written until it needs fewer",
+				"service", j.fe.Service, "frontend", j.fe.Address, "slots", j.slotCount, "max", maxSlots,
+				"rotation", len(j.rotation), "standby", len(j.standby), "fallback", len(j.fallback))
+		}
 	}
 }
 
@@ -622,28 +642,14 @@ func (o *ops) writeMasters(tasks []task) {
 	defer func() { giveBack(&o.scratch.ids, revIDs) }()
 	defer func() { giveBack(&o.scratch.revNats, revVals) }()
 	for j := range live(tasks) {
-		master := bpf.ServiceValue{
-			RevNatID:        j.st.id,
-			AffinityTimeout: j.fe.Policy.AffinityTimeout(),
-			Count:           uint16(len(j.slotIDs) - len(j.standby) - len(j.fallback)),
-			Standby:         uint16(len(j.standby)),
-			Fallback:        uint16(len(j.fallback)),
-			Type:            uint8(j.fe.Type),
-			Flags:           flags(j.fe, len(j.ranges) > 0),
-			Algorithm:       j.algorithm,
-		}
-		binary.BigEndian.PutUint16(master.ProxyPort[:], j.fe.ProxyPort())
+		master := j.master()
 		j.st.affinity = j.st.affinity || master.AffinityTimeout > 0 // before entries can exist
-		if fields := masterFieldsOf(master); !j.st.masterWritten || j.st.master != fields {
-			j.st.masterWritten, j.st.master = false, fields
+		if !j.st.masterWritten || j.st.master != master {
+			j.st.masterWritten, j.st.master = false, master
 			o.setMay(roomServices, &j.st.hasMaster, true)
-			keys, vals = append(keys, bpf.NewServiceKey(j.fe.Address, 0)), append(vals, master)
+			keys = append(keys, bpf.NewServiceKey(j.fe.Address, 0))
+			vals = append(vals, bpf.ServiceValue{RevNatID: j.st.id, ServiceMaster: master})
 			j.in |= inMaster
-		}
-		if !j.st.revNatWritten {
-			o.setMay(roomRevNat, &j.st.hasRevNat, true)
-			revIDs, revVals = append(revIDs, j.st.id), append(revVals, bpf.NewRevNatValue(j.fe.Address))
-			j.in |= inRevNat
 		}
 	}
 	err := o.maps.Services.BatchUpdate(keys, vals)
@@ -652,6 +658,15 @@ func (o *ops) writeMasters(tasks []task) {
 			j.err = err
 		} else {
 			j.st.masterWritten = true
+		}
+	}
+	// The rev-NAT entry follows its master: a frontend whose master
+	// failed (live skips it) gets none until its retry.
+	for j := range live(tasks) {
+		if !j.st.revNatWritten {
+			o.setMay(roomRevNat, &j.st.hasRevNat, true)
+			revIDs, revVals = append(revIDs, j.st.id), append(revVals, bpf.NewRevNatValue(j.fe.Address))
+			j.in |= inRevNat
 		}
 	}
 	err = o.maps.RevNat.BatchUpdate(revIDs, revVals)

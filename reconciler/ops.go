@@ -78,6 +78,9 @@ type ops struct {
 	// onFailure is called when one starts failing (metrics.go).
 	failing   map[lb.L3n4Addr]struct{}
 	onFailure func()
+	// overSlots holds the slot count logged for each frontend with more
+	// slots than the datapath takes, so that it is logged once per change.
+	overSlots map[lb.L3n4Addr]int
 
 	// moreViews holds, by backend ID, the views of the backends that
 	// more than one frontend uses, but the first (backendState.first).
@@ -90,29 +93,6 @@ type ops struct {
 	// call counts the calls of update and delete, so that a backend
 	// knows the one that created it (backendState.born).
 	call uint32
-}
-
-// backendValue is the lb_backends value of a backend (beside its
-// address): the most available state any frontend sees it in, and the
-// cluster and zone as the frontend with the lowest ID sees them, so that
-// it does not depend on which frontend was reconciled last.
-func (o *ops) backendValue(be *backendState) beValue {
-	var first backendView
-	for v := range o.views(be) {
-		// States are numbered from the most available; starting from the
-		// first view, not from a fixed "least available" state, keeps a
-		// state numbered after it (not-ready) from being read as that one.
-		if first.frontend == 0 {
-			first = v
-			continue
-		}
-		state := min(first.state, v.state)
-		if v.frontend < first.frontend {
-			first = v
-		}
-		first.state = state
-	}
-	return beValue{clusterID: first.clusterID, state: uint8(first.state), zone: first.zone}
 }
 
 func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Table[*lb.Frontend]) (*ops, error) {
@@ -443,37 +423,6 @@ func (o *ops) clearAffinity(clear map[uint32]func(backendID uint32) bool) error 
 		return err
 	}
 	return o.maps.Affinity.BatchDelete(stale)
-}
-
-// flags returns the master entry's flags of a frontend; hasRanges says
-// whether source ranges restrict it.
-func flags(fe *lb.Frontend, hasRanges bool) uint8 {
-	var f uint8
-	p := fe.Policy
-	// The flag names the policy that selection applied to this frontend.
-	if p.TrafficPolicyFor(fe.FrontendParams) == lb.TrafficPolicyLocal {
-		if fe.UsesExternalTrafficPolicy() {
-			f |= bpf.FlagExtLocal
-		} else {
-			f |= bpf.FlagIntLocal
-		}
-	}
-	if p.AffinityTimeout() > 0 {
-		f |= bpf.FlagAffinity
-	}
-	if hasRanges {
-		f |= bpf.FlagSourceRanges
-	}
-	if !fe.RedirectedTo().IsZero() {
-		f |= bpf.FlagRedirected
-		if fe.SkipFromBackend() {
-			f |= bpf.FlagSkipFromBackend
-		}
-	}
-	if fe.ProxyPort() != 0 {
-		f |= bpf.FlagProxy
-	}
-	return f
 }
 
 // sourceRanges returns the source range keys of a frontend (RevNatID left

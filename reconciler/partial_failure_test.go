@@ -125,6 +125,13 @@ func (f *flakyRevNat) Update(k uint32, v bpf.RevNatValue) error {
 	return f.Map.Update(k, v)
 }
 
+func (f *flakyRevNat) BatchUpdate(ks []uint32, vs []bpf.RevNatValue) error {
+	if f.armed.Load() && len(ks) > 0 {
+		return fmt.Errorf("%s: batch update: injected failure", f.Name())
+	}
+	return f.Map.BatchUpdate(ks, vs)
+}
+
 // A frontend with session affinity whose update failed after its master
 // went in (the lb_rev_nat write failed) still has its affinity entries
 // cleared when it is deleted, before its backend is: no affinity entry

@@ -15,7 +15,7 @@ func voidedPins(j *task) func(backendID uint32) bool {
 		return nil
 	}
 	now := j.slotIDs[:len(j.slotIDs)-len(j.standby)-len(j.fallback)]
-	before, count := j.st.written(), int(j.st.master.count)
+	before, count := j.st.written(), int(j.st.master.Count)
 	known := j.st.masterWritten && count <= len(before)
 	if known && slices.Equal(before[:count], now) {
 		return nil // most updates of a frontend with affinity

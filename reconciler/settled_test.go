@@ -58,11 +58,11 @@ func (a *agent) settled(t testing.TB, maps *bpf.Maps) string {
 	backendAt := map[uint32]lb.L3n4Addr{}
 	haveBackend := map[lb.L3n4Addr]bool{}
 	for _, e := range d.Backends {
-		backendAt[e.ID], haveBackend[e.Address] = e.Address, true
+		backendAt[e.ID], haveBackend[e.L3n4Addr()] = e.L3n4Addr(), true
 	}
 	revNat, maglev := map[uint32]bool{}, map[uint32]bool{}
 	for _, e := range d.RevNat {
-		revNat[e.RevNatID] = true
+		revNat[e.ID] = true
 	}
 	for _, e := range d.Maglev {
 		maglev[e.RevNatID] = true

@@ -3,7 +3,6 @@ package reconciler
 import (
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/internal/smallset"
-	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/lb/maglev"
 )
 
@@ -15,8 +14,9 @@ type frontendState struct {
 	// (Fields ordered so that the struct packs into 48 bytes.)
 	more *frontendMore // nil for most
 	// Known contents, nil or zero when unknown (after a failure, or for a
-	// restored frontend): master is slot 0, if masterWritten.
-	master masterFields
+	// restored frontend): master is slot 0 (beside its rev-NAT ID, id),
+	// if masterWritten.
+	master bpf.ServiceMaster
 	id     uint32
 	// written is the known backend IDs of slots 1..nWritten: written1
 	// holds slot 1's when nWritten is 1, more.written them all when it is
@@ -39,24 +39,6 @@ type frontendState struct {
 	hasMaster, hasRevNat bool
 	maglev               bool // a Maglev table may exist
 	affinity             bool // affinity entries may exist
-}
-
-// masterFields is what a master entry holds beside its rev-NAT ID (the
-// frontend's ID) and its backend ID (none).
-type masterFields struct {
-	affinityTimeout          uint32
-	count, standby, fallback uint16
-	typ, flags, algorithm    uint8
-	proxyPort                [2]byte
-}
-
-func masterFieldsOf(v bpf.ServiceValue) masterFields {
-	return masterFields{
-		affinityTimeout: v.AffinityTimeout,
-		count:           v.Count, standby: v.Standby, fallback: v.Fallback,
-		typ: v.Type, flags: v.Flags, algorithm: v.Algorithm,
-		proxyPort: v.ProxyPort,
-	}
 }
 
 // frontendMore is the part of a frontend's state that most frontends,
@@ -216,23 +198,4 @@ type backendState struct {
 	// exist.
 	written, inMap bool
 	manyViews      bool
-}
-
-// beValue is what an lb_backends value holds beside the backend's
-// address.
-type beValue struct {
-	clusterID uint32
-	state     uint8
-	zone      uint8
-}
-
-// valueOf returns what v holds beside the address.
-func valueOf(v bpf.Backend) beValue {
-	return beValue{clusterID: v.ClusterID, state: v.State, zone: v.Zone}
-}
-
-// entry returns the backend's lb_backends value holding v.
-func (be *backendState) entry(v beValue) bpf.Backend {
-	ref := lb.BackendRef{Address: be.key.l3n4(), State: lb.BackendState(v.state), ClusterID: v.clusterID}
-	return bpf.NewBackend(ref, v.zone)
 }

@@ -4,25 +4,69 @@ import (
 	"iter"
 	"slices"
 
+	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/lb"
 )
 
-// backendView is how one frontend (by ID) sees a backend: what of its
-// BackendRef goes into the backend's lb_backends value.
-type backendView struct {
-	frontend  uint32
+// This file is where a backend's lb_backends value comes from: each
+// frontend's view of the backend, and the one value the views make
+// (bpf/doc.go's checklist for adding a field points here).
+
+// beValue is what an lb_backends value holds beside the backend's
+// address (and its ID): what the reconciler keeps of what it wrote.
+type beValue struct {
 	clusterID uint32
 	state     lb.BackendState
 	zone      uint8 // the zone's ID (Config.LBZoneIDs)
 }
 
+// backendView is how one frontend (by ID) sees a backend: the value it
+// would give the backend's lb_backends entry.
+type backendView struct {
+	frontend uint32
+	beValue
+}
+
 // viewOf returns frontend id's view of the backend ref.
 func (o *ops) viewOf(id uint32, ref lb.BackendRef) backendView {
-	v := backendView{frontend: id, clusterID: ref.ClusterID, state: ref.State}
+	v := backendView{frontend: id, beValue: beValue{clusterID: ref.ClusterID, state: ref.State}}
 	if ref.Zone != "" {
 		v.zone = o.cfg.zoneIDs[ref.Zone]
 	}
 	return v
+}
+
+// backendValue is the lb_backends value of a backend (beside its
+// address): the most available state any frontend sees it in, and the
+// cluster and zone as the frontend with the lowest ID sees them, so that
+// it does not depend on which frontend was reconciled last.
+func (o *ops) backendValue(be *backendState) beValue {
+	var first backendView
+	for v := range o.views(be) {
+		// States are numbered from the most available; starting from the
+		// first view, not from a fixed "least available" state, keeps a
+		// state numbered after it (not-ready) from being read as that one.
+		if first.frontend == 0 {
+			first = v
+			continue
+		}
+		state := min(first.state, v.state)
+		if v.frontend < first.frontend {
+			first = v
+		}
+		first.state = state
+	}
+	return first.beValue
+}
+
+// valueOf returns what v holds beside the address (a restored entry).
+func valueOf(v bpf.Backend) beValue {
+	return beValue{clusterID: v.ClusterID, state: lb.BackendState(v.State), zone: v.Zone}
+}
+
+// entry returns the backend's lb_backends value holding v.
+func (be *backendState) entry(v beValue) bpf.Backend {
+	return bpf.NewBackend(lb.BackendRef{Address: be.key.l3n4(), State: v.state, ClusterID: v.clusterID}, v.zone)
 }
 
 // views yields every frontend's view of the backend.

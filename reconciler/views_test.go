@@ -12,7 +12,9 @@ func TestBackendViewsKeepEveryFrontendsView(t *testing.T) {
 		o  ops
 		be = backendState{id: 1}
 	)
-	view := func(id, cluster uint32) backendView { return backendView{frontend: id, clusterID: cluster} }
+	view := func(id, cluster uint32) backendView {
+		return backendView{frontend: id, beValue: beValue{clusterID: cluster}}
+	}
 	frontends := func() (ids, clusters []uint32) {
 		for v := range o.views(&be) {
 			ids, clusters = append(ids, v.frontend), append(clusters, v.clusterID)

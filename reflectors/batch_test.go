@@ -21,7 +21,7 @@ func TestBatchCommitsPastInvalidInputAndNothingPastAnotherError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := reflectors.NewSource(w, "test", slog.New(slog.DiscardHandler), nil)
+	src, err := reflectors.NewSource(w, testSource, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

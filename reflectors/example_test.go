@@ -17,12 +17,16 @@ import (
 	"github.com/lbstate/lbstate/tables"
 )
 
+// static is the source's identity, registered once with its name and
+// its priority: above file (400), below api (500).
+var static = lb.MustRegisterSource("static", 450)
+
 // staticCell is a complete source: it declares one service with two
 // backends, marks itself synced in the same transaction, and keeps them
 // until the hive stops.
 var staticCell = cell.Module("static-source", "A fixed service",
 	cell.Invoke(func(p reflectors.Params) error {
-		return reflectors.Register(p, "static", runStatic)
+		return reflectors.Register(p, static, runStatic)
 	}),
 )
 
@@ -42,13 +46,13 @@ func runStatic(ctx context.Context, s *reflectors.Source) error {
 	defer txn.Abort()
 	err := w.Batch(txn, func() error { // one derivation of the frontends for all the calls
 		if err := skipInvalid(w.UpsertService(txn, lb.ServiceParams{
-			Name: web, Source: lb.SourceAPI,
+			Name: web, Source: s.ID(), // the rows it writes carry its identity
 			Frontends: []lb.FrontendParams{{Address: lb.MustParseL3n4Addr("10.96.0.1:80/TCP"), Type: lb.SVCTypeClusterIP}},
 		})); err != nil {
 			return err
 		}
 		const weight = lb.DefaultBackendWeight // 0 takes no new flows
-		return skipInvalid(w.SetBackends(txn, web, lb.SourceAPI,
+		return skipInvalid(w.SetBackends(txn, web, s.ID(),
 			lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.0.1:8080/TCP"), Weight: weight},
 			lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.0.2:8080/TCP"), Weight: weight}))
 	})

@@ -13,9 +13,18 @@
 // input per object, and exports its counters in the hive's Prometheus
 // registry. Register gives a source all of that:
 //
+//	var static = lb.MustRegisterSource("static", 450) // name, priority
+//
 //	cell.Invoke(func(p reflectors.Params) error {
-//		return reflectors.Register(p, "static", run) // run(ctx, *Source) error
+//		return reflectors.Register(p, static, run) // run(ctx, *Source) error
 //	})
+//
+// A source has one identity, an lb.Source registered once with its name
+// and priority: the rows it writes carry it (s.ID()), the one with the
+// higher priority owns what several declare, and its name labels its
+// initializer, logs, metrics and job. An embedder registers as many as
+// it has, each with its own priority among the built-in ones (api 500,
+// file 400, k8s 300, kvstore 200, redirect 100).
 //
 // A source that follows a world it can lose (an API server, an etcd)
 // also says whether it reaches it: Disconnected(err) and Connected make
@@ -36,6 +45,7 @@ package reflectors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -48,6 +58,7 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/metrics"
 	"github.com/lbstate/lbstate/tables"
 )
@@ -78,11 +89,21 @@ const (
 	retryMax = time.Minute
 )
 
-// Register adds a source named name (its initializer, metrics label and
-// job name) that runs run in a supervised job for the hive's lifetime.
-// Call it from a cell.Invoke, before the hive starts.
-func Register(p Params, name string, run RunFunc) error {
-	s, err := NewSource(p.Writer, name, p.Log, p.Registerer)
+// Register adds the source src (registered with lb.RegisterSource; its
+// name is its initializer, metrics label and job name) that runs run in
+// a supervised job for the hive's lifetime. Call it from a cell.Invoke,
+// before the hive starts.
+func Register(p Params, src lb.Source, run RunFunc) error {
+	return RegisterAs(p, src.String(), src, run)
+}
+
+// RegisterAs is Register for one of several sources that write as one
+// identity: each is named on its own (initializer, metrics label, job),
+// such as "k8s-routes" beside "k8s", and each removes only its own kind
+// of rows (tables.SweepSourceOf). The sources of one Kubernetes feed
+// share its identity this way.
+func RegisterAs(p Params, name string, src lb.Source, run RunFunc) error {
+	s, err := NewSourceAs(p.Writer, name, src, p.Log, p.Registerer)
 	if err != nil {
 		return err
 	}
@@ -101,6 +122,7 @@ func Register(p Params, name string, run RunFunc) error {
 type Source struct {
 	// Writer is the one way to change the tables.
 	Writer *tables.Writer
+	id     lb.Source
 	name   string
 	log    *slog.Logger
 	done   func(statedb.WriteTxn)
@@ -119,10 +141,20 @@ type Source struct {
 	connected    *prometheus.GaugeVec // its series appears at the first report
 }
 
-// NewSource registers the initializer name with w and returns its
-// handle, with metrics registered in reg (nil: unregistered). Register
-// calls it; tests and sources driven by hand may call it directly.
-func NewSource(w *tables.Writer, name string, log *slog.Logger, reg prometheus.Registerer) (*Source, error) {
+// NewSource registers src's initializer (its name) with w and returns
+// its handle, with metrics registered in reg (nil: unregistered).
+// Register calls it; tests and sources driven by hand may call it
+// directly. src must be registered (lb.RegisterSource).
+func NewSource(w *tables.Writer, src lb.Source, log *slog.Logger, reg prometheus.Registerer) (*Source, error) {
+	return NewSourceAs(w, src.String(), src, log, reg)
+}
+
+// NewSourceAs is NewSource for a source named name that writes as src
+// (see RegisterAs).
+func NewSourceAs(w *tables.Writer, name string, src lb.Source, log *slog.Logger, reg prometheus.Registerer) (*Source, error) {
+	if !src.Valid() {
+		return nil, fmt.Errorf("source %s: not registered (lb.RegisterSource)", src)
+	}
 	done, err := w.RegisterInitializer(name)
 	if err != nil {
 		return nil, err
@@ -130,6 +162,7 @@ func NewSource(w *tables.Writer, name string, log *slog.Logger, reg prometheus.R
 	m := sourceMetrics(reg)
 	return &Source{
 		Writer:       w,
+		id:           src,
 		name:         name,
 		log:          log.With("source", name),
 		done:         done,
@@ -141,7 +174,12 @@ func NewSource(w *tables.Writer, name string, log *slog.Logger, reg prometheus.R
 	}, nil
 }
 
-// Name is the source's name.
+// ID is the source's identity: the rows it writes carry it (as
+// lb.ServiceParams.Source, the source of Writer.UpsertBackends and the
+// like), so that it owns exactly what it wrote.
+func (s *Source) ID() lb.Source { return s.id }
+
+// Name is the source's name (s.ID().String(), unless RegisterAs named it).
 func (s *Source) Name() string { return s.name }
 
 // Log is the source's logger (it carries source=NAME).

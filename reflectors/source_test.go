@@ -25,6 +25,9 @@ import (
 	"github.com/lbstate/lbstate/tables"
 )
 
+// testSource is the identity of the sources these tests start.
+var testSource = lb.MustRegisterSource("test", 30)
+
 // startSource runs a hive with the tables, the registry and one source
 // "test" whose body is run.
 func startSource(t *testing.T, run reflectors.RunFunc) (*statedb.DB, statedb.Table[*lb.Frontend], *prometheus.Registry, *healthlog.Log) {
@@ -44,7 +47,7 @@ func startLoggedSource(t *testing.T, run reflectors.RunFunc, logTo slog.Handler)
 	h := hive.New(
 		statedb.Cell, job.Cell, metrics.Cell, tables.Cell,
 		cell.Provide(health.Health),
-		cell.Invoke(func(p reflectors.Params) error { return reflectors.Register(p, "test", run) }),
+		cell.Invoke(func(p reflectors.Params) error { return reflectors.Register(p, testSource, run) }),
 		cell.Invoke(func(d *statedb.DB, f statedb.Table[*lb.Frontend], r *prometheus.Registry) { db, fes, reg = d, f, r }),
 	)
 	log := slog.New(logTo)
@@ -176,8 +179,9 @@ func TestSourcesShareMetricFamilies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"a", "b"} {
-		s, err := reflectors.NewSource(w, name, slog.New(slog.DiscardHandler), reg)
+	for _, src := range []lb.Source{lb.MustRegisterSource("a", 31), lb.MustRegisterSource("b", 32)} {
+		name := src.String()
+		s, err := reflectors.NewSource(w, src, slog.New(slog.DiscardHandler), reg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +203,7 @@ func TestRejectCountsOnlyInvalidInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logged bytes.Buffer
-	s, err := reflectors.NewSource(w, "test", slog.New(slog.NewTextHandler(&logged, nil)), nil)
+	s, err := reflectors.NewSource(w, testSource, slog.New(slog.NewTextHandler(&logged, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,5 +224,24 @@ func TestRejectCountsOnlyInvalidInput(t *testing.T) {
 	}
 	if n := s.Errors(); n != 1 {
 		t.Errorf("Errors() = %d, want 1", n)
+	}
+}
+
+// A source writes as its registered identity: NewSource hands it back as
+// ID, named as registered, and refuses a value nobody registered.
+func TestSourceIsItsRegisteredIdentity(t *testing.T) {
+	w, err := tables.New(statedb.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := reflectors.NewSource(w, testSource, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ID() != testSource || s.Name() != "test" {
+		t.Errorf("ID %v, name %q; want %v, \"test\"", s.ID(), s.Name(), testSource)
+	}
+	if _, err := reflectors.NewSource(w, lb.Source(7), slog.New(slog.DiscardHandler), nil); err == nil || !strings.Contains(err.Error(), "source(7): not registered") {
+		t.Errorf("an unregistered source: %v", err)
 	}
 }

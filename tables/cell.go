@@ -28,6 +28,7 @@ var Cell = cell.Module(
 		func(t *tableSet) statedb.Table[*lb.Backend] { return t.backends },
 		func(t *tableSet) statedb.Table[*lb.Node] { return t.node },
 		func(t *tableSet) statedb.Table[*lb.NodeLabels] { return t.nodeLabels },
+		func(t *tableSet) statedb.Table[*RegisteredSource] { return t.sources },
 		func(w *Writer) hive.ScriptCmdsOut { return hive.NewScriptCmds(ScriptCommands(w)) },
 	),
 	cell.Invoke(registerMetrics),

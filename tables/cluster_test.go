@@ -154,3 +154,56 @@ func TestClusterAffinityFollowsLocalBackendsAndAnnotation(t *testing.T) {
 	declare("none")
 	expect("no affinity", "10.0.0.1:80/TCP", "10.2.0.1:80/TCP cluster=2")
 }
+
+// Remote is a property of the backend (its cluster ID), not of the source
+// that wrote it: another cluster's backend written by a local source is
+// left out of a service that is not global, and this cluster's backend
+// written by the kvstore source is selected like any other. A service
+// declared by the kvstore source is not global for that: only its
+// annotation makes it so.
+func TestRemoteIsDecidedByTheBackendsClusterNotItsSource(t *testing.T) {
+	web := lb.NewServiceName("ns", "web")
+	be := func(addr string, cluster uint32) lb.BackendParams {
+		return lb.BackendParams{Address: lb.MustParseL3n4Addr(addr), Weight: lb.DefaultBackendWeight, ClusterID: cluster}
+	}
+	selected := func(w *Writer) []string {
+		var got []string
+		for fe := range w.FrontendsOf(w.db.ReadTxn(), web) {
+			for _, b := range fe.Backends {
+				got = append(got, selRefString(b))
+			}
+		}
+		return got
+	}
+	for _, tc := range []struct {
+		name        string
+		declaredBy  lb.Source
+		annotations map[string]string
+		want        []string
+	}{
+		{"not global", lb.SourceK8s, nil, []string{"10.0.0.1:80/TCP", "10.0.0.2:80/TCP"}},
+		{"not global, declared by kvstore", lb.SourceKVStore, nil, []string{"10.0.0.1:80/TCP", "10.0.0.2:80/TCP"}},
+		{"global", lb.SourceK8s, map[string]string{lb.AnnotationGlobal: "true"},
+			[]string{"10.0.0.1:80/TCP", "10.0.0.2:80/TCP", "10.2.0.1:80/TCP cluster=2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newTestWriter(t)
+			mustWrite(t, w, func(txn statedb.WriteTxn) error {
+				if err := w.UpsertService(txn, lb.ServiceParams{Name: web, Source: tc.declaredBy, Annotations: tc.annotations,
+					Frontends: []lb.FrontendParams{{Address: lb.MustParseL3n4Addr("10.96.0.1:80/TCP"), Type: lb.SVCTypeClusterIP}},
+				}); err != nil {
+					return err
+				}
+				// A local source writes one backend of this cluster and
+				// one of cluster 2; kvstore writes one of this cluster.
+				if err := w.SetBackends(txn, web, lb.SourceAPI, be("10.0.0.1:80/TCP", 0), be("10.2.0.1:80/TCP", 2)); err != nil {
+					return err
+				}
+				return w.SetBackends(txn, web, lb.SourceKVStore, be("10.0.0.2:80/TCP", 0))
+			})
+			if got := selected(w); !slices.Equal(got, tc.want) {
+				t.Errorf("selected %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

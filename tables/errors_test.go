@@ -42,7 +42,7 @@ func TestInvalidErrorNamesObjectAndField(t *testing.T) {
 func TestWriterInvalidInputIsErrInvalidAndChangesNothing(t *testing.T) {
 	fe := []lb.FrontendParams{{Address: vip1, Type: lb.SVCTypeClusterIP}}
 	bad := lb.NewServiceName("c2", "other/a") // a '/' in a part
-	unknown := lb.Source(200)
+	unknown := lb.Source(201)
 	calls := map[string]func(w *Writer, txn statedb.WriteTxn) error{
 		"UpsertService": func(w *Writer, txn statedb.WriteTxn) error {
 			return w.UpsertService(txn, lb.ServiceParams{Name: nameB, Source: lb.SourceK8s, Frontends: fe, Algorithm: lb.Algorithm(99)})

@@ -43,7 +43,11 @@ var NodeDeclarationBySource = statedb.Index[*NodeDeclaration, lb.Source]{
 	Unique: true,
 }
 
-func sourceKey(s lb.Source) index.Key { return index.Key{byte(s)} }
+// sourceKey inverts the priority so that keys sort highest first.
+func sourceKey(s lb.Source) index.Key {
+	r := ^s.Priority()
+	return index.Key{byte(r >> 8), byte(r)}
+}
 
 // SetLocalNode records src's declaration of the node the agent runs on:
 // its name (traffic policy Local, node hints), zone (zone hints), labels

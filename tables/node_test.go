@@ -31,7 +31,7 @@ func TestLocalNodeOfHighestPrioritySourceInForce(t *testing.T) {
 	w := newTestWriter(t)
 	txn := w.WriteTxn()
 	defer txn.Abort()
-	if err := w.SetLocalNode(txn, lb.Source(200), file); err == nil {
+	if err := w.SetLocalNode(txn, lb.Source(201), file); err == nil {
 		t.Fatal("an unknown source was accepted")
 	}
 }

@@ -486,7 +486,7 @@ func (w *Writer) candidates(txn statedb.ReadTxn, name lb.ServiceName, addrs []lb
 			continue
 		}
 		if inst, ok := b.ForService(name); ok {
-			cands = append(cands, Candidate{Params: &inst.Params, Unhealthy: b.Unhealthy, Remote: inst.Source == lb.SourceKVStore})
+			cands = append(cands, Candidate{Params: &inst.Params, Unhealthy: b.Unhealthy, Remote: inst.Params.Remote()})
 		}
 	}
 	return cands

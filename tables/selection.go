@@ -15,8 +15,9 @@ type Candidate struct {
 	// with topology keys; nil when it is unknown (not seen yet, or a
 	// remote cluster's backend), which matches no key but "*".
 	Node *lb.NodeLabels
-	// Remote is a backend another cluster offers (lb.SourceKVStore): used
-	// only by a global service (lb.ServiceParams.IsGlobal).
+	// Remote is a backend of another cluster (lb.BackendParams.Remote:
+	// its cluster ID, not the source that wrote it): used only by a
+	// global service (lb.ServiceParams.IsGlobal).
 	Remote bool
 }
 
@@ -25,8 +26,8 @@ type Candidate struct {
 // the local node is not known yet.
 //
 // The steps, in order:
-//  0. Clusters: another cluster's backends only for a global service
-//     (or one the kvstore source declares itself).
+//  0. Clusters: another cluster's backends (Candidate.Remote) only for
+//     a global service, whichever source declares it.
 //  1. Port: the backend must be of the frontend's address family (IPv4 or
 //     IPv6) and serve its port name and protocol.
 //  2. Traffic policy Local (the one that applies to the frontend,
@@ -107,8 +108,7 @@ func selectBackends(sc *selectScratch, fe lb.FrontendParams, svc *lb.ServicePara
 	}
 	var nodes []*lb.NodeLabels // parallel to pool, with topology keys only
 	useKeys := !filtered && policy == lb.TrafficPolicyCluster && len(svc.TopologyKeys) > 0
-	// A service a kvstore source declares itself is its own to fill.
-	global := svc.IsGlobal() || svc.Source == lb.SourceKVStore
+	global := svc.IsGlobal()
 	var remote []bool // parallel to pool, with a cluster affinity only
 	affinity := lb.AffinityNone
 	if global && !filtered {

@@ -180,6 +180,7 @@ type tableSet struct {
 
 	nodeLabels statedb.RWTable[*lb.NodeLabels]
 	topology   statedb.RWTable[*TopologyService]
+	sources    statedb.RWTable[*RegisteredSource] // not in all(): written on registration only
 }
 
 // newTableSet creates the tables and registers them with db.
@@ -214,6 +215,9 @@ func newTableSet(db *statedb.DB) (*tableSet, error) {
 	}
 	if t.topology, err = statedb.NewTable(db, TopologyServicesTableName,
 		TopologyServiceByName, TopologyServiceByNode); err != nil {
+		return nil, err
+	}
+	if t.sources, err = statedb.NewTable(db, SourcesTableName, RegisteredSourceByName); err != nil {
 		return nil, err
 	}
 	return &t, nil

@@ -137,7 +137,7 @@ func (w *Writer) topologyCandidates(txn statedb.ReadTxn, ch *changes, cands []Ca
 	for i := range cands {
 		p := cands[i].Params
 		switch {
-		case p.NodeName == "" || p.ClusterID != 0:
+		case p.NodeName == "" || p.Remote():
 		case local != nil && p.NodeName == local.Name:
 			if localLabels == nil {
 				localLabels = lb.NewNodeLabels(local.Name, local.Labels)
@@ -166,7 +166,7 @@ func (w *Writer) trackTopology(txn statedb.WriteTxn, ch *changes, name lb.Servic
 	}
 	var nodes []string
 	for _, c := range cands {
-		if n := c.Params.NodeName; n != "" && c.Params.ClusterID == 0 {
+		if n := c.Params.NodeName; n != "" && !c.Params.Remote() {
 			nodes = append(nodes, n)
 		}
 	}

@@ -132,7 +132,9 @@ func newWriter(db *statedb.DB, t *tableSet, log *slog.Logger) *Writer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Writer{db: db, t: t, log: log, initializers: map[string]bool{}}
+	w := &Writer{db: db, t: t, log: log, initializers: map[string]bool{}}
+	w.listSources()
+	return w
 }
 
 // WriteTxn starts a write transaction over the load-balancing tables and
@@ -184,6 +186,7 @@ func (w *Writer) RegisterInitializer(name string) (done func(statedb.WriteTxn), 
 		return nil, fmt.Errorf("initializer %q: already registered", name)
 	}
 	w.initializers[name] = true
+	w.listSources()
 	txn := w.WriteTxn()
 	defer txn.Commit()
 	dones := []func(statedb.WriteTxn){

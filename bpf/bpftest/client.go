@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +33,9 @@ const clientEnv = "LBSTATE_TEST_CLIENT"
 //	                     (or printing "refused ADDR:PORT")
 //	tcpfrom SRC ADDR:PORT N
 //	                     the same from sockets bound to address SRC
+//	tcpwait TIMEOUT ADDR:PORT N
+//	                     the same with a connect timeout (a Go duration),
+//	                     printing "timeout ADDR:PORT" when it runs out
 //	udp ADDR:PORT N      N sockets, each sending one datagram
 //	udp1 ADDR:PORT N     one socket sending N datagrams
 //	udpc ADDR:PORT N     N connected UDP sockets, each sending one
@@ -45,23 +49,63 @@ const clientEnv = "LBSTATE_TEST_CLIENT"
 //	                     to A1, and N of sockets created in CG2 to A2,
 //	                     interleaved (no packet is sent); prints "ns T1 T2",
 //	                     the median time of a connect() syscall of each
+//	connecttcp A1 A2 N CG1 CG2
+//	                     the same with TCP sockets: each connect() is a
+//	                     handshake with a listener, and each socket is
+//	                     closed with a reset (no TIME_WAIT left)
 //
 // Each exchange prints "NAME PEER", where NAME is what the server answered
 // and PEER whom the socket says it talked to (getpeername, or the source
 // of the reply); RunClient returns those lines.
 func RunClient(t testing.TB, cg string, ns *Netns, script ...string) []string {
 	t.Helper()
+	lines, err := runClient(cg, ns, script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines
+}
+
+// RunClients runs clients (RunClient's) at once, each with one script,
+// and returns their lines, in no particular order.
+func RunClients(t testing.TB, cg string, ns *Netns, scripts ...string) []string {
+	t.Helper()
+	var (
+		mu    sync.Mutex
+		lines []string
+		errs  []error
+		wg    sync.WaitGroup
+	)
+	for _, s := range scripts {
+		wg.Go(func() {
+			got, err := runClient(cg, ns, []string{s})
+			mu.Lock()
+			defer mu.Unlock()
+			lines = append(lines, got...)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatal(errors.Join(errs...))
+	}
+	return lines
+}
+
+func runClient(cg string, ns *Netns, script []string) ([]string, error) {
 	var cgDir *os.File
 	if cg != "" {
 		var err error
 		if cgDir, err = os.Open(cg); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		defer cgDir.Close()
 	}
 	nsFile, err := ns.File()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer nsFile.Close()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -73,9 +117,9 @@ func RunClient(t testing.TB, cg string, ns *Netns, script ...string) []string {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("client %q: %v\n%s", script, err, stderr.String())
+		return nil, fmt.Errorf("client %q: %v\n%s", script, err, stderr.String())
 	}
-	return strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	return strings.Split(strings.TrimSpace(stdout.String()), "\n"), nil
 }
 
 // MaybeClient runs the client of RunClient and exits when the process is
@@ -105,13 +149,13 @@ func MaybeClient() {
 }
 
 func runClientLine(out *bufio.Writer, line string) error {
-	if strings.HasPrefix(line, "connect ") {
+	if op, rest, _ := strings.Cut(line, " "); op == "connect" || op == "connecttcp" {
 		var a1, a2, cg1, cg2 string
 		var n int
-		if _, err := fmt.Sscan(strings.TrimPrefix(line, "connect "), &a1, &a2, &n, &cg1, &cg2); err != nil {
+		if _, err := fmt.Sscan(rest, &a1, &a2, &n, &cg1, &cg2); err != nil {
 			return err
 		}
-		return timeConnects(out, a1, a2, n, cg1, cg2)
+		return timeConnects(out, a1, a2, n, cg1, cg2, op == "connecttcp")
 	}
 	if rest, ok := strings.CutPrefix(line, "udpwait "); ok {
 		var a1, a2 string
@@ -121,6 +165,15 @@ func runClientLine(out *bufio.Writer, line string) error {
 		return udpWait(out, a1, a2)
 	}
 	dialer := net.Dialer{Timeout: 5 * time.Second}
+	tolerant := false
+	if rest, ok := strings.CutPrefix(line, "tcpwait "); ok {
+		d, rest, _ := strings.Cut(rest, " ")
+		timeout, err := time.ParseDuration(d)
+		if err != nil {
+			return err
+		}
+		dialer.Timeout, tolerant, line = timeout, true, "tcp "+rest
+	}
 	if rest, ok := strings.CutPrefix(line, "tcpfrom "); ok {
 		src, rest, _ := strings.Cut(rest, " ")
 		ip, err := netip.ParseAddr(src)
@@ -147,6 +200,11 @@ func runClientLine(out *bufio.Writer, line string) error {
 			c, err := dialer.Dial("tcp", to)
 			if errors.Is(err, unix.ECONNREFUSED) {
 				fmt.Fprintln(out, "refused", to)
+				continue
+			}
+			var ne net.Error
+			if tolerant && errors.As(err, &ne) && ne.Timeout() {
+				fmt.Fprintln(out, "timeout", to)
 				continue
 			}
 			if err != nil {
@@ -260,13 +318,17 @@ func ServeName(t testing.TB, ns *Netns, addr string, port int, name string) {
 	}()
 }
 
-// timeConnects times connect() calls of UDP sockets: to a1 from sockets
+// timeConnects times connect() calls of UDP (with tcp, TCP) sockets: to a1 from sockets
 // created in cgroup cg1, and to a2 from sockets created in cg2 (programs
 // act on a socket by the cgroup it was created in), interleaved so that
 // whatever else the CPUs do weighs on both alike, and the median of
 // each, which preemptions do not move. Socket creation,
 // moving between cgroups and closing are not timed.
-func timeConnects(out *bufio.Writer, a1, a2 string, n int, cg1, cg2 string) error {
+func timeConnects(out *bufio.Writer, a1, a2 string, n int, cg1, cg2 string, tcp bool) error {
+	typ := unix.SOCK_DGRAM
+	if tcp {
+		typ = unix.SOCK_STREAM
+	}
 	var sa [2]unix.Sockaddr
 	var family [2]int
 	for i, a := range []string{a1, a2} {
@@ -289,7 +351,7 @@ func timeConnects(out *bufio.Writer, a1, a2 string, n int, cg1, cg2 string) erro
 				return err
 			}
 			for range m {
-				fd, err := unix.Socket(family[i], unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+				fd, err := unix.Socket(family[i], typ|unix.SOCK_CLOEXEC, 0)
 				if err != nil {
 					return err
 				}
@@ -308,6 +370,9 @@ func timeConnects(out *bufio.Writer, a1, a2 string, n int, cg1, cg2 string) erro
 		}
 		for i := range 2 {
 			for _, fd := range fds[i] {
+				if tcp {
+					unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+				}
 				unix.Close(fd)
 			}
 		}

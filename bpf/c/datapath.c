@@ -36,8 +36,10 @@
 #endif
 
 #include "select.h"
+#include "conn.h"
 #include "tc.h"
 #include "sock.h"
 #include "sockdestroy.h"
+#include "sockops.h"
 #include "bench.h"
 #include "probe.h"

@@ -38,6 +38,7 @@ struct sock_common {
 
 struct sock {
 	struct sock_common __sk_common;
+	int sk_err; /* sockops.h */
 } __attribute__((preserve_access_index));
 
 struct udp_sock;

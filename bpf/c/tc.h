@@ -356,6 +356,44 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 }
 
 /*
+ * Connection outcomes (conn.h), reported once per flow: the backend's
+ * first answer to a flow's SYN (a SYN-ACK: it accepts; a RST: it refuses);
+ * or, while none came, the client's SYN again: it had no answer within
+ * its retransmission timeout (1 s on Linux). LB_CT_F_UNANSWERED keeps
+ * the retransmissions after that one from reporting again.
+ */
+static __always_inline void lb_tc_report_answer(struct __sk_buff *skb, const struct lb_pkt *p,
+						const struct lb_ct_value *ct)
+{
+	struct lb_conn_event e = { .source = LB_CONN_TC, .backend_id = ct->backend_id, .rev_nat_id = ct->rev_nat_id };
+	__u8 tcp = lb_tcp_flags(skb, p);
+
+	if (tcp & LB_TCP_RST)
+		e.result = LB_CONN_REFUSED;
+	else if ((tcp & (LB_TCP_SYN | LB_TCP_ACK)) != (LB_TCP_SYN | LB_TCP_ACK))
+		return; /* not an answer to a SYN (UDP, or a flow seen mid-way) */
+	__builtin_memcpy(e.addr, p->tuple.src, 16);
+	e.port = p->tuple.sport;
+	lb_report_conn(&e);
+}
+
+static __always_inline __u8 lb_tc_report_unanswered(struct __sk_buff *skb, const struct lb_pkt *p,
+						    const struct lb_ct_value *ct, const struct lb_backend *b)
+{
+	struct lb_conn_event e = { .result = LB_CONN_TIMEOUT, .source = LB_CONN_TC,
+				   .backend_id = ct->backend_id, .rev_nat_id = ct->rev_nat_id };
+
+	if (ct->flags & LB_CT_F_UNANSWERED)
+		return LB_CT_F_UNANSWERED;
+	if ((lb_tcp_flags(skb, p) & (LB_TCP_SYN | LB_TCP_ACK)) != LB_TCP_SYN) /* 0 for UDP */
+		return 0;
+	__builtin_memcpy(e.addr, b->addr, 16);
+	e.port = b->port;
+	lb_report_conn(&e);
+	return LB_CT_F_UNANSWERED;
+}
+
+/*
  * The conntrack bookkeeping of a packet is a subprogram of its own
  * (noinline): its branches on the flow's state then end where it returns,
  * instead of each being verified again through the rewrite after it.
@@ -373,6 +411,8 @@ static __noinline void lb_ct_refresh_reply(struct __sk_buff *skb, const struct l
 	__u32 expires;
 	__u8 flags;
 
+	if (lb_conn_reports && !(ct->flags & LB_CT_F_REPLIED))
+		lb_tc_report_answer(skb, p, ct);
 	flags = lb_ct_next_flags(skb, ct->flags, p, true);
 	expires = now + lb_ct_timeout(p->tuple.proto, flags);
 	if (flags != ct->flags || expires != ct->expires) {
@@ -427,6 +467,8 @@ static __noinline void lb_ct_refresh_forward(struct __sk_buff *skb, const struct
 	__u8 flags;
 
 	flags = lb_ct_next_flags(skb, ct->flags, p, false);
+	if (lb_conn_reports && !(ct->flags & (LB_CT_F_REPLIED | LB_CT_F_CLOSING)))
+		flags |= lb_tc_report_unanswered(skb, p, ct, b);
 	expires = now + lb_ct_timeout(p->tuple.proto, flags);
 	if (flags != ct->flags || expires != ct->expires) {
 		ct->flags = flags;

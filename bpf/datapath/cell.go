@@ -3,7 +3,11 @@
 // default (--lb-datapath none), detaches them when the agent stops, and
 // exports the traffic it counts (lb_counters, lb_drops) as Prometheus
 // metrics per frontend and backend. While the datapath is attached, a
-// garbage collector deletes expired conntrack entries (ctGC).
+// garbage collector deletes expired conntrack entries (ctGC). With
+// health.Cell and --health-passive, the programs also report how each
+// TCP connection they balance begins (lb_sock_ops with the socket
+// programs; the conntrack state at tc), and connReports hands the
+// reports to health.Passive: passive failure accrual.
 //
 // Attaching is the one thing in lbstate that changes how the host's own
 // traffic flows: socket programs act on every process of --lb-cgroup and
@@ -15,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
@@ -23,6 +28,7 @@ import (
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/metrics"
+	"github.com/lbstate/lbstate/reflectors/health"
 )
 
 // Cell attaches the reference datapath (see Config) and registers its
@@ -46,6 +52,8 @@ type params struct {
 	DB         *statedb.DB
 	Frontends  statedb.Table[*lb.Frontend]
 	Registerer prometheus.Registerer `optional:"true"`
+	// Passive, with --health-passive, takes the connections' outcomes.
+	Passive *health.Passive `optional:"true"`
 }
 
 func register(p params) error {
@@ -62,14 +70,27 @@ func register(p params) error {
 		gcDone chan struct{}
 	)
 	gc := newCTGC(p.Maps, p.Log, p.Config.gcInterval(), p.Registerer)
+	var reports *connReports
+	if p.Passive != nil {
+		reports = newConnReports(p.Passive, p.Log, p.Registerer)
+	}
 	p.Lifecycle.Append(cell.Hook{
 		OnStart: func(cell.HookContext) (err error) {
-			dp, err = attach(p.Config, p.Maps)
+			dp, err = attach(p.Config, p.Maps, reports != nil)
 			if err != nil {
 				return err
 			}
+			var r *bpf.ConnReader
+			if reports != nil {
+				if r, err = dp.ConnectionReports(); err != nil {
+					dp.Close()
+					dp = nil
+					return err
+				}
+			}
 			p.Log.Info("Attached the reference datapath", "mode", p.Config.LBDatapath,
-				"cgroup", p.Config.cgroup(), "devices", p.Config.LBDevices, "workload-devices", p.Config.LBWorkloadDevices)
+				"cgroup", p.Config.cgroup(), "devices", p.Config.LBDevices, "workload-devices", p.Config.LBWorkloadDevices,
+				"connection_reports", r != nil)
 			if p.Config.socket() {
 				gc.reapUDP = dp.DestroyOrphanedUDPSockets
 			}
@@ -78,7 +99,12 @@ func register(p params) error {
 			gcDone = make(chan struct{})
 			go func() {
 				defer close(gcDone)
+				var wg sync.WaitGroup
+				if r != nil {
+					wg.Go(func() { reports.run(ctx, r) })
+				}
 				gc.run(ctx)
+				wg.Wait()
 			}()
 			return nil
 		},
@@ -95,10 +121,10 @@ func register(p params) error {
 	return nil
 }
 
-// attach loads the datapath and attaches it as cfg says; on error,
-// nothing stays attached.
-func attach(cfg Config, maps *bpf.Maps) (*bpf.Datapath, error) {
-	dp, err := bpf.LoadDatapathOptions(maps, bpf.DatapathOptions{CTTimeouts: cfg.ctTimeouts()})
+// attach loads the datapath and attaches it as cfg says, reporting
+// connections' outcomes if reports; on error, nothing stays attached.
+func attach(cfg Config, maps *bpf.Maps, reports bool) (*bpf.Datapath, error) {
+	dp, err := bpf.LoadDatapathOptions(maps, bpf.DatapathOptions{CTTimeouts: cfg.ctTimeouts(), ConnectionReports: reports})
 	if err != nil {
 		return nil, err
 	}

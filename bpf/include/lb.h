@@ -310,6 +310,8 @@ enum {
 enum {
 	LB_CT_F_REPLIED = 1 << 0, /* a reply was seen: the TCP handshake got an answer */
 	LB_CT_F_CLOSING = 1 << 1, /* a FIN or RST was seen */
+	LB_CT_F_UNANSWERED = 1 << 2, /* the client sent its SYN again before any reply
+				      * (reported as a connect timeout, see bpf/c/conn.h) */
 };
 
 /* Default timeouts in seconds; the loader sets the ones in force. */

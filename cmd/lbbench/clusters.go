@@ -165,7 +165,7 @@ func runClusters(o options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	src, err := reflectors.NewSource(b.w, clustermesh.SourceName, slog.New(slog.DiscardHandler), nil)
+	src, err := reflectors.NewSource(b.w, lb.SourceKVStore, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		return err
 	}

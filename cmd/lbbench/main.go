@@ -11,6 +11,7 @@
 //	go run ./cmd/lbbench --clusters 10  # clustermesh: 10 remote clusters x 10,000 services x 10 backends over etcd
 //	go run ./cmd/lbbench --redirects 1000   # apply and remove local redirect policies; one pod change
 //	go run ./cmd/lbbench --routes 1000  # traffic splits: apply, shift all, one shift's latency
+//	go run ./cmd/lbbench --memory-after-delete --services 100000 --backends 10  # live heap after a delete-all
 //
 // Flags are pflag's, as lbctl's and the agent's: long names take two
 // dashes. The one-dash spelling of lbbench's Go-flag days (-services
@@ -35,7 +36,6 @@ import (
 
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
-	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 	"github.com/spf13/pflag"
@@ -43,6 +43,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/lbstate/lbstate"
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/lb"
@@ -58,13 +59,19 @@ type options struct {
 	services, backends, iterations, updates int
 	redirects                               int
 	maps                                    string
-	json, latency, topology                 bool
-	clusters                                int
-	cpuProfile, memProfile, trace           string
-	compare                                 string // a saved anchor run
-	healthMode                              bool
-	routes                                  int
-	health                                  healthOptions
+	// pinDir is where kernel maps are pinned, removed at the end; "" is
+	// a directory of the run's own under /sys/fs/bpf. Tests give one on
+	// a bpffs of their own (bpftest.PinDir), so that nothing is mounted
+	// on the host's /sys/fs/bpf.
+	pinDir                        string
+	json, latency, topology       bool
+	clusters                      int
+	cpuProfile, memProfile, trace string
+	compare                       string // a saved anchor run
+	healthMode                    bool
+	retainedMode                  bool // --memory-after-delete
+	routes                        int
+	health                        healthOptions
 	// given names the flags set on the command line: a mode's defaults
 	// yield to them.
 	given map[string]bool
@@ -124,6 +131,8 @@ func main() {
 	switch {
 	case o.healthMode:
 		measure = runHealth
+	case o.retainedMode:
+		measure = runRetained
 	case o.topology:
 		measure = runTopology
 		topologyDefaults(&o)
@@ -184,10 +193,18 @@ func newBench(o options) (*bench, error) {
 		// A directory of its own on /sys/fs/bpf, which bpf.Cell mounts if
 		// need be, as it does for the agent.
 		pinRoot = filepath.Join(bpftest.BPFFSRoot, fmt.Sprintf("lbbench-%d", os.Getpid()))
+		if o.pinDir != "" {
+			pinRoot = o.pinDir
+		}
 		cfg.LBPinDir = pinRoot
 	}
+	removePins := func() {
+		if pinRoot != "" {
+			os.RemoveAll(pinRoot)
+		}
+	}
 	h := hive.New(append([]cell.Cell{
-		statedb.Cell, job.Cell, cell.SimpleHealthCell, tables.Cell, bpf.Cell, lbreconciler.Cell,
+		lbstate.Core, // no sources: the bench drives a k8s reflector of its own
 		cell.Invoke(func(db *statedb.DB, w *tables.Writer, fes statedb.Table[*lb.Frontend], bes statedb.Table[*lb.Backend],
 			r reconciler.Reconciler[*lb.Frontend], m *bpf.Maps) {
 			b.db, b.w, b.frontends, b.backends, b.rec, b.maps = db, w, fes, bes, r, m
@@ -200,29 +217,30 @@ func newBench(o options) (*bench, error) {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if err := h.Start(log, context.Background()); err != nil {
+		removePins() // a failed start may have pinned some maps
 		return nil, err
 	}
 	kcfg := k8s.DefaultConfig
 	kcfg = kcfg.WithNode("bench-node")
-	src, err := reflectors.NewSource(b.w, lb.SourceK8s.String(), log, nil)
-	if err != nil {
-		return nil, err
+	src, err := reflectors.NewSource(b.w, lb.SourceK8s, log, nil)
+	if err == nil {
+		b.refl, err = k8s.NewReflector(kcfg, src, lb.SourceK8s)
 	}
-	refl, err := k8s.NewReflector(kcfg, src, lb.SourceK8s)
-	if err != nil {
-		return nil, err
+	var psrc, rsrc *reflectors.Source
+	if err == nil {
+		psrc, err = reflectors.NewSourceAs(b.w, lb.SourceK8s.String()+"-redirect-policies", lb.SourceK8s, log, nil)
 	}
-	b.refl = refl
-	psrc, err := reflectors.NewSource(b.w, lb.SourceK8s.String()+"-redirect-policies", log, nil)
+	if err == nil {
+		rsrc, err = reflectors.NewSourceAs(b.w, lb.SourceK8s.String()+"-routes", lb.SourceK8s, log, nil)
+	}
 	if err != nil {
+		h.Stop(log, context.Background())
+		removePins()
 		return nil, err
 	}
 	b.lrp = redirectpolicy.NewController(redirectpolicy.Options{}, kcfg.K8sNodeName, psrc, lb.SourceK8s, nil)
-	rsrc, err := reflectors.NewSource(b.w, lb.SourceK8s.String()+"-routes", log, nil)
-	if err != nil {
-		return nil, err
-	}
 	b.rts = routes.NewController(rsrc, lb.SourceK8s, nil)
+	refl := b.refl
 	ctx, cancel := context.WithCancel(context.Background())
 	// The benchmark pushes its objects itself, as a feed would.
 	go refl.Run(ctx, func(context.Context) error { refl.Synced(); return nil })
@@ -231,9 +249,7 @@ func newBench(o options) (*bench, error) {
 	b.stop = func() {
 		cancel()
 		h.Stop(log, context.Background())
-		if pinRoot != "" {
-			os.RemoveAll(pinRoot)
-		}
+		removePins()
 	}
 	return b, nil
 }

@@ -1,11 +1,19 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lbstate/lbstate/bpf/bpftest"
 )
@@ -49,11 +57,23 @@ func TestBenchOptionErrors(t *testing.T) {
 	}
 }
 
-// The same on kernel maps (pinned under a fresh directory and removed).
+// The same on kernel maps, pinned in a bpffs of the test's own and
+// removed: the host's /sys/fs/bpf keeps the mounts it had. (The test once
+// pinned under /sys/fs/bpf, where bpf.Cell mounted bpffs on a machine
+// without it and left it mounted.)
 func TestBenchKernelSmoke(t *testing.T) {
 	bpftest.Require(t)
+	before := mountsAt(t, bpftest.BPFFSRoot)
+	pins := filepath.Join(bpftest.PinDir(t), "lbbench")
 	var out bytes.Buffer
-	if err := run(options{services: 500, backends: 2, iterations: 1, maps: "kernel", json: true}, &out); err != nil {
+	err := run(options{services: 500, backends: 2, iterations: 1, maps: "kernel", pinDir: pins, json: true}, &out)
+	if _, serr := os.Stat(pins); !errors.Is(serr, fs.ErrNotExist) {
+		t.Errorf("pin directory %s left behind (%v)", pins, serr)
+	}
+	if after := mountsAt(t, bpftest.BPFFSRoot); after != before {
+		t.Errorf("mounts on %s changed:\nbefore\n%safter\n%s", bpftest.BPFFSRoot, before, after)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -85,5 +105,62 @@ func TestBenchClustersSmoke(t *testing.T) {
 	}
 	if res["remote_backends"] != float64(200) || res["watch_events"] != float64(100) {
 		t.Errorf("summary %v", res)
+	}
+}
+
+// mountsAt lists the mounts on dir (mount ID, type, source), from
+// /proc/self/mountinfo.
+func mountsAt(t *testing.T, dir string) string {
+	t.Helper()
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b strings.Builder
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// ID parent major:minor root mountpoint options... - type source super
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 || fields[4] != dir {
+			continue
+		}
+		if i := slices.Index(fields, "-"); i > 0 && i+2 < len(fields) {
+			fmt.Fprintf(&b, "%s %s %s\n", fields[0], fields[i+1], fields[i+2])
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// What the pipeline held for 20,000 services x 10 backends is returned
+// when they are deleted, but for a bounded rest: the live heap comes back
+// within 16 MB of a fresh pipeline's (10-12.5 MB measured). It once kept
+// 31 MB here: the reconciler's states and address maps, the reflector's
+// service map and the in-memory maps kept the room of their peak. (Issue
+// 28 asks for 20 MB at 100,000 x 10, a fifth of that here; not met yet:
+// 22.6 MB there, of which StateDB's graveyard, holding the last deleted
+// frontends until its next collection, and the reconciler's batch
+// buffers.) On kernel maps, as an agent on a node runs: the in-memory
+// arrays hold every slot ever used, as big as the kernel's array.
+func TestDeleteAllReturnsTheMemory(t *testing.T) {
+	bpftest.Require(t)
+	const services, backends, bound = 20000, 10, 16 << 20
+	b, err := newBench(options{services: services + 1, backends: backends, maps: "kernel", pinDir: filepath.Join(bpftest.PinDir(t), "lbbench")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.stop()
+	fresh, err := b.retained(services, backends)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := settledHeap(fresh+bound, 10*time.Second)
+	t.Logf("live heap: fresh %.1f MB, after %d x %d came and went %.1f MB", float64(fresh)/1e6, services, backends, float64(after)/1e6)
+	if after > fresh+bound {
+		t.Fatalf("live heap %.1f MB after the delete-all, %.1f MB over a fresh pipeline's %.1f MB (at most %d MB)",
+			float64(after)/1e6, float64(after-fresh)/1e6, float64(fresh)/1e6, bound>>20)
 	}
 }

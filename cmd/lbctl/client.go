@@ -31,6 +31,7 @@ func addTimeoutFlag(fs *pflag.FlagSet) *time.Duration {
 type agentClient struct {
 	base    *url.URL
 	timeout time.Duration
+	learned bool // learnSources ran
 }
 
 // newAgentClient returns a client of the agent at api (--api) that waits

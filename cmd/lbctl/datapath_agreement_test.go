@@ -14,19 +14,15 @@ import (
 
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
-	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 
+	"github.com/lbstate/lbstate"
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/lb"
-	lbreconciler "github.com/lbstate/lbstate/reconciler"
 	"github.com/lbstate/lbstate/reflectors/file"
-	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/reflectors/kubeapi"
-	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
-	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -35,19 +31,18 @@ import (
 // function that waits until the maps hold the tables.
 func kernelPipeline(t *testing.T, dir string) (*pipeline, *bpf.Datapath, func()) {
 	t.Helper()
-	cfg := bpftest.Config(t)
-	cfg.LBMaglevTableSize = 251
-	maps := bpftest.KernelMaps(t, cfg)
-	p := &pipeline{maps: maps}
+	bpftest.Require(t)
+	pinDir := bpftest.Config(t).LBPinDir
+	p := &pipeline{}
 	var rec reconciler.Reconciler[*lb.Frontend]
 	h := hive.New(
-		statedb.Cell, job.Cell, cell.SimpleHealthCell, tables.Cell,
-		cell.Provide(func() *bpf.Maps { return maps }),
-		lbreconciler.Cell, kubeapi.Cell, k8s.Cell, file.Cell, redirectpolicy.Cell, routes.Cell,
-		cell.Invoke(func(d *statedb.DB, wr *tables.Writer, fes statedb.Table[*lb.Frontend], r reconciler.Reconciler[*lb.Frontend]) {
-			p.db, p.w, p.frontends, rec = d, wr, fes, r
+		lbstate.Cell, // every source idle but the manifests directory
+		cell.Invoke(func(d *statedb.DB, wr *tables.Writer, fes statedb.Table[*lb.Frontend], r reconciler.Reconciler[*lb.Frontend], m *bpf.Maps) {
+			p.db, p.w, p.frontends, rec, p.maps = d, wr, fes, r, m
 		}),
 	)
+	hive.AddConfigOverride(h, func(c *bpf.ModeConfig) { c.LBMaps = "kernel" })
+	hive.AddConfigOverride(h, func(c *bpf.Config) { c.LBPinDir, c.LBMaglevTableSize = pinDir, 251 })
 	hive.AddConfigOverride(h, func(c *file.Config) { c.Manifests = dir })
 	hive.AddConfigOverride(h, func(c *kubeapi.NodeConfig) { c.K8sNodeName = "node-a" })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -61,7 +56,7 @@ func kernelPipeline(t *testing.T, dir string) (*pipeline, *bpf.Datapath, func())
 		}
 	}
 	settle()
-	dp, err := bpf.LoadDatapath(maps)
+	dp, err := bpf.LoadDatapath(p.maps)
 	if err != nil {
 		t.Fatal(err)
 	}

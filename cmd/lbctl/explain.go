@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -121,11 +122,10 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 		}
 		return fmt.Sprintf("backend %d: MISSING from lb_backends", id)
 	}
-	me := bpf.NewServiceEntry(bpf.NewServiceKey(fe, 0), master)
 	fmt.Fprintf(w, "frontend %s: rev-NAT ID %d, %s, algorithm %s, %d slots taking new flows, %d standby\n",
-		fe, master.RevNatID, me.Type, me.Algorithm, master.Count, master.Standby)
-	if len(me.Flags) > 0 {
-		fmt.Fprintf(w, "  flags: %s\n", strings.Join(me.Flags, ", "))
+		fe, master.RevNatID, lb.SVCType(master.Type), master.AlgorithmName(), master.Count, master.Standby)
+	if flags := master.FlagNames(); len(flags) > 0 {
+		fmt.Fprintf(w, "  flags: %s\n", strings.Join(flags, ", "))
 	}
 	if twin := fe.WithScope(lb.ScopeInternal); fe.Scope() == lb.ScopeExternal {
 		if _, ok, _ := m.Services.Lookup(bpf.NewServiceKey(twin, 0)); ok {
@@ -154,7 +154,7 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 	}
 	if master.Flags&bpf.FlagProxy != 0 {
 		fmt.Fprintf(w, "proxy: new flows go to the L7 proxy on this node, port %d at the loopback address; its %d slots are the proxy's to balance over\n",
-			me.ProxyPort, master.Count)
+			binary.BigEndian.Uint16(master.ProxyPort[:]), master.Count)
 		return nil
 	}
 	if master.Flags&bpf.FlagSkipFromBackend != 0 {

@@ -94,7 +94,7 @@ func (s *mapsSource) mapsFor(fe lb.L3n4Addr) (*bpf.Maps, error) {
 	// The dump only counts the slots of each Maglev table; one flow's
 	// backend is in fe's whole table.
 	for _, e := range d.Services {
-		if e.Frontend == fe && e.Slot == 0 && e.Algorithm == "maglev" {
+		if e.Frontend == fe && e.Slot == 0 && e.Algorithm == bpf.AlgorithmMaglev {
 			if d, err = s.fetch(e.RevNatID); err != nil {
 				return nil, err
 			}

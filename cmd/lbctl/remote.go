@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -100,9 +101,41 @@ func listTable[Obj row](c *agentClient, table, index string, key []byte, p *rowP
 	return p.end()
 }
 
+// learnSources registers here the sources the agent lists (its sources
+// table), once per client, before the first rows are decoded: rows name
+// their source, and an embedder's agent has sources of its own. An agent
+// that lists none (an older one) is read with the built-in sources; one
+// out of reach, or silent, is reported as any request would report it.
+func (c *agentClient) learnSources() error {
+	if c.learned {
+		return nil
+	}
+	c.learned = true
+	var rows []*tables.RegisteredSource
+	err := eachRow(c, tables.SourcesTableName, tables.RegisteredSourceByName.Name, nil, func(r *tables.RegisteredSource) error {
+		if r.Name != "" { // not a source: a server that answers any query alike
+			rows = append(rows, r)
+		}
+		return nil
+	})
+	switch {
+	case errors.As(err, new(*noAgentError)), errors.As(err, new(*silentError)):
+		return err
+	case err != nil:
+		return nil
+	}
+	if err := tables.RegisterSources(rows); err != nil {
+		return fmt.Errorf("the agent at %s: %w", c.base, err)
+	}
+	return nil
+}
+
 // eachRow calls fn with each row of table from key on, in index's order,
 // as they arrive.
 func eachRow[Obj any](c *agentClient, table, index string, key []byte, fn func(Obj) error) error {
+	if err := c.learnSources(); err != nil {
+		return err
+	}
 	q, err := json.Marshal(statedb.QueryRequest{Table: table, Index: index, Key: base64.StdEncoding.EncodeToString(key), LowerBound: true})
 	if err != nil {
 		return err
@@ -133,6 +166,9 @@ func eachRow[Obj any](c *agentClient, table, index string, key []byte, fn func(O
 }
 
 func watchTable[Obj row](c *agentClient, table string, w io.Writer) error {
+	if err := c.learnSources(); err != nil {
+		return err
+	}
 	a, err := c.get("statedb/changes/"+table, nil, nil)
 	if err != nil {
 		return err

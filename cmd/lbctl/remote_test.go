@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/api"
 	"github.com/lbstate/lbstate/internal/syncbuf"
 	"github.com/lbstate/lbstate/lb"
 )
@@ -26,13 +27,12 @@ func demoPipeline(t *testing.T, algorithm string) *pipeline {
 	return p
 }
 
-// serveAgent serves p's tables and maps as the example agent does, on
-// loopback, and returns the URL to give --api.
+// serveAgent serves p's tables and maps as an agent does (package api),
+// on loopback, and returns the URL to give --api.
 func serveAgent(t *testing.T, p *pipeline) string {
 	t.Helper()
 	mux := http.NewServeMux()
-	mux.Handle("/statedb/", http.StripPrefix("/statedb", p.db.HTTPHandler()))
-	mux.Handle("/"+mapsPath, bpf.DumpHandler(p.maps))
+	api.Register(mux, slog.New(slog.DiscardHandler), p.db, p.maps)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv.URL
@@ -72,7 +72,7 @@ func TestRemoteTablesGolden(t *testing.T) {
 func TestRemoteWatch(t *testing.T) {
 	p := demoPipeline(t, "random")
 	mux := http.NewServeMux()
-	mux.Handle("/statedb/", http.StripPrefix("/statedb", p.db.HTTPHandler()))
+	api.Register(mux, slog.New(slog.DiscardHandler), p.db, p.maps)
 	srv := httptest.NewServer(mux)
 
 	out := &syncbuf.Buffer{}
@@ -110,5 +110,33 @@ func TestRemoteWatch(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("watch did not end when the agent went away")
+	}
+}
+
+// An agent that mounts the API under a prefix of its own server (package
+// api's Handler behind http.StripPrefix) is read through --api naming the
+// prefix: the same rows, maps and explanations as at the root.
+func TestRemoteReadsAnAPIMountedUnderAPrefix(t *testing.T) {
+	p := demoPipeline(t, "maglev")
+	root := serveAgent(t, p)
+	mux := http.NewServeMux()
+	mux.Handle("/lb/", http.StripPrefix("/lb", api.Handler(slog.New(slog.DiscardHandler), p.db, p.maps)))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	for _, args := range [][]string{
+		{"frontends"}, {"backends", "-o", "json"}, {"maps"},
+		{"explain", "10.96.0.10:80/TCP", "--src", "192.0.2.77:40000"},
+	} {
+		var out [2]string
+		for i, base := range []string{root, srv.URL + "/lb"} {
+			var stdout, stderr bytes.Buffer
+			if code := run(append(args, "--api", base), &stdout, &stderr); code != 0 {
+				t.Fatalf("lbctl %v --api %s: exit %d: %s", args, base, code, stderr.String())
+			}
+			out[i] = stdout.String()
+		}
+		if out[0] == "" || out[0] != out[1] {
+			t.Errorf("lbctl %v at the root:\n%s\nunder /lb:\n%s", args, out[0], out[1])
+		}
 	}
 }

@@ -16,19 +16,17 @@ import (
 
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
-	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 	"github.com/spf13/pflag"
 
+	"github.com/lbstate/lbstate"
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/lb"
 	lbreconciler "github.com/lbstate/lbstate/reconciler"
 	"github.com/lbstate/lbstate/reflectors/file"
 	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/reflectors/kubeapi"
-	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
-	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -194,9 +192,9 @@ func (p *pipelineFlags) start(logTo io.Writer) (*pipeline, error) {
 	return startPipeline(p.dir, p.nodeName, p.zone, p.algorithm, p.tableSize, logTo)
 }
 
-// startPipeline serves dir through the whole pipeline (the manifests
-// source's cell, tables, reconciler, in-memory maps) and returns once the
-// reconciler has written everything. A zone overrides the local node's,
+// startPipeline serves dir through the whole pipeline (the agent's
+// lbstate.Cell: the manifests source, tables, reconciler, here with
+// in-memory maps) and returns once the reconciler has written everything. A zone overrides the local node's,
 // as the agent's --k8s-node-zone does.
 func startPipeline(dir, nodeName, zone, algorithm string, tableSize uint32, logTo io.Writer) (*pipeline, error) {
 	var (
@@ -207,8 +205,7 @@ func startPipeline(dir, nodeName, zone, algorithm string, tableSize uint32, logT
 		rec       reconciler.Reconciler[*lb.Frontend]
 	)
 	h := hive.New(
-		statedb.Cell, job.Cell, cell.SimpleHealthCell,
-		tables.Cell, bpf.Cell, lbreconciler.Cell, kubeapi.Cell, k8s.Cell, file.Cell, redirectpolicy.Cell, routes.Cell,
+		lbstate.Cell, // every source idle but the manifests directory, set below
 		cell.Invoke(func(d *statedb.DB, wr *tables.Writer, m *bpf.Maps, fes statedb.Table[*lb.Frontend], r reconciler.Reconciler[*lb.Frontend]) {
 			db, w, maps, frontends, rec = d, wr, m, fes, r
 		}),
@@ -253,7 +250,7 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 	}
 	addrOf := map[uint32]string{bpf.BackendReject: rejectAddress}
 	for _, b := range d.Backends {
-		addrOf[b.ID] = b.Address.String()
+		addrOf[b.ID] = b.L3n4Addr().String()
 	}
 	maglevSlots := map[uint32]map[string]int{} // by frontend ID
 	for _, m := range d.Maglev {
@@ -284,7 +281,10 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 	var views []frontendView
 	for fe := range frontends.All(db.ReadTxn()) {
 		fa := fe.Address.String()
-		v := frontendView{Frontend: fa, Type: fe.Type.String(), Service: fe.Service.String(), PortName: fe.PortName, Algorithm: masters[fa].Algorithm, Topology: fe.TopologyLevel()}
+		v := frontendView{Frontend: fa, Type: fe.Type.String(), Service: fe.Service.String(), PortName: fe.PortName, Topology: fe.TopologyLevel()}
+		if m, ok := masters[fa]; ok {
+			v.Algorithm = m.AlgorithmName()
+		}
 		if !fe.RedirectedTo().IsZero() {
 			v.RedirectedTo = fe.RedirectedTo().String()
 		}

@@ -218,6 +218,9 @@ func serviceNames(api string) map[uint32]string {
 	if err != nil {
 		return names
 	}
+	if (&agentClient{base: base, timeout: 2 * time.Second}).learnSources() != nil {
+		return names
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	remote := statedb.NewRemoteTable[*lb.Frontend](base.JoinPath("statedb"), tables.FrontendsTableName)

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	lbapi "github.com/lbstate/lbstate/api"
 )
 
 // freeAddr returns a loopback address with a port nobody listens on.
@@ -127,7 +129,7 @@ func missing(body string, want []string) string {
 // works against an agent whose maps it cannot open.
 func TestAPIServesTablesAndMaps(t *testing.T) {
 	api, _ := startAgent(t)
-	getEventually(t, "http://"+api+mapsPath, "10.96.0.10")
+	getEventually(t, "http://"+api+lbapi.MapsPath, "10.96.0.10")
 	if body, _ := get(t, "http://"+api+"/statedb/dump"); !strings.Contains(body, "frontends") {
 		t.Fatalf("/statedb/dump lacks the frontends table:\n%.500s", body)
 	}

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/lbstate/lbstate/internal/syncbuf"
 )
 
 // writeManyPorts writes a Service with n ports into a new manifests
@@ -70,33 +68,4 @@ func TestFrontendsDumpIsLinearInPorts(t *testing.T) {
 		t.Fatalf("the frontends dump of %d ports is over %d bytes, more than %d bytes per frontend", ports, limit, maxPerFrontend)
 	}
 	t.Logf("frontends dump: %d bytes for %d frontends, %d bytes per frontend", n, ports, n/ports)
-}
-
-// A query for an index the table does not have is answered 400 with the
-// error, and logged without a stack trace. It once made StateDB's handler
-// panic: net/http logged the stack and cut the connection.
-func TestQueryForUnknownIndexAnswers400(t *testing.T) {
-	var logs syncbuf.Buffer
-	api, _ := startAgentOn(t, "../demo", slog.New(slog.NewTextHandler(&logs, nil)))
-	for _, index := range []string{"nope", ""} {
-		body := fmt.Sprintf(`{"table": "frontends", "index": %q, "key": ""}`, index)
-		req, err := http.NewRequest(http.MethodGet, "http://"+api+"/statedb/query", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("index %q: %v", index, err)
-		}
-		answer, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		want := fmt.Sprintf(`table \"frontends\" has no index \"%s\" (it has address`, index)
-		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(answer), want) {
-			t.Errorf("index %q: %s %s, want 400 and %s", index, resp.Status, answer, want)
-		}
-	}
-	getEventually(t, "http://"+api+"/statedb/dump/frontends", "10.96.0.10") // still answering
-	if strings.Contains(logs.String(), "goroutine") {
-		t.Fatalf("a stack trace in the log:\n%s", logs.String())
-	}
 }

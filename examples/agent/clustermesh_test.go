@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	lbapi "github.com/lbstate/lbstate/api"
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/reflectors/clustermesh/embedetcd"
 )
@@ -69,7 +70,7 @@ func TestTwoClusterDemoSharesWeb(t *testing.T) {
 // mapsText is the agent's maps' dump as text (lbctl maps).
 func mapsText(t *testing.T, api string) string {
 	t.Helper()
-	body, _ := get(t, "http://"+api+mapsPath)
+	body, _ := get(t, "http://"+api+lbapi.MapsPath)
 	var d bpf.Dump
 	if err := json.Unmarshal([]byte(body), &d); err != nil {
 		t.Fatal(err)

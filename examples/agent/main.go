@@ -2,9 +2,10 @@
 // cells: its sources (a directory of manifests, a Kubernetes cluster, or
 // both), the tables, the reconciler and the maps (kernel maps pinned under
 // --lb-pin-dir when it can create them, in-memory otherwise; one log line
-// says which). It serves StateDB's HTTP API and the maps' dump for lbctl,
-// and Prometheus metrics, on loopback, and stops cleanly on SIGINT or
-// SIGTERM, leaving the pinned maps in place.
+// says which): lbstate.Cell, configured by its flags. It serves lbctl's
+// read API (package api: StateDB's HTTP API and the maps' dump) and
+// Prometheus metrics on loopback, and stops cleanly on SIGINT or SIGTERM,
+// leaving the pinned maps in place.
 //
 //	go run ./examples/agent --manifests examples/demo --k8s-node-name node-a
 //	go run ./examples/agent --kubeconfig ~/.kube/config
@@ -22,26 +23,16 @@ import (
 
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
-	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/lbstate/lbstate"
+	"github.com/lbstate/lbstate/api"
 	"github.com/lbstate/lbstate/bpf"
-	"github.com/lbstate/lbstate/bpf/datapath"
-	"github.com/lbstate/lbstate/metrics"
-	"github.com/lbstate/lbstate/reconciler"
-	"github.com/lbstate/lbstate/reflectors/clustermesh"
-	"github.com/lbstate/lbstate/reflectors/file"
-	"github.com/lbstate/lbstate/reflectors/health"
-	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/reflectors/kubeapi"
-	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
-	"github.com/lbstate/lbstate/reflectors/routes"
-	"github.com/lbstate/lbstate/reflectors/routestatus"
-	"github.com/lbstate/lbstate/tables"
 )
 
 func main() {
@@ -71,7 +62,7 @@ func newAgent(args []string) (*hive.Hive, *slog.Logger, error) {
 	var af agentFlags
 	flags := pflag.NewFlagSet("agent", pflag.ContinueOnError)
 	flags.StringVar(&af.kubeconfig, "kubeconfig", "", "Kubeconfig of the cluster to serve")
-	flags.StringVar(&af.apiAddr, "api-addr", "127.0.0.1:9811", "Loopback address of the HTTP API for lbctl: StateDB under /statedb/, the maps' dump at "+mapsPath)
+	flags.StringVar(&af.apiAddr, "api-addr", "127.0.0.1:9811", "Loopback address of the HTTP API for lbctl: StateDB under "+api.StateDBPath+", the maps' dump at "+api.MapsPath)
 	flags.StringVar(&af.metricsAddr, "metrics-addr", "127.0.0.1:9812", "Loopback address of the Prometheus metrics, at /metrics")
 	flags.BoolVar(&af.debug, "debug", false, "Log at DEBUG, including hive's lines for every start and stop hook")
 
@@ -98,25 +89,12 @@ func newAgent(args []string) (*hive.Hive, *slog.Logger, error) {
 	return h, log, nil
 }
 
-// newHive composes the agent. Cells read af when they are built, after
-// the flags are parsed.
+// newHive composes the agent: lbstate.Cell (every source, configured by
+// its flags), the cluster's clients and the servers. Cells read af when
+// they are built, after the flags are parsed.
 func newHive(af *agentFlags) *hive.Hive {
 	return hive.New(
-		statedb.Cell,
-		job.Cell,
-		cell.SimpleHealthCell,
-		metrics.Cell,
-		tables.Cell,
-		bpf.Cell,
-		reconciler.Cell,
-		datapath.Cell,
-		kubeapi.Cell, k8s.Cell,
-		file.Cell,
-		redirectpolicy.Cell, // local redirect policies, for lbctl lrp
-		routes.Cell,         // traffic-split routes, and their status for lbctl routes
-		routestatus.Cell,    // --route-status: routes' status.parents, with --kubeconfig
-		health.Cell,         // --health
-		clustermesh.Cell,    // --cluster-name, --cluster-id, --clustermesh-*
+		lbstate.Cell,
 		cell.Provide(func() (kubeapi.Clients, error) { return newKubeClients(af.kubeconfig) }),
 		cell.Invoke(func(lc cell.Lifecycle, log *slog.Logger, db *statedb.DB, maps *bpf.Maps, gatherer prometheus.Gatherer) {
 			serveAPI(lc, log, af.apiAddr, db, maps)

@@ -11,38 +11,29 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lbstate/lbstate/api"
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/metrics"
 )
 
-// mapsPath is where the API serves the maps' dump (what lbctl maps and
-// explain read when the maps are not pinned where they can open them).
-const mapsPath = "/maps"
-
-// serveAPI serves StateDB's HTTP API under /statedb/ and the maps' dump
-// at mapsPath, within defaultAPILimits.
+// serveAPI serves lbctl's read API (package api: the tables under
+// /statedb/, the maps' dump at /maps).
 func serveAPI(lc cell.Lifecycle, log *slog.Logger, addr string, db *statedb.DB, maps *bpf.Maps) {
-	serve(lc, log, addr, "API", apiHandler(log, defaultAPILimits, db, maps))
-}
-
-// apiHandler is the API's handler.
-func apiHandler(log *slog.Logger, limits apiLimits, db *statedb.DB, maps *bpf.Maps) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/statedb/", http.StripPrefix("/statedb", checkQueries(db, db.HTTPHandler())))
-	mux.Handle(mapsPath, bpf.DumpHandler(maps))
-	return limits.limit(log, mux)
+	api.Register(mux, log, db, maps)
+	serve(lc, log, addr, "API", mux)
 }
 
-// serveMetrics serves what g gathers at /metrics.
+// serveMetrics serves what g gathers at /metrics, within the API's limits.
 func serveMetrics(lc cell.Lifecycle, log *slog.Logger, addr string, g prometheus.Gatherer) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics.Handler(g))
-	serve(lc, log, addr, "metrics", defaultAPILimits.limit(log, mux))
+	serve(lc, log, addr, "metrics", api.DefaultLimits.Wrap(log, mux))
 }
 
 // serve runs an HTTP server on a loopback address for the hive's lifetime.
 // Its timeouts are for the connection (headers, idle keep-alive); h sets
-// each request's own (see apiLimits: no WriteTimeout here, or it would
+// each request's own (see api.Limits: no WriteTimeout here, or it would
 // cut watches).
 func serve(lc cell.Lifecycle, log *slog.Logger, addr, what string, h http.Handler) {
 	srv := &http.Server{

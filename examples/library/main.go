@@ -1,7 +1,7 @@
 // Command library is the README's "Using the library" program: it starts
-// the tables, the maps and the reconciler as hive cells, declares a
-// service and its backends through the Writer, waits until the reconciler
-// has written them into the maps, prints the maps and stops.
+// lbstate.Core (the tables, the maps and the reconciler) in a hive,
+// declares a service and its backends through the Writer, waits until the
+// reconciler has written them into the maps, prints the maps and stops.
 package main
 
 import (
@@ -12,10 +12,10 @@ import (
 
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
-	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 
+	"github.com/lbstate/lbstate"
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/lb"
 	lbreconciler "github.com/lbstate/lbstate/reconciler"
@@ -30,10 +30,7 @@ func main() {
 		maps      *bpf.Maps
 	)
 	h := hive.New(
-		statedb.Cell, job.Cell, cell.SimpleHealthCell, // the database, jobs, health
-		tables.Cell,       // the tables and the Writer
-		bpf.Cell,          // the maps
-		lbreconciler.Cell, // tables → maps
+		lbstate.Core, // the database, the tables and the Writer, the maps, tables → maps
 		cell.Invoke(func(wr *tables.Writer, fes statedb.Table[*lb.Frontend], r reconciler.Reconciler[*lb.Frontend], m *bpf.Maps) {
 			w, frontends, rec, maps = wr, fes, r, m
 		}),

@@ -15,7 +15,6 @@ import (
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/hivetest"
-	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	statedbreconciler "github.com/cilium/statedb/reconciler"
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,23 +23,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
-	"github.com/lbstate/lbstate/bpf"
-	"github.com/lbstate/lbstate/bpf/datapath"
+	"github.com/lbstate/lbstate"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/metrics"
 	"github.com/lbstate/lbstate/reconciler"
-	"github.com/lbstate/lbstate/reflectors/clustermesh"
-	"github.com/lbstate/lbstate/reflectors/file"
-	"github.com/lbstate/lbstate/reflectors/health"
-	"github.com/lbstate/lbstate/reflectors/k8s"
-	"github.com/lbstate/lbstate/reflectors/kubeapi"
-	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
-	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 )
 
-// agent is an agent composed of the cells examples/agent composes, over
-// maps of the test's own (nil: bpf.Cell's, as its flags say).
+// agent is an agent composed as examples/agent composes it
+// (lbstate.Cell), configured by its flags.
 type agent struct {
 	t         *testing.T
 	h         *hive.Hive
@@ -61,17 +52,11 @@ type noKube struct {
 	Dynamic  dynamic.Interface
 }
 
-func newAgent(t *testing.T, maps *bpf.Maps, args ...string) *agent {
+func newAgent(t *testing.T, args ...string) *agent {
 	t.Helper()
 	a := &agent{t: t, log: hivetest.Logger(t, hivetest.LogLevel(slog.LevelWarn))}
-	mapsCell := bpf.Cell
-	if maps != nil {
-		mapsCell = cell.Provide(func() *bpf.Maps { return maps })
-	}
 	a.h = hive.New(
-		statedb.Cell, job.Cell, cell.SimpleHealthCell, metrics.Cell, tables.Cell,
-		mapsCell, reconciler.Cell, datapath.Cell,
-		kubeapi.Cell, k8s.Cell, file.Cell, redirectpolicy.Cell, routes.Cell, health.Cell, clustermesh.Cell,
+		lbstate.Cell,
 		cell.Provide(func() noKube { return noKube{} }),
 		cell.Invoke(func(db *statedb.DB, fes statedb.Table[*lb.Frontend], r statedbreconciler.Reconciler[*lb.Frontend], reg *prometheus.Registry) {
 			a.db, a.frontends, a.rec, a.registry = db, fes, r, reg

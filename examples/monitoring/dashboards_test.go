@@ -70,7 +70,7 @@ func TestEveryDashboardQueryAnswersFromARealAgent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	clusterB := newAgent(t, nil, "--manifests", "testdata/cluster-b", "--k8s-node-name", "node-b", "--lb-maps", "memory",
+	clusterB := newAgent(t, "--manifests", "testdata/cluster-b", "--k8s-node-name", "node-b", "--lb-maps", "memory",
 		"--cluster-name", "cluster-b", "--cluster-id", "2", "--clustermesh-export", export)
 	clusterB.start(nil)
 
@@ -104,7 +104,8 @@ func TestEveryDashboardQueryAnswersFromARealAgent(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(manifests, "probed.yaml"), []byte(probedService("127.0.29.1", "127.0.29.2", port)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a := newAgent(t, bpftest.KernelMaps(t, bpftest.Config(t)),
+	bpftest.Require(t)
+	a := newAgent(t, "--lb-maps", "kernel", "--lb-pin-dir", bpftest.Config(t).LBPinDir,
 		"--manifests", manifests, "--k8s-node-name", "node-a",
 		"--lb-datapath", "both", "--lb-cgroup", cg, "--lb-devices", "lbnode0",
 		"--health", "--health-networks", "127.0.0.0/8", "--health-interval", "200ms", "--health-timeout", "100ms",

@@ -1,8 +1,8 @@
-// Command quickstart embeds lbstate the way an agent does: it composes the
-// StateDB, tables, maps and reconciler cells with hive, declares a few
-// services and their backends through the Writer, waits until the
-// reconciler has written them into the maps, and prints the tables and
-// the maps. It uses real BPF maps, pinned in --pin-dir, when it can create
+// Command quickstart embeds lbstate the way an agent does: it composes
+// lbstate.Core (StateDB, the tables, the maps and the reconciler) with
+// hive, declares a few services and their backends through the Writer,
+// waits until the reconciler has written them into the maps, and prints
+// the tables and the maps. It uses real BPF maps, pinned in --pin-dir, when it can create
 // them (as root), and in-memory maps otherwise, and says which.
 //
 //	go run ./examples/quickstart [--node-name N] [--zone Z] [--keep-maps]
@@ -20,10 +20,10 @@ import (
 
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
-	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 
+	"github.com/lbstate/lbstate"
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/lb"
 	lbreconciler "github.com/lbstate/lbstate/reconciler"
@@ -45,12 +45,7 @@ func main() {
 		rec       reconciler.Reconciler[*lb.Frontend]
 	)
 	h := hive.New(
-		statedb.Cell,
-		job.Cell,
-		cell.SimpleHealthCell,
-		tables.Cell,
-		bpf.Cell,
-		lbreconciler.Cell,
+		lbstate.Core,
 		cell.Invoke(func(d *statedb.DB, wr *tables.Writer, m *bpf.Maps, fes statedb.Table[*lb.Frontend], r reconciler.Reconciler[*lb.Frontend]) {
 			db, w, maps, frontends, rec = d, wr, m, fes, r
 		}),

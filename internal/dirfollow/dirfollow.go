@@ -10,7 +10,8 @@
 //	err := dirfollow.Follow(ctx, dirfollow.Config{Dir: dir, What: "the manifests directory", Log: log},
 //		func(paths []string, rescan bool) { ... })
 //
-// Reading the files is the user's: with internal/boundedfile.
+// Reading the files is the user's: with internal/boundedfile; Links logs
+// the dangling links it finds, once each.
 package dirfollow
 
 import (

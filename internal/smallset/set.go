@@ -57,8 +57,12 @@ func (s *Set[K]) Add(k K) bool {
 // Grow makes room for n more elements while the set is small, so that
 // adding them allocates at most once.
 func (s *Set[K]) Grow(n int) {
-	if s.m == nil && n > 0 && len(s.list)+n <= Max {
-		s.list = slices.Grow(s.list, n)
+	// Not slices.Grow: under -race its temporary slice is a second
+	// allocation.
+	if s.m == nil && n > 0 && len(s.list)+n <= Max && cap(s.list)-len(s.list) < n {
+		l := make([]K, len(s.list), len(s.list)+n)
+		copy(l, s.list)
+		s.list = l
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lbstate/lbstate/internal/boundedfile"
 	"github.com/lbstate/lbstate/internal/syncbuf"
+	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/tables"
 )
@@ -95,7 +96,7 @@ func TestConfigDirSkipsAFIFOAndADeviceLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := &syncbuf.Buffer{}
-	src, err := reflectors.NewSource(w, SourceName, slog.New(slog.NewTextHandler(log, nil)), nil)
+	src, err := reflectors.NewSource(w, lb.SourceKVStore, slog.New(slog.NewTextHandler(log, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

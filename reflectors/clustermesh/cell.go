@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 
+	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/metrics"
 	"github.com/lbstate/lbstate/reflectors"
 )
@@ -50,7 +51,7 @@ func register(p cellParams) error {
 			return fmt.Errorf("--clustermesh-config %s: not a directory", dir)
 		}
 		remotes := metrics.Register(p.Source.Registerer, &remoteCollector{now: time.Now})
-		if err := reflectors.Register(p.Source, SourceName, func(ctx context.Context, s *reflectors.Source) error {
+		if err := reflectors.Register(p.Source, lb.SourceKVStore, func(ctx context.Context, s *reflectors.Source) error {
 			im, err := NewImporter(c.self())
 			if err != nil {
 				return err

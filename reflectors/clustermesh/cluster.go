@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/lbstate/lbstate/internal/zapslog"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/tables"
@@ -133,6 +134,7 @@ func (c *cluster) follow(ctx context.Context) (connected bool, err error) {
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = c.requestTimeout()
 	}
+	cfg.Logger = zapslog.New(c.log).Named("etcd-client") // the agent's log, not zap's JSON on stderr
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return false, err
@@ -244,6 +246,7 @@ func (c *cluster) clusterID(ctx context.Context, cli *clientv3.Client) (uint32, 
 		return 0, 0, fmt.Errorf("get %s: %w", key, err)
 	}
 	id := c.remote.ID
+	var refused error
 	if len(resp.Kvs) > 0 {
 		cc, err := DecodeClusterConfig(key, resp.Kvs[0].Value)
 		if err != nil {
@@ -253,11 +256,12 @@ func (c *cluster) clusterID(ctx context.Context, cli *clientv3.Client) (uint32, 
 			return 0, 0, fmt.Errorf("%s: id %d, but the cluster is configured as %d", key, cc.ID, id)
 		}
 		id = cc.ID
+		refused = c.self.refusesConfig(c.remote.Name, cc)
 	}
 	if id == 0 {
 		return 0, 0, fmt.Errorf("%s: not found, and no cluster ID configured: the cluster's ID is unknown", key)
 	}
-	if err := c.self.refuses(c.remote.Name, id); err != nil {
+	if err := cmp.Or(c.self.refuses(c.remote.Name, id), refused); err != nil {
 		c.markSynced("refused") // nobody waits for it
 		c.refused.Do(func() { c.src.Reject(tables.AsInvalid(err)) })
 		return 0, 0, err
@@ -353,7 +357,7 @@ func (c *cluster) dropLocked() error {
 	if c.id != 0 {
 		w := c.src.Writer
 		txn := w.WriteTxn()
-		if err := w.DeleteSourceCluster(txn, lb.SourceKVStore, c.id); err != nil {
+		if err := w.DeleteSourceCluster(txn, c.src.ID(), c.id); err != nil {
 			txn.Abort()
 			return fmt.Errorf("remote cluster %s: %w", c.remote.Name, err)
 		}
@@ -463,7 +467,7 @@ func (c *cluster) write(next map[lb.ServiceName][]lb.BackendParams) error {
 	rejected := map[lb.ServiceName]bool{}
 	err := w.Batch(txn, func() error {
 		for name, backends := range next {
-			err := w.SetClusterBackends(txn, name, lb.SourceKVStore, c.id, backends...)
+			err := w.SetClusterBackends(txn, name, c.src.ID(), c.id, backends...)
 			if errors.Is(err, tables.ErrInvalid) {
 				c.src.Reject(fmt.Errorf("remote cluster %s: %w", c.remote.Name, err))
 				rejected[name] = true

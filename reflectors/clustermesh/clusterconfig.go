@@ -23,9 +23,14 @@ type ClusterCapabilities struct {
 	// SyncedCanaries: the exporter writes the synced keys.
 	SyncedCanaries       bool   `json:"syncedCanaries"`
 	MaxConnectedClusters uint32 `json:"maxConnectedClusters"`
-	// ServiceExportsEnabled is about MCS-API ServiceExports, which we do
-	// not write.
-	ServiceExportsEnabled bool `json:"serviceExportsEnabled"`
+	// ServiceExportsEnabled is about MCS-API ServiceExports: the
+	// exporter says false (not nil, which would mean "not supported"),
+	// and marks the empty store synced, as Cilium does with MCS-API off.
+	ServiceExportsEnabled *bool `json:"serviceExportsEnabled,omitempty"`
+	// EndpointSlicesExportMode is empty ("services only"): lbstate
+	// exports no EndpointSlices store, so Cilium agents read its
+	// services store.
+	EndpointSlicesExportMode string `json:"endpointSlicesExportMode,omitempty"`
 }
 
 // DecodeClusterConfig decodes and validates the value at key.

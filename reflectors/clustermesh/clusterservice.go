@@ -4,6 +4,12 @@
 // services of the same namespace and name, the Exporter publishes this
 // cluster's, and Cell runs both from flags and a config directory.
 //
+// It is a full peer of Cilium clusters (proven with Cilium's own code in
+// e2e/cilium): the exporter marks synced every store a Cilium agent waits
+// for (SyncedKeys), the cluster config declares --max-connected-clusters,
+// and the annotations are read as Cilium reads them
+// (lb.ServiceParams.IsGlobal, IsShared).
+//
 // Its traps: a remote service never creates a local one (its backends
 // are written, but only a local service that declares itself global
 // selects them), and every remote cluster writes as the one source

@@ -18,9 +18,14 @@ import (
 	"github.com/lbstate/lbstate/internal/boundedfile"
 )
 
-// MaxLocalClusterID bounds --cluster-id (Cilium's default
-// max-connected-clusters, 255).
-const MaxLocalClusterID = 255
+// DefaultMaxConnectedClusters is Cilium's default
+// --max-connected-clusters; the other size a mesh may have is
+// MaxClusterID (511).
+const DefaultMaxConnectedClusters = 255
+
+// MaxLocalClusterID bounds --cluster-id with the default
+// --max-connected-clusters.
+const MaxLocalClusterID = DefaultMaxConnectedClusters
 
 // Config is the clustermesh cell's configuration (hive flags).
 type Config struct {
@@ -28,6 +33,11 @@ type Config struct {
 	// under them, and no remote may use them.
 	ClusterName string
 	ClusterID   uint32
+	// MaxConnectedClusters is the mesh's size, 255 (zero means 255) or
+	// 511, as Cilium's --max-connected-clusters: it bounds every cluster
+	// ID, is declared in the cluster config, and in a mesh of 511 each
+	// remote must declare 511 too.
+	MaxConnectedClusters uint32
 	// ClustermeshConfig is a directory with one etcd client config per
 	// remote cluster, named by the cluster; empty: no remote.
 	ClustermeshConfig string
@@ -46,6 +56,7 @@ type Config struct {
 
 // DefaultConfig imports from and exports to nothing.
 var DefaultConfig = Config{
+	MaxConnectedClusters:    DefaultMaxConnectedClusters,
 	ClustermeshSyncTimeout:  DefaultSyncTimeout,
 	ClustermeshStaleTimeout: DefaultStaleTimeout,
 	ClustermeshLeaseTTL:     DefaultLeaseTTL,
@@ -54,7 +65,8 @@ var DefaultConfig = Config{
 // Flags registers the configuration's flags.
 func (def Config) Flags(flags *pflag.FlagSet) {
 	flags.String("cluster-name", def.ClusterName, "Name of this cluster in the mesh (lowercase letters, digits and '-')")
-	flags.Uint32("cluster-id", def.ClusterID, fmt.Sprintf("ID of this cluster in the mesh, 1-%d", MaxLocalClusterID))
+	flags.Uint32("cluster-id", def.ClusterID, "ID of this cluster in the mesh, 1 to --max-connected-clusters")
+	flags.Uint32("max-connected-clusters", def.MaxConnectedClusters, fmt.Sprintf("Size of the mesh, %d or %d, as every Cilium cluster in it is configured", DefaultMaxConnectedClusters, MaxClusterID))
 	flags.String("clustermesh-config", def.ClustermeshConfig, "Directory with one etcd client config (YAML: endpoints, trusted-ca-file, cert-file, key-file) per remote cluster, named by the cluster; changes are followed")
 	flags.Duration("clustermesh-sync-timeout", def.ClustermeshSyncTimeout, "How long the initial sync waits for a remote cluster's synced key before going on without it")
 	flags.Duration("clustermesh-stale-timeout", def.ClustermeshStaleTimeout, "How long a disconnected remote cluster's backends stay before they are removed")
@@ -69,8 +81,10 @@ func (c Config) Validate() error {
 	switch {
 	case !clusterName.MatchString(c.ClusterName):
 		return fmt.Errorf("--cluster-name %q: want 1-32 lowercase letters, digits and '-', starting and ending with a letter or digit", c.ClusterName)
-	case c.ClusterID == 0 || c.ClusterID > MaxLocalClusterID:
-		return fmt.Errorf("--cluster-id %d: want 1-%d", c.ClusterID, MaxLocalClusterID)
+	case c.MaxConnectedClusters != 0 && c.MaxConnectedClusters != DefaultMaxConnectedClusters && c.MaxConnectedClusters != MaxClusterID:
+		return fmt.Errorf("--max-connected-clusters %d: want %d or %d", c.MaxConnectedClusters, DefaultMaxConnectedClusters, MaxClusterID)
+	case c.ClusterID == 0 || c.ClusterID > c.self().maxConnected():
+		return fmt.Errorf("--cluster-id %d: want 1-%d (--max-connected-clusters)", c.ClusterID, c.self().maxConnected())
 	case c.ClustermeshSyncTimeout <= 0:
 		return fmt.Errorf("--clustermesh-sync-timeout %s: want a duration above zero", c.ClustermeshSyncTimeout)
 	case c.ClustermeshExport != "" && c.ClustermeshLeaseTTL < time.Second:
@@ -84,7 +98,9 @@ func (c Config) Validate() error {
 // enabled says whether the mesh is used at all.
 func (c Config) enabled() bool { return c.ClustermeshConfig != "" || c.ClustermeshExport != "" }
 
-func (c Config) self() Self { return Self{Name: c.ClusterName, ID: c.ClusterID} }
+func (c Config) self() Self {
+	return Self{Name: c.ClusterName, ID: c.ClusterID, MaxConnectedClusters: c.MaxConnectedClusters}
+}
 
 // EtcdFile is the etcd client config file a cluster is reached with, as
 // Cilium writes it (etcd's own client YAML). Relative paths are relative

@@ -14,6 +14,11 @@ func TestConfigValidateNamesTheFlag(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
+	large := good
+	large.MaxConnectedClusters, large.ClusterID = 511, 511
+	if err := large.Validate(); err != nil {
+		t.Fatalf("cluster 511 of a mesh of 511: %v", err)
+	}
 	for flag, change := range map[string]func(*Config){
 		"--cluster-id 0":                func(c *Config) { c.ClusterID = 0 },
 		"--cluster-id 256":              func(c *Config) { c.ClusterID = 256 },
@@ -22,6 +27,8 @@ func TestConfigValidateNamesTheFlag(t *testing.T) {
 		"--clustermesh-sync-timeout":    func(c *Config) { c.ClustermeshSyncTimeout = 0 },
 		"--clustermesh-stale-timeout":   func(c *Config) { c.ClustermeshStaleTimeout = 0 },
 		"--clustermesh-lease-ttl 500ms": func(c *Config) { c.ClustermeshExport, c.ClustermeshLeaseTTL = "f", 500*time.Millisecond },
+		"--max-connected-clusters 300":  func(c *Config) { c.MaxConnectedClusters = 300 },
+		"--cluster-id 512":              func(c *Config) { c.MaxConnectedClusters, c.ClusterID = 511, 512 },
 	} {
 		c := good
 		change(&c)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -31,7 +32,8 @@ const (
 )
 
 func newConfigDir(dir string, cfg Config, im *Importer, src *reflectors.Source) *configDir {
-	return &configDir{dir: dir, cfg: cfg, im: im, src: src, acted: map[string][32]byte{}, bad: map[string][32]byte{}}
+	return &configDir{dir: dir, cfg: cfg, im: im, src: src, acted: map[string][32]byte{}, bad: map[string][32]byte{},
+		links: dirfollow.Links{Log: src.Log(), What: "the clustermesh config directory"}}
 }
 
 // configDir follows --clustermesh-config: a file per remote cluster,
@@ -45,6 +47,7 @@ type configDir struct {
 	src   *reflectors.Source
 	acted map[string][32]byte // the version of each file last acted on
 	bad   map[string][32]byte // the content of each bad file reported
+	links dirfollow.Links     // dangling links, logged
 }
 
 // load reads the directory. A file that cannot be read or parsed is
@@ -62,6 +65,11 @@ func (d *configDir) load() (map[string]Remote, map[string][32]byte, error) {
 			continue
 		}
 		fi, err := os.Stat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			d.links.Missing(path) // a dangling link is logged
+		} else {
+			d.links.Present(path)
+		}
 		if err != nil || fi.IsDir() {
 			continue
 		}

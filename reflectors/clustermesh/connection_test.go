@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lbstate/lbstate/internal/syncbuf"
+	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/tables"
 )
@@ -52,7 +53,7 @@ func TestEtcdOutageDisconnectsTheSourceUntilEveryClusterWatches(t *testing.T) {
 	}
 	log := &syncbuf.Buffer{}
 	reg := prometheus.NewRegistry()
-	src, err := reflectors.NewSource(w, SourceName, slog.New(slog.NewTextHandler(log, nil)), reg)
+	src, err := reflectors.NewSource(w, lb.SourceKVStore, slog.New(slog.NewTextHandler(log, nil)), reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,13 +9,13 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/cilium/statedb"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/lbstate/lbstate/internal/zapslog"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/metrics"
 	"github.com/lbstate/lbstate/tables"
@@ -79,6 +79,7 @@ func (e *Exporter) Run(ctx context.Context) error {
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = 5 * time.Second
 	}
+	cfg.Logger = zapslog.New(e.Log).Named("etcd-client") // the agent's log, not zap's JSON on stderr
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return err
@@ -101,7 +102,7 @@ func (e *Exporter) Run(ctx context.Context) error {
 	}
 	withLease := clientv3.WithLease(lease.ID)
 
-	cc, _ := json.Marshal(ClusterConfig{ID: e.Self.ID, Capabilities: ClusterCapabilities{SyncedCanaries: true, MaxConnectedClusters: MaxLocalClusterID}})
+	cc, _ := json.Marshal(e.Self.clusterConfig())
 	if _, err := cli.Put(ctx, ClusterConfigKey(e.Self.Name), string(cc), withLease); err != nil {
 		return fmt.Errorf("etcd %v: put %s: %w", cfg.Endpoints, ClusterConfigKey(e.Self.Name), err)
 	}
@@ -128,8 +129,13 @@ func (e *Exporter) Run(ctx context.Context) error {
 			return fmt.Errorf("etcd %v: %w", cfg.Endpoints, err)
 		}
 		if !synced {
-			if _, err := cli.Put(ctx, SyncedKey(e.Self.Name), time.Now().UTC().Format(time.RFC3339), withLease); err != nil {
-				return fmt.Errorf("etcd %v: put %s: %w", cfg.Endpoints, SyncedKey(e.Self.Name), err)
+			now := time.Now().UTC().Format(time.RFC3339)
+			var puts []clientv3.Op
+			for _, k := range SyncedKeys(e.Self.Name) {
+				puts = append(puts, clientv3.OpPut(k, now, withLease))
+			}
+			if _, err := cli.Txn(ctx).Then(puts...).Commit(); err != nil {
+				return fmt.Errorf("etcd %v: put the synced keys: %w", cfg.Endpoints, err)
 			}
 			synced = true
 			e.Log.Info("Initial export written", "services", len(want))
@@ -238,7 +244,7 @@ func (e *Exporter) desired(txn statedb.ReadTxn) map[string]string {
 // declared (not other clusters'), each port under every name it serves.
 func (e *Exporter) ClusterService(txn statedb.ReadTxn, svc *lb.Service) *ClusterService {
 	p := svc.Policy()
-	if p == nil || !p.IsGlobal() || strings.EqualFold(p.Annotations[lb.AnnotationShared], "false") || svc.Name.Cluster() != "" {
+	if p == nil || !p.IsShared() || svc.Name.Cluster() != "" {
 		return nil
 	}
 	cs := &ClusterService{
@@ -255,7 +261,7 @@ func (e *Exporter) ClusterService(txn statedb.ReadTxn, svc *lb.Service) *Cluster
 	for b := range e.Writer.BackendsOf(txn, svc.Name) {
 		for _, inst := range b.Instances {
 			bp := &inst.Params
-			if inst.Service != svc.Name || inst.Source == lb.SourceKVStore || bp.ClusterID != 0 || bp.State != lb.BackendActive {
+			if inst.Service != svc.Name || bp.Remote() || !exported(bp.State) {
 				continue
 			}
 			names := bp.PortNames()
@@ -278,6 +284,15 @@ func (e *Exporter) ClusterService(txn statedb.ReadTxn, svc *lb.Service) *Cluster
 		}
 	}
 	return cs
+}
+
+// exported says whether a backend in state s is published: ready or
+// serving, as Cilium's exporter decides (a terminating endpoint that
+// still serves stays in the other clusters until it is gone, so their
+// connections to it are not cut while it drains). Quarantined and
+// maintenance backends are this cluster's health decisions, not shared.
+func exported(s lb.BackendState) bool {
+	return s == lb.BackendActive || s == lb.BackendTerminating
 }
 
 func addPort(m map[string]PortConfiguration, a lb.L3n4Addr, name string) {

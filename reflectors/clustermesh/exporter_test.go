@@ -20,13 +20,14 @@ import (
 // fields (L4Addr's Protocol and Port have no JSON tags there).
 const ciliumWeb = `{"cluster":"c1","namespace":"default","name":"web",` +
 	`"frontends":{"10.96.0.4":{"dns":{"Protocol":"UDP","Port":53},"http":{"Protocol":"TCP","Port":80}},"fd00:96::4":{"http":{"Protocol":"TCP","Port":80}}},` +
-	`"backends":{"10.0.0.1":{"dns":{"Protocol":"UDP","Port":53},"http":{"Protocol":"TCP","Port":8080}},"fd00::1":{"http":{"Protocol":"TCP","Port":8080}}},` +
+	`"backends":{"10.0.0.1":{"dns":{"Protocol":"UDP","Port":53},"http":{"Protocol":"TCP","Port":8080}},"10.0.0.2":{"http":{"Protocol":"TCP","Port":8080}},"fd00::1":{"http":{"Protocol":"TCP","Port":8080}}},` +
 	`"zones":{"10.0.0.1":{"zone":"zone-a","forZones":[{"name":"zone-a"}]}},` +
 	`"labels":{},"selector":{},"includeExternal":true,"shared":true,"clusterID":1}`
 
 // exporterTables holds a global dual-stack web with local backends (one
-// terminating, not exported) and one from a remote cluster (not ours to
-// export).
+// terminating, exported as Cilium exports a serving one; one not ready
+// and one quarantined, not exported) and one from a remote cluster (not
+// ours to export).
 func exporterTables(t *testing.T) (*statedb.DB, *tables.Writer) {
 	t.Helper()
 	db := statedb.New()
@@ -53,7 +54,11 @@ func exporterTables(t *testing.T) (*statedb.DB, *tables.Writer) {
 	zoned = zoned.WithTopologyHints([]string{"zone-a"}, nil)
 	terminating := b("10.0.0.2:8080/TCP", "http")
 	terminating.State = lb.BackendTerminating
-	if err := w.UpsertBackends(txn, web, lb.SourceK8s, zoned, b("10.0.0.1:53/UDP", "dns"), b("[fd00::1]:8080/TCP", "http"), terminating); err != nil {
+	notReady := b("10.0.0.3:8080/TCP", "http")
+	notReady.State = lb.BackendNotReady
+	quarantined := b("10.0.0.4:8080/TCP", "http")
+	quarantined.State = lb.BackendQuarantined
+	if err := w.UpsertBackends(txn, web, lb.SourceK8s, zoned, b("10.0.0.1:53/UDP", "dns"), b("[fd00::1]:8080/TCP", "http"), terminating, notReady, quarantined); err != nil {
 		t.Fatal(err)
 	}
 	remote := b("10.2.0.1:8080/TCP", "http")
@@ -89,16 +94,17 @@ func TestExporterWritesCiliumsClusterService(t *testing.T) {
 		back = append(back, b.Address.String()+" "+strings.Join(b.PortNames(), ",")+" "+b.Zone)
 	}
 	// Zones are per address in the format: the UDP port shares it.
-	want := []string{"10.0.0.1:53/UDP dns zone-a", "10.0.0.1:8080/TCP http zone-a", "[fd00::1]:8080/TCP http "}
+	want := []string{"10.0.0.1:53/UDP dns zone-a", "10.0.0.1:8080/TCP http zone-a", "10.0.0.2:8080/TCP http ", "[fd00::1]:8080/TCP http "}
 	if strings.Join(back, "|") != strings.Join(want, "|") {
 		t.Errorf("read back %q, want %q", back, want)
 	}
 }
 
 // The exporter writes the cluster's config, every global service and
-// then the synced key, under a lease; afterwards it rewrites only what
-// changed and deletes what is no longer global; its keys expire once it
-// stops renewing the lease.
+// then the synced keys of every store a Cilium agent waits for, under a
+// lease; afterwards it rewrites only what changed and deletes what is
+// no longer global or shared; its keys expire once it stops renewing
+// the lease.
 func TestExporterPublishesUnderALease(t *testing.T) {
 	cli, cfg, _ := startEtcd(t)
 	db, w := exporterTables(t)
@@ -127,9 +133,15 @@ func TestExporterPublishesUnderALease(t *testing.T) {
 	if web.Count != 1 || string(web.Kvs[0].Value) != ciliumWeb || web.Kvs[0].Lease == 0 {
 		t.Fatalf("web: %v", web.Kvs)
 	}
+	for _, k := range SyncedKeys("c1") {
+		if r := get(k); r.Count != 1 || r.Kvs[0].Lease != web.Kvs[0].Lease {
+			t.Errorf("synced key %s: %v, want it under the lease of the services", k, r.Kvs)
+		}
+	}
 	cc := get(ClusterConfigKey("c1"))
-	if cc.Count != 1 || !strings.Contains(string(cc.Kvs[0].Value), `"id":1`) {
-		t.Fatalf("cluster config: %v", cc.Kvs)
+	const wantConfig = `{"id":1,"capabilities":{"syncedCanaries":true,"maxConnectedClusters":255,"serviceExportsEnabled":false}}`
+	if cc.Count != 1 || string(cc.Kvs[0].Value) != wantConfig {
+		t.Fatalf("cluster config: %v, want %s", cc.Kvs, wantConfig)
 	}
 
 	// A second global service: web is not written again.
@@ -153,7 +165,7 @@ func TestExporterPublishesUnderALease(t *testing.T) {
 	}
 	svc, _, _ := w.Services().Get(txn, tables.ServiceByName.Query(lb.NewServiceName("default", "web")))
 	p := svc.Policy().Clone()
-	p.Annotations = map[string]string{lb.AnnotationGlobal: "true", lb.AnnotationShared: "false"}
+	p.Annotations = map[string]string{lb.AnnotationGlobal: "true", lb.AnnotationShared: "no"}
 	if err := w.UpsertService(txn, p); err != nil {
 		t.Fatal(err)
 	}
@@ -180,5 +192,34 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("%s: not in 15s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A headless global service (declared without frontends) is exported
+// as Cilium exports it: no frontends, its backends.
+func TestExporterPublishesHeadlessServicesBackends(t *testing.T) {
+	db := statedb.New()
+	w, err := tables.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := lb.NewServiceName("default", "db")
+	txn := w.WriteTxn()
+	if err := w.UpsertService(txn, lb.ServiceParams{Name: name, Source: lb.SourceK8s, Annotations: map[string]string{lb.AnnotationGlobalAlias: "true"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.UpsertBackends(txn, name, lb.SourceK8s, lb.BackendParams{Address: lb.MustParseL3n4Addr("10.0.0.7:5432/TCP"), Weight: lb.DefaultBackendWeight}.WithPortNames("pg")); err != nil {
+		t.Fatal(err)
+	}
+	txn.Commit()
+	e := &Exporter{Self: Self{Name: "c1", ID: 1}, Writer: w, DB: db}
+	rtxn := db.ReadTxn()
+	svc, _, _ := w.Services().Get(rtxn, tables.ServiceByName.Query(name))
+	got, _ := json.Marshal(e.ClusterService(rtxn, svc))
+	const want = `{"cluster":"c1","namespace":"default","name":"db","frontends":{},` +
+		`"backends":{"10.0.0.7":{"pg":{"Protocol":"TCP","Port":5432}}},` +
+		`"labels":{},"selector":{},"includeExternal":true,"shared":true,"clusterID":1}`
+	if string(got) != want {
+		t.Errorf("exported:\n%s\nwant:\n%s", got, want)
 	}
 }

@@ -18,8 +18,9 @@ import (
 	"github.com/lbstate/lbstate/tables"
 )
 
-// SourceName is the importer's name as a source: its initializer and
-// metrics label. It writes as lb.SourceKVStore.
+// SourceName is the name of the importer's source, lb.SourceKVStore (its
+// initializer and metrics label), as Cell registers it; it writes as the
+// source it runs as (reflectors.Source.ID).
 const SourceName = "kvstore"
 
 // DefaultSyncTimeout bounds the wait for a remote cluster's synced key:
@@ -35,6 +36,20 @@ const DefaultStaleTimeout = 30 * time.Second
 type Self struct {
 	Name string
 	ID   uint32
+	// MaxConnectedClusters is the mesh's size (Cilium's
+	// --max-connected-clusters): 255 (zero means 255) or 511. It bounds
+	// every cluster ID, and in a mesh of 511 every remote must declare
+	// 511 too, as Cilium demands: the two sizes split an identity's bits
+	// differently.
+	MaxConnectedClusters uint32
+}
+
+// maxConnected is MaxConnectedClusters, zero being Cilium's default.
+func (s Self) maxConnected() uint32 {
+	if s.MaxConnectedClusters == 0 {
+		return DefaultMaxConnectedClusters
+	}
+	return s.MaxConnectedClusters
 }
 
 func (s Self) refuses(name string, id uint32) error {
@@ -43,15 +58,36 @@ func (s Self) refuses(name string, id uint32) error {
 		return fmt.Errorf("remote cluster %s: refused: that is this cluster's name (--cluster-name)", name)
 	case s.ID != 0 && id == s.ID:
 		return fmt.Errorf("remote cluster %s: refused: cluster ID %d is this cluster's (--cluster-id)", name, id)
+	case id > s.maxConnected():
+		return fmt.Errorf("remote cluster %s: refused: cluster ID %d is above this mesh's --max-connected-clusters %d", name, id, s.maxConnected())
 	}
 	return nil
+}
+
+// refusesConfig checks a remote's cluster config against this
+// cluster's as Cilium's ClusterInfo.ValidateRemoteConfig does: a mesh
+// of 511 refuses a remote that does not declare 511 (a mesh of 255
+// bounds only the remote's ID, in refuses).
+func (s Self) refusesConfig(name string, cc *ClusterConfig) error {
+	if s.maxConnected() != DefaultMaxConnectedClusters && cc.Capabilities.MaxConnectedClusters != s.maxConnected() {
+		return fmt.Errorf("remote cluster %s: refused: it declares maxConnectedClusters %d, this cluster %d (--max-connected-clusters)",
+			name, cc.Capabilities.MaxConnectedClusters, s.maxConnected())
+	}
+	return nil
+}
+
+// clusterConfig is what the exporter declares for this cluster.
+func (s Self) clusterConfig() ClusterConfig {
+	return ClusterConfig{ID: s.ID, Capabilities: ClusterCapabilities{
+		SyncedCanaries: true, MaxConnectedClusters: s.maxConnected(), ServiceExportsEnabled: new(false),
+	}}
 }
 
 // Remote is one remote cluster to import from.
 type Remote struct {
 	// Name is the cluster's name, as in its keys.
 	Name string
-	// ID is its cluster ID (1-MaxClusterID). Zero: the ID its
+	// ID is its cluster ID (1 to Self's MaxConnectedClusters). Zero: the ID its
 	// cilium/cluster-config/<name> key declares, read at each connect.
 	// Values must carry it, and its backends are removed by it.
 	ID uint32
@@ -66,8 +102,8 @@ func (r *Remote) validate(self Self) error {
 	switch {
 	case r.Name == "" || len(r.Name) > 253 || strings.ContainsAny(r.Name, "/ "):
 		return fmt.Errorf("remote cluster %q: name: empty, too long, or with a slash or space", r.Name)
-	case r.ID > MaxClusterID:
-		return fmt.Errorf("remote cluster %s: ID %d out of range 1-%d", r.Name, r.ID, MaxClusterID)
+	case r.ID > self.maxConnected():
+		return fmt.Errorf("remote cluster %s: ID %d out of range 1-%d", r.Name, r.ID, self.maxConnected())
 	case len(r.Etcd.Endpoints) == 0:
 		return fmt.Errorf("remote cluster %s: no etcd endpoints", r.Name)
 	}
@@ -76,7 +112,7 @@ func (r *Remote) validate(self Self) error {
 
 // Importer follows the services other clusters share and merges their
 // backends into the local services of the same namespace and name.
-// Run is its source body (reflectors.Register(p, SourceName, im.Run));
+// Run is its source body (reflectors.Register(p, lb.SourceKVStore, im.Run));
 // Add, Update and Remove connect, reconnect and disconnect clusters
 // while it runs (clustermesh.Cell calls them as the config directory
 // changes).

@@ -103,7 +103,7 @@ func newFixture(t *testing.T, global bool) *fixture {
 	}
 	localWeb(t, w, global, "web", "api")
 	log := &syncbuf.Buffer{}
-	src, err := reflectors.NewSource(w, SourceName, slog.New(slog.NewTextHandler(log, nil)), nil)
+	src, err := reflectors.NewSource(w, lb.SourceKVStore, slog.New(slog.NewTextHandler(log, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

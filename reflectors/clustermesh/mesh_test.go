@@ -54,7 +54,7 @@ func startAgent(t *testing.T, id int, srv *embedetcd.Server, names []string) *ag
 	a.h = hive.New(
 		statedb.Cell, job.Cell, cell.SimpleHealthCell, tables.Cell, clustermesh.Cell,
 		cell.Invoke(func(p reflectors.Params) error {
-			return reflectors.Register(p, "services", func(ctx context.Context, s *reflectors.Source) error {
+			return reflectors.Register(p, lb.SourceK8s, func(ctx context.Context, s *reflectors.Source) error {
 				declareServices(s, id)
 				s.Synced()
 				<-ctx.Done()

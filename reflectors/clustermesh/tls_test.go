@@ -22,6 +22,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lbstate/lbstate/internal/syncbuf"
+	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/clustermesh/embedetcd"
 	"github.com/lbstate/lbstate/tables"
@@ -153,7 +154,7 @@ func TestImporterConnectsWithClientCertificates(t *testing.T) {
 	}
 	localWeb(t, w, true, "web")
 	log := &syncbuf.Buffer{}
-	src, err := reflectors.NewSource(w, SourceName, slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})), nil)
+	src, err := reflectors.NewSource(w, lb.SourceKVStore, slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

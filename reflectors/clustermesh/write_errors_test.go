@@ -20,7 +20,7 @@ func TestClusterWriteRejectsAnInvalidServiceAloneAndCommitsTheRest(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := reflectors.NewSource(w, "kvstore", slog.New(slog.DiscardHandler), nil)
+	src, err := reflectors.NewSource(w, lb.SourceKVStore, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/lbstate/lbstate/internal/dirfollow"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/kubeapi"
@@ -48,6 +49,7 @@ type Feed struct {
 	owners     map[objectKey][]string       // the files declaring each object, in name order
 	known      map[objectKey]runtime.Object // what the subscribers have been given
 	walkFailed string                       // the last error walking the directory, reported
+	links      dirfollow.Links              // dangling links, logged
 }
 
 var _ kubeapi.Feed = (*Feed)(nil)
@@ -59,6 +61,7 @@ func NewFeed(dir string, maxFileSize int64, rep *reflectors.Reporter) *Feed {
 		dir: dir, maxFileSize: maxFileSize, rep: rep, fan: kubeapi.NewFanout(),
 		wanted: map[string]kubeapi.FeedKind{},
 		files:  map[string]*fileState{}, owners: map[objectKey][]string{}, known: map[objectKey]runtime.Object{},
+		links: dirfollow.Links{Log: rep.Log(), What: "the manifests directory"},
 	}
 }
 

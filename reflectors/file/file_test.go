@@ -72,7 +72,7 @@ func startSourceMax(t testing.TB, dir string, log *slog.Logger, maxFileSize int6
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := reflectors.NewSource(w, lb.SourceFile.String(), log, nil)
+	s, err := reflectors.NewSource(w, lb.SourceFile, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,12 +82,12 @@ func startSourceMax(t testing.TB, dir string, log *slog.Logger, maxFileSize int6
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, err := reflectors.NewSource(w, lb.SourceFile.String()+"-redirect-policies", log, nil)
+	ps, err := reflectors.NewSourceAs(w, lb.SourceFile.String()+"-redirect-policies", lb.SourceFile, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := redirectpolicy.NewController(redirectpolicy.Options{}, cfg.K8sNodeName, ps, lb.SourceFile, nil)
-	rs, err := reflectors.NewSource(w, lb.SourceFile.String()+"-routes", log, nil)
+	rs, err := reflectors.NewSourceAs(w, lb.SourceFile.String()+"-routes", lb.SourceFile, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

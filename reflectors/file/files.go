@@ -42,11 +42,14 @@ func (s *Feed) update(path string, force bool) (affected []objectKey, rescan boo
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		s.links.Missing(path) // a dangling link is logged
 		return s.setFile(path, nil), false
 	case err != nil:
 		s.failed(path, fileID{}, err)
 		return nil, false
-	case fi.IsDir(): // no file any more; what is in it takes a rescan
+	}
+	s.links.Present(path)
+	if fi.IsDir() { // no file any more; what is in it takes a rescan
 		return s.setFile(path, nil), true
 	}
 	if old != nil && old.id == idOf(fi) && !force {

@@ -7,10 +7,18 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 )
 
-// Cell is health checking, off unless --health: it provides a Reporter
+// Source is the health checker's identity as a source. It writes
+// verdicts, which carry no source, so its priority (the lowest of the
+// registered ones) never decides anything.
+var Source = lb.MustRegisterSource("health", 50)
+
+// Cell is health checking, off unless --health (probes) or
+// --health-passive (the datapath's connection reports, through the
+// *Passive it provides, nil otherwise): it provides a Reporter
 // (which ignores reports while health checking is off) and, when on,
 // runs the checker as the "health" source. It needs tables.Cell,
 // job.Cell and a cell.Health provider; with metrics.Cell its metrics are
@@ -28,6 +36,7 @@ var Cell = cell.Module(
 		}
 		return c
 	}),
+	cell.Provide(newPassive),
 	cell.Invoke(registerSource),
 )
 
@@ -41,7 +50,7 @@ type checkerParams struct {
 
 // newCellChecker returns the checker, or nil when health checking is off.
 func newCellChecker(p checkerParams) (*checker, error) {
-	if !p.Config.Health {
+	if !p.Config.Health && !p.Config.HealthPassive {
 		return nil, nil
 	}
 	cfg, err := p.Config.parse()
@@ -53,6 +62,14 @@ func newCellChecker(p checkerParams) (*checker, error) {
 		clock = RealClock{}
 	}
 	return newChecker(cfg, clock, newMetrics(p.Registerer)), nil
+}
+
+// newPassive is the datapath's way in, nil without --health-passive.
+func newPassive(c *checker, cfg Config) *Passive {
+	if c == nil || !cfg.HealthPassive {
+		return nil
+	}
+	return &Passive{c: c}
 }
 
 type sourceParams struct {
@@ -68,9 +85,10 @@ func registerSource(p sourceParams) error {
 	if p.Checker == nil {
 		return nil
 	}
-	return reflectors.Register(p.Source, "health", func(ctx context.Context, s *reflectors.Source) error {
+	return reflectors.Register(p.Source, Source, func(ctx context.Context, s *reflectors.Source) error {
 		c := p.Config
-		s.Log().Info("Health checking backends", "interval", c.HealthInterval, "timeout", c.HealthTimeout,
+		s.Log().Info("Health checking backends", "probes", c.Health, "passive", c.HealthPassive,
+			"interval", c.HealthInterval, "timeout", c.HealthTimeout,
 			"consecutive_failures", c.HealthConsecutiveFailures, "networks", c.HealthNetworks)
 		return p.Checker.run(ctx, s, p.DB)
 	})

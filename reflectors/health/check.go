@@ -32,6 +32,14 @@ const (
 	// AnnotationStatus is the HTTP statuses that pass: "200-399" (the
 	// default) or one code.
 	AnnotationStatus = "lbstate.io/health-check-status"
+	// AnnotationPassive is "false" for a service whose backends passive
+	// reports do not judge (the datapath's, and Reporter's): only probes
+	// do. "true" is the default.
+	AnnotationPassive = "lbstate.io/health-check-passive"
+	// AnnotationConsecutiveFailures is the service's own threshold: the
+	// consecutive failures (probes or passive reports) that trip its
+	// backends' breakers, and the successes that end probation, 1-100.
+	AnnotationConsecutiveFailures = "lbstate.io/health-check-consecutive-failures"
 )
 
 // probeKind is how a backend is probed.
@@ -60,6 +68,10 @@ type check struct {
 	statusMax int
 	// explicit is set when the service's annotations chose the kind.
 	explicit bool
+	// noPassive: passive reports are ignored (AnnotationPassive).
+	noPassive bool
+	// threshold is the service's breaker threshold; 0: the node's.
+	threshold int
 }
 
 // serviceCheck is what a service's annotations ask for, over the
@@ -111,6 +123,20 @@ func serviceCheck(p *lb.ServiceParams, def check) (check, []error) {
 			}
 		}
 	}
+	if v, ok := a[AnnotationPassive]; ok {
+		if on, err := strconv.ParseBool(strings.TrimSpace(v)); err != nil {
+			bad(AnnotationPassive, v, "want true or false")
+		} else {
+			c.noPassive = !on
+		}
+	}
+	if v, ok := a[AnnotationConsecutiveFailures]; ok {
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err != nil || n < 1 || n > maxThreshold {
+			bad(AnnotationConsecutiveFailures, v, "want a count, 1-100")
+		} else {
+			c.threshold = n
+		}
+	}
 	if v, ok := a[AnnotationStatus]; ok {
 		if lo, hi, ok := parseStatusRange(v); !ok {
 			bad(AnnotationStatus, v, "want a status or a range, such as 200-399")
@@ -157,3 +183,7 @@ const (
 	maxTimeout  = time.Minute
 	maxInterval = time.Hour
 )
+
+// maxThreshold bounds AnnotationConsecutiveFailures: a breaker that
+// waits for more failures than this does not protect anyone.
+const maxThreshold = 100

@@ -1,9 +1,13 @@
-// Package health is a source of verdicts about backends: it probes every
-// backend that a frontend on this node uses (TCP connect, HTTP(S) GET, as
-// each Service's lbstate.io/health-check* annotations say), feeds the
-// results, and what other parts report through Reporter, into one
-// consecutive-failures breaker per backend, and records each breaker's
-// verdict with Writer.SetBackendVerdict. A tripped backend takes no new
+// Package health is a source of verdicts about backends: with --health it
+// probes every backend that a frontend on this node uses (TCP connect,
+// HTTP(S) GET, as each Service's lbstate.io/health-check* annotations
+// say); with --health-passive it takes the reference datapath's reports
+// of real TCP connections (Passive); it feeds both, and what other parts
+// report through Reporter, into one consecutive-failures breaker per
+// backend, and records each breaker's verdict with
+// Writer.SetBackendVerdict. A backend that is not probed comes back by
+// the half-open rule: its backoff running out reopens it on probation,
+// where one failure trips it again. A tripped backend takes no new
 // flows while its services have healthy ones; it is never the reason a
 // service has no backend at all (selection's quarantined tier).
 //
@@ -174,7 +178,7 @@ func (c *checker) stopRun(r *runState) {
 		r.stop()
 	}
 	for _, t := range r.targets {
-		c.metrics.state.DeleteLabelValues(t.addr.String())
+		c.metrics.forget(t.addr)
 		if t.abort != nil {
 			t.abort()
 		}

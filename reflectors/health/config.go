@@ -13,8 +13,13 @@ import (
 // annotations override the probe's settings for a service's backends;
 // the breaker's settings are node-wide.
 type Config struct {
-	// Health turns health checking on.
+	// Health turns active health checking (probes) on.
 	Health bool
+	// HealthPassive turns passive failure accrual on: the reference
+	// datapath reports how the TCP connections it balances begin, and
+	// each report counts like a probe's result (passive.go). Without
+	// Health, nothing is probed.
+	HealthPassive bool
 	// HealthInterval and HealthTimeout are the probes' defaults.
 	HealthInterval time.Duration
 	HealthTimeout  time.Duration
@@ -48,6 +53,7 @@ var DefaultConfig = Config{
 // Flags registers the configuration's flags.
 func (def Config) Flags(flags *pflag.FlagSet) {
 	flags.Bool("health", def.Health, "Probe the backends this node's frontends use, and take failing ones out of rotation")
+	flags.Bool("health-passive", def.HealthPassive, "Take backends out of rotation on the TCP connections the datapath sees fail (refused, unanswered), with or without --health's probes")
 	flags.Duration("health-interval", def.HealthInterval, "Time between probes of a backend (annotation "+AnnotationInterval+")")
 	flags.Duration("health-timeout", def.HealthTimeout, "Longest a probe may take (annotation "+AnnotationTimeout+")")
 	flags.Int("health-consecutive-failures", def.HealthConsecutiveFailures, "Consecutive failed probes that trip a backend's breaker; as many successes end its probation")
@@ -64,6 +70,8 @@ type parsed struct {
 	breaker       breakerConfig
 	maxConcurrent int
 	networks      []netip.Prefix
+	// active: probes run (--health); without it every check is none.
+	active bool
 }
 
 func (c Config) parse() (parsed, error) {
@@ -86,6 +94,7 @@ func (c Config) parse() (parsed, error) {
 		breaker: breakerConfig{threshold: c.HealthConsecutiveFailures,
 			backoffMin: c.HealthBackoffMin, backoffMax: c.HealthBackoffMax, jitter: c.HealthBackoffJitter},
 		maxConcurrent: c.HealthMaxConcurrent,
+		active:        c.Health,
 	}
 	for _, s := range c.HealthNetworks {
 		prefix, err := netip.ParsePrefix(s)

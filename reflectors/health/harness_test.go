@@ -78,7 +78,7 @@ func newHarness(t *testing.T, cfg Config) *harness {
 			}
 			return a
 		}}))
-	h.src, err = reflectors.NewSource(w, "health", logger, h.reg)
+	h.src, err = reflectors.NewSource(w, Source, logger, h.reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package health
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/metrics"
 )
 
@@ -13,6 +14,7 @@ type metricSet struct {
 	state       *prometheus.GaugeVec   // backend
 	transitions *prometheus.CounterVec // transition
 	passive     *prometheus.CounterVec // result
+	failures    *prometheus.CounterVec // backend, cause
 	delay       prometheus.Histogram
 	duration    [len(probeKindNames)]prometheus.Observer // by kind
 	backends    *prometheus.GaugeVec                     // kind
@@ -20,8 +22,32 @@ type metricSet struct {
 
 	// byResult and the passive counters are looked up once: a probe's
 	// or a report's count is one increment, not a label lookup.
-	byResult                                       [len(probeKindNames)][len(probeResults)]prometheus.Counter
-	passiveSuccess, passiveFailure, passiveIgnored prometheus.Counter
+	byResult [len(probeKindNames)][len(probeResults)]prometheus.Counter
+	passiveN [len(passiveResults)]prometheus.Counter
+}
+
+var passiveResults = [...]string{resultSuccess, resultFailure, resultIgnored}
+
+// passiveReport counts a passive report, whatever its source (the
+// Reporter interface, or the datapath through Passive, which also
+// counts its own by source).
+func (m *metricSet) passiveReport(result string) {
+	for i, r := range passiveResults {
+		if r == result {
+			m.passiveN[i].Inc()
+		}
+	}
+}
+
+// passiveFailure counts a passive failure of backend by its cause.
+func (m *metricSet) passiveFailure(backend lb.L3n4Addr, cause string) {
+	m.failures.WithLabelValues(backend.String(), cause).Inc()
+}
+
+// forget drops a backend's series, when it is no longer checked.
+func (m *metricSet) forget(backend lb.L3n4Addr) {
+	m.state.DeleteLabelValues(backend.String())
+	m.failures.DeletePartialMatch(prometheus.Labels{"backend": backend.String()})
 }
 
 var probeResults = [...]string{resultSuccess, resultFailure, resultTimeout}
@@ -59,6 +85,9 @@ func newMetrics(reg prometheus.Registerer) *metricSet {
 		passive: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name("passive_reports_total"),
 			Help: "Connections reported through the passive interface, by result (success, failure, ignored: a backend not checked here)"},
 			[]string{"result"})),
+		failures: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name("passive_failures_total"),
+			Help: "Failed connections reported passively, per backend and cause (refused, timeout, error); the series go with the backend"},
+			[]string{"backend", "cause"})),
 		delay: metrics.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: name("probe_delay_seconds"),
 			Help:    "How late probes started after they were due",
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}})),
@@ -69,9 +98,9 @@ func newMetrics(reg prometheus.Registerer) *metricSet {
 			Help: "Backends checked, by probe kind (none: passive reports only)"},
 			[]string{"kind"})),
 	}
-	m.passiveSuccess = m.passive.WithLabelValues(resultSuccess)
-	m.passiveFailure = m.passive.WithLabelValues(resultFailure)
-	m.passiveIgnored = m.passive.WithLabelValues(resultIgnored)
+	for i, r := range passiveResults {
+		m.passiveN[i] = m.passive.WithLabelValues(r)
+	}
 	for k := probeTCP; int(k) < len(probeKindNames); k++ {
 		for i, r := range probeResults {
 			m.byResult[k][i] = m.probes.WithLabelValues(k.String(), r)

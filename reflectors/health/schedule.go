@@ -198,13 +198,15 @@ func (c *checker) complete(r *runState, t *target, chk check, err error) {
 		}
 		c.metrics.probed(chk.kind, result)
 		prev := t.breaker
+		bc := c.breakerOf(t)
 		var tr transition
 		if err != nil {
 			msg := describe(err)
-			tr = t.breaker.failure(now, msg, &c.cfg.breaker)
+			tr = t.breaker.failure(now, msg, &bc)
+			t.failedBy, t.lastFailure = chk.kind.String()+" probe", err
 			t.log.Debug("Probe failed", "error", msg)
 		} else {
-			tr = t.breaker.success(now, true, &c.cfg.breaker)
+			tr = t.breaker.success(now, true, &bc)
 		}
 		c.schedule(r, t, now, false)
 		c.observed(r, t, prev, tr, now)

@@ -22,6 +22,10 @@ type target struct {
 	breaker  breaker
 	// verdict is the last verdict handed to the writer.
 	verdict lb.HealthVerdict
+	// failedBy is what saw the last failure (a probe, or a passive
+	// report's source) and lastFailure the error: for the trip's log line.
+	failedBy    string
+	lastFailure error
 
 	due     time.Duration // since the run's epoch
 	index   int           // in the queue; -1 when not queued
@@ -50,6 +54,9 @@ func (c *checker) refreshTarget(r *runState, b lb.L3n4Addr, now time.Time) {
 		return
 	}
 	names, chk, owner := r.resolve(b, c.cfg.defaults)
+	if !c.cfg.active {
+		chk.kind = probeNone // passive accrual only (--health-passive)
+	}
 	t := r.targets[b]
 	if t == nil {
 		t = &target{addr: b, index: -1, state: c.metrics.state.WithLabelValues(b.String()), verdict: lb.HealthVerdict{Healthy: true}}
@@ -94,7 +101,7 @@ func (c *checker) removeTarget(r *runState, b lb.L3n4Addr) {
 	if t.abort != nil {
 		t.abort() // its slot frees when the probe returns, at once
 	}
-	c.metrics.state.DeleteLabelValues(b.String())
+	c.metrics.forget(b)
 	c.metrics.backends.WithLabelValues(t.check.kind.String()).Dec()
 	if !t.breaker.healthy() {
 		t.log.Info("Backend no longer checked: its breaker's verdict is lifted", "state", t.breaker.state)

@@ -21,14 +21,18 @@ func (c *checker) observed(r *runState, t *target, prev breaker, tr transition, 
 		if prev.state == probation {
 			failures = 1
 		}
-		t.log.Info("Consecutive failure-accrual breaker tripped",
-			"failures", failures, "last_error", b.lastErr, "probation", prev.state == probation, "next_probe_in", (t.due - r.offset(now)).Round(time.Millisecond))
+		attrs := []any{"failures", failures, "last_error", b.lastErr}
+		if t.failedBy == SourceSocket || t.failedBy == SourceTC {
+			attrs = append(attrs, "cause", classify(t.lastFailure), "seen_by", t.failedBy)
+		}
+		t.log.Info("Consecutive failure-accrual breaker tripped", append(attrs,
+			"probation", prev.state == probation, "next_probe_in", (t.due-r.offset(now)).Round(time.Millisecond))...)
 	case reopened:
 		t.log.Info("Consecutive failure-accrual breaker reopened",
-			"down_for", now.Sub(prev.since).Round(time.Millisecond), "probation_successes", c.cfg.breaker.threshold)
+			"down_for", now.Sub(prev.since).Round(time.Millisecond), "probation_successes", c.breakerOf(t).threshold)
 	case recovered:
 		t.log.Info("Consecutive failure-accrual breaker closed: probation passed",
-			"successes", c.cfg.breaker.threshold)
+			"successes", c.breakerOf(t).threshold)
 	}
 	if tr != noTransition {
 		c.metrics.transitions.WithLabelValues(tr.String()).Inc()

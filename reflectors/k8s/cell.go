@@ -52,7 +52,7 @@ func registerSource(p sourceParams) error {
 	}
 	for _, feed := range p.Feeds {
 		feed.Want(Kinds(cfg)...)
-		err := reflectors.Register(p.Source, feed.Source().String(), func(ctx context.Context, s *reflectors.Source) error {
+		err := reflectors.Register(p.Source, feed.Source(), func(ctx context.Context, s *reflectors.Source) error {
 			r, err := NewReflector(cfg, s, feed.Source())
 			if err != nil {
 				return err

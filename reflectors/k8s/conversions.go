@@ -58,7 +58,9 @@ type ServiceOptions struct {
 }
 
 // ConvertService returns the declaration of a Service. ok is false for
-// Services lbstate does not balance (ExternalName, headless).
+// Services lbstate does not balance (ExternalName, headless), except a
+// headless one that is global and shared (lb.ServiceParams.IsShared):
+// that one is declared without frontends, for the clustermesh exporter.
 //
 // unknown lists the values of evolving fields (spec.type, the traffic
 // policies, trafficDistribution, sessionAffinity, ingress ipMode, port
@@ -82,12 +84,16 @@ func convertService(svc *corev1.Service, opts ServiceOptions, name lb.ServiceNam
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return lb.ServiceParams{}, false, nil, nil
 	}
-	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
-		return lb.ServiceParams{}, false, nil, nil
-	}
 	src := opts.Source
 	if src == 0 {
 		src = lb.SourceK8s
+	}
+	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		// Nothing to balance; but a headless global service shared with
+		// other clusters is declared without frontends, so that the
+		// clustermesh exporter publishes its backends as Cilium does.
+		p := lb.ServiceParams{Name: name, Source: src, Created: svc.CreationTimestamp.Time, Annotations: carriedAnnotations(svc)}
+		return p, p.IsShared(), nil, nil
 	}
 	u := &unknownValues{service: name}
 	params = lb.ServiceParams{
@@ -175,10 +181,12 @@ func distribution(u *unknownValues, svc *corev1.Service) lb.TrafficDistribution 
 // know (lb.ParseClusterAffinity) from the carried annotations, reporting
 // it: the service then converts as without one (none).
 func clusterAffinity(u *unknownValues, annotations map[string]string) {
-	v, found := annotations[lb.AnnotationAffinity]
-	if _, err := lb.ParseClusterAffinity(v); found && err != nil {
-		u.add("annotation "+lb.AnnotationAffinity, v, "none")
-		delete(annotations, lb.AnnotationAffinity)
+	for _, k := range []string{lb.AnnotationAffinity, lb.AnnotationAffinityAlias} {
+		v, found := annotations[k]
+		if _, err := lb.ParseClusterAffinity(v); found && err != nil {
+			u.add("annotation "+k, v, "none")
+			delete(annotations, k)
+		}
 	}
 }
 

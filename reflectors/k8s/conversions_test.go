@@ -230,6 +230,20 @@ func TestConvertServiceSkipped(t *testing.T) {
 	}
 }
 
+// A headless Service that is global and shared is declared without
+// frontends (the clustermesh exporter publishes its backends, as
+// Cilium's does); one global but not shared is still skipped.
+func TestConvertServiceDeclaresHeadlessSharedServicesWithoutFrontends(t *testing.T) {
+	p, ok, _, err := ConvertService(decodeService(t, `{metadata: {name: db, namespace: default, annotations: {io.cilium/global-service: "true"}}, spec: {clusterIP: None, ports: [{port: 5432}]}}`), ServiceOptions{})
+	if err != nil || !ok || len(p.Frontends) != 0 || !p.IsShared() || p.Name != lb.NewServiceName("default", "db") {
+		t.Errorf("headless, global: ok=%v err=%v params=%+v", ok, err, p)
+	}
+	p, ok, _, err = ConvertService(decodeService(t, `{metadata: {name: db, namespace: default, annotations: {service.cilium.io/global: "true", service.cilium.io/shared: "false"}}, spec: {clusterIP: None, ports: [{port: 5432}]}}`), ServiceOptions{})
+	if ok || err != nil {
+		t.Errorf("headless, global, not shared: ok=%v err=%v params=%+v, want skipped", ok, err, p)
+	}
+}
+
 func TestConvertServiceErrors(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{`{metadata: {name: web, namespace: default}, spec: {clusterIP: 10.96.0.300, ports: [{port: 80}]}}`,

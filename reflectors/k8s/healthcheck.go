@@ -17,14 +17,14 @@ import (
 const AnnotationHealthCheckPrefix = "lbstate.io/health-check"
 
 // carriedAnnotations returns the Service's annotations that other parts
-// read (health checking's, and clustermesh's lb.AnnotationGlobal,
-// lb.AnnotationShared and lb.AnnotationAffinity), or nil if it has none.
+// read (health checking's, and clustermesh's: lb.IsClustermeshAnnotation),
+// or nil if it has none.
 func carriedAnnotations(svc *corev1.Service) map[string]string {
 	var out map[string]string
 	for k, v := range svc.Annotations {
 		switch {
 		case strings.HasPrefix(k, AnnotationHealthCheckPrefix),
-			k == lb.AnnotationGlobal, k == lb.AnnotationShared, k == lb.AnnotationAffinity:
+			lb.IsClustermeshAnnotation(k):
 			if out == nil {
 				out = map[string]string{}
 			}

@@ -22,6 +22,9 @@ metadata:
     service.cilium.io/global: "true"
     service.cilium.io/shared: "false"
     service.cilium.io/affinity: local
+    io.cilium/global-service: "true"
+    io.cilium/shared-service: "true"
+    io.cilium/service-affinity: remote
     service.cilium.io/lb-l7: enabled
     example.com/owner: team-a
 spec: {clusterIP: 10.96.0.1, ports: [{port: 80}]}
@@ -36,6 +39,9 @@ spec: {clusterIP: 10.96.0.1, ports: [{port: 80}]}
 		"service.cilium.io/global":         "true",
 		"service.cilium.io/shared":         "false",
 		"service.cilium.io/affinity":       "local",
+		"io.cilium/global-service":         "true",
+		"io.cilium/shared-service":         "true",
+		"io.cilium/service-affinity":       "remote",
 	}
 	if !maps.Equal(p.Annotations, want) {
 		t.Errorf("annotations %v, want %v", p.Annotations, want)

@@ -88,11 +88,11 @@ func startPolicyReflector(t *testing.T, client *fake.Clientset, dyn *dynamicfake
 	w, db, cfg := newTestTables(t, "node-1")
 	log := &syncedLog{}
 	logger := slog.New(slog.NewTextHandler(log, nil))
-	src, err := reflectors.NewSource(w, lb.SourceK8s.String(), logger, nil)
+	src, err := reflectors.NewSource(w, lb.SourceK8s, logger, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	psrc, err := reflectors.NewSource(w, lb.SourceK8s.String()+"-redirect-policies", logger, nil)
+	psrc, err := reflectors.NewSourceAs(w, lb.SourceK8s.String()+"-redirect-policies", lb.SourceK8s, logger, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func startPolicyReflector(t *testing.T, client *fake.Clientset, dyn *dynamicfake
 		t.Fatal(err)
 	}
 	c := redirectpolicy.NewController(popts, cfg.Node(), psrc, lb.SourceK8s, rows)
-	rsrc, err := reflectors.NewSource(w, lb.SourceK8s.String()+"-routes", logger, nil)
+	rsrc, err := reflectors.NewSourceAs(w, lb.SourceK8s.String()+"-routes", lb.SourceK8s, logger, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

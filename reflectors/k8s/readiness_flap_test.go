@@ -71,8 +71,8 @@ func TestEstablishedFlowKeepsItsBackendThroughReadinessFlap(t *testing.T) {
 			}
 			waitMaps(t, maps, func(d *bpf.Dump) error {
 				for _, b := range d.Backends {
-					if b.Address == established {
-						return fmt.Errorf("backend %d %s still there after it left the slice", b.ID, b.Address)
+					if b.L3n4Addr() == established {
+						return fmt.Errorf("backend %d %s still there after it left the slice", b.ID, b.L3n4Addr())
 					}
 				}
 				return nil
@@ -106,7 +106,7 @@ func waitBackend(t *testing.T, maps *bpf.Maps, addr lb.L3n4Addr, state string, t
 	waitMaps(t, maps, func(d *bpf.Dump) error {
 		id = 0
 		for _, b := range d.Backends {
-			if b.Address == addr && b.State == state {
+			if b.L3n4Addr() == addr && lb.BackendState(b.State).String() == state {
 				id = b.ID
 			}
 		}

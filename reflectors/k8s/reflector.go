@@ -79,6 +79,10 @@ type Reflector struct {
 	// topologyNoted holds what was last logged about each service's
 	// topology keys (topologyKeys).
 	topologyNoted map[lb.ServiceName]string
+
+	// servicesPeak is the most services since services was made
+	// (compactServices).
+	servicesPeak int
 }
 
 // sliceKey names a namespaced object (an EndpointSlice or a Pod).

@@ -39,7 +39,7 @@ func TestRetriedRunSweepsWhatVanished(t *testing.T) {
 	h := hive.New(statedb.Cell, job.Cell, cell.SimpleHealthCell, tables.Cell,
 		cell.Invoke(func(p reflectors.Params, d *statedb.DB) error {
 			w, db = p.Writer, d
-			return reflectors.Register(p, "k8s", func(ctx context.Context, s *reflectors.Source) error {
+			return reflectors.Register(p, lb.SourceK8s, func(ctx context.Context, s *reflectors.Source) error {
 				mu.Lock()
 				calls++
 				first := calls == 1

@@ -165,6 +165,7 @@ func (r *Reflector) endBatch() []change {
 			r.services[e.name.String()] = *e
 		}
 	}
+	r.compactServices()
 	slices.SortFunc(b.changes, func(a, b change) int { return a.e.name.Compare(b.e.name) })
 	changes := b.changes
 	if len(changes) > 4*r.cfg.K8sBatchSize {
@@ -175,4 +176,20 @@ func (r *Reflector) endBatch() []change {
 		b.changes = b.changes[:0]
 	}
 	return changes
+}
+
+// compactServices makes r.services anew once it holds less than a
+// quarter of its peak: a Go map keeps the room of its peak (a delete-all
+// of 20,000 services once kept 2 MB).
+func (r *Reflector) compactServices() {
+	n := len(r.services)
+	r.servicesPeak = max(r.servicesPeak, n)
+	if r.servicesPeak < 1024 || 4*n >= r.servicesPeak {
+		return
+	}
+	services := make(map[string]serviceEntry, n)
+	for k, e := range r.services {
+		services[k] = e
+	}
+	r.services, r.servicesPeak = services, n
 }

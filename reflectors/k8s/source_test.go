@@ -13,7 +13,7 @@ import (
 // logging nowhere.
 func newTestReflector(tb testing.TB, cfg Config, w *tables.Writer) *Reflector {
 	tb.Helper()
-	src, err := reflectors.NewSource(w, lb.SourceK8s.String(), slog.New(slog.DiscardHandler), nil)
+	src, err := reflectors.NewSource(w, lb.SourceK8s, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func TestBadTopologyKeysRejectOnlyTheAnnotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := reflectors.NewSource(w, "k8s", slog.New(slog.NewTextHandler(&logs, nil)), nil)
+	src, err := reflectors.NewSource(w, lb.SourceK8s, slog.New(slog.NewTextHandler(&logs, nil)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

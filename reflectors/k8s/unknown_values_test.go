@@ -152,7 +152,7 @@ func TestUnknownValuesLoggedOncePerService(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewPedanticRegistry()
-	src, err := reflectors.NewSource(w, "k8s", slog.New(slog.NewTextHandler(&logs, nil)), reg)
+	src, err := reflectors.NewSource(w, lb.SourceK8s, slog.New(slog.NewTextHandler(&logs, nil)), reg)
 	if err != nil {
 		t.Fatal(err)
 	}

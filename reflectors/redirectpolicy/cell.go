@@ -117,7 +117,7 @@ func registerSources(p sourceParams) error {
 			c := NewController(opts, node, s, feed.Source(), p.Table)
 			return c.Run(ctx, c.Subscribe(feed))
 		}
-		if err := reflectors.Register(p.Source, feed.Source().String()+"-redirect-policies", run); err != nil {
+		if err := reflectors.RegisterAs(p.Source, feed.Source().String()+"-redirect-policies", feed.Source(), run); err != nil {
 			return err
 		}
 	}

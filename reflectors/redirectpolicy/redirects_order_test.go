@@ -38,7 +38,7 @@ func newPolicyReflector(t testing.TB) (*pipeline, *tables.Writer, *statedb.DB, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := reflectors.NewSource(w, "k8s-redirect-policies", slog.New(slog.DiscardHandler), nil)
+	src, err := reflectors.NewSourceAs(w, "k8s-redirect-policies", lb.SourceK8s, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

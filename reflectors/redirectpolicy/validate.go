@@ -56,6 +56,9 @@ func validate(p *Policy) (spec, error) {
 			return s, errf(field+".ip", "invalid IP %q", fe.AddressMatcher.IP)
 		}
 		s.addr = s.addr.Unmap()
+		if why := unroutable(s.addr); why != "" {
+			return s, errf(field+".ip", "%s is %s (no packet to a frontend carries it)", s.addr, why)
+		}
 		if len(fe.AddressMatcher.ToPorts) == 0 {
 			return s, errf(field+".toPorts", "missing")
 		}
@@ -106,6 +109,27 @@ func validate(p *Policy) (spec, error) {
 	}
 	s.skip = p.Spec.SkipRedirectFromBackend
 	return s, nil
+}
+
+// unroutable names why a redirect cannot match address a, "" when it can:
+// the addresses a backend may not have either (lb.BackendParams.Validate,
+// and loopback as the API server refuses it in an EndpointSlice). An
+// unspecified frontend would stand for every node address (the NodePort
+// surrogate), and a pod's loopback never leaves the pod. Link-local stays
+// allowed: 169.254.169.254 and node-local DNS on 169.254.20.10 are the
+// classic redirects.
+func unroutable(a netip.Addr) string {
+	switch {
+	case a.IsUnspecified():
+		return "the unspecified address"
+	case a.IsLoopback():
+		return "a loopback address"
+	case a.IsMulticast():
+		return "a multicast address"
+	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "the broadcast address"
+	}
+	return ""
 }
 
 // parsePorts validates a toPorts list. Its error starts with the index

@@ -62,7 +62,7 @@ func registerSources(p sourceParams) error {
 			c := NewController(s, feed.Source(), p.Status)
 			return c.Run(ctx, c.Subscribe(feed))
 		}
-		if err := reflectors.Register(p.Source, feed.Source().String()+"-routes", run); err != nil {
+		if err := reflectors.RegisterAs(p.Source, feed.Source().String()+"-routes", feed.Source(), run); err != nil {
 			return err
 		}
 	}

@@ -35,7 +35,7 @@ func TestIncrementalRoutePlanMatchesTheWholePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := reflectors.NewSource(w, "k8s-routes", slog.New(slog.DiscardHandler), nil)
+	src, err := reflectors.NewSourceAs(w, "k8s-routes", lb.SourceK8s, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

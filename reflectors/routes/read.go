@@ -258,9 +258,10 @@ func (o *Object) readSplit(ts *TrafficSplit) error {
 	return nil
 }
 
-// readParents reads the parentRefs: Services are kept; Gateways are not
-// lbstate's (a gateway controller implements them) and are skipped; any
-// other kind is an error.
+// readParents reads the parentRefs: Services are kept (group "", or
+// "core" as some of the Gateway API's own mesh examples write it, which
+// Cilium accepts too); Gateways are not lbstate's (a gateway controller
+// implements them) and are skipped; any other kind is an error.
 func (o *Object) readParents(spec gwv1.CommonRouteSpec) error {
 	for i, p := range spec.ParentRefs {
 		field := "spec.parentRefs[" + strconv.Itoa(i) + "]"
@@ -274,7 +275,7 @@ func (o *Object) readParents(spec gwv1.CommonRouteSpec) error {
 		switch {
 		case group == GatewayGroup && (kind == "Gateway" || kind == "ListenerSet"):
 			continue
-		case group != "" || kind != "Service":
+		case (group != "" && group != "core") || kind != "Service":
 			return fmt.Errorf("%s: kind %s of group %q: lbstate reads Service parents (group \"\")", field, kind, group)
 		}
 		ns := o.Namespace

@@ -80,6 +80,23 @@ spec: {backends: [{service: a, weight: 1}]}`,
 	}
 }
 
+// A Service parent may name the core group "core", as the Gateway API's
+// mesh documentation does, or "" (the spec's own spelling).
+func TestServiceParentOfGroupCoreIsAService(t *testing.T) {
+	o, err := Read(decode(t, `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: ns}
+spec:
+  parentRefs: [{group: core, kind: Service, name: web, port: 80}]
+  rules: [{backendRefs: [{name: a, port: 80}]}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Parents) != 1 || o.Parents[0].Service != lb.NewServiceName("ns", "web") || o.Parents[0].Port != 80 {
+		t.Errorf("parents %+v, want ns/web port 80", o.Parents)
+	}
+}
+
 // What cannot apply at L4 is reported and left out, never half-applied:
 // rules with L7 matches or filters, refs of other kinds (invalid: their
 // share rejected), Gateway parents (not lbstate's); a catch-all rule

@@ -48,7 +48,7 @@ func TestRetriedRunSweepsVanishedRoutes(t *testing.T) {
 				return err
 			}
 			txn.Commit()
-			return reflectors.Register(p, "k8s-routes", func(ctx context.Context, s *reflectors.Source) error {
+			return reflectors.RegisterAs(p, "k8s-routes", lb.SourceK8s, func(ctx context.Context, s *reflectors.Source) error {
 				mu.Lock()
 				calls++
 				first := calls == 1

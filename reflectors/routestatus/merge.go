@@ -12,8 +12,10 @@ import (
 // parentRef is not desired; new entries go last. A condition whose
 // status stays keeps its LastTransitionTime; any other gets now.
 // changed is false when the result equals existing, so that nothing is
-// written.
-func merge(existing, desired []gwv1.RouteParentStatus, controller string, now metav1.Time) (next []gwv1.RouteParentStatus, changed bool) {
+// written. The API server takes at most maxParents entries: when there
+// would be more, controller's last entries are left out (dropped counts
+// them), never another controller's.
+func merge(existing, desired []gwv1.RouteParentStatus, controller string, now metav1.Time) (next []gwv1.RouteParentStatus, dropped int, changed bool) {
 	placed := make([]bool, len(desired))
 	next = make([]gwv1.RouteParentStatus, 0, len(existing)+len(desired))
 	for _, e := range existing {
@@ -33,7 +35,24 @@ func merge(existing, desired []gwv1.RouteParentStatus, controller string, now me
 			next = append(next, withTransitions(d, nil, now))
 		}
 	}
-	return next, !apiequality.Semantic.DeepEqual(existing, next)
+	next, dropped = trim(next, controller)
+	return next, dropped, !apiequality.Semantic.DeepEqual(existing, next)
+}
+
+// maxParents is the Gateway API's bound on status.parents (maxItems).
+const maxParents = 32
+
+// trim removes controller's entries from the end of parents until at
+// most maxParents are left, and returns how many it removed.
+func trim(parents []gwv1.RouteParentStatus, controller string) ([]gwv1.RouteParentStatus, int) {
+	dropped := 0
+	for i := len(parents) - 1; i >= 0 && len(parents) > maxParents; i-- {
+		if string(parents[i].ControllerName) == controller {
+			parents = append(parents[:i], parents[i+1:]...)
+			dropped++
+		}
+	}
+	return parents, dropped
 }
 
 func indexOf(entries []gwv1.RouteParentStatus, ref gwv1.ParentReference) int {

@@ -91,9 +91,13 @@ func (w *Writer) sync(ctx context.Context, key routes.Key, t *term) error {
 		if newerThan(existing, ControllerName, row.Generation) {
 			return errNewer
 		}
-		next, changed := merge(existing, desired, ControllerName, w.now())
+		next, dropped, changed := merge(existing, desired, ControllerName, w.now())
 		if !changed {
 			return nil
+		}
+		if dropped > 0 {
+			w.log.Warn("Route status: parents left out, status.parents holds at most 32 entries",
+				"route", key, "written", len(desired)-dropped, "left-out", dropped)
 		}
 		if err := setParents(u, next); err != nil {
 			return err
@@ -146,7 +150,7 @@ func (w *Writer) prime(ctx context.Context) *term {
 			if err != nil || newerThan(existing, ControllerName, row.Generation) {
 				return
 			}
-			if _, changed := merge(existing, desired, ControllerName, now); changed {
+			if _, _, changed := merge(existing, desired, ControllerName, now); changed {
 				t.listed[key] = listedRoute{u, gvr}
 			} else {
 				t.written[key] = fingerprint

@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"bytes"
@@ -17,22 +17,22 @@ import (
 	"github.com/lbstate/lbstate/tables"
 )
 
-// shortLimits are defaultAPILimits with a request timeout a test can
+// shortLimits are DefaultLimits with a request timeout a test can
 // outlast, and small caps. Streams keep a long write timeout, so that a
 // loaded machine does not cut them; testing that timeout takes its own.
-var shortLimits = apiLimits{
-	requestTimeout:     300 * time.Millisecond,
-	streamWriteTimeout: 10 * time.Second,
-	maxBodyBytes:       1024,
-	maxRequests:        2,
-	maxStreams:         1,
-	maxMaglevTables:    2,
+var shortLimits = Limits{
+	RequestTimeout:     300 * time.Millisecond,
+	StreamWriteTimeout: 10 * time.Second,
+	MaxBodyBytes:       1024,
+	MaxRequests:        2,
+	MaxStreams:         1,
+	MaxMaglevTables:    2,
 }
 
 // serveLimited serves h within limits on loopback.
-func serveLimited(t *testing.T, limits apiLimits, h http.Handler) string {
+func serveLimited(t *testing.T, limits Limits, h http.Handler) string {
 	t.Helper()
-	srv := httptest.NewServer(limits.limit(slog.New(slog.DiscardHandler), h))
+	srv := httptest.NewServer(limits.Wrap(slog.New(slog.DiscardHandler), h))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
@@ -81,9 +81,9 @@ func TestRequestDeadlineCutsPlainRequestsNotStreams(t *testing.T) {
 	defer resp.Body.Close()
 	start := time.Now()
 	buf := make([]byte, 64)
-	for time.Since(start) < 4*shortLimits.requestTimeout {
+	for time.Since(start) < 4*shortLimits.RequestTimeout {
 		if _, err := resp.Body.Read(buf); err != nil {
-			t.Fatalf("the stream ended after %v (request timeout %v): %v", time.Since(start), shortLimits.requestTimeout, err)
+			t.Fatalf("the stream ended after %v (request timeout %v): %v", time.Since(start), shortLimits.RequestTimeout, err)
 		}
 	}
 }
@@ -95,7 +95,7 @@ func TestStreamToClientThatStopsReadingIsCutOff(t *testing.T) {
 	done := make(chan error, 1)
 	chunk := bytes.Repeat([]byte("x"), 1<<16)
 	limits := shortLimits
-	limits.streamWriteTimeout = 300 * time.Millisecond
+	limits.StreamWriteTimeout = 300 * time.Millisecond
 	url := serveLimited(t, limits, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for {
 			if _, err := w.Write(chunk); err != nil {
@@ -181,7 +181,7 @@ func TestWatchThroughLimitsOutlivesRequestTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(apiHandler(slog.New(slog.DiscardHandler), shortLimits, db, maps))
+	srv := httptest.NewServer(shortLimits.Handler(slog.New(slog.DiscardHandler), db, maps))
 	defer srv.Close()
 	url := srv.URL
 	resp, err := http.Get(url + "/statedb/changes/" + tables.FrontendsTableName)
@@ -190,7 +190,7 @@ func TestWatchThroughLimitsOutlivesRequestTimeout(t *testing.T) {
 	}
 	defer resp.Body.Close()
 
-	time.Sleep(3 * shortLimits.requestTimeout)
+	time.Sleep(3 * shortLimits.RequestTimeout)
 	txn := w.WriteTxn()
 	if err := w.UpsertService(txn, lb.ServiceParams{Name: lb.NewServiceName("default", "late"), Source: lb.SourceAPI,
 		Frontends: []lb.FrontendParams{{Address: lb.MustParseL3n4Addr("10.96.9.9:80/TCP"), Type: lb.SVCTypeClusterIP}}}); err != nil {

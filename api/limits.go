@@ -1,4 +1,4 @@
-package main
+package api
 
 import (
 	"fmt"
@@ -8,44 +8,47 @@ import (
 	"time"
 )
 
-// apiLimits bound what a client of the agent's HTTP servers can make the
-// agent hold, and for how long: any local user may connect.
+// Limits bound what a client of the API can make the agent hold, and for
+// how long: any local user may connect. Wrap puts other handlers of the
+// same server (the agent's /metrics) within them too.
 //
 // There is no server-wide WriteTimeout, because a watch
 // (/statedb/changes/TABLE, lbctl --watch) is one response that lasts as
 // long as the user wants. Instead, each request gets deadlines of its
 // own through http.ResponseController: a plain request must be read and
-// answered within requestTimeout (a dump holds its snapshot of the tables
+// answered within RequestTimeout (a dump holds its snapshot of the tables
 // that long at most), and a stream must get each write out within
-// streamWriteTimeout (StateDB sends a keep-alive every 30 s), so a client
+// StreamWriteTimeout (StateDB sends a keep-alive every 30 s), so a client
 // that stops reading is cut off instead of pinning the change tracker.
-type apiLimits struct {
-	requestTimeout     time.Duration
-	streamWriteTimeout time.Duration
-	maxBodyBytes       int64 // a request's body (a query's is ~100 bytes)
-	maxRequests        int   // plain requests in flight; more get 503
-	maxStreams         int   // streams open; more get 503
-	maxMaglevTables    int   // maglev=ID parameters of one maps request
+type Limits struct {
+	RequestTimeout     time.Duration // a plain request, read and answered
+	StreamWriteTimeout time.Duration // each write of a stream
+	MaxBodyBytes       int64         // a request's body (a query's is ~100 bytes)
+	MaxRequests        int           // plain requests in flight; more get 503
+	MaxStreams         int           // streams open; more get 503
+	MaxMaglevTables    int           // maglev=ID parameters of one maps request
 }
 
-var defaultAPILimits = apiLimits{
-	requestTimeout:     time.Minute,
-	streamWriteTimeout: time.Minute,
-	maxBodyBytes:       64 << 10,
-	maxRequests:        16,
-	maxStreams:         16,
-	maxMaglevTables:    16,
+// DefaultLimits are the example agent's, and what Register and Handler
+// apply.
+var DefaultLimits = Limits{
+	RequestTimeout:     time.Minute,
+	StreamWriteTimeout: time.Minute,
+	MaxBodyBytes:       64 << 10,
+	MaxRequests:        16,
+	MaxStreams:         16,
+	MaxMaglevTables:    16,
 }
 
 // isStream says whether a request is answered by a stream.
-func isStream(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/statedb/changes/") }
+func isStream(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, StateDBPath+"changes/") }
 
-// limit wraps h with the limits, and turns a handler's panic (StateDB's
+// Wrap wraps h with the limits, and turns a handler's panic (StateDB's
 // handlers panic when a write fails, e.g. when the client went away) into
 // one log line: a 500 when nothing was answered yet, else a cut
 // connection.
-func (l apiLimits) limit(log *slog.Logger, h http.Handler) http.Handler {
-	requests, streams := make(chan struct{}, l.maxRequests), make(chan struct{}, l.maxStreams)
+func (l Limits) Wrap(log *slog.Logger, h http.Handler) http.Handler {
+	requests, streams := make(chan struct{}, l.MaxRequests), make(chan struct{}, l.MaxStreams)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		stream := isStream(r)
 		slots := requests
@@ -60,16 +63,16 @@ func (l apiLimits) limit(log *slog.Logger, h http.Handler) http.Handler {
 			http.Error(w, fmt.Sprintf("too many requests in flight (at most %d)", cap(slots)), http.StatusServiceUnavailable)
 			return
 		}
-		if n := len(r.URL.Query()["maglev"]); n > l.maxMaglevTables {
-			http.Error(w, fmt.Sprintf("%d maglev tables asked for: at most %d per request", n, l.maxMaglevTables), http.StatusBadRequest)
+		if n := len(r.URL.Query()["maglev"]); n > l.MaxMaglevTables {
+			http.Error(w, fmt.Sprintf("%d maglev tables asked for: at most %d per request", n, l.MaxMaglevTables), http.StatusBadRequest)
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, l.maxBodyBytes)
+		r.Body = http.MaxBytesReader(w, r.Body, l.MaxBodyBytes)
 		aw := &apiWriter{ResponseWriter: w, rc: http.NewResponseController(w)}
 		if stream {
-			aw.writeTimeout = l.streamWriteTimeout
+			aw.writeTimeout = l.StreamWriteTimeout
 		} else {
-			deadline := time.Now().Add(l.requestTimeout)
+			deadline := time.Now().Add(l.RequestTimeout)
 			aw.rc.SetReadDeadline(deadline)
 			aw.rc.SetWriteDeadline(deadline)
 		}
