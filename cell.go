@@ -13,6 +13,8 @@ import (
 	"github.com/lbstate/lbstate/reflectors/file"
 	"github.com/lbstate/lbstate/reflectors/health"
 	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/reflectors/routestatus"
 	"github.com/lbstate/lbstate/tables"
@@ -50,15 +52,19 @@ var Core = cell.Group(
 // It needs Core.
 var Datapath = datapath.Cell
 
-// Sources are the library's sources, one cell each; each does nothing
-// until configured. They need Core, and the Kubernetes-backed ones a
-// kubernetes.Interface (and metadata and dynamic clients: see
-// kubeapi.Clients) in the hive to watch an API server.
+// Sources are the library's feeds and sources, one cell each; each does
+// nothing until configured. They need Core. The Kubernetes-kind sources
+// (services, redirect policies, routes) read every feed of Kubernetes
+// objects: the API server's (kubeapi.Cell, given a kubernetes.Interface,
+// and metadata and dynamic clients: see kubeapi.Clients) and a manifests
+// directory's (file.Cell).
 var Sources = cell.Group(
-	k8s.Cell,         // Services, EndpointSlices, Nodes, redirect policies, routes: with a kubernetes.Interface
-	file.Cell,        // the same kinds from a directory: --manifests
-	routes.Cell,      // the routes' status table, for lbctl routes
-	routestatus.Cell, // routes' status.parents in the API server: --route-status, with kubernetes and dynamic clients
-	health.Cell,      // health checking: --health
-	clustermesh.Cell, // global services over etcd: --cluster-name, --cluster-id, --clustermesh-*
+	kubeapi.Cell,        // the API server's feed, with a kubernetes.Interface; --k8s-node-name
+	file.Cell,           // a manifests directory's feed: --manifests
+	k8s.Cell,            // Services, EndpointSlices, Nodes, Pods' host ports, from every feed
+	redirectpolicy.Cell, // local redirect policies, from every feed
+	routes.Cell,         // traffic-split routes and their status table, from every feed
+	routestatus.Cell,    // routes' status.parents in the API server: --route-status, with kubernetes and dynamic clients
+	health.Cell,         // health checking: --health, --health-passive
+	clustermesh.Cell,    // global services over etcd: --cluster-name, --cluster-id, --clustermesh-*
 )

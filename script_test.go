@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/cilium/hive"
@@ -66,7 +67,8 @@ func k8sEngine(mode string) func(t testing.TB, args []string) *script.Engine {
 	return func(t testing.TB, args []string) *script.Engine {
 		client := fake.NewClientset()
 		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-			mapsMerge(redirectpolicy.ResourceList, routes.ResourceList, kubeapi.CRDListKinds), k8s.FakeCRDs()...)
+			mapsMerge(redirectpolicy.ResourceList, routes.ResourceList, kubeapi.CRDListKinds),
+			kubeapi.FakeCRDs(scriptKinds()...)...)
 		e := engineFor(mode, cell.Provide(
 			func() kubernetes.Interface { return client },
 			func() dynamic.Interface { return dyn },
@@ -76,7 +78,7 @@ func k8sEngine(mode string) func(t testing.TB, args []string) *script.Engine {
 			// and e2e, cover it).
 			hive.AddConfigOverride(h, func(c *routestatus.Config) { c.RouteStatus = false })
 		})
-		maps.Insert(e.Cmds, maps.All(k8s.ScriptCommands(k8s.Clients{Client: client, Dynamic: dyn})))
+		maps.Insert(e.Cmds, maps.All(kubeapi.ScriptCommands(kubeapi.Clients{Client: client, Dynamic: dyn}, scriptKinds()...)))
 		return e
 	}
 }
@@ -103,7 +105,7 @@ func TestScriptClustermesh(t *testing.T) {
 				c.ClusterName, c.ClusterID, c.ClustermeshConfig = "c1", 1, configDir
 			})
 		})
-		maps.Insert(e.Cmds, maps.All(k8s.ScriptCommands(k8s.Clients{Client: client})))
+		maps.Insert(e.Cmds, maps.All(kubeapi.ScriptCommands(kubeapi.Clients{Client: client}, scriptKinds()...)))
 		maps.Insert(e.Cmds, maps.All(clustermesh.ScriptCommands(srv.ClientConfig())))
 		maps.Insert(e.Cmds, maps.All(embedetcd.ScriptCommands(srv, configDir)))
 		return e
@@ -124,7 +126,7 @@ func engineFor(mode string, extra ...cell.Cell) func(t testing.TB, args []string
 		if err := flags.Parse(args); err != nil {
 			t.Fatalf("flags %q: %v", args, err)
 		}
-		hive.AddConfigOverride(h, func(c *k8s.Config) { c.K8sNodeName = "node-1" })
+		hive.AddConfigOverride(h, func(c *kubeapi.NodeConfig) { c.K8sNodeName = "node-1" })
 		pinDir := ""
 		if mode == "kernel" {
 			pinDir = filepath.Join(bpftest.PinDir(t), "maps")
@@ -153,6 +155,12 @@ func engineFor(mode string, extra ...cell.Cell) func(t testing.TB, args []string
 
 func engine(f func(testing.TB, []string, ...func(*hive.Hive)) *script.Engine) func(testing.TB, []string) *script.Engine {
 	return func(t testing.TB, args []string) *script.Engine { return f(t, args) }
+}
+
+// scriptKinds are the kinds the k8s/* commands apply: those the sources
+// of the scripts' hives read.
+func scriptKinds() []kubeapi.FeedKind {
+	return slices.Concat(k8s.Kinds(k8s.DefaultConfig), redirectpolicy.Kinds(""), routes.Kinds())
 }
 
 // mapsMerge returns the union of ms.

@@ -157,8 +157,12 @@ func TestAPIServerOutageKeepsTrafficAndResyncsWithinFiveSeconds(t *testing.T) {
 	other.connect()
 	w.change(other)
 	time.Sleep(time.Until(killed.Add(20 * time.Second)))
-	if got := a.logs.count("level=WARN", "Source disconnected", "source=k8s"); got != 1 {
-		t.Errorf("%d WARN lines for one outage, want 1", got)
+	// Each source of the API feed (services, redirect policies, routes)
+	// says it once.
+	for _, src := range apiFeedSources {
+		if got := a.logs.count("level=WARN", "Source disconnected", "source="+src+" "); got != 1 {
+			t.Errorf("%d WARN lines of %s for one outage, want 1", got, src)
+		}
 	}
 
 	c.api.restart()
@@ -175,13 +179,18 @@ func TestAPIServerOutageKeepsTrafficAndResyncsWithinFiveSeconds(t *testing.T) {
 		return nil
 	})
 	a.wantHealth("k8s", cell.StatusOK)
-	if got := a.logs.count("level=INFO", "Source reconnected", "source=k8s"); got != 1 {
-		t.Errorf("%d INFO lines for the end of one outage, want 1", got)
-	}
-	if got := a.logs.count("level=WARN", "Source disconnected", "source=k8s"); got != 1 {
-		t.Errorf("%d WARN lines for one outage, want 1", got)
+	for _, src := range apiFeedSources {
+		if got := a.logs.count("level=INFO", "Source reconnected", "source="+src+" "); got != 1 {
+			t.Errorf("%d INFO lines of %s for the end of one outage, want 1", got, src)
+		}
+		if got := a.logs.count("level=WARN", "Source disconnected", "source="+src+" "); got != 1 {
+			t.Errorf("%d WARN lines of %s for one outage, want 1", got, src)
+		}
 	}
 }
+
+// apiFeedSources are the agent's sources on the API server's feed.
+var apiFeedSources = []string{"k8s", "k8s-redirect-policies", "k8s-routes"}
 
 // While the agent's API server is down, etcd is compacted past what the
 // agent has seen: when it returns, the agent's watches are told their

@@ -153,7 +153,7 @@ func startControlPlane(t *testing.T, c *cluster, args ...string) *controlPlane {
 	cp := &controlPlane{log: slog.New(slog.DiscardHandler)}
 	clients := kubeClients(t, c)
 	cp.h = hive.New(statedb.Cell, job.Cell, cell.SimpleHealthCell, metrics.Cell, tables.Cell,
-		k8s.Cell, routes.Cell, routestatus.Cell,
+		kubeapi.Cell, k8s.Cell, routes.Cell, routestatus.Cell,
 		cell.Provide(func() kubeapi.Clients { return clients }),
 		cell.Invoke(func(reg *prometheus.Registry) { cp.registry = reg }))
 	flags := pflag.NewFlagSet("agent", pflag.ContinueOnError)

@@ -1,5 +1,9 @@
 // Package reflectors holds what every source of load-balancing state has
-// in common; each source is a package below it (k8s, file, ...).
+// in common; each source is a package below it (k8s, redirectpolicy,
+// routes, clustermesh, health), and none imports another: they meet in
+// the tables. Sources of Kubernetes kinds read them from feeds
+// (reflectors/kubeapi: the API server; reflectors/file: a manifests
+// directory).
 //
 // A source is a hive cell with the same parts: it registers its
 // initializer with the Writer before the hive starts, runs as a supervised
@@ -90,11 +94,19 @@ const (
 // a supervised job for the hive's lifetime. Call it from a cell.Invoke,
 // before the hive starts.
 func Register(p Params, src lb.Source, run RunFunc) error {
-	s, err := NewSource(p.Writer, src, p.Log, p.Registerer)
+	return RegisterAs(p, src.String(), src, run)
+}
+
+// RegisterAs is Register for one of several sources that write as one
+// identity: each is named on its own (initializer, metrics label, job),
+// such as "k8s-routes" beside "k8s", and each removes only its own kind
+// of rows (tables.SweepSourceOf). The sources of one Kubernetes feed
+// share its identity this way.
+func RegisterAs(p Params, name string, src lb.Source, run RunFunc) error {
+	s, err := NewSourceAs(p.Writer, name, src, p.Log, p.Registerer)
 	if err != nil {
 		return err
 	}
-	name := s.name
 	g := p.Jobs.NewGroup(p.Health, job.WithLogger(p.Log))
 	// The job logs a failure and reports it as degraded health.
 	g.Add(job.OneShot(name, func(ctx context.Context, h cell.Health) error {
@@ -134,10 +146,15 @@ type Source struct {
 // Register calls it; tests and sources driven by hand may call it
 // directly. src must be registered (lb.RegisterSource).
 func NewSource(w *tables.Writer, src lb.Source, log *slog.Logger, reg prometheus.Registerer) (*Source, error) {
+	return NewSourceAs(w, src.String(), src, log, reg)
+}
+
+// NewSourceAs is NewSource for a source named name that writes as src
+// (see RegisterAs).
+func NewSourceAs(w *tables.Writer, name string, src lb.Source, log *slog.Logger, reg prometheus.Registerer) (*Source, error) {
 	if !src.Valid() {
 		return nil, fmt.Errorf("source %s: not registered (lb.RegisterSource)", src)
 	}
-	name := src.String()
 	done, err := w.RegisterInitializer(name)
 	if err != nil {
 		return nil, err
@@ -162,7 +179,7 @@ func NewSource(w *tables.Writer, src lb.Source, log *slog.Logger, reg prometheus
 // like), so that it owns exactly what it wrote.
 func (s *Source) ID() lb.Source { return s.id }
 
-// Name is the source's name (s.ID().String()).
+// Name is the source's name (s.ID().String(), unless RegisterAs named it).
 func (s *Source) Name() string { return s.name }
 
 // Log is the source's logger (it carries source=NAME).

@@ -323,7 +323,7 @@ func (w *Writer) ReleaseBackends(txn statedb.WriteTxn, name lb.ServiceName, src 
 // of services, its backends and the redirects, proxy redirects and routes it set. What other sources
 // contributed stays.
 func (w *Writer) DeleteSource(txn statedb.WriteTxn, src lb.Source) error {
-	return w.deleteSourceWhere(txn, src, nil)
+	return w.deleteSourceWhere(txn, src, AllContributions, nil)
 }
 
 // SweepSource removes what src contributed to the services keep does not
@@ -334,12 +334,12 @@ func (w *Writer) SweepSource(txn statedb.WriteTxn, src lb.Source, keep func(lb.S
 	if keep == nil {
 		return errors.New("sweep: keep is nil (DeleteSource removes everything)")
 	}
-	return w.deleteSourceWhere(txn, src, keep)
+	return w.deleteSourceWhere(txn, src, AllContributions, keep)
 }
 
-// deleteSourceWhere removes src's contributions to every service keep
-// does not keep (all of them when keep is nil).
-func (w *Writer) deleteSourceWhere(txn statedb.WriteTxn, src lb.Source, keep func(lb.ServiceName) bool) error {
+// deleteSourceWhere removes src's contributions of the kinds what names
+// to every service keep does not keep (all of them when keep is nil).
+func (w *Writer) deleteSourceWhere(txn statedb.WriteTxn, src lb.Source, what Contributions, keep func(lb.ServiceName) bool) error {
 	if !src.Valid() {
 		return Invalidf("", "source", "unknown source %s", src)
 	}
@@ -349,17 +349,16 @@ func (w *Writer) deleteSourceWhere(txn statedb.WriteTxn, src lb.Source, keep fun
 	ch := w.begin(txn)
 	var services []*lb.Service
 	for s := range w.t.services.All(txn) {
-		if gone(s.Name) && (slices.ContainsFunc(s.Params, func(p lb.ServiceParams) bool { return p.Source == src }) ||
-			slices.ContainsFunc(s.Redirects(), func(r lb.Redirect) bool { return r.Source == src }) ||
-			slices.ContainsFunc(s.ProxyRedirects(), func(pr lb.ProxyRedirect) bool { return pr.Source == src }) ||
-			slices.ContainsFunc(s.Routes(), func(r lb.Route) bool { return r.Source == src })) {
+		if gone(s.Name) && what.in(s, src) {
 			services = append(services, s)
 		}
 	}
 	for _, old := range services {
-		w.putService(txn, ch, old, old.WithoutSource(src).WithoutRedirect(src).WithoutProxyRedirect(src).WithoutRoutes(src))
+		w.putService(txn, ch, old, what.without(old, src))
 	}
-	w.deleteInstancesWhere(txn, ch, func(i *lb.BackendInstance) bool { return i.Source == src && gone(i.Service) })
+	if what&Declarations != 0 {
+		w.deleteInstancesWhere(txn, ch, func(i *lb.BackendInstance) bool { return i.Source == src && gone(i.Service) })
+	}
 	return w.end(txn, ch)
 }
 

@@ -50,6 +50,8 @@ import (
 	lbreconciler "github.com/lbstate/lbstate/reconciler"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
+	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -171,6 +173,8 @@ type bench struct {
 	rec       reconciler.Reconciler[*lb.Frontend]
 	maps      *bpf.Maps
 	refl      *k8s.Reflector
+	lrp       *redirectpolicy.Controller // the redirect policies' source
+	rts       *routes.Controller         // the routes' source
 	stop      func()
 }
 
@@ -217,20 +221,31 @@ func newBench(o options) (*bench, error) {
 		return nil, err
 	}
 	kcfg := k8s.DefaultConfig
-	kcfg.K8sNodeName = "bench-node"
+	kcfg = kcfg.WithNode("bench-node")
 	src, err := reflectors.NewSource(b.w, lb.SourceK8s, log, nil)
 	if err == nil {
 		b.refl, err = k8s.NewReflector(kcfg, src, lb.SourceK8s)
+	}
+	var psrc, rsrc *reflectors.Source
+	if err == nil {
+		psrc, err = reflectors.NewSourceAs(b.w, lb.SourceK8s.String()+"-redirect-policies", lb.SourceK8s, log, nil)
+	}
+	if err == nil {
+		rsrc, err = reflectors.NewSourceAs(b.w, lb.SourceK8s.String()+"-routes", lb.SourceK8s, log, nil)
 	}
 	if err != nil {
 		h.Stop(log, context.Background())
 		removePins()
 		return nil, err
 	}
+	b.lrp = redirectpolicy.NewController(redirectpolicy.Options{}, kcfg.K8sNodeName, psrc, lb.SourceK8s, nil)
+	b.rts = routes.NewController(rsrc, lb.SourceK8s, nil)
 	refl := b.refl
 	ctx, cancel := context.WithCancel(context.Background())
-	// The benchmark pushes its objects itself, as an informer would.
+	// The benchmark pushes its objects itself, as a feed would.
 	go refl.Run(ctx, func(context.Context) error { refl.Synced(); return nil })
+	go b.lrp.Run(ctx, func(context.Context) error { b.lrp.Synced(); return nil })
+	go b.rts.Run(ctx, func(context.Context) error { b.rts.Synced(); return nil })
 	b.stop = func() {
 		cancel()
 		h.Stop(log, context.Background())
@@ -481,4 +496,24 @@ func summarize(xs []float64) stats {
 		s.Avg += x / float64(len(xs))
 	}
 	return s
+}
+
+// push hands an object to the sources that read its kind, as a feed
+// would: policies to the redirect policies' source, pods to it and to the
+// services source (host ports), routes to the routes' source, the rest to
+// the services source.
+func (b *bench) push(obj any, deleted bool) {
+	if _, ok := routes.KeyOf(obj); ok {
+		b.rts.Push(obj, deleted)
+		return
+	}
+	switch obj.(type) {
+	case *redirectpolicy.Policy:
+		b.lrp.Push(obj, deleted)
+	case *corev1.Pod:
+		b.lrp.Push(obj, deleted)
+		b.refl.Push(obj, deleted)
+	default:
+		b.refl.Push(obj, deleted)
+	}
 }

@@ -79,12 +79,12 @@ func runRedirects(o options, out io.Writer) error {
 	fmt.Fprintf(out, "lbbench -redirects: %d services, %d policies each redirecting one to a pod of its own, %s maps\n", o.services, n, b.maps.Kind)
 	// The pods first: once the services are in, they are too.
 	for i := range n {
-		b.refl.Push(redirectPod(i, true), false)
+		b.push(redirectPod(i, true), false)
 	}
 	for i := range o.services {
 		svc, es := objects(i, 1, 0)
-		b.refl.Push(svc, false)
-		b.refl.Push(es, false)
+		b.push(svc, false)
+		b.push(es, false)
 	}
 	if err := b.settle(o.services, o.services); err != nil {
 		return err
@@ -103,7 +103,7 @@ func runRedirects(o options, out io.Writer) error {
 	for it := range o.iterations {
 		start := time.Now()
 		for _, p := range policies {
-			b.refl.Push(p, false)
+			b.push(p, false)
 		}
 		if err := b.settleRedirects(n); err != nil {
 			return err
@@ -116,7 +116,7 @@ func runRedirects(o options, out io.Writer) error {
 		}
 		start = time.Now()
 		for _, p := range policies {
-			b.refl.Push(p, true)
+			b.push(p, true)
 		}
 		if err := b.settleRedirects(0); err != nil {
 			return err
@@ -184,7 +184,7 @@ func (b *bench) measurePodChanges(o options, res *redirectsResult) error {
 		addr := lb.MustParseL3n4Addr(fmt.Sprintf("10.%d.%d.%d:80/TCP", 96+i>>16, (i>>8)&255, i&255))
 		pod := redirectPod(i, ready[i])
 		start := time.Now()
-		b.refl.Push(pod, false)
+		b.push(pod, false)
 		for {
 			fe, _, watch, found := b.frontends.GetWatch(b.db.ReadTxn(), tables.FrontendByAddress.Query(addr))
 			if found && fe.Status.Kind == reconciler.StatusKindDone && fe.RedirectedTo().IsZero() != ready[i] {
@@ -205,7 +205,7 @@ func (b *bench) measurePodChanges(o options, res *redirectsResult) error {
 	// Leave every pod ready, as the rounds expect.
 	for i := range ready {
 		if !ready[i] {
-			b.refl.Push(redirectPod(i, true), false)
+			b.push(redirectPod(i, true), false)
 		}
 	}
 	return b.settleRedirects(n)

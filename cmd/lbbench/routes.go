@@ -83,8 +83,8 @@ func runRoutes(o options, out io.Writer) error {
 	fmt.Fprintf(out, "lbbench -routes %d: %d services x %d backends, %s maps\n", n, o.services, o.backends, b.maps.Kind)
 	for i := range o.services {
 		svc, es := objects(i, o.backends, 0)
-		b.refl.Push(svc, false)
-		b.refl.Push(es, false)
+		b.push(svc, false)
+		b.push(es, false)
 	}
 	if err := b.settle(o.services, o.services*o.backends); err != nil {
 		return err
@@ -99,7 +99,7 @@ func runRoutes(o options, out io.Writer) error {
 	timeAll := func(canary int64) (time.Duration, error) {
 		t0 := time.Now()
 		for i := range n {
-			b.refl.Push(split(i, n, canary), false)
+			b.push(split(i, n, canary), false)
 		}
 		for i := range n {
 			if err := b.applied(i, uint32(canary)); err != nil {
@@ -127,7 +127,7 @@ func runRoutes(o options, out io.Writer) error {
 			canary = 30
 		}
 		t0 := time.Now()
-		b.refl.Push(split(i, n, canary), false)
+		b.push(split(i, n, canary), false)
 		if err := b.applied(i, uint32(canary)); err != nil {
 			return err
 		}

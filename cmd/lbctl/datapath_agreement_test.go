@@ -22,7 +22,7 @@ import (
 	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors/file"
-	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -44,7 +44,7 @@ func kernelPipeline(t *testing.T, dir string) (*pipeline, *bpf.Datapath, func())
 	hive.AddConfigOverride(h, func(c *bpf.ModeConfig) { c.LBMaps = "kernel" })
 	hive.AddConfigOverride(h, func(c *bpf.Config) { c.LBPinDir, c.LBMaglevTableSize = pinDir, 251 })
 	hive.AddConfigOverride(h, func(c *file.Config) { c.Manifests = dir })
-	hive.AddConfigOverride(h, func(c *k8s.Config) { c.K8sNodeName = "node-a" })
+	hive.AddConfigOverride(h, func(c *kubeapi.NodeConfig) { c.K8sNodeName = "node-a" })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if err := h.Start(log, context.Background()); err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	lbreconciler "github.com/lbstate/lbstate/reconciler"
 	"github.com/lbstate/lbstate/reflectors/file"
 	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -210,7 +211,8 @@ func startPipeline(dir, nodeName, zone, algorithm string, tableSize uint32, logT
 		}),
 	)
 	hive.AddConfigOverride(h, func(c *file.Config) { c.Manifests = dir })
-	hive.AddConfigOverride(h, func(c *k8s.Config) { c.K8sNodeName, c.K8sNodeZone = nodeName, zone })
+	hive.AddConfigOverride(h, func(c *kubeapi.NodeConfig) { c.K8sNodeName = nodeName })
+	hive.AddConfigOverride(h, func(c *k8s.Flags) { c.K8sNodeZone = zone })
 	hive.AddConfigOverride(h, func(c *bpf.ModeConfig) { c.LBMaps = "memory" })
 	hive.AddConfigOverride(h, func(c *bpf.Config) { c.LBMaglevTableSize = tableSize })
 	hive.AddConfigOverride(h, func(c *lbreconciler.Config) { c.LBAlgorithm = algorithm })

@@ -5,31 +5,34 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
+
+	"log/slog"
 
 	"github.com/cilium/hive/cell"
-	"github.com/cilium/statedb"
+	"github.com/cilium/hive/job"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
-	"github.com/lbstate/lbstate/reflectors/k8s"
-	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
-	"github.com/lbstate/lbstate/reflectors/routes"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 )
 
-// Cell is the manifests source: it serves the directory named by
-// --manifests (none: it does nothing), declaring as the file source. It
-// converts with the Kubernetes source's conversions and Config (node
-// name, batches), so it needs k8s.Cell too, and tables.Cell, job.Cell and
-// a cell.Health provider; with metrics.Cell its counters are in the hive's
+// Cell provides the feed of the directory named by --manifests (none: no
+// feed) into kubeapi.FeedsGroup, following it in a supervised job: every
+// source that reads Kubernetes kinds (k8s.Cell, redirectpolicy.Cell,
+// routes.Cell) then also reads it, declaring as the file source. It needs
+// job.Cell and a cell.Health provider; with metrics.Cell its bad-input
+// counter (lbstate_source_errors_total{source="file"}) is in the hive's
 // registry.
 var Cell = cell.Module(
 	"file-source",
-	"Feeds the load-balancing tables from a directory of Kubernetes manifests",
+	"Feeds the load-balancing sources from a directory of Kubernetes manifests",
 
 	cell.Config(DefaultConfig),
-	cell.Invoke(registerSource),
+	cell.Provide(provideFeed),
 )
 
 // Config is the manifests source's configuration (hive flags).
@@ -59,45 +62,37 @@ func (c Config) maxFileSize() (int64, error) {
 	return q.Value(), nil
 }
 
-type sourceParams struct {
+type feedParams struct {
 	cell.In
 
-	Source   reflectors.Params
-	Config   Config
-	K8s      k8s.Config
-	Policies statedb.RWTable[*redirectpolicy.Status] // k8s.Cell's
-	// RouteStatus, from routes.Cell, keeps a status row per route.
-	RouteStatus statedb.RWTable[*routes.Status] `optional:"true"`
+	Config     Config
+	Jobs       job.Registry
+	Health     cell.Health
+	Log        *slog.Logger
+	Registerer prometheus.Registerer `optional:"true"`
 }
 
-func registerSource(p sourceParams) error {
+func provideFeed(p feedParams) (kubeapi.FeedsOut, error) {
 	dir := p.Config.Manifests
 	if dir == "" {
-		return nil
+		return kubeapi.FeedsOut{}, nil
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return fmt.Errorf("--manifests %s: not a directory", dir)
+		return kubeapi.FeedsOut{}, fmt.Errorf("--manifests %s: not a directory", dir)
 	}
 	// Settings that fail every run fail the start instead: the body is
 	// retried, these would never get better.
-	if err := p.K8s.Validate(); err != nil {
-		return err
-	}
 	maxSize, err := p.Config.maxFileSize()
 	if err != nil {
-		return err
+		return kubeapi.FeedsOut{}, err
 	}
 	dir = filepath.Clean(dir) // as the watcher's events name it
-	return reflectors.Register(p.Source, lb.SourceFile, func(ctx context.Context, s *reflectors.Source) error {
-		src, err := newSource(dir, maxSize, p.K8s, s)
-		if err != nil {
-			return err
-		}
-		src.r.ReportPolicies(p.Policies)
-		if p.RouteStatus != nil {
-			src.r.PublishRouteStatus(p.RouteStatus)
-		}
-		s.Log().Info("Serving a manifests directory", "dir", dir, "node", p.K8s.K8sNodeName, "max-file-size", p.Config.ManifestsMaxFileSize)
-		return src.run(ctx)
-	})
+	rep := reflectors.NewReporter(lb.SourceFile.String(), p.Log, p.Registerer)
+	f := NewFeed(dir, maxSize, rep)
+	g := p.Jobs.NewGroup(p.Health, job.WithLogger(p.Log))
+	g.Add(job.OneShot("manifests-directory", func(ctx context.Context, _ cell.Health) error {
+		rep.Log().Info("Serving a manifests directory", "dir", dir, "max-file-size", p.Config.ManifestsMaxFileSize)
+		return f.Run(ctx)
+	}, job.WithRetry(-1, &job.ExponentialBackoff{Min: 100 * time.Millisecond, Max: 30 * time.Second})))
+	return kubeapi.FeedsOut{Feeds: []kubeapi.Feed{f}}, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lbstate/lbstate/reflectors/file"
 	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -21,17 +22,19 @@ import (
 func TestInvalidSettingsFailTheStart(t *testing.T) {
 	for name, tc := range map[string]struct {
 		file file.Config
-		k8s  func(*k8s.Config)
+		k8s  func(*k8s.Flags)
+		node string
 		want string
 	}{
-		"missing directory": {file.Config{Manifests: "/nonexistent-manifests"}, func(*k8s.Config) {}, "--manifests /nonexistent-manifests"},
-		"batch size 0":      {file.Config{Manifests: t.TempDir()}, func(c *k8s.Config) { c.K8sBatchSize = 0 }, "--k8s-batch-size"},
-		"no node name":      {file.Config{Manifests: t.TempDir()}, func(c *k8s.Config) { c.K8sNodeName = "" }, "--k8s-node-name"},
+		"missing directory": {file.Config{Manifests: "/nonexistent-manifests"}, func(*k8s.Flags) {}, "node-a", "--manifests /nonexistent-manifests"},
+		"batch size 0":      {file.Config{Manifests: t.TempDir(), ManifestsMaxFileSize: "16Mi"}, func(c *k8s.Flags) { c.K8sBatchSize = 0 }, "node-a", "--k8s-batch-size"},
+		"no node name":      {file.Config{Manifests: t.TempDir(), ManifestsMaxFileSize: "16Mi"}, func(*k8s.Flags) {}, "", "--k8s-node-name"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			h := hive.New(statedb.Cell, job.Cell, cell.SimpleHealthCell, tables.Cell, k8s.Cell, file.Cell)
+			h := hive.New(statedb.Cell, job.Cell, cell.SimpleHealthCell, tables.Cell, kubeapi.Cell, k8s.Cell, file.Cell)
 			hive.AddConfigOverride(h, func(c *file.Config) { *c = tc.file })
-			hive.AddConfigOverride(h, func(c *k8s.Config) { c.K8sNodeName = "node-a"; tc.k8s(c) })
+			hive.AddConfigOverride(h, func(c *kubeapi.NodeConfig) { c.K8sNodeName = tc.node })
+			hive.AddConfigOverride(h, tc.k8s)
 			log := slog.New(slog.DiscardHandler)
 			err := h.Start(log, context.Background())
 			if err == nil {

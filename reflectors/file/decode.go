@@ -9,31 +9,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
-	"github.com/lbstate/lbstate/reflectors/k8s"
-	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
-	"github.com/lbstate/lbstate/reflectors/routes"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 )
-
-// kinds are client-go's, CiliumLocalRedirectPolicy, the Gateway API's
-// and SMI's TrafficSplit.
-var kinds = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(scheme.AddToScheme(s))
-	utilruntime.Must(redirectpolicy.AddToScheme(s))
-	utilruntime.Must(routes.AddToScheme(s))
-	return s
-}()
-
-// strictDecoder decodes the kinds of kinds, rejecting unknown and
-// repeated fields, as `kubectl apply --validate` does.
-var strictDecoder = serializer.NewCodecFactory(kinds, serializer.EnableStrict).UniversalDeserializer()
 
 // manifest is what one version of a file declares.
 type manifest struct {
@@ -52,21 +34,21 @@ type manifest struct {
 // alone: an invalid one is an error (naming path, line, object and field)
 // and leaves the others be; one of a kind lbstate does not read (a
 // Deployment, a CRD's object) is skipped.
-func decodeManifest(path string, data []byte) manifest {
+func (d decoder) decodeManifest(path string, data []byte) manifest {
 	m := manifest{objs: map[objectKey]runtime.Object{}}
-	for _, doc := range k8s.SplitManifest(data) {
-		m.decode(path, doc)
+	for _, doc := range kubeapi.SplitManifest(data) {
+		m.decode(d, path, doc)
 	}
 	return m
 }
 
-func (m *manifest) decode(path string, doc k8s.ManifestDocument) {
-	obj, _, err := strictDecoder.Decode(doc.Data, nil, nil)
+func (m *manifest) decode(d decoder, path string, doc kubeapi.ManifestDocument) {
+	obj, _, err := d.strict.Decode(doc.Data, nil, nil)
 	strict, isStrict := runtime.AsStrictDecodingError(err)
 	switch {
 	case runtime.IsNotRegisteredError(err):
 		id := identify(doc.Data)
-		if !kinds.IsVersionRegistered(id.groupVersion()) {
+		if !d.scheme.IsVersionRegistered(id.groupVersion()) {
 			m.skipped = append(m.skipped, id.APIVersion+" "+id.Kind) // not lbstate's
 			return
 		}
@@ -83,7 +65,7 @@ func (m *manifest) decode(path string, doc k8s.ManifestDocument) {
 		return
 	case err != nil && !isStrict:
 		id := identify(doc.Data)
-		if key, ok := id.key(); ok {
+		if key, ok := id.key(d); ok {
 			m.reject(key, doc.Error(path, fmt.Errorf("%s: %w", key, err)))
 		} else {
 			m.unknown = true
@@ -91,12 +73,12 @@ func (m *manifest) decode(path string, doc k8s.ManifestDocument) {
 		}
 		return
 	}
-	key, ok := keyOf(obj)
+	key, ok := d.keyOf(obj)
 	if !ok {
 		gvk := obj.GetObjectKind().GroupVersionKind()
-		if want, reads := readKinds[gvk.Kind]; reads {
+		if want, reads := d.reads[gvk.Kind]; reads {
 			id := identify(doc.Data)
-			key, _ := id.key()
+			key, _ := id.key(d)
 			m.reject(key, doc.Error(path, fmt.Errorf("%s: apiVersion %s: lbstate reads %s in %s", key, gvk.GroupVersion(), gvk.Kind, want)))
 		} else {
 			m.skipped = append(m.skipped, gvk.GroupVersion().String()+" "+gvk.Kind)
@@ -133,20 +115,13 @@ func (m *manifest) reject(key objectKey, err error) {
 	m.errs = append(m.errs, err)
 }
 
-// readKinds are the kinds lbstate reads, by the group and version it reads
-// them in.
-var readKinds = map[string]string{
-	"Service":           corev1.SchemeGroupVersion.String(),
-	"Pod":               corev1.SchemeGroupVersion.String(),
-	"Node":              corev1.SchemeGroupVersion.String(),
-	"EndpointSlice":     discoveryv1.SchemeGroupVersion.String(),
-	redirectpolicy.Kind: redirectpolicy.SchemeGroupVersion.String(),
-	"HTTPRoute":         routes.GatewayGroup + "/v1",
-	"GRPCRoute":         routes.GatewayGroup + "/v1",
-	"TCPRoute":          routes.GatewayGroup + "/v1",
-	"UDPRoute":          routes.GatewayGroup + "/v1",
-	"ReferenceGrant":    routes.GatewayGroup + "/v1",
-	"TrafficSplit":      routes.SMIGroup + "/" + routes.SMIVersions[0],
+// builtinKinds are the built-in kinds a feed serves, by the group and
+// version they are read in.
+var builtinKinds = map[string]string{
+	"Service":       corev1.SchemeGroupVersion.String(),
+	"Pod":           corev1.SchemeGroupVersion.String(),
+	"Node":          corev1.SchemeGroupVersion.String(),
+	"EndpointSlice": discoveryv1.SchemeGroupVersion.String(),
 }
 
 var (
@@ -155,7 +130,7 @@ var (
 )
 
 // strictErrors places the unknown and repeated fields of an object.
-func strictErrors(path string, doc k8s.ManifestDocument, key objectKey, errs []error) []error {
+func strictErrors(path string, doc kubeapi.ManifestDocument, key objectKey, errs []error) []error {
 	var out []error
 	for _, err := range errs {
 		if m := unknownField.FindStringSubmatch(err.Error()); m != nil {
@@ -177,7 +152,7 @@ func strictErrors(path string, doc k8s.ManifestDocument, key objectKey, errs []e
 }
 
 // fieldErrorAt is "path:LINE: what: field: msg", on the field's line.
-func fieldErrorAt(path string, doc k8s.ManifestDocument, what, field, msg string) error {
+func fieldErrorAt(path string, doc kubeapi.ManifestDocument, what, field, msg string) error {
 	return fmt.Errorf("%s:%d: %s: %s: %s", path, doc.Line+fieldLine(doc.Data, field)-1, what, field, msg)
 }
 
@@ -205,43 +180,43 @@ func (id identity) groupVersion() schema.GroupVersion {
 
 // key is the object the document would be, if it is of a kind lbstate
 // reads and has a name.
-func (id identity) key() (objectKey, bool) {
-	if _, reads := readKinds[id.Kind]; !reads || id.Metadata.Name == "" {
+func (id identity) key(d decoder) (objectKey, bool) {
+	if _, reads := d.reads[id.Kind]; !reads || id.Metadata.Name == "" {
 		return objectKey{}, false
 	}
 	key := objectKey{id.Kind, id.Metadata.Namespace, id.Metadata.Name}
-	if key.kind != "Node" {
+	if !d.clusterScoped[key.kind] {
 		defaultNamespace(&key.namespace)
 	}
 	return key, true
 }
 
-// keyOf returns the key of an object lbstate reads, defaulting its
+// keyOf returns the key of an object of a kind read, defaulting its
 // namespace.
-func keyOf(obj runtime.Object) (objectKey, bool) {
-	switch o := obj.(type) {
-	case *corev1.Service:
-		defaultNamespace(&o.Namespace)
-		return objectKey{"Service", o.Namespace, o.Name}, true
-	case *discoveryv1.EndpointSlice:
-		defaultNamespace(&o.Namespace)
-		return objectKey{"EndpointSlice", o.Namespace, o.Name}, true
-	case *corev1.Pod:
-		defaultNamespace(&o.Namespace)
-		return objectKey{"Pod", o.Namespace, o.Name}, true
-	case *corev1.Node:
-		return objectKey{"Node", "", o.Name}, true
-	case *redirectpolicy.Policy:
-		defaultNamespace(&o.Namespace)
-		return objectKey{redirectpolicy.Kind, o.Namespace, o.Name}, true
+func (d decoder) keyOf(obj runtime.Object) (objectKey, bool) {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	kind := gvk.Kind
+	want, reads := d.reads[kind]
+	if !reads {
+		return objectKey{}, false
 	}
-	if key, ok := routes.KeyOf(obj); ok {
-		if m, ok := obj.(interface{ SetNamespace(string) }); ok {
-			m.SetNamespace(key.Namespace) // defaulted
-		}
-		return objectKey{key.Kind, key.Namespace, key.Name}, true
+	// A built-in kind is read in one version; a CRD-backed one in every
+	// version of its group that decodes (the subscriber reads each).
+	wantGV, _ := schema.ParseGroupVersion(want)
+	if _, builtin := builtinKinds[kind]; (builtin && gvk.GroupVersion() != wantGV) || gvk.Group != wantGV.Group {
+		return objectKey{}, false
 	}
-	return objectKey{}, false
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return objectKey{}, false
+	}
+	if d.clusterScoped[kind] {
+		return objectKey{kind, "", m.GetName()}, true
+	}
+	ns := m.GetNamespace()
+	defaultNamespace(&ns)
+	m.SetNamespace(ns)
+	return objectKey{kind, ns, m.GetName()}, true
 }
 
 func defaultNamespace(ns *string) {
@@ -252,6 +227,9 @@ func defaultNamespace(ns *string) {
 
 // objectKey names an object lbstate reads.
 type objectKey struct{ kind, namespace, name string }
+
+// id is the object's key among those of its kind.
+func (k objectKey) id() string { return k.namespace + "/" + k.name }
 
 // String is how errors name the object: "service default/web".
 func (k objectKey) String() string {

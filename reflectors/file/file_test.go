@@ -16,6 +16,9 @@ import (
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/reflectors/k8s"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
+	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
+	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -35,21 +38,34 @@ ports: [{port: 8080}]
 endpoints: [{addresses: [ENDPOINTS]}]
 `
 
+// testSource is the k8s reflector, the redirect policies' controller and
+// the routes' reading a directory feed, as a hive of file.Cell, k8s.Cell,
+// redirectpolicy.Cell and routes.Cell runs them.
+type testSource struct {
+	src, policies, routes *reflectors.Source
+	rep                   *reflectors.Reporter
+}
+
+// Errors counts the bad input reported by the feed and its sources.
+func (s *testSource) Errors() uint64 {
+	return s.src.Errors() + s.policies.Errors() + s.routes.Errors() + s.rep.Errors()
+}
+
 // startSource serves dir as the file source (local node node-1) until the
-// test ends; done receives what run returned.
-func startSource(t testing.TB, dir string, log *slog.Logger) (*reflectors.Source, *tables.Writer, *statedb.DB, context.CancelFunc, chan error) {
+// test ends; done receives what the feed's Run returned.
+func startSource(t testing.TB, dir string, log *slog.Logger) (*testSource, *tables.Writer, *statedb.DB, context.CancelFunc, chan error) {
 	t.Helper()
 	return startSourceMax(t, dir, log, 16<<20)
 }
 
 // startSourceWith serves dir reading files of up to maxFileSize bytes.
-func startSourceWith(t testing.TB, dir string, log *slog.Logger, maxFileSize int64) (*reflectors.Source, *tables.Writer, *statedb.DB) {
+func startSourceWith(t testing.TB, dir string, log *slog.Logger, maxFileSize int64) (*testSource, *tables.Writer, *statedb.DB) {
 	t.Helper()
 	s, w, db, _, _ := startSourceMax(t, dir, log, maxFileSize)
 	return s, w, db
 }
 
-func startSourceMax(t testing.TB, dir string, log *slog.Logger, maxFileSize int64) (*reflectors.Source, *tables.Writer, *statedb.DB, context.CancelFunc, chan error) {
+func startSourceMax(t testing.TB, dir string, log *slog.Logger, maxFileSize int64) (*testSource, *tables.Writer, *statedb.DB, context.CancelFunc, chan error) {
 	t.Helper()
 	db := statedb.New()
 	w, err := tables.New(db, nil)
@@ -61,16 +77,47 @@ func startSourceMax(t testing.TB, dir string, log *slog.Logger, maxFileSize int6
 		t.Fatal(err)
 	}
 	cfg := k8s.DefaultConfig
-	cfg.K8sNodeName = "node-1"
-	src, err := newSource(filepath.Clean(dir), maxFileSize, cfg, s)
+	cfg = cfg.WithNode("node-1")
+	r, err := k8s.NewReflector(cfg, s, lb.SourceFile)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ps, err := reflectors.NewSourceAs(w, lb.SourceFile.String()+"-redirect-policies", lb.SourceFile, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redirectpolicy.NewController(redirectpolicy.Options{}, cfg.K8sNodeName, ps, lb.SourceFile, nil)
+	rs, err := reflectors.NewSourceAs(w, lb.SourceFile.String()+"-routes", lb.SourceFile, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := routes.NewController(rs, lb.SourceFile, nil)
+	rep := reflectors.NewReporter(lb.SourceFile.String(), log, nil)
+	feed := NewFeed(filepath.Clean(dir), maxFileSize, rep)
+	feed.Want(k8s.Kinds(cfg)...)
+	feed.Want(redirectpolicy.Kinds(cfg.K8sNodeName)...)
+	feed.Want(routes.Kinds()...)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	done := make(chan error, 1)
-	go func() { done <- src.run(ctx) }()
-	return s, w, db, cancel, done
+	go func() { done <- feed.Run(ctx) }()
+	go r.Run(ctx, r.Subscribe(feed))   //nolint:errcheck // the tables say what it did
+	go c.Run(ctx, c.Subscribe(feed))   //nolint:errcheck // the tables say what it did
+	go rc.Run(ctx, rc.Subscribe(feed)) //nolint:errcheck // the tables say what it did
+	return &testSource{s, ps, rs, rep}, w, db, cancel, done
+}
+
+// decodeManifest decodes as a feed wanting the k8s reflector's kinds.
+func decodeManifest(path string, data []byte) manifest {
+	wanted := map[string]kubeapi.FeedKind{}
+	for _, k := range slices.Concat(k8s.Kinds(k8s.DefaultConfig), redirectpolicy.Kinds(""), routes.Kinds()) {
+		wanted[k.Kind] = k
+	}
+	d, err := newDecoder(wanted)
+	if err != nil {
+		panic(err)
+	}
+	return d.decodeManifest(path, data)
 }
 
 func write(t *testing.T, path, content string) {

@@ -37,7 +37,7 @@ var contentSeed = maphash.MakeSeed()
 // declaration may have changed. A rescan reads only a file whose ID
 // changed; a file an event named (force) is read, but decoded again only
 // if its content changed. rescan is set when path is a directory.
-func (s *source) update(path string, force bool) (affected []objectKey, rescan bool) {
+func (s *Feed) update(path string, force bool) (affected []objectKey, rescan bool) {
 	old := s.files[path]
 	fi, err := os.Stat(path)
 	switch {
@@ -67,12 +67,12 @@ func (s *source) update(path string, force bool) (affected []objectKey, rescan b
 		s.files[path] = &updated
 		return nil, false
 	}
-	m := decodeManifest(path, data)
+	m := s.dec.decodeManifest(path, data)
 	for _, err := range m.errs {
-		s.src.Reject(tables.AsInvalid(err))
+		s.rep.Reject(tables.AsInvalid(err))
 	}
 	if len(m.skipped) > 0 {
-		s.src.Log().Debug("Skipped documents of kinds lbstate does not read", "file", path, "kinds", m.skipped)
+		s.rep.Log().Debug("Skipped documents of kinds lbstate does not read", "file", path, "kinds", m.skipped)
 	}
 	if old != nil { // never give up what worked for what does not
 		for _, key := range m.invalid {
@@ -93,12 +93,12 @@ func (s *source) update(path string, force bool) (affected []objectKey, rescan b
 
 // failed reports that a file cannot be read, once for each version of it,
 // and keeps what it declared.
-func (s *source) failed(path string, id fileID, err error) {
+func (s *Feed) failed(path string, id fileID, err error) {
 	old := s.files[path]
 	if old != nil && old.id == id && old.failed == err.Error() {
 		return
 	}
-	s.src.Reject(tables.AsInvalid(err)) // the file is the user's input
+	s.rep.Reject(tables.AsInvalid(err)) // the file is the user's input
 	st := &fileState{id: id, failed: err.Error(), objs: map[objectKey]runtime.Object{}}
 	if old != nil {
 		st.objs, st.lost = old.objs, old.lost
@@ -108,7 +108,7 @@ func (s *source) failed(path string, id fileID, err error) {
 
 // setFile records what the file at path declares (nil: it is gone) and
 // returns the objects whose declaration may have changed.
-func (s *source) setFile(path string, st *fileState) []objectKey {
+func (s *Feed) setFile(path string, st *fileState) []objectKey {
 	old := s.files[path]
 	var affected []objectKey
 	if old != nil {
@@ -133,18 +133,18 @@ func (s *source) setFile(path string, st *fileState) []objectKey {
 	return affected
 }
 
-// publish hands the reflector what changed of the affected objects, in a
-// fixed order so that the reflector (and the reconciler's IDs) see the
-// same sequence every time: deletions first, then the rest. The first
-// file (in name order) that declares an object wins.
-func (s *source) publish(affected []objectKey) {
+// publish hands the subscribers what changed of the affected objects, in
+// a fixed order so that they (and the reconciler's IDs) see the same
+// sequence every time: deletions first, then the rest. The first file (in
+// name order) that declares an object wins.
+func (s *Feed) publish(affected []objectKey) {
 	slices.SortFunc(affected, compareKeys)
 	affected = slices.Compact(affected)
 	for _, key := range affected {
 		if len(s.owners[key]) == 0 {
 			delete(s.owners, key)
-			if old, ok := s.known[key]; ok {
-				s.r.Push(old, true)
+			if _, ok := s.known[key]; ok {
+				s.fan.Delete(key.kind, key.id(), nil)
 				delete(s.known, key)
 			}
 		}
@@ -158,7 +158,7 @@ func (s *source) publish(affected []objectKey) {
 		delete(winner.lost, key)
 		for _, path := range owners[1:] {
 			if st := s.files[path]; !st.lost[key] {
-				s.src.Reject(tables.Invalidf(path, key.String(), "defined in an earlier file too (%s), which wins", owners[0]))
+				s.rep.Reject(tables.Invalidf(path, key.String(), "defined in an earlier file too (%s), which wins", owners[0]))
 				if st.lost == nil {
 					st.lost = map[objectKey]bool{}
 				}
@@ -167,7 +167,7 @@ func (s *source) publish(affected []objectKey) {
 		}
 		obj := winner.objs[key]
 		if old, ok := s.known[key]; !ok || !equality.Semantic.DeepEqual(old, obj) {
-			s.r.Push(obj, false)
+			s.fan.Set(key.kind, key.id(), obj)
 			s.known[key] = obj
 		}
 	}
@@ -175,7 +175,7 @@ func (s *source) publish(affected []objectKey) {
 
 // updatePaths looks at the files events named. It returns whether one of
 // them is a directory, which takes a rescan.
-func (s *source) updatePaths(paths []string) (rescan bool) {
+func (s *Feed) updatePaths(paths []string) (rescan bool) {
 	var affected []objectKey
 	for _, path := range paths {
 		a, dir := s.update(path, true)
@@ -190,7 +190,7 @@ func (s *source) updatePaths(paths []string) (rescan bool) {
 // those whose ID changed, forgetting those gone. If the directory cannot
 // be walked, nothing is forgotten and the error is reported (once while
 // it lasts) and returned.
-func (s *source) rescan(ctx context.Context) error {
+func (s *Feed) rescan(ctx context.Context) error {
 	seen := map[string]bool{}
 	var affected []objectKey
 	err := filepath.WalkDir(walkRoot(s.dir), func(path string, d fs.DirEntry, err error) error {
@@ -228,7 +228,7 @@ func (s *source) rescan(ctx context.Context) error {
 	case err.Error() != s.walkFailed:
 		s.walkFailed = err.Error()
 		// The directory is the user's input; what was read stays.
-		s.src.Reject(tables.AsInvalid(fmt.Errorf("reading the manifests directory %s: %w", s.dir, err)))
+		s.rep.Reject(tables.AsInvalid(fmt.Errorf("reading the manifests directory %s: %w", s.dir, err)))
 	}
 	return err
 }

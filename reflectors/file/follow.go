@@ -18,18 +18,18 @@ const (
 	pollInterval = time.Second
 )
 
-// follow is the reflector's feed: a scan, then a look at what changed
+// follow hands the subscribers the directory: a scan, then a look at what changed
 // after each burst of events (internal/dirfollow follows the directory's
 // tree, and the directory itself moved away, removed or made again).
-func (s *source) follow(ctx context.Context) error {
-	// The source counts as synced only after a scan that read the whole
+func (s *Feed) follow(ctx context.Context) error {
+	// The feed counts as synced only after a scan that read the whole
 	// directory: an unreadable one must not look like an empty one.
 	synced := false
 	look := func(paths []string, rescan bool) {
 		switch {
 		case rescan || !synced:
 			if s.rescan(ctx) == nil && !synced {
-				s.r.Synced()
+				s.fan.MarkSynced()
 				synced = true
 			}
 		case s.updatePaths(paths):
@@ -40,6 +40,6 @@ func (s *source) follow(ctx context.Context) error {
 		Dir: s.dir, What: "the manifests directory",
 		Tree: true, SkipDir: skipDir, Match: isManifest,
 		Debounce: debounceDelay, MaxDelay: maxDelay, GonePoll: pollInterval,
-		Log: s.src.Log(),
+		Log: s.rep.Log(),
 	}, look)
 }

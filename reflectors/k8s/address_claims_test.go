@@ -128,7 +128,7 @@ func TestParsePortRange(t *testing.T) {
 		}
 	}
 	cfg := DefaultConfig
-	cfg.K8sNodeName, cfg.K8sNodePortRange = "n1", "30000"
+	cfg, cfg.K8sNodePortRange = cfg.WithNode("n1"), "30000"
 	if err := cfg.Validate(); err == nil || !strings.HasPrefix(err.Error(), "--k8s-node-port-range: ") {
 		t.Errorf("a bad --k8s-node-port-range: %v", err)
 	}

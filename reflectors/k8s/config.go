@@ -3,20 +3,24 @@ package k8s
 import (
 	"errors"
 	"fmt"
-	"net/netip"
-	"os"
 	"time"
 
 	"github.com/spf13/pflag"
 
-	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 )
 
-// Config is the Kubernetes reflector's configuration (hive flags).
+// Config is the Kubernetes reflector's configuration: its flags and the
+// local node's name.
 type Config struct {
-	// K8sNodeName is the local node's name (default: $NODE_NAME, else
-	// the host name).
+	Flags
+	// K8sNodeName is the local node's name: kubeapi.NodeConfig's flag
+	// (--k8s-node-name), which every source of the hive shares.
 	K8sNodeName string
+}
+
+// Flags are the services source's hive flags (cell.Config).
+type Flags struct {
 	// K8sNodeZone, when set, is the local node's zone whatever its Node's
 	// zone label says (or when there is no Node).
 	K8sNodeZone string
@@ -39,47 +43,42 @@ type Config struct {
 	// at start before its health is degraded with "not synced after"
 	// and the last error (it keeps trying); 0: no deadline.
 	K8sSyncTimeout time.Duration
-	// LRPAddressMatcherCIDRs, when set, are the ranges a local redirect
-	// policy's addressMatcher address must be in; empty allows any.
-	LRPAddressMatcherCIDRs []string
 }
 
 // DefaultConfig is the default reflector configuration.
-var DefaultConfig = Config{
-	K8sNodeName:      defaultNodeName(),
+var DefaultConfig = Config{Flags: DefaultFlags, K8sNodeName: kubeapi.DefaultNodeConfig.K8sNodeName}
+
+// DefaultFlags are the default flags.
+var DefaultFlags = Flags{
 	K8sNodePortRange: DefaultNodePortRange.String(),
 	K8sBatchSize:     500,
 	K8sBatchDelay:    10 * time.Millisecond,
 	K8sSyncTimeout:   2 * time.Minute,
 }
 
-func defaultNodeName() string {
-	if n := os.Getenv("NODE_NAME"); n != "" {
-		return n
-	}
-	n, _ := os.Hostname()
-	return n
+// WithNode returns c for the local node named name.
+func (c Config) WithNode(name string) Config {
+	c.K8sNodeName = name
+	return c
 }
 
-// Flags registers the configuration's flags.
-func (def Config) Flags(flags *pflag.FlagSet) {
-	flags.String("k8s-node-name", def.K8sNodeName, "The local node's name")
+// Node is the local node's name.
+func (c Config) Node() string { return c.K8sNodeName }
+
+// Flags registers the flags.
+func (def Flags) Flags(flags *pflag.FlagSet) {
 	flags.String("k8s-node-zone", def.K8sNodeZone, "The local node's zone, overriding its Node's "+LabelTopologyZone+" label (empty: the label's)")
 	flags.StringSlice("k8s-load-balancer-classes", def.K8sLoadBalancerClasses, "Serve only the LoadBalancer ingress IPs of Services of these loadBalancerClasses (and without a class); default: every class, as kube-proxy")
 	flags.String("k8s-node-port-range", def.K8sNodePortRange, "The cluster's node-port range (kube-apiserver's --service-node-port-range), where NodePorts own node addresses before LoadBalancer and external IPs")
 	flags.Int("k8s-batch-size", def.K8sBatchSize, "Most Kubernetes changes applied in one transaction (an EndpointSlice counts as many as its backends)")
 	flags.Duration("k8s-batch-delay", def.K8sBatchDelay, "Longest wait for a batch of Kubernetes changes to fill")
 	flags.Duration("k8s-sync-timeout", def.K8sSyncTimeout, "How long the Kubernetes source may take to list its world at start before its health is degraded (it keeps trying); 0: no deadline")
-	flags.StringSlice("lrp-address-matcher-cidrs", def.LRPAddressMatcherCIDRs, "Ranges a local redirect policy's addressMatcher address must be in (default: any)")
 }
 
 // Validate reports a setting that cannot work, naming its flag.
 func (c Config) Validate() error {
 	if _, err := ParsePortRange(c.K8sNodePortRange); err != nil {
 		return fmt.Errorf("--k8s-node-port-range: %w", err)
-	}
-	if _, err := c.redirectOptions(); err != nil {
-		return err
 	}
 	switch {
 	case c.K8sNodeName == "":
@@ -92,18 +91,4 @@ func (c Config) Validate() error {
 		return errors.New("--k8s-sync-timeout: must not be negative")
 	}
 	return nil
-}
-
-// redirectOptions parses the settings local redirect policies are
-// checked against.
-func (c Config) redirectOptions() (redirectpolicy.Options, error) {
-	var opts redirectpolicy.Options
-	for _, s := range c.LRPAddressMatcherCIDRs {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return opts, fmt.Errorf("--lrp-address-matcher-cidrs: %q: %w", s, err)
-		}
-		opts.AddressCIDRs = append(opts.AddressCIDRs, p.Masked())
-	}
-	return opts, nil
 }

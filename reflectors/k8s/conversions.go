@@ -1,8 +1,9 @@
-// Package k8s turns Kubernetes Services and EndpointSlices into lbstate's
-// model, the way kube-proxy and Cilium interpret them. The conversions
-// here are pure (objects in, lb values out), so that every source of
-// Kubernetes objects (the API server, a directory of manifests) shares
-// them.
+// Package k8s is the Kubernetes services source: it turns Services,
+// EndpointSlices, Nodes and Pods (host ports) into lbstate's model, the
+// way kube-proxy and Cilium interpret them. The conversions here are pure
+// (objects in, lb values out); Cell runs a Reflector per feed
+// (kubeapi.Feed: the API server, a directory of manifests), declaring as
+// the feed's identity (k8s, file).
 package k8s
 
 import (

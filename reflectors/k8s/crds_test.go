@@ -36,7 +36,7 @@ spec:
 // routeObject is splitRoute as the dynamic client stores it.
 func routeObject(t *testing.T) *unstructured.Unstructured {
 	t.Helper()
-	objs, err := DecodeManifests("route.yaml", []byte(splitRoute))
+	objs, err := kubeapi.DecodeManifests("route.yaml", []byte(splitRoute), routes.Kinds()...)
 	if err != nil {
 		t.Fatal(err)
 	}

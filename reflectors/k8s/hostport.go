@@ -11,8 +11,10 @@ import (
 
 // HostPortServiceName names the service that holds a pod's host ports.
 func HostPortServiceName(pod *corev1.Pod) lb.ServiceName {
-	return lb.NewServiceName(pod.Namespace, pod.Name+":hostports")
+	return lb.NewServiceName(pod.Namespace, pod.Name+hostPortSuffix)
 }
+
+const hostPortSuffix = ":hostports"
 
 // ConvertPod returns the HostPort service of a pod on the local node: a
 // frontend per host port on the node's addresses and the node-wide
@@ -95,17 +97,4 @@ func ConvertPod(pod *corev1.Pod, node lb.Node) (params lb.ServiceParams, backend
 		return lb.ServiceParams{}, nil, false, err
 	}
 	return params, backends, true, nil
-}
-
-// slimPod keeps what ConvertPod and local redirect policies read: the
-// labels, IPs, readiness and container ports.
-func slimPod(p *corev1.Pod) *corev1.Pod {
-	out := &corev1.Pod{ObjectMeta: p.ObjectMeta, Status: corev1.PodStatus{
-		Phase: p.Status.Phase, PodIPs: p.Status.PodIPs, Conditions: podReadiness(p.Status.Conditions)}}
-	out.ManagedFields = nil
-	out.Spec.NodeName, out.Spec.HostNetwork = p.Spec.NodeName, p.Spec.HostNetwork
-	for _, c := range p.Spec.Containers {
-		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Name: c.Name, Ports: c.Ports})
-	}
-	return out
 }

@@ -65,7 +65,7 @@ func BenchmarkNodeLabelsMemory(b *testing.B) {
 			b.Fatal(err)
 		}
 		cfg := DefaultConfig
-		cfg.K8sNodeName = "none"
+		cfg = cfg.WithNode("none")
 		r := newTestReflector(b, cfg, w)
 		before := liveHeap()
 		ctx, cancel := context.WithCancel(context.Background())
@@ -74,14 +74,9 @@ func BenchmarkNodeLabelsMemory(b *testing.B) {
 		// selectors, so WatchAPI's informer of the local Node would hold
 		// every full Node too.
 		feed := func(ctx context.Context) error {
-			f := nodeLabelsInformers(kubeapi.NewConnection(r.src), NodeMetadataClient(client))
-			if _, err := f.ForResource(nodesResource).Informer().AddEventHandler(r.handler()); err != nil {
-				return err
-			}
-			f.Start(ctx.Done())
-			<-ctx.Done()
-			f.Shutdown()
-			return nil
+			f := kubeapi.NewAPIFeed(kubeapi.Clients{Client: client}, r.src.Log())
+			defer f.Stop()
+			return f.Subscribe(ctx, kubeapi.Subscription{Kinds: []kubeapi.FeedKind{kubeapi.NodeLabels()}, Events: r})
 		}
 		go func() { done <- r.Run(ctx, feed) }()
 		for w.NodeLabels().NumObjects(db.ReadTxn()) < nodes {

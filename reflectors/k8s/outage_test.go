@@ -34,6 +34,7 @@ import (
 	"github.com/lbstate/lbstate/internal/healthlog"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/metrics"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/tables"
 )
@@ -128,7 +129,7 @@ type agent struct {
 func startAgent(t *testing.T, api *apiServer, args ...string) *agent {
 	t.Helper()
 	a := &agent{health: &healthlog.Log{}, log: &syncedLog{}}
-	h := hive.New(statedb.Cell, job.Cell, metrics.Cell, tables.Cell, Cell,
+	h := hive.New(statedb.Cell, job.Cell, metrics.Cell, tables.Cell, kubeapi.Cell, Cell, redirectpolicy.Cell,
 		cell.Provide(a.health.Health),
 		cell.Provide(func() kubernetes.Interface { return api }, func() dynamic.Interface { return api.dyn }),
 		cell.Invoke(func(w *tables.Writer, db *statedb.DB, reg *prometheus.Registry) { a.w, a.db, a.reg = w, db, reg }))
@@ -144,6 +145,17 @@ func startAgent(t *testing.T, api *apiServer, args ...string) *agent {
 	a.stop = sync.OnceFunc(func() { h.Stop(log, context.Background()) })
 	t.Cleanup(a.stop)
 	return a
+}
+
+// logOf is the log lines of one source.
+func (a *agent) logOf(source string) string {
+	var out []string
+	for _, l := range strings.Split(a.log.String(), "\n") {
+		if strings.Contains(l, " source="+source+" ") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // connected is the source's lbstate_source_connected, or -1 without one.
@@ -248,12 +260,17 @@ func testOutage(t *testing.T, watched, outage time.Duration) {
 	}
 	t.Logf("changes applied %s after the API server returned (%d calls refused during the outage)", time.Since(back), api.failures.Load())
 	eventually(t, "connected again", func() bool { return a.connected() == 1 && a.health.Last() == "OK Synced" })
-	out := a.log.String()
+	// Each source of the feed (services, redirect policies) says it once.
+	out := a.logOf("k8s")
 	if n := strings.Count(out, "level=WARN"); n != 1 || !strings.Contains(out, "Source disconnected, retrying") {
 		t.Errorf("%d WARN lines for one outage of %d failed calls, want one:\n%s", n, api.failures.Load(), out)
 	}
 	if n := strings.Count(out, `msg="Source reconnected"`); n != 1 || !strings.Contains(out, "outage=") {
 		t.Errorf("%d reconnection lines, want one with the outage's duration:\n%s", n, out)
+	}
+	policies := a.logOf("k8s-redirect-policies")
+	if n := strings.Count(policies, "level=WARN"); n != 1 || strings.Count(policies, `msg="Source reconnected"`) != 1 {
+		t.Errorf("%d WARN lines of the policies' source for one outage, want one, and one reconnection:\n%s", n, policies)
 	}
 }
 
@@ -282,7 +299,7 @@ func TestUnreachableAtStartDegradedThenSynced(t *testing.T) {
 	eventually(t, "synced", func() bool {
 		return a.health.Last() == "OK Synced" && a.connected() == 1 && a.backends(web) == "10.0.0.1"
 	})
-	out := a.log.String()
+	out := a.logOf("k8s")
 	if n := strings.Count(out, "Source disconnected, retrying"); n != 1 {
 		t.Errorf("%d disconnection lines, want 1:\n%s", n, out)
 	}
@@ -307,7 +324,7 @@ func TestStoppedWhileDisconnectedLogsNoReconnection(t *testing.T) {
 
 func TestConfigRejectsNegativeSyncTimeout(t *testing.T) {
 	cfg := DefaultConfig
-	cfg.K8sNodeName = "n1"
+	cfg = cfg.WithNode("n1")
 	cfg.K8sSyncTimeout = -time.Second
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--k8s-sync-timeout") {
 		t.Fatalf("Validate: %v, want an error naming --k8s-sync-timeout", err)

@@ -51,14 +51,48 @@ type policyTest struct {
 	crdPoll time.Duration // how often a missing CRD is looked for (0: the default)
 }
 
-// startPolicyReflector runs a reflector over client and dyn on node-1,
-// logging into the returned log, keeping policy rows in r.lrp.table.
-func startPolicyReflector(t *testing.T, client *fake.Clientset, dyn *dynamicfake.FakeDynamicClient, opts policyTest) (*Reflector, *tables.Writer, *statedb.DB, *syncedLog) {
+// policyRun is the services source, the redirect policies source and
+// the routes source over one API feed, as a hive of kubeapi.Cell, Cell,
+// redirectpolicy.Cell and routes.Cell runs them.
+type policyRun struct {
+	src allSources
+	lrp struct {
+		table statedb.RWTable[*redirectpolicy.Status]
+	}
+}
+
+// allSources reports sources as one.
+type allSources []*reflectors.Source
+
+func (s allSources) IsSynced() bool {
+	for _, src := range s {
+		if !src.IsSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+func (s allSources) Errors() (n uint64) {
+	for _, src := range s {
+		n += src.Errors()
+	}
+	return n
+}
+
+// startPolicyReflector runs the services source and the redirect
+// policies source over client and dyn on node-1, logging into the
+// returned log, keeping policy rows in r.lrp.table.
+func startPolicyReflector(t *testing.T, client *fake.Clientset, dyn *dynamicfake.FakeDynamicClient, opts policyTest) (*policyRun, *tables.Writer, *statedb.DB, *syncedLog) {
 	t.Helper()
 	w, db, cfg := newTestTables(t, "node-1")
-	cfg.LRPAddressMatcherCIDRs = opts.cidrs
 	log := &syncedLog{}
-	src, err := reflectors.NewSource(w, lb.SourceK8s, slog.New(slog.NewTextHandler(log, nil)), nil)
+	logger := slog.New(slog.NewTextHandler(log, nil))
+	src, err := reflectors.NewSource(w, lb.SourceK8s, logger, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	psrc, err := reflectors.NewSourceAs(w, lb.SourceK8s.String()+"-redirect-policies", lb.SourceK8s, logger, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,20 +104,40 @@ func startPolicyReflector(t *testing.T, client *fake.Clientset, dyn *dynamicfake
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.ReportPolicies(rows)
-	if opts.crdPoll > 0 {
-		r.crdPoll = opts.crdPoll
+	popts, err := redirectpolicy.Config{LRPAddressMatcherCIDRs: opts.cidrs}.Options()
+	if err != nil {
+		t.Fatal(err)
 	}
+	c := redirectpolicy.NewController(popts, cfg.Node(), psrc, lb.SourceK8s, rows)
+	rsrc, err := reflectors.NewSourceAs(w, lb.SourceK8s.String()+"-routes", lb.SourceK8s, logger, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := routes.NewController(rsrc, lb.SourceK8s, nil)
+	feed := kubeapi.NewAPIFeed(kubeapi.Clients{Client: client, Dynamic: dyn}, logger)
+	if opts.crdPoll > 0 {
+		feed.DiscoveryInterval = opts.crdPoll
+	}
+	feed.Want(redirectpolicy.Kinds(cfg.Node())...)
+	feed.Want(routes.Kinds()...)
+	feed.Want(Kinds(cfg)...)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx, r.WatchClients(Clients{Client: client, Dynamic: dyn})) }()
+	done := make(chan error, 3)
+	go func() { done <- r.Run(ctx, r.Subscribe(feed)) }()
+	go func() { done <- c.Run(ctx, c.Subscribe(feed)) }()
+	go func() { done <- rc.Run(ctx, rc.Subscribe(feed)) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
+		for range 3 {
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
 		}
+		feed.Stop()
 	})
-	return r, w, db, log
+	run := &policyRun{src: allSources{src, psrc, rsrc}}
+	run.lrp.table = rows
+	return run, w, db, log
 }
 
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -226,14 +280,6 @@ func TestAddressMatcherOutsideAllowedCIDRsIsReported(t *testing.T) {
 	eventually(t, "an address inside redirected", func() bool { return redirectedBackends(w, db, "192.0.2.53:53/UDP")() == "10.0.1.1:5353/UDP" })
 }
 
-func TestConfigRejectsBadAddressMatcherCIDR(t *testing.T) {
-	cfg := DefaultConfig
-	cfg.LRPAddressMatcherCIDRs = []string{"169.254.0.0/16", "10.0.0.0/33"}
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `--lrp-address-matcher-cidrs: "10.0.0.0/33"`) {
-		t.Errorf("error %v, want one naming the flag and the bad CIDR", err)
-	}
-}
-
 // redirectedBackends returns a function listing the backends of the
 // frontend at addr ("none" without one).
 func redirectedBackends(w *tables.Writer, db *statedb.DB, addr string) func() string {
@@ -274,5 +320,5 @@ func allResources() map[schema.GroupVersionResource]string {
 // kind the reflector reads, Established in each version it reads, and
 // objs.
 func installedCRDs(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
-	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), allResources(), append(FakeCRDs(), objs...)...)
+	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), allResources(), append(kubeapi.FakeCRDs(append(routes.Kinds(), redirectpolicy.Kinds("")...)...), objs...)...)
 }

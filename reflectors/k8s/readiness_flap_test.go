@@ -22,6 +22,7 @@ import (
 	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reconciler"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -154,11 +155,11 @@ func startPipeline(t *testing.T, mode string, client kubernetes.Interface) *bpf.
 	var maps *bpf.Maps
 	h := hive.New(
 		statedb.Cell, job.Cell, cell.SimpleHealthCell,
-		tables.Cell, bpf.Cell, reconciler.Cell, Cell,
+		tables.Cell, bpf.Cell, reconciler.Cell, kubeapi.Cell, Cell,
 		cell.Provide(func() kubernetes.Interface { return client }),
 		cell.Invoke(func(m *bpf.Maps) { maps = m }),
 	)
-	hive.AddConfigOverride(h, func(c *Config) { c.K8sNodeName = "node-1" })
+	hive.AddConfigOverride(h, func(c *kubeapi.NodeConfig) { c.K8sNodeName = "node-1" })
 	hive.AddConfigOverride(h, func(c *bpf.ModeConfig) { c.LBMaps = mode })
 	if mode == "kernel" {
 		pinDir := filepath.Join(bpftest.PinDir(t), "maps")

@@ -19,9 +19,6 @@ import (
 	"github.com/lbstate/lbstate/internal/smallset"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
-	"github.com/lbstate/lbstate/reflectors/kubeapi"
-	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
-	"github.com/lbstate/lbstate/reflectors/routes"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -36,9 +33,9 @@ type event struct {
 // Reflector feeds the tables from Kubernetes objects: Services,
 // EndpointSlices, the local Node and its Pods, converted with
 // ConvertService, ConvertEndpointSlice and ConvertPod and applied through
-// the Writer in batches. Run applies what a feed pushes: WatchAPI's feed
-// watches an API server; another (a directory of manifests) calls Push and
-// Synced itself.
+// the Writer in batches. Run applies what a feed pushes (Subscribe: any
+// kubeapi.Feed; WatchAPI: an API feed of its own); a benchmark or a test
+// may call Push and Synced itself.
 type Reflector struct {
 	cfg       Config
 	nodePorts PortRange // cfg.K8sNodePortRange
@@ -82,28 +79,6 @@ type Reflector struct {
 	// topologyNoted holds what was last logged about each service's
 	// topology keys (topologyKeys).
 	topologyNoted map[lb.ServiceName]string
-	// lrp holds the local redirect policies and this node's pods as
-	// they read them.
-	lrp *redirects
-	// crdPoll is how often API discovery is asked for the CRD-backed
-	// kinds when CRDs may not be listed (kubeapi.DefaultDiscoveryInterval).
-	crdPoll time.Duration
-	// routeObjs and grants are the traffic splits and ReferenceGrants
-	// (their last valid versions); routesApplied the routes last set on
-	// each parent, routeProblems what was last reported of each object.
-	routeObjs     map[routes.Key]*routes.Object
-	grants        map[routes.Key]*routes.ReferenceGrant
-	routesApplied map[lb.ServiceName][]lb.Route
-	routeProblems map[routes.Key][]string
-	// routeClaims are the objects naming each parent; routesDirty the
-	// parents whose objects changed since the routes were last planned,
-	// routesGone the objects removed since; routesAll asks for the whole
-	// plan (at first, and when a grant changed). See prepareRoutes.
-	routeClaims map[lb.ServiceName]map[routes.Key]struct{}
-	routesDirty map[lb.ServiceName]struct{}
-	routesGone  map[routes.Key]struct{}
-	routesAll   bool
-	statusTable statedb.RWTable[*routes.Status] // nil: none kept
 
 	// servicesPeak is the most services since services was made
 	// (compactServices).
@@ -124,28 +99,17 @@ func NewReflector(cfg Config, src *reflectors.Source, as lb.Source) (*Reflector,
 		return nil, fmt.Errorf("reflector: unknown source %d", as)
 	}
 	nodePorts, _ := ParsePortRange(cfg.K8sNodePortRange) // validated above
-	redirectOpts, _ := cfg.redirectOptions()             // validated above
 	stopped := make(chan struct{})
 	return &Reflector{
 		cfg: cfg, nodePorts: nodePorts, src: src, w: src.Writer, as: as,
-		events:        make(chan event, 4096),
-		stopped:       stopped,
-		stop:          sync.OnceFunc(func() { close(stopped) }),
-		services:      map[string]serviceEntry{},
-		batch:         batchState{index: map[lb.ServiceName]int{}},
-		slices:        map[sliceKey]lb.ServiceName{},
-		pods:          map[sliceKey]*corev1.Pod{},
-		unknown:       map[lb.ServiceName][]UnknownValue{},
-		lrp:           newRedirects(redirectOpts),
-		crdPoll:       kubeapi.DefaultDiscoveryInterval,
-		routeObjs:     map[routes.Key]*routes.Object{},
-		grants:        map[routes.Key]*routes.ReferenceGrant{},
-		routesApplied: map[lb.ServiceName][]lb.Route{},
-		routeProblems: map[routes.Key][]string{},
-		routeClaims:   map[lb.ServiceName]map[routes.Key]struct{}{},
-		routesDirty:   map[lb.ServiceName]struct{}{},
-		routesGone:    map[routes.Key]struct{}{},
-		routesAll:     true,
+		events:   make(chan event, 4096),
+		stopped:  stopped,
+		stop:     sync.OnceFunc(func() { close(stopped) }),
+		services: map[string]serviceEntry{},
+		batch:    batchState{index: map[lb.ServiceName]int{}},
+		slices:   map[sliceKey]lb.ServiceName{},
+		pods:     map[sliceKey]*corev1.Pod{},
+		unknown:  map[lb.ServiceName][]UnknownValue{},
 	}, nil
 }
 
@@ -337,14 +301,7 @@ func (r *Reflector) failure() error {
 // is rejected call by call (check) and the rest committed; any other
 // error aborts the whole transaction and is returned.
 func (r *Reflector) write(ws writes) error {
-	var extra []statedb.TableMeta
-	if r.lrp.table != nil {
-		extra = append(extra, r.lrp.table)
-	}
-	if r.statusTable != nil {
-		extra = append(extra, r.statusTable)
-	}
-	txn := r.w.WriteTxn(extra...)
+	txn := r.w.WriteTxn()
 	defer txn.Abort()
 	r.writeErr = nil
 	err := r.w.Batch(txn, func() error {
@@ -377,7 +334,6 @@ func (r *Reflector) write(ws writes) error {
 // keeps a batch's addresses of services without a row in the batch).
 func (r *Reflector) prepare(batch []event) (ws writes) {
 	call := func(c func(statedb.WriteTxn)) { ws.calls = append(ws.calls, c) }
-	splits := false // a route, split or grant changed
 	for _, ev := range batch {
 		switch obj := ev.obj.(type) {
 		case *corev1.Service:
@@ -420,16 +376,8 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			}
 		case *corev1.Pod:
 			r.preparePod(call, obj, ev.deleted)
-			r.preparePodRedirects(obj, ev.deleted)
-		case *redirectpolicy.Policy:
-			r.preparePolicy(obj, ev.deleted)
 		case nil:
 			ws.synced = ws.synced || ev.synced
-		default:
-			if key, ok := routes.KeyOf(obj); ok {
-				r.prepareRouteObject(key, obj, ev.deleted)
-				splits = true
-			}
 		}
 	}
 	changes := r.endBatch()
@@ -460,17 +408,16 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			call(func(txn statedb.WriteTxn) { r.check(r.w.SetBackends(txn, name, r.as, backends...), name.String()) })
 		}
 	}
-	r.prepareRedirects(call)
-	if splits {
-		r.prepareRoutes(call)
-	}
 	if ws.synced {
 		known := r.known()
 		call(func(txn statedb.WriteTxn) {
-			r.check(r.w.SweepSource(txn, r.as, func(n lb.ServiceName) bool { _, ok := known[n]; return ok }), "resync")
-			r.sweepPolicyRows(txn)
+			// Declarations alone: the other sources of this identity
+			// (policies, routes) sweep their own.
+			r.check(r.w.SweepSourceOf(txn, r.as, tables.Declarations|tables.ProxyRedirects, func(n lb.ServiceName) bool {
+				_, ok := known[n]
+				return ok || !ownsName(n)
+			}), "resync")
 		})
-		r.sweepRoutes(call)
 	}
 	return ws
 }
@@ -517,8 +464,9 @@ func (r *Reflector) prepareService(call func(func(statedb.WriteTxn)), e *service
 
 // known returns the names of every service this reflector declares or
 // holds backends for. At the synced marker the source's earlier
-// declarations of any other service are swept: a run that started over
-// (its body was retried) has not seen those objects deleted.
+// declarations of any other service it owns (ownsName) are swept: a run
+// that started over (its body was retried) has not seen those objects
+// deleted.
 func (r *Reflector) known() map[lb.ServiceName]struct{} {
 	known := make(map[lb.ServiceName]struct{}, len(r.services)+len(r.pods))
 	for _, e := range r.services {
@@ -527,15 +475,16 @@ func (r *Reflector) known() map[lb.ServiceName]struct{} {
 	for _, pod := range r.pods {
 		known[HostPortServiceName(pod)] = struct{}{}
 	}
-	for _, ps := range r.lrp.policies {
-		if ps.applied != nil {
-			known[ps.applied.Target] = struct{}{}
-		}
-	}
-	for parent := range r.routesApplied {
-		known[parent] = struct{}{}
-	}
 	return known
+}
+
+// ownsName reports whether the reflector may declare a service of this
+// name: a Service's, or a pod's HostPort service (HostPortServiceName).
+// Other sources of the same identity declare services under names no
+// Service can have (NAME:SUFFIX, such as a redirect policy's target), and
+// sweep them themselves.
+func ownsName(n lb.ServiceName) bool {
+	return !strings.Contains(n.Name(), ":") || strings.HasSuffix(n.Name(), hostPortSuffix)
 }
 
 // preparePod records a pod and the calls that declare (or remove) its

@@ -315,7 +315,7 @@ func newTestTables(t *testing.T, node string) (*tables.Writer, *statedb.DB, Conf
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig
-	cfg.K8sNodeName = node
+	cfg = cfg.WithNode(node)
 	return w, db, cfg
 }
 

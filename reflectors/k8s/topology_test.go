@@ -69,7 +69,7 @@ func TestBadTopologyKeysRejectOnlyTheAnnotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig
-	cfg.K8sNodeName = "node-1"
+	cfg = cfg.WithNode("node-1")
 	r, err := NewReflector(cfg, src, lb.SourceK8s)
 	if err != nil {
 		t.Fatal(err)
@@ -109,25 +109,5 @@ func TestNodeLabelsFromEveryNode(t *testing.T) {
 	r.apply([]event{{obj: partial, deleted: true}})
 	if got := labels(); len(got) != 1 || got["node-2"] != "a" {
 		t.Fatalf("node labels after node-3 was deleted: %v", got)
-	}
-}
-
-// The metadata informer stores a Node's name, labels and resource
-// version, nothing else.
-func TestNodeMetadataKeepsOnlyLabels(t *testing.T) {
-	in := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-		Name: "node-2", Labels: map[string]string{"zone": "a"}, ResourceVersion: "7",
-		Annotations:   map[string]string{"node.alpha.kubernetes.io/ttl": "0"},
-		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
-		UID:           "0f2c", Finalizers: []string{"x"},
-	}}
-	out, err := labelsOnly(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := metav1.ObjectMeta{Name: "node-2", Labels: map[string]string{"zone": "a"}, ResourceVersion: "7"}
-	if got := out.(*metav1.PartialObjectMetadata).ObjectMeta; got.Name != want.Name || got.ResourceVersion != want.ResourceVersion ||
-		got.Labels["zone"] != "a" || len(got.Labels) != 1 || got.Annotations != nil || got.ManagedFields != nil || got.UID != "" || got.Finalizers != nil {
-		t.Fatalf("labelsOnly kept %+v", got)
 	}
 }

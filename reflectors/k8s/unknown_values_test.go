@@ -157,7 +157,7 @@ func TestUnknownValuesLoggedOncePerService(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig
-	cfg.K8sNodeName = "node-1"
+	cfg = cfg.WithNode("node-1")
 	r, err := NewReflector(cfg, src, lb.SourceK8s)
 	if err != nil {
 		t.Fatal(err)

@@ -2,29 +2,52 @@ package k8s
 
 import (
 	"context"
-	"sync"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/lbstate/lbstate/reflectors/kubeapi"
 )
 
+// Kinds are the kinds the reflector reads from a feed: Services,
+// EndpointSlices, the local Node (cfg.K8sNodeName), every Node's labels,
+// and the local Pods.
+func Kinds(cfg Config) []kubeapi.FeedKind {
+	return []kubeapi.FeedKind{
+		kubeapi.Services(),
+		kubeapi.EndpointSlices(),
+		kubeapi.LocalNode(cfg.K8sNodeName),
+		kubeapi.NodeLabels(),
+		kubeapi.LocalPods(cfg.K8sNodeName),
+	}
+}
+
+// Subscribe returns a feed for Run that subscribes to f's objects of
+// Kinds: the reflector applies what it hands over, and its source reports
+// f's connection and is degraded if not synced after cfg.K8sSyncTimeout.
+func (r *Reflector) Subscribe(f kubeapi.Feed) func(ctx context.Context) error {
+	if f.AllowsLoopback() {
+		r.AcceptLoopbackEndpoints()
+	}
+	return func(ctx context.Context) error {
+		r.src.ExpectSyncWithin(ctx, r.cfg.K8sSyncTimeout)
+		return f.Subscribe(ctx, kubeapi.Subscription{
+			Kinds: Kinds(r.cfg), Events: r, Invalid: r.fail, Connection: r.src,
+		})
+	}
+}
+
 // WatchAPI returns a feed for Run that watches client: Services,
 // EndpointSlices, this node's Node and Pods, and every Node's labels
-// (through NodeMetadataClient(client)). It pushes Synced once every
-// informer's initial list was handed over.
+// (through kubeapi.NodeMetadataClient(client)). It pushes Synced once
+// every informer's initial list was handed over.
 func (r *Reflector) WatchAPI(client kubernetes.Interface) func(ctx context.Context) error {
 	return r.WatchAPIWithMetadata(client, nil)
 }
 
 // WatchAPIWithMetadata is WatchAPI watching every Node's labels through
 // meta, a metadata client of the same API server (nil:
-// NodeMetadataClient(client)).
+// kubeapi.NodeMetadataClient(client)).
 func (r *Reflector) WatchAPIWithMetadata(client kubernetes.Interface, meta metadata.Interface) func(ctx context.Context) error {
 	return r.WatchClients(Clients{Client: client, Metadata: meta})
 }
@@ -34,99 +57,21 @@ type Clients struct {
 	Client kubernetes.Interface
 	// Metadata watches every Node's labels (nil: NodeMetadataClient(Client)).
 	Metadata metadata.Interface
-	// Dynamic, if set, watches CiliumLocalRedirectPolicies, the Gateway
-	// API's routes and ReferenceGrants, and SMI TrafficSplits, each while
-	// the API server serves its CRD (kubeapi.CRDs: a CRD installed or
-	// removed later is followed).
-	Dynamic dynamic.Interface
 }
 
-// WatchClients is WatchAPI over c's clients.
+// WatchClients is Subscribe to an API feed of c's own, stopped when the
+// feed returns (a hive shares one kubeapi.APIFeed between its sources:
+// kubeapi.Cell).
 func (r *Reflector) WatchClients(c Clients) func(ctx context.Context) error {
-	client, meta := c.Client, c.Metadata
-	if meta == nil {
-		meta = NodeMetadataClient(client)
-	}
 	return func(ctx context.Context) error {
-		handler := r.handler()
-		// Every list and watch goes through conn, which reports the
-		// source's connection and retries at once while the API server
-		// is away.
-		conn := kubeapi.NewConnection(r.src)
-		r.src.ExpectSyncWithin(ctx, r.cfg.K8sSyncTimeout)
-		nodes := nodeLabelsInformers(conn, meta)
-		factories, infs := r.typedInformers(conn, client)
-		// A registration has synced once its handler has been given every
-		// object of the initial list, which is what marking the source
-		// synced needs (an informer's own sync only says its store is
-		// filled).
-		var synced []cache.InformerSynced
-		for _, inf := range append(infs,
-			nodes.ForResource(nodesResource).Informer(), // every node's labels (topology keys)
-		) {
-			reg, err := inf.AddEventHandler(handler)
-			if err != nil {
-				return err
-			}
-			synced = append(synced, reg.HasSynced)
-		}
-		if c.Dynamic != nil {
-			crds, err := kubeapi.NewCRDs(c.Dynamic, c.Client.Discovery(), r.src.Log(), r.crdKinds()...)
-			if err != nil {
-				return err
-			}
-			crds.DiscoveryInterval = r.crdPoll
-			crds.Connection = conn
-			crdCtx, stop := context.WithCancel(ctx)
-			var wg sync.WaitGroup
-			wg.Go(func() { crds.Run(crdCtx) })
-			defer wg.Wait()
-			defer stop() // also on an early return, before the wait
-			synced = append(synced, crds.HasSynced)
-		}
-		for _, f := range factories {
-			f.Start(ctx.Done())
-			defer f.Shutdown()
-		}
-		nodes.Start(ctx.Done())
-		defer nodes.Shutdown()
-		if cache.WaitForCacheSync(ctx.Done(), synced...) {
-			r.Synced()
-		}
-		<-ctx.Done()
-		return nil
+		f := kubeapi.NewAPIFeed(kubeapi.Clients{Client: c.Client, Metadata: c.Metadata}, r.src.Log())
+		defer f.Stop()
+		f.Want(Kinds(r.cfg)...)
+		return r.Subscribe(f)(ctx)
 	}
 }
 
-// handler pushes an informer's notifications.
-func (r *Reflector) handler() cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { r.Push(obj, false) },
-		UpdateFunc: func(_, obj any) { r.Push(obj, false) },
-		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			r.Push(obj, true)
-		},
-	}
-}
-
-// dropUnused strips what lbstate never reads from informer objects, to
-// save memory.
-func dropUnused(obj any) (any, error) {
-	if m, err := meta.Accessor(obj); err == nil {
-		m.SetManagedFields(nil)
-		if a := m.GetAnnotations(); a != nil {
-			delete(a, corev1.LastAppliedConfigAnnotation)
-		}
-	}
-	switch o := obj.(type) {
-	case *corev1.Node:
-		o.Status.Images = nil
-		o.Status.Conditions = nil
-	case *corev1.Pod:
-		return slimPod(o), nil
-	}
-	return obj, nil
+// NodeMetadataClient is kubeapi.NodeMetadataClient.
+func NodeMetadataClient(client kubernetes.Interface) metadata.Interface {
+	return kubeapi.NodeMetadataClient(client)
 }

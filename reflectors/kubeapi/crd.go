@@ -110,3 +110,22 @@ func CRDObject(resource schema.GroupVersionResource, kind string, established bo
 }
 
 var _ runtime.Object = (*crd)(nil)
+
+// FakeCRDs returns the CustomResourceDefinitions of CRD-backed kinds,
+// Established in every version of each, for a fake dynamic client to
+// serve (with CRDListKinds and the kinds' own list kinds): a kind is
+// watched only while its CRD is.
+func FakeCRDs(kinds ...FeedKind) []runtime.Object {
+	var crds []runtime.Object
+	for _, k := range kinds {
+		if !k.IsCRD() {
+			continue
+		}
+		var versions []string
+		for _, v := range k.versions {
+			versions = append(versions, v.Version)
+		}
+		crds = append(crds, CRDObject(k.versions[0], k.Kind, true, versions...))
+	}
+	return crds
+}

@@ -1,6 +1,15 @@
-// Package kubeapi holds what every source that watches an API server
-// shares.
+// Package kubeapi holds the object feeds' plumbing, which every source of
+// Kubernetes kinds shares: Feed (a stream of objects from one place: adds,
+// updates, deletes and a synced marker), the kinds a source asks for
+// (FeedKind), the API server's feed (APIFeed, provided by Cell with the
+// local node's name, --k8s-node-name) and Fanout, which a feed that keeps
+// its own objects (a manifests directory, reflectors/file) hands them
+// out with:
 //
+//	feed.Want(kubeapi.Services(), kubeapi.LocalPods(node)) // before the hive starts
+//	err := feed.Subscribe(ctx, kubeapi.Subscription{Kinds: kinds, Events: q, Invalid: reject, Connection: src})
+//
+
 // A Connection carries a source's lists and watches and tells the source
 // (a Reporter: *reflectors.Source) whether it reaches the API server.
 // client-go's reflector backs off from 800 ms up to 30 s with full

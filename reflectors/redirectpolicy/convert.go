@@ -43,10 +43,13 @@ type Options struct {
 	AddressCIDRs []netip.Prefix
 }
 
-// TargetName names the service that holds a policy's pods.
+// TargetName names the service that holds a policy's pods: NAME:lrp, a
+// name no Kubernetes Service can have.
 func TargetName(namespace, policy string) lb.ServiceName {
-	return lb.NewServiceName(namespace, policy+":lrp")
+	return lb.NewServiceName(namespace, policy+targetSuffix)
 }
+
+const targetSuffix = ":lrp"
 
 // Rule is a validated policy, ready to be converted against pods again
 // and again without being parsed each time.

@@ -5,7 +5,11 @@
 //
 // The types here are lbstate's own, following the published schema field
 // for field, so that manifests written for Cilium decode strictly. Convert
-// is a pure function of a policy and this node's pods.
+// is a pure function of a policy and this node's pods. Cell is the
+// policies' source: one Controller per feed (kubeapi.Feed: the API
+// server, a manifests directory) writes the redirects through the Writer,
+// as the feed's identity, and learns of the Services it redirects only
+// through the tables (the Writer keeps a redirect beside its service).
 package redirectpolicy
 
 import (

@@ -8,8 +8,9 @@
 // to the routes to set and a status per object (what applies, each
 // backend's share, what could not be applied and why, and, per Service
 // parentRef and backendRef, the facts a route's status.parents says,
-// which reflectors/routestatus writes). The Kubernetes reflector
-// (reflectors/k8s) feeds it from the API and from a manifests directory.
+// which reflectors/routestatus writes). Cell is the routes source: one
+// Controller per feed (kubeapi.Feed: the API server, a manifests
+// directory) applies the plan through the Writer, as the feed's identity.
 package routes
 
 import (

@@ -1,7 +1,6 @@
 package routes
 
 import (
-	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/index"
 
@@ -33,16 +32,3 @@ func StatusID(src lb.Source, key Key) string {
 func NewStatusTable(db *statedb.DB) (statedb.RWTable[*Status], error) {
 	return statedb.NewTable(db, StatusTableName, StatusByKey)
 }
-
-// Cell provides the status table (statedb.RWTable[*Status] for the
-// sources that read routes, statedb.Table[*Status] for readers). Without
-// it the sources apply routes all the same and keep no status.
-var Cell = cell.Module(
-	"route-status",
-	"The status of traffic-split routes",
-
-	cell.Provide(
-		NewStatusTable,
-		func(t statedb.RWTable[*Status]) statedb.Table[*Status] { return t },
-	),
-)

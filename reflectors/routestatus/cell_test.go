@@ -58,9 +58,9 @@ func TestCellWritesTheStatusOfRoutesTheKubernetesSourceReads(t *testing.T) {
 	maps.Copy(kinds, redirectpolicy.ResourceList)
 	maps.Copy(kinds, kubeapi.CRDListKinds)
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kinds,
-		append(k8s.FakeCRDs(), &unstructured.Unstructured{Object: m})...)
+		append(kubeapi.FakeCRDs(routes.Kinds()...), &unstructured.Unstructured{Object: m})...)
 
-	h := hive.New(statedb.Cell, job.Cell, cell.SimpleHealthCell, tables.Cell, k8s.Cell, routes.Cell, routestatus.Cell,
+	h := hive.New(statedb.Cell, job.Cell, cell.SimpleHealthCell, tables.Cell, kubeapi.Cell, k8s.Cell, routes.Cell, routestatus.Cell,
 		cell.Provide(func() kubernetes.Interface { return client }, func() dynamic.Interface { return dyn }))
 	log := slog.New(slog.DiscardHandler)
 	if err := h.Start(log, context.Background()); err != nil {

@@ -1,4 +1,4 @@
-package k8s
+package redirectpolicy
 
 import (
 	"fmt"
@@ -14,45 +14,101 @@ import (
 
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
-	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
+	"github.com/lbstate/lbstate/reflectors/k8s"
 	"github.com/lbstate/lbstate/tables"
 )
 
-// newPolicyReflector returns a reflector on node-1 that keeps policy rows,
-// fed by its apply method (no Run).
-func newPolicyReflector(t testing.TB) (*Reflector, *tables.Writer, *statedb.DB, statedb.RWTable[*redirectpolicy.Status]) {
+// pipeline is a Controller on node-1 writing as k8s, beside what the
+// k8s services source writes of the Services, EndpointSlices and Pods
+// (HostPort services) it is handed, in its apply method (no Run).
+type pipeline struct {
+	*Controller
+}
+
+// newPolicyReflector returns a pipeline over new tables, and its policy
+// rows.
+func newPolicyReflector(t testing.TB) (*pipeline, *tables.Writer, *statedb.DB, statedb.RWTable[*Status]) {
 	t.Helper()
 	db := statedb.New()
 	w, err := tables.New(db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := redirectpolicy.NewTable(db)
+	rows, err := NewTable(db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig
-	cfg.K8sNodeName = "node-1"
-	src, err := reflectors.NewSource(w, lb.SourceK8s, slog.New(slog.DiscardHandler), nil)
+	src, err := reflectors.NewSourceAs(w, "k8s-redirect-policies", lb.SourceK8s, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewReflector(cfg, src, lb.SourceK8s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.ReportPolicies(rows)
-	return r, w, db, rows
+	return &pipeline{NewController(Options{}, "node-1", src, lb.SourceK8s, rows)}, w, db, rows
 }
 
-func dnsPolicy(name string, created time.Time) *redirectpolicy.Policy {
-	return &redirectpolicy.Policy{
+// apply writes a batch: its Services, EndpointSlices and Pods' HostPort
+// services as the k8s services source declares them, in one transaction,
+// then the policies and pods through the controller, in another.
+func (p *pipeline) apply(batch []event) {
+	w := p.w
+	txn := w.WriteTxn()
+	node := lb.Node{Name: "node-1"}
+	must := func(err error) {
+		if err != nil {
+			panic(err)
+		}
+	}
+	var rest []event
+	for _, ev := range batch {
+		switch o := ev.Obj.(type) {
+		case *corev1.Service:
+			name := lb.NewServiceName(o.Namespace, o.Name)
+			if ev.Deleted {
+				must(w.DeleteService(txn, name, lb.SourceK8s))
+				continue
+			}
+			params, ok, _, err := k8s.ConvertService(o, k8s.ServiceOptions{Node: node, Source: lb.SourceK8s})
+			must(err)
+			if ok {
+				must(w.UpsertService(txn, params))
+			}
+		case *discoveryv1.EndpointSlice:
+			name, backends, _, err := k8s.ConvertEndpointSlice(o)
+			must(err)
+			if ev.Deleted {
+				backends = nil
+			}
+			must(w.SetBackends(txn, name, lb.SourceK8s, backends...))
+		case *corev1.Pod:
+			name := k8s.HostPortServiceName(o)
+			params, backends, ok, err := k8s.ConvertPod(o, node)
+			must(err)
+			if ok && !ev.Deleted {
+				params.Source = lb.SourceK8s
+				must(w.UpsertService(txn, params))
+				must(w.SetBackends(txn, name, lb.SourceK8s, backends...))
+			} else {
+				must(w.DeleteService(txn, name, lb.SourceK8s))
+				must(w.SetBackends(txn, name, lb.SourceK8s))
+			}
+			rest = append(rest, ev)
+		default:
+			rest = append(rest, ev)
+		}
+	}
+	txn.Commit()
+	if len(rest) > 0 {
+		must(p.Controller.apply(rest))
+	}
+}
+
+func dnsPolicy(name string, created time.Time) *Policy {
+	return &Policy{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", CreationTimestamp: metav1.NewTime(created)},
-		Spec: redirectpolicy.Spec{
-			RedirectFrontend: redirectpolicy.Frontend{ServiceMatcher: &redirectpolicy.ServiceMatcher{ServiceName: "kube-dns", Namespace: "kube-system"}},
-			RedirectBackend: redirectpolicy.Backend{
+		Spec: Spec{
+			RedirectFrontend: Frontend{ServiceMatcher: &ServiceMatcher{ServiceName: "kube-dns", Namespace: "kube-system"}},
+			RedirectBackend: Backend{
 				LocalEndpointSelector: metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "node-local-dns"}},
-				ToPorts:               []redirectpolicy.PortInfo{{Port: "5353", Protocol: "UDP"}},
+				ToPorts:               []PortInfo{{Port: "5353", Protocol: "UDP"}},
 			},
 		},
 	}
@@ -82,7 +138,7 @@ func kubeDNS() (*corev1.Service, *discoveryv1.EndpointSlice) {
 			Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{
 				{Name: "dns", Port: 53, Protocol: udp}, {Name: "dns-tcp", Port: 53, Protocol: tcp}}},
 		}, &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Name: "kube-dns-1", Namespace: "kube-system", Labels: map[string]string{LabelServiceName: "kube-dns"}},
+			ObjectMeta:  metav1.ObjectMeta{Name: "kube-dns-1", Namespace: "kube-system", Labels: map[string]string{k8s.LabelServiceName: "kube-dns"}},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Ports:       []discoveryv1.EndpointPort{{Name: &name, Port: &port, Protocol: &udp}, {Name: &tcpName, Port: &port, Protocol: &tcp}},
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}}},
@@ -90,7 +146,7 @@ func kubeDNS() (*corev1.Service, *discoveryv1.EndpointSlice) {
 }
 
 // tablesDump prints the services, frontends, backends and policy rows.
-func tablesDump(db *statedb.DB, w *tables.Writer, rows statedb.Table[*redirectpolicy.Status]) string {
+func tablesDump(db *statedb.DB, w *tables.Writer, rows statedb.Table[*Status]) string {
 	var b strings.Builder
 	txn := db.ReadTxn()
 	for s := range w.Services().All(txn) {
@@ -118,7 +174,7 @@ func TestRedirectPoliciesInAnyOrderGiveTheSameTables(t *testing.T) {
 	// A single-port policy redirects every port of its protocol: narrow
 	// the older one to UDP by number.
 	older := dnsPolicy("older", time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC))
-	older.Spec.RedirectFrontend.ServiceMatcher.ToPorts = []redirectpolicy.PortInfo{{Port: "53", Protocol: "UDP"}}
+	older.Spec.RedirectFrontend.ServiceMatcher.ToPorts = []PortInfo{{Port: "53", Protocol: "UDP"}}
 	inputs := []struct {
 		name string
 		obj  any
@@ -132,7 +188,7 @@ func TestRedirectPoliciesInAnyOrderGiveTheSameTables(t *testing.T) {
 	}
 	all := make([]event, len(inputs))
 	for i, in := range inputs {
-		all[i] = event{obj: in.obj}
+		all[i] = event{Obj: in.obj}
 	}
 	r, w, db, rows := newPolicyReflector(t)
 	r.apply(all)
@@ -157,7 +213,7 @@ func TestRedirectPoliciesInAnyOrderGiveTheSameTables(t *testing.T) {
 		count++
 		r, w, db, rows := newPolicyReflector(t)
 		for _, i := range order {
-			r.apply([]event{{obj: inputs[i].obj}})
+			r.apply([]event{{Obj: inputs[i].obj}})
 		}
 		if got := tablesDump(db, w, rows); got != want {
 			names := make([]string, len(order))
@@ -199,11 +255,11 @@ func BenchmarkPodChangeWithPolicies(b *testing.B) {
 			Spec: corev1.ServiceSpec{ClusterIP: fmt.Sprintf("10.96.%d.%d", i>>8, i&255), Ports: []corev1.ServicePort{{Port: 80}}}}
 		p := dnsPolicy(fmt.Sprintf("lrp-%d", i), time.Time{})
 		p.Namespace = "bench"
-		p.Spec.RedirectFrontend.ServiceMatcher = &redirectpolicy.ServiceMatcher{ServiceName: svc.Name}
+		p.Spec.RedirectFrontend.ServiceMatcher = &ServiceMatcher{ServiceName: svc.Name}
 		p.Spec.RedirectBackend.LocalEndpointSelector.MatchLabels = map[string]string{"app": p.Name}
 		pods[i] = dnsPodObject(fmt.Sprintf("pod-%d", i), fmt.Sprintf("10.1.%d.%d", i>>8, i&255), true, 0)
 		pods[i].Namespace, pods[i].Labels = "bench", map[string]string{"app": p.Name}
-		evs = append(evs, event{obj: svc}, event{obj: p}, event{obj: pods[i]})
+		evs = append(evs, event{Obj: svc}, event{Obj: p}, event{Obj: pods[i]})
 	}
 	r.apply(evs)
 	i := 0
@@ -212,7 +268,7 @@ func BenchmarkPodChangeWithPolicies(b *testing.B) {
 		if i/n%2 == 0 {
 			pod.Status.Conditions[0].Status = corev1.ConditionFalse
 		}
-		r.apply([]event{{obj: pod}})
+		r.apply([]event{{Obj: pod}})
 		i++
 	}
 }

@@ -1,4 +1,4 @@
-package k8s
+package redirectpolicy
 
 import (
 	"slices"
@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/lbstate/lbstate/lb"
-	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -19,12 +18,12 @@ func TestRedirectPolicySkipsAPodOrPortLackingANameAndCountsItOnce(t *testing.T) 
 	r, w, db, rows := newPolicyReflector(t)
 	svc, slice := kubeDNS()
 	policy := dnsPolicy("lrp", time.Unix(1, 0))
-	policy.Spec.RedirectFrontend.ServiceMatcher.ToPorts = []redirectpolicy.PortInfo{
+	policy.Spec.RedirectFrontend.ServiceMatcher.ToPorts = []PortInfo{
 		{Name: "dns", Port: "53", Protocol: "UDP"}, {Name: "dns-tcp", Port: "53", Protocol: "TCP"}, {Name: "metrics", Port: "9253", Protocol: "TCP"}}
-	policy.Spec.RedirectBackend.ToPorts = []redirectpolicy.PortInfo{
+	policy.Spec.RedirectBackend.ToPorts = []PortInfo{
 		{Name: "dns", Port: "5353", Protocol: "UDP"}, {Name: "dns-tcp", Port: "5353", Protocol: "TCP"}}
 	// dnsPodObject declares the UDP port "dns" only.
-	r.apply([]event{{obj: svc}, {obj: slice}, {obj: policy}, {obj: dnsPodObject("a", "10.0.1.1", true, 0)}})
+	r.apply([]event{{Obj: svc}, {Obj: slice}, {Obj: policy}, {Obj: dnsPodObject("a", "10.0.1.1", true, 0)}})
 	if n := r.src.Errors(); n != 2 {
 		t.Errorf("%d errors, want 2: pod a lacks dns-tcp, the backend lacks metrics", n)
 	}
@@ -35,14 +34,14 @@ func TestRedirectPolicySkipsAPodOrPortLackingANameAndCountsItOnce(t *testing.T) 
 		}
 		return fe.RedirectedTo()
 	}
-	target := redirectpolicy.TargetName("kube-system", "lrp")
+	target := TargetName("kube-system", "lrp")
 	if got := redirectedTo("10.96.0.10:53/UDP"); got != target {
 		t.Errorf("53/UDP redirected to %q, want %s: the policy applies to the port its pod has", got, target)
 	}
 	if got := redirectedTo("10.96.0.10:53/TCP"); !got.IsZero() {
 		t.Errorf("53/TCP redirected to %s: no pod has dns-tcp", got)
 	}
-	row, _, _ := rows.Get(db.ReadTxn(), redirectpolicy.StatusByName.Query("k8s:kube-system/lrp"))
+	row, _, _ := rows.Get(db.ReadTxn(), StatusByName.Query("k8s:kube-system/lrp"))
 	wantProblems := []string{
 		`policy kube-system/lrp: spec.redirectFrontend.serviceMatcher.toPorts[2].name: "metrics" has no port of that name in spec.redirectBackend.toPorts: port not redirected`,
 		`policy kube-system/lrp: spec.redirectBackend.toPorts[1].name: pod kube-system/a has no TCP container port "dns-tcp"`,
@@ -51,17 +50,17 @@ func TestRedirectPolicySkipsAPodOrPortLackingANameAndCountsItOnce(t *testing.T) 
 		t.Fatalf("row %+v, want valid with problems %q", row, wantProblems)
 	}
 
-	r.apply([]event{{obj: dnsPodObject("b", "10.0.1.2", true, 0)}})
+	r.apply([]event{{Obj: dnsPodObject("b", "10.0.1.2", true, 0)}})
 	if n := r.src.Errors(); n != 3 {
 		t.Errorf("%d errors after pod b came, want 3: b's problem only", n)
 	}
 	for _, ready := range []bool{false, true, false, true} {
-		r.apply([]event{{obj: dnsPodObject("a", "10.0.1.1", ready, 0)}})
+		r.apply([]event{{Obj: dnsPodObject("a", "10.0.1.1", ready, 0)}})
 	}
 	if n := r.src.Errors(); n != 3 {
 		t.Errorf("%d errors after pod a's changes, want still 3", n)
 	}
-	r.apply([]event{{obj: dnsPodObject("b", "10.0.1.2", true, 0), deleted: true}})
+	r.apply([]event{{Obj: dnsPodObject("b", "10.0.1.2", true, 0), Deleted: true}})
 	if n := r.src.Errors(); n != 3 {
 		t.Errorf("%d errors after pod b went, want still 3", n)
 	}

@@ -1,4 +1,4 @@
-package k8s
+package redirectpolicy
 
 import (
 	"cmp"
@@ -10,37 +10,34 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/lbstate/lbstate/lb"
-	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 )
 
-// The reflector applies local redirect policies over its store of this
-// node's pods (the one host ports read too): a pod's change updates its
-// HostPort service, the redirects of the policies that select it (before
-// or after the change) and their status rows in the same batch, so in one
-// transaction. Only the policies a change concerns are converted again.
+// The controller applies local redirect policies over this node's pods: a
+// pod's change updates the redirects of the policies that select it
+// (before or after the change) and their status rows in one transaction.
+// Only the policies a change concerns are converted again.
 
 // redirects is what the reflector keeps of local redirect policies.
 type redirects struct {
-	opts  redirectpolicy.Options
-	table statedb.RWTable[*redirectpolicy.Status] // nil: no status rows
+	opts Options
 
-	policies map[sliceKey]*policyState
+	policies map[objKey]*policyState
 	// rulesByLabel and podsByLabel index a namespace's policies by their
 	// IndexLabel ("" for those without matchLabels) and its pods by each
 	// of their labels, so that a new policy or new pod labels are matched
 	// against the candidates only.
-	rulesByLabel map[nsLabel]map[sliceKey]struct{}
+	rulesByLabel map[nsLabel]map[objKey]struct{}
 	podsByLabel  map[nsLabel]map[string]struct{}
-	bySvc        map[lb.ServiceName]map[sliceKey]struct{}  // the serviceMatcher policies of each Service
-	pods         map[string]map[string]*redirectpolicy.Pod // this node's pods, by namespace and name
+	bySvc        map[lb.ServiceName]map[objKey]struct{} // the serviceMatcher policies of each Service
+	pods         map[string]map[string]*Pod             // this node's pods, by namespace and name
 	// selects and selectedBy say which pods each policy's selector
 	// matches (by namespace and labels alone), both ways: a pod change
 	// that keeps its labels concerns only the policies that select it,
 	// and a policy is converted over its own pods only.
-	selects    map[sliceKey]map[string]struct{}   // policy -> names of its namespace's pods
-	selectedBy map[sliceKey]map[sliceKey]struct{} // pod -> policies
-	dirty      map[sliceKey]bool                  // policies to convert again
-	affected   map[lb.ServiceName]bool            // Services whose winning policy to decide again
+	selects    map[objKey]map[string]struct{} // policy -> names of its namespace's pods
+	selectedBy map[objKey]map[objKey]struct{} // pod -> policies
+	dirty      map[objKey]bool                // policies to convert again
+	affected   map[lb.ServiceName]bool        // Services whose winning policy to decide again
 }
 
 // nsLabel is a namespace and a "key=value" label.
@@ -48,37 +45,30 @@ type nsLabel struct{ namespace, label string }
 
 // policyState is one policy.
 type policyState struct {
-	latest   *redirectpolicy.Policy // the latest version (nil once deleted)
-	rule     *redirectpolicy.Rule   // the last valid version, or nil
-	err      error                  // why the latest version was rejected
-	plan     redirectpolicy.Plan    // rule's plan over the pods
+	latest   *Policy // the latest version (nil once deleted)
+	rule     *Rule   // the last valid version, or nil
+	err      error   // why the latest version was rejected
+	plan     Plan    // rule's plan over the pods
 	problems []error
-	lostTo   string               // the older policy that has the same Service
-	applied  *redirectpolicy.Plan // what the Writer has of it
+	lostTo   string // the older policy that has the same Service
+	applied  *Plan  // what the Writer has of it
 }
 
-func newRedirects(opts redirectpolicy.Options) *redirects {
+func newRedirects(opts Options) *redirects {
 	return &redirects{
-		opts: opts, policies: map[sliceKey]*policyState{},
-		rulesByLabel: map[nsLabel]map[sliceKey]struct{}{}, podsByLabel: map[nsLabel]map[string]struct{}{},
-		bySvc: map[lb.ServiceName]map[sliceKey]struct{}{}, pods: map[string]map[string]*redirectpolicy.Pod{},
-		selects: map[sliceKey]map[string]struct{}{}, selectedBy: map[sliceKey]map[sliceKey]struct{}{},
-		dirty: map[sliceKey]bool{}, affected: map[lb.ServiceName]bool{},
+		opts: opts, policies: map[objKey]*policyState{},
+		rulesByLabel: map[nsLabel]map[objKey]struct{}{}, podsByLabel: map[nsLabel]map[string]struct{}{},
+		bySvc: map[lb.ServiceName]map[objKey]struct{}{}, pods: map[string]map[string]*Pod{},
+		selects: map[objKey]map[string]struct{}{}, selectedBy: map[objKey]map[objKey]struct{}{},
+		dirty: map[objKey]bool{}, affected: map[lb.ServiceName]bool{},
 	}
-}
-
-// ReportPolicies makes the reflector keep a row per local redirect policy
-// in table (redirectpolicy.NewTable), written in the transaction that
-// applies the policy. Call it before Run.
-func (r *Reflector) ReportPolicies(table statedb.RWTable[*redirectpolicy.Status]) {
-	r.lrp.table = table
 }
 
 // preparePolicy records a policy change. An invalid update is reported
 // and leaves the policy's last valid version in force.
-func (r *Reflector) preparePolicy(p *redirectpolicy.Policy, deleted bool) {
-	l := r.lrp
-	key := sliceKey{p.Namespace, p.Name}
+func (c *Controller) preparePolicy(p *Policy, deleted bool) {
+	l := c.l
+	key := objKey{p.Namespace, p.Name}
 	ps := l.policies[key]
 	if ps == nil {
 		if deleted {
@@ -94,9 +84,9 @@ func (r *Reflector) preparePolicy(p *redirectpolicy.Policy, deleted bool) {
 		return
 	}
 	ps.latest = p
-	rule, err := redirectpolicy.Compile(p, l.opts)
+	rule, err := Compile(p, l.opts)
 	if ps.err = err; err != nil {
-		r.fail(err)
+		c.fail(err)
 		return
 	}
 	ps.setRule(l, key, rule)
@@ -104,7 +94,7 @@ func (r *Reflector) preparePolicy(p *redirectpolicy.Policy, deleted bool) {
 
 // setRule puts a new valid version in force, moving the policy between
 // the Services it redirects.
-func (ps *policyState) setRule(l *redirects, key sliceKey, rule *redirectpolicy.Rule) {
+func (ps *policyState) setRule(l *redirects, key objKey, rule *Rule) {
 	if old := ps.rule; old != nil {
 		if !old.Service().IsZero() {
 			l.affected[old.Service()] = true
@@ -121,7 +111,7 @@ func (ps *policyState) setRule(l *redirects, key sliceKey, rule *redirectpolicy.
 		addTo(l.rulesByLabel, nsLabel{key.namespace, rule.IndexLabel()}, key)
 	}
 	for name := range l.selects[key] {
-		delete(l.selectedBy[sliceKey{key.namespace, name}], key)
+		delete(l.selectedBy[objKey{key.namespace, name}], key)
 	}
 	delete(l.selects, key)
 	if rule == nil {
@@ -129,7 +119,7 @@ func (ps *policyState) setRule(l *redirects, key sliceKey, rule *redirectpolicy.
 	}
 	check := func(name string) {
 		if rule.Selects(l.pods[key.namespace][name]) {
-			l.markSelected(key, sliceKey{key.namespace, name})
+			l.markSelected(key, objKey{key.namespace, name})
 		}
 	}
 	if label := rule.IndexLabel(); label != "" {
@@ -144,7 +134,7 @@ func (ps *policyState) setRule(l *redirects, key sliceKey, rule *redirectpolicy.
 }
 
 // markSelected records that a policy's selector matches a pod.
-func (l *redirects) markSelected(policy, pod sliceKey) {
+func (l *redirects) markSelected(policy, pod objKey) {
 	if l.selects[policy] == nil {
 		l.selects[policy] = map[string]struct{}{}
 	}
@@ -154,11 +144,11 @@ func (l *redirects) markSelected(policy, pod sliceKey) {
 
 // preparePodRedirects records a pod change for redirects: the policies
 // that select it, before or after, are converted again.
-func (r *Reflector) preparePodRedirects(pod *corev1.Pod, deleted bool) {
-	l := r.lrp
-	var next *redirectpolicy.Pod
-	if !deleted && pod.Spec.NodeName == r.cfg.K8sNodeName { // a manifests directory holds every node's
-		p := redirectpolicy.PodOf(pod)
+func (c *Controller) preparePodRedirects(pod *corev1.Pod, deleted bool) {
+	l := c.l
+	var next *Pod
+	if !deleted && pod.Spec.NodeName == c.node { // a manifests directory holds every node's
+		p := PodOf(pod)
 		next = &p
 	}
 	prev := l.pods[pod.Namespace][pod.Name]
@@ -171,11 +161,11 @@ func (r *Reflector) preparePodRedirects(pod *corev1.Pod, deleted bool) {
 		delete(l.pods[pod.Namespace], pod.Name)
 	default:
 		if l.pods[pod.Namespace] == nil {
-			l.pods[pod.Namespace] = map[string]*redirectpolicy.Pod{}
+			l.pods[pod.Namespace] = map[string]*Pod{}
 		}
 		l.pods[pod.Namespace][pod.Name] = next
 	}
-	podKey := sliceKey{pod.Namespace, pod.Name}
+	podKey := objKey{pod.Namespace, pod.Name}
 	for key := range l.selectedBy[podKey] { // the policies that selected it
 		l.dirty[key] = true
 	}
@@ -194,7 +184,7 @@ func (r *Reflector) preparePodRedirects(pod *corev1.Pod, deleted bool) {
 	if next == nil {
 		return
 	}
-	check := func(key sliceKey) {
+	check := func(key objKey) {
 		if rule := l.policies[key].rule; rule != nil && rule.Selects(next) {
 			l.markSelected(key, podKey)
 			l.dirty[key] = true
@@ -216,8 +206,8 @@ func (r *Reflector) preparePodRedirects(pod *corev1.Pod, deleted bool) {
 }
 
 // podsOf returns the pods a policy selects, in name order.
-func (l *redirects) podsOf(key sliceKey) []redirectpolicy.Pod {
-	pods := make([]redirectpolicy.Pod, 0, len(l.selects[key]))
+func (l *redirects) podsOf(key objKey) []Pod {
+	pods := make([]Pod, 0, len(l.selects[key]))
 	for _, name := range slices.Sorted(maps.Keys(l.selects[key])) {
 		pods = append(pods, *l.pods[key.namespace][name])
 	}
@@ -228,8 +218,8 @@ func (l *redirects) podsOf(key sliceKey) []redirectpolicy.Pod {
 // policies that changed (or whose pods did) up to date: first every
 // redirect that goes, then every one that is set, so that a policy
 // taking a Service over from another in the same batch keeps it.
-func (r *Reflector) prepareRedirects(call func(func(statedb.WriteTxn))) {
-	l := r.lrp
+func (c *Controller) prepareRedirects(call func(func(statedb.WriteTxn))) {
+	l := c.l
 	if len(l.dirty) == 0 && len(l.affected) == 0 {
 		return
 	}
@@ -237,7 +227,7 @@ func (r *Reflector) prepareRedirects(call func(func(statedb.WriteTxn))) {
 	for key := range l.dirty {
 		ps := l.policies[key]
 		if ps.rule == nil {
-			ps.plan, ps.problems = redirectpolicy.Plan{}, nil
+			ps.plan, ps.problems = Plan{}, nil
 			continue
 		}
 		plan, problems := ps.rule.Convert(l.podsOf(key))
@@ -251,7 +241,7 @@ func (r *Reflector) prepareRedirects(call func(func(statedb.WriteTxn))) {
 			}
 			for _, p := range problems {
 				if !seen[p.Error()] {
-					r.fail(p)
+					c.fail(p)
 				}
 			}
 		}
@@ -261,7 +251,7 @@ func (r *Reflector) prepareRedirects(call func(func(statedb.WriteTxn))) {
 	// has it; the others wait, reported, and take over when it goes.
 	for _, svc := range slices.SortedFunc(maps.Keys(l.affected), lb.ServiceName.Compare) {
 		var winner *policyState
-		var winnerKey sliceKey
+		var winnerKey objKey
 		for key := range l.bySvc[svc] {
 			if ps := l.policies[key]; winner == nil || older(ps, key, winner, winnerKey) {
 				winner, winnerKey = ps, key
@@ -274,7 +264,7 @@ func (r *Reflector) prepareRedirects(call func(func(statedb.WriteTxn))) {
 			}
 			if ps := l.policies[key]; ps.lostTo != lostTo {
 				if ps.lostTo = lostTo; lostTo != "" {
-					r.fail(fmt.Errorf("policy %s/%s: spec.redirectFrontend.serviceMatcher: service %s is redirected by policy %s, which is older",
+					c.fail(fmt.Errorf("policy %s/%s: spec.redirectFrontend.serviceMatcher: service %s is redirected by policy %s, which is older",
 						key.namespace, key.name, svc, lostTo))
 				}
 				changed[key] = true
@@ -294,11 +284,11 @@ func (r *Reflector) prepareRedirects(call func(func(statedb.WriteTxn))) {
 		}
 		call(func(txn statedb.WriteTxn) {
 			if !old.Service.IsZero() {
-				r.check(r.w.ClearRedirect(txn, old.Service, r.as), old.Service.String())
+				c.check(c.w.ClearRedirect(txn, old.Service, c.as), old.Service.String())
 			}
 			if next == nil {
-				r.check(r.w.DeleteService(txn, old.Target, r.as), old.Target.String())
-				r.check(r.w.SetBackends(txn, old.Target, r.as), old.Target.String())
+				c.check(c.w.DeleteService(txn, old.Target, c.as), old.Target.String())
+				c.check(c.w.SetBackends(txn, old.Target, c.as), old.Target.String())
 			}
 		})
 	}
@@ -306,21 +296,21 @@ func (r *Reflector) prepareRedirects(call func(func(statedb.WriteTxn))) {
 		ps := l.policies[key]
 		ps.applied = ps.inForce()
 		if plan := ps.applied; plan != nil {
-			call(func(txn statedb.WriteTxn) { r.applyPlan(txn, *plan) })
+			call(func(txn statedb.WriteTxn) { c.applyPlan(txn, *plan) })
 		}
-		if l.table != nil {
-			var row *redirectpolicy.Status
+		if c.table != nil {
+			var row *Status
 			if ps.latest != nil {
-				row = redirectpolicy.StatusOf(r.as, ps.latest, ps.rule, ps.plan, ps.problems, ps.lostTo, ps.err)
+				row = StatusOf(c.as, ps.latest, ps.rule, ps.plan, ps.problems, ps.lostTo, ps.err)
 			}
 			name := key.namespace + "/" + key.name
 			call(func(txn statedb.WriteTxn) {
 				if row != nil {
-					_, _, err := l.table.Insert(txn, row)
-					r.check(err, "policy "+name)
+					_, _, err := c.table.Insert(txn, row)
+					c.check(err, "policy "+name)
 				} else {
-					_, _, err := l.table.Delete(txn, &redirectpolicy.Status{Source: r.as, Name: name})
-					r.check(err, "policy "+name)
+					_, _, err := c.table.Delete(txn, &Status{Source: c.as, Name: name})
+					c.check(err, "policy "+name)
 				}
 			})
 		}
@@ -328,14 +318,14 @@ func (r *Reflector) prepareRedirects(call func(func(statedb.WriteTxn))) {
 			delete(l.policies, key)
 		}
 	}
-	l.dirty, l.affected = map[sliceKey]bool{}, map[lb.ServiceName]bool{}
-	r.src.SetObjects("localredirectpolicies", len(l.policies))
+	l.dirty, l.affected = map[objKey]bool{}, map[lb.ServiceName]bool{}
+	c.src.SetObjects("localredirectpolicies", len(l.policies))
 }
 
 // inForce is the plan the Writer should have: none for a policy deleted,
 // never valid, waiting for an older one on its Service, or without a pod
 // that takes new flows.
-func (ps *policyState) inForce() *redirectpolicy.Plan {
+func (ps *policyState) inForce() *Plan {
 	if ps.latest == nil || ps.rule == nil || ps.lostTo != "" || !ps.plan.Serving {
 		return nil
 	}
@@ -346,16 +336,16 @@ func (ps *policyState) inForce() *redirectpolicy.Plan {
 // applyPlan declares one policy's target service and backends, and its
 // redirect. Writing what did not change costs nothing: the Writer keeps
 // rows that are equal.
-func (r *Reflector) applyPlan(txn statedb.WriteTxn, plan redirectpolicy.Plan) {
+func (c *Controller) applyPlan(txn statedb.WriteTxn, plan Plan) {
 	if len(plan.Frontends) > 0 {
-		r.check(r.w.UpsertService(txn, lb.ServiceParams{
-			Name: plan.Target, Source: r.as, Frontends: plan.Frontends, Created: plan.Created,
+		c.check(c.w.UpsertService(txn, lb.ServiceParams{
+			Name: plan.Target, Source: c.as, Frontends: plan.Frontends, Created: plan.Created,
 		}), plan.Target.String())
 	}
-	r.check(r.w.SetBackends(txn, plan.Target, r.as, plan.Backends...), plan.Target.String())
+	c.check(c.w.SetBackends(txn, plan.Target, c.as, plan.Backends...), plan.Target.String())
 	if !plan.Service.IsZero() {
-		r.check(r.w.SetRedirect(txn, plan.Service, lb.Redirect{
-			Source: r.as, To: plan.Target, ClusterIPOnly: true, Ports: plan.Ports, SkipFromBackend: plan.SkipFromBackend,
+		c.check(c.w.SetRedirect(txn, plan.Service, lb.Redirect{
+			Source: c.as, To: plan.Target, ClusterIPOnly: true, Ports: plan.Ports, SkipFromBackend: plan.SkipFromBackend,
 		}), plan.Service.String())
 	}
 }
@@ -363,38 +353,38 @@ func (r *Reflector) applyPlan(txn statedb.WriteTxn, plan redirectpolicy.Plan) {
 // sweepPolicyRows removes the status rows of this source's policies that
 // the reflector does not hold (a run that started over has not seen them
 // deleted).
-func (r *Reflector) sweepPolicyRows(txn statedb.WriteTxn) {
-	if r.lrp.table == nil {
+func (c *Controller) sweepPolicyRows(txn statedb.WriteTxn) {
+	if c.table == nil {
 		return
 	}
-	for row := range r.lrp.table.All(txn) {
-		if row.Source != r.as {
+	for row := range c.table.All(txn) {
+		if row.Source != c.as {
 			continue
 		}
 		ns, name, _ := cut(row.Name)
-		if _, ok := r.lrp.policies[sliceKey{ns, name}]; !ok {
-			_, _, err := r.lrp.table.Delete(txn, row)
-			r.check(err, "policy "+row.Name)
+		if _, ok := c.l.policies[objKey{ns, name}]; !ok {
+			_, _, err := c.table.Delete(txn, row)
+			c.check(err, "policy "+row.Name)
 		}
 	}
 }
 
 // older reports whether a's policy was created before b's, the policies'
 // names deciding a tie.
-func older(a *policyState, ak sliceKey, b *policyState, bk sliceKey) bool {
+func older(a *policyState, ak objKey, b *policyState, bk objKey) bool {
 	if c := a.latest.CreationTimestamp.Time.Compare(b.latest.CreationTimestamp.Time); c != 0 {
 		return c < 0
 	}
 	return compareKeys(ak, bk) < 0
 }
 
-func compareKeys(a, b sliceKey) int {
+func compareKeys(a, b objKey) int {
 	return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.name, b.name))
 }
 
-func addTo[K comparable](m map[K]map[sliceKey]struct{}, k K, key sliceKey) {
+func addTo[K comparable](m map[K]map[objKey]struct{}, k K, key objKey) {
 	if m[k] == nil {
-		m[k] = map[sliceKey]struct{}{}
+		m[k] = map[objKey]struct{}{}
 	}
 	m[k][key] = struct{}{}
 }
@@ -407,15 +397,4 @@ func cut(s string) (ns, name string, ok bool) {
 		}
 	}
 	return "", s, false
-}
-
-// podReadiness keeps the Ready condition of a pod, all that redirects
-// read of its conditions.
-func podReadiness(conds []corev1.PodCondition) []corev1.PodCondition {
-	for _, c := range conds {
-		if c.Type == corev1.PodReady {
-			return []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
-		}
-	}
-	return nil
 }

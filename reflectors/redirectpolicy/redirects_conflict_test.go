@@ -1,4 +1,4 @@
-package k8s
+package redirectpolicy
 
 import (
 	"slices"
@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/lbstate/lbstate/lb"
-	"github.com/lbstate/lbstate/reflectors/redirectpolicy"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -20,16 +19,16 @@ func TestNewerPolicyOnAServiceReportedOnceAndTakesOver(t *testing.T) {
 	r, w, db, rows := newPolicyReflector(t)
 	svc, slice := kubeDNS()
 	older, newer := dnsPolicy("older", time.Unix(1, 0)), dnsPolicy("newer", time.Unix(2, 0))
-	r.apply([]event{{obj: svc}, {obj: slice}, {obj: dnsPodObject("a", "10.0.1.1", true, 0)}, {obj: newer}})
+	r.apply([]event{{Obj: svc}, {Obj: slice}, {Obj: dnsPodObject("a", "10.0.1.1", true, 0)}, {Obj: newer}})
 	if n := r.src.Errors(); n != 0 {
 		t.Fatalf("%d errors before the conflict", n)
 	}
-	r.apply([]event{{obj: older}})
+	r.apply([]event{{Obj: older}})
 	if n := r.src.Errors(); n != 1 {
 		t.Errorf("%d errors once the newer policy waits, want 1", n)
 	}
 	for _, ready := range []bool{false, true, false, true} {
-		r.apply([]event{{obj: dnsPodObject("a", "10.0.1.1", ready, 0)}})
+		r.apply([]event{{Obj: dnsPodObject("a", "10.0.1.1", ready, 0)}})
 	}
 	if n := r.src.Errors(); n != 1 {
 		t.Errorf("%d errors after pod changes, want still 1", n)
@@ -38,16 +37,16 @@ func TestNewerPolicyOnAServiceReportedOnceAndTakesOver(t *testing.T) {
 		fe, _, _ := w.Frontends().Get(db.ReadTxn(), tables.FrontendByAddress.Query(lb.MustParseL3n4Addr("10.96.0.10:53/UDP")))
 		return fe.RedirectedTo()
 	}
-	row, _, _ := rows.Get(db.ReadTxn(), redirectpolicy.StatusByName.Query("k8s:kube-system/newer"))
-	if got := redirectedTo(); got != redirectpolicy.TargetName("kube-system", "older") || row.LostTo != "kube-system/older" {
+	row, _, _ := rows.Get(db.ReadTxn(), StatusByName.Query("k8s:kube-system/newer"))
+	if got := redirectedTo(); got != TargetName("kube-system", "older") || row.LostTo != "kube-system/older" {
 		t.Errorf("redirected to %s, newer's row lost to %q: want the older's", got, row.LostTo)
 	}
-	r.apply([]event{{obj: older, deleted: true}})
-	row, _, _ = rows.Get(db.ReadTxn(), redirectpolicy.StatusByName.Query("k8s:kube-system/newer"))
-	if got := redirectedTo(); got != redirectpolicy.TargetName("kube-system", "newer") || row.LostTo != "" {
+	r.apply([]event{{Obj: older, Deleted: true}})
+	row, _, _ = rows.Get(db.ReadTxn(), StatusByName.Query("k8s:kube-system/newer"))
+	if got := redirectedTo(); got != TargetName("kube-system", "newer") || row.LostTo != "" {
 		t.Errorf("after the older went: redirected to %s, newer's row lost to %q", got, row.LostTo)
 	}
-	if _, _, found := rows.Get(db.ReadTxn(), redirectpolicy.StatusByName.Query("k8s:kube-system/older")); found {
+	if _, _, found := rows.Get(db.ReadTxn(), StatusByName.Query("k8s:kube-system/older")); found {
 		t.Error("the deleted policy's row is still there")
 	}
 }
@@ -57,10 +56,10 @@ func TestNewerPolicyOnAServiceReportedOnceAndTakesOver(t *testing.T) {
 // matchExpressions alone.
 func TestPodRelabelMovesItBetweenPolicies(t *testing.T) {
 	r, _, db, rows := newPolicyReflector(t)
-	byLabels := func(name, app string) *redirectpolicy.Policy {
+	byLabels := func(name, app string) *Policy {
 		p := dnsPolicy(name, time.Unix(1, 0))
-		p.Spec.RedirectFrontend = redirectpolicy.Frontend{AddressMatcher: &redirectpolicy.AddressMatcher{
-			IP: "169.254.0." + app[len(app)-1:], ToPorts: []redirectpolicy.PortInfo{{Port: "53", Protocol: "UDP"}}}}
+		p.Spec.RedirectFrontend = Frontend{AddressMatcher: &AddressMatcher{
+			IP: "169.254.0." + app[len(app)-1:], ToPorts: []PortInfo{{Port: "53", Protocol: "UDP"}}}}
 		p.Spec.RedirectBackend.LocalEndpointSelector = metav1.LabelSelector{MatchLabels: map[string]string{"app": app, "tier": "dns"}}
 		return p
 	}
@@ -73,14 +72,14 @@ func TestPodRelabelMovesItBetweenPolicies(t *testing.T) {
 		return p
 	}
 	pods := func(name string) int {
-		row, _, _ := rows.Get(db.ReadTxn(), redirectpolicy.StatusByName.Query("k8s:kube-system/"+name))
+		row, _, _ := rows.Get(db.ReadTxn(), StatusByName.Query("k8s:kube-system/"+name))
 		return len(row.Pods)
 	}
-	r.apply([]event{{obj: pod("app-1")}, {obj: byLabels("one", "app-1")}, {obj: byLabels("two", "app-2")}, {obj: byExpr}})
+	r.apply([]event{{Obj: pod("app-1")}, {Obj: byLabels("one", "app-1")}, {Obj: byLabels("two", "app-2")}, {Obj: byExpr}})
 	if pods("one") != 1 || pods("two") != 0 || pods("expr") != 0 {
 		t.Errorf("app-1: policies one, two, expr select %d, %d, %d pods, want 1, 0, 0", pods("one"), pods("two"), pods("expr"))
 	}
-	r.apply([]event{{obj: pod("app-2")}})
+	r.apply([]event{{Obj: pod("app-2")}})
 	if pods("one") != 0 || pods("two") != 1 || pods("expr") != 1 {
 		t.Errorf("app-2: policies one, two, expr select %d, %d, %d pods, want 0, 1, 1", pods("one"), pods("two"), pods("expr"))
 	}
@@ -92,7 +91,7 @@ func TestPodRelabelMovesItBetweenPolicies(t *testing.T) {
 func TestSyncRemovesStalePolicyRows(t *testing.T) {
 	r, _, db, rows := newPolicyReflector(t)
 	txn := db.WriteTxn(rows)
-	for _, row := range []*redirectpolicy.Status{
+	for _, row := range []*Status{
 		{Source: lb.SourceK8s, Name: "kube-system/gone"},
 		{Source: lb.SourceFile, Name: "kube-system/gone"},
 	} {
@@ -101,7 +100,7 @@ func TestSyncRemovesStalePolicyRows(t *testing.T) {
 		}
 	}
 	txn.Commit()
-	r.apply([]event{{obj: dnsPolicy("kept", time.Unix(1, 0))}, {synced: true}})
+	r.apply([]event{{Obj: dnsPolicy("kept", time.Unix(1, 0))}, {Synced: true}})
 	var got []string
 	for row := range rows.All(db.ReadTxn()) {
 		got = append(got, row.Source.String()+":"+row.Name)

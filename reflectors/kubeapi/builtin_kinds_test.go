@@ -1,7 +1,8 @@
-package k8s
+package kubeapi
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -12,16 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
-
-	"github.com/lbstate/lbstate/reflectors/kubeapi"
 )
 
-// The typed informers keep what client-go's factories gave them: the
+// The API feed's built-in kinds are served as client-go's factories
+// served them to the k8s reflector: the
 // local Node and its Pods are listed and watched with field selectors
 // (the rest unfiltered), and objects are stored without what lbstate
 // never reads (managed fields, the last-applied annotation).
-func TestTypedInformersSelectThisNodeAndDropUnused(t *testing.T) {
+func TestBuiltinKindsSelectThisNodeAndDropUnused(t *testing.T) {
 	client := fake.NewClientset(&corev1.Service{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "ns", Name: "web",
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
@@ -54,26 +53,13 @@ func TestTypedInformersSelectThisNodeAndDropUnused(t *testing.T) {
 		record(a)
 		return false, nil, nil
 	})
-	w, _, cfg := newTestTables(t, "n1")
-	r := newTestReflector(t, cfg, w)
-	factories, infs := r.typedInformers(kubeapi.NewConnection(r.src), client)
+	f := NewAPIFeed(Clients{Client: client}, slog.New(slog.DiscardHandler))
+	defer f.Stop()
 	ctx, cancel := context.WithCancel(context.Background())
-	for _, f := range factories {
-		f.Start(ctx.Done())
-	}
-	defer func() {
-		cancel()
-		for _, f := range factories {
-			f.Shutdown()
-		}
-	}()
-	synced := make([]cache.InformerSynced, len(infs))
-	for i, inf := range infs {
-		synced[i] = inf.HasSynced
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		t.Fatal("informers not synced")
-	}
+	defer cancel()
+	ev := &recorded{}
+	go f.Subscribe(ctx, Subscription{Kinds: []FeedKind{Services(), EndpointSlices(), LocalNode("n1"), LocalPods("n1")}, Events: ev}) //nolint:errcheck
+	eventually(t, "synced", ev.isSynced)
 	eventually(t, "every informer watching", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -90,12 +76,61 @@ func TestTypedInformersSelectThisNodeAndDropUnused(t *testing.T) {
 		}
 	}
 	mu.Unlock()
-	obj, ok, _ := infs[0].GetStore().GetByKey("ns/web")
-	if !ok {
-		t.Fatal("service not stored")
-	}
-	svc := obj.(*corev1.Service)
+	svc := ev.first().(*corev1.Service)
 	if svc.ManagedFields != nil || svc.Annotations[corev1.LastAppliedConfigAnnotation] != "" || svc.Annotations["keep"] != "me" {
 		t.Fatalf("stored service keeps what lbstate never reads, or lost what it does: %+v", svc.ObjectMeta)
 	}
+}
+
+// The metadata informer stores a Node's name, labels and resource
+// version, nothing else.
+func TestNodeMetadataKeepsOnlyLabels(t *testing.T) {
+	in := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Name: "node-2", Labels: map[string]string{"zone": "a"}, ResourceVersion: "7",
+		Annotations:   map[string]string{"node.alpha.kubernetes.io/ttl": "0"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
+		UID:           "0f2c", Finalizers: []string{"x"},
+	}}
+	out, err := labelsOnly(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := metav1.ObjectMeta{Name: "node-2", Labels: map[string]string{"zone": "a"}, ResourceVersion: "7"}
+	if got := out.(*metav1.PartialObjectMetadata).ObjectMeta; got.Name != want.Name || got.ResourceVersion != want.ResourceVersion ||
+		got.Labels["zone"] != "a" || len(got.Labels) != 1 || got.Annotations != nil || got.ManagedFields != nil || got.UID != "" || got.Finalizers != nil {
+		t.Fatalf("labelsOnly kept %+v", got)
+	}
+}
+
+// recorded keeps what a subscription handed over.
+type recorded struct {
+	mu     sync.Mutex
+	objs   []any
+	synced bool
+}
+
+func (r *recorded) Push(obj any, deleted bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !deleted {
+		r.objs = append(r.objs, obj)
+	}
+}
+
+func (r *recorded) Synced() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.synced = true
+}
+
+func (r *recorded) isSynced() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.synced
+}
+
+func (r *recorded) first() any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.objs[0]
 }

@@ -1,8 +1,8 @@
-package k8s
+package routes
 
 import (
-	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"reflect"
@@ -16,31 +16,37 @@ import (
 	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"github.com/lbstate/lbstate/lb"
-	"github.com/lbstate/lbstate/reflectors/routes"
+	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/tables"
 )
 
-// The reflector plans only the parents whose objects changed (and the
+// The controller plans only the parents whose objects changed (and the
 // objects those parents share), yet after each of 200 random batches of
 // route changes, deletions and grant changes, over routes with one or two
 // parents, ports and competing creation times, the routes on every
 // parent and every status row are those of the whole plan.
 func TestIncrementalRoutePlanMatchesTheWholePlan(t *testing.T) {
-	w, db, cfg := newTestTables(t, "n1")
-	status, err := routes.NewStatusTable(db)
+	db := statedb.New()
+	w, err := tables.New(db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newTestReflector(t, cfg, w)
-	r.PublishRouteStatus(status)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go r.Run(ctx, func(context.Context) error { return nil })
+	status, err := NewStatusTable(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := reflectors.NewSourceAs(w, "k8s-routes", lb.SourceK8s, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewController(src, lb.SourceK8s, status)
+	var batch []reflectors.Event
+	push := func(obj any, deleted bool) { batch = append(batch, reflectors.Event{Obj: obj, Deleted: deleted}) }
 
 	rng := rand.New(rand.NewPCG(7, 7))
 	parents := []string{"p0", "p1", "p2", "p3"}
-	objs := map[routes.Key]*routes.Object{}
-	var grant *routes.ReferenceGrant
+	objs := map[Key]*Object{}
+	var grant *ReferenceGrant
 	grantObj := &gwv1beta1.ReferenceGrant{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "g"},
 		Spec: gwv1beta1.ReferenceGrantSpec{
@@ -76,33 +82,36 @@ func TestIncrementalRoutePlanMatchesTheWholePlan(t *testing.T) {
 			switch op := rng.IntN(10); {
 			case op < 6:
 				rt := randomRoute(fmt.Sprintf("r%d", rng.IntN(8)))
-				o, err := routes.Read(rt)
+				o, err := Read(rt)
 				if err != nil {
 					t.Fatal(err)
 				}
 				objs[o.Key] = o
-				r.Push(rt, false)
+				push(rt, false)
 			case op < 9:
 				name := fmt.Sprintf("r%d", rng.IntN(8))
-				delete(objs, routes.Key{Kind: "TCPRoute", Namespace: "default", Name: name})
-				r.Push(&gwv1.TCPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}, true)
+				delete(objs, Key{Kind: "TCPRoute", Namespace: "default", Name: name})
+				push(&gwv1.TCPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}, true)
 			case grant == nil:
-				if grant, err = routes.ReadGrant(grantObj); err != nil {
+				if grant, err = ReadGrant(grantObj); err != nil {
 					t.Fatal(err)
 				}
-				r.Push(grantObj, false)
+				push(grantObj, false)
 			default:
 				grant = nil
-				r.Push(grantObj, true)
+				push(grantObj, true)
 			}
 		}
-		waitApplied(t, r, w, db, step)
+		if err := c.apply(batch); err != nil {
+			t.Fatal(err)
+		}
+		batch = nil
 
-		var grants []*routes.ReferenceGrant
+		var grants []*ReferenceGrant
 		if grant != nil {
 			grants = append(grants, grant)
 		}
-		want := routes.MakePlan(slices.Collect(maps.Values(objs)), grants, lb.SourceK8s)
+		want := MakePlan(slices.Collect(maps.Values(objs)), grants, lb.SourceK8s)
 		txn := db.ReadTxn()
 		for _, p := range parents {
 			name := lb.NewServiceName("default", p)
@@ -121,7 +130,7 @@ func TestIncrementalRoutePlanMatchesTheWholePlan(t *testing.T) {
 			t.Fatalf("step %d: %d status rows, want %d", step, len(rows), len(want.Status))
 		}
 		for _, st := range want.Status {
-			row, _, ok := status.Get(txn, routes.StatusByKey.Query(lb.SourceK8s.String()+"/"+st.Kind+"/"+st.Namespace+"/"+st.Name))
+			row, _, ok := status.Get(txn, StatusByKey.Query(lb.SourceK8s.String()+"/"+st.Kind+"/"+st.Namespace+"/"+st.Name))
 			if !ok || !slices.Equal(row.Parents, st.Parents) || !slices.Equal(row.Shares, st.Shares) || !slices.Equal(row.Problems, st.Problems) ||
 				!reflect.DeepEqual(row.ParentRefs, st.ParentRefs) || !slices.Equal(row.BackendRefs, st.BackendRefs) {
 				t.Fatalf("step %d: status of %s\n%+v\nwant (the whole plan)\n%+v", step, st.Key, row, st)
