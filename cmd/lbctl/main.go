@@ -47,6 +47,7 @@ func init() {
 		"routes":    {"List a running agent's traffic splits: parents, shares, what is not applied", routesCmd},
 		"maps":      {"Dump an agent's maps, pinned or over its API", mapsCmd},
 		"explain":   {"Walk the maps for a flow to a frontend and say which backends it reaches", explain},
+		"dump":      {"Write one archive of a running agent's tables, maps, flags and metrics, to read offline with --dump", dumpCmd},
 		"top":       {"Show the busiest frontends and backends from the datapath's counters, refreshing", topCmd},
 	}
 }
