@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lbstate/lbstate/api"
@@ -99,30 +101,37 @@ func writeDump(c *agentClient, path string, stderr io.Writer) (int64, error) {
 	m := &dumpManifest{Format: dumpFormat, Version: dumpVersion, Created: time.Now().UTC(), API: c.base.String(),
 		MonotonicSeconds: bpf.MonotonicSeconds(), Missing: map[string]string{historyDir: noHistory}}
 
+	// The parts are read at once: most of the time is the agent's,
+	// encoding its answers, and an agent has more than one core.
+	var (
+		wg    sync.WaitGroup
+		names []string
+	)
+	errs := make([]error, 4)
+	for i, part := range []func() error{
+		func() error { return spoolGet(c, "agent", filepath.Join(spool, agentEntry)) },
+		func() error { return spoolMaps(c, spool) },
+		func() (err error) { names, err = spoolTables(c, spool); return err },
+		func() error { return spoolGet(c, "metrics", filepath.Join(spool, metricsEntry)) },
+	} {
+		wg.Go(func() { errs[i] = part() })
+	}
+	wg.Wait()
+	m.Tables = names
 	// What is optional in an agent (an embedder may not mount it) is
 	// said missing; what is not fails the dump.
-	optional := func(entry string, err error) error {
-		if isStatus(err, http.StatusNotFound) {
+	for i, entry := range []string{agentEntry, mapsEntry, "", metricsEntry} {
+		switch err := errs[i]; {
+		case err == nil:
+		case entry != "" && isStatus(err, http.StatusNotFound):
 			m.Missing[entry] = "the agent does not serve it: " + err.Error()
 			fmt.Fprintf(stderr, "lbctl dump: no %s: %v\n", entry, err)
-			return nil
+		default:
+			return 0, err
 		}
-		return err
-	}
-	if err := optional(agentEntry, spoolGet(c, "agent", filepath.Join(spool, agentEntry))); err != nil {
-		return 0, err
-	}
-	if err := optional(mapsEntry, spoolMaps(c, spool)); err != nil {
-		return 0, err
 	}
 	if _, gone := m.Missing[mapsEntry]; gone {
 		m.Missing[maglevEntry] = m.Missing[mapsEntry]
-	}
-	if m.Tables, err = spoolTables(c, spool); err != nil {
-		return 0, err
-	}
-	if err := optional(metricsEntry, spoolGet(c, "metrics", filepath.Join(spool, metricsEntry))); err != nil {
-		return 0, err
 	}
 	if len(m.Missing) == 0 {
 		m.Missing = nil
@@ -154,10 +163,7 @@ func spoolGet(c *agentClient, path, file string) error {
 
 // writeFile writes what r reads to a new file.
 func writeFile(file string, r io.Reader) error {
-	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(file, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	f, err := createFile(file)
 	if err != nil {
 		return err
 	}
@@ -191,12 +197,12 @@ func spoolMaps(c *agentClient, spool string) error {
 // spoolMaglev writes every Maglev table to file, and says whether they
 // are those the dump in dumpFile counts.
 func spoolMaglev(c *agentClient, dumpFile, file string) (bool, error) {
-	var d bpf.Dump
-	if err := readJSONFile(dumpFile, &d); err != nil {
+	entries, err := maglevEntries(dumpFile)
+	if err != nil {
 		return false, fmt.Errorf("the agent's maps: %w", err)
 	}
-	want := make(map[uint32]bpf.MaglevEntry, len(d.Maglev))
-	for _, e := range d.Maglev {
+	want := make(map[uint32]bpf.MaglevEntry, len(entries))
+	for _, e := range entries {
 		want[e.RevNatID] = e
 	}
 	a, err := c.get(strings.TrimPrefix(api.MaglevTablesPath, "/"), nil, nil)
@@ -204,10 +210,7 @@ func spoolMaglev(c *agentClient, dumpFile, file string) (bool, error) {
 		return false, err
 	}
 	defer a.Close()
-	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		return false, err
-	}
-	f, err := os.OpenFile(file, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	f, err := createFile(file)
 	if err != nil {
 		return false, err
 	}
@@ -242,72 +245,151 @@ func spoolMaglev(c *agentClient, dumpFile, file string) (bool, error) {
 // spoolTables writes each table of the agent's /statedb/dump (one read
 // transaction: the tables agree with each other) to tables/NAME.json, a
 // JSON array of its objects as the API served them, and returns the
-// tables' names.
+// tables' names. It splits the answer by lines, in the layout of
+// StateDB's WriteJSON (one object a line): decoding a million objects
+// only to copy them took longer than the rest of the dump.
 func spoolTables(c *agentClient, spool string) ([]string, error) {
 	a, err := c.get("statedb/dump", nil, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer a.Close()
-	dec := json.NewDecoder(bufio.NewReaderSize(a, 1<<20))
-	bad := func(err error) error { return fmt.Errorf("reading the agent's tables: %w", err) }
-	if err := expectDelim(dec, '{'); err != nil {
-		return nil, bad(err)
-	}
-	var names []string
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, bad(err)
+	r := bufio.NewReaderSize(a, 1<<20)
+	var (
+		names []string
+		table *bufio.Writer
+		file  *os.File
+		sep   string
+		line  []byte
+	)
+	defer func() {
+		if file != nil {
+			file.Close()
 		}
-		name, ok := tok.(string)
-		if !ok || name == "" || strings.ContainsAny(name, "/\\") || name == "." || name == ".." {
-			return nil, bad(fmt.Errorf("a table named %v", tok))
+	}()
+	for n := 1; ; n++ {
+		line, err = readLine(r, line[:0])
+		if err == io.EOF && len(line) == 0 {
+			return nil, errors.New("reading the agent's tables: the answer ends early")
 		}
-		if err := spoolTable(dec, filepath.Join(spool, tablesDir, name+".json")); err != nil {
-			return nil, bad(fmt.Errorf("table %s: %w", name, err))
+		if err != nil && err != io.EOF {
+			return nil, fmt.Errorf("reading the agent's tables: %w", err)
 		}
-		names = append(names, name)
+		bad := func(why string) error {
+			return fmt.Errorf("reading the agent's tables: line %d (%.80q): %s, not the layout of StateDB's dump", n, line, why)
+		}
+		switch {
+		case n == 1:
+			if string(line) != "{" && string(line) != "{}" {
+				return nil, bad("want {")
+			}
+			if string(line) == "{}" {
+				return names, nil
+			}
+		case table == nil && string(line) == "}":
+			return names, nil
+		case table == nil:
+			var name string
+			quoted, ok := strings.CutSuffix(strings.TrimSpace(string(line)), ": [")
+			if !ok || json.Unmarshal([]byte(quoted), &name) != nil {
+				return nil, bad(`want "TABLE": [`)
+			}
+			if name == "" || strings.ContainsAny(name, "/\\") || name == "." || name == ".." {
+				return nil, bad("a table named " + quoted)
+			}
+			if file, err = createFile(filepath.Join(spool, tablesDir, name+".json")); err != nil {
+				return nil, err
+			}
+			table, sep = bufio.NewWriterSize(file, 1<<20), "\n"
+			table.WriteString("[")
+			names = append(names, name)
+		case string(line) == "  ]" || string(line) == "  ],":
+			table.WriteString("\n]\n")
+			if err := table.Flush(); err != nil {
+				return nil, err
+			}
+			if err := file.Close(); err != nil {
+				return nil, err
+			}
+			table, file = nil, nil
+		default:
+			obj := bytes.TrimSuffix(bytes.TrimPrefix(line, []byte("    ")), []byte(","))
+			if len(obj) == 0 || obj[0] == ' ' {
+				return nil, bad("want an object")
+			}
+			table.WriteString(sep)
+			table.Write(obj)
+			sep = ",\n"
+		}
+		if err == io.EOF {
+			return nil, errors.New("reading the agent's tables: the answer ends early")
+		}
 	}
-	if err := expectDelim(dec, '}'); err != nil {
-		return nil, bad(err)
-	}
-	return names, nil
 }
 
-// spoolTable copies one table's array of objects from dec to file.
-func spoolTable(dec *json.Decoder, file string) error {
-	if err := expectDelim(dec, '['); err != nil {
-		return err
+// readLine appends the next line of r, without its newline, to buf.
+func readLine(r *bufio.Reader, buf []byte) ([]byte, error) {
+	for {
+		part, err := r.ReadSlice('\n')
+		buf = append(buf, part...)
+		if err != bufio.ErrBufferFull {
+			return bytes.TrimSuffix(buf, []byte("\n")), err
+		}
 	}
+}
+
+// createFile creates file, and its directory.
+func createFile(file string) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		return err
+		return nil, err
 	}
-	f, err := os.OpenFile(file, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	return os.OpenFile(file, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+}
+
+// maglevEntries reads the Maglev entries of the maps' dump in file. It
+// finds their lines in the dump's indented layout (bpf.Dump.WriteJSON)
+// and decodes those only: decoding the whole dump, a million backends,
+// took seconds. A dump in another layout is decoded whole.
+func maglevEntries(file string) ([]bpf.MaglevEntry, error) {
+	f, err := os.Open(file)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer f.Close()
-	w := bufio.NewWriterSize(f, 1<<20)
-	w.WriteString("[")
-	sep := "\n"
-	for dec.More() {
-		var obj json.RawMessage
-		if err := dec.Decode(&obj); err != nil {
-			return err
+	r := bufio.NewReaderSize(f, 1<<20)
+	var (
+		section []byte
+		line    []byte
+		in      bool
+	)
+	for {
+		line, err = readLine(r, line[:0])
+		if err != nil && err != io.EOF {
+			return nil, err
 		}
-		w.WriteString(sep)
-		w.Write(obj)
-		sep = ",\n"
+		switch s := string(line); {
+		case !in && (s == `  "maglev": null,` || s == `  "maglev": [],`):
+			return nil, nil
+		case !in && s == `  "maglev": [`:
+			in, section = true, append(section, '[')
+		case in && (s == "  ]," || s == "  ]"):
+			var entries []bpf.MaglevEntry
+			err := json.Unmarshal(append(section, ']'), &entries)
+			return entries, err
+		case in:
+			section = append(section, line...)
+		}
+		if err == io.EOF {
+			break
+		}
 	}
-	w.WriteString("\n]\n")
-	if err := expectDelim(dec, ']'); err != nil {
-		return err
+	var d struct {
+		Maglev []bpf.MaglevEntry `json:"maglev"`
 	}
-	if err := w.Flush(); err != nil {
-		return err
+	if err := readJSONFile(file, &d); err != nil {
+		return nil, err
 	}
-	return f.Close()
+	return d.Maglev, nil
 }
 
 func expectDelim(dec *json.Decoder, want json.Delim) error {
