@@ -1,0 +1,69 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writeTarGz writes entries (name, content) as a tar.gz at path.
+func writeTarGz(t *testing.T, path string, entries ...string) {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for i := 0; i < len(entries); i += 2 {
+		tw.WriteHeader(&tar.Header{Name: entries[i], Mode: 0o600, Size: int64(len(entries[i+1]))})
+		tw.Write([]byte(entries[i+1]))
+	}
+	tw.Close()
+	zw.Close()
+	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An archive lbctl cannot read, or flags that contradict --dump, are
+// refused with what is wrong and how to fix it.
+func TestDumpReadErrorsSayWhatIsWrong(t *testing.T) {
+	tmp := t.TempDir()
+	plain := filepath.Join(tmp, "plain.txt")
+	os.WriteFile(plain, []byte("not an archive"), 0o600)
+	newer := filepath.Join(tmp, "newer.tar.gz")
+	writeTarGz(t, newer, manifestEntry, `{"format": "lbstate-dump", "version": 99}`)
+	other := filepath.Join(tmp, "other.tar.gz")
+	writeTarGz(t, other, manifestEntry, `{"format": "cilium-bugtool", "version": 1}`)
+	noMaps := filepath.Join(tmp, "nomaps.tar.gz")
+	writeTarGz(t, noMaps, manifestEntry, `{"format": "lbstate-dump", "version": 1, "tables": ["frontends"],
+		"missing": {"maps/dump.json": "the agent does not serve it"}}`, tablesDir+"frontends.json", "[\n]\n")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"frontends", "--dump", plain}, "not a tar.gz of lbctl dump"},
+		{[]string{"frontends", "--dump", newer}, "layout version 99; this lbctl reads versions 1 to 1 (a newer lbctl wrote it)"},
+		{[]string{"maps", "--dump", other}, `format "cilium-bugtool", want "lbstate-dump"`},
+		{[]string{"maps", "--dump", noMaps}, "has no maps/dump.json: the agent does not serve it"},
+		{[]string{"services", "--dump", noMaps}, `no table "services" in the dump (it has frontends)`},
+		{[]string{"frontends", "--dump", noMaps, "--api", "http://127.0.0.1:1"}, "give --api or --dump, not both"},
+		{[]string{"maps", "--dump", noMaps, "--lb-pin-dir", tmp}, "--dump reads an archive: drop --lb-pin-dir and --api"},
+		{[]string{"frontends", "--dump", noMaps, "--watch"}, "a dump does not change: drop --watch"},
+		{[]string{"simulate", "--dump", noMaps, "-f", tmp}, "give -f DIR or --dump FILE, not both"},
+		{[]string{"explain", "10.96.0.1:80/TCP", "--dump", noMaps, "-f", tmp}, "drop --lb-pin-dir, --api and --dump, or drop -f"},
+		{[]string{"dump"}, "-o FILE is required"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(c.args, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("lbctl %s: exit %d, %q; want 1 and %q", strings.Join(c.args, " "), code, stderr.String(), c.want)
+		}
+	}
+	// A listing of a table the dump has, empty, reads as the agent's.
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"frontends", "--dump", noMaps, "-o", "json"}, &stdout, &stderr); code != 0 || stdout.String() != "[]\n" {
+		t.Errorf("frontends of an empty table: %d %q %q", code, stdout.String(), stderr.String())
+	}
+}
