@@ -7,6 +7,11 @@
 //	lbctl explain FRONTEND [--src ADDR:PORT] [--lb-pin-dir DIR | --api URL | -f DIR]
 //	lbctl simulate -f DIR [-o table|json|yaml] [flags]   manifests -> tables -> in-memory maps, offline
 //	lbctl top [--lb-pin-dir DIR] [--interval 2s] [-n 10]   the busiest frontends and backends
+//	lbctl dump -o FILE [--api URL]   one archive of the agent: tables, maps, flags, metrics
+//
+// Every command that reads an agent (the listings, maps, explain, and
+// simulate) reads an archive of lbctl dump instead with --dump FILE,
+// offline, and answers as the agent did (dump.go has the layout).
 //
 // Every command that lists rows takes the same -o: table (the default),
 // json or yaml; "text", maps' name for its table before, is accepted as
