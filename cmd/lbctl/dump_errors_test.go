@@ -4,10 +4,15 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lbstate/lbstate/api"
 )
 
 // writeTarGz writes entries (name, content) as a tar.gz at path.
@@ -65,5 +70,36 @@ func TestDumpReadErrorsSayWhatIsWrong(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"frontends", "--dump", noMaps, "-o", "json"}, &stdout, &stderr); code != 0 || stdout.String() != "[]\n" {
 		t.Errorf("frontends of an empty table: %d %q %q", code, stdout.String(), stderr.String())
+	}
+}
+
+// An agent that mounts the tables and maps only (api.Register, no
+// RegisterAgent) is dumped without its version, flags and metrics; the
+// manifest says why, and the rest reads back as the agent answered.
+func TestDumpOfAnAgentWithoutAgentInfoSaysWhatIsMissing(t *testing.T) {
+	p := explainPipeline(t, "../../examples/demo", "random")
+	mux := http.NewServeMux()
+	api.Register(mux, slog.New(slog.DiscardHandler), p.db, p.maps)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	archive := filepath.Join(t.TempDir(), "dump.tar.gz")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"dump", "--api", srv.URL, "-o", archive}, &stdout, &stderr); code != 0 {
+		t.Fatalf("dump: %d %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "lbctl dump: no agent.json") || !strings.Contains(stderr.String(), "lbctl dump: no metrics.txt") {
+		t.Errorf("dump did not say what it left out: %s", stderr.String())
+	}
+	entries := readArchive(t, archive)
+	for _, missing := range []string{agentEntry, metricsEntry} {
+		if _, ok := entries[missing]; ok {
+			t.Errorf("%s is in the archive", missing)
+		}
+		if !strings.Contains(entries[manifestEntry], `"`+missing+`": "the agent does not serve it`) {
+			t.Errorf("the manifest does not say why %s is missing:\n%s", missing, entries[manifestEntry])
+		}
+	}
+	if got, want := lbctlOut(t, "frontends", "--dump", archive), lbctlOut(t, "frontends", "--api", srv.URL); got != want {
+		t.Errorf("frontends --dump:\n%s\nlive:\n%s", got, want)
 	}
 }
