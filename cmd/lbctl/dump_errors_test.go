@@ -58,7 +58,7 @@ func TestDumpReadErrorsSayWhatIsWrong(t *testing.T) {
 		{[]string{"maps", "--dump", noMaps, "--lb-pin-dir", tmp}, "--dump reads an archive: drop --lb-pin-dir and --api"},
 		{[]string{"frontends", "--dump", noMaps, "--watch"}, "a dump does not change: drop --watch"},
 		{[]string{"simulate", "--dump", noMaps, "-f", tmp}, "give -f DIR or --dump FILE, not both"},
-		{[]string{"explain", "10.96.0.1:80/TCP", "--dump", noMaps, "-f", tmp}, "drop --lb-pin-dir, --api and --dump, or drop -f"},
+		{[]string{"explain", "10.96.0.1:80/TCP", "--dump", noMaps, "-f", tmp}, "-f explains manifests, --dump an agent's archive: give one"},
 		{[]string{"dump"}, "-o FILE is required"},
 	} {
 		var stdout, stderr bytes.Buffer

@@ -43,8 +43,11 @@ func explain(args []string, stdout, stderr io.Writer) error {
 	listHint := "lbctl maps lists the frontends the maps have"
 	var m *bpf.Maps
 	if offline.given() {
-		if fs.Changed("lb-pin-dir") || fs.Changed("api") || fs.Changed("dump") {
-			return errors.New("-f explains offline: drop --lb-pin-dir, --api and --dump, or drop -f")
+		if fs.Changed("lb-pin-dir") || fs.Changed("api") {
+			return errors.New("-f explains offline: drop --lb-pin-dir and --api, or drop -f")
+		}
+		if fs.Changed("dump") {
+			return errors.New("-f explains manifests, --dump an agent's archive: give one")
 		}
 		p, err := offline.start(stderr)
 		if err != nil {
