@@ -2,7 +2,10 @@
 // their own HTTP server: StateDB's HTTP API over the tables under
 // /statedb/ (dumps, queries, and the change streams that lbctl --watch
 // follows) and the maps' dump at /maps (what lbctl maps and explain read
-// when they cannot open the pinned maps).
+// when they cannot open the pinned maps), with every Maglev table whole at
+// /maps/maglev; RegisterAgent adds what the agent is (its version and
+// flags in force at /agent, its metrics at /metrics): all lbctl dump
+// reads.
 //
 // Register mounts it on an *http.ServeMux; Handler is the same as one
 // http.Handler, to mount under a prefix with http.StripPrefix (lbctl

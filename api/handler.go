@@ -16,7 +16,8 @@ const (
 	MapsPath = "/maps"
 )
 
-// Register mounts the API on mux at StateDBPath and MapsPath, within
+// Register mounts the API on mux at StateDBPath, MapsPath and
+// MaglevTablesPath, within
 // DefaultLimits. With nil maps (an agent without lbstate's maps) there is
 // no MapsPath, and lbctl says so.
 func Register(mux *http.ServeMux, log *slog.Logger, db *statedb.DB, maps *bpf.Maps) {
@@ -24,7 +25,8 @@ func Register(mux *http.ServeMux, log *slog.Logger, db *statedb.DB, maps *bpf.Ma
 }
 
 // Handler is the API, within DefaultLimits, as one handler that serves
-// StateDBPath and MapsPath.
+// StateDBPath, MapsPath and MaglevTablesPath. What the agent is
+// (AgentPath, MetricsPath) comes from RegisterAgent or AgentHandler.
 func Handler(log *slog.Logger, db *statedb.DB, maps *bpf.Maps) http.Handler {
 	return DefaultLimits.Handler(log, db, maps)
 }
@@ -35,6 +37,7 @@ func (l Limits) Register(mux *http.ServeMux, log *slog.Logger, db *statedb.DB, m
 	mux.Handle(StateDBPath, h)
 	if maps != nil {
 		mux.Handle(MapsPath, h)
+		mux.Handle(MaglevTablesPath, h)
 	}
 }
 
@@ -44,6 +47,7 @@ func (l Limits) Handler(log *slog.Logger, db *statedb.DB, maps *bpf.Maps) http.H
 	mux.Handle(StateDBPath, http.StripPrefix("/statedb", checkQueries(db, db.HTTPHandler())))
 	if maps != nil {
 		mux.Handle(MapsPath, bpf.DumpHandler(maps))
+		mux.Handle(MaglevTablesPath, maglevTables(maps))
 	}
 	return l.Wrap(log, mux)
 }

@@ -32,6 +32,8 @@ type agentClient struct {
 	base    *url.URL
 	timeout time.Duration
 	learned bool // learnSources ran
+	// archive answers in place of an agent (--dump): lbctl dump's.
+	archive *dumpArchive
 }
 
 // newAgentClient returns a client of the agent at api (--api) that waits
@@ -93,6 +95,9 @@ func (a *answer) err(err error) error {
 // get sends GET path (with body, if any) and returns the answer, or an
 // error saying what the agent answered instead.
 func (c *agentClient) get(path string, query url.Values, body []byte) (*answer, error) {
+	if c.archive != nil {
+		return c.archive.get(path, query, body)
+	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	a := &answer{ctx: ctx, cancel: cancel, wait: c.timeout}
 	a.silent = time.AfterFunc(c.timeout, func() { cancel(&silentError{c.base, c.timeout}) })
@@ -103,6 +108,9 @@ func (c *agentClient) get(path string, query url.Values, body []byte) (*answer, 
 		cancel(nil)
 		return nil, err
 	}
+	// The agent is on loopback: compressing its answers (the metrics
+	// would be) only costs it time.
+	req.Header.Set("Accept-Encoding", "identity")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		a.stream()

@@ -47,6 +47,9 @@ func explain(args []string, stdout, stderr io.Writer) error {
 		if fs.Changed("lb-pin-dir") || fs.Changed("api") {
 			return errors.New("-f explains offline: drop --lb-pin-dir and --api, or drop -f")
 		}
+		if fs.Changed("dump") {
+			return errors.New("-f explains manifests, --dump an agent's archive: give one")
+		}
 		p, err := offline.start(stderr)
 		if err != nil {
 			return err

@@ -7,6 +7,11 @@
 //	lbctl explain FRONTEND [--src ADDR:PORT] [--lb-pin-dir DIR | --api URL | -f DIR]
 //	lbctl simulate -f DIR [-o table|json|yaml] [flags]   manifests -> tables -> in-memory maps, offline
 //	lbctl top [--lb-pin-dir DIR] [--interval 2s] [-n 10]   the busiest frontends and backends
+//	lbctl dump -o FILE [--api URL]   one archive of the agent: tables, maps, flags, metrics
+//
+// Every command that reads an agent (the listings, maps, explain, and
+// simulate) reads an archive of lbctl dump instead with --dump FILE,
+// offline, and answers as the agent did (dump.go has the layout).
 //
 // Every command that lists rows takes the same -o: table (the default),
 // json or yaml; "text", maps' name for its table before, is accepted as
@@ -47,6 +52,7 @@ func init() {
 		"routes":    {"List a running agent's traffic splits: parents, shares, what is not applied", routesCmd},
 		"maps":      {"Dump an agent's maps, pinned or over its API", mapsCmd},
 		"explain":   {"Walk the maps for a flow to a frontend and say which backends it reaches", explain},
+		"dump":      {"Write one archive of a running agent's tables, maps, flags and metrics, to read offline with --dump", dumpCmd},
 		"top":       {"Show the busiest frontends and backends from the datapath's counters, refreshing", topCmd},
 	}
 }

@@ -29,16 +29,19 @@ const mapsPath = "maps"
 // there is of in-memory maps and all a user without the privileges for BPF
 // maps may read.
 type mapsSource struct {
-	fs      *pflag.FlagSet
-	pinDir  string
-	api     string
-	timeout *time.Duration
+	fs       *pflag.FlagSet
+	pinDir   string
+	api      string
+	timeout  *time.Duration
+	dumpFile *string      // --dump: an archive of lbctl dump
+	archive  *dumpArchive // opened from dump
 }
 
 func addSourceFlags(fs *pflag.FlagSet) *mapsSource {
 	s := &mapsSource{fs: fs}
 	fs.StringVar(&s.pinDir, "lb-pin-dir", defaultPinDir, "Read the maps pinned here (the agent's --lb-pin-dir); the default when they are there")
 	fs.StringVar(&s.api, "api", defaultAPI, "Else read the maps' dump from the agent's HTTP API (its --api-addr)")
+	s.dumpFile = addDumpFlag(fs)
 	s.timeout = addTimeoutFlag(fs)
 	return s
 }
@@ -48,6 +51,10 @@ func addSourceFlags(fs *pflag.FlagSet) *mapsSource {
 func (s *mapsSource) pinned() (bool, error) {
 	pinSet, apiSet := s.fs.Changed("lb-pin-dir"), s.fs.Changed("api")
 	switch {
+	case *s.dumpFile != "" && (pinSet || apiSet):
+		return false, errors.New("--dump reads an archive: drop --lb-pin-dir and --api")
+	case *s.dumpFile != "":
+		return false, nil
 	case pinSet && apiSet:
 		return false, errors.New("give --lb-pin-dir or --api, not both")
 	case pinSet || apiSet:
@@ -101,6 +108,9 @@ func (s *mapsSource) mapsFor(fe lb.L3n4Addr) (*bpf.Maps, error) {
 			break
 		}
 	}
+	if s.archive != nil {
+		s.archive.rebaseAffinity(d)
+	}
 	return loadDump(d)
 }
 
@@ -115,7 +125,7 @@ func (s *mapsSource) openPinned() (*bpf.Maps, error) {
 // fetch reads the dump the agent serves, with the Maglev tables of
 // maglevIDs.
 func (s *mapsSource) fetch(maglevIDs ...uint32) (*bpf.DumpWithTables, error) {
-	c, err := newAgentClient(s.api, *s.timeout)
+	c, err := s.client()
 	if err != nil {
 		return nil, err
 	}

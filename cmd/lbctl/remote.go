@@ -73,6 +73,7 @@ func remoteListCmd[Obj row](name, usage, table, index string, key []byte, keep f
 func agentCommand(name, usage string, args []string, stderr io.Writer, more func(*pflag.FlagSet)) (*agentClient, string, error) {
 	fs := newFlags(name, usage, stderr)
 	api := fs.String("api", defaultAPI, "The agent's HTTP API (its --api-addr)")
+	dump := addDumpFlag(fs)
 	output := addOutputFlag(fs, "aligned columns")
 	if more != nil {
 		more(fs)
@@ -80,6 +81,13 @@ func agentCommand(name, usage string, args []string, stderr io.Writer, more func
 	timeout := addTimeoutFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return nil, "", err
+	}
+	if *dump != "" {
+		if fs.Changed("api") {
+			return nil, "", errors.New("give --api or --dump, not both")
+		}
+		c, err := dumpClient(*dump)
+		return c, output.format, err
 	}
 	c, err := newAgentClient(*api, *timeout)
 	return c, output.format, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"os"
 	"slices"
@@ -77,8 +78,12 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	offline := addPipelineFlags(fs, "Directory of Kubernetes manifests (required)", "")
 	showMaps := fs.Bool("maps", false, "Also print the maps' dump (with -o json or yaml: {frontends, maps})")
 	output := addOutputFlag(fs, "aligned columns; with --maps, then the dump")
+	dump := addDumpFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *dump != "" {
+		return simulateDump(fs, offline, *dump, *showMaps, output.format, stdout)
 	}
 	if !offline.given() {
 		fs.Usage()
@@ -90,25 +95,25 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer p.stop()
-	db, frontends, maps := p.db, p.frontends, p.maps
-
-	views, err := buildViews(db, frontends, maps)
+	d, err := bpf.TakeDump(p.maps)
 	if err != nil {
 		return err
 	}
-	if output.format != formatTable {
+	fes := statedb.ToSeq(p.frontends.All(p.db.ReadTxn()))
+	return printSimulation(stdout, buildViews(fes, d), d, *showMaps, output.format)
+}
+
+// printSimulation prints views, and with showMaps the dump d, in format.
+func printSimulation(stdout io.Writer, views []frontendView, d *bpf.Dump, showMaps bool, format string) error {
+	if format != formatTable {
 		var doc any = views
-		if *showMaps {
-			d, err := bpf.TakeDump(maps)
-			if err != nil {
-				return err
-			}
+		if showMaps {
 			doc = struct {
 				Frontends []frontendView `json:"frontends"`
 				Maps      *bpf.Dump      `json:"maps"`
 			}{views, d}
 		}
-		if output.format == formatYAML {
+		if format == formatYAML {
 			return writeYAML(stdout, doc)
 		}
 		enc := json.NewEncoder(stdout)
@@ -116,11 +121,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 		return enc.Encode(doc)
 	}
 	printViews(stdout, views)
-	if *showMaps {
-		d, err := bpf.TakeDump(maps)
-		if err != nil {
-			return err
-		}
+	if showMaps {
 		fmt.Fprintln(stdout)
 		return d.WriteText(stdout)
 	}
@@ -242,12 +243,8 @@ func waitSettled(db *statedb.DB, w *tables.Writer, frontends statedb.Table[*lb.F
 	return lbreconciler.WaitReconciled(ctx, rec, frontends.Revision(db.ReadTxn()))
 }
 
-// buildViews joins each frontend with its slots in the maps.
-func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf.Maps) ([]frontendView, error) {
-	d, err := bpf.TakeDump(maps)
-	if err != nil {
-		return nil, err
-	}
+// buildViews joins each frontend with its slots in the maps' dump d.
+func buildViews(frontends iter.Seq[*lb.Frontend], d *bpf.Dump) []frontendView {
 	addrOf := map[uint32]string{bpf.BackendReject: rejectAddress}
 	for _, b := range d.Backends {
 		addrOf[b.ID] = b.L3n4Addr().String()
@@ -279,7 +276,7 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 	}
 
 	var views []frontendView
-	for fe := range frontends.All(db.ReadTxn()) {
+	for fe := range frontends {
 		fa := fe.Address.String()
 		v := frontendView{Frontend: fa, Type: fe.Type.String(), Service: fe.Service.String(), PortName: fe.PortName, Topology: fe.TopologyLevel()}
 		if m, ok := masters[fa]; ok {
@@ -314,7 +311,7 @@ func buildViews(db *statedb.DB, frontends statedb.Table[*lb.Frontend], maps *bpf
 		}
 		views = append(views, v)
 	}
-	return views, nil
+	return views
 }
 
 func printViews(w io.Writer, views []frontendView) {

@@ -46,6 +46,7 @@ func main() {
 type agentFlags struct {
 	kubeconfig, apiAddr, metricsAddr string
 	debug                            bool
+	flags                            *pflag.FlagSet // all of them, parsed: served at api.AgentPath
 }
 
 func run(args []string) error {
@@ -61,8 +62,9 @@ func run(args []string) error {
 func newAgent(args []string) (*hive.Hive, *slog.Logger, error) {
 	var af agentFlags
 	flags := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+	af.flags = flags
 	flags.StringVar(&af.kubeconfig, "kubeconfig", "", "Kubeconfig of the cluster to serve")
-	flags.StringVar(&af.apiAddr, "api-addr", "127.0.0.1:9811", "Loopback address of the HTTP API for lbctl: StateDB under "+api.StateDBPath+", the maps' dump at "+api.MapsPath)
+	flags.StringVar(&af.apiAddr, "api-addr", "127.0.0.1:9811", "Loopback address of the HTTP API for lbctl: StateDB under "+api.StateDBPath+", the maps' dump at "+api.MapsPath+", the agent's version and flags at "+api.AgentPath+", its metrics at "+api.MetricsPath)
 	flags.StringVar(&af.metricsAddr, "metrics-addr", "127.0.0.1:9812", "Loopback address of the Prometheus metrics, at /metrics")
 	flags.BoolVar(&af.debug, "debug", false, "Log at DEBUG, including hive's lines for every start and stop hook")
 
@@ -97,7 +99,7 @@ func newHive(af *agentFlags) *hive.Hive {
 		lbstate.Cell,
 		cell.Provide(func() (kubeapi.Clients, error) { return newKubeClients(af.kubeconfig) }),
 		cell.Invoke(func(lc cell.Lifecycle, log *slog.Logger, db *statedb.DB, maps *bpf.Maps, gatherer prometheus.Gatherer) {
-			serveAPI(lc, log, af.apiAddr, db, maps)
+			serveAPI(lc, log, af.apiAddr, db, maps, api.Agent{Flags: af.flags, Gatherer: gatherer})
 			serveMetrics(lc, log, af.metricsAddr, gatherer)
 		}),
 	)

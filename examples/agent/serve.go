@@ -17,10 +17,12 @@ import (
 )
 
 // serveAPI serves lbctl's read API (package api: the tables under
-// /statedb/, the maps' dump at /maps).
-func serveAPI(lc cell.Lifecycle, log *slog.Logger, addr string, db *statedb.DB, maps *bpf.Maps) {
+// /statedb/, the maps' dump at /maps, and what agent says of itself at
+// /agent and /metrics: all lbctl dump reads).
+func serveAPI(lc cell.Lifecycle, log *slog.Logger, addr string, db *statedb.DB, maps *bpf.Maps, agent api.Agent) {
 	mux := http.NewServeMux()
 	api.Register(mux, log, db, maps)
+	api.RegisterAgent(mux, log, agent)
 	serve(lc, log, addr, "API", mux)
 }
 
