@@ -198,13 +198,16 @@ static __always_inline __u8 lb_tcp_flags(struct __sk_buff *skb, const struct lb_
  */
 static __always_inline __be32 lb_tcp_seq(struct __sk_buff *skb, const struct lb_pkt *p)
 {
-	__be32 seq = 0;
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	__u32 off = p->l4_off;
+	__be32 *seq, val;
 
-	if (p->tuple.proto != IPPROTO_TCP || p->later_frag || p->l4_off > LB_L4_OFF_MAX)
+	if (p->tuple.proto != IPPROTO_TCP || p->later_frag || off > LB_L4_OFF_MAX)
 		return 0;
-	if (bpf_skb_load_bytes(skb, p->l4_off + 4, &seq, sizeof(seq)))
-		return 0;
-	return seq;
+	seq = data + off + 4;
+	if ((void *)(seq + 1) > end) /* not in the linear part: by the helper */
+		return bpf_skb_load_bytes(skb, off + 4, &val, sizeof(val)) ? 0 : val;
+	return *seq;
 }
 
 /*
