@@ -11,8 +11,9 @@
  * application gave up first, which counts as a timeout if the SYN was
  * sent again (no answer within the retransmission timeout) and is not
  * judged otherwise. After the first change the socket's state changes
- * are not asked for any more: a connection costs two runs that do more
- * than return.
+ * are not asked for any more: a connection costs one run that does more
+ * than return (two before Linux 6.10: the lookup at the SYN), and one
+ * more that returns (CLOSE -> SYN_SENT, with the flag set at connect()).
  */
 #ifndef __LBSTATE_SOCKOPS_H
 #define __LBSTATE_SOCKOPS_H
