@@ -27,6 +27,10 @@ const sockOpsProgram = "lb_sock_ops"
 // before any reply: reported once as a connect timeout.
 const CTFlagUnanswered = 1 << 2
 
+// CTFlagRefused marks a TCP flow whose backend's first reply was a RST:
+// a new SYN on its tuple is balanced anew (see lb_ct_anew in c/tc.h).
+const CTFlagRefused = 1 << 3
+
 // ConnResult is how a connection to a backend began, as the datapath saw
 // it (lb_conn_event.result).
 type ConnResult uint8

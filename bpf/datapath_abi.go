@@ -35,7 +35,9 @@ type CTValue struct {
 	Dir     uint8
 	Flags   uint8
 	// PeerPort and Peer, in a reply entry, are the address the client
-	// sent to: the forward entry's destination.
+	// sent to: the forward entry's destination. A forward entry of TCP
+	// keeps in Peer[0:4] the sequence number of the flow's first packet,
+	// to tell the client's SYN again from a new connection.
 	PeerPort [2]byte
 	Peer     [16]byte
 }

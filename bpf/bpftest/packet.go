@@ -38,6 +38,13 @@ func Packet(t testing.TB, f Flow, payload int) []byte {
 // (ACK), F (FIN), R (RST); "SA" is a SYN-ACK. A UDP flow ignores them.
 func TCPPacket(t testing.TB, f Flow, payload int, flags string) []byte {
 	t.Helper()
+	return TCPPacketSeq(t, f, payload, flags, 1)
+}
+
+// TCPPacketSeq is TCPPacket with the sequence number seq: a client's new
+// connection on a port starts with another one than the last.
+func TCPPacketSeq(t testing.TB, f Flow, payload int, flags string, seq uint32) []byte {
+	t.Helper()
 	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}}
 	var ip gopacket.NetworkLayer
 	var ipLayer gopacket.SerializableLayer
@@ -60,7 +67,7 @@ func TCPPacket(t testing.TB, f Flow, payload int, flags string) []byte {
 		udp.SetNetworkLayerForChecksum(ip)
 		l4 = udp
 	} else {
-		tcp := &layers.TCP{SrcPort: layers.TCPPort(f.Src.Port()), DstPort: layers.TCPPort(f.Dst.Port()), Seq: 1, Window: 1024}
+		tcp := &layers.TCP{SrcPort: layers.TCPPort(f.Src.Port()), DstPort: layers.TCPPort(f.Dst.Port()), Seq: seq, Window: 1024}
 		for _, c := range flags {
 			switch c {
 			case 'S':

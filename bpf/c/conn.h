@@ -75,4 +75,24 @@ static __noinline void lb_report_conn(struct lb_conn_event *e)
 		*lost += 1;
 }
 
+#ifndef SOL_TCP
+#define SOL_TCP 6
+#endif
+#ifndef TCP_BPF_SOCK_OPS_CB_FLAGS
+#define TCP_BPF_SOCK_OPS_CB_FLAGS 1008 /* Linux 6.10 */
+#endif
+
+/*
+ * lb_conn_watch_connect asks, from connect4/6, for the state changes of
+ * a TCP socket that socket LB balanced (sockops.h), so that lb_sock_ops
+ * need not look the socket up again at its SYN. A kernel before 6.10
+ * refuses the option: lb_sock_ops then looks it up (lb_sock_ct).
+ */
+static __always_inline void lb_conn_watch_connect(struct bpf_sock_addr *ctx)
+{
+	int flags = BPF_SOCK_OPS_STATE_CB_FLAG;
+
+	bpf_setsockopt(ctx, SOL_TCP, TCP_BPF_SOCK_OPS_CB_FLAGS, &flags, sizeof(flags));
+}
+
 #endif /* __LBSTATE_CONN_H */

@@ -199,6 +199,8 @@ static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, b
 	lb_sock_key(ctx, &reply, to.addr, to.port);
 	v.dir = LB_CT_REPLY;
 	bpf_map_update_elem(&lb_sock_ct, &reply, &v, BPF_ANY);
+	if (lb_conn_reports && !sendmsg && key.proto == IPPROTO_TCP)
+		lb_conn_watch_connect(ctx);
 	lb_count(rev_nat_id, backend_id, new_flow ? 1 : 0, sendmsg ? 1 : 0, 0);
 	return 1;
 }

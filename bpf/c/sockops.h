@@ -2,16 +2,18 @@
 /*
  * lb_sock_ops (a sock_ops program, on the socket programs' cgroup): how
  * each connect() that socket load balancing sent to a backend ends, for
- * passive failure accrual (conn.h). At the SYN (TCP_CONNECT_CB) it asks
- * for the socket's state changes only if lb_sock_ct holds the reply entry
- * connect() wrote for it; then SYN_SENT -> ESTABLISHED is a success, and
+ * passive failure accrual (conn.h). connect4/6 ask for the state changes
+ * of the sockets they balance (Linux 6.10+; before, lb_sock_ops asks at
+ * the SYN, TCP_CONNECT_CB, if lb_sock_ct holds the reply entry connect()
+ * wrote for the socket); then SYN_SENT -> ESTABLISHED is a success, and
  * SYN_SENT -> CLOSE a failure by the socket's error: ECONNREFUSED (a RST),
  * ETIMEDOUT (the kernel gave up retrying the SYN), or none: the
  * application gave up first, which counts as a timeout if the SYN was
  * sent again (no answer within the retransmission timeout) and is not
  * judged otherwise. After the first change the socket's state changes
- * are not asked for any more: a connection costs two runs that do more
- * than return.
+ * are not asked for any more: a connection costs one run that does more
+ * than return (two before Linux 6.10: the lookup at the SYN), and one
+ * more that returns (CLOSE -> SYN_SENT, with the flag set at connect()).
  */
 #ifndef __LBSTATE_SOCKOPS_H
 #define __LBSTATE_SOCKOPS_H
@@ -57,8 +59,11 @@ static __always_inline int lb_sockops_connect(struct bpf_sock_ops *ctx)
 	struct lb_conn_event e = {};
 	struct lb_ct_key k = { .proto = IPPROTO_TCP, .kind = LB_CT_SOCKET };
 	struct lb_ct_value *ct;
-	__u64 cookie = bpf_get_socket_cookie(ctx);
+	__u64 cookie;
 
+	if (ctx->bpf_sock_ops_cb_flags & BPF_SOCK_OPS_STATE_CB_FLAG)
+		return 1; /* asked for at connect() (conn.h) */
+	cookie = bpf_get_socket_cookie(ctx);
 	lb_sockops_peer(ctx, &e);
 	__builtin_memcpy(k.src, &cookie, sizeof(cookie));
 	__builtin_memcpy(k.dst, e.addr, 16);

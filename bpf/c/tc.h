@@ -193,9 +193,28 @@ static __always_inline __u8 lb_tcp_flags(struct __sk_buff *skb, const struct lb_
 }
 
 /*
+ * lb_tcp_seq reads the sequence number of TCP packet p (network order; 0
+ * if it cannot be read).
+ */
+static __always_inline __be32 lb_tcp_seq(struct __sk_buff *skb, const struct lb_pkt *p)
+{
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	__u32 off = p->l4_off;
+	__be32 *seq, val;
+
+	if (p->tuple.proto != IPPROTO_TCP || p->later_frag || off > LB_L4_OFF_MAX)
+		return 0;
+	seq = data + off + 4;
+	if ((void *)(seq + 1) > end) /* not in the linear part: by the helper */
+		return bpf_skb_load_bytes(skb, off + 4, &val, sizeof(val)) ? 0 : val;
+	return *seq;
+}
+
+/*
  * lb_ct_next_flags is a flow's state after its packet p: a reply answers
- * the handshake; a FIN or RST closes; a SYN alone from the client starts
- * the tuple's connection afresh.
+ * the handshake (a RST as the first reply refuses it); a FIN or RST
+ * closes; a SYN alone from the client starts the tuple's connection
+ * afresh.
  */
 static __always_inline __u8 lb_ct_next_flags(struct __sk_buff *skb, __u8 flags, const struct lb_pkt *p, bool reply)
 {
@@ -203,6 +222,8 @@ static __always_inline __u8 lb_ct_next_flags(struct __sk_buff *skb, __u8 flags, 
 
 	if (p->tuple.proto != IPPROTO_TCP)
 		return flags;
+	if (reply && (tcp & LB_TCP_RST) && !(flags & LB_CT_F_REPLIED))
+		return flags | LB_CT_F_CLOSING | LB_CT_F_REPLIED | LB_CT_F_REFUSED;
 	if (tcp & (LB_TCP_FIN | LB_TCP_RST))
 		return flags | LB_CT_F_CLOSING | (reply ? LB_CT_F_REPLIED : 0);
 	if (reply)
@@ -264,7 +285,9 @@ static __noinline void lb_ct_create(struct __sk_buff *skb, const struct lb_pkt *
 	v.flags = lb_ct_next_flags(skb, 0, p, false);
 	v.expires = now + lb_ct_timeout(p->tuple.proto, v.flags);
 	v.dir = LB_CT_FORWARD;
+	*(__be32 *)v.peer = lb_tcp_seq(skb, p); /* see lb_ct_anew */
 	bpf_map_update_elem(&lb_ct, &p->tuple, &v, BPF_ANY);
+	*(__be32 *)v.peer = 0;
 	lb_ct_reply_key(&reply, p, b->addr, b->port);
 	v.dir = LB_CT_REPLY;
 	__builtin_memcpy(v.peer, p->tuple.dst, 16);
@@ -454,18 +477,42 @@ static __always_inline int lb_tc_reply(struct __sk_buff *skb, const struct lb_pk
 }
 
 /*
+ * lb_ct_anew says whether the client's packet p starts a new connection
+ * on the tuple of a flow (ct its forward entry) that never got going: a
+ * SYN after the backend refused the flow, or a SYN with another sequence
+ * number than the flow's first packet while no reply came (not a
+ * retransmission). Such a flow left no TIME_WAIT at the client, and its
+ * backend may be out of rotation since: the SYN is balanced anew.
+ */
+static __always_inline bool lb_ct_anew(struct __sk_buff *skb, const struct lb_pkt *p, const struct lb_ct_value *ct)
+{
+	if ((lb_tcp_flags(skb, p) & (LB_TCP_SYN | LB_TCP_ACK)) != LB_TCP_SYN) /* 0 for UDP */
+		return false;
+	if (ct->flags & LB_CT_F_REFUSED)
+		return true;
+	return !(ct->flags & LB_CT_F_REPLIED) && lb_tcp_seq(skb, p) != *(const __be32 *)ct->peer;
+}
+
+/*
  * lb_ct_refresh_forward updates a flow's state and expiry for its packet
  * p from the client (ct its forward entry, b its backend), and the reply
- * entry's with it.
+ * entry's with it; or, if p starts a new connection (lb_ct_anew), deletes
+ * the reply entry and returns 1: the caller balances p anew, which
+ * replaces the forward entry.
  */
-static __noinline void lb_ct_refresh_forward(struct __sk_buff *skb, const struct lb_pkt *p, struct lb_ct_value *ct,
-					     const struct lb_backend *b, __u32 now)
+static __noinline int lb_ct_refresh_forward(struct __sk_buff *skb, const struct lb_pkt *p, struct lb_ct_value *ct,
+					    const struct lb_backend *b, __u32 now)
 {
 	struct lb_ct_value other;
 	struct lb_ct_key reply = {};
 	__u32 expires;
 	__u8 flags;
 
+	if (lb_ct_anew(skb, p, ct)) {
+		lb_ct_reply_key(&reply, p, b->addr, b->port);
+		bpf_map_delete_elem(&lb_ct, &reply);
+		return 1;
+	}
 	flags = lb_ct_next_flags(skb, ct->flags, p, false);
 	if (lb_conn_reports && !(ct->flags & (LB_CT_F_REPLIED | LB_CT_F_CLOSING)))
 		flags |= lb_tc_report_unanswered(skb, p, ct, b);
@@ -480,17 +527,16 @@ static __noinline void lb_ct_refresh_forward(struct __sk_buff *skb, const struct
 		lb_ct_reply_key(&reply, p, b->addr, b->port);
 		lb_ct_sync(&reply, &other, now);
 	}
+	return 0;
 }
 
 /*
  * lb_tc_forward sends a packet of an established flow (ct its forward
- * entry) to its backend b, and keeps the flow's reply entry alive with
- * it.
+ * entry, already refreshed) to its backend b.
  */
 static __always_inline int lb_tc_forward(struct __sk_buff *skb, const struct lb_pkt *p, struct lb_ct_value *ct,
-					 const struct lb_backend *b, __u32 now)
+					 const struct lb_backend *b)
 {
-	lb_ct_refresh_forward(skb, p, ct, b, now);
 	if (lb_rewrite(skb, p, true, b->addr, b->port)) {
 		lb_count_drop(ct->rev_nat_id, LB_DROP_REWRITE);
 		return TC_ACT_SHOT;
@@ -503,7 +549,8 @@ static __always_inline int lb_tc_forward(struct __sk_buff *skb, const struct lb_
  * lb_tc handles a packet: a reply of a balanced flow gets the frontend as
  * its source; with forward, a packet of an established flow goes to its
  * backend, and the first packet of a flow to a frontend to a new one. A
- * flow whose backend is gone from lb_backends is balanced anew.
+ * flow whose backend is gone from lb_backends is balanced anew, and so is
+ * a new connection on the tuple of one that never got going (lb_ct_anew).
  */
 static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool internal)
 {
@@ -535,8 +582,8 @@ static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool inter
 		/* A flow to the L7 proxy (backend 0) follows its frontend's
 		 * master entry: to the proxy while the flag stays. */
 		proxied = id == 0;
-		if (forward && lb_backend_lookup(id, &be))
-			return lb_tc_forward(skb, &p, ct, &be, now);
+		if (forward && lb_backend_lookup(id, &be) && !lb_ct_refresh_forward(skb, &p, ct, &be, now))
+			return lb_tc_forward(skb, &p, ct, &be);
 	}
 	if (!forward || p.later_frag) /* a later fragment follows its first one */
 		return TC_ACT_OK;

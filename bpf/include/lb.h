@@ -278,6 +278,16 @@ enum {
  * TCP after it, TCP once a FIN or RST was seen (LB_CT_F_CLOSING), and
  * anything else. The agent's garbage collector deletes expired entries.
  *
+ * A TCP flow that never got going (refused: LB_CT_F_REFUSED; or no reply
+ * yet) leaves no TIME_WAIT behind at the client, which may send a new
+ * SYN from the same port while the entries live: that SYN is balanced
+ * anew, as a new flow, so that it does not follow the old one to a
+ * backend taken out of rotation since. A forward entry of TCP keeps, in
+ * peer's first 4 bytes (network order), the sequence number of the
+ * flow's first packet: the client's SYN again (a retransmission, same
+ * number) is not a new connection. An established flow keeps its
+ * backend for a new SYN, as the client's TIME_WAIT rules apply.
+ *
  * Two flows whose replies would look the same (one client address and
  * port, one backend, reached through two frontends) cannot both be
  * translated: the backend cannot tell them apart. A new flow whose reply
@@ -312,6 +322,7 @@ enum {
 	LB_CT_F_CLOSING = 1 << 1, /* a FIN or RST was seen */
 	LB_CT_F_UNANSWERED = 1 << 2, /* the client sent its SYN again before any reply
 				      * (reported as a connect timeout, see bpf/c/conn.h) */
+	LB_CT_F_REFUSED = 1 << 3, /* the backend's first reply was a RST */
 };
 
 /* Default timeouts in seconds; the loader sets the ones in force. */
