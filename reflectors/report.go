@@ -35,7 +35,7 @@ func (r *Reporter) Reject(err error) bool {
 		return false
 	}
 	if !errors.Is(err, tables.ErrInvalid) {
-		r.log.Error("BUG: Reject of an error that is not invalid input", "error", err)
+		r.log.Error("BUG: Reject of an error that is not invalid input (the source must abort its transaction and return it)", "error", err)
 		return false
 	}
 	r.errors.Add(1)

@@ -44,7 +44,6 @@ package reflectors
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -133,8 +132,7 @@ type Source struct {
 	synced atomic.Bool
 	conn   connState // guarded by mu (connected.go)
 
-	errors       atomic.Uint64
-	errorsTotal  prometheus.Counter
+	rep          *Reporter // bad input: Reject, Errors
 	unknownTotal prometheus.Counter
 	objects      *prometheus.GaugeVec
 	syncedGauge  prometheus.Gauge
@@ -160,13 +158,14 @@ func NewSourceAs(w *tables.Writer, name string, src lb.Source, log *slog.Logger,
 		return nil, err
 	}
 	m := sourceMetrics(reg)
+	rep := &Reporter{log: log.With("source", name), errorsTotal: m.errors.WithLabelValues(name)}
 	return &Source{
 		Writer:       w,
 		id:           src,
 		name:         name,
-		log:          log.With("source", name),
+		log:          rep.log,
 		done:         done,
-		errorsTotal:  m.errors.WithLabelValues(name),
+		rep:          rep,
 		unknownTotal: m.unknown.WithLabelValues(name),
 		objects:      m.objects.MustCurryWith(prometheus.Labels{"source": name}),
 		syncedGauge:  m.synced.WithLabelValues(name),
@@ -221,19 +220,7 @@ func (s *Source) IsSynced() bool { return s.synced.Load() }
 // error, so that its job runs again. Reject given such an error is a bug
 // of the source: it logs it at ERROR, counts nothing and reports false.
 // nil reports false too.
-func (s *Source) Reject(err error) bool {
-	if err == nil {
-		return false
-	}
-	if !errors.Is(err, tables.ErrInvalid) {
-		s.log.Error("BUG: Reject of an error that is not invalid input (the source must abort its transaction and return it)", "error", err)
-		return false
-	}
-	s.errors.Add(1)
-	s.errorsTotal.Inc()
-	s.log.Warn("Object rejected", "error", err)
-	return true
-}
+func (s *Source) Reject(err error) bool { return s.rep.Reject(err) }
 
 // Unknown logs (at INFO) and counts a value of an evolving field that
 // this version does not know, for which the source used the field's
@@ -247,7 +234,7 @@ func (s *Source) Unknown(object, field, value, def string) {
 }
 
 // Errors returns how many times Reject was called.
-func (s *Source) Errors() uint64 { return s.errors.Load() }
+func (s *Source) Errors() uint64 { return s.rep.Errors() }
 
 // SetObjects records how many objects of a kind the source holds.
 func (s *Source) SetObjects(kind string, n int) {
