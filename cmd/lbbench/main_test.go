@@ -140,7 +140,7 @@ func mountsAt(t *testing.T, dir string) string {
 // within 28 MB of a fresh pipeline's (10-24 MB measured over many runs:
 // what StateDB's graveyard and the last snapshots still hold when the
 // test looks varies with timing, so the bound guards against the old
-// behaviour, not the target). It once kept 31-35 MB here: the reconciler's states and address maps, the reflector's
+// behaviour, not the target). It once kept 31 MB here: the reconciler's states and address maps, the reflector's
 // service map and the in-memory maps kept the room of their peak. (Issue
 // 28 asks for 20 MB at 100,000 x 10, a fifth of that here; not met yet:
 // 22.6 MB there, of which StateDB's graveyard, holding the last deleted
