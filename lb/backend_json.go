@@ -2,11 +2,11 @@ package lb
 
 import "github.com/lbstate/lbstate/internal/jsontext"
 
-// appendJSON appends the backend's JSON, the bytes json.Marshal writes of
-// its backendRow, without reflection or nested Marshal calls: a table
-// dump encodes a million backends (TestBackendJSONAsReflected checks the
-// two agree).
-func (b *Backend) appendJSON(out []byte) []byte {
+// AppendJSON appends the backend's JSON (MarshalJSON's bytes) to out,
+// without reflection or nested Marshal calls: a table dump encodes a
+// million backends (TestBackendJSONAsReflected checks it writes what
+// json.Marshal writes of the row).
+func (b *Backend) AppendJSON(out []byte) []byte {
 	out = appendAddr(append(out, `{"address":`...), b.Address)
 	out = append(out, `,"instances":`...)
 	if b.Instances == nil {
