@@ -95,12 +95,12 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 	}
 	// What the orphan IDs named is gone now, and what the rev-NAT
 	// entries nobody claimed named.
-	for ap, is := range o.restoredRevNat {
+	for k, is := range o.restoredRevNat {
 		for _, i := range is {
 			o.orphanFrontendIDs = append(o.orphanFrontendIDs, o.feStates.at(i).id)
 			o.feStates.release(i)
 		}
-		delete(o.restoredRevNat, ap)
+		delete(o.restoredRevNat, k)
 	}
 	for _, id := range o.orphanFrontendIDs {
 		if !o.frontendIDInUse(id) {
@@ -359,10 +359,11 @@ func (o *ops) restoredByID(slotBackends map[*frontendState][]uint32) map[uint32]
 // entry names marks it as written. The entries of IDs that no master entry
 // names go into restoredRevNat, adding them to byID, so that frontends
 // keep their IDs when lb_services was recreated (--lb-recreate-maps).
-// lb_rev_nat holds an address and port, so frontends that share both
-// (TCP and UDP, or the two scopes of a NodePort) may swap IDs, which the
-// replies' rewriting does not notice. An ID whose slot a master's ID
-// holds is kept out of new hands until the prune (orphanFrontendIDs).
+// An entry is matched by the whole frontend it names (address, port,
+// protocol, scope), so that twins sharing an address and port (TCP and
+// UDP, or the two scopes of a NodePort) do not swap IDs and with them
+// their affinity entries. An ID whose slot a master's ID holds is kept
+// out of new hands until the prune (orphanFrontendIDs).
 func (o *ops) restoreRevNat(byID map[uint32]*frontendState) error {
 	err := o.maps.RevNat.Iterate(func(id uint32, v bpf.RevNatValue) bool {
 		switch st := byID[id]; {
@@ -373,7 +374,8 @@ func (o *ops) restoreRevNat(byID map[uint32]*frontendState) error {
 			st.hasRevNat = true
 			byID[id] = st
 			o.feIDs.reserve(id)
-			o.restoredRevNat[v.AddrPort()] = append(o.restoredRevNat[v.AddrPort()], i)
+			k := keyOf(v.L3n4Addr())
+			o.restoredRevNat[k] = append(o.restoredRevNat[k], i)
 		default:
 			o.reserveOrphanFrontendID(byID, id)
 		}
