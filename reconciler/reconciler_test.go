@@ -295,7 +295,8 @@ func TestNoHalfWrittenServiceUnderChurnInFullMaps(t *testing.T) {
 // services while a checker reads the maps the way a datapath does; it
 // fails the test if the checker ever sees a half-written service.
 func churn(t *testing.T, maps *bpf.Maps, cfg func(*reconciler.Config)) *agent {
-	a := newAgent(t, maps, cfg)
+	written, order := checkWriteOrder(maps) // and every write as it is made
+	a := newAgent(t, written, cfg)
 	a.start(t)
 
 	violations := make(chan string, 10)
@@ -346,6 +347,9 @@ func churn(t *testing.T, maps *bpf.Maps, cfg func(*reconciler.Config)) *agent {
 		t.Fatalf("the datapath could have seen a half-written service: %s", v)
 	default:
 	}
+	if v := order.violations(); len(v) > 0 {
+		t.Fatalf("the writes, in the order made, broke what a datapath relies on: %v", v)
+	}
 	t.Logf("%d operations, %d full checks of the maps during them", ops, checks.Load())
 	if checks.Load() < 10 {
 		t.Fatalf("only %d checks ran", checks.Load())
@@ -387,7 +391,9 @@ func keepChecking(check func()) (stop func()) {
 // when that entry is. (It once took a backend that an iteration of
 // lb_backends skipped, as the kernel's may while the map changes, for a
 // missing one; and once, under load, a backend that came back between
-// its lookup and the entry's second reading.)
+// its lookup and the entry's second reading.) That leeway could hide a
+// violation repaired soon after, so the churn and soak tests also check
+// every write as it is made (checkWriteOrder), which needs none.
 func checkMaps(m *bpf.Maps) string {
 	type slotRef struct {
 		key bpf.ServiceKey
