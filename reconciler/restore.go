@@ -274,7 +274,7 @@ func (o *ops) readPinnedMaps() error {
 	if err := o.restoreFrontendExtras(byID); err != nil {
 		return err
 	}
-	backendAddrs, err := o.restoreBackends()
+	backendAddrs, err := o.restoreBackends(slotBackends)
 	if err != nil {
 		return err
 	}
@@ -410,15 +410,38 @@ func (o *ops) restoreFrontendExtras(byID map[uint32]*frontendState) error {
 
 // restoreBackends reads lb_backends into restoredBackends, reserving
 // their IDs, and returns their addresses by ID.
-func (o *ops) restoreBackends() (map[uint32]addrKey, error) {
+//
+// An address may have two IDs there (a backend whose delete failed, and
+// that a frontend took back under a new ID, before a restart): the one
+// that restored slots name stays, so that their flows keep their backend
+// ID; the other's entry is left to the prune (an unknown ID), its ID
+// kept out of new hands until then. Slots naming the other still count
+// a reference on the address (backendAddrs), as their update rewrites
+// them.
+func (o *ops) restoreBackends(slotBackends map[*frontendState][]uint32) (map[uint32]addrKey, error) {
+	named := map[uint32]bool{}
+	for _, ids := range slotBackends {
+		for _, id := range ids {
+			named[id] = true
+		}
+	}
 	backendAddrs := map[uint32]addrKey{}
 	err := o.maps.Backends.Iterate(func(id uint32, v bpf.Backend) bool {
 		k := keyOf(v.L3n4Addr())
+		o.beIDs.reserve(id)
+		backendAddrs[id] = k
+		if j, dup := o.restoredBackends.get(k); dup {
+			other := o.beStates.at(j)
+			if named[other.id] || !named[id] {
+				o.orphanBackendIDs = append(o.orphanBackendIDs, id)
+				return true
+			}
+			o.orphanBackendIDs = append(o.orphanBackendIDs, other.id)
+			o.beStates.release(j)
+		}
 		i, be := o.beStates.alloc()
 		*be = backendState{key: k, id: id, value: valueOf(v), written: true, inMap: true}
 		o.restoredBackends.set(k, i)
-		backendAddrs[id] = k
-		o.beIDs.reserve(id)
 		return true
 	})
 	return backendAddrs, err

@@ -7,6 +7,7 @@ import (
 	gomaps "maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -235,4 +236,54 @@ func strictlyWhole(t *testing.T, a *agent, maps *bpf.Maps, model soakModel, when
 func isReconciled(a *agent, vip string) bool {
 	done, _ := a.statuses()
 	return slices.Contains(done, vip)
+}
+
+// Two lb_backends entries with one address (a backend whose delete
+// failed, handed a new ID by a frontend that took its address back,
+// before a restart): the restored frontend keeps the very ID its slots
+// name, and nothing its slots name is deleted from under them, through
+// the sync and the prune, on both orders of the IDs.
+func TestRestoreOfTwoIDsForOneBackendKeepsTheOneSlotsName(t *testing.T) {
+	for _, named := range []uint32{5, 9} {
+		t.Run(fmt.Sprintf("slots name %d", named), func(t *testing.T) {
+			raw := memoryMaps(t)
+			x := addr("10.16.0.1:8080/TCP")
+			vip := addr("10.96.16.1:80/TCP")
+			mustDo(t, raw.Backends.Update(5, bpf.NewBackend(lb.BackendRef{Address: x, Weight: 100}, 0)))
+			mustDo(t, raw.Backends.Update(9, bpf.NewBackend(lb.BackendRef{Address: x, Weight: 100}, 0)))
+			mustDo(t, raw.Services.Update(bpf.NewServiceKey(vip, 1), bpf.ServiceValue{BackendID: named, RevNatID: 3}))
+			mustDo(t, raw.Services.Update(bpf.NewServiceKey(vip, 0), bpf.ServiceValue{RevNatID: 3,
+				ServiceMaster: bpf.ServiceMaster{Count: 1, Type: uint8(lb.SVCTypeClusterIP), Algorithm: bpf.AlgorithmRandom}}))
+			mustDo(t, raw.RevNat.Update(3, bpf.NewRevNatValue(vip)))
+
+			maps, order := checkWriteOrder(raw)
+			a := newAgent(t, maps, nil)
+			done, err := a.w.RegisterInitializer("k8s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.start(t)
+			defer a.stop(t)
+			a.write(t, func(txn statedb.WriteTxn) error {
+				if err := upsert(a.w, txn, "web", vip.String(), lb.AlgorithmRandom, false, be(x.String())); err != nil {
+					return err
+				}
+				done(txn)
+				return nil
+			})
+			a.waitSettled(t, raw, 10*time.Second)
+			if v := order.violations(); len(v) > 0 {
+				t.Fatalf("%v\n%s", v, dumpText(t, raw))
+			}
+			d := dumpText(t, raw)
+			for _, want := range []string{fmt.Sprintf("backend %d %s active\n", named, x), fmt.Sprintf("slot=1 backend=%d\n", named)} {
+				if !strings.Contains(d, want) {
+					t.Errorf("the maps lack %q: the frontend's flows lost their backend ID\n%s", want, d)
+				}
+			}
+			if got := (backendIDHistory{}); len(got.see(t, raw)) > 0 || len(got) != 1 {
+				t.Errorf("lb_backends holds %d entries, want 1\n%s", len(got), d)
+			}
+		})
+	}
 }
