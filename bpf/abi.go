@@ -125,10 +125,18 @@ var revNatFields = []field[RevNatValue]{
 	}),
 	// Not in the text: the dumps show what the datapath rewrites replies
 	// with, as they did before the fields existed.
-	textless(zeroless(namedField("protocol", "protocol", func(v *RevNatValue) *uint8 { return &v.Proto },
-		func(b uint8) string { return lb.Protocol(b).String() }))),
-	textless(zeroless(namedField("scope", "scope", func(v *RevNatValue) *uint8 { return &v.Scope },
-		func(b uint8) string { return lb.Scope(b).String() }))),
+	textless(namedField("protocol", "protocol", func(v *RevNatValue) *uint8 { return &v.Proto },
+		func(b uint8) string { return lb.Protocol(b).String() })),
+	textless(namedField("scope", "scope", func(v *RevNatValue) *uint8 { return &v.Scope }, scopeName)),
+}
+
+// scopeName names a scope byte, one name each (lb.Scope calls every
+// byte but 1 external), so that JSON reads back what was written.
+func scopeName(b uint8) string {
+	if b > uint8(lb.ScopeInternal) {
+		return "scope(" + strconv.Itoa(int(b)) + ")"
+	}
+	return lb.Scope(b).String()
 }
 
 // AffinityKey is a key of lb_affinity.

@@ -179,20 +179,6 @@ func textless[V any](f field[V]) field[V] {
 	return f
 }
 
-// zeroless returns f, left out of JSON (and, if optional, of the text)
-// when it shows what a zero value shows: for an enum whose zero is a
-// default, such as a rev-NAT entry's protocol.
-func zeroless[V any](f field[V]) field[V] {
-	format := f.format
-	var zero V
-	zeroText, _, _ := format(&zero)
-	f.format = func(v *V) (string, any, bool) {
-		text, js, _ := format(v)
-		return text, js, text == zeroText
-	}
-	return f
-}
-
 // textField is a value shown by its text (lb.L3n4Addr, netip.Addr,
 // AddrPort, Prefix: each a TextMarshaler and TextUnmarshaler), which get
 // and set read from and write into the ABI value.
