@@ -1,7 +1,11 @@
 // Package api is the read API lbctl uses, for an embedder to mount on
 // their own HTTP server: StateDB's HTTP API over the tables under
 // /statedb/ (dumps, queries, and the change streams that lbctl --watch
-// follows) and the maps' dump at /maps (what lbctl maps and explain read
+// follows), a table's rows by a query in text at /rows/ (RowsPath: the
+// server builds the index key, so a client of another build cannot miss
+// rows by sending keys this one reads otherwise; every answer names
+// ReadAPIVersion, and a client of another version is refused, saying
+// so) and the maps' dump at /maps (what lbctl maps and explain read
 // when they cannot open the pinned maps), with every Maglev table whole at
 // /maps/maglev; RegisterAgent adds what the agent is (its version and
 // flags in force at /agent, its metrics at /metrics): all lbctl dump

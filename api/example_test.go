@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/cilium/hive"
@@ -27,8 +28,8 @@ import (
 
 // An embedder's HTTP server, with a handler of its own, gets the API
 // beside it from a cell.Invoke; lbctl --api URL then reads the tables
-// and the maps of the agent (here, as lbctl does: the frontends table
-// and the maps' dump).
+// and the maps of the agent (here, as lbctl does: a frontend's row and
+// the maps' dump).
 func ExampleRegister() {
 	mux := http.NewServeMux() // the embedder's, with a handler of its own
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
@@ -76,16 +77,23 @@ func ExampleRegister() {
 		panic(err)
 	}
 
-	base, _ := url.Parse(srv.URL)
-	remote := statedb.NewRemoteTable[*lb.Frontend](base.JoinPath("statedb"), tables.FrontendsTableName)
-	objs, errs := remote.LowerBound(ctx, tables.FrontendByAddress.Query(lb.L3n4Addr{}))
-	for fe := range objs {
-		fmt.Println("frontend", fe.Address, fe.Service, fe.Backends[0].Address)
-	}
-	if err := <-errs; err != nil {
+	// A row by a query in text, which the agent turns into its index's
+	// key; the client names the read API version it speaks.
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+api.RowsPath+"frontends?address="+url.QueryEscape("10.96.0.1:80/TCP"), nil)
+	req.Header.Set(api.VersionHeader, strconv.Itoa(api.ReadAPIVersion))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
 		panic(err)
 	}
-	resp, err := http.Get(srv.URL + "/healthz")
+	for dec := json.NewDecoder(resp.Body); ; {
+		var row struct{ Obj *lb.Frontend }
+		if dec.Decode(&row) != nil {
+			break
+		}
+		fmt.Println("frontend", row.Obj.Address, row.Obj.Service, row.Obj.Backends[0].Address)
+	}
+	resp.Body.Close()
+	resp, err = http.Get(srv.URL + "/healthz")
 	if err != nil {
 		panic(err)
 	}

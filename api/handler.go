@@ -16,7 +16,7 @@ const (
 	MapsPath = "/maps"
 )
 
-// Register mounts the API on mux at StateDBPath, MapsPath and
+// Register mounts the API on mux at StateDBPath, RowsPath, MapsPath and
 // MaglevTablesPath, within
 // DefaultLimits. With nil maps (an agent without lbstate's maps) there is
 // no MapsPath, and lbctl says so.
@@ -25,7 +25,7 @@ func Register(mux *http.ServeMux, log *slog.Logger, db *statedb.DB, maps *bpf.Ma
 }
 
 // Handler is the API, within DefaultLimits, as one handler that serves
-// StateDBPath, MapsPath and MaglevTablesPath. What the agent is
+// StateDBPath, RowsPath, MapsPath and MaglevTablesPath. What the agent is
 // (AgentPath, MetricsPath) comes from RegisterAgent or AgentHandler.
 func Handler(log *slog.Logger, db *statedb.DB, maps *bpf.Maps) http.Handler {
 	return DefaultLimits.Handler(log, db, maps)
@@ -35,6 +35,7 @@ func Handler(log *slog.Logger, db *statedb.DB, maps *bpf.Maps) http.Handler {
 func (l Limits) Register(mux *http.ServeMux, log *slog.Logger, db *statedb.DB, maps *bpf.Maps) {
 	h := l.Handler(log, db, maps) // one handler: the limits are shared
 	mux.Handle(StateDBPath, h)
+	mux.Handle(RowsPath, h)
 	if maps != nil {
 		mux.Handle(MapsPath, h)
 		mux.Handle(MaglevTablesPath, h)
@@ -50,5 +51,7 @@ func (l Limits) Handler(log *slog.Logger, db *statedb.DB, maps *bpf.Maps) http.H
 		mux.Handle(MapsPath, bpf.DumpHandler(maps))
 		mux.Handle(MaglevTablesPath, maglevTables(maps))
 	}
-	return l.Wrap(log, mux)
+	// Rows by a query in text (rows.go).
+	mux.Handle(RowsPath, http.StripPrefix(RowsPath, rows(db)))
+	return l.Wrap(log, checkVersion(mux))
 }

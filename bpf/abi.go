@@ -107,7 +107,10 @@ var backendFields = []field[Backend]{
 type RevNatValue struct {
 	Addr [16]byte
 	Port [2]byte
-	Pad  [2]uint8
+	// Proto and Scope complete the frontend's identity for a restore
+	// that finds only lb_rev_nat (the datapath reads address and port).
+	Proto uint8
+	Scope uint8
 	// ID is the frontend's ID, which Maps.RevNat writes into its slot:
 	// leave it 0 when writing.
 	ID uint32
@@ -120,6 +123,20 @@ var revNatFields = []field[RevNatValue]{
 		v.Addr = a.Addr().As16()
 		binary.BigEndian.PutUint16(v.Port[:], a.Port())
 	}),
+	// Not in the text: the dumps show what the datapath rewrites replies
+	// with, as they did before the fields existed.
+	textless(namedField("protocol", "protocol", func(v *RevNatValue) *uint8 { return &v.Proto },
+		func(b uint8) string { return lb.Protocol(b).String() })),
+	textless(namedField("scope", "scope", func(v *RevNatValue) *uint8 { return &v.Scope }, scopeName)),
+}
+
+// scopeName names a scope byte, one name each (lb.Scope calls every
+// byte but 1 external), so that JSON reads back what was written.
+func scopeName(b uint8) string {
+	if b > uint8(lb.ScopeInternal) {
+		return "scope(" + strconv.Itoa(int(b)) + ")"
+	}
+	return lb.Scope(b).String()
 }
 
 // AffinityKey is a key of lb_affinity.
@@ -244,7 +261,7 @@ func (b Backend) L3n4Addr() lb.L3n4Addr {
 
 // NewRevNatValue returns the lb_rev_nat value of a frontend.
 func NewRevNatValue(addr lb.L3n4Addr) RevNatValue {
-	v := RevNatValue{Addr: addr.Addr().As16()}
+	v := RevNatValue{Addr: addr.Addr().As16(), Proto: uint8(addr.Protocol()), Scope: uint8(addr.Scope())}
 	binary.BigEndian.PutUint16(v.Port[:], addr.Port())
 	return v
 }
@@ -252,6 +269,13 @@ func NewRevNatValue(addr lb.L3n4Addr) RevNatValue {
 // AddrPort returns the frontend address and port of the entry.
 func (v RevNatValue) AddrPort() netip.AddrPort {
 	return netip.AddrPortFrom(netip.AddrFrom16(v.Addr).Unmap(), binary.BigEndian.Uint16(v.Port[:]))
+}
+
+// L3n4Addr returns the frontend of the entry: its address, port,
+// protocol and scope (ANY and external in an older agent's entry).
+func (v RevNatValue) L3n4Addr() lb.L3n4Addr {
+	ap := v.AddrPort()
+	return lb.NewL3n4Addr(lb.Protocol(v.Proto), ap.Addr(), ap.Port(), lb.Scope(v.Scope))
 }
 
 // NewSourceRangeKey returns the lb_src_range key admitting prefix for a

@@ -93,6 +93,9 @@ func TestKeyConversions(t *testing.T) {
 		if got := NewRevNatValue(a).AddrPort(); got != a.AddrPort() {
 			t.Errorf("%s: rev-NAT round trip gives %s", s, got)
 		}
+		if got := NewRevNatValue(a).L3n4Addr(); got != a {
+			t.Errorf("%s: rev-NAT round trip of the whole frontend gives %s", s, got)
+		}
 	}
 	k := NewServiceKey(lb.MustParseL3n4Addr("10.0.0.1:8080/TCP"), 0)
 	if k.Port != [2]byte{0x1f, 0x90} {

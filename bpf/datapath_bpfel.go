@@ -101,11 +101,12 @@ type datapathLbFragValue struct {
 }
 
 type datapathLbRevNatValue struct {
-	_    structs.HostLayout
-	Addr [16]uint8
-	Port uint16
-	Pad  [2]uint8
-	Id   uint32
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Port  uint16
+	Proto uint8
+	Scope uint8
+	Id    uint32
 }
 
 type datapathLbServiceKey struct {

@@ -86,11 +86,12 @@ type lbLbFlowSeedValue struct {
 }
 
 type lbLbRevNatValue struct {
-	_    structs.HostLayout
-	Addr [16]uint8
-	Port uint16
-	Pad  [2]uint8
-	Id   uint32
+	_     structs.HostLayout
+	Addr  [16]uint8
+	Port  uint16
+	Proto uint8
+	Scope uint8
+	Id    uint32
 }
 
 type lbLbServiceKey struct {

@@ -56,7 +56,8 @@
 //   - Nothing else may write these maps: a prune deletes any entry no
 //     frontend accounts for, and entries another writer adds or deletes
 //     put the reconciler's count of the room off until it counts again
-//     (after a failed write, a map the kernel found full, or a prune).
+//     (after a failed write, a map the kernel found full, a prune, or
+//     before refusing a frontend on counts over a second old).
 //   - Every node must use the same Maglev table size (bpf.Config) and seed
 //     (--lb-maglev-seed), or flows move between backends as they move
 //     between nodes.

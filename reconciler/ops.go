@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -41,11 +40,13 @@ type ops struct {
 	// to declare them gets them back).
 	restoredFrontends addrMap
 	restoredBackends  addrMap
-	// Frontends known only by their lb_rev_nat entry, which holds an
-	// address and port (lb_services was recreated, or lost the master
-	// entry), lowest ID first: a frontend with that address and port
-	// takes the first, so that its flows keep their rev-NAT ID.
-	restoredRevNat map[netip.AddrPort][]uint32
+	// Frontends known only by their lb_rev_nat entry (lb_services was
+	// recreated, or lost the master entry), by the whole frontend the
+	// entry names, lowest ID first: that frontend takes the first, so
+	// that its flows keep their rev-NAT ID. (More than one only if
+	// entries of an older agent, which wrote no protocol and scope, name
+	// the same address and port.)
+	restoredRevNat map[addrKey][]uint32
 	// IDs found in the maps at start that no master entry accounts for;
 	// kept out of use until the first prune has cleaned up after them.
 	orphanFrontendIDs, orphanBackendIDs []uint32
@@ -110,7 +111,7 @@ func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Ta
 		beIDs:             newIDAllocator("backend", maps.Backends.Name(), slotsOf(maps, maps.Backends.Name())),
 		restoredFrontends: newAddrMap(),
 		restoredBackends:  newAddrMap(),
-		restoredRevNat:    map[netip.AddrPort][]uint32{},
+		restoredRevNat:    map[addrKey][]uint32{},
 		room:              newRoom(maps),
 		waiting:           map[lb.L3n4Addr]*waiter{},
 		idWaiting:         map[lb.L3n4Addr]*idWaiter{},
@@ -135,10 +136,10 @@ func (o *ops) claimFrontend(addr lb.L3n4Addr) (*frontendState, error) {
 	i, ok := o.restoredFrontends.get(k)
 	if ok {
 		o.restoredFrontends.del(k) // its backends' references were counted at restore
-	} else if is := o.restoredRevNat[addr.AddrPort()]; len(is) > 0 {
+	} else if is := o.restoredRevNat[k]; len(is) > 0 {
 		i = is[0]
-		if o.restoredRevNat[addr.AddrPort()] = is[1:]; len(is) == 1 {
-			delete(o.restoredRevNat, addr.AddrPort())
+		if o.restoredRevNat[k] = is[1:]; len(is) == 1 {
+			delete(o.restoredRevNat, k)
 		}
 	} else {
 		if err := o.mayTakeID(addr); err != nil {

@@ -445,7 +445,9 @@ func keepChecking(check func()) (stop func()) {
 // when that entry is. (It once took a backend that an iteration of
 // lb_backends skipped, as the kernel's may while the map changes, for a
 // missing one; and once, under load, a backend that came back between
-// its lookup and the entry's second reading.)
+// its lookup and the entry's second reading.) That leeway could hide a
+// violation repaired soon after, so the soak tests also check every
+// write as it is made (checkWriteOrder), which needs none.
 func checkMaps(m *bpf.Maps) string {
 	type slotRef struct {
 		key bpf.ServiceKey

@@ -95,12 +95,12 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 	}
 	// What the orphan IDs named is gone now, and what the rev-NAT
 	// entries nobody claimed named.
-	for ap, is := range o.restoredRevNat {
+	for k, is := range o.restoredRevNat {
 		for _, i := range is {
 			o.orphanFrontendIDs = append(o.orphanFrontendIDs, o.feStates.at(i).id)
 			o.feStates.release(i)
 		}
-		delete(o.restoredRevNat, ap)
+		delete(o.restoredRevNat, k)
 	}
 	for _, id := range o.orphanFrontendIDs {
 		if !o.frontendIDInUse(id) {
@@ -274,7 +274,7 @@ func (o *ops) readPinnedMaps() error {
 	if err := o.restoreFrontendExtras(byID); err != nil {
 		return err
 	}
-	backendAddrs, err := o.restoreBackends()
+	backendAddrs, err := o.restoreBackends(slotBackends)
 	if err != nil {
 		return err
 	}
@@ -359,10 +359,11 @@ func (o *ops) restoredByID(slotBackends map[*frontendState][]uint32) map[uint32]
 // entry names marks it as written. The entries of IDs that no master entry
 // names go into restoredRevNat, adding them to byID, so that frontends
 // keep their IDs when lb_services was recreated (--lb-recreate-maps).
-// lb_rev_nat holds an address and port, so frontends that share both
-// (TCP and UDP, or the two scopes of a NodePort) may swap IDs, which the
-// replies' rewriting does not notice. An ID whose slot a master's ID
-// holds is kept out of new hands until the prune (orphanFrontendIDs).
+// An entry is matched by the whole frontend it names (address, port,
+// protocol, scope), so that twins sharing an address and port (TCP and
+// UDP, or the two scopes of a NodePort) do not swap IDs and with them
+// their affinity entries. An ID whose slot a master's ID holds is kept
+// out of new hands until the prune (orphanFrontendIDs).
 func (o *ops) restoreRevNat(byID map[uint32]*frontendState) error {
 	err := o.maps.RevNat.Iterate(func(id uint32, v bpf.RevNatValue) bool {
 		switch st := byID[id]; {
@@ -373,7 +374,8 @@ func (o *ops) restoreRevNat(byID map[uint32]*frontendState) error {
 			st.hasRevNat = true
 			byID[id] = st
 			o.feIDs.reserve(id)
-			o.restoredRevNat[v.AddrPort()] = append(o.restoredRevNat[v.AddrPort()], i)
+			k := keyOf(v.L3n4Addr())
+			o.restoredRevNat[k] = append(o.restoredRevNat[k], i)
 		default:
 			o.reserveOrphanFrontendID(byID, id)
 		}
@@ -408,15 +410,38 @@ func (o *ops) restoreFrontendExtras(byID map[uint32]*frontendState) error {
 
 // restoreBackends reads lb_backends into restoredBackends, reserving
 // their IDs, and returns their addresses by ID.
-func (o *ops) restoreBackends() (map[uint32]addrKey, error) {
+//
+// An address may have two IDs there (a backend whose delete failed, and
+// that a frontend took back under a new ID, before a restart): the one
+// that restored slots name stays, so that their flows keep their backend
+// ID; the other's entry is left to the prune (an unknown ID), its ID
+// kept out of new hands until then. Slots naming the other still count
+// a reference on the address (backendAddrs), as their update rewrites
+// them.
+func (o *ops) restoreBackends(slotBackends map[*frontendState][]uint32) (map[uint32]addrKey, error) {
+	named := map[uint32]bool{}
+	for _, ids := range slotBackends {
+		for _, id := range ids {
+			named[id] = true
+		}
+	}
 	backendAddrs := map[uint32]addrKey{}
 	err := o.maps.Backends.Iterate(func(id uint32, v bpf.Backend) bool {
 		k := keyOf(v.L3n4Addr())
+		o.beIDs.reserve(id)
+		backendAddrs[id] = k
+		if j, dup := o.restoredBackends.get(k); dup {
+			other := o.beStates.at(j)
+			if named[other.id] || !named[id] {
+				o.orphanBackendIDs = append(o.orphanBackendIDs, id)
+				return true
+			}
+			o.orphanBackendIDs = append(o.orphanBackendIDs, other.id)
+			o.beStates.release(j)
+		}
 		i, be := o.beStates.alloc()
 		*be = backendState{key: k, id: id, value: valueOf(v), written: true, inMap: true}
 		o.restoredBackends.set(k, i)
-		backendAddrs[id] = k
-		o.beIDs.reserve(id)
 		return true
 	})
 	return backendAddrs, err

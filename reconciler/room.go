@@ -7,12 +7,15 @@ package reconciler
 // needs more than is free. Who gets the room when not every frontend fits
 // is decided by frontend ID, oldest first (waiting.go).
 //
-// The counts are upper bounds: an entry is counted from just before it is
-// written until it is known to be deleted, so a failed write leaves it
-// counted. After a failure the counts are marked stale, and the maps are
-// counted again (by iterating them) before a frontend is refused on their
-// word; a map-full error from the kernel, which means they were too low
-// (someone else wrote the map), has them counted again at once.
+// The counts are upper bounds of what the reconciler wrote: an entry is
+// counted from just before it is written until it is known to be
+// deleted, so a failed write leaves it counted. After a failure the
+// counts are marked stale, and the maps are counted again (by iterating
+// them) before a frontend is refused on their word. Someone else may
+// write the maps too: a map-full error from the kernel, which means the
+// counts were too low, has them counted again at once; and since entries
+// someone else deletes leave them too high, a frontend is refused on
+// counts older than recountAfter only after counting again.
 
 import (
 	"fmt"
@@ -88,6 +91,22 @@ type room struct {
 	// reserved is the room held for waiting frontends that fit
 	// (waiting.go), summed.
 	reserved entries
+	// counted is when the maps were last counted, and took how long
+	// that took (recountDue).
+	counted time.Time
+	took    time.Duration
+}
+
+// recountEvery is the least time between two counts that nothing but
+// their age asks for; they are also at least 10 times as far apart as a
+// count takes, so that counting costs at most a tenth of the time.
+const recountEvery = time.Second
+
+// recountDue reports whether the counts are old enough to be counted
+// again before refusing a frontend on their word: entries someone else
+// deleted since may have made room.
+func (r *room) recountDue(now time.Time) bool {
+	return now.Sub(r.counted) >= max(recountEvery, 10*r.took)
 }
 
 func newRoom(maps *bpf.Maps) room {
@@ -114,6 +133,7 @@ func newRoom(maps *bpf.Maps) room {
 // recount counts the entries of every map again. On error the counts
 // stay as they were, and stale.
 func (r *room) recount() error {
+	start := time.Now()
 	var counted entries
 	for m := range r.maps {
 		n, err := r.maps[m].count()
@@ -130,6 +150,7 @@ func (r *room) recount() error {
 		r.maps[m].used = counted[m]
 	}
 	r.stale = false
+	r.counted, r.took = time.Now(), time.Since(start)
 	return nil
 }
 

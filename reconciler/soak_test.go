@@ -34,13 +34,15 @@ func soakBackend(b int) lb.L3n4Addr {
 
 func soakVIP(i int) string { return fmt.Sprintf("10.96.12.%d:80/TCP", i) }
 
+func soakName(i int) lb.ServiceName { return lb.NewServiceName("soak", fmt.Sprintf("svc-%d", i)) }
+
 // declare writes service i of the model (odd ones use Maglev).
 func (m soakModel) declare(w *tables.Writer, txn statedb.WriteTxn, i int) error {
 	alg := lb.AlgorithmRandom
 	if i%2 == 1 {
 		alg = lb.AlgorithmMaglev
 	}
-	name := lb.NewServiceName("soak", fmt.Sprintf("svc-%d", i))
+	name := soakName(i)
 	if err := w.UpsertService(txn, lb.ServiceParams{Name: name, Source: lb.SourceK8s, Algorithm: alg,
 		Frontends: []lb.FrontendParams{{Address: addr(soakVIP(i)), Type: lb.SVCTypeClusterIP}}}); err != nil {
 		return err
@@ -86,12 +88,15 @@ func TestSoakFullMapsRestartsAndBadInput(t *testing.T) {
 	stopChecking := startChecking()
 	defer func() { stopChecking() }()
 
-	a := newAgent(t, maps, retries)
+	// Beside the reader, every write is checked as it is made.
+	written, order := checkWriteOrder(maps)
+	a := newAgent(t, written, retries)
 	a.start(t)
 	defer func() { a.stop(t) }()
 
 	r := rand.New(rand.NewPCG(12, 12))
 	model := soakModel{}
+	backendIDs := backendIDHistory{} // the allocator keeps its marks: no ID goes to another backend
 	full := 0
 	for round := 1; round <= rounds; round++ {
 		for range opsPerRound {
@@ -102,6 +107,12 @@ func TestSoakFullMapsRestartsAndBadInput(t *testing.T) {
 		case v := <-violations:
 			t.Fatalf("round %d: the datapath could have seen a half-written service: %s\n(the maps now:)\n%s", round, v, dumpText(t, maps))
 		default:
+		}
+		if v := order.violations(); len(v) > 0 {
+			t.Fatalf("round %d: the writes, in the order made, broke what a datapath relies on: %v\n(the maps now:)\n%s", round, v, dumpText(t, maps))
+		}
+		if handedOn := backendIDs.see(t, maps); len(handedOn) > 0 {
+			t.Errorf("round %d: backend IDs handed to another backend, which flows holding them would follow: %v", round, handedOn)
 		}
 		if _, failed := a.statuses(); len(failed) > 0 {
 			full++
@@ -120,7 +131,8 @@ func TestSoakFullMapsRestartsAndBadInput(t *testing.T) {
 		maps = bpftest.KernelMaps(t, cfg)
 		current.Store(maps)
 		stopChecking = startChecking()
-		a = newAgent(t, maps, retries)
+		written, order = checkWriteOrder(maps)
+		a = newAgent(t, written, retries)
 		done, err := a.w.RegisterInitializer("k8s")
 		if err != nil {
 			t.Fatal(err)
@@ -153,8 +165,9 @@ func TestSoakFullMapsRestartsAndBadInput(t *testing.T) {
 
 // soakStep makes one random change: a service declared with random
 // backends from the pool, deleted, or one of its backends released; or
-// input the Writer must reject, which must change nothing.
-func soakStep(t *testing.T, a *agent, r *rand.Rand, model soakModel) {
+// input the Writer must reject, which must change nothing. It returns
+// the service it picked.
+func soakStep(t *testing.T, a *agent, r *rand.Rand, model soakModel) int {
 	t.Helper()
 	i := r.IntN(soakServices)
 	name := lb.NewServiceName("soak", fmt.Sprintf("svc-%d", i))
@@ -168,7 +181,7 @@ func soakStep(t *testing.T, a *agent, r *rand.Rand, model soakModel) {
 		a.write(t, func(txn statedb.WriteTxn) error { return a.w.DeleteService(txn, name, lb.SourceK8s) })
 	case op < 8:
 		if len(model[i]) == 0 {
-			return
+			return i
 		}
 		b := model[i][r.IntN(len(model[i]))]
 		model[i] = slices.DeleteFunc(slices.Clone(model[i]), func(x int) bool { return x == b })
@@ -178,6 +191,7 @@ func soakStep(t *testing.T, a *agent, r *rand.Rand, model soakModel) {
 	default:
 		soakRejected(t, a, r, name)
 	}
+	return i
 }
 
 // soakRejected gives the Writer one of several kinds of bad input and

@@ -70,7 +70,9 @@ func (o *ops) admit(tasks []task) {
 	if _, ok := total.fitsIn(free); ok {
 		return
 	}
-	if o.room.stale {
+	// Some would be refused: not on the word of counts that a failure
+	// left high, nor of old ones (someone else may have deleted entries).
+	if o.room.stale || o.room.recountDue(time.Now()) {
 		if err := o.room.recount(); err != nil {
 			o.log.Warn("Cannot count the entries of the maps", "error", err)
 		}

@@ -148,7 +148,12 @@ struct lb_backend {
 struct lb_rev_nat_value {
 	__u8   addr[16];
 	__be16 port;
-	__u8   pad[2];
+	/* The rest of the frontend's identity, which the datapath does not
+	 * read: a restarted agent that finds only lb_rev_nat matches an entry
+	 * to its frontend by all of it, so that TCP/UDP twins (or the two
+	 * scopes of one) keep their own IDs. 0, 0 in entries of older agents. */
+	__u8   proto;
+	__u8   scope; /* 0: external, 1: internal */
 	__u32  id;    /* the frontend ID (rev_nat_id); 0: the slot is empty */
 };
 

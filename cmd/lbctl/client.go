@@ -10,11 +10,17 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/lbstate/lbstate/api"
 )
+
+// rowsPath is api.RowsPath as a path below the agent's base URL.
+var rowsPath = strings.TrimPrefix(api.RowsPath, "/")
 
 // defaultTimeout is --timeout's default.
 const defaultTimeout = 10 * time.Second
@@ -111,6 +117,9 @@ func (c *agentClient) get(path string, query url.Values, body []byte) (*answer, 
 	// The agent is on loopback: compressing its answers (the metrics
 	// would be) only costs it time.
 	req.Header.Set("Accept-Encoding", "identity")
+	// The agent refuses a request of another version than its own, and
+	// says so, rather than answer in a form this lbctl would misread.
+	req.Header.Set(api.VersionHeader, strconv.Itoa(api.ReadAPIVersion))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		a.stream()
@@ -120,7 +129,11 @@ func (c *agentClient) get(path string, query url.Values, body []byte) (*answer, 
 	a.body = resp.Body
 	if resp.StatusCode != http.StatusOK {
 		defer a.Close()
-		return nil, newStatusError(u.String(), resp)
+		se := newStatusError(u.String(), resp)
+		// An agent that predates the versioned read API has no rows to
+		// serve, and says nothing of a version.
+		se.unversioned = resp.StatusCode == http.StatusNotFound && resp.Header.Get(api.VersionHeader) == "" && strings.HasPrefix(path, rowsPath)
+		return nil, se
 	}
 	return a, nil
 }
@@ -130,6 +143,9 @@ type statusError struct {
 	url, status string
 	code        int
 	msg         string // the start of the answer: what the agent says is wrong
+	// unversioned: the server does not serve the read API this lbctl
+	// speaks (api.ReadAPIVersion), nor say which it serves.
+	unversioned bool
 }
 
 func newStatusError(url string, resp *http.Response) *statusError {
@@ -138,10 +154,14 @@ func newStatusError(url string, resp *http.Response) *statusError {
 	if json.Unmarshal(msg, &res) == nil && res.Err != "" {
 		msg = []byte(res.Err)
 	}
-	return &statusError{url, resp.Status, resp.StatusCode, strings.TrimSpace(string(msg))}
+	return &statusError{url: url, status: resp.Status, code: resp.StatusCode, msg: strings.TrimSpace(string(msg))}
 }
 
 func (e *statusError) Error() string {
+	if e.unversioned {
+		return fmt.Sprintf("%s answered %s: %s (is --api the agent's address, its --api-addr? An agent older than this lbctl serves no lbstate read API version %d at %s: use the lbctl of its release)",
+			e.url, e.status, e.msg, api.ReadAPIVersion, api.RowsPath)
+	}
 	return fmt.Sprintf("%s answered %s: %s (is --api the agent's address, its --api-addr?)", e.url, e.status, e.msg)
 }
 

@@ -115,7 +115,7 @@ func TestAPIThatIsNotTheAgentsIsReported(t *testing.T) {
 	for _, api := range []string{other.URL, agent + "/elsewhere"} {
 		var stdout, stderr bytes.Buffer
 		code := run([]string{"frontends", "--api", api}, &stdout, &stderr)
-		want := "/statedb/query answered 404 Not Found: 404 page not found"
+		want := "/rows/frontends answered 404 Not Found: 404 page not found"
 		if code != 1 || !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "is --api the agent's address") {
 			t.Errorf("--api %s: exit %d, stderr %q; want exit 1 and %q", api, code, stderr.String(), want)
 		}

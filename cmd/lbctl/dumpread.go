@@ -122,8 +122,8 @@ func (a *dumpArchive) get(path string, query url.Values, body []byte) (*answer, 
 		err error
 	)
 	switch {
-	case path == "statedb/query":
-		r, err = a.query(body)
+	case strings.HasPrefix(path, rowsPath):
+		r, err = a.rows(strings.TrimPrefix(path, rowsPath), query)
 	case path == mapsPath && len(query["maglev"]) > 0:
 		r, err = a.mapsWithTables(query["maglev"])
 	case path == mapsPath:
@@ -146,22 +146,23 @@ func (a *dumpArchive) get(path string, query url.Values, body []byte) (*answer, 
 	return &answer{body: r, ctx: ctx, cancel: cancel}, nil
 }
 
-// query answers a query for a whole table, as lbctl's commands make them
-// (from the lowest key of the table's primary index): the archive holds
-// each table in that order.
-func (a *dumpArchive) query(body []byte) (io.ReadCloser, error) {
-	var req statedb.QueryRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, err
-	}
-	if !req.LowerBound {
+// rows answers a read of a table's rows (api.RowsPath), as lbctl's
+// commands make them: the whole table, in the order the archive holds it
+// (its primary index's).
+func (a *dumpArchive) rows(table string, query url.Values) (io.ReadCloser, error) {
+	if len(query) > 0 {
 		return nil, fmt.Errorf("the dump %s answers reads of whole tables only", a.path)
 	}
-	if !slices.Contains(a.manifest.Tables, req.Table) {
+	return a.table(table)
+}
+
+// table answers with every object of table, one query response each.
+func (a *dumpArchive) table(table string) (io.ReadCloser, error) {
+	if !slices.Contains(a.manifest.Tables, table) {
 		return nil, &statusError{url: a.path, status: "404 Not Found", code: 404,
-			msg: fmt.Sprintf("no table %q in the dump (it has %s)", req.Table, strings.Join(a.manifest.Tables, ", "))}
+			msg: fmt.Sprintf("no table %q in the dump (it has %s)", table, strings.Join(a.manifest.Tables, ", "))}
 	}
-	r, err := a.open(tablesDir + req.Table + ".json")
+	r, err := a.open(tablesDir + table + ".json")
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +286,7 @@ func simulateDump(fs *pflag.FlagSet, offline *pipelineFlags, path string, showMa
 		return err
 	}
 	var fes []*lb.Frontend
-	err = eachRow(c, tables.FrontendsTableName, tables.FrontendByAddress.Name, nil, func(fe *lb.Frontend) error {
+	err = eachRow(c, tables.FrontendsTableName, func(fe *lb.Frontend) error {
 		fes = append(fes, fe)
 		return nil
 	})

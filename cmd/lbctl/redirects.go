@@ -27,7 +27,7 @@ func redirectsCmd(args []string, stdout, stderr io.Writer) error {
 	var policies []*redirectpolicy.Status
 	services := map[lb.ServiceName]bool{}
 	addrs := map[lb.L3n4Addr]bool{}
-	err = eachRow(c, redirectpolicy.TableName, redirectpolicy.StatusByName.Name, redirectpolicy.StatusByName.FromKey(""),
+	err = eachRow(c, redirectpolicy.TableName,
 		func(st *redirectpolicy.Status) error {
 			policies = append(policies, st)
 			services[st.Service], services[st.Target] = true, true
@@ -41,7 +41,7 @@ func redirectsCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	// Only the frontends the policies name are kept.
 	var frontends []*lb.Frontend
-	err = eachRow(c, tables.FrontendsTableName, tables.FrontendByAddress.Name, tables.FrontendByAddress.FromKey(lb.L3n4Addr{}),
+	err = eachRow(c, tables.FrontendsTableName,
 		func(fe *lb.Frontend) error {
 			if services[fe.Service] || addrs[fe.Address] {
 				frontends = append(frontends, fe)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/spf13/pflag"
 
+	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -40,16 +40,15 @@ func agentURL(api string) (*url.URL, error) {
 
 // remoteTableCmd lists (and with --watch, follows) one table of a running
 // agent, in the order of its primary index.
-func remoteTableCmd[Obj row, Key any](table string, primary statedb.Index[Obj, Key]) func(args []string, stdout, stderr io.Writer) error {
-	var zero Key
+func remoteTableCmd[Obj row](table string) func(args []string, stdout, stderr io.Writer) error {
 	usage := fmt.Sprintf("Usage: lbctl %s [flags]\n\nLists the %s table of a running agent.", table, table)
-	return remoteListCmd[Obj](table, usage, table, primary.Name, primary.FromKey(zero), nil)
+	return remoteListCmd[Obj](table, usage, table, nil)
 }
 
 // remoteListCmd is the command name listing the rows of table that keep
-// accepts (all, and then --watch follows them, with a nil keep), from key
-// on in index's order.
-func remoteListCmd[Obj row](name, usage, table, index string, key []byte, keep func(Obj) bool) func(args []string, stdout, stderr io.Writer) error {
+// accepts (all, and then --watch follows them, with a nil keep), in the
+// order of its primary index.
+func remoteListCmd[Obj row](name, usage, table string, keep func(Obj) bool) func(args []string, stdout, stderr io.Writer) error {
 	return func(args []string, stdout, stderr io.Writer) error {
 		watch := new(bool)
 		c, output, err := agentCommand(name, usage, args, stderr, func(fs *pflag.FlagSet) {
@@ -63,7 +62,7 @@ func remoteListCmd[Obj row](name, usage, table, index string, key []byte, keep f
 		if *watch {
 			return watchTable[Obj](c, table, stdout)
 		}
-		return listTable(c, table, index, key, newRowPrinter[Obj](stdout, output), keep)
+		return listTable(c, table, newRowPrinter[Obj](stdout, output), keep)
 	}
 }
 
@@ -93,11 +92,11 @@ func agentCommand(name, usage string, args []string, stderr io.Writer, more func
 	return c, output.format, err
 }
 
-// listTable prints the rows of table from key on (in index's order) as
+// listTable prints the rows of table (in its primary index's order) as
 // they arrive, those keep accepts (all with a nil keep): lbctl holds one
 // row at a time, or one block of a table's.
-func listTable[Obj row](c *agentClient, table, index string, key []byte, p *rowPrinter[Obj], keep func(Obj) bool) error {
-	err := eachRow(c, table, index, key, func(o Obj) error {
+func listTable[Obj row](c *agentClient, table string, p *rowPrinter[Obj], keep func(Obj) bool) error {
+	err := eachRow(c, table, func(o Obj) error {
 		if keep != nil && !keep(o) {
 			return nil
 		}
@@ -120,7 +119,7 @@ func (c *agentClient) learnSources() error {
 	}
 	c.learned = true
 	var rows []*tables.RegisteredSource
-	err := eachRow(c, tables.SourcesTableName, tables.RegisteredSourceByName.Name, nil, func(r *tables.RegisteredSource) error {
+	err := eachRow(c, tables.SourcesTableName, func(r *tables.RegisteredSource) error {
 		if r.Name != "" { // not a source: a server that answers any query alike
 			rows = append(rows, r)
 		}
@@ -138,17 +137,16 @@ func (c *agentClient) learnSources() error {
 	return nil
 }
 
-// eachRow calls fn with each row of table from key on, in index's order,
-// as they arrive.
-func eachRow[Obj any](c *agentClient, table, index string, key []byte, fn func(Obj) error) error {
+// eachRow calls fn with each row of table, in its primary index's order,
+// as they arrive. It reads the API's rows (api.RowsPath), which take a
+// query in text: StateDB's own queries take index keys in bytes, which
+// an agent built with another version of the index may read otherwise,
+// and answer nothing where rows exist.
+func eachRow[Obj any](c *agentClient, table string, fn func(Obj) error) error {
 	if err := c.learnSources(); err != nil {
 		return err
 	}
-	q, err := json.Marshal(statedb.QueryRequest{Table: table, Index: index, Key: base64.StdEncoding.EncodeToString(key), LowerBound: true})
-	if err != nil {
-		return err
-	}
-	a, err := c.get("statedb/query", nil, q)
+	a, err := c.get(rowsPath+table, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -206,7 +204,7 @@ func watchTable[Obj row](c *agentClient, table string, w io.Writer) error {
 }
 
 var (
-	servicesCmd  = remoteTableCmd(tables.ServicesTableName, tables.ServiceByName)
-	frontendsCmd = remoteTableCmd(tables.FrontendsTableName, tables.FrontendByAddress)
-	backendsCmd  = remoteTableCmd(tables.BackendsTableName, tables.BackendByAddress)
+	servicesCmd  = remoteTableCmd[*lb.Service](tables.ServicesTableName)
+	frontendsCmd = remoteTableCmd[*lb.Frontend](tables.FrontendsTableName)
+	backendsCmd  = remoteTableCmd[*lb.Backend](tables.BackendsTableName)
 )

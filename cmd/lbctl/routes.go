@@ -22,7 +22,7 @@ func routesCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	rejected := map[string][]RejectedShare{} // by route name
-	err = eachRow(c, tables.FrontendsTableName, tables.FrontendByAddress.Name, nil, func(fe *lb.Frontend) error {
+	err = eachRow(c, tables.FrontendsTableName, func(fe *lb.Frontend) error {
 		if fe.RoutedBy() != "" && fe.Rejected() > 0 {
 			rejected[fe.RoutedBy()] = append(rejected[fe.RoutedBy()], RejectedShare{Frontend: fe.Address.String(), Percent: rejectedPercent(fe)})
 		}
@@ -32,7 +32,7 @@ func routesCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	p := newRowPrinter[routeRow](stdout, output)
-	err = eachRow(c, routes.StatusTableName, routes.StatusByKey.Name, nil, func(s *routes.Status) error {
+	err = eachRow(c, routes.StatusTableName, func(s *routes.Status) error {
 		return p.print(routeRow{Status: s, Rejected: rejected[s.Key.String()]})
 	})
 	if err != nil {

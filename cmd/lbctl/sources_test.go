@@ -4,15 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/cilium/statedb"
-
+	"github.com/lbstate/lbstate/api"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/tables"
 )
@@ -42,16 +40,15 @@ func TestLbctlDecodesRowsOfTheAgentsOwnSources(t *testing.T) {
 	}
 	agent := func(listsSources bool) *httptest.Server {
 		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			var q statedb.QueryRequest
-			body, _ := io.ReadAll(r.Body)
-			if r.URL.Path != "/statedb/query" || json.Unmarshal(body, &q) != nil {
+			table, ok := strings.CutPrefix(r.URL.Path, api.RowsPath)
+			if !ok {
 				http.NotFound(w, r)
 				return
 			}
 			switch {
-			case q.Table == tables.SourcesTableName && listsSources:
+			case table == tables.SourcesTableName && listsSources:
 				w.Write([]byte(`{"obj":{"name":"` + remoteOnly + `","priority":` + priority + `}}` + "\n"))
-			case q.Table == tables.ServicesTableName:
+			case table == tables.ServicesTableName:
 				w.Write([]byte(`{"obj":` + string(row) + "}\n"))
 			default:
 				w.WriteHeader(http.StatusBadRequest)

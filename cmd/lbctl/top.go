@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -11,7 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cilium/statedb"
 	"golang.org/x/sys/unix"
 
 	"github.com/lbstate/lbstate/bpf"
@@ -218,21 +216,13 @@ func serviceNames(api string) map[uint32]string {
 	if err != nil {
 		return names
 	}
-	if (&agentClient{base: base, timeout: 2 * time.Second}).learnSources() != nil {
-		return names
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	remote := statedb.NewRemoteTable[*lb.Frontend](base.JoinPath("statedb"), tables.FrontendsTableName)
-	objs, errs := remote.LowerBound(ctx, tables.FrontendByAddress.Query(lb.L3n4Addr{}))
-	if objs != nil {
-		for fe := range objs {
-			if fe.ID != 0 {
-				names[fe.ID] = fe.Service.String()
-			}
+	c := &agentClient{base: base, timeout: 2 * time.Second}
+	eachRow(c, tables.FrontendsTableName, func(fe *lb.Frontend) error {
+		if fe.ID != 0 {
+			names[fe.ID] = fe.Service.String()
 		}
-	}
-	<-errs
+		return nil
+	})
 	return names
 }
 
