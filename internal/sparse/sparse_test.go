@@ -1,0 +1,68 @@
+package sparse
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// An Array reads as a plain array under any sequence of Set and Clear:
+// elements never set or cleared read as zero, the others as last set,
+// and Len counts those set.
+func TestArrayReadsAsAPlainArray(t *testing.T) {
+	const n = 5*pageLen + 7 // a last page of 7
+	r := rand.New(rand.NewPCG(1, 2))
+	a, want, set := New[int](n), make([]int, n), make([]bool, n)
+	for step := range 200_000 {
+		i := uint32(r.IntN(n))
+		if r.IntN(3) == 0 {
+			a.Clear(i)
+			want[i], set[i] = 0, false
+		} else {
+			a.Set(i, step+1)
+			want[i], set[i] = step+1, true
+		}
+	}
+	count := 0
+	for i := range uint32(n) {
+		if got := a.Get(i); got != want[i] {
+			t.Fatalf("element %d: %d, want %d", i, got, want[i])
+		}
+		if a.IsSet(i) != set[i] {
+			t.Fatalf("element %d: IsSet %v, want %v", i, a.IsSet(i), set[i])
+		}
+		if set[i] {
+			count++
+		}
+	}
+	if a.Len() != count {
+		t.Errorf("Len %d, want %d", a.Len(), count)
+	}
+}
+
+// Memory goes with use: a fresh Array has no page, a page comes with its
+// first element set and goes with its last one cleared.
+func TestArrayHoldsPagesOnlyWhileElementsAreSet(t *testing.T) {
+	a := New[uint32](1 << 20)
+	pages := func() int {
+		n := 0
+		for _, p := range a.pages {
+			if p != nil {
+				n++
+			}
+		}
+		return n
+	}
+	if pages() != 0 {
+		t.Fatalf("a fresh array holds %d pages", pages())
+	}
+	a.Set(3, 0) // set to the zero value is set all the same
+	a.Set(pageLen+1, 9)
+	if pages() != 2 || !a.IsSet(3) || a.Len() != 2 {
+		t.Fatalf("after two sets in two pages: %d pages, IsSet(3) %v, Len %d", pages(), a.IsSet(3), a.Len())
+	}
+	a.Clear(3)
+	a.Clear(3) // twice is once
+	if pages() != 1 || a.Len() != 1 {
+		t.Fatalf("after clearing one page's only element: %d pages, Len %d", pages(), a.Len())
+	}
+}
