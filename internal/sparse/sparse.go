@@ -17,6 +17,11 @@ const pageLen = 1024
 type Array[T any] struct {
 	pages []*page[T]
 	set   int
+	// spare is the last page given back, kept for the next page needed:
+	// IDs are handed out in increasing order, so as one page empties at
+	// the old end of the live IDs another fills at the new end, and
+	// churn would otherwise allocate a page every pageLen IDs.
+	spare *page[T]
 }
 
 // page holds pageLen elements and which of them are set.
@@ -51,7 +56,9 @@ func (a *Array[T]) IsSet(i uint32) bool {
 func (a *Array[T]) Set(i uint32, v T) {
 	p := a.pages[i/pageLen]
 	if p == nil {
-		p = new(page[T])
+		if p, a.spare = a.spare, nil; p == nil {
+			p = new(page[T])
+		}
 		a.pages[i/pageLen] = p
 	}
 	p.vals[i%pageLen] = v
@@ -77,8 +84,9 @@ func (a *Array[T]) Clear(i uint32) {
 	var zero T
 	p.vals[i%pageLen] = zero
 	a.set--
-	if p.n--; p.n == 0 {
+	if p.n--; p.n == 0 { // every element is zero again, as in a new page
 		a.pages[i/pageLen] = nil
+		a.spare = p
 	}
 }
 

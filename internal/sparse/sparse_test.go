@@ -66,3 +66,28 @@ func TestArrayHoldsPagesOnlyWhileElementsAreSet(t *testing.T) {
 		t.Fatalf("after clearing one page's only element: %d pages, Len %d", pages(), a.Len())
 	}
 }
+
+// A window of elements moving through the array, as live IDs do, takes
+// no new page once it has moved a page: the page it leaves is reused
+// where it arrives. Once, every step of a page allocated one.
+func TestArrayReusesThePageAWindowLeaves(t *testing.T) {
+	const window = 3 * pageLen
+	a := New[uint64](1 << 20)
+	for i := range uint32(window) {
+		a.Set(i, 1)
+	}
+	next := uint32(window)
+	allocs := testing.AllocsPerRun(10, func() { // 11 runs of 64 pages
+		for range 64 * pageLen {
+			a.Set(next, uint64(next))
+			a.Clear(next - window)
+			next++
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("moving a window of %d elements by 64 pages allocated %v times", window, allocs)
+	}
+	if a.Len() != window {
+		t.Errorf("Len %d, want %d", a.Len(), window)
+	}
+}
