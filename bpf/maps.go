@@ -65,9 +65,21 @@ type Maps struct {
 	// Recreated lists the pinned maps that NewKernelMaps recreated empty
 	// (Config.LBRecreateMaps), each with why; bpf.Cell logs them.
 	Recreated []RecreatedMap
+	// KeptSizes lists the pinned maps that NewKernelMaps opened at their
+	// pinned size, not at the default size the configuration left them
+	// at (an older version's default); bpf.Cell logs them.
+	KeptSizes []KeptSize
 
 	capacities map[string]Capacity
 	close      func() error
+}
+
+// KeptSize is a pinned map kept at its size, and the default it kept
+// instead (Flag sets it; with --lb-recreate-maps, the map is recreated
+// empty at the size given).
+type KeptSize struct {
+	Name, Flag      string
+	Pinned, Default uint32
 }
 
 // RecreatedMap is a pinned map recreated empty, and why.
