@@ -138,6 +138,16 @@ func engineFor(mode string, extra ...cell.Cell) func(t testing.TB, args []string
 		hive.AddConfigOverride(h, func(c *bpf.Config) {
 			c.LBPinDir = pinDir
 			c.LBMaglevTableSize = 251 // small tables keep dumps and tests quick
+			// Every lb/maps-cmp reads the dense ID maps whole, slot by
+			// slot: the defaults' 1M + 256K slots cost ~0.3 s of CPU a
+			// dump, seconds on a loaded machine, which outlast its 5 s.
+			// A script's own --lb-*-max is kept.
+			if c.LBBackendsMax == bpf.DefaultConfig.LBBackendsMax {
+				c.LBBackendsMax = 1 << 16
+			}
+			if c.LBRevNatMax == bpf.DefaultConfig.LBRevNatMax {
+				c.LBRevNatMax = 1 << 16
+			}
 		})
 		cmds, err := h.ScriptCommands(log)
 		if err != nil {

@@ -103,3 +103,33 @@ func TestCapacityNamesEachMapsSizeAndFlag(t *testing.T) {
 		}
 	})
 }
+
+// With no flag the maps hold 100,000 Services of 10 endpoints each, as
+// kube-proxy does: a ClusterIP frontend takes a master entry and one
+// slot a backend in lb_services, each distinct endpoint a slot of
+// lb_backends, each frontend one of lb_rev_nat, and room is left over
+// for NodePort frontends and for new endpoints appearing before old ones
+// go. Once, 10,000 such services did not fit the defaults. The kernel
+// run at this size is TestDefaultMapsServe100kServicesOf10Backends in
+// the reconciler.
+func TestDefaultMapsHold100kServicesOf10Backends(t *testing.T) {
+	const services, backends = 100_000, 10
+	cfg := bpf.DefaultConfig
+	for _, c := range []struct {
+		flag       string
+		max        uint32
+		need, room int
+	}{
+		{"--lb-services-max", cfg.LBServicesMax, services * (1 + backends), services * (1 + backends) / 2},
+		{"--lb-backends-max", cfg.LBBackendsMax, services * backends, services * backends / 25},
+		{"--lb-rev-nat-max", cfg.LBRevNatMax, services, services},
+	} {
+		if int(c.max) < c.need+c.room {
+			t.Errorf("%s defaults to %d: %d services x %d backends need %d, and %d more are meant to be free",
+				c.flag, c.max, services, backends, c.need, c.room)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("the default configuration: %v", err)
+	}
+}

@@ -94,7 +94,11 @@
 // says which and why (Cell logs each at WARN). A reader of IDs should take
 // them from the maps kept: lb_rev_nat holds every frontend ID. The
 // Maglev table size is checked on the inner maps, by looking at one, or,
-// with none, by trying to insert one. Cell never falls back to in-memory
+// with none, by trying to insert one. One exception keeps upgrades
+// painless: a map whose capacity flag is left at its default and that
+// differs from the spec in max_entries alone (pinned by a version with
+// other defaults) is opened at its pinned size, with its entries;
+// Maps.KeptSizes lists it and Cell logs it, with how to resize it. Cell never falls back to in-memory
 // maps on this error: the agent would silently stop programming the
 // datapath.
 //

@@ -46,7 +46,11 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 		if d.innerSlots != nil {
 			ms.InnerMap.ValueSize = 4 * d.innerSlots(cfg)
 		}
-		m, recreated, err := openPinned(ms, cfg)
+		// A size left at its default may be an older version's default:
+		// a map pinned at that size is kept rather than refused (see
+		// openPinned).
+		keepSize := d.sizedBy != nil && !cfg.LBRecreateMaps && ms.MaxEntries == d.maxEntries(DefaultConfig)
+		m, recreated, err := openPinned(ms, cfg, keepSize)
 		if err != nil {
 			closeMaps(opened)
 			lock.Close()
@@ -54,6 +58,9 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 		}
 		if recreated != nil {
 			maps.Recreated = append(maps.Recreated, RecreatedMap{Name: d.name, Reason: recreated})
+		}
+		if m.MaxEntries() != ms.MaxEntries {
+			maps.KeptSizes = append(maps.KeptSizes, KeptSize{Name: d.name, Flag: "--" + d.sizedBy.flag, Pinned: m.MaxEntries(), Default: ms.MaxEntries})
 		}
 		opened = append(opened, m)
 		d.bind.kernel(maps, d, m, ms)
@@ -85,13 +92,24 @@ func closeMaps(ms []*ebpf.Map) error {
 
 // openPinned opens or creates one pinned map, checking that an existing
 // one fits the spec (for map-in-map, that its inner tables do too). If it
-// recreated the map (cfg.LBRecreateMaps), it says why.
-func openPinned(ms *ebpf.MapSpec, cfg Config) (m *ebpf.Map, recreated, err error) {
+// recreated the map (cfg.LBRecreateMaps), it says why. With keepSize, a
+// pinned map that differs from the spec in max_entries alone is opened
+// at its own size: an agent upgraded to larger default sizes keeps its
+// entries, and the IDs live flows use, instead of refusing to start.
+func openPinned(ms *ebpf.MapSpec, cfg Config, keepSize bool) (m *ebpf.Map, recreated, err error) {
 	path := filepath.Join(cfg.LBPinDir, ms.Name)
-	m, err = ebpf.NewMapWithOptions(ms, ebpf.MapOptions{PinPath: cfg.LBPinDir})
-	if err == nil && ms.InnerMap != nil {
-		if err = checkInnerMaps(m, ms.InnerMap); err != nil {
-			m.Close()
+	m, err = openChecked(ms, cfg.LBPinDir)
+	if errors.Is(err, ebpf.ErrMapIncompatible) && keepSize {
+		if pinned, perr := ebpf.LoadPinnedMap(path, nil); perr == nil {
+			n := pinned.MaxEntries()
+			pinned.Close()
+			if n != ms.MaxEntries {
+				at := ms.Copy()
+				at.MaxEntries = n
+				if km, kerr := openChecked(at, cfg.LBPinDir); kerr == nil {
+					return km, nil, nil
+				}
+			}
 		}
 	}
 	if err != nil && errors.Is(err, ebpf.ErrMapIncompatible) && cfg.LBRecreateMaps {
@@ -109,6 +127,19 @@ func openPinned(ms *ebpf.MapSpec, cfg Config) (m *ebpf.Map, recreated, err error
 		return nil, nil, fmt.Errorf("map %s: %w", path, err)
 	}
 	return m, recreated, nil
+}
+
+// openChecked opens or creates the map of ms pinned in pinDir, and checks
+// that a map of maps takes inner maps of ms's.
+func openChecked(ms *ebpf.MapSpec, pinDir string) (*ebpf.Map, error) {
+	m, err := ebpf.NewMapWithOptions(ms, ebpf.MapOptions{PinPath: pinDir})
+	if err == nil && ms.InnerMap != nil {
+		if err = checkInnerMaps(m, ms.InnerMap); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
+	return m, err
 }
 
 // checkInnerMaps reports ErrMapIncompatible if the outer map takes no inner

@@ -65,9 +65,21 @@ type Maps struct {
 	// Recreated lists the pinned maps that NewKernelMaps recreated empty
 	// (Config.LBRecreateMaps), each with why; bpf.Cell logs them.
 	Recreated []RecreatedMap
+	// KeptSizes lists the pinned maps that NewKernelMaps opened at their
+	// pinned size, not at the default size the configuration left them
+	// at (an older version's default); bpf.Cell logs them.
+	KeptSizes []KeptSize
 
 	capacities map[string]Capacity
 	close      func() error
+}
+
+// KeptSize is a pinned map kept at its size, and the default it kept
+// instead (Flag sets it; with --lb-recreate-maps, the map is recreated
+// empty at the size given).
+type KeptSize struct {
+	Name, Flag      string
+	Pinned, Default uint32
 }
 
 // RecreatedMap is a pinned map recreated empty, and why.
@@ -133,12 +145,21 @@ type Config struct {
 	LBDropsMax        uint32
 }
 
-// DefaultConfig is the default map configuration.
+// DefaultConfig is the default map configuration. It holds 100,000
+// services of 10 distinct backends each with no flag (kube-proxy needs
+// none at that size): lb_services takes 1 + 10 entries a frontend, 1.1M
+// of its 2M; lb_backends one slot a backend, 1M of its 1M + 48K;
+// lb_rev_nat one a frontend, with room for NodePorts. What that costs
+// the kernel, measured, is in docs/maps-and-reconciler.md: lb_services
+// is a hash map without preallocation, whose entries cost memory only
+// when used, but whose buckets (16 bytes each, max_entries rounded up to
+// a power of two) are allocated whole; the two dense ID maps are arrays,
+// allocated whole.
 var DefaultConfig = Config{
 	LBPinDir:          "/sys/fs/bpf/lbstate",
-	LBServicesMax:     65536,
-	LBBackendsMax:     65536,
-	LBRevNatMax:       65536,
+	LBServicesMax:     1 << 21,
+	LBBackendsMax:     1 << 20,
+	LBRevNatMax:       1 << 18,
 	LBMaglevMax:       65536,
 	LBAffinityMax:     65536,
 	LBSourceRangesMax: 16384,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
+	"github.com/lbstate/lbstate/lb"
 	"golang.org/x/sys/unix"
 )
 
@@ -240,5 +241,56 @@ func TestFlowSeedIsRandomAndOutlivesARestart(t *testing.T) {
 	}
 	if other := seed(pinnedConfig(t)); other == first {
 		t.Errorf("two sets of maps have one seed %s", first)
+	}
+}
+
+// An agent upgraded to larger default sizes finds maps pinned at an older
+// version's defaults: it opens them at their size, with their entries
+// (and so the IDs live flows use), and says so, rather than refusing to
+// start. A size given on purpose must still match the pinned one.
+func TestMapsPinnedAtAnOlderDefaultSizeAreKeptAtTheirSize(t *testing.T) {
+	old := bpftest.Config(t)
+	old.LBServicesMax, old.LBBackendsMax, old.LBRevNatMax = 65536, 65536, 65536 // the defaults until issue 30
+	m, err := bpf.NewKernelMaps(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := bpf.NewServiceKey(lb.MustParseL3n4Addr("10.96.0.1:80/TCP"), 0)
+	if err := m.Services.Update(key, bpf.ServiceValue{RevNatID: 70000}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Backends.Update(70000, bpf.Backend{ClusterID: 42}); err != nil { // slot 70000 % 65536
+		t.Fatal(err)
+	}
+	m.Close()
+
+	cfg := bpf.DefaultConfig
+	cfg.LBPinDir = old.LBPinDir
+	m, logs := startCell(t, cfg, "kernel")
+	for _, name := range []string{"lb_services", "lb_backends", "lb_rev_nat"} {
+		if c, _ := m.Capacity(name); c.MaxEntries != 65536 {
+			t.Errorf("%s opened at %d entries, want its pinned 65536", name, c.MaxEntries)
+		}
+		if !strings.Contains(logs, "Kept a pinned map at its size") || !strings.Contains(logs, "map="+name) {
+			t.Errorf("no log line says %s was kept at its size:\n%s", name, logs)
+		}
+	}
+	if v, ok, _ := m.Services.Lookup(key); !ok || v.RevNatID != 70000 {
+		t.Errorf("lb_services lost its entry: %+v %v", v, ok)
+	}
+	if v, ok, _ := m.Backends.Lookup(70000); !ok || v.ClusterID != 42 {
+		t.Errorf("lb_backends lost backend 70000, or reads it from another slot: %+v %v", v, ok)
+	}
+
+	old.LBPinDir = bpftest.Config(t).LBPinDir // another agent's, as the first one holds its directory
+	m, err = bpf.NewKernelMaps(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	given := cfg
+	given.LBPinDir, given.LBServicesMax = old.LBPinDir, 1<<20 // not the default: given on purpose
+	if _, err := bpf.NewKernelMaps(given); err == nil || !strings.Contains(err.Error(), "--lb-recreate-maps") {
+		t.Fatalf("lb_services pinned at 65536 opened with --lb-services-max %d: %v, want an error pointing at --lb-recreate-maps", given.LBServicesMax, err)
 	}
 }

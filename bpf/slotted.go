@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/lbstate/lbstate/internal/sparse"
 )
 
 // A dense ID map (lb_backends, lb_rev_nat) is an array in which ID id
@@ -31,18 +33,16 @@ type slotted[V any] struct {
 	withID func(V, uint32) V
 
 	mu sync.Mutex
-	// owner is the ID in each slot, as this process wrote or read it; nil
+	// owner is the value in each slot that holds an ID, as this process
+	// wrote or read it (a delete writes its fields back with ID 0); nil
 	// until the first write reads it from the array, and again after a
-	// failed write, which may have written some slots.
-	owner []uint32
-	// cur is each slot's value as written, ID included: a delete writes
-	// its fields back with ID 0. Known when owner is.
-	cur []V
-	// used counts the non-empty slots of owner; gen counts the writes,
-	// so that an Iterate that read every slot knows whether what it read
-	// still holds.
-	used int
-	gen  uint64
+	// failed write, which may have written some slots. It is sparse: a
+	// slot costs memory only while it holds an ID, and the defaults give
+	// lb_backends a million slots.
+	owner *sparse.Array[V]
+	// gen counts the writes, so that an Iterate that read every slot
+	// knows whether what it read still holds.
+	gen uint64
 	// slots and vals are the buffers of one batch.
 	slots []uint32
 	vals  []V
@@ -93,21 +93,20 @@ func (m *slotted[V]) BatchUpdate(ids []uint32, vs []V) error {
 			return fmt.Errorf("%s: update: ID 0 marks an empty slot", m.Name())
 		case got != 0 && got != id:
 			return fmt.Errorf("%s: update %d: the value names ID %d", m.Name(), id, got)
-		case m.owner[s] != 0 && m.owner[s] != id:
-			err := fmt.Errorf("%s: update %d: slot %d holds ID %d", m.Name(), id, s, m.owner[s])
-			m.owner, m.cur = nil, nil // it took the slots of the IDs before it
+		case m.ownerOf(s) != 0 && m.ownerOf(s) != id:
+			err := fmt.Errorf("%s: update %d: slot %d holds ID %d", m.Name(), id, s, m.ownerOf(s))
+			m.owner = nil // it took the slots of the IDs before it
 			return err
 		}
-		if m.owner[s] == 0 {
-			m.used++
+		if m.ownerOf(s) == 0 {
 			m.slots, m.vals = append(m.slots, s), append(m.vals, m.withID(v, 0))
 			fresh++
 		}
-		m.owner[s] = id
+		m.owner.Set(s, m.withID(v, id))
 	}
 	for i, id := range ids {
 		s, v := m.slot(id), m.withID(vs[i], id)
-		m.cur[s] = v
+		m.owner.Set(s, v)
 		m.slots, m.vals = append(m.slots, s), append(m.vals, v)
 	}
 	if fresh > 0 {
@@ -128,11 +127,10 @@ func (m *slotted[V]) BatchDelete(ids []uint32) error {
 	}
 	m.slots, m.vals = m.slots[:0], m.vals[:0]
 	for _, id := range ids {
-		if s := m.slot(id); id != 0 && m.owner[s] == id {
-			m.owner[s] = 0
-			m.used--
-			m.cur[s] = m.withID(m.cur[s], 0)
-			m.slots, m.vals = append(m.slots, s), append(m.vals, m.cur[s])
+		if s := m.slot(id); id != 0 && m.ownerOf(s) == id {
+			v := m.withID(m.owner.Get(s), 0)
+			m.owner.Clear(s)
+			m.slots, m.vals = append(m.slots, s), append(m.vals, v)
 		}
 	}
 	return m.writeBatch(m.slots, m.vals)
@@ -145,7 +143,7 @@ func (m *slotted[V]) writeBatch(slots []uint32, vals []V) error {
 	}
 	m.gen++
 	if err := m.arr.BatchUpdate(slots, vals); err != nil {
-		m.owner, m.cur = nil, nil
+		m.owner = nil
 		return err
 	}
 	return nil
@@ -165,23 +163,26 @@ func (m *slotted[V]) loadOwners() error {
 	if m.owner != nil {
 		return nil
 	}
-	owner, cur, used := make([]uint32, m.n), make([]V, m.n), 0
+	owner := sparse.New[V](m.n)
 	err := m.scan(func(s uint32, v V) bool {
-		if s >= m.n {
-			return true
-		}
-		cur[s] = v
-		if id := m.idOf(v); id != 0 {
-			owner[s] = id
-			used++
+		if s < m.n && m.idOf(v) != 0 {
+			owner.Set(s, v)
 		}
 		return true
 	})
 	if err != nil {
 		return err
 	}
-	m.owner, m.cur, m.used = owner, cur, used
+	m.owner = owner
 	return nil
+}
+
+// ownerOf returns the ID slot s holds, 0 for none; owner must be known.
+func (m *slotted[V]) ownerOf(s uint32) uint32 {
+	if !m.owner.IsSet(s) {
+		return 0
+	}
+	return m.idOf(m.owner.Get(s))
 }
 
 // Count returns the number of non-empty slots: from what this process
@@ -194,7 +195,7 @@ func (m *slotted[V]) Count() (int, error) {
 	if err := m.loadOwners(); err != nil {
 		return 0, err
 	}
-	return m.used, nil
+	return m.owner.Len(), nil
 }
 
 // Iterate yields the IDs of the non-empty slots with their values. Having
@@ -204,23 +205,18 @@ func (m *slotted[V]) Iterate(fn func(uint32, V) bool) error {
 	m.mu.Lock()
 	gen, known := m.gen, m.owner != nil
 	m.mu.Unlock()
-	var owner []uint32
-	var cur []V
+	var owner *sparse.Array[V]
 	if !known {
-		owner, cur = make([]uint32, m.n), make([]V, m.n)
+		owner = sparse.New[V](m.n)
 	}
-	used, all := 0, true
+	all := true
 	err := m.scan(func(s uint32, v V) bool {
-		if cur != nil && s < m.n {
-			cur[s] = v
-		}
 		id := m.idOf(v)
 		if id == 0 {
 			return true
 		}
 		if owner != nil && s < m.n {
-			owner[s] = id
-			used++
+			owner.Set(s, v)
 		}
 		all = fn(id, v)
 		return all
@@ -228,7 +224,7 @@ func (m *slotted[V]) Iterate(fn func(uint32, V) bool) error {
 	if err == nil && all && owner != nil {
 		m.mu.Lock()
 		if m.owner == nil && m.gen == gen {
-			m.owner, m.cur, m.used = owner, cur, used
+			m.owner = owner
 		}
 		m.mu.Unlock()
 	}

@@ -39,9 +39,10 @@ func TestManyServicesThroughTheAPIReachTheMaps(t *testing.T) {
 	const endpoints = 10
 	c := newCluster(t, clusterOptions{})
 	n := newNode(t, "node-a")
-	// Each frontend takes 11 entries of lb_services: the defaults hold
-	// 65,536 (see docs/performance.md).
-	a := n.startAgent(c, "--lb-services-max=262144", "--lb-backends-max=262144", "--lb-rev-nat-max=65536")
+	// No map size flag: the defaults hold 100,000 services of 10
+	// endpoints (each frontend takes 11 entries of lb_services), as
+	// kube-proxy needs no flag at any size.
+	a := n.startAgent(c)
 
 	start := time.Now()
 	parallel(t, 16, services, func(i int) error {

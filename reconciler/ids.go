@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/internal/sparse"
 )
 
 // idAllocator hands out 32-bit IDs in increasing order, wrapping around and
@@ -34,13 +35,14 @@ type idAllocator struct {
 	persist func(mark uint32) error
 
 	// slotMap and slots are the dense ID map the IDs key and its
-	// max_entries; owner is the live ID holding each slot (0: none), and
-	// ownedN how many do. An ID in use need not hold a slot: one
-	// restored from another map (reserve) may share a slot with one that
-	// does, until it is released.
+	// max_entries; owner is the live ID holding each slot (sparse: the
+	// default lb_backends has a million slots), and ownedN how many do.
+	// An ID in use need not hold a slot: one restored from another map
+	// (reserve) may share a slot with one that does, until it is
+	// released.
 	slotMap string
 	slots   uint32
-	owner   []uint32
+	owner   *sparse.Array[uint32]
 	ownedN  int
 }
 
@@ -62,7 +64,7 @@ const idBlock = 1024
 func newIDAllocator(kind, slotMap string, slots uint32) *idAllocator {
 	return &idAllocator{
 		kind: kind, next: 1, used: map[uint32]*idPage{},
-		slotMap: slotMap, slots: max(slots, 1), owner: make([]uint32, max(slots, 1)),
+		slotMap: slotMap, slots: max(slots, 1), owner: sparse.New[uint32](max(slots, 1)),
 	}
 }
 
@@ -79,7 +81,7 @@ func (a *idAllocator) alloc() (uint32, error) {
 		if a.next == math.MaxUint32 {
 			a.next = 1
 		}
-		if a.inUse(id) || a.owner[a.slot(id)] != 0 {
+		if a.inUse(id) || a.owner.IsSet(a.slot(id)) {
 			continue
 		}
 		if id >= a.mark && a.persist != nil {
@@ -100,13 +102,13 @@ func (a *idAllocator) slot(id uint32) uint32 { return id % a.slots }
 
 // slotFree reports whether id may hold its slot: no other ID does.
 func (a *idAllocator) slotFree(id uint32) bool {
-	o := a.owner[a.slot(id)]
+	o := a.owner.Get(a.slot(id))
 	return o == 0 || o == id
 }
 
 // own gives id its slot, which must be free.
 func (a *idAllocator) own(id uint32) {
-	a.owner[a.slot(id)] = id
+	a.owner.Set(a.slot(id), id)
 	a.ownedN++
 }
 
@@ -129,7 +131,7 @@ func (a *idAllocator) reserve(id uint32) bool {
 	if id >= a.next && id < math.MaxUint32-1 {
 		a.next = id + 1
 	}
-	switch a.owner[a.slot(id)] {
+	switch a.owner.Get(a.slot(id)) {
 	case id:
 		return true
 	case 0:
@@ -146,8 +148,8 @@ func (a *idAllocator) free(id uint32) {
 	p := a.used[id/idPageBits]
 	p.words[id%idPageBits/64] &^= 1 << (id % 64)
 	a.inUseN--
-	if a.owner[a.slot(id)] == id {
-		a.owner[a.slot(id)] = 0
+	if a.owner.Get(a.slot(id)) == id {
+		a.owner.Clear(a.slot(id))
 		a.ownedN--
 	}
 	if p.n--; p.n == 0 {

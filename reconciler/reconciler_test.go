@@ -204,6 +204,10 @@ func declareOne(w *tables.Writer, txn statedb.WriteTxn, i, k int, weight uint16)
 func smallMapsConfig() bpf.Config {
 	cfg := bpf.DefaultConfig
 	cfg.LBMaglevTableSize = 251
+	// The checkers read the dense ID maps whole, slot by slot: with the
+	// defaults' 1M + 256K slots a check costs ~0.3 s of CPU, and too
+	// few run during a churn.
+	cfg.LBBackendsMax, cfg.LBRevNatMax = 1<<16, 1<<16
 	return cfg
 }
 

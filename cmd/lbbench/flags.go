@@ -21,6 +21,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.backends, "backends", 1, "Endpoints per EndpointSlice")
 	fs.IntVar(&o.iterations, "iterations", 5, "Insert/delete rounds")
 	fs.StringVar(&o.maps, "maps", defaultMaps(), "kernel or memory")
+	fs.BoolVar(&o.defaultMapSizes, "default-map-sizes", false, "Size the maps as an agent given no flag does, not to the run (which fails if it does not fit)")
 	fs.BoolVar(&o.json, "json", false, "Print a JSON summary as the last line")
 	fs.BoolVar(&o.latency, "latency", false, "With the services loaded, update one EndpointSlice at a time and report latencies")
 	fs.IntVar(&o.updates, "updates", 1000, "Updates in --latency mode")

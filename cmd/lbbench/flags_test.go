@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
+
+	"github.com/lbstate/lbstate/bpf"
 )
 
 // lbbench reads its flags with pflag, as lbctl and the agent do: long
@@ -72,5 +74,31 @@ func TestBenchFlagErrorsNameTheFlag(t *testing.T) {
 	if _, err := parseOptions([]string{"--help"}, &usage); !errors.Is(err, pflag.ErrHelp) ||
 		!strings.Contains(usage.String(), "--services int") || !strings.Contains(usage.String(), "--health-window duration") {
 		t.Errorf("--help: %v, usage:\n%s", err, usage.String())
+	}
+}
+
+// --default-map-sizes runs on the maps an agent given no flag has; without
+// it the maps are sized to the run.
+func TestBenchDefaultMapSizesKeepTheAgentsDefaults(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want uint32
+	}{
+		{[]string{"--services", "300", "--backends", "3", "--maps", "memory", "--default-map-sizes"}, bpf.DefaultConfig.LBServicesMax},
+		{[]string{"--services", "300", "--backends", "3", "--maps", "memory"}, 300*4 + 1024},
+	} {
+		o, err := parseOptions(c.args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := newBench(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := b.maps.Capacity("lb_services")
+		b.stop()
+		if got.MaxEntries != int(c.want) {
+			t.Errorf("lbbench %s: lb_services of %d entries, want %d", strings.Join(c.args, " "), got.MaxEntries, c.want)
+		}
 	}
 }

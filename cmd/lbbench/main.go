@@ -75,6 +75,9 @@ type options struct {
 	// given names the flags set on the command line: a mode's defaults
 	// yield to them.
 	given map[string]bool
+	// defaultMapSizes keeps bpf.DefaultConfig's map sizes, as an agent
+	// given no flag has them, rather than sizing the maps to the run.
+	defaultMapSizes bool
 	// cells and configure add to newBench's hive (-health's checker).
 	cells     []cell.Cell
 	configure func(*hive.Hive)
@@ -181,13 +184,15 @@ type bench struct {
 func newBench(o options) (*bench, error) {
 	b := &bench{}
 	cfg := bpf.DefaultConfig
-	n := uint32(o.services)
-	cfg.LBServicesMax = n*uint32(1+o.backends) + 1024
-	// A routed frontend has up to 256 weighted slots (the reconciler's
-	// --lb-max-weighted-slots) and its services' backends on standby.
-	cfg.LBServicesMax += uint32(o.routes) * (256 + 3*uint32(o.backends))
-	cfg.LBBackendsMax = n*uint32(o.backends) + 1024
-	cfg.LBRevNatMax = n + 1024
+	if !o.defaultMapSizes {
+		n := uint32(o.services)
+		cfg.LBServicesMax = n*uint32(1+o.backends) + 1024
+		// A routed frontend has up to 256 weighted slots (the reconciler's
+		// --lb-max-weighted-slots) and its services' backends on standby.
+		cfg.LBServicesMax += uint32(o.routes) * (256 + 3*uint32(o.backends))
+		cfg.LBBackendsMax = n*uint32(o.backends) + 1024
+		cfg.LBRevNatMax = n + 1024
+	}
 	var pinRoot string
 	if o.maps == "kernel" {
 		// A directory of its own on /sys/fs/bpf, which bpf.Cell mounts if

@@ -25,9 +25,8 @@ func liveHeap() uint64 {
 
 // retained loads services x backends into b, deletes them all, and
 // returns the live heap before (fresh) and after. Fresh is measured once
-// one service came and went, so that what the maps' configuration sizes
-// (the dense ID maps' mirrors, as big as the kernel's arrays) counts on
-// both sides. The objects are made as pushed and not kept, as an
+// one service came and went, so that what the first service allocates
+// counts on both sides. The objects are made as pushed and not kept, as an
 // informer's store drops them on delete.
 //
 // After the delete-all one more service comes and goes: StateDB's
