@@ -121,16 +121,26 @@ func (c *Controller) prepareRoutes(call func(func(statedb.WriteTxn))) {
 	objs, parents := c.planned()
 	plan := MakePlan(objs, slices.Collect(maps.Values(c.grants)), c.as)
 	for _, st := range plan.Status {
+		reported := make([]string, 0, len(st.Problems))
 		for _, p := range st.Problems {
-			if !slices.Contains(c.problems[st.Key], p) {
+			id := p
+			if parent, ok := plan.lost[st.Key][p]; ok {
+				// A loss is the object's own state whoever wins: a
+				// winner coming or going must not re-report every loser.
+				id = "lost " + parent
+			}
+			if !slices.Contains(c.problems[st.Key], id) {
 				c.fail(errors.New(st.Key.String() + ": " + p))
 			}
+			reported = append(reported, id)
 		}
-		c.problems[st.Key] = st.Problems
+		c.problems[st.Key] = reported
 	}
 	gone := c.gone
 	for key := range gone {
-		delete(c.problems, key)
+		if _, back := c.objs[key]; !back { // deleted and added again in one batch: as updated
+			delete(c.problems, key)
+		}
 	}
 	if tbl := c.table; tbl != nil {
 		all := c.all
