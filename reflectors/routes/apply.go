@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/statedb"
 
 	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 )
 
 // The controller applies traffic splits (Gateway API routes on Services,
@@ -26,7 +27,7 @@ func (c *Controller) prepareRouteObject(key Key, obj any, deleted bool) {
 		}
 		g, err := ReadGrant(obj)
 		if err != nil {
-			c.fail(err)
+			c.fail(kubeapi.AtOrigin(obj, err))
 			return
 		}
 		c.grants[key] = g
@@ -36,7 +37,7 @@ func (c *Controller) prepareRouteObject(key Key, obj any, deleted bool) {
 	if !deleted {
 		var err error
 		if o, err = Read(obj); err != nil {
-			c.fail(err)
+			c.fail(kubeapi.AtOrigin(obj, err))
 			return
 		}
 	}
@@ -130,7 +131,7 @@ func (c *Controller) prepareRoutes(call func(func(statedb.WriteTxn))) {
 				id = "lost " + parent
 			}
 			if !slices.Contains(c.problems[st.Key], id) {
-				c.fail(errors.New(st.Key.String() + ": " + p))
+				c.fail(kubeapi.AtOriginOf(c.objs[st.Key].Origin, errors.New(st.Key.String()+": "+p)))
 			}
 			reported = append(reported, id)
 		}
