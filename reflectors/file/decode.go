@@ -106,6 +106,7 @@ func (m *manifest) decode(d decoder, path string, doc kubeapi.ManifestDocument) 
 		m.errs = append(m.errs, errs...)
 		return
 	}
+	kubeapi.SetOrigin(obj, path, doc.Start()) // for the sources' errors about it
 	m.objs[key] = obj
 }
 

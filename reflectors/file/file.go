@@ -10,7 +10,9 @@
 // Bad input never takes down what works: only regular files (or links to
 // them) up to a size cap are read; documents are decoded strictly, and an
 // invalid one is reported (file, line, object, field) once per version of
-// its file while the object's last valid version stays; documents of
+// its file while the object's last valid version stays; each object
+// carries where it is declared (kubeapi.AnnotationManifestOrigin), which
+// the sources' own errors about it name; documents of
 // kinds no subscriber reads are skipped. An edit costs the reading of the
 // files that changed, not of the directory.
 package file

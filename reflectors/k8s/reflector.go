@@ -19,6 +19,7 @@ import (
 	"github.com/lbstate/lbstate/internal/smallset"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 	"github.com/lbstate/lbstate/tables"
 )
 
@@ -441,9 +442,9 @@ func (r *Reflector) prepareService(call func(func(statedb.WriteTxn)), e *service
 	}
 	switch {
 	case err != nil:
-		r.fail(err) // the previous declaration, if any, stays
+		r.failAt(svc, err) // the previous declaration, if any, stays
 	case proxyError != nil:
-		r.fail(proxyError) // so does the previous proxy redirect
+		r.failAt(svc, proxyError) // so does the previous proxy redirect
 	case !ok:
 		call(func(txn statedb.WriteTxn) {
 			r.check(r.w.DeleteService(txn, name, r.as), name.String())
@@ -502,7 +503,7 @@ func (r *Reflector) preparePod(call func(func(statedb.WriteTxn)), pod *corev1.Po
 		r.pods[sliceKey{pod.Namespace, pod.Name}] = pod
 		var err error
 		if params, backends, ok, err = ConvertPod(pod, r.localNode()); err != nil {
-			r.fail(err) // the previous declaration, if any, stays
+			r.failAt(pod, err) // the previous declaration, if any, stays
 			return
 		}
 	}
@@ -526,7 +527,7 @@ func (r *Reflector) preparePod(call func(func(statedb.WriteTxn)), pod *corev1.Po
 func (r *Reflector) applySlice(es *discoveryv1.EndpointSlice, deleted bool) {
 	if !deleted {
 		if err := sliceError(es); err != nil {
-			r.fail(err)
+			r.failAt(es, err)
 			return
 		}
 	}
@@ -625,14 +626,14 @@ func (r *Reflector) backendsOf(e *serviceEntry) []lb.BackendParams {
 		var err error
 		out, errs, err = appendSliceBackends(out, es)
 		if err != nil {
-			r.fail(err)
+			r.failAt(es, err)
 		}
 		for _, e := range errs {
-			r.fail(e)
+			r.failAt(es, e)
 		}
 		for _, b := range out[kept:] {
 			if err := r.unreachable(es, b.Address.Addr()); err != nil {
-				r.fail(err)
+				r.failAt(es, err)
 				continue
 			}
 			if i := index.Find(out[:kept], b.Address); i >= 0 {
@@ -731,3 +732,6 @@ func (r *Reflector) check(err error, object string) {
 
 // fail reports a conversion error: invalid input.
 func (r *Reflector) fail(err error) { r.src.Reject(tables.AsInvalid(err)) }
+
+// failAt reports a conversion error of obj, where a manifest declares it.
+func (r *Reflector) failAt(obj any, err error) { r.fail(kubeapi.AtOrigin(obj, err)) }

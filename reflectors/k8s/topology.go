@@ -58,7 +58,7 @@ func (r *Reflector) topologyKeys(name lb.ServiceName, svc *corev1.Service) []str
 	if r.topologyNoted[name] != note {
 		switch {
 		case err != nil:
-			r.fail(err)
+			r.failAt(svc, err)
 		case replaces:
 			r.src.Log().Info("Topology keys replace the Service's traffic distribution",
 				"service", name, "annotation", AnnotationTopologyKeys, "keys", keys)

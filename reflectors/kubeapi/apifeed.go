@@ -106,11 +106,14 @@ func (f *APIFeed) Subscribe(ctx context.Context, s Subscription) error {
 	}
 	var synced []cache.InformerSynced
 	var crdKinds []FeedKind
-	h := handlerOf(s.Events)
 	for _, k := range s.Kinds {
 		if k.IsCRD() {
 			crdKinds = append(crdKinds, k)
 			continue
+		}
+		h := handlerOf(s.Events)
+		if k.only != nil {
+			h = cache.FilteringResourceEventHandler{FilterFunc: unwrapped(k.only), Handler: h}
 		}
 		inf := f.informer(k)
 		reg, err := inf.AddEventHandler(h)
@@ -246,6 +249,16 @@ func handlerOf(ev Events) cache.ResourceEventHandler {
 			}
 			ev.Push(obj, true)
 		},
+	}
+}
+
+// unwrapped applies only to a deleted object's last state known.
+func unwrapped(only func(obj any) bool) func(obj any) bool {
+	return func(obj any) bool {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		return only(obj)
 	}
 }
 

@@ -85,6 +85,13 @@ type FeedKind struct {
 	key string
 	// informer builds the informer of a built-in kind.
 	informer func(f *factories) cache.SharedIndexInformer
+	// only, if set, is what of the informer's objects the kind is: the
+	// API feed checks it too, as the field selector narrowing the
+	// informer is the server's to apply, and one that ignores it (a fake
+	// clientset) must not hand a subscriber of the local Node every Node
+	// (a second stream of their labels beside NodeLabels', which once
+	// kept a deleted node's labels in force).
+	only func(obj any) bool
 	// versions, for a CRD-backed kind: the resources it is read from,
 	// preferred first.
 	versions []schema.GroupVersionResource

@@ -54,7 +54,10 @@ func EndpointSlices() FeedKind {
 // LocalNode is the Node named node (*corev1.Node). A directory has no
 // selectors: it hands over every Node, and the subscriber picks.
 func LocalNode(node string) FeedKind {
-	return FeedKind{Kind: "Node", ClusterScoped: true, key: "node " + node, informer: func(f *factories) cache.SharedIndexInformer {
+	return FeedKind{Kind: "Node", ClusterScoped: true, key: "node " + node, only: func(obj any) bool {
+		n, ok := obj.(*corev1.Node)
+		return ok && n.Name == node
+	}, informer: func(f *factories) cache.SharedIndexInformer {
 		core := f.clients.Client.CoreV1()
 		only := onlyNode("metadata.name", node)
 		return f.typed.Informer(NodesResource, &corev1.Node{},
@@ -81,7 +84,10 @@ func NodeLabels() FeedKind {
 // node, host network, containers' names and ports, phase, IPs and Ready
 // condition). A directory hands over every Pod: the subscriber picks.
 func LocalPods(node string) FeedKind {
-	return FeedKind{Kind: "Pod", key: "pods " + node, informer: func(f *factories) cache.SharedIndexInformer {
+	return FeedKind{Kind: "Pod", key: "pods " + node, only: func(obj any) bool {
+		p, ok := obj.(*corev1.Pod)
+		return ok && p.Spec.NodeName == node
+	}, informer: func(f *factories) cache.SharedIndexInformer {
 		core := f.clients.Client.CoreV1()
 		only := onlyNode("spec.nodeName", node)
 		return f.typed.Informer(corev1.SchemeGroupVersion.WithResource("pods"), &corev1.Pod{},

@@ -42,6 +42,17 @@ func (d ManifestDocument) Error(name string, err error) error {
 
 var yamlLine = regexp.MustCompile(`line (\d+)`)
 
+// Start returns the line of the manifest where the document's content
+// starts: its first that is neither blank nor a comment.
+func (d ManifestDocument) Start() int {
+	for i, l := range bytes.Split(d.Data, []byte("\n")) {
+		if t := bytes.TrimSpace(l); len(t) > 0 && t[0] != '#' {
+			return d.Line + i
+		}
+	}
+	return d.Line
+}
+
 // splitDocuments splits a YAML stream at its "---" lines, keeping every
 // line so that line numbers can be counted.
 func splitDocuments(data []byte) [][]byte {

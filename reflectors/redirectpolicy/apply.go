@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 )
 
 // The controller applies local redirect policies over this node's pods: a
@@ -54,6 +55,15 @@ type policyState struct {
 	applied  *Plan  // what the Writer has of it
 }
 
+// origin is where a manifest declares the policy in force (else its
+// latest version), for its errors: "" if none.
+func (ps *policyState) origin() string {
+	if ps.rule != nil {
+		return kubeapi.Origin(ps.rule.Policy())
+	}
+	return kubeapi.Origin(ps.latest)
+}
+
 func newRedirects(opts Options) *redirects {
 	return &redirects{
 		opts: opts, policies: map[objKey]*policyState{},
@@ -86,7 +96,7 @@ func (c *Controller) preparePolicy(p *Policy, deleted bool) {
 	ps.latest = p
 	rule, err := Compile(p, l.opts)
 	if ps.err = err; err != nil {
-		c.fail(err)
+		c.fail(kubeapi.AtOrigin(p, err))
 		return
 	}
 	ps.setRule(l, key, rule)
@@ -241,7 +251,7 @@ func (c *Controller) prepareRedirects(call func(func(statedb.WriteTxn))) {
 			}
 			for _, p := range problems {
 				if !seen[p.Error()] {
-					c.fail(p)
+					c.fail(kubeapi.AtOrigin(ps.rule.Policy(), p))
 				}
 			}
 		}
@@ -264,8 +274,8 @@ func (c *Controller) prepareRedirects(call func(func(statedb.WriteTxn))) {
 			}
 			if ps := l.policies[key]; ps.lostTo != lostTo {
 				if ps.lostTo = lostTo; lostTo != "" {
-					c.fail(fmt.Errorf("policy %s/%s: spec.redirectFrontend.serviceMatcher: service %s is redirected by policy %s, which is older",
-						key.namespace, key.name, svc, lostTo))
+					c.fail(kubeapi.AtOriginOf(ps.origin(), fmt.Errorf("policy %s/%s: spec.redirectFrontend.serviceMatcher: service %s is redirected by policy %s, which is older",
+						key.namespace, key.name, svc, lostTo)))
 				}
 				changed[key] = true
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/statedb"
 
 	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 )
 
 // The controller applies traffic splits (Gateway API routes on Services,
@@ -26,7 +27,7 @@ func (c *Controller) prepareRouteObject(key Key, obj any, deleted bool) {
 		}
 		g, err := ReadGrant(obj)
 		if err != nil {
-			c.fail(err)
+			c.fail(kubeapi.AtOrigin(obj, err))
 			return
 		}
 		c.grants[key] = g
@@ -36,7 +37,7 @@ func (c *Controller) prepareRouteObject(key Key, obj any, deleted bool) {
 	if !deleted {
 		var err error
 		if o, err = Read(obj); err != nil {
-			c.fail(err)
+			c.fail(kubeapi.AtOrigin(obj, err))
 			return
 		}
 	}
@@ -121,16 +122,26 @@ func (c *Controller) prepareRoutes(call func(func(statedb.WriteTxn))) {
 	objs, parents := c.planned()
 	plan := MakePlan(objs, slices.Collect(maps.Values(c.grants)), c.as)
 	for _, st := range plan.Status {
+		reported := make([]string, 0, len(st.Problems))
 		for _, p := range st.Problems {
-			if !slices.Contains(c.problems[st.Key], p) {
-				c.fail(errors.New(st.Key.String() + ": " + p))
+			id := p
+			if parent, ok := plan.lost[st.Key][p]; ok {
+				// A loss is the object's own state whoever wins: a
+				// winner coming or going must not re-report every loser.
+				id = "lost " + parent
 			}
+			if !slices.Contains(c.problems[st.Key], id) {
+				c.fail(kubeapi.AtOriginOf(c.objs[st.Key].Origin, errors.New(st.Key.String()+": "+p)))
+			}
+			reported = append(reported, id)
 		}
-		c.problems[st.Key] = st.Problems
+		c.problems[st.Key] = reported
 	}
 	gone := c.gone
 	for key := range gone {
-		delete(c.problems, key)
+		if _, back := c.objs[key]; !back { // deleted and added again in one batch: as updated
+			delete(c.problems, key)
+		}
 	}
 	if tbl := c.table; tbl != nil {
 		all := c.all

@@ -31,7 +31,8 @@ type Controller struct {
 	// Owned by Run. objs and grants are the traffic splits and
 	// ReferenceGrants (their last valid versions); applied the routes
 	// last set on each parent, problems what was last reported of each
-	// object. claims are the objects naming each parent; dirty the
+	// object (a lost parent port as "lost PARENT", whoever won it).
+	// claims are the objects naming each parent; dirty the
 	// parents whose objects changed since the routes were last planned,
 	// gone the objects removed since; all asks for the whole plan (at
 	// first, and when a grant changed). See prepareRoutes.

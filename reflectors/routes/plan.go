@@ -19,6 +19,11 @@ import (
 type Plan struct {
 	Routes map[lb.ServiceName][]lb.Route
 	Status []Status
+
+	// lost maps each losing object's conflict problems to the parent port
+	// it lost ("ns/name:port"): the controller reports a loss once per
+	// parent port, not again when only the winner's name changes.
+	lost map[Key]map[string]string
 }
 
 // Status is what became of one object.
@@ -109,7 +114,7 @@ func MakePlan(objs []*Object, grants []*ReferenceGrant, as lb.Source) Plan {
 		}
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Kind, b.Kind))
 	})
-	plan := Plan{Routes: map[lb.ServiceName][]lb.Route{}}
+	plan := Plan{Routes: map[lb.ServiceName][]lb.Route{}, lost: map[Key]map[string]string{}}
 	status := make(map[Key]*Status, len(objs))
 	claims := map[lb.ServiceName][]claim{} // oldest first
 	parents := map[Key]*parentOutcomes{}
@@ -183,8 +188,13 @@ func MakePlan(objs []*Object, grants []*ReferenceGrant, as lb.Source) Plan {
 			for i := range cs {
 				if c := &cs[i]; c != win && c.port == port {
 					ls := status[c.obj.Key]
-					problem := fmt.Sprintf("parent %s: %s is older (or first by name) and wins", parentString(parent, port), win.obj.Key)
+					lost := parentString(parent, port)
+					problem := fmt.Sprintf("parent %s: %s is older (or first by name) and wins", lost, win.obj.Key)
 					ls.Problems = append(ls.Problems, problem)
+					if plan.lost[c.obj.Key] == nil {
+						plan.lost[c.obj.Key] = map[string]string{}
+					}
+					plan.lost[c.obj.Key][problem] = lost
 					parents[c.obj.Key].lose(c.parent, problem)
 				}
 			}

@@ -29,6 +29,7 @@ import (
 	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
 
 	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/reflectors/kubeapi"
 )
 
 // GatewayGroup is the Gateway API's group.
@@ -73,6 +74,9 @@ type Object struct {
 	// Dropped are the rules not applied ("spec.rules[1]"), each with its
 	// Problems.
 	Dropped []string
+	// Origin is where a manifest declares the object
+	// (kubeapi.AnnotationManifestOrigin), "" if none: its problems name it.
+	Origin string
 	// Problems are the parts that are not applied (rules with L7
 	// matches, parents that are not Services, refs of unknown kinds),
 	// each naming the field.
@@ -180,7 +184,7 @@ func Read(obj any) (*Object, error) {
 	if !ok || key.Kind == "ReferenceGrant" {
 		return nil, fmt.Errorf("%T: not a route", obj)
 	}
-	o := &Object{Key: key, Created: obj.(interface{ GetCreationTimestamp() metav1.Time }).GetCreationTimestamp().Time}
+	o := &Object{Key: key, Created: obj.(interface{ GetCreationTimestamp() metav1.Time }).GetCreationTimestamp().Time, Origin: kubeapi.Origin(obj)}
 	if g, ok := obj.(interface{ GetGeneration() int64 }); ok {
 		o.Generation = g.GetGeneration()
 	}
