@@ -79,7 +79,7 @@ func (m *Metrics) PruneDuration(_ cell.FullModuleID, _ string, d time.Duration) 
 type mapMetrics struct {
 	o                                 *ops
 	entries, capacity, pressure, full *prometheus.Desc
-	waiting                           *prometheus.Desc
+	waiting, writes                   *prometheus.Desc
 }
 
 func newMapMetrics(o *ops) *mapMetrics {
@@ -94,6 +94,8 @@ func newMapMetrics(o *ops) *mapMetrics {
 		pressure: desc("pressure", "Entries in the map over its capacity, from 0 to 1"),
 		full: desc("full_total",
 			"Frontends that started waiting for room in the map (refused, or failed, for want of it; their retries are not counted)"),
+		writes: desc("writes_total",
+			"Entries the reconciler updated or deleted in the map (a Maglev table counts one); a restart over unchanged declarations writes none"),
 		waiting: prometheus.NewDesc(prometheus.BuildFQName(metrics.Namespace, "reconciler", "waiting_frontends"),
 			"Frontends waiting for room in a full map (or for a frontend ID: lb_rev_nat full), retried as room frees", nil, nil),
 	}
@@ -105,6 +107,7 @@ func (m *mapMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.pressure
 	ch <- m.full
 	ch <- m.waiting
+	ch <- m.writes
 }
 
 func (m *mapMetrics) Collect(ch chan<- prometheus.Metric) {
@@ -118,6 +121,9 @@ func (m *mapMetrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.capacity, prometheus.GaugeValue, float64(r.capacity), r.name)
 		ch <- prometheus.MustNewConstMetric(m.pressure, prometheus.GaugeValue, float64(r.used)/float64(r.capacity), r.name)
 		ch <- prometheus.MustNewConstMetric(m.full, prometheus.CounterValue, float64(r.full), r.name)
+	}
+	for name, n := range m.o.writes.all() {
+		ch <- prometheus.MustNewConstMetric(m.writes, prometheus.CounterValue, float64(n), name)
 	}
 }
 

@@ -93,10 +93,16 @@ type ops struct {
 	// call counts the calls of update and delete, so that a backend
 	// knows the one that created it (backendState.born).
 	call uint32
+
+	// writes counts the entries written to each map (writes.go).
+	writes mapWrites
 }
 
 func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Table[*lb.Frontend]) (*ops, error) {
+	var writes mapWrites
+	maps = countWrites(maps, &writes)
 	o := &ops{
+		writes: writes,
 		tableInitialized: func(txn statedb.ReadTxn) bool {
 			init, _ := frontends.Initialized(txn)
 			return init
