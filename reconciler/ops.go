@@ -241,6 +241,14 @@ func (o *ops) writeMaglev(st *frontendState, rotation []lb.BackendRef, rotationI
 	for i, idx := range table {
 		table[i] = ids[keyOf(rotation[idx].Address)]
 	}
+	if st.maglev && st.maglevKnown() == nil {
+		// A table is there, of unknown content (restored, or after a
+		// failure): one lookup spares rewriting an identical one.
+		if old, ok, err := o.maps.Maglev.Lookup(st.id); err == nil && ok && slices.Equal(old, table) {
+			st.setMaglevKnown(&maglevContent{mb, ids})
+			return nil
+		}
+	}
 	st.setMaglevKnown(nil)
 	o.setMay(roomMaglev, &st.maglev, true) // from here on a table may exist
 	if err := o.maps.Maglev.Update(st.id, table); err != nil {
