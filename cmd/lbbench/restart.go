@@ -24,6 +24,7 @@ import (
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/metrics"
+	lbreconciler "github.com/lbstate/lbstate/reconciler"
 	"github.com/lbstate/lbstate/reflectors/k8s"
 )
 
@@ -37,7 +38,7 @@ import (
 // exactly what they held before (so every ID was kept).
 
 // restartEnv, set in a child's environment, makes lbbench the restarted
-// pipeline: "pin dir,services,backends".
+// pipeline: "pin dir,services,backends,CPU profile file (or empty)".
 const restartEnv = "LBBENCH_RESTART"
 
 // restartResult is the child's report, and the JSON summary.
@@ -165,7 +166,7 @@ func restartChild(o options) (restartResult, error) {
 		return restartResult{}, err
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d", restartEnv, o.pinDir, o.services, o.backends))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d,%s", restartEnv, o.pinDir, o.services, o.backends, o.cpuProfile))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -180,16 +181,16 @@ func restartChild(o options) (restartResult, error) {
 
 // serveRestart is the child: spec is restartEnv's value.
 func serveRestart(spec string, out io.Writer) error {
-	parts := strings.Split(spec, ",")
-	if len(parts) != 3 {
-		return fmt.Errorf("%s=%q: want pin dir,services,backends", restartEnv, spec)
+	parts := strings.SplitN(spec, ",", 4)
+	if len(parts) != 4 {
+		return fmt.Errorf("%s=%q: want pin dir,services,backends,CPU profile", restartEnv, spec)
 	}
 	services, err1 := strconv.Atoi(parts[1])
 	backends, err2 := strconv.Atoi(parts[2])
 	if err := errors.Join(err1, err2); err != nil {
 		return fmt.Errorf("%s=%q: %w", restartEnv, spec, err)
 	}
-	res, err := restarted(options{services: services, backends: backends, maps: "kernel", pinDir: parts[0], keepPins: true})
+	res, err := restarted(options{services: services, backends: backends, maps: "kernel", pinDir: parts[0], keepPins: true, cpuProfile: parts[3]})
 	if err != nil {
 		return err
 	}
@@ -208,14 +209,24 @@ func restarted(o options) (restartResult, error) {
 		svc, es := objects(i, o.backends, 0)
 		objs[i] = pair{svc, es}
 	}
-	var reg *prometheus.Registry
-	o.cells = []cell.Cell{metrics.Cell, cell.Invoke(func(r *prometheus.Registry) { reg = r })}
+	// With the registry an agent has; gathered once at the end, as a
+	// gather of a million backends' series costs seconds.
+	var (
+		reg *prometheus.Registry
+		rm  *lbreconciler.Metrics
+	)
+	o.cells = []cell.Cell{metrics.Cell, cell.Invoke(func(r *prometheus.Registry, m *lbreconciler.Metrics) { reg, rm = r, m })}
 	o.initial = func(r *k8s.Reflector) {
 		for _, p := range objs {
 			r.Push(p.svc, false)
 			r.Push(p.es, false)
 		}
 	}
+	stopProfile, err := startCPUProfile(o.cpuProfile) // of the restarted pipeline
+	if err != nil {
+		return res, err
+	}
+	defer stopProfile()
 	start := time.Now()
 	b, err := newBench(o)
 	if err != nil {
@@ -233,12 +244,8 @@ func restarted(o options) (restartResult, error) {
 		if synced == 0 && b.syncedAndReconciled(o.services, o.services*o.backends) {
 			synced = time.Since(start)
 		}
-		if pruned == 0 {
-			if n, err := counterSum(reg, "lbstate_reconciler_prune_duration_seconds"); err != nil {
-				return res, err
-			} else if n > 0 {
-				pruned = time.Since(start)
-			}
+		if pruned == 0 && rm.Prunes() > 0 {
+			pruned = time.Since(start)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -267,25 +274,6 @@ func (b *bench) syncedAndReconciled(frontends, backends int) bool {
 	defer cancel()
 	done, retryLow, err := b.rec.WaitUntilReconciled(ctx, b.frontends.Revision(txn))
 	return err == nil && done >= b.frontends.Revision(txn) && retryLow == 0
-}
-
-// counterSum returns the sample count of the histogram called name.
-func counterSum(g prometheus.Gatherer, name string) (uint64, error) {
-	fams, err := g.Gather()
-	if err != nil {
-		return 0, err
-	}
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-		var n uint64
-		for _, m := range f.GetMetric() {
-			n += m.GetHistogram().GetSampleCount()
-		}
-		return n, nil
-	}
-	return 0, nil
 }
 
 // writesByMap reads lbstate_map_writes_total.
