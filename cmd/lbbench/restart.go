@@ -251,13 +251,13 @@ func restarted(o options) (restartResult, error) {
 	}
 	res.SyncedSeconds, res.PrunedSeconds = synced.Seconds(), pruned.Seconds()
 	res.ReadySeconds = max(synced, pruned).Seconds()
+	res.PeakRSSBytes = peakRSS() // before the gather, which costs more than the pipeline
 	if res.Writes, err = writesByMap(reg); err != nil {
 		return res, err
 	}
 	for _, n := range res.Writes {
 		res.WritesTotal += n
 	}
-	res.PeakRSSBytes = peakRSS()
 	return res, nil
 }
 
