@@ -17,7 +17,7 @@ import (
 // scaleService is service i of declareScale: its frontend and backends.
 func scaleService(i, backends int) (lb.ServiceName, lb.FrontendParams, []lb.BackendParams) {
 	name := lb.NewServiceName("scale", "svc-"+strconv.Itoa(i))
-	fe := lb.FrontendParams{Address: lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{10, 96 + byte(i>>16), byte(i >> 8), byte(i)}), 80, lb.ScopeExternal), Type: lb.SVCTypeClusterIP}
+	fe := lb.FrontendParams{Address: lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{10, 100 + byte(i>>16), byte(i >> 8), byte(i)}), 80, lb.ScopeExternal), Type: lb.SVCTypeClusterIP}
 	bes := make([]lb.BackendParams, backends)
 	for j := range bes {
 		k := i*backends + j
