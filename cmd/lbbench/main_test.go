@@ -188,7 +188,7 @@ func TestBenchRestartSmoke(t *testing.T) {
 		t.Fatalf("last line is not JSON: %v\n%s", err, out.String())
 	}
 	if !res.MapsUnchanged || res.WritesTotal != 0 || len(res.Writes) == 0 || res.ReadySeconds <= 0 ||
-		res.ReadySeconds < res.StartedSeconds || res.PeakRSSBytes <= 0 || res.Services != 500 {
+		res.ReadySeconds < res.StartedSeconds || res.PeakRSSBytes <= 0 || res.CPUSeconds <= 0 || res.Services != 500 {
 		t.Errorf("summary %+v\n%s", res, out.String())
 	}
 }
