@@ -29,7 +29,11 @@
 //   - Restore (restore.go): at start the pinned maps are read back and
 //     every address gets its old ID when a source declares it again. A
 //     restored frontend holds references on the backends its slots name,
-//     and IDs found only in other maps stay reserved until a prune.
+//     and IDs found only in other maps stay reserved until a prune. What
+//     the maps hold is recorded as known (masters, slots, rev-NAT
+//     entries, backends; a Maglev table is compared when first
+//     written), so a restart over the same declarations writes no entry
+//     (lbstate_map_writes_total, writes.go).
 //   - Prune only after init (restore.go): statedb calls Prune only once
 //     the frontends table is initialized, that is, once every source that
 //     registered an initializer with the Writer has synced. Until then a

@@ -94,10 +94,16 @@ type ops struct {
 	// call counts the calls of update and delete, so that a backend
 	// knows the one that created it (backendState.born).
 	call uint32
+
+	// writes counts the entries written to each map (writes.go).
+	writes mapWrites
 }
 
 func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Table[*lb.Frontend]) (*ops, error) {
+	var writes mapWrites
+	maps = countWrites(maps, &writes)
 	o := &ops{
+		writes: writes,
 		tableInitialized: func(txn statedb.ReadTxn) bool {
 			init, _ := frontends.Initialized(txn)
 			return init
@@ -235,6 +241,14 @@ func (o *ops) writeMaglev(st *frontendState, rotation []lb.BackendRef, rotationI
 	}
 	for i, idx := range table {
 		table[i] = ids[keyOf(rotation[idx].Address)]
+	}
+	if st.maglev && st.maglevKnown() == nil {
+		// A table is there, of unknown content (restored, or after a
+		// failure): one lookup spares rewriting an identical one.
+		if old, ok, err := o.maps.Maglev.Lookup(st.id); err == nil && ok && slices.Equal(old, table) {
+			st.setMaglevKnown(&maglevContent{mb, ids})
+			return nil
+		}
 	}
 	st.setMaglevKnown(nil)
 	o.setMay(roomMaglev, &st.maglev, true) // from here on a table may exist

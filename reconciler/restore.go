@@ -268,6 +268,7 @@ func (o *ops) readPinnedMaps() error {
 		return err
 	}
 	byID := o.restoredByID(slotBackends)
+	o.restoreWritten(slotBackends)
 	if err := o.restoreRevNat(byID); err != nil {
 		return err
 	}
@@ -296,11 +297,20 @@ func (o *ops) resumeIDAllocators() error {
 	return nil
 }
 
+// restoredSlot is a backend slot read at restore.
+type restoredSlot struct {
+	backendID, revNatID uint32
+	slot                uint16
+	// plain: the value holds nothing but the two IDs, as writeSlots
+	// writes it.
+	plain bool
+}
+
 // restoreFrontends reads lb_services into restoredFrontends: each
-// address's ID and affinity from its master entry, and its slot count. It
-// returns the backend IDs each frontend's slots name.
-func (o *ops) restoreFrontends() (map[*frontendState][]uint32, error) {
-	slotBackends := map[*frontendState][]uint32{}
+// address's ID and affinity from its master entry, the master's value,
+// and its slot count. It returns each frontend's slots.
+func (o *ops) restoreFrontends() (map[*frontendState][]restoredSlot, error) {
+	slotBackends := map[*frontendState][]restoredSlot{}
 	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
 		addr := keyOf(k.L3n4Addr())
 		var st *frontendState
@@ -314,8 +324,13 @@ func (o *ops) restoreFrontends() (map[*frontendState][]uint32, error) {
 			st.id = v.RevNatID
 			st.affinity = v.AffinityTimeout > 0
 			st.hasMaster = true
+			// Known as writeMasters writes it, so that the same master
+			// is not written again.
+			st.master, st.masterWritten = v.ServiceMaster, v.BackendID == 0
 		} else {
-			slotBackends[st] = append(slotBackends[st], v.BackendID)
+			slotBackends[st] = append(slotBackends[st], restoredSlot{
+				backendID: v.BackendID, revNatID: v.RevNatID, slot: k.Slot, plain: v.ServiceMaster == bpf.ServiceMaster{},
+			})
 		}
 		st.slots = max(st.slots, k.Slot)
 		return true
@@ -326,7 +341,7 @@ func (o *ops) restoreFrontends() (map[*frontendState][]uint32, error) {
 // restoredByID drops the restored frontends that have slots but no
 // master (nothing to adopt), reserves the IDs of the others, and returns
 // them by ID.
-func (o *ops) restoredByID(slotBackends map[*frontendState][]uint32) map[uint32]*frontendState {
+func (o *ops) restoredByID(slotBackends map[*frontendState][]restoredSlot) map[uint32]*frontendState {
 	byID := map[uint32]*frontendState{}
 	for k, i := range o.restoredFrontends.all() {
 		st := o.feStates.at(i)
@@ -355,6 +370,23 @@ func (o *ops) restoredByID(slotBackends map[*frontendState][]uint32) map[uint32]
 	return byID
 }
 
+// restoreWritten records the backend IDs that the restored frontends'
+// slots hold as known, so that the first update writes only the slots
+// that differ. A slot that is missing, or holds another frontend's ID or
+// more than a slot holds, is recorded as ID 0, which no backend has: it
+// is written.
+func (o *ops) restoreWritten(slotBackends map[*frontendState][]restoredSlot) {
+	for st, slots := range slotBackends {
+		ids := make([]uint32, st.slots)
+		for _, s := range slots {
+			if s.revNatID == st.id && s.plain {
+				ids[s.slot-1] = s.backendID
+			}
+		}
+		st.setWritten(ids)
+	}
+}
+
 // restoreRevNat reads lb_rev_nat once. The entry of a frontend a master
 // entry names marks it as written. The entries of IDs that no master entry
 // names go into restoredRevNat, adding them to byID, so that frontends
@@ -365,10 +397,19 @@ func (o *ops) restoredByID(slotBackends map[*frontendState][]uint32) map[uint32]
 // their affinity entries. An ID whose slot a master's ID holds is kept
 // out of new hands until the prune (orphanFrontendIDs).
 func (o *ops) restoreRevNat(byID map[uint32]*frontendState) error {
+	// The entry of each restored frontend, as writeMasters writes it.
+	want := make(map[uint32]bpf.RevNatValue, o.restoredFrontends.len())
+	for k, i := range o.restoredFrontends.all() {
+		want[o.feStates.at(i).id] = bpf.NewRevNatValue(k.l3n4())
+	}
 	err := o.maps.RevNat.Iterate(func(id uint32, v bpf.RevNatValue) bool {
 		switch st := byID[id]; {
 		case st != nil:
 			st.hasRevNat = true
+			// Known when it holds what would be written, so that it is
+			// not written again.
+			v.ID = 0
+			st.revNatWritten = want[id] == v
 		case o.feIDs.slotFree(id):
 			i, st := o.newFrontendState(id)
 			st.hasRevNat = true
@@ -450,13 +491,13 @@ func (o *ops) restoreBackends(slotBackends map[*frontendState][]uint32) (map[uin
 // restoreReferences makes each restored frontend hold references on the
 // backends its slots name, so that no other frontend's update can delete
 // them from under it.
-func (o *ops) restoreReferences(slotBackends map[*frontendState][]uint32, backendAddrs map[uint32]addrKey) {
-	for st, ids := range slotBackends {
+func (o *ops) restoreReferences(slotBackends map[*frontendState][]restoredSlot, backendAddrs map[uint32]addrKey) {
+	for st, slots := range slotBackends {
 		if st.id == 0 {
 			continue
 		}
-		for _, id := range ids {
-			k, ok := backendAddrs[id]
+		for _, s := range slots {
+			k, ok := backendAddrs[s.backendID]
 			if !ok {
 				continue
 			}

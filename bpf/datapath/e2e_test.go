@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/statedb"
 
+	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/bpf/datapath"
 	"github.com/lbstate/lbstate/lb"
@@ -29,6 +30,8 @@ type e2e struct {
 	cg            string
 	a             *agent
 	stopped       bool
+	// cfg is the maps' configuration, for an agent restarted over them.
+	cfg bpf.Config
 }
 
 const (
@@ -46,9 +49,8 @@ func newE2E(t *testing.T) *e2e {
 		e.node.AddAddr(t, fmt.Sprintf("10.1.0.%d/32", i))
 		bpftest.ServeName(t, e.node, fmt.Sprintf("10.1.0.%d", i), 8080, fmt.Sprintf("b%d", i))
 	}
-	e.a = newAgent(t, kernelMaps(t, 0), datapath.Config{
-		LBDatapath: datapath.ModeBoth, LBCgroup: e.cg, LBDevices: []string{nodeDev},
-	})
+	e.cfg = bpftest.Config(t)
+	e.a = newAgent(t, bpftest.KernelMaps(t, e.cfg), e.datapathConfig())
 	// The cell finds the device, and attaches to it, in the namespace of
 	// the thread that starts the hive.
 	if err := e.node.Do(func() error { return e.a.h.Start(e.a.log, context.Background()) }); err != nil {
@@ -60,6 +62,11 @@ func newE2E(t *testing.T) *e2e {
 		}
 	})
 	return e
+}
+
+// datapathConfig attaches to the node's device and the test's cgroup.
+func (e *e2e) datapathConfig() datapath.Config {
+	return datapath.Config{LBDatapath: datapath.ModeBoth, LBCgroup: e.cg, LBDevices: []string{nodeDev}}
 }
 
 // declare sets the web service's backends' weights (0: terminating),
@@ -216,6 +223,7 @@ func (p *persistent) read(t *testing.T) string {
 // ask sends a line and returns the name the backend answers.
 func (p *persistent) ask(t *testing.T) string {
 	t.Helper()
+	p.c.SetDeadline(time.Now().Add(5 * time.Second)) // the last read's may have passed
 	if _, err := p.c.Write([]byte("again\n")); err != nil {
 		t.Fatalf("writing to %s: %v", p.c.RemoteAddr(), err)
 	}

@@ -34,6 +34,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.compare, "compare", "", "A saved run of Cilium's benchmark (or an lbbench --json line) to print our ratios against")
 	fs.IntVar(&o.routes, "routes", 0, "Measure N TrafficSplits instead (default 10,000 services x 10): apply all, shift all, and --updates single shifts")
 	fs.BoolVar(&o.retainedMode, "memory-after-delete", false, "Measure the live heap of a fresh pipeline, and after --services x --backends came and went")
+	fs.BoolVar(&o.restart, "restart", false, "Measure a restart instead: load --services x --backends (default 100,000 x 10) into pinned kernel maps, stop, and time a fresh pipeline over the same pins and declarations to synced and pruned, with its writes per map and peak RSS")
 	fs.BoolVar(&o.healthMode, "health", false, "Measure health checking instead: probes of loopback backends, their CPU, and stopped backends' trips into the maps")
 	fs.IntVar(&o.health.backends, "health-backends", 10000, "Backends in --health mode, 10 per service")
 	fs.DurationVar(&o.health.interval, "health-interval", time.Second, "Probe interval in --health mode")

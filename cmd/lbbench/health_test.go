@@ -11,9 +11,16 @@ import (
 	"github.com/lbstate/lbstate/bpf/bpftest"
 )
 
-// TestMain lets the test binary be -health's listener child too, as
-// lbbench itself is.
+// TestMain lets the test binary be -health's listener child and
+// -restart's restarted pipeline too, as lbbench itself is.
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(restartEnv); spec != "" {
+		if err := serveRestart(spec, os.Stdout); err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if spec := os.Getenv(listenersEnv); spec != "" {
 		if err := serveListeners(spec); err != nil {
 			os.Exit(1)

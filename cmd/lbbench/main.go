@@ -12,6 +12,7 @@
 //	go run ./cmd/lbbench --redirects 1000   # apply and remove local redirect policies; one pod change
 //	go run ./cmd/lbbench --routes 1000  # traffic splits: apply, shift all, one shift's latency
 //	go run ./cmd/lbbench --memory-after-delete --services 100000 --backends 10  # live heap after a delete-all
+//	go run ./cmd/lbbench --restart      # 100,000 x 10 in pinned maps: a fresh pipeline's time to synced and pruned, its writes
 //
 // Flags are pflag's, as lbctl's and the agent's: long names take two
 // dashes. The one-dash spelling of lbbench's Go-flag days (-services
@@ -81,6 +82,12 @@ type options struct {
 	// cells and configure add to newBench's hive (-health's checker).
 	cells     []cell.Cell
 	configure func(*hive.Hive)
+	// -restart: keepPins leaves the pinned maps for the next pipeline,
+	// and initial pushes the objects the reflector lists before it marks
+	// itself synced (nothing is pruned before).
+	restart  bool
+	keepPins bool
+	initial  func(*k8s.Reflector)
 }
 
 // result is the JSON summary, printed as the last line with -json.
@@ -123,6 +130,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "lbbench:", err)
 		os.Exit(2)
 	}
+	if spec := os.Getenv(restartEnv); spec != "" { // -restart's restarted pipeline
+		if err := serveRestart(spec, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "lbbench restarted:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if spec := os.Getenv(listenersEnv); spec != "" { // a child holding -health's backends
 		if err := serveListeners(spec); err != nil {
 			fmt.Fprintln(os.Stderr, "lbbench listeners:", err)
@@ -132,6 +146,9 @@ func main() {
 	}
 	measure := run
 	switch {
+	case o.restart:
+		measure = runRestart
+		restartDefaults(&o)
 	case o.healthMode:
 		measure = runHealth
 	case o.retainedMode:
@@ -204,7 +221,7 @@ func newBench(o options) (*bench, error) {
 		cfg.LBPinDir = pinRoot
 	}
 	removePins := func() {
-		if pinRoot != "" {
+		if pinRoot != "" && !o.keepPins {
 			os.RemoveAll(pinRoot)
 		}
 	}
@@ -221,8 +238,13 @@ func newBench(o options) (*bench, error) {
 		o.configure(h)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if err := h.Start(log, context.Background()); err != nil {
-		removePins() // a failed start may have pinned some maps
+	// The sources register with the Writer before the hive starts, as an
+	// agent's cells do in their constructors: the tables are not
+	// initialized, so the reconciler prunes nothing, until they synced.
+	// (A restarted pipeline whose sources came later saw its restored
+	// entries pruned as nobody's.)
+	if err := h.Populate(log); err != nil {
+		removePins() // a failed populate may have pinned some maps
 		return nil, err
 	}
 	kcfg := k8s.DefaultConfig
@@ -238,9 +260,12 @@ func newBench(o options) (*bench, error) {
 	if err == nil {
 		rsrc, err = reflectors.NewSourceAs(b.w, lb.SourceK8s.String()+"-routes", lb.SourceK8s, log, nil)
 	}
+	if err == nil {
+		err = h.Start(log, context.Background())
+	}
 	if err != nil {
 		h.Stop(log, context.Background())
-		removePins()
+		removePins() // a failed start may have pinned some maps
 		return nil, err
 	}
 	b.lrp = redirectpolicy.NewController(redirectpolicy.Options{}, kcfg.K8sNodeName, psrc, lb.SourceK8s, nil)
@@ -248,7 +273,13 @@ func newBench(o options) (*bench, error) {
 	refl := b.refl
 	ctx, cancel := context.WithCancel(context.Background())
 	// The benchmark pushes its objects itself, as a feed would.
-	go refl.Run(ctx, func(context.Context) error { refl.Synced(); return nil })
+	go refl.Run(ctx, func(context.Context) error {
+		if o.initial != nil {
+			o.initial(refl)
+		}
+		refl.Synced()
+		return nil
+	})
 	go b.lrp.Run(ctx, func(context.Context) error { b.lrp.Synced(); return nil })
 	go b.rts.Run(ctx, func(context.Context) error { b.rts.Synced(); return nil })
 	b.stop = func() {

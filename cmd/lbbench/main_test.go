@@ -166,3 +166,29 @@ func TestDeleteAllReturnsTheMemory(t *testing.T) {
 			float64(after)/1e6, float64(after-fresh)/1e6, float64(fresh)/1e6, bound>>20)
 	}
 }
+
+// -restart on a small load: the restarted pipeline (a child process)
+// syncs and prunes, writes no entry, and leaves the maps as they were;
+// the summary has every figure the issue names, and the pins are gone
+// after.
+func TestBenchRestartSmoke(t *testing.T) {
+	bpftest.Require(t)
+	pins := filepath.Join(bpftest.PinDir(t), "lbbench")
+	var out bytes.Buffer
+	err := runRestart(options{services: 500, backends: 3, maps: "kernel", pinDir: pins, json: true}, &out)
+	if _, serr := os.Stat(pins); !errors.Is(serr, fs.ErrNotExist) {
+		t.Errorf("pin directory %s left behind (%v)", pins, serr)
+	}
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var res restartResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("last line is not JSON: %v\n%s", err, out.String())
+	}
+	if !res.MapsUnchanged || res.WritesTotal != 0 || len(res.Writes) == 0 || res.ReadySeconds <= 0 ||
+		res.ReadySeconds < res.StartedSeconds || res.PeakRSSBytes <= 0 || res.CPUSeconds <= 0 || res.Services != 500 {
+		t.Errorf("summary %+v\n%s", res, out.String())
+	}
+}
