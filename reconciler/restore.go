@@ -459,11 +459,11 @@ func (o *ops) restoreFrontendExtras(byID map[uint32]*frontendState) error {
 // kept out of new hands until then. Slots naming the other still count
 // a reference on the address (backendAddrs), as their update rewrites
 // them.
-func (o *ops) restoreBackends(slotBackends map[*frontendState][]uint32) (map[uint32]addrKey, error) {
+func (o *ops) restoreBackends(slotBackends map[*frontendState][]restoredSlot) (map[uint32]addrKey, error) {
 	named := map[uint32]bool{}
-	for _, ids := range slotBackends {
-		for _, id := range ids {
-			named[id] = true
+	for _, slots := range slotBackends {
+		for _, s := range slots {
+			named[s.backendID] = true
 		}
 	}
 	backendAddrs := map[uint32]addrKey{}
