@@ -283,6 +283,25 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 }
 
 /*
+ * lb_ct_quiet says whether packet p of a flow (ct its entry, either
+ * direction) leaves the flow as it is: no SYN, FIN or RST (UDP has none),
+ * not the first reply, and the expiry it would set is the one the entry
+ * has (it moves once a second). Most packets of an established flow are so, and skip the
+ * conntrack subprograms' call: a call costs as much as a map lookup. The
+ * flags are read here only as a mask test, which the verifier does not
+ * tell TCP from UDP by (see lb_tcp_flags).
+ */
+static __always_inline bool lb_ct_quiet(struct __sk_buff *skb, const struct lb_pkt *p, const struct lb_ct_value *ct,
+					__u32 now)
+{
+	if (lb_tcp_flags(skb, p) & (LB_TCP_SYN | LB_TCP_FIN | LB_TCP_RST))
+		return false;
+	if (ct->dir == LB_CT_REPLY && !(ct->flags & LB_CT_F_REPLIED))
+		return false;
+	return ct->expires == now + lb_ct_timeout(p->tuple.proto, ct->flags);
+}
+
+/*
  * Connection outcomes (conn.h), reported once per flow: the backend's
  * first answer to a flow's SYN (a SYN-ACK: it accepts; a RST: it refuses);
  * or, while none came, the client's SYN again: it had no answer within
@@ -371,7 +390,8 @@ static __always_inline int lb_tc_reply(struct __sk_buff *skb, const struct lb_pk
 
 	if (!lb_rev_nat_lookup(id, &fe))
 		return TC_ACT_OK; /* the frontend is gone */
-	lb_ct_refresh_reply(skb, p, ct, now);
+	if (!lb_ct_quiet(skb, p, ct, now))
+		lb_ct_refresh_reply(skb, p, ct, now);
 	if (lb_rewrite(skb, p, false, fe.addr, fe.port)) {
 		lb_count_drop(id, LB_DROP_REWRITE);
 		return TC_ACT_SHOT;
@@ -486,7 +506,8 @@ static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool inter
 		/* A flow to the L7 proxy (backend 0) follows its frontend's
 		 * master entry: to the proxy while the flag stays. */
 		proxied = id == 0;
-		if (forward && lb_backend_lookup(id, &be) && !lb_ct_refresh_forward(skb, &p, ct, &be, now))
+		if (forward && lb_backend_lookup(id, &be) &&
+		    (lb_ct_quiet(skb, &p, ct, now) || !lb_ct_refresh_forward(skb, &p, ct, &be, now)))
 			return lb_tc_forward(skb, &p, ct, &be);
 	}
 	if (!forward || p.later_frag) /* a later fragment follows its first one */
