@@ -156,47 +156,45 @@ static __always_inline void lb_ct_sync(const struct lb_ct_key *k, const struct l
 }
 
 /*
- * lb_ct_reply_taken says whether a live entry other than this flow's own
- * reply entry holds the key the reply entry of flow p to backend b would
- * have: the backend could not tell the two flows' replies apart.
+ * lb_ct_claim_reply writes v, the reply entry of flow p to backend b,
+ * unless a live entry of another flow holds its key (the backend could
+ * not tell the two flows' replies apart): 0 when written, -1 when taken.
+ * The insert itself finds out whether the key is free (BPF_NOEXIST): a
+ * lookup before it would walk the key's hash bucket once more, a cache
+ * miss in a large map, on every new flow.
  */
-static __always_inline bool lb_ct_reply_taken(const struct lb_pkt *p, const struct lb_backend *b, __u32 rev_nat_id,
-					      __u32 now)
+static __noinline int lb_ct_claim_reply(const struct lb_pkt *p, const struct lb_backend *b, const struct lb_ct_value *v,
+					__u32 now)
 {
 	struct lb_ct_key k = {};
-	struct lb_ct_value *v;
+	struct lb_ct_value *old;
 
 	lb_ct_reply_key(&k, p, b->addr, b->port);
-	v = bpf_map_lookup_elem(&lb_ct, &k);
-	if (!v || !lb_ct_live(v, now))
-		return false;
-	return v->dir != LB_CT_REPLY || v->rev_nat_id != rev_nat_id || v->peer_port != p->tuple.dport ||
-	       !lb_addr_eq(v->peer, p->tuple.dst);
+	if (!bpf_map_update_elem(&lb_ct, &k, v, BPF_NOEXIST))
+		return 0;
+	old = bpf_map_lookup_elem(&lb_ct, &k);
+	if (old && lb_ct_live(old, now) &&
+	    (old->dir != LB_CT_REPLY || old->rev_nat_id != v->rev_nat_id || old->peer_port != v->peer_port ||
+	     !lb_addr_eq(old->peer, v->peer)))
+		return -1;
+	bpf_map_update_elem(&lb_ct, &k, v, BPF_ANY); /* this flow's own, or dead */
+	return 0;
 }
 
 /*
- * lb_ct_create records a new flow: the client's packets go to the backend,
- * the backend's replies come from the frontend. Both entries get one
- * state and expiry.
+ * lb_ct_create_forward records the forward entry of new flow p, whose
+ * reply entry is v: the client's packets go to the backend. A TCP one
+ * keeps the first packet's sequence number (see lb_ct_anew).
  */
-static __noinline void lb_ct_create(struct __sk_buff *skb, const struct lb_pkt *p, const struct lb_backend *b,
-				     __u32 backend_id, __u32 rev_nat_id)
+static __noinline void lb_ct_create_forward(struct __sk_buff *skb, const struct lb_pkt *p, const struct lb_ct_value *v)
 {
-	struct lb_ct_value v = { .backend_id = backend_id, .rev_nat_id = rev_nat_id };
-	struct lb_ct_key reply = {};
-	__u32 now = lb_now();
+	struct lb_ct_value fwd = *v;
 
-	v.flags = lb_ct_next_flags(skb, 0, p, false);
-	v.expires = now + lb_ct_timeout(p->tuple.proto, v.flags);
-	v.dir = LB_CT_FORWARD;
-	*(__be32 *)v.peer = lb_tcp_seq(skb, p); /* see lb_ct_anew */
-	bpf_map_update_elem(&lb_ct, &p->tuple, &v, BPF_ANY);
-	*(__be32 *)v.peer = 0;
-	lb_ct_reply_key(&reply, p, b->addr, b->port);
-	v.dir = LB_CT_REPLY;
-	__builtin_memcpy(v.peer, p->tuple.dst, 16);
-	v.peer_port = p->tuple.dport;
-	bpf_map_update_elem(&lb_ct, &reply, &v, BPF_ANY);
+	fwd.dir = LB_CT_FORWARD;
+	fwd.peer_port = 0;
+	__builtin_memset(fwd.peer, 0, sizeof(fwd.peer));
+	*(__be32 *)fwd.peer = lb_tcp_seq(skb, p);
+	bpf_map_update_elem(&lb_ct, &p->tuple, &fwd, BPF_ANY);
 }
 
 /*
@@ -209,6 +207,7 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 	struct lb_service_key key = {};
 	struct lb_service_value *m;
 	struct lb_backend *b = NULL, be; /* be: the proxy, or a copy of the backend */
+	struct lb_ct_value ct = {};
 	__u32 rev_nat_id, backend_id = 0, reason, hash;
 	__u16 slot;
 	bool selected = false;
@@ -258,7 +257,15 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 		lb_count_drop(rev_nat_id, LB_DROP_UNSUPPORTED);
 		return TC_ACT_SHOT;
 	}
-	if (lb_ct_reply_taken(p, b, rev_nat_id, now)) {
+	/* Both entries of the flow get one state and expiry. */
+	ct.backend_id = backend_id;
+	ct.rev_nat_id = rev_nat_id;
+	ct.flags = lb_ct_next_flags(skb, 0, p, false);
+	ct.expires = now + lb_ct_timeout(p->tuple.proto, ct.flags);
+	ct.dir = LB_CT_REPLY;
+	__builtin_memcpy(ct.peer, p->tuple.dst, 16);
+	ct.peer_port = p->tuple.dport;
+	if (lb_ct_claim_reply(p, b, &ct, now)) {
 		/* The backend could not tell this flow's replies from a live
 		 * flow's: a flow the selection placed tries one random slot
 		 * more (which keeps the weights); else, or if that collides
@@ -266,14 +273,15 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 		if (selected)
 			backend_id = lb_select_backend(&key, m, NULL, &reason, &slot);
 		b = selected && lb_backend_lookup(backend_id, &be) ? &be : NULL;
-		if (!b || lb_addr_is_v4(b->addr) != p->v4 || lb_ct_reply_taken(p, b, rev_nat_id, now)) {
+		ct.backend_id = backend_id;
+		if (!b || lb_addr_is_v4(b->addr) != p->v4 || lb_ct_claim_reply(p, b, &ct, now)) {
 			lb_count_drop(rev_nat_id, LB_DROP_CT_COLLISION);
 			return TC_ACT_SHOT;
 		}
 	}
 	if (selected && (m->flags & LB_F_AFFINITY))
 		lb_affinity_pin(m, p->tuple.src, backend_id, slot, now);
-	lb_ct_create(skb, p, b, backend_id, rev_nat_id);
+	lb_ct_create_forward(skb, p, &ct);
 	if (lb_rewrite(skb, p, true, b->addr, b->port)) {
 		lb_count_drop(rev_nat_id, LB_DROP_REWRITE);
 		return TC_ACT_SHOT;
