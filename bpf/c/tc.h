@@ -76,9 +76,10 @@ static __always_inline void lb_ct_reply_key(struct lb_ct_key *k, const struct lb
 
 /*
  * lb_tcp_flags reads the TCP flags of packet p (0 for UDP). It is read
- * only in the conntrack subprograms below: read in lb_parse, its value
- * kept TCP and UDP packets from sharing verifier states, which doubled
- * the instructions verified.
+ * in the conntrack subprograms below, and in the main program only for
+ * lb_ct_quiet's mask test: read in lb_parse and kept, its value kept TCP
+ * and UDP packets from sharing verifier states, which doubled the
+ * instructions verified.
  */
 static __always_inline __u8 lb_tcp_flags(struct __sk_buff *skb, const struct lb_pkt *p)
 {
