@@ -97,7 +97,9 @@ func TestTCConntrackLifetimeFollowsTheTCPState(t *testing.T) {
 // client keeps sending keeps its replies translated, and a reply entry
 // the LRU took comes back with the client's next packet in a new second.
 // Entries at the end of their life stand for the silence (their expiry
-// set to now, as after a timeout's worth of it).
+// set to the next second, as after a timeout's worth of it: set to now,
+// a second that ended between the update and the packet, as it can on a
+// loaded machine, left the entry dead and the test failing).
 func TestTCConntrackBothDirectionsLiveOneLifetime(t *testing.T) {
 	h := newDatapathOptions(t, dpConfig(), bpf.DatapathOptions{CTTimeouts: testTimeouts})
 	var slots []uint32
@@ -112,7 +114,7 @@ func TestTCConntrackBothDirectionsLiveOneLifetime(t *testing.T) {
 			if !ok {
 				t.Fatalf("no entry for %v", d)
 			}
-			v.Expires = monotonicSeconds(t)
+			v.Expires = monotonicSeconds(t) + 1
 			h.check(h.maps.Conntrack.Update(bpf.NewCTKey(d.Src, d.Dst, uint8(d.Proto)), v))
 		}
 	}

@@ -176,7 +176,10 @@
 // every packet of a balanced flow: fragments (the first one's ports kept
 // in lb_dp_frags, a map of its own), IPv6 extension headers, and ICMP
 // errors quoting the flow. DestroyOrphanedUDPSockets destroys connected
-// UDP sockets whose backend is gone.
+// UDP sockets whose backend is gone. It fixes the L4 checksum of a packet
+// that carries it as a plain field in place, with no helper call (Linux
+// 6.3+, bpf_cast_to_kern_ctx; the programs need the kernel's BTF), and an
+// offloaded or CHECKSUM_COMPLETE one through the kernel's helpers.
 //
 // A program copies a value of lb_backends or lb_rev_nat while the agent
 // may rewrite its slot; it re-reads the slot's ID after the copy. That

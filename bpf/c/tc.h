@@ -11,103 +11,7 @@
 
 #include "parse.h"
 
-/*
- * lb_store writes len bytes at off, directly when they are in the linear
- * part (no helper call), else with bpf_skb_store_bytes.
- */
-static __always_inline int lb_store(struct __sk_buff *skb, __u32 off, const void *from, __u32 len)
-{
-	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
-
-	if (off > LB_L4_OFF_MAX + 4) /* a bound for the verifier: headers only */
-		return -1;
-	if (data + off + 16 > end)
-		return bpf_skb_store_bytes(skb, off, from, len, 0);
-	if (len == 16)
-		__builtin_memcpy(data + off, from, 16);
-	else if (len == 4)
-		__builtin_memcpy(data + off, from, 4);
-	else
-		__builtin_memcpy(data + off, from, 2);
-	return 0;
-}
-
-/* lb_csum_replace4 updates an Internet checksum for a 32-bit word's change (RFC 1624). */
-static __always_inline __sum16 lb_csum_replace4(__sum16 check, __be32 from, __be32 to)
-{
-	__u32 sum = (__u16)~check;
-
-	sum += (__u16)~from + (__u16)~(from >> 16) + (__u16)to + (__u16)(to >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return (__sum16)~sum;
-}
-
-/*
- * BPF_F_IPV6 where the kernel's bpf_l4_csum_replace knows it (6.16), else
- * 0: set by the loader from a probe (csumprobe.go). An IPv6 address
- * change alters the sum of a CHECKSUM_COMPLETE packet's bytes by as much
- * as the L4 checksum's change takes away, so skb->csum must stay; without
- * the flag the helper adjusts it as for IPv4, whose header checksum
- * balances the address instead.
- */
-volatile const __u32 lb_l4_csum_ipv6;
-
-/*
- * lb_rewrite sets the packet's destination (dst) or source address and
- * port, fixing the L3 and L4 checksums incrementally. The L4 checksum
- * goes through the helpers, which update an offloaded (CHECKSUM_PARTIAL)
- * one as the hardware expects: only its pseudo-header part.
- */
-static __always_inline int lb_rewrite(struct __sk_buff *skb, const struct lb_pkt *p, bool dst,
-				      const __u8 addr[16], __be16 port)
-{
-	const __u8 *old = dst ? p->tuple.dst : p->tuple.src;
-	__be16 old_port = dst ? p->tuple.dport : p->tuple.sport;
-	__u32 port_off = p->l4_off + (dst ? 2 : 0);
-	__u64 l4 = p->tuple.proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
-
-	if (p->v4) {
-		__u32 addr_off = LB_ETH_HLEN + (dst ? offsetof(struct iphdr, daddr) : offsetof(struct iphdr, saddr));
-		__be32 from = *(const __be32 *)&old[12], to = *(const __be32 *)&addr[12];
-		struct iphdr *ip;
-		void *end;
-
-		if (from != to) {
-			if (!p->later_frag &&
-			    bpf_l4_csum_replace(skb, p->csum_off, from, to, l4 | BPF_F_PSEUDO_HDR | sizeof(to)))
-				return -1;
-			ip = (void *)(long)skb->data + LB_ETH_HLEN;
-			end = (void *)(long)skb->data_end;
-			if ((void *)(ip + 1) > end)
-				return -1;
-			ip->check = lb_csum_replace4(ip->check, from, to);
-			if (lb_store(skb, addr_off, &to, sizeof(to)))
-				return -1;
-		}
-	} else {
-		__u32 addr_off = LB_ETH_HLEN + (dst ? offsetof(struct ipv6hdr, daddr) : offsetof(struct ipv6hdr, saddr));
-		__u8 from[16], to[16];
-		__s64 diff;
-
-		__builtin_memcpy(from, old, 16);
-		__builtin_memcpy(to, addr, 16);
-		diff = bpf_csum_diff((__be32 *)from, 16, (__be32 *)to, 16, 0);
-		if (p->later_frag)
-			return lb_store(skb, addr_off, to, 16);
-		if (diff < 0 ||
-		    bpf_l4_csum_replace(skb, p->csum_off, 0, diff, l4 | BPF_F_PSEUDO_HDR | lb_l4_csum_ipv6) ||
-		    lb_store(skb, addr_off, to, 16))
-			return -1;
-	}
-	if (old_port != port && !p->later_frag) {
-		if (bpf_l4_csum_replace(skb, p->csum_off, old_port, port, l4 | sizeof(port)) ||
-		    lb_store(skb, port_off, &port, sizeof(port)))
-			return -1;
-	}
-	return 0;
-}
-
+#include "rewrite.h"
 #include "icmp.h"
 
 /*
@@ -172,9 +76,10 @@ static __always_inline void lb_ct_reply_key(struct lb_ct_key *k, const struct lb
 
 /*
  * lb_tcp_flags reads the TCP flags of packet p (0 for UDP). It is read
- * only in the conntrack subprograms below: read in lb_parse, its value
- * kept TCP and UDP packets from sharing verifier states, which doubled
- * the instructions verified.
+ * in the conntrack subprograms below, and in the main program only for
+ * lb_ct_quiet's mask test: read in lb_parse and kept, its value kept TCP
+ * and UDP packets from sharing verifier states, which doubled the
+ * instructions verified.
  */
 static __always_inline __u8 lb_tcp_flags(struct __sk_buff *skb, const struct lb_pkt *p)
 {
@@ -252,47 +157,45 @@ static __always_inline void lb_ct_sync(const struct lb_ct_key *k, const struct l
 }
 
 /*
- * lb_ct_reply_taken says whether a live entry other than this flow's own
- * reply entry holds the key the reply entry of flow p to backend b would
- * have: the backend could not tell the two flows' replies apart.
+ * lb_ct_claim_reply writes v, the reply entry of flow p to backend b,
+ * unless a live entry of another flow holds its key (the backend could
+ * not tell the two flows' replies apart): 0 when written, -1 when taken.
+ * The insert itself finds out whether the key is free (BPF_NOEXIST): a
+ * lookup before it would walk the key's hash bucket once more, a cache
+ * miss in a large map, on every new flow.
  */
-static __always_inline bool lb_ct_reply_taken(const struct lb_pkt *p, const struct lb_backend *b, __u32 rev_nat_id,
-					      __u32 now)
+static __noinline int lb_ct_claim_reply(const struct lb_pkt *p, const struct lb_backend *b, const struct lb_ct_value *v,
+					__u32 now)
 {
 	struct lb_ct_key k = {};
-	struct lb_ct_value *v;
+	struct lb_ct_value *old;
 
 	lb_ct_reply_key(&k, p, b->addr, b->port);
-	v = bpf_map_lookup_elem(&lb_ct, &k);
-	if (!v || !lb_ct_live(v, now))
-		return false;
-	return v->dir != LB_CT_REPLY || v->rev_nat_id != rev_nat_id || v->peer_port != p->tuple.dport ||
-	       !lb_addr_eq(v->peer, p->tuple.dst);
+	if (!bpf_map_update_elem(&lb_ct, &k, v, BPF_NOEXIST))
+		return 0;
+	old = bpf_map_lookup_elem(&lb_ct, &k);
+	if (old && lb_ct_live(old, now) &&
+	    (old->dir != LB_CT_REPLY || old->rev_nat_id != v->rev_nat_id || old->peer_port != v->peer_port ||
+	     !lb_addr_eq(old->peer, v->peer)))
+		return -1;
+	bpf_map_update_elem(&lb_ct, &k, v, BPF_ANY); /* this flow's own, or dead */
+	return 0;
 }
 
 /*
- * lb_ct_create records a new flow: the client's packets go to the backend,
- * the backend's replies come from the frontend. Both entries get one
- * state and expiry.
+ * lb_ct_create_forward records the forward entry of new flow p, whose
+ * reply entry is v: the client's packets go to the backend. A TCP one
+ * keeps the first packet's sequence number (see lb_ct_anew).
  */
-static __noinline void lb_ct_create(struct __sk_buff *skb, const struct lb_pkt *p, const struct lb_backend *b,
-				     __u32 backend_id, __u32 rev_nat_id)
+static __noinline void lb_ct_create_forward(struct __sk_buff *skb, const struct lb_pkt *p, const struct lb_ct_value *v)
 {
-	struct lb_ct_value v = { .backend_id = backend_id, .rev_nat_id = rev_nat_id };
-	struct lb_ct_key reply = {};
-	__u32 now = lb_now();
+	struct lb_ct_value fwd = *v;
 
-	v.flags = lb_ct_next_flags(skb, 0, p, false);
-	v.expires = now + lb_ct_timeout(p->tuple.proto, v.flags);
-	v.dir = LB_CT_FORWARD;
-	*(__be32 *)v.peer = lb_tcp_seq(skb, p); /* see lb_ct_anew */
-	bpf_map_update_elem(&lb_ct, &p->tuple, &v, BPF_ANY);
-	*(__be32 *)v.peer = 0;
-	lb_ct_reply_key(&reply, p, b->addr, b->port);
-	v.dir = LB_CT_REPLY;
-	__builtin_memcpy(v.peer, p->tuple.dst, 16);
-	v.peer_port = p->tuple.dport;
-	bpf_map_update_elem(&lb_ct, &reply, &v, BPF_ANY);
+	fwd.dir = LB_CT_FORWARD;
+	fwd.peer_port = 0;
+	__builtin_memset(fwd.peer, 0, sizeof(fwd.peer));
+	*(__be32 *)fwd.peer = lb_tcp_seq(skb, p);
+	bpf_map_update_elem(&lb_ct, &p->tuple, &fwd, BPF_ANY);
 }
 
 /*
@@ -305,6 +208,7 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 	struct lb_service_key key = {};
 	struct lb_service_value *m;
 	struct lb_backend *b = NULL, be; /* be: the proxy, or a copy of the backend */
+	struct lb_ct_value ct = {};
 	__u32 rev_nat_id, backend_id = 0, reason, hash;
 	__u16 slot;
 	bool selected = false;
@@ -354,7 +258,15 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 		lb_count_drop(rev_nat_id, LB_DROP_UNSUPPORTED);
 		return TC_ACT_SHOT;
 	}
-	if (lb_ct_reply_taken(p, b, rev_nat_id, now)) {
+	/* Both entries of the flow get one state and expiry. */
+	ct.backend_id = backend_id;
+	ct.rev_nat_id = rev_nat_id;
+	ct.flags = lb_ct_next_flags(skb, 0, p, false);
+	ct.expires = now + lb_ct_timeout(p->tuple.proto, ct.flags);
+	ct.dir = LB_CT_REPLY;
+	__builtin_memcpy(ct.peer, p->tuple.dst, 16);
+	ct.peer_port = p->tuple.dport;
+	if (lb_ct_claim_reply(p, b, &ct, now)) {
 		/* The backend could not tell this flow's replies from a live
 		 * flow's: a flow the selection placed tries one random slot
 		 * more (which keeps the weights); else, or if that collides
@@ -362,20 +274,40 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 		if (selected)
 			backend_id = lb_select_backend(&key, m, NULL, &reason, &slot);
 		b = selected && lb_backend_lookup(backend_id, &be) ? &be : NULL;
-		if (!b || lb_addr_is_v4(b->addr) != p->v4 || lb_ct_reply_taken(p, b, rev_nat_id, now)) {
+		ct.backend_id = backend_id;
+		if (!b || lb_addr_is_v4(b->addr) != p->v4 || lb_ct_claim_reply(p, b, &ct, now)) {
 			lb_count_drop(rev_nat_id, LB_DROP_CT_COLLISION);
 			return TC_ACT_SHOT;
 		}
 	}
 	if (selected && (m->flags & LB_F_AFFINITY))
 		lb_affinity_pin(m, p->tuple.src, backend_id, slot, now);
-	lb_ct_create(skb, p, b, backend_id, rev_nat_id);
+	lb_ct_create_forward(skb, p, &ct);
 	if (lb_rewrite(skb, p, true, b->addr, b->port)) {
 		lb_count_drop(rev_nat_id, LB_DROP_REWRITE);
 		return TC_ACT_SHOT;
 	}
 	lb_count(rev_nat_id, backend_id, proxied ? 0 : 1, 1, skb->len);
 	return TC_ACT_OK;
+}
+
+/*
+ * lb_ct_quiet says whether packet p of a flow (ct its entry, either
+ * direction) leaves the flow as it is: no SYN, FIN or RST (UDP has none),
+ * not the first reply, and the expiry it would set is the one the entry
+ * has (it moves once a second). Most packets of an established flow are so, and skip the
+ * conntrack subprograms' call: a call costs as much as a map lookup. The
+ * flags are read here only as a mask test, which the verifier does not
+ * tell TCP from UDP by (see lb_tcp_flags).
+ */
+static __always_inline bool lb_ct_quiet(struct __sk_buff *skb, const struct lb_pkt *p, const struct lb_ct_value *ct,
+					__u32 now)
+{
+	if (lb_tcp_flags(skb, p) & (LB_TCP_SYN | LB_TCP_FIN | LB_TCP_RST))
+		return false;
+	if (ct->dir == LB_CT_REPLY && !(ct->flags & LB_CT_F_REPLIED))
+		return false;
+	return ct->expires == now + lb_ct_timeout(p->tuple.proto, ct->flags);
 }
 
 /*
@@ -467,7 +399,8 @@ static __always_inline int lb_tc_reply(struct __sk_buff *skb, const struct lb_pk
 
 	if (!lb_rev_nat_lookup(id, &fe))
 		return TC_ACT_OK; /* the frontend is gone */
-	lb_ct_refresh_reply(skb, p, ct, now);
+	if (!lb_ct_quiet(skb, p, ct, now))
+		lb_ct_refresh_reply(skb, p, ct, now);
 	if (lb_rewrite(skb, p, false, fe.addr, fe.port)) {
 		lb_count_drop(id, LB_DROP_REWRITE);
 		return TC_ACT_SHOT;
@@ -582,7 +515,8 @@ static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool inter
 		/* A flow to the L7 proxy (backend 0) follows its frontend's
 		 * master entry: to the proxy while the flag stays. */
 		proxied = id == 0;
-		if (forward && lb_backend_lookup(id, &be) && !lb_ct_refresh_forward(skb, &p, ct, &be, now))
+		if (forward && lb_backend_lookup(id, &be) &&
+		    (lb_ct_quiet(skb, &p, ct, now) || !lb_ct_refresh_forward(skb, &p, ct, &be, now)))
 			return lb_tc_forward(skb, &p, ct, &be);
 	}
 	if (!forward || p.later_frag) /* a later fragment follows its first one */
