@@ -40,7 +40,7 @@ type soakWorld struct {
 const (
 	soakNS          = "soak"
 	soakCluster     = "local"
-	hostilePerKind  = 30
+	hostilePerKind  = 40
 	checkedBackends = 4
 	churnServices   = 8
 	webVIP          = "10.96.2.1:80/TCP"
@@ -95,7 +95,7 @@ func newSoakWorld(t *testing.T) *soakWorld {
 	for range checkedBackends {
 		w.checked = append(w.checked, startEndpoint(t, good))
 	}
-	write(t, filepath.Join(w.manifests, "health.yaml"), w.healthYAML())
+	write(t, filepath.Join(w.manifests, "health.yaml"), w.healthYAML(false))
 	write(t, filepath.Join(w.manifests, "web.yaml"), webYAML)
 	return w
 }
@@ -160,11 +160,14 @@ func serviceYAML(b *strings.Builder, name, clusterIP string, annotations map[str
 	}
 }
 
-// healthYAML declares a service per hostile kind and the checked one,
-// all probed by HTTP.
-func (w *soakWorld) healthYAML() string {
+// healthYAML declares the checked service and, with hostile, a service
+// per hostile kind, all probed by HTTP.
+func (w *soakWorld) healthYAML(hostile bool) string {
 	var b strings.Builder
 	for i, k := range hostileKinds {
+		if !hostile {
+			break
+		}
 		serviceYAML(&b, "hostile-"+string(k), fmt.Sprintf("10.96.3.%d", i+1), map[string]string{
 			"lbstate.io/health-check": "http", "lbstate.io/health-check-path": "/healthz",
 			"lbstate.io/health-check-interval": "1s", "lbstate.io/health-check-timeout": "10s",
