@@ -205,9 +205,9 @@ func TestSoakAgentHostileInputsAndSecondAgent(t *testing.T) {
 		})
 		trip := time.Since(failedAt)
 		trips = append(trips, trip)
-		if trip > checkedTripBound {
+		if trip > checkedTripBound() {
 			t.Errorf("round %d: %s tripped %s after it failed, want within %s (3 probes every %s): probes of good backends waited",
-				round, bad, trip.Round(time.Millisecond), checkedTripBound, checkedInterval)
+				round, bad, trip.Round(time.Millisecond), checkedTripBound(), checkedInterval)
 		}
 		eventually(t, 30*time.Second, "the checked service's other backends healthy", func() string {
 			for i, e := range w.checked {
