@@ -45,6 +45,7 @@ func (l Limits) Register(mux *http.ServeMux, log *slog.Logger, db *statedb.DB, m
 func (l Limits) Handler(log *slog.Logger, db *statedb.DB, maps *bpf.Maps) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(StateDBPath, http.StripPrefix("/statedb", checkQueries(db, db.HTTPHandler())))
+	mux.Handle(StateDBPath+"dump", dumpHandler(db))
 	if maps != nil {
 		mux.Handle(MapsPath, bpf.DumpHandler(maps))
 		mux.Handle(MaglevTablesPath, maglevTables(maps))

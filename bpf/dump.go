@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lbstate/lbstate/internal/jsontext"
 	"github.com/lbstate/lbstate/lb"
 )
 
@@ -105,12 +106,14 @@ func (e *ServiceEntry) fields() []field[ServiceValue] {
 }
 
 // MarshalJSON writes the entry as one object (see ServiceEntry).
-func (e ServiceEntry) MarshalJSON() ([]byte, error) {
-	fe, err := json.Marshal(e.Frontend)
+func (e ServiceEntry) MarshalJSON() ([]byte, error) { return e.appendJSON(nil) }
+
+func (e *ServiceEntry) appendJSON(b []byte) ([]byte, error) {
+	fe, err := e.Frontend.MarshalText()
 	if err != nil {
 		return nil, err
 	}
-	b := append([]byte(`{"frontend":`), fe...)
+	b = jsontext.String(append(b, `{"frontend":`...), fe)
 	b = append(b, `,"slot":`...)
 	b = strconv.AppendUint(b, uint64(e.Slot), 10)
 	if b, err = appendJSON(b, e.fields(), &e.ServiceValue); err != nil {
@@ -307,13 +310,6 @@ func (d *Dump) WriteText(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, sb.String())
 	return err
-}
-
-// WriteJSON writes the dump as one indented JSON object.
-func (d *Dump) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(d)
 }
 
 // backendIDString prints a slot's backend ID: "reject" for BackendReject.

@@ -1,8 +1,6 @@
 package bpf
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -42,40 +40,37 @@ func DumpHandler(m *Maps) http.Handler {
 			}
 			ids = append(ids, uint32(id))
 		}
-		var body bytes.Buffer
-		if err := writeDump(&body, m, ids); err != nil {
+		d, tables, err := takeDump(m, ids)
+		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		w.Write(body.Bytes())
+		// Streamed: the encoding cannot fail past here but for the
+		// connection, and a dump of a million entries is not held twice.
+		d.writeJSON(w, tables)
 	})
 }
 
-// writeDump writes the dump of m, with the Maglev tables of ids if any.
-// The tables are read after the dump, so each is checked against its
-// entry and the whole read repeated when the two differ.
-func writeDump(buf *bytes.Buffer, m *Maps, ids []uint32) error {
+// takeDump reads m, with the Maglev tables of ids if any. The tables are
+// read after the dump, so each is checked against its entry and the
+// whole read repeated when the two differ.
+func takeDump(m *Maps, ids []uint32) (*Dump, map[uint32][]uint32, error) {
 	for attempt := 1; ; attempt++ {
 		d, err := TakeDump(m)
-		if err != nil {
-			return err
+		if err != nil || len(ids) == 0 {
+			return d, nil, err
 		}
-		if len(ids) == 0 {
-			return d.WriteJSON(buf)
-		}
-		out := DumpWithTables{Dump: *d, MaglevTables: map[uint32][]uint32{}}
-		consistent, err := readTables(m, d, ids, out.MaglevTables)
+		tables := map[uint32][]uint32{}
+		consistent, err := readTables(m, d, ids, tables)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		if consistent {
-			enc := json.NewEncoder(buf)
-			enc.SetIndent("", "  ")
-			return enc.Encode(out)
+			return d, tables, nil
 		}
 		if attempt == dumpAttempts {
-			return fmt.Errorf("the Maglev tables changed during each of %d reads; try again", dumpAttempts)
+			return nil, nil, fmt.Errorf("the Maglev tables changed during each of %d reads; try again", dumpAttempts)
 		}
 	}
 }

@@ -14,7 +14,7 @@ import (
 func TestMain(m *testing.M) {
 	bpftest.MaybeClient() // when the process is a test's client, it ends here
 	maybePinHolder()
-	os.Exit(m.Run())
+	bpftest.Main(m)
 }
 
 // pinHolderEnv names the pin directory a child process opens kernel maps

@@ -14,7 +14,7 @@ var suiteEtcd *embedetcd.Server
 
 func TestMain(m *testing.M) {
 	bpftest.MaybeClient() // a re-executed test binary acting as a client
-	os.Exit(run(m))
+	bpftest.Run(func() int { return run(m) })
 }
 
 func run(m *testing.M) int {

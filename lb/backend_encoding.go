@@ -84,7 +84,7 @@ func (b *Backend) setRow(r backendRow) {
 	}
 }
 
-func (b Backend) MarshalJSON() ([]byte, error) { return json.Marshal(b.row()) }
+func (b Backend) MarshalJSON() ([]byte, error) { return b.AppendJSON(make([]byte, 0, 256)), nil }
 func (b Backend) MarshalYAML() (any, error)    { return b.row(), nil }
 
 func (b *Backend) UnmarshalJSON(data []byte) error {

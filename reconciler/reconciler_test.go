@@ -267,7 +267,7 @@ func splitLines(s string) []string {
 // entry counting more slots than are present.
 func TestNoHalfWrittenServiceUnderChurn(t *testing.T) {
 	maps := bpftest.KernelMaps(t, kernelMapsConfig(t))
-	a := churn(t, maps, nil)
+	a := churn(t, maps, nil, nil)
 	defer a.stop(t)
 	a.waitDone(t, 20*time.Second)
 	a.waitSettled(t, maps, 20*time.Second)
@@ -280,13 +280,66 @@ func TestNoHalfWrittenServiceUnderChurnInFullMaps(t *testing.T) {
 	cfg := kernelMapsConfig(t)
 	cfg.LBServicesMax, cfg.LBBackendsMax = 120, 100 // what 40 services of 6 backends need on average
 	maps := bpftest.KernelMaps(t, cfg)
-	a := churn(t, maps, func(c *reconciler.Config) { c.LBRetryMaxBackoff = 200 * time.Millisecond })
+	a := churn(t, maps, func(c *reconciler.Config) { c.LBRetryMaxBackoff = 200 * time.Millisecond }, fillEachMap)
 	defer a.stop(t)
 	a.waitSettled(t, maps, 30*time.Second)
-	out := a.scrape(t)
-	for _, m := range []string{"lb_services", "lb_backends"} {
-		if metricValue(out, "lbstate_map_full_total", m) < 1 {
-			t.Errorf("%s was never full: the test puts too little pressure on it", m)
+}
+
+// fillEachMap makes, midway through the churn and with the checker
+// reading, first lb_backends and then lb_services the map that runs out
+// (random churn alone filled one or the other only when the reconciler
+// happened to see the right intermediate states): from empty maps, 40
+// services of 12 backends need 480 of lb_backends' 100 entries, which
+// run out before lb_services' 120 (13 a service); 40 services of 2
+// backends and 5 of them of 3 need 125 of lb_services' entries and 85
+// backends. It waits until each map is reported full.
+func fillEachMap(t *testing.T, a *agent, maps *bpf.Maps) {
+	const services = 40
+	for _, fill := range []struct {
+		m        string
+		backends func(i int) int
+	}{
+		{"lb_backends", func(int) int { return 12 }},
+		{"lb_services", func(i int) int { return 2 + min(1, i/35) }},
+	} {
+		a.write(t, func(txn statedb.WriteTxn) error {
+			for i := range services {
+				if err := a.w.ClearRedirect(txn, serviceName(i), lb.SourceRedirect); err != nil {
+					return err
+				}
+				if err := a.w.DeleteService(txn, serviceName(i), lb.SourceK8s); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		waitFor(t, 20*time.Second, "the maps empty", func() bool {
+			n := 0
+			maps.Services.Iterate(func(bpf.ServiceKey, bpf.ServiceValue) bool { n++; return true })
+			maps.Backends.Iterate(func(uint32, bpf.Backend) bool { n++; return true })
+			return n == 0
+		})
+		before := metricValue(a.scrape(t), "lbstate_map_full_total", fill.m)
+		a.write(t, func(txn statedb.WriteTxn) error {
+			for i := range services {
+				if err := declareOne(a.w, txn, i, fill.backends(i), lb.DefaultBackendWeight); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		waitFor(t, 20*time.Second, fill.m+" reported full", func() bool {
+			return metricValue(a.scrape(t), "lbstate_map_full_total", fill.m) > max(0, before)
+		})
+	}
+}
+
+// waitFor polls cond until it holds, or fails the test after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, timeout)
 		}
 	}
 }
@@ -294,7 +347,9 @@ func TestNoHalfWrittenServiceUnderChurnInFullMaps(t *testing.T) {
 // churn starts an agent over maps and makes 3000 random changes to 40
 // services while a checker reads the maps the way a datapath does; it
 // fails the test if the checker ever sees a half-written service.
-func churn(t *testing.T, maps *bpf.Maps, cfg func(*reconciler.Config)) *agent {
+//
+// pressure, if not nil, runs midway, the checker still reading.
+func churn(t *testing.T, maps *bpf.Maps, cfg func(*reconciler.Config), pressure func(*testing.T, *agent, *bpf.Maps)) *agent {
 	a := newAgent(t, maps, cfg)
 	a.start(t)
 
@@ -333,6 +388,9 @@ func churn(t *testing.T, maps *bpf.Maps, cfg func(*reconciler.Config)) *agent {
 		})
 		if op%500 == 0 {
 			time.Sleep(time.Millisecond) // let the reconciler catch up at times
+		}
+		if op == ops/2 && pressure != nil {
+			pressure(t, a, maps)
 		}
 	}
 	// Let the reconciler finish with the checker still reading.

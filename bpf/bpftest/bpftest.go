@@ -71,6 +71,7 @@ func PinDir(t testing.TB) string {
 		t.Cleanup(func() { os.RemoveAll(dir) })
 		return dir
 	}
+	requireOwnMountNS(t)
 	dir := t.TempDir() // removed after the unmount below: cleanups run last first
 	if err := mountBPFFS(dir); err != nil {
 		t.Fatalf("mounting bpffs on %s: %v", dir, err)
@@ -229,5 +230,14 @@ func PinIncompatibleMap(t testing.TB, pinDir, name string) {
 	defer m.Close()
 	if err := m.Pin(path); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// requireOwnMountNS fails the test unless its mounts die with the process
+// (Main), so that a test killed before its cleanups leaves none behind.
+func requireOwnMountNS(t testing.TB) {
+	t.Helper()
+	if !inOwnMountNS() {
+		t.Fatal("this test mounts bpffs or cgroup2: its package's TestMain must call bpftest.Main(m), which runs the tests in a mount namespace of their own")
 	}
 }

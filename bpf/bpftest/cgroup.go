@@ -17,6 +17,7 @@ import (
 func Cgroup(t testing.TB) string {
 	t.Helper()
 	Require(t)
+	requireOwnMountNS(t)
 	root := t.TempDir()
 	if err := unix.Mount("cgroup2", root, "cgroup2", 0, ""); err != nil {
 		t.Fatalf("mounting cgroup2 on %s: %v", root, err)
@@ -26,6 +27,7 @@ func Cgroup(t testing.TB) string {
 		unix.Unmount(root, unix.MNT_DETACH)
 		t.Fatalf("creating the test's cgroup: %v", err)
 	}
+	logCgroup(root, dir)
 	t.Cleanup(func() {
 		if err := RemoveCgroup(dir); err != nil {
 			t.Errorf("removing the test's cgroup: %v", err)

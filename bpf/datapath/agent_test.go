@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -27,7 +26,7 @@ import (
 
 func TestMain(m *testing.M) {
 	bpftest.MaybeClient() // when the process is a test's client, it ends here
-	os.Exit(m.Run())
+	bpftest.Main(m)
 }
 
 // agent is the pipeline (Writer, tables, reconciler) over kernel maps, with

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lbstate/lbstate/bpf/bpftest"
 )
 
 // TestMain lets the test binary be -health's listener child too, as
@@ -18,7 +20,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	bpftest.Main(m)
 }
 
 // A small -health run probes every backend it started, and every

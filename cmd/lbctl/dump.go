@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -414,32 +415,46 @@ func readJSONFile(file string, v any) error {
 
 // writeArchive writes the spooled entries that exist, in order, as a
 // tar.gz at path (through a temporary file: a failed dump leaves none),
-// and returns its size.
+// and returns its size. Each entry is compressed on its own, a core
+// each, into a gzip member of its own: members one after another are
+// one gzip stream (RFC 1952), which tar, gzip and Go's gzip.Reader read
+// as a whole, and the tar inside is the same.
 func writeArchive(path, spool string, entries []string) (int64, error) {
+	entries = slices.Compact(entries)
+	members := make([]string, len(entries))
+	errs := make([]error, len(entries))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
+	for i, name := range entries {
+		members[i] = filepath.Join(spool, fmt.Sprintf(".member-%d.gz", i))
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			errs[i] = compressEntry(members[i], spool, name)
+		})
+	}
+	wg.Wait()
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".lbctl-dump-*")
 	if err != nil {
 		return 0, err
 	}
 	defer os.Remove(tmp.Name()) // after the rename, there is none
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	// Speed over size: a dump is taken when something is wrong, and
-	// JSON compresses well at any level.
-	zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed)
-	tw := tar.NewWriter(zw)
-	for _, name := range slices.Compact(entries) {
-		if err := addEntry(tw, spool, name); errors.Is(err, os.ErrNotExist) {
+	for i, member := range members {
+		if errors.Is(errs[i], os.ErrNotExist) {
 			continue // missing, as the manifest says
-		} else if err != nil {
-			tmp.Close()
-			return 0, err
+		}
+		if err == nil {
+			err = errs[i]
+		}
+		if err == nil {
+			err = appendFile(tmp, member)
 		}
 	}
-	err = tw.Close()
-	if err == nil {
-		err = zw.Close()
-	}
-	if err == nil {
-		err = bw.Flush()
+	if err == nil { // the tar's end, a member of its own
+		zw, _ := gzip.NewWriterLevel(tmp, gzip.BestSpeed)
+		if err = tar.NewWriter(zw).Close(); err == nil {
+			err = zw.Close()
+		}
 	}
 	if err == nil {
 		err = tmp.Chmod(0o600)
@@ -457,7 +472,9 @@ func writeArchive(path, spool string, entries []string) (int64, error) {
 	return fi.Size(), os.Rename(tmp.Name(), path)
 }
 
-func addEntry(tw *tar.Writer, spool, name string) error {
+// compressEntry writes the spooled entry name, as a tar entry (header,
+// content, padding: no end of archive), gzipped into member.
+func compressEntry(member, spool, name string) error {
 	f, err := os.Open(filepath.Join(spool, name))
 	if err != nil {
 		return err
@@ -467,10 +484,42 @@ func addEntry(tw *tar.Writer, spool, name string) error {
 	if err != nil {
 		return err
 	}
+	out, err := os.OpenFile(member, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	bw := bufio.NewWriterSize(out, 1<<20)
+	// Speed over size: a dump is taken when something is wrong, and
+	// JSON compresses well at any level.
+	zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed)
+	tw := tar.NewWriter(zw)
 	hdr := &tar.Header{Name: name, Mode: 0o600, Size: fi.Size(), ModTime: fi.ModTime(), Typeflag: tar.TypeReg, Format: tar.FormatPAX}
 	if err := tw.WriteHeader(hdr); err != nil {
 		return err
 	}
-	_, err = io.Copy(tw, f)
+	if _, err := io.Copy(tw, f); err != nil {
+		return err
+	}
+	if err := tw.Flush(); err != nil { // pads the entry; Close would end the archive
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return out.Close()
+}
+
+// appendFile copies file to the end of w.
+func appendFile(w io.Writer, file string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(w, f)
 	return err
 }

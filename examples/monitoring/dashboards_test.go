@@ -21,7 +21,7 @@ import (
 
 func TestMain(m *testing.M) {
 	bpftest.MaybeClient() // when the process is a test's client, it ends here
-	os.Exit(m.Run())
+	bpftest.Main(m)
 }
 
 // The variables the test sets, as Grafana substitutes them: a

@@ -1,0 +1,169 @@
+package api
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+
+	"github.com/cilium/statedb"
+)
+
+// JSONAppender is a row that encodes itself: AppendJSON appends the
+// row's compact JSON, the bytes json.Marshal writes of it. The dump
+// writes such rows without json.Marshal's reflection and without its
+// second pass over the bytes (encoding/json validates and compacts what
+// a MarshalJSON returns), which for a million backends was most of the
+// dump's time. lb.Backend is one.
+type JSONAppender interface {
+	AppendJSON(b []byte) []byte
+}
+
+// dumpHandler serves GET /dump (under StateDBPath): every table, from one
+// read transaction, in the layout of StateDB's own dump (ReadTxn.WriteJSON:
+// a table a member, a row a line), which lbctl dump splits by lines. The
+// rows are encoded by GOMAXPROCS workers, in chunks written in order, so
+// a dump of a million rows uses the agent's cores and holds only the
+// chunks in flight.
+func dumpHandler(db *statedb.DB) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "use GET", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		if r.Method == http.MethodHead {
+			return
+		}
+		if err := writeTables(w, db, db.ReadTxn()); err != nil {
+			panic(err) // as StateDB's handler does: Wrap logs it, the connection is cut
+		}
+	})
+}
+
+// dumpChunkRows is how many rows a worker encodes at a time.
+const dumpChunkRows = 512
+
+// dumpChunk is a run of rows of one table, encoded by a worker.
+type dumpChunk struct {
+	rows []any
+	out  []byte
+	done chan struct{}
+}
+
+// writeTables writes every table of txn as StateDB's WriteJSON does.
+func writeTables(w io.Writer, db *statedb.DB, txn statedb.ReadTxn) error {
+	workers := max(1, runtime.GOMAXPROCS(0))
+	todo := make(chan *dumpChunk, 2*workers)
+	inOrder := make(chan *dumpChunk, 2*workers)
+	for range workers {
+		go func() {
+			for c := range todo {
+				c.out = encodeRows(c.out[:0], c.rows)
+				close(c.done)
+			}
+		}()
+	}
+	// The producer walks the tables and hands out chunks; the writer
+	// below writes them in the order they were made.
+	tables := db.GetTables(txn)
+	go func() {
+		defer close(inOrder)
+		defer close(todo)
+		for _, meta := range tables {
+			var c *dumpChunk
+			for row := range (statedb.AnyTable{Meta: meta}).All(txn) {
+				if c == nil {
+					c = &dumpChunk{rows: make([]any, 0, dumpChunkRows), done: make(chan struct{})}
+				}
+				if c.rows = append(c.rows, row); len(c.rows) == dumpChunkRows {
+					inOrder <- c
+					todo <- c
+					c = nil
+				}
+			}
+			if c != nil {
+				inOrder <- c
+				todo <- c
+			}
+			inOrder <- nil // the table's end
+		}
+	}()
+	bw := bufio.NewWriterSize(w, 256<<10)
+	var err error
+	write := func(s string) {
+		if err == nil {
+			_, err = bw.WriteString(s)
+		}
+	}
+	write("{\n")
+	for i, meta := range tables {
+		if i > 0 {
+			write(",\n")
+		}
+		write("  \"" + meta.Name() + "\": [\n")
+		first := true
+		for c := range inOrder {
+			if c == nil {
+				break
+			}
+			<-c.done
+			if !first {
+				write(",\n")
+			}
+			first = false
+			if err == nil {
+				_, err = bw.Write(c.out)
+			}
+		}
+		if !first {
+			write("\n")
+		}
+		write("  ]")
+	}
+	if len(tables) > 0 {
+		write("\n")
+	}
+	write("}\n")
+	if err != nil {
+		for range inOrder { // let the producer finish
+		}
+		return err
+	}
+	return bw.Flush()
+}
+
+// encodeRows appends rows, each indented and separated as in StateDB's
+// dump ("    ROW", ",\n" between rows).
+func encodeRows(out []byte, rows []any) []byte {
+	for i, row := range rows {
+		if i > 0 {
+			out = append(out, ",\n"...)
+		}
+		out = append(out, "    "...)
+		out = appendRow(out, row)
+	}
+	return out
+}
+
+// appendRow appends one row's JSON, as StateDB's dump writes it: an error
+// or a panic of its encoding becomes a string saying so.
+func appendRow(out []byte, row any) (res []byte) {
+	if a, ok := row.(JSONAppender); ok {
+		return a.AppendJSON(out)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			res = fmt.Appendf(out, "\"panic marshalling JSON: %.32s\"", r)
+		}
+	}()
+	js, err := json.Marshal(row)
+	if err != nil {
+		return append(out, "\"marshalling error: "+err.Error()+"\""...)
+	}
+	return append(out, js...)
+}
