@@ -13,12 +13,17 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lbstate/lbstate/bpf/bpftest"
 )
 
 // secondAgentEnv makes this test binary a second agent, run with the
 // arguments it holds (JSON): see TestMain.
 const secondAgentEnv = "LBSTATE_SOAK_SECOND_AGENT"
 
+// TestMain runs the tests in a mount namespace of their own, so that the
+// soak's bpffs dies with them (bpftest.Main); the soak's second agent,
+// started in that namespace, runs the agent instead.
 func TestMain(m *testing.M) {
 	if args := os.Getenv(secondAgentEnv); args != "" {
 		var a []string
@@ -32,7 +37,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	bpftest.Main(m)
 }
 
 // secondAgentRefused starts a second agent process, with manifests of its

@@ -99,7 +99,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() st
 }
 
 // The agent soaks in everything that once hurt it, round after round:
-// 150 hostile health endpoints (silent, endless headers, 100 MB bodies,
+// 200 hostile health endpoints (silent, endless headers, 100 MB bodies,
 // slowloris, resets) beside a service whose backends must still be
 // judged on time; a FIFO and a link to /dev/zero in every directory it
 // reads and as the TLS files its configs name; manifests and remote
@@ -114,7 +114,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() st
 func TestSoakAgentHostileInputsAndSecondAgent(t *testing.T) {
 	rounds, err := strconv.Atoi(os.Getenv(soakEnv))
 	if err != nil || rounds < 1 {
-		t.Skipf("the agent's soak takes about a minute: set %s=ROUNDS to run it (6 is the documented run)", soakEnv)
+		t.Skipf("the agent's soak takes about a minute: set %s=ROUNDS to run it (7 is the documented run)", soakEnv)
 	}
 	bpftest.Require(t)
 	// Cleanups run last first: this one, registered before the bpffs
