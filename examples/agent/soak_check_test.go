@@ -96,10 +96,13 @@ func (v *agentView) agree() string {
 	for _, e := range d.RevNat {
 		revNat[e.ID] = true
 	}
+	stable, all := 0, 0
 	for fe := range v.frontends.All(before) {
+		all++
 		if now, _, ok := v.frontends.Get(after, frontendByAddr(fe.Address)); !ok || now != fe {
 			continue // changed meanwhile
 		}
+		stable++
 		if fe.Status.Kind != statedbreconciler.StatusKindDone {
 			return fmt.Sprintf("%s is %s: %s", fe.Address, fe.Status.Kind, fe.Status.GetError())
 		}
@@ -119,6 +122,12 @@ func (v *agentView) agree() string {
 				return fmt.Sprintf("%s is Done, but a slot names backend %d (%s, in lb_backends: %v), not one of its own", fe.Address, id, a, ok)
 			}
 		}
+	}
+	if stable == 0 && all > 0 {
+		// Nothing judged is no agreement: a restarted agent's
+		// frontends, all rewritten while the maps were read, once
+		// passed so.
+		return fmt.Sprintf("all %d frontends changed while the maps were read", all)
 	}
 	for a := range masters {
 		_, _, was := v.frontends.Get(before, frontendByAddr(a))

@@ -19,6 +19,7 @@ import (
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
+	statedbreconciler "github.com/cilium/statedb/reconciler"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lbstate/lbstate/bpf"
@@ -299,10 +300,26 @@ func restartSoakAgent(t *testing.T, a *soakAgent, w *soakWorld, pinDir string, l
 	}
 	a.stop(t)
 	a = startSoakAgent(t, w, pinDir, log)
+	// Every frontend back and reconciled before IDs are compared: one
+	// not reconciled yet has ID 0.
+	eventually(t, 30*time.Second, "the restarted agent's frontends reconciled", func() string {
+		txn := a.view.db.ReadTxn()
+		for addr := range ids {
+			fe, _, ok := a.view.frontends.Get(txn, frontendByAddr(addr))
+			switch {
+			case !ok:
+				return addr.String() + " is not in the table"
+			case fe.Status.Kind != statedbreconciler.StatusKindDone:
+				return fmt.Sprintf("%s is %s", addr, fe.Status.Kind)
+			}
+		}
+		return w.inTables(&a.view)
+	})
 	eventually(t, 30*time.Second, "the restarted agent's tables and maps agree", a.view.agree)
-	for fe := range a.view.frontends.All(a.view.db.ReadTxn()) {
-		if was, ok := ids[fe.Address]; ok && was != fe.ID {
-			t.Errorf("after a restart %s has ID %d, had %d", fe.Address, fe.ID, was)
+	txn := a.view.db.ReadTxn()
+	for addr, was := range ids {
+		if fe, _, ok := a.view.frontends.Get(txn, frontendByAddr(addr)); ok && fe.ID != was {
+			t.Errorf("after a restart %s has ID %d, had %d", addr, fe.ID, was)
 		}
 	}
 	return a
