@@ -58,8 +58,8 @@ func run(args []string) error {
 }
 
 // newAgent parses args and returns the agent's hive and logger (a nil
-// hive after --help).
-func newAgent(args []string) (*hive.Hive, *slog.Logger, error) {
+// hive after --help). Tests add cells (extra) to look inside.
+func newAgent(args []string, extra ...cell.Cell) (*hive.Hive, *slog.Logger, error) {
 	var af agentFlags
 	flags := pflag.NewFlagSet("agent", pflag.ContinueOnError)
 	af.flags = flags
@@ -68,7 +68,7 @@ func newAgent(args []string) (*hive.Hive, *slog.Logger, error) {
 	flags.StringVar(&af.metricsAddr, "metrics-addr", "127.0.0.1:9812", "Loopback address of the Prometheus metrics, at /metrics")
 	flags.BoolVar(&af.debug, "debug", false, "Log at DEBUG, including hive's lines for every start and stop hook")
 
-	h := newHive(&af)
+	h := newHive(&af, extra...)
 	h.RegisterFlags(flags)
 	if err := flags.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -94,15 +94,15 @@ func newAgent(args []string) (*hive.Hive, *slog.Logger, error) {
 // newHive composes the agent: lbstate.Cell (every source, configured by
 // its flags), the cluster's clients and the servers. Cells read af when
 // they are built, after the flags are parsed.
-func newHive(af *agentFlags) *hive.Hive {
-	return hive.New(
+func newHive(af *agentFlags, extra ...cell.Cell) *hive.Hive {
+	return hive.New(append([]cell.Cell{
 		lbstate.Cell,
 		cell.Provide(func() (kubeapi.Clients, error) { return newKubeClients(af.kubeconfig) }),
 		cell.Invoke(func(lc cell.Lifecycle, log *slog.Logger, db *statedb.DB, maps *bpf.Maps, gatherer prometheus.Gatherer) {
 			serveAPI(lc, log, af.apiAddr, db, maps, api.Agent{Flags: af.flags, Gatherer: gatherer})
 			serveMetrics(lc, log, af.metricsAddr, gatherer)
 		}),
-	)
+	}, extra...)...)
 }
 
 // newKubeClients returns the clients of the cluster in the kubeconfig
