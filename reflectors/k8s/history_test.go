@@ -56,7 +56,9 @@ func TestHistoryNamesTheEndpointSliceUpdateThatRemovedABackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	fe := lb.MustParseL3n4Addr("10.96.0.1:80/TCP")
-	waitHistory(t, w, fe, func(r tables.HistoryRecord) bool { return len(r.Added) == 2 || slices.ContainsFunc(r.Changed, isBackendLine) })
+	waitHistory(t, w, fe, func(r tables.HistoryRecord) bool {
+		return len(r.Added) == 2 || slices.ContainsFunc(r.Changed, isBackendLine)
+	})
 
 	gone := flapSlice(true)
 	gone.Endpoints = gone.Endpoints[1:]
