@@ -141,3 +141,18 @@ func TestHistoryOffKeepsNothing(t *testing.T) {
 		t.Fatalf("history off kept %+v", recs)
 	}
 }
+
+func TestHistoryRecordsSinceKeepsTheLaterOnes(t *testing.T) {
+	w := newTestWriter(t)
+	mustWrite(t, w, func(txn statedb.WriteTxn) error { histService(t, w, txn, histB1); return nil })
+	mustWrite(t, w, func(txn statedb.WriteTxn) error { histService(t, w, txn, histB2); return nil })
+	all, _ := w.History().Records(HistoryQuery{})
+	if len(all) != 2 {
+		t.Fatalf("records: %+v", all)
+	}
+	later, _ := w.History().Records(HistoryQuery{Since: all[1].Time})
+	after, _ := w.History().Records(HistoryQuery{After: all[0].Seq})
+	if len(later) != 1 || later[0].Seq != all[1].Seq || len(after) != 1 || after[0].Seq != all[1].Seq {
+		t.Fatalf("since %v: %+v; after %d: %+v", all[1].Time, later, all[0].Seq, after)
+	}
+}
