@@ -33,12 +33,12 @@ const (
 // first, so that a reader checks the version before anything else.
 const (
 	manifestEntry = "manifest.json"
-	agentEntry    = "agent.json"        // GET /agent: version and flags
-	mapsEntry     = "maps/dump.json"    // GET /maps: the maps' dump
-	maglevEntry   = "maps/maglev.jsonl" // GET /maps/maglev: every Maglev table
-	tablesDir     = "tables/"           // GET /statedb/dump, one file per table
-	metricsEntry  = "metrics.txt"       // GET /metrics: Prometheus text format
-	historyDir    = "history/"          // the journal of changes
+	agentEntry    = "agent.json"                // GET /agent: version and flags
+	mapsEntry     = "maps/dump.json"            // GET /maps: the maps' dump
+	maglevEntry   = "maps/maglev.jsonl"         // GET /maps/maglev: every Maglev table
+	tablesDir     = "tables/"                   // GET /statedb/dump, one file per table
+	metricsEntry  = "metrics.txt"               // GET /metrics: Prometheus text format
+	historyDir    = "history/"                  // the journal of changes
 	historyEntry  = historyDir + "history.json" // GET /history: every record the agent keeps (version 2)
 )
 

@@ -111,7 +111,9 @@ func TestHistoryWatchPrintsNewChangesAsTheyCommit(t *testing.T) {
 	writeWeb(t, w, &tables.Cause{Source: "api", Name: "first"}, "10.0.1.1:8080/TCP")
 	out := &syncbuf.Buffer{}
 	done := make(chan int)
-	go func() { done <- run([]string{"history", "--api", srv.URL, "--watch", "-o", "json", "--timeout", "2s"}, out, &bytes.Buffer{}) }()
+	go func() {
+		done <- run([]string{"history", "--api", srv.URL, "--watch", "-o", "json", "--timeout", "2s"}, out, &bytes.Buffer{})
+	}()
 	waitOutput(t, out, `"cause":"api first"`)
 	writeWeb(t, w, &tables.Cause{Source: "api", Name: "second"}, "10.0.1.2:8080/TCP")
 	waitOutput(t, out, `"cause":"api second"`)
