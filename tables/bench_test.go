@@ -211,3 +211,47 @@ func BenchmarkSelectBackends(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWriterHistory measures what the journal costs the Writer: the
+// batched upsert of BenchmarkWriterUpsertService with each call given a
+// cause, with the journal off and on (at its default cap, evicting once
+// full). The difference per service is the cost per change (one frontend
+// row each).
+func BenchmarkWriterHistory(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		name := map[bool]string{false: "off", true: "on"}[on]
+		b.Run(name, func(b *testing.B) {
+			w := benchWriter(b)
+			if !on {
+				w.history = NewHistory(0)
+			}
+			inputs := benchInputs(b.N, 1)
+			causes := make([]*Cause, len(inputs))
+			for i := range causes {
+				causes[i] = &Cause{Source: "k8s", Kind: "Service", Name: inputs[i].p.Name.String(), Version: "resourceVersion " + strconv.Itoa(i)}
+			}
+			b.ResetTimer()
+			for i := 0; i < len(inputs); {
+				txn := w.WriteTxn()
+				err := w.Batch(txn, func() error {
+					for end := min(i+500, len(inputs)); i < end; i++ {
+						w.SetCause(txn, causes[i])
+						if err := w.UpsertService(txn, inputs[i].p); err != nil {
+							return err
+						}
+						if err := w.UpsertBackends(txn, inputs[i].p.Name, lb.SourceK8s, inputs[i].bes...); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				txn.Commit()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "services/s")
+		})
+	}
+}

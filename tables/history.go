@@ -90,15 +90,12 @@ func entrySize(e *historyEntry) int {
 
 // appendLocked adds staged entries (h.mu held), evicting the oldest
 // beyond the cap.
-func (h *History) appendLocked(staged []historyEntry, when time.Time) {
-	for i := range staged {
-		if staged[i].old == nil && staged[i].new == nil {
+func (h *History) appendLocked(staged []*historyEntry, when time.Time) {
+	for _, e := range staged {
+		if e.old == nil && e.new == nil {
 			continue // created and deleted in one transaction
 		}
-		e := new(historyEntry)
-		*e = staged[i]
 		e.when = when
-		e.size = entrySize(e)
 		if e.size > h.max {
 			h.evicted++
 			continue

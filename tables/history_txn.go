@@ -15,7 +15,7 @@ type journalTxn struct {
 	statedb.WriteTxn
 	h      *History
 	cause  *Cause
-	staged []historyEntry
+	staged []*historyEntry
 }
 
 // Commit commits the transaction and appends its entries, under the
@@ -24,10 +24,16 @@ func (t *journalTxn) Commit() statedb.ReadTxn {
 	if len(t.staged) == 0 {
 		return t.WriteTxn.Commit()
 	}
+	for _, e := range t.staged { // outside the lock
+		e.size = entrySize(e)
+	}
+	// The time is taken before the commit: a reconciler that reads the
+	// rows as soon as they are committed writes a later status.
+	now := time.Now()
 	t.h.mu.Lock()
 	defer t.h.mu.Unlock()
 	rtxn := t.WriteTxn.Commit()
-	t.h.appendLocked(t.staged, time.Now())
+	t.h.appendLocked(t.staged, now)
 	t.staged = nil
 	return rtxn
 }
@@ -43,13 +49,13 @@ func (t *journalTxn) Abort() {
 // Batch each refresh) gets one entry: from the row before the first to
 // the row after the last, with the causes of both. Only the last few
 // entries are looked at: one service's frontends are staged together.
-func (ch *changes) stage(e historyEntry) {
+func (ch *changes) stage(e *historyEntry) {
 	jt := ch.jt
 	if jt == nil {
 		return
 	}
 	for i := len(jt.staged) - 1; i >= max(0, len(jt.staged)-8); i-- {
-		if p := &jt.staged[i]; p.addr == e.addr {
+		if p := jt.staged[i]; p.addr == e.addr {
 			p.new = e.new
 			p.service = e.service
 			p.causes.join(e.causes)
