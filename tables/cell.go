@@ -34,5 +34,5 @@ var Cell = cell.Module(
 		func(t *tableSet) statedb.Table[*RegisteredSource] { return t.sources },
 		func(w *Writer) hive.ScriptCmdsOut { return hive.NewScriptCmds(ScriptCommands(w)) },
 	),
-	cell.Invoke(registerMetrics, registerHistoryOutcomes),
+	cell.Invoke(registerMetrics),
 )

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cilium/statedb/reconciler"
+
 	"github.com/lbstate/lbstate/lb"
 )
 
@@ -33,6 +35,9 @@ type History struct {
 	last map[lb.L3n4Addr]uint64
 	// changed is closed and replaced on every append (watchers).
 	changed chan struct{}
+	// status reads a frontend's status now (nil: never), for the
+	// outcome of its newest entry when records are read.
+	status func(lb.L3n4Addr) (reconciler.Status, bool)
 }
 
 // historyEntry is one change, as staged and kept.

@@ -2,61 +2,47 @@ package tables
 
 import (
 	"context"
+	"time"
 
-	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/reconciler"
 
 	"github.com/lbstate/lbstate/lb"
 )
 
-// registerHistoryOutcomes runs FollowOutcomes while the hive runs (on
-// its lifecycle: tables.Cell needs no job registry).
-func registerHistoryOutcomes(lc cell.Lifecycle, db *statedb.DB, w *Writer) {
-	if !w.history.Enabled() {
-		return
+// outcomesOnRead attaches, when records are read, the reconciler's
+// outcome to the newest entry of each frontend from its row's status
+// (tables.Cell does not run FollowOutcomes: a goroutine reading every
+// status write of a converging reconciler changed the order in which it
+// numbered frontends, in a script test).
+func (w *Writer) outcomesOnRead() {
+	w.history.status = func(addr lb.L3n4Addr) (reconciler.Status, bool) {
+		fe, _, found := w.t.frontends.Get(w.db.ReadTxn(), FrontendByAddress.Query(addr))
+		if !found {
+			return reconciler.Status{}, false
+		}
+		return fe.Status, true
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	lc.Append(cell.Hook{
-		OnStart: func(cell.HookContext) error {
-			go func() {
-				defer close(done)
-				if err := w.history.FollowOutcomes(ctx, db, w.t.frontends); err != nil {
-					w.log.Error("History: not following the reconciler's outcomes", "error", err)
-				}
-			}()
-			return nil
-		},
-		OnStop: func(cell.HookContext) error {
-			cancel()
-			<-done
-			return nil
-		},
-	})
 }
 
 // FollowOutcomes attaches the reconciler's outcome to entries until ctx
-// ends: it watches frontends' status, which the reconciler writes back
-// (done, or the error) only for the row it read, so a status newer than
-// an entry is that entry's (or, if a later change came first, the entry
-// is superseded). Embedders who build the tables with New run it
-// themselves; tables.Cell does.
+// ends, as statuses are written, where reading them when records are
+// read (what the Writer does by itself) would miss an error that a
+// retry fixed before anyone read: it watches frontends' status, which
+// the reconciler writes back (done, or the error) only for the row it
+// read, so a status newer than an entry is that entry's (or, if a later
+// change came first, the entry is superseded).
 func (h *History) FollowOutcomes(ctx context.Context, db *statedb.DB, frontends statedb.Table[*lb.Frontend]) error {
-	wtxn := db.WriteTxn(frontends)
-	changes, err := frontends.Changes(wtxn)
-	wtxn.Commit()
-	if err != nil {
-		return err
-	}
+	// By revision, not with a change iterator: it needs no delete
+	// tracker (one changed the order in which the reconciler saw rows),
+	// and deletions have no status to read.
+	from := frontends.Revision(db.ReadTxn()) + 1
 	for {
-		seq, watch := changes.Next(db.ReadTxn())
-		for c := range seq {
-			if c.Deleted {
-				continue
-			}
-			if k := c.Object.Status.Kind; k == reconciler.StatusKindDone || k == reconciler.StatusKindError {
-				h.reconciled(c.Object.Address, c.Object.Status)
+		rows, watch := frontends.LowerBoundWatch(db.ReadTxn(), statedb.ByRevision[*lb.Frontend](from))
+		for fe, rev := range rows {
+			from = rev + 1
+			if k := fe.Status.Kind; k == reconciler.StatusKindDone || k == reconciler.StatusKindError {
+				h.reconciled(fe.Address, fe.Status)
 			}
 		}
 		select {
@@ -64,8 +50,19 @@ func (h *History) FollowOutcomes(ctx context.Context, db *statedb.DB, frontends 
 			return nil
 		case <-watch:
 		}
+		// Rounds at most every outcomeInterval: outcomes are read by
+		// people, and waking at every status write of a converging
+		// reconciler took its CPU.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(outcomeInterval):
+		}
 	}
 }
+
+// outcomeInterval spaces FollowOutcomes' rounds.
+const outcomeInterval = 100 * time.Millisecond
 
 // reconciled attaches a frontend's status to its newest entry.
 func (h *History) reconciled(addr lb.L3n4Addr, st reconciler.Status) {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cilium/statedb/reconciler"
+
 	"github.com/lbstate/lbstate/lb"
 )
 
@@ -50,6 +52,7 @@ type HistoryQuery struct {
 // Records returns the records q selects, oldest first, and a channel
 // closed at the next change of the journal.
 func (h *History) Records(q HistoryQuery) ([]HistoryRecord, <-chan struct{}) {
+	h.readOutcomes(q)
 	h.mu.Lock()
 	var picked []*historyEntry
 	var outcomes []Outcome
@@ -211,4 +214,29 @@ func orNone(v json.RawMessage) string {
 		return "(none)"
 	}
 	return string(v)
+}
+
+// readOutcomes attaches the current status of the frontends q selects to
+// their newest entry, if it has no outcome yet.
+func (h *History) readOutcomes(q HistoryQuery) {
+	if h.status == nil {
+		return
+	}
+	h.mu.Lock()
+	var addrs []lb.L3n4Addr
+	for addr, seq := range h.last {
+		if q.Frontend.IsValid() && addr != q.Frontend {
+			continue
+		}
+		if e := h.at(seq); e != nil && e.new != nil && (e.outcome.State == "" || e.outcome.State == OutcomeError) &&
+			(q.Service == (lb.ServiceName{}) || e.service == q.Service) {
+			addrs = append(addrs, addr)
+		}
+	}
+	h.mu.Unlock()
+	for _, addr := range addrs { // outside the lock: a table read each
+		if st, ok := h.status(addr); ok && (st.Kind == reconciler.StatusKindDone || st.Kind == reconciler.StatusKindError) {
+			h.reconciled(addr, st)
+		}
+	}
 }
