@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
+
+	"github.com/lbstate/lbstate/tables"
 )
 
 const (
@@ -36,6 +38,9 @@ type Agent struct {
 	// Gatherer is the agent's metrics registry (metrics.Cell provides
 	// it); nil serves no MetricsPath.
 	Gatherer prometheus.Gatherer
+	// History is the journal of frontend changes (tables.Writer's
+	// History), served at HistoryPath; nil serves none.
+	History *tables.History
 }
 
 // AgentInfo is the JSON document at AgentPath.
@@ -106,8 +111,8 @@ func (a Agent) Info() AgentInfo {
 
 const lbstateModule = "github.com/lbstate/lbstate"
 
-// RegisterAgent mounts a on mux at AgentPath, and its metrics at
-// MetricsPath, within DefaultLimits.
+// RegisterAgent mounts a on mux at AgentPath, its metrics at
+// MetricsPath and its history at HistoryPath, within DefaultLimits.
 func RegisterAgent(mux *http.ServeMux, log *slog.Logger, a Agent) {
 	DefaultLimits.RegisterAgent(mux, log, a)
 }
@@ -118,6 +123,9 @@ func (l Limits) RegisterAgent(mux *http.ServeMux, log *slog.Logger, a Agent) {
 	mux.Handle(AgentPath, h)
 	if a.Gatherer != nil {
 		mux.Handle(MetricsPath, h)
+	}
+	if a.History != nil {
+		mux.Handle(HistoryPath, h)
 	}
 }
 
@@ -133,6 +141,9 @@ func (l Limits) AgentHandler(log *slog.Logger, a Agent) http.Handler {
 	})
 	if a.Gatherer != nil {
 		mux.Handle(MetricsPath, promhttp.HandlerFor(a.Gatherer, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	}
+	if a.History != nil {
+		mux.Handle(HistoryPath, l.historyHandler(a.History))
 	}
 	return l.Wrap(log, mux)
 }

@@ -19,9 +19,12 @@ var Cell = cell.Module(
 	"lb-tables",
 	"Load-balancing tables and their Writer",
 
+	cell.Config(DefaultHistoryConfig),
 	cell.ProvidePrivate(newTableSet),
 	cell.Provide(
-		func(db *statedb.DB, t *tableSet, log *slog.Logger) *Writer { return newWriter(db, t, log) },
+		func(db *statedb.DB, t *tableSet, log *slog.Logger, hc HistoryConfig) *Writer {
+			return newWriter(db, t, log, hc)
+		},
 		func(t *tableSet) statedb.Table[*lb.Service] { return t.services },
 		func(t *tableSet) statedb.Table[*lb.Frontend] { return t.frontends },
 		func(t *tableSet) ReconcilerFrontends { return ReconcilerFrontends{t.frontends} },

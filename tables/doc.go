@@ -17,6 +17,12 @@
 // field), after which the transaction is still good, and anything else,
 // after which it must be aborted.
 //
+// History is the journal of frontend changes (lbctl history): a source
+// says what object it applies with SetCause on its transaction, and the
+// Writer stages one entry per frontend row it changes, published when
+// the transaction commits and dropped when it aborts; bounded by
+// --history-max-bytes (HistoryConfig).
+//
 // ScriptCommands exports lb/* commands for script tests (txtar), to use
-// beside statedb's db/* commands.
+// beside statedb's db/* commands (lb/history prints the journal).
 package tables

@@ -18,12 +18,20 @@ type changes struct {
 	// services are the services whose frontends flush selects again;
 	// order holds the same names, in the order they were recorded. Add
 	// them with refresh only: a name missing from order is not refreshed.
-	services   map[lb.ServiceName]struct{}
+	services   map[lb.ServiceName]int32 // the index in causes
 	order      []lb.ServiceName
 	addrs      map[lb.L3n4Addr]struct{}    // re-decide who owns these addresses
 	contenders map[lb.ServiceName]struct{} // bring these services' conflicts up to date
 	backendsOf map[lb.ServiceName]struct{} // services whose backends changed
 	err        error
+
+	// History: the transaction that stages entries (nil: none kept),
+	// the cause of the call under way, and what caused each service's
+	// change, in the order refresh first recorded them (order is sorted
+	// later; services keeps the index).
+	jt     *journalTxn
+	cause  *Cause
+	causes []causeSet
 
 	// Scratch space of flush.
 	owners    map[lb.L3n4Addr]decision
@@ -71,7 +79,7 @@ type changes struct {
 // of names, and fresh maps for each would cost more than the call.
 var changesPool = sync.Pool{New: func() any {
 	return &changes{
-		services:   map[lb.ServiceName]struct{}{},
+		services:   map[lb.ServiceName]int32{},
 		addrs:      map[lb.L3n4Addr]struct{}{},
 		contenders: map[lb.ServiceName]struct{}{},
 		backendsOf: map[lb.ServiceName]struct{}{},
@@ -119,6 +127,8 @@ func (ch *changes) release() {
 	ch.ownCands, ch.redirectCands = ch.ownCands[:0], ch.redirectCands[:0]
 	ch.sel.release()
 	ch.err, ch.node, ch.nodeLooked = nil, nil, false
+	clear(ch.causes) // no causes kept alive in the pool
+	ch.jt, ch.cause, ch.causes = nil, nil, ch.causes[:0]
 	changesPool.Put(ch)
 }
 
@@ -141,11 +151,18 @@ func (ch *changes) forget() {
 
 // refresh records that a service's frontends are to be selected again.
 func (ch *changes) refresh(name lb.ServiceName) {
-	n := len(ch.services)
-	ch.services[name] = struct{}{}
-	if len(ch.services) > n {
-		ch.order = append(ch.order, name)
+	ch.refreshBecause(name, causeSet{first: ch.cause})
+}
+
+// refreshBecause is refresh for the given causes.
+func (ch *changes) refreshBecause(name lb.ServiceName, why causeSet) {
+	if i, ok := ch.services[name]; ok {
+		ch.causes[i].join(why)
+		return
 	}
+	ch.services[name] = int32(len(ch.causes))
+	ch.order = append(ch.order, name)
+	ch.causes = append(ch.causes, why)
 }
 
 func (ch *changes) fail(err error) {
@@ -189,7 +206,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	if len(ch.backendsOf) > 0 && w.anyService(txn, &w.seenRedirect, ServiceByRedirectTarget.QueryFromKey(nil)) {
 		for name := range ch.backendsOf {
 			for s := range w.t.services.List(txn, ServiceByRedirectTarget.Query(name)) {
-				ch.refresh(s.Name)
+				ch.refreshBecause(s.Name, ch.causesOf(name))
 			}
 		}
 	}
@@ -197,7 +214,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	if len(ch.services) > 0 && w.anyService(txn, &w.seenRoute, ServiceByRouteTarget.QueryFromKey(nil)) {
 		for _, name := range ch.order { // (those recorded before, not those it adds)
 			for s := range w.t.services.List(txn, ServiceByRouteTarget.Query(name)) {
-				ch.refresh(s.Name)
+				ch.refreshBecause(s.Name, ch.causesOf(name))
 			}
 		}
 	}
@@ -235,7 +252,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 			continue
 		}
 		ch.owners[addr] = decision{owner: winner.Name, row: cur}
-		ch.refresh(winner.Name)
+		ch.refreshBecause(winner.Name, ch.causesOf(winner.Name))
 	}
 	// Rows are deleted, and written, in order, so that the reconciler
 	// sees (and numbers) them in the same order every time.
@@ -245,6 +262,9 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	for _, d := range ch.gone {
 		_, _, err := w.t.frontends.Delete(txn, d.row)
 		ch.fail(err)
+		if ch.jt != nil {
+			ch.stage(&historyEntry{addr: d.addr, service: d.row.Service, causes: ch.causesOf(d.row.Service), old: d.row})
+		}
 	}
 
 	// By name, so that rows are written (and later numbered by the
@@ -464,6 +484,13 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 		next.Status = reconciler.StatusPending()
 		_, _, err := w.t.frontends.Insert(txn, next)
 		ch.fail(err)
+		if ch.jt != nil {
+			e := &historyEntry{addr: params.Address, service: name, causes: ch.causesOf(name), new: next}
+			if found {
+				e.old = cur
+			}
+			ch.stage(e)
+		}
 	}
 }
 

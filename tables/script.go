@@ -50,6 +50,7 @@ func ScriptCommands(w *Writer) map[string]script.Cmd {
 		"lb/delete-node":          deleteNodeCmd(w),
 		"lb/init-register":        inits.registerCmd(),
 		"lb/init-done":            inits.doneCmd(),
+		"lb/history":              historyCmd(w),
 	}
 }
 

@@ -58,6 +58,8 @@ type Writer struct {
 	// costs a few allocations, which a Writer call without a batch would
 	// pay every time).
 	seenRedirect, seenRoute, seenConflict atomic.Bool
+
+	history *History
 }
 
 type batch struct {
@@ -85,6 +87,7 @@ type batch struct {
 func (w *Writer) Batch(txn statedb.WriteTxn, fn func() error) error {
 	b := &batch{txn: txn, ch: w.changes()}
 	b.ch.batched = true
+	b.ch.journal(txn)
 	if !w.batch.CompareAndSwap(nil, b) {
 		b.ch.release()
 		return errors.New("Writer.Batch: another batch is under way")
@@ -105,9 +108,12 @@ func (w *Writer) Batch(txn statedb.WriteTxn, fn func() error) error {
 // in one.
 func (w *Writer) begin(txn statedb.WriteTxn) *changes {
 	if b := w.batch.Load(); b != nil && b.txn == txn {
+		b.ch.journal(txn)
 		return b.ch
 	}
-	return w.changes()
+	ch := w.changes()
+	ch.journal(txn)
+	return ch
 }
 
 // end refreshes what a call changed, unless a batch will.
@@ -125,14 +131,15 @@ func New(db *statedb.DB, log *slog.Logger) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newWriter(db, t, log), nil
+	return newWriter(db, t, log, DefaultHistoryConfig), nil
 }
 
-func newWriter(db *statedb.DB, t *tableSet, log *slog.Logger) *Writer {
+func newWriter(db *statedb.DB, t *tableSet, log *slog.Logger, hc HistoryConfig) *Writer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Writer{db: db, t: t, log: log, initializers: map[string]bool{}}
+	w := &Writer{db: db, t: t, log: log, initializers: map[string]bool{}, history: NewHistory(hc.HistoryMaxBytes)}
+	w.outcomesOnRead()
 	w.listSources()
 	return w
 }
@@ -140,8 +147,15 @@ func newWriter(db *statedb.DB, t *tableSet, log *slog.Logger) *Writer {
 // WriteTxn starts a write transaction over the load-balancing tables and
 // any extra tables the caller wants to change in the same transaction.
 func (w *Writer) WriteTxn(extra ...statedb.TableMeta) statedb.WriteTxn {
-	return w.db.WriteTxn(slices.Concat(w.t.all(), extra)...)
+	txn := w.db.WriteTxn(slices.Concat(w.t.all(), extra)...)
+	if !w.history.Enabled() {
+		return txn
+	}
+	return &journalTxn{WriteTxn: txn, h: w.history}
 }
+
+// History returns the journal of frontend changes.
+func (w *Writer) History() *History { return w.history }
 
 // Tables lists the tables a write transaction must lock for the Writer.
 func (w *Writer) Tables() []statedb.TableMeta { return w.t.all() }

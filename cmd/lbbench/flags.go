@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/lbstate/lbstate/tables"
 )
 
 // parseOptions reads lbbench's command line with pflag, as lbctl and the
@@ -23,6 +25,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.maps, "maps", defaultMaps(), "kernel or memory")
 	fs.BoolVar(&o.defaultMapSizes, "default-map-sizes", false, "Size the maps as an agent given no flag does, not to the run (which fails if it does not fit)")
 	fs.BoolVar(&o.json, "json", false, "Print a JSON summary as the last line")
+	fs.IntVar(&o.historyMaxBytes, "history-max-bytes", tables.DefaultHistoryMaxBytes, "The journal of frontend changes' memory cap, as the agent's flag; 0 turns it off (to measure what it costs)")
 	fs.BoolVar(&o.latency, "latency", false, "With the services loaded, update one EndpointSlice at a time and report latencies")
 	fs.IntVar(&o.updates, "updates", 1000, "Updates in --latency mode")
 	fs.BoolVar(&o.topology, "topology", false, "Services with topology keys over 1,000 nodes (default 10,000 x 10): time node relabels (--updates of them)")

@@ -71,6 +71,7 @@ type options struct {
 	compare                       string // a saved anchor run
 	healthMode                    bool
 	retainedMode                  bool // --memory-after-delete
+	historyMaxBytes               int  // --history-max-bytes: the journal's cap (0: off)
 	routes                        int
 	health                        healthOptions
 	// given names the flags set on the command line: a mode's defaults
@@ -234,6 +235,7 @@ func newBench(o options) (*bench, error) {
 	}, o.cells...)...)
 	hive.AddConfigOverride(h, func(c *bpf.Config) { *c = cfg })
 	hive.AddConfigOverride(h, func(c *bpf.ModeConfig) { c.LBMaps = o.maps })
+	hive.AddConfigOverride(h, func(c *tables.HistoryConfig) { c.HistoryMaxBytes = o.historyMaxBytes })
 	if o.configure != nil {
 		o.configure(h)
 	}

@@ -27,19 +27,20 @@ import (
 // change that an older lbctl would misread takes a new version.
 const (
 	dumpFormat  = "lbstate-dump"
-	dumpVersion = 1
+	dumpVersion = 2 // 2: history/ holds the journal of changes
 )
 
 // The archive's entries (docs/lbctl.md, "lbctl dump"): the manifest comes
 // first, so that a reader checks the version before anything else.
 const (
 	manifestEntry = "manifest.json"
-	agentEntry    = "agent.json"        // GET /agent: version and flags
-	mapsEntry     = "maps/dump.json"    // GET /maps: the maps' dump
-	maglevEntry   = "maps/maglev.jsonl" // GET /maps/maglev: every Maglev table
-	tablesDir     = "tables/"           // GET /statedb/dump, one file per table
-	metricsEntry  = "metrics.txt"       // GET /metrics: Prometheus text format
-	historyDir    = "history/"          // reserved: the journal of changes
+	agentEntry    = "agent.json"                // GET /agent: version and flags
+	mapsEntry     = "maps/dump.json"            // GET /maps: the maps' dump
+	maglevEntry   = "maps/maglev.jsonl"         // GET /maps/maglev: every Maglev table
+	tablesDir     = "tables/"                   // GET /statedb/dump, one file per table
+	metricsEntry  = "metrics.txt"               // GET /metrics: Prometheus text format
+	historyDir    = "history/"                  // the journal of changes
+	historyEntry  = historyDir + "history.json" // GET /history: every record the agent keeps (version 2)
 )
 
 // dumpManifest is manifest.json.
@@ -58,7 +59,8 @@ type dumpManifest struct {
 	Missing map[string]string `json:"missing,omitempty"`
 }
 
-// noHistory is why the archive has no history/ (format version 1).
+// noHistory is why an archive of format version 1 has no history/ (its
+// manifest says so).
 const noHistory = "the agent keeps no journal of changes yet; a later format version fills history/"
 
 // dumpAttemptsMaglev bounds how often lbctl dump reads the maps and their
@@ -100,7 +102,7 @@ func writeDump(c *agentClient, path string, stderr io.Writer) (int64, error) {
 	}
 	defer os.RemoveAll(spool)
 	m := &dumpManifest{Format: dumpFormat, Version: dumpVersion, Created: time.Now().UTC(), API: c.base.String(),
-		MonotonicSeconds: bpf.MonotonicSeconds(), Missing: map[string]string{historyDir: noHistory}}
+		MonotonicSeconds: bpf.MonotonicSeconds(), Missing: map[string]string{}}
 
 	// The parts are read at once: most of the time is the agent's,
 	// encoding its answers, and an agent has more than one core.
@@ -108,12 +110,13 @@ func writeDump(c *agentClient, path string, stderr io.Writer) (int64, error) {
 		wg    sync.WaitGroup
 		names []string
 	)
-	errs := make([]error, 4)
+	errs := make([]error, 5)
 	for i, part := range []func() error{
 		func() error { return spoolGet(c, "agent", filepath.Join(spool, agentEntry)) },
 		func() error { return spoolMaps(c, spool) },
 		func() (err error) { names, err = spoolTables(c, spool); return err },
 		func() error { return spoolGet(c, "metrics", filepath.Join(spool, metricsEntry)) },
+		func() error { return spoolGet(c, "history", filepath.Join(spool, historyEntry)) },
 	} {
 		wg.Go(func() { errs[i] = part() })
 	}
@@ -121,7 +124,7 @@ func writeDump(c *agentClient, path string, stderr io.Writer) (int64, error) {
 	m.Tables = names
 	// What is optional in an agent (an embedder may not mount it) is
 	// said missing; what is not fails the dump.
-	for i, entry := range []string{agentEntry, mapsEntry, "", metricsEntry} {
+	for i, entry := range []string{agentEntry, mapsEntry, "", metricsEntry, historyEntry} {
 		switch err := errs[i]; {
 		case err == nil:
 		case entry != "" && isStatus(err, http.StatusNotFound):
@@ -149,6 +152,9 @@ func writeDump(c *agentClient, path string, stderr io.Writer) (int64, error) {
 		entries = append(entries, tablesDir+t+".json")
 	}
 	entries = append(entries, metricsEntry)
+	if _, gone := m.Missing[historyEntry]; !gone {
+		entries = append(entries, historyEntry)
+	}
 	return writeArchive(path, spool, entries)
 }
 

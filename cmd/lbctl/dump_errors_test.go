@@ -44,13 +44,13 @@ func TestDumpReadErrorsSayWhatIsWrong(t *testing.T) {
 	writeTarGz(t, other, manifestEntry, `{"format": "cilium-bugtool", "version": 1}`)
 	noMaps := filepath.Join(tmp, "nomaps.tar.gz")
 	writeTarGz(t, noMaps, manifestEntry, `{"format": "lbstate-dump", "version": 1, "tables": ["frontends"],
-		"missing": {"maps/dump.json": "the agent does not serve it"}}`, tablesDir+"frontends.json", "[\n]\n")
+		"missing": {"maps/dump.json": "the agent does not serve it", "history/": "`+noHistory+`"}}`, tablesDir+"frontends.json", "[\n]\n")
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"frontends", "--dump", plain}, "not a tar.gz of lbctl dump"},
-		{[]string{"frontends", "--dump", newer}, "layout version 99; this lbctl reads versions 1 to 1 (a newer lbctl wrote it)"},
+		{[]string{"frontends", "--dump", newer}, "layout version 99; this lbctl reads versions 1 to 2 (a newer lbctl wrote it)"},
 		{[]string{"maps", "--dump", other}, `format "cilium-bugtool", want "lbstate-dump"`},
 		{[]string{"maps", "--dump", noMaps}, "has no maps/dump.json: the agent does not serve it"},
 		{[]string{"services", "--dump", noMaps}, `no table "services" in the dump (it has frontends)`},
@@ -60,6 +60,9 @@ func TestDumpReadErrorsSayWhatIsWrong(t *testing.T) {
 		{[]string{"simulate", "--dump", noMaps, "-f", tmp}, "give -f DIR or --dump FILE, not both"},
 		{[]string{"explain", "10.96.0.1:80/TCP", "--dump", noMaps, "-f", tmp}, "-f explains manifests, --dump an agent's archive: give one"},
 		{[]string{"dump"}, "-o FILE is required"},
+		{[]string{"history", "--dump", noMaps}, "has no history/history.json: " + noHistory},
+		{[]string{"history", "--dump", noMaps, "--watch"}, "--dump reads an archive: give neither --api nor --watch"},
+		{[]string{"history", "shop"}, `"shop": want a FRONTEND (10.96.0.1:80/TCP) or a SERVICE (namespace/name)`},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(c.args, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), c.want) {

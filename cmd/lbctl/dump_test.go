@@ -117,7 +117,7 @@ func startLiveAgent(t *testing.T, dir string, args ...string) *liveAgent {
 			r reconciler.Reconciler[*lb.Frontend], g prometheus.Gatherer) {
 			a.db, w, a.maps, a.fes, rec = d, wr, m, fes, r
 			api.Register(mux, log, d, m)
-			api.RegisterAgent(mux, log, api.Agent{Version: "test-1.2.3", Flags: a.flags, Gatherer: g})
+			api.RegisterAgent(mux, log, api.Agent{Version: "test-1.2.3", Flags: a.flags, Gatherer: g, History: wr.History()})
 		}),
 	)
 	a.flags.String("kubeconfig", "", "an embedder's flag naming a file")
@@ -343,12 +343,15 @@ func TestDumpAnswersOfflineAsTheLiveAgent(t *testing.T) {
 		agentEntry:                `"version": "test-1.2.3"`,
 		tablesDir + "node.json":   `"node-a"`,
 		metricsEntry:              "lbstate_",
-		manifestEntry:             `"history/": "` + noHistory,
+		historyEntry:              `"cause":"file Service default/guarded`,
 		tablesDir + "routes.json": "[",
 	} {
 		if !strings.Contains(entries[name], want) {
 			t.Errorf("%s does not hold %q:\n%.500s", name, want, entries[name])
 		}
+	}
+	if got := lbctlOut(t, "history", "default/guarded", "--dump", archive); !strings.Contains(got, "file Service default/guarded") || !strings.Contains(got, "+10.0.7.11:8080/TCP") {
+		t.Errorf("lbctl history default/guarded --dump:\n%s", got)
 	}
 	for _, want := range []string{`"name": "clustermesh-config",` + "\n      \"value\": \"" + mesh, `"value": "` + kubeconfig, `"name": "etcd-token",` + "\n      \"value\": \"[redacted]\""} {
 		if !strings.Contains(entries[agentEntry], want) {

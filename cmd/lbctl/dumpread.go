@@ -94,6 +94,8 @@ func (a *dumpArchive) open(name string) (io.ReadCloser, error) {
 			why := "lbctl dump did not write it"
 			if w, ok := a.manifest.Missing[name]; ok {
 				why = w
+			} else if w, ok := a.manifest.Missing[historyDir]; ok && strings.HasPrefix(name, historyDir) {
+				why = w // version 1: the directory was reserved
 			}
 			return nil, &missingEntryError{path: a.path, name: name, why: why}
 		}
@@ -134,6 +136,8 @@ func (a *dumpArchive) get(path string, query url.Values, body []byte) (*answer, 
 		r, err = a.open(agentEntry)
 	case path == "metrics":
 		r, err = a.open(metricsEntry)
+	case path == "history":
+		r, err = a.open(historyEntry)
 	case strings.HasPrefix(path, "statedb/changes/"):
 		err = errors.New("a dump does not change: drop --watch")
 	default:

@@ -7,7 +7,8 @@
 //	lbctl explain FRONTEND [--src ADDR:PORT] [--lb-pin-dir DIR | --api URL | -f DIR]
 //	lbctl simulate -f DIR [-o table|json|yaml] [flags]   manifests -> tables -> in-memory maps, offline
 //	lbctl top [--lb-pin-dir DIR] [--interval 2s] [-n 10]   the busiest frontends and backends
-//	lbctl dump -o FILE [--api URL]   one archive of the agent: tables, maps, flags, metrics
+//	lbctl dump -o FILE [--api URL]   one archive of the agent: tables, maps, flags, metrics, history
+//	lbctl history [FRONTEND|SERVICE] [--since D] [--watch] [-o table|json|yaml]   who changed a frontend, when, and what the maps did
 //
 // Every command that reads an agent (the listings, maps, explain, and
 // simulate) reads an archive of lbctl dump instead with --dump FILE,
@@ -53,6 +54,7 @@ func init() {
 		"maps":      {"Dump an agent's maps, pinned or over its API", mapsCmd},
 		"explain":   {"Walk the maps for a flow to a frontend and say which backends it reaches", explain},
 		"dump":      {"Write one archive of a running agent's tables, maps, flags and metrics, to read offline with --dump", dumpCmd},
+		"history":   {"List a running agent's recent frontend changes: what caused each, what changed, what the maps did", historyCmd},
 		"top":       {"Show the busiest frontends and backends from the datapath's counters, refreshing", topCmd},
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/lbstate/lbstate/api"
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/reflectors/kubeapi"
+	"github.com/lbstate/lbstate/tables"
 )
 
 func main() {
@@ -98,8 +99,8 @@ func newHive(af *agentFlags, extra ...cell.Cell) *hive.Hive {
 	return hive.New(append([]cell.Cell{
 		lbstate.Cell,
 		cell.Provide(func() (kubeapi.Clients, error) { return newKubeClients(af.kubeconfig) }),
-		cell.Invoke(func(lc cell.Lifecycle, log *slog.Logger, db *statedb.DB, maps *bpf.Maps, gatherer prometheus.Gatherer) {
-			serveAPI(lc, log, af.apiAddr, db, maps, api.Agent{Flags: af.flags, Gatherer: gatherer})
+		cell.Invoke(func(lc cell.Lifecycle, log *slog.Logger, db *statedb.DB, maps *bpf.Maps, gatherer prometheus.Gatherer, w *tables.Writer) {
+			serveAPI(lc, log, af.apiAddr, db, maps, api.Agent{Flags: af.flags, Gatherer: gatherer, History: w.History()})
 			serveMetrics(lc, log, af.metricsAddr, gatherer)
 		}),
 	}, extra...)...)

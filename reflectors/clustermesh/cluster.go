@@ -284,7 +284,7 @@ func (c *cluster) connected(id uint32, etcdID uint64) (int64, error) {
 	if c.id != id || c.etcdID != etcdID {
 		if c.id != 0 && c.id != id {
 			c.log.Warn("Remote cluster's ID changed, replacing its backends", "from", c.id, "to", id)
-			if err := c.dropLocked(); err != nil {
+			if err := c.dropLocked(fmt.Sprintf("cluster ID changed from %d to %d", c.id, id)); err != nil {
 				return 0, err
 			}
 		}
@@ -324,7 +324,7 @@ func (c *cluster) disconnected() {
 			return // reconnected meanwhile
 		}
 		c.stale = nil
-		if err := c.dropLocked(); err != nil {
+		if err := c.dropLocked(fmt.Sprintf("stale: no contact for %v (lease expired)", c.staleTimeout())); err != nil {
 			// Not the input's fault; the next connection lists anew.
 			c.log.Error("Removing a stale remote cluster's backends failed", "error", err)
 			return
@@ -340,7 +340,7 @@ func (c *cluster) drop() error {
 	c.stopTimers()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.dropLocked()
+	return c.dropLocked("removed from the configuration")
 }
 
 func (c *cluster) stopTimers() {
@@ -353,10 +353,11 @@ func (c *cluster) stopTimers() {
 	}
 }
 
-func (c *cluster) dropLocked() error {
+func (c *cluster) dropLocked(why string) error {
 	if c.id != 0 {
 		w := c.src.Writer
 		txn := w.WriteTxn()
+		w.SetCause(txn, c.cause(0, why))
 		if err := w.DeleteSourceCluster(txn, c.src.ID(), c.id); err != nil {
 			txn.Abort()
 			return fmt.Errorf("remote cluster %s: %w", c.remote.Name, err)
@@ -389,7 +390,7 @@ func (c *cluster) resync(kvs []*mvccpb.KeyValue, rev int64) error {
 			next[name] = nil
 		}
 	}
-	if err := c.write(next); err != nil {
+	if err := c.write(next, c.cause(rev, "listing")); err != nil {
 		return err
 	}
 	c.rev = rev
@@ -414,7 +415,7 @@ func (c *cluster) apply(events []*clientv3.Event, rev int64) error {
 			next[name] = backends
 		}
 	}
-	if err := c.write(next); err != nil {
+	if err := c.write(next, c.cause(rev, "")); err != nil {
 		return err
 	}
 	c.rev = max(c.rev, rev)
@@ -457,13 +458,14 @@ func (c *cluster) decode(key string, value []byte) (lb.ServiceName, []lb.Backend
 // rejected service by service and the rest committed; any other error
 // aborts the transaction and is returned, and the next connection lists
 // anew (c.rev 0).
-func (c *cluster) write(next map[lb.ServiceName][]lb.BackendParams) error {
+func (c *cluster) write(next map[lb.ServiceName][]lb.BackendParams, cause *tables.Cause) error {
 	if len(next) == 0 {
 		return nil
 	}
 	w := c.src.Writer
 	txn := w.WriteTxn()
 	defer txn.Abort()
+	w.SetCause(txn, cause)
 	rejected := map[lb.ServiceName]bool{}
 	err := w.Batch(txn, func() error {
 		for name, backends := range next {
@@ -493,4 +495,14 @@ func (c *cluster) write(next map[lb.ServiceName][]lb.BackendParams) error {
 		}
 	}
 	return nil
+}
+
+// cause is what the history says this cluster's write applies: the
+// remote cluster, its etcd revision (0: none) and why.
+func (c *cluster) cause(rev int64, why string) *tables.Cause {
+	cause := &tables.Cause{Source: c.src.ID().String(), Name: c.remote.Name, Detail: why}
+	if rev > 0 {
+		cause.Version = fmt.Sprintf("revision %d", rev)
+	}
+	return cause
 }

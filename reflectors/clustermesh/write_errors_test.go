@@ -28,7 +28,7 @@ func TestClusterWriteRejectsAnInvalidServiceAloneAndCommitsTheRest(t *testing.T)
 	good, bad := lb.NewServiceName("default", "web"), lb.NewServiceName("default", "a/b") // '/' in a name: invalid
 	backend := lb.BackendParams{Address: lb.MustParseL3n4Addr("10.2.0.1:8080/TCP"), Weight: lb.DefaultBackendWeight, ClusterID: 2}
 	c.mu.Lock()
-	err = c.write(map[lb.ServiceName][]lb.BackendParams{good: {backend}, bad: {backend}})
+	err = c.write(map[lb.ServiceName][]lb.BackendParams{good: {backend}, bad: {backend}}, c.cause(1, ""))
 	c.mu.Unlock()
 	if err != nil {
 		t.Fatalf("write with one invalid service failed: %v", err)

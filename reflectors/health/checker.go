@@ -47,7 +47,7 @@ type checker struct {
 
 	mu      sync.Mutex
 	cur     *runState // nil while not running
-	pending map[lb.L3n4Addr]lb.HealthVerdict
+	pending map[lb.L3n4Addr]queuedVerdict
 
 	// Tests' hooks: probed is called after each probe's result is
 	// applied; iterated after each turn of the loop, with the revision of
@@ -122,7 +122,7 @@ func (c *checker) run(ctx context.Context, s *reflectors.Source, db *statedb.DB)
 		go c.worker(r)
 	}
 	c.mu.Lock()
-	c.cur, c.pending = r, map[lb.L3n4Addr]lb.HealthVerdict{}
+	c.cur, c.pending = r, map[lb.L3n4Addr]queuedVerdict{}
 	c.mu.Unlock()
 	defer c.stopRun(r)
 

@@ -107,7 +107,7 @@ func (c *checker) removeTarget(r *runState, b lb.L3n4Addr) {
 		t.log.Info("Backend no longer checked: its breaker's verdict is lifted", "state", t.breaker.state)
 	}
 	if cleared := (lb.HealthVerdict{Healthy: true}); !t.verdict.Equal(cleared) {
-		c.queueVerdict(r, b, cleared)
+		c.queueVerdict(r, b, cleared, "no longer checked")
 	}
 }
 

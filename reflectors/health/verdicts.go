@@ -40,13 +40,41 @@ func (c *checker) observed(r *runState, t *target, prev breaker, tr transition, 
 	}
 	if v := (lb.HealthVerdict{Healthy: b.healthy(), Since: b.since, LastError: b.lastErr}); !v.Equal(t.verdict) {
 		t.verdict = v
-		c.queueVerdict(r, t.addr, v)
+		c.queueVerdict(r, t.addr, v, verdictCause(tr, t.failedBy, b.lastErr))
 	}
 }
 
-func (c *checker) queueVerdict(r *runState, addr lb.L3n4Addr, v lb.HealthVerdict) {
-	c.pending[addr] = v
+// queuedVerdict is a verdict to write, and why (the history's cause).
+type queuedVerdict struct {
+	v   lb.HealthVerdict
+	why string
+}
+
+func (c *checker) queueVerdict(r *runState, addr lb.L3n4Addr, v lb.HealthVerdict, why string) {
+	c.pending[addr] = queuedVerdict{v, why}
 	signal(r.write)
+}
+
+// verdictCause says why a breaker's verdict changed, for the history:
+// "breaker tripped", "reopened", "recovered", with what failed and who
+// saw it (a probe, or the datapath's connections: passive).
+func verdictCause(tr transition, failedBy, lastErr string) string {
+	why := tr.String()
+	switch tr {
+	case tripped:
+		why = "breaker tripped"
+	case reopened:
+		why = "breaker reopened"
+	case noTransition:
+		why = "verdict"
+	}
+	if tr != recovered && lastErr != "" {
+		why += ": " + lastErr
+	}
+	if failedBy == SourceSocket || failedBy == SourceTC {
+		why += " (passive, seen by " + failedBy + ")"
+	}
+	return why
 }
 
 // backendChanged puts a checked backend's verdict back on its row when
@@ -61,7 +89,7 @@ func (c *checker) backendChanged(r *runState, row *lb.Backend) {
 		return
 	}
 	if !row.Verdict().Equal(t.verdict) {
-		c.queueVerdict(r, row.Address, t.verdict)
+		c.queueVerdict(r, row.Address, t.verdict, "verdict restored on a new row")
 	}
 }
 
@@ -78,18 +106,19 @@ func (c *checker) writeVerdicts(r *runState, w *tables.Writer) error {
 		}
 		c.mu.Lock()
 		batch := c.pending
-		c.pending = make(map[lb.L3n4Addr]lb.HealthVerdict, len(batch))
+		c.pending = make(map[lb.L3n4Addr]queuedVerdict, len(batch))
 		c.mu.Unlock()
 		if len(batch) == 0 {
 			continue
 		}
 		txn := w.WriteTxn()
 		err := w.Batch(txn, func() error {
-			for addr, v := range batch {
+			for addr, q := range batch {
 				if _, _, found := w.Backends().Get(txn, tables.BackendByAddress.Query(addr)); !found {
 					continue // gone since: nothing to say about it
 				}
-				if err := w.SetBackendVerdict(txn, addr, v); errors.Is(err, tables.ErrInvalid) {
+				w.SetCause(txn, &tables.Cause{Source: "health", Name: addr.String(), Detail: q.why})
+				if err := w.SetBackendVerdict(txn, addr, q.v); errors.Is(err, tables.ErrInvalid) {
 					r.src.Reject(err)
 				} else if err != nil {
 					return err

@@ -346,6 +346,7 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 				r.nServices--
 			}
 			c.e.svc, c.declare = obj, true
+			c.declaredBy = r.causeOf("Service", &obj.ObjectMeta, ev.deleted)
 			if ev.deleted {
 				c.e.svc = nil
 				delete(r.unknown, c.e.name)
@@ -367,9 +368,11 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			}
 			r.node = obj
 			r.setNode(call)
+			byNode := r.causeOf("Node", &obj.ObjectMeta, false)
 			for _, e := range r.services { // NodePort frontends follow the node's addresses
 				if e.svc != nil {
-					r.touch(e.name).declare = true
+					c := r.touch(e.name)
+					c.declare, c.declaredBy = true, byNode
 				}
 			}
 			for _, pod := range r.pods { // and so do HostPort frontends
@@ -391,13 +394,14 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 	node := r.localNode() // once for the batch: every conversion reads it
 	for i := range changes {
 		if c := &changes[i]; c.declare && c.e.svc != nil {
-			r.prepareService(call, &c.e, node)
+			r.prepareService(call, &c.e, node, c.declaredBy)
 		}
 	}
 	for i := range changes {
 		if c := &changes[i]; c.declare && c.e.svc == nil {
-			name := c.e.name
+			name, cause := c.e.name, c.declaredBy
 			call(func(txn statedb.WriteTxn) {
+				r.w.SetCause(txn, cause)
 				r.check(r.w.DeleteService(txn, name, r.as), name.String())
 				r.check(r.w.ClearProxyRedirect(txn, name, r.as), name.String())
 			})
@@ -405,13 +409,17 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 	}
 	for i := range changes {
 		if c := &changes[i]; c.backends {
-			name, backends := c.e.name, r.backendsOf(&c.e)
-			call(func(txn statedb.WriteTxn) { r.check(r.w.SetBackends(txn, name, r.as, backends...), name.String()) })
+			name, backends, cause := c.e.name, r.backendsOf(&c.e), c.backendsBy
+			call(func(txn statedb.WriteTxn) {
+				r.w.SetCause(txn, cause)
+				r.check(r.w.SetBackends(txn, name, r.as, backends...), name.String())
+			})
 		}
 	}
 	if ws.synced {
 		known := r.known()
 		call(func(txn statedb.WriteTxn) {
+			r.w.SetCause(txn, &tables.Cause{Source: r.as.String(), Detail: "resync: objects gone while not watching"})
 			// Declarations alone: the other sources of this identity
 			// (policies, routes) sweep their own.
 			r.check(r.w.SweepSourceOf(txn, r.as, tables.Declarations|tables.ProxyRedirects, func(n lb.ServiceName) bool {
@@ -426,7 +434,7 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 // prepareService converts a service's Service and adds the calls that
 // declare it (or delete its declaration, when lbstate does not balance
 // it). A Service that does not convert leaves its previous declaration.
-func (r *Reflector) prepareService(call func(func(statedb.WriteTxn)), e *serviceEntry, node lb.Node) {
+func (r *Reflector) prepareService(call func(func(statedb.WriteTxn)), e *serviceEntry, node lb.Node, cause *tables.Cause) {
 	name, svc := e.name, e.svc
 	params, ok, unknown, err := convertService(svc, ServiceOptions{
 		Node: node, LoadBalancerClasses: r.cfg.K8sLoadBalancerClasses, Source: r.as, NodePortRange: r.nodePorts,
@@ -447,12 +455,14 @@ func (r *Reflector) prepareService(call func(func(statedb.WriteTxn)), e *service
 		r.failAt(svc, proxyError) // so does the previous proxy redirect
 	case !ok:
 		call(func(txn statedb.WriteTxn) {
+			r.w.SetCause(txn, cause)
 			r.check(r.w.DeleteService(txn, name, r.as), name.String())
 			r.check(r.w.ClearProxyRedirect(txn, name, r.as), name.String())
 		})
 	default:
 		params.TopologyKeys = r.topologyKeys(name, svc)
 		call(func(txn statedb.WriteTxn) {
+			r.w.SetCause(txn, cause)
 			r.check(r.w.UpsertService(txn, params), name.String())
 			if proxied {
 				r.check(r.w.SetProxyRedirect(txn, name, proxy), name.String())
@@ -507,8 +517,10 @@ func (r *Reflector) preparePod(call func(func(statedb.WriteTxn)), pod *corev1.Po
 			return
 		}
 	}
+	cause := r.causeOf("Pod", &pod.ObjectMeta, deleted)
 	if !ok {
 		call(func(txn statedb.WriteTxn) {
+			r.w.SetCause(txn, cause)
 			r.check(r.w.DeleteService(txn, name, r.as), name.String())
 			r.check(r.w.SetBackends(txn, name, r.as), name.String())
 		})
@@ -516,6 +528,7 @@ func (r *Reflector) preparePod(call func(func(statedb.WriteTxn)), pod *corev1.Po
 	}
 	params.Source = r.as
 	call(func(txn statedb.WriteTxn) {
+		r.w.SetCause(txn, cause)
 		r.check(r.w.UpsertService(txn, params), name.String())
 		r.check(r.w.SetBackends(txn, name, r.as, backends...), name.String())
 	})
@@ -539,6 +552,7 @@ func (r *Reflector) applySlice(es *discoveryv1.EndpointSlice, deleted bool) {
 	key := sliceKey{es.Namespace, es.Name}
 	if old, known := r.sliceService(key, label, name); known {
 		c := r.touch(old)
+		c.backendsBy = r.causeOf("EndpointSlice", &es.ObjectMeta, deleted)
 		if !deleted && old == name { // an update: the slice stays with its service
 			c.e.putSlice(es)
 			c.backends = true
@@ -555,6 +569,7 @@ func (r *Reflector) applySlice(es *discoveryv1.EndpointSlice, deleted bool) {
 	c := r.touch(name)
 	c.e.putSlice(es)
 	c.backends = true
+	c.backendsBy = r.causeOf("EndpointSlice", &es.ObjectMeta, false)
 	r.nSlices++
 	if owner, ok := sliceOwner(es.Name); !ok || owner != label {
 		r.slices[key] = c.e.name
@@ -735,3 +750,22 @@ func (r *Reflector) fail(err error) { r.src.Reject(tables.AsInvalid(err)) }
 
 // failAt reports a conversion error of obj, where a manifest declares it.
 func (r *Reflector) failAt(obj any, err error) { r.fail(kubeapi.AtOrigin(obj, err)) }
+
+// causeOf is what the history says an object's event caused: its kind,
+// name and resourceVersion (the API server's), or for a manifests
+// directory's object the file and line that declare it.
+func (r *Reflector) causeOf(kind string, m *metav1.ObjectMeta, deleted bool) *tables.Cause {
+	c := &tables.Cause{Source: r.as.String(), Kind: kind, Name: m.Namespace + "/" + m.Name}
+	if m.Namespace == "" {
+		c.Name = m.Name
+	}
+	if m.ResourceVersion != "" {
+		c.Version = "resourceVersion " + m.ResourceVersion
+	} else if at := m.Annotations[kubeapi.AnnotationManifestOrigin]; at != "" {
+		c.Version = "at " + at // a manifests directory's FILE:LINE
+	}
+	if deleted {
+		c.Detail = "deleted"
+	}
+	return c
+}

@@ -9,6 +9,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/tables"
 )
 
 // serviceEntry is what the reflector holds of one service: its Service,
@@ -120,6 +121,9 @@ type change struct {
 	// declare: its Service was added, changed or deleted (or the node
 	// changed), it is converted again (or its declaration deleted).
 	declare bool
+	// What the history (tables.Cause) says caused each: the last Service
+	// (or Node) event and the last EndpointSlice event of the batch.
+	declaredBy, backendsBy *tables.Cause
 }
 
 // batchState is what prepare keeps while it records one batch: the

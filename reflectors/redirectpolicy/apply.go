@@ -11,6 +11,7 @@ import (
 
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors/kubeapi"
+	"github.com/lbstate/lbstate/tables"
 )
 
 // The controller applies local redirect policies over this node's pods: a
@@ -292,7 +293,12 @@ func (c *Controller) prepareRedirects(call func(func(statedb.WriteTxn))) {
 		if old == nil || (next != nil && next.Service == old.Service) {
 			continue
 		}
+		cause := c.policyCause(key, "")
+		if next == nil {
+			cause = c.policyCause(key, "no longer in force")
+		}
 		call(func(txn statedb.WriteTxn) {
+			c.w.SetCause(txn, cause)
 			if !old.Service.IsZero() {
 				c.check(c.w.ClearRedirect(txn, old.Service, c.as), old.Service.String())
 			}
@@ -306,7 +312,8 @@ func (c *Controller) prepareRedirects(call func(func(statedb.WriteTxn))) {
 		ps := l.policies[key]
 		ps.applied = ps.inForce()
 		if plan := ps.applied; plan != nil {
-			call(func(txn statedb.WriteTxn) { c.applyPlan(txn, *plan) })
+			cause := c.policyCause(key, "")
+			call(func(txn statedb.WriteTxn) { c.w.SetCause(txn, cause); c.applyPlan(txn, *plan) })
 		}
 		if c.table != nil {
 			var row *Status
@@ -407,4 +414,9 @@ func cut(s string) (ns, name string, ok bool) {
 		}
 	}
 	return "", s, false
+}
+
+// policyCause is what the history says a policy's write applies.
+func (c *Controller) policyCause(key objKey, detail string) *tables.Cause {
+	return &tables.Cause{Source: c.as.String(), Kind: "CiliumLocalRedirectPolicy", Name: key.namespace + "/" + key.name, Detail: detail}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors/kubeapi"
+	"github.com/lbstate/lbstate/tables"
 )
 
 // The controller applies traffic splits (Gateway API routes on Services,
@@ -171,11 +172,19 @@ func (c *Controller) prepareRoutes(call func(func(statedb.WriteTxn))) {
 		}
 		for _, old := range applied {
 			if !slices.ContainsFunc(next, func(n lb.Route) bool { return n.Port == old.Port }) {
-				call(func(txn statedb.WriteTxn) { c.check(c.w.ClearRoute(txn, parent, c.as, old.Port), parent.String()) })
+				cause := c.routeCause(old.Name, "removed")
+				call(func(txn statedb.WriteTxn) {
+					c.w.SetCause(txn, cause)
+					c.check(c.w.ClearRoute(txn, parent, c.as, old.Port), parent.String())
+				})
 			}
 		}
 		for _, rt := range next {
-			call(func(txn statedb.WriteTxn) { c.check(c.w.SetRoute(txn, parent, rt), parent.String()) })
+			cause := c.routeCause(rt.Name, "")
+			call(func(txn statedb.WriteTxn) {
+				c.w.SetCause(txn, cause)
+				c.check(c.w.SetRoute(txn, parent, rt), parent.String())
+			})
 		}
 		if len(next) == 0 {
 			delete(c.applied, parent)
@@ -225,4 +234,11 @@ func (c *Controller) sweepRoutes(call func(func(statedb.WriteTxn))) {
 			c.check(c.w.ClearRoute(txn, g.name, c.as, g.port), g.name.String())
 		}
 	})
+}
+
+// routeCause is what the history says a route's write applies: the
+// route's kind and namespace/name (lb.Route.Name, "HTTPRoute shop/web").
+func (c *Controller) routeCause(name, detail string) *tables.Cause {
+	kind, nsName, _ := strings.Cut(name, " ")
+	return &tables.Cause{Source: c.as.String(), Kind: kind, Name: nsName, Detail: detail}
 }

@@ -1,0 +1,185 @@
+package tables
+
+import (
+	"sync"
+	"time"
+
+	"github.com/cilium/statedb/reconciler"
+
+	"github.com/lbstate/lbstate/lb"
+)
+
+// History is the journal of frontend changes: per change the Writer made
+// to a frontend row, when it was committed, what caused it (Cause), the
+// rows before and after (what changed is computed from them when read),
+// and what the reconciler did with it. It is an in-memory ring bounded by
+// bytes, the oldest entries leaving first.
+//
+// Entries are staged in the write transaction (WriteTxn's) and appended
+// when it commits, under the ring's lock: a commit publishes the table
+// change and its entries together, an abort drops both. Why not a StateDB
+// table: an insert into one per frontend change cost the Writer more than
+// the 3% of its insert rate the journal may take; staging is an append
+// to a slice.
+type History struct {
+	mu      sync.Mutex
+	max     int // bytes; 0: keep nothing
+	bytes   int
+	entries []*historyEntry // a ring: the oldest at head
+	head    int
+	n       int
+	nextSeq uint64
+	evicted uint64
+	// last is, per frontend address, the sequence number of its newest
+	// entry, so that the reconciler's outcome finds it.
+	last map[lb.L3n4Addr]uint64
+	// changed is closed and replaced on every append (watchers).
+	changed chan struct{}
+	// status reads a frontend's status now (nil: never), for the
+	// outcome of its newest entry when records are read.
+	status func(lb.L3n4Addr) (reconciler.Status, bool)
+}
+
+// historyEntry is one change, as staged and kept.
+type historyEntry struct {
+	seq      uint64
+	when     time.Time
+	addr     lb.L3n4Addr
+	service  lb.ServiceName
+	causes   causeSet
+	old, new *lb.Frontend // nil: created, deleted
+	size     int
+	// Filled in by the reconciler's outcome (under mu).
+	outcome Outcome
+}
+
+// Outcome is what the reconciler did with a change.
+type Outcome struct {
+	// State is "pending" (not yet reconciled), "done", "error" (failing,
+	// retried: Error says why), or "superseded" (a later change came
+	// before the reconciler wrote this one).
+	State string `json:"state" yaml:"state"`
+	Error string `json:"error,omitempty" yaml:"error,omitempty"`
+	// Latency is the time from the commit until the maps had it (done),
+	// or until the reconciler failed (error).
+	Latency time.Duration `json:"latency,omitempty" yaml:"latency,omitempty"`
+}
+
+// DefaultHistoryMaxBytes is the journal's default memory cap.
+const DefaultHistoryMaxBytes = 16 << 20
+
+// NewHistory returns a journal that keeps at most maxBytes (estimated;
+// 0 keeps nothing).
+func NewHistory(maxBytes int) *History {
+	return &History{max: maxBytes, last: map[lb.L3n4Addr]uint64{}, changed: make(chan struct{}), nextSeq: 1}
+}
+
+// Enabled reports whether the journal keeps anything.
+func (h *History) Enabled() bool { return h != nil && h.max > 0 }
+
+// entrySize estimates what an entry keeps alive: itself, its causes and
+// the backend lists of the rows it holds (the rows are shared with the
+// table until they are replaced, charged anyway).
+func entrySize(e *historyEntry) int {
+	n := 160 + e.causes.first.size()
+	for _, c := range e.causes.more {
+		n += 8 + c.size()
+	}
+	for _, f := range [2]*lb.Frontend{e.old, e.new} {
+		if f != nil {
+			n += 200 + 48*(len(f.Backends)+len(f.Hidden()))
+		}
+	}
+	return n
+}
+
+// appendLocked adds staged entries (h.mu held), evicting the oldest
+// beyond the cap.
+func (h *History) appendLocked(staged []*historyEntry, when time.Time) {
+	for _, e := range staged {
+		if e.old == nil && e.new == nil {
+			continue // created and deleted in one transaction
+		}
+		e.when = when
+		if e.size > h.max {
+			h.evicted++
+			continue
+		}
+		e.seq = h.nextSeq // (only kept ones: the ring's are consecutive)
+		h.nextSeq++
+		for h.bytes+e.size > h.max {
+			h.evictLocked()
+		}
+		if h.n == len(h.entries) {
+			h.grow()
+		}
+		h.entries[(h.head+h.n)%len(h.entries)] = e
+		h.n++
+		h.bytes += e.size
+		if prev := h.at(h.last[e.addr]); prev != nil && prev.outcome.State == "" && prev.new != nil {
+			prev.outcome.State = OutcomeSuperseded // the reconciler writes only the newest row
+		}
+		h.last[e.addr] = e.seq
+	}
+	h.notifyLocked()
+}
+
+func (h *History) notifyLocked() {
+	close(h.changed)
+	h.changed = make(chan struct{})
+}
+
+func (h *History) grow() {
+	next := make([]*historyEntry, max(64, 2*len(h.entries)))
+	for i := range h.n {
+		next[i] = h.entries[(h.head+i)%len(h.entries)]
+	}
+	h.entries, h.head = next, 0
+}
+
+func (h *History) evictLocked() {
+	e := h.entries[h.head]
+	h.entries[h.head] = nil
+	h.head = (h.head + 1) % len(h.entries)
+	h.n--
+	h.bytes -= e.size
+	h.evicted++
+	if h.last[e.addr] == e.seq {
+		delete(h.last, e.addr)
+	}
+	// The ring shrinks back when it is mostly empty (a burst is over).
+	if len(h.entries) > 256 && h.n < len(h.entries)/8 {
+		next := make([]*historyEntry, len(h.entries)/4)
+		for i := range h.n {
+			next[i] = h.entries[(h.head+i)%len(h.entries)]
+		}
+		h.entries, h.head = next, 0
+	}
+}
+
+// at returns the entry with sequence number seq, if it is still kept.
+func (h *History) at(seq uint64) *historyEntry {
+	if h.n == 0 {
+		return nil
+	}
+	first := h.entries[h.head].seq
+	if seq < first || seq >= first+uint64(h.n) {
+		return nil
+	}
+	return h.entries[(h.head+int(seq-first))%len(h.entries)]
+}
+
+// Stats are the journal's counters.
+type HistoryStats struct {
+	Entries  int    `json:"entries" yaml:"entries"`
+	Bytes    int    `json:"bytes" yaml:"bytes"`
+	MaxBytes int    `json:"maxBytes" yaml:"maxBytes"`
+	Evicted  uint64 `json:"evicted" yaml:"evicted"`
+}
+
+// Stats returns the journal's counters.
+func (h *History) Stats() HistoryStats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return HistoryStats{Entries: h.n, Bytes: h.bytes, MaxBytes: h.max, Evicted: h.evicted}
+}

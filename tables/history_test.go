@@ -1,0 +1,158 @@
+package tables
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cilium/statedb"
+
+	"github.com/lbstate/lbstate/lb"
+)
+
+var (
+	histWeb = lb.NewServiceName("shop", "web")
+	histFE  = lb.MustParseL3n4Addr("10.96.0.10:80/TCP")
+	histB1  = lb.MustParseL3n4Addr("10.0.1.1:8080/TCP")
+	histB2  = lb.MustParseL3n4Addr("10.0.1.2:8080/TCP")
+)
+
+func histService(t testing.TB, w *Writer, txn statedb.WriteTxn, backends ...lb.L3n4Addr) {
+	t.Helper()
+	err := w.UpsertService(txn, lb.ServiceParams{Name: histWeb, Source: lb.SourceK8s,
+		Frontends: []lb.FrontendParams{{Address: histFE, Type: lb.SVCTypeClusterIP}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var params []lb.BackendParams
+	for _, a := range backends {
+		params = append(params, lb.BackendParams{Address: a, Weight: 1})
+	}
+	if err := w.SetBackends(txn, histWeb, lb.SourceK8s, params...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHistoryEntryCommitsAndAbortsWithTheTableChange(t *testing.T) {
+	w := newTestWriter(t)
+	sliceCause := &Cause{Source: "k8s", Kind: "EndpointSlice", Name: "shop/web-abc", Version: "resourceVersion 4711"}
+
+	txn := w.WriteTxn()
+	w.SetCause(txn, sliceCause)
+	histService(t, w, txn, histB1, histB2)
+	txn.Abort()
+	if recs, _ := w.History().Records(HistoryQuery{}); len(recs) != 0 {
+		t.Fatalf("aborted transaction left %d history records: %+v", len(recs), recs)
+	}
+	if n := w.Frontends().NumObjects(w.db.ReadTxn()); n != 0 {
+		t.Fatalf("aborted transaction left %d frontends", n)
+	}
+
+	txn = w.WriteTxn()
+	w.SetCause(txn, sliceCause)
+	histService(t, w, txn, histB1, histB2)
+	// Not visible before the commit.
+	if recs, _ := w.History().Records(HistoryQuery{}); len(recs) != 0 {
+		t.Fatalf("records before the commit: %+v", recs)
+	}
+	txn.Commit()
+	recs, _ := w.History().Records(HistoryQuery{})
+	if len(recs) != 1 {
+		t.Fatalf("want 1 record after the commit, got %+v", recs)
+	}
+	r := recs[0]
+	if r.Frontend != histFE || r.Change != "created" || r.Cause != "k8s EndpointSlice shop/web-abc resourceVersion 4711" {
+		t.Fatalf("record: %+v", r)
+	}
+	if len(r.Added) != 2 || !strings.HasPrefix(r.Added[0], histB1.String()) {
+		t.Fatalf("added: %q", r.Added)
+	}
+	if _, _, found := w.Frontends().Get(w.db.ReadTxn(), FrontendByAddress.Query(histFE)); !found {
+		t.Fatal("committed frontend missing")
+	}
+}
+
+func TestHistorySaysWhichCauseRemovedABackend(t *testing.T) {
+	w := newTestWriter(t)
+	mustWrite(t, w, func(txn statedb.WriteTxn) error {
+		histService(t, w, txn, histB1, histB2)
+		return nil
+	})
+	// A batch of several objects: the cause of each call goes with the
+	// service it changed.
+	other := lb.NewServiceName("shop", "other")
+	mustWrite(t, w, func(txn statedb.WriteTxn) error {
+		return w.BatchFor(txn, &Cause{Source: "k8s", Kind: "Service", Name: "shop/other"}, func() error {
+			if err := w.UpsertService(txn, lb.ServiceParams{Name: other, Source: lb.SourceK8s,
+				Frontends: []lb.FrontendParams{{Address: lb.MustParseL3n4Addr("10.96.0.11:80/TCP"), Type: lb.SVCTypeClusterIP}}}); err != nil {
+				return err
+			}
+			w.SetCause(txn, &Cause{Source: "k8s", Kind: "EndpointSlice", Name: "shop/web-abc", Version: "resourceVersion 12"})
+			return w.SetBackends(txn, histWeb, lb.SourceK8s, lb.BackendParams{Address: histB1, Weight: 1})
+		})
+	})
+	recs, _ := w.History().Records(HistoryQuery{Frontend: histFE})
+	if len(recs) != 2 {
+		t.Fatalf("want 2 records of %s, got %+v", histFE, recs)
+	}
+	r := recs[1]
+	if r.Cause != "k8s EndpointSlice shop/web-abc resourceVersion 12" || len(r.Removed) != 1 || !strings.HasPrefix(r.Removed[0], histB2.String()) {
+		t.Fatalf("why did %s leave %s: %+v", histB2, histFE, r)
+	}
+	if recs[0].Cause != UnknownCause {
+		t.Fatalf("a call without a cause: %q", recs[0].Cause)
+	}
+	if recs, _ := w.History().Records(HistoryQuery{Service: other}); len(recs) != 1 || recs[0].Cause != "k8s Service shop/other" {
+		t.Fatalf("records of %s: %+v", other, recs)
+	}
+}
+
+func TestHistoryEvictsTheOldestBeyondItsMemoryCap(t *testing.T) {
+	w := newTestWriter(t)
+	w.history = NewHistory(4096)
+	addrs := []lb.L3n4Addr{histB1, histB2}
+	for i := range 40 {
+		mustWrite(t, w, func(txn statedb.WriteTxn) error {
+			histService(t, w, txn, addrs[:1+i%2]...)
+			return nil
+		})
+	}
+	st := w.History().Stats()
+	if st.Bytes > 4096 || st.Entries == 0 || st.Evicted == 0 || uint64(st.Entries)+st.Evicted != 40 {
+		t.Fatalf("stats after 40 changes under a 4096-byte cap: %+v", st)
+	}
+	recs, _ := w.History().Records(HistoryQuery{})
+	if len(recs) != st.Entries || recs[len(recs)-1].Seq != 40 || recs[0].Seq != uint64(41-st.Entries) {
+		t.Fatalf("kept %d records, seqs %d..%d; want the newest", len(recs), recs[0].Seq, recs[len(recs)-1].Seq)
+	}
+	if !slices.IsSortedFunc(recs, func(a, b HistoryRecord) int { return int(a.Seq) - int(b.Seq) }) {
+		t.Fatal("records out of order")
+	}
+}
+
+func TestHistoryOffKeepsNothing(t *testing.T) {
+	w := newTestWriter(t)
+	w.history = NewHistory(0)
+	mustWrite(t, w, func(txn statedb.WriteTxn) error {
+		histService(t, w, txn, histB1)
+		return nil
+	})
+	if recs, _ := w.History().Records(HistoryQuery{}); len(recs) != 0 {
+		t.Fatalf("history off kept %+v", recs)
+	}
+}
+
+func TestHistoryRecordsSinceKeepsTheLaterOnes(t *testing.T) {
+	w := newTestWriter(t)
+	mustWrite(t, w, func(txn statedb.WriteTxn) error { histService(t, w, txn, histB1); return nil })
+	mustWrite(t, w, func(txn statedb.WriteTxn) error { histService(t, w, txn, histB2); return nil })
+	all, _ := w.History().Records(HistoryQuery{})
+	if len(all) != 2 {
+		t.Fatalf("records: %+v", all)
+	}
+	later, _ := w.History().Records(HistoryQuery{Since: all[1].Time})
+	after, _ := w.History().Records(HistoryQuery{After: all[0].Seq})
+	if len(later) != 1 || later[0].Seq != all[1].Seq || len(after) != 1 || after[0].Seq != all[1].Seq {
+		t.Fatalf("since %v: %+v; after %d: %+v", all[1].Time, later, all[0].Seq, after)
+	}
+}

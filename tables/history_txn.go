@@ -1,0 +1,81 @@
+package tables
+
+import (
+	"time"
+
+	"github.com/cilium/statedb"
+
+	"github.com/lbstate/lbstate/lb"
+)
+
+// journalTxn is a write transaction from Writer.WriteTxn: it carries the
+// cause of the calls under way (SetCause) and the history entries staged
+// by them, which reach the History when, and only if, it commits.
+type journalTxn struct {
+	statedb.WriteTxn
+	h      *History
+	cause  *Cause
+	staged []*historyEntry
+}
+
+// Commit commits the transaction and appends its entries, under the
+// journal's lock so that entries are in the order of their commits.
+func (t *journalTxn) Commit() statedb.ReadTxn {
+	if len(t.staged) == 0 {
+		return t.WriteTxn.Commit()
+	}
+	for _, e := range t.staged { // outside the lock
+		e.size = entrySize(e)
+	}
+	// The time is taken before the commit: a reconciler that reads the
+	// rows as soon as they are committed writes a later status.
+	now := time.Now()
+	t.h.mu.Lock()
+	defer t.h.mu.Unlock()
+	rtxn := t.WriteTxn.Commit()
+	t.h.appendLocked(t.staged, now)
+	t.staged = nil
+	return rtxn
+}
+
+// Abort drops the transaction and its entries.
+func (t *journalTxn) Abort() {
+	t.staged = nil
+	t.WriteTxn.Abort()
+}
+
+// stage records a frontend row change (old or new nil: created, deleted).
+// A frontend changed twice in one transaction (Writer calls outside a
+// Batch each refresh) gets one entry: from the row before the first to
+// the row after the last, with the causes of both. Only the last few
+// entries are looked at: one service's frontends are staged together.
+func (ch *changes) stage(e *historyEntry) {
+	jt := ch.jt
+	if jt == nil {
+		return
+	}
+	for i := len(jt.staged) - 1; i >= max(0, len(jt.staged)-8); i-- {
+		if p := jt.staged[i]; p.addr == e.addr {
+			p.new = e.new
+			p.service = e.service
+			p.causes.join(e.causes)
+			return
+		}
+	}
+	jt.staged = append(jt.staged, e)
+}
+
+// causesOf returns what caused a service's change in this call or batch.
+func (ch *changes) causesOf(name lb.ServiceName) causeSet {
+	if i, ok := ch.services[name]; ok {
+		return ch.causes[i]
+	}
+	return causeSet{first: ch.cause}
+}
+
+// journal points ch at txn's journal and the cause of the call under way.
+func (ch *changes) journal(txn statedb.WriteTxn) {
+	if jt, ok := txn.(*journalTxn); ok {
+		ch.jt, ch.cause = jt, jt.cause
+	}
+}
