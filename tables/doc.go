@@ -17,6 +17,12 @@
 // field), after which the transaction is still good, and anything else,
 // after which it must be aborted.
 //
+// Deleted rows stay reachable a while: StateDB keeps them for its change
+// iterators until every one has seen them, and then, in the transaction
+// it keeps for reuse, until the next write. Cell releases the latter a
+// few seconds after changes (Writer.ReleaseDeleted), so that memory comes
+// back after a delete-all; an agent built with New calls it itself.
+//
 // ScriptCommands exports lb/* commands for script tests (txtar), to use
 // beside statedb's db/* commands.
 package tables
