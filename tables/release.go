@@ -33,7 +33,8 @@ func (w *Writer) ReleaseDeleted() {
 }
 
 func releaseDeleted(db *statedb.DB, t *tableSet) {
-	txn := db.WriteTxn(t.services, t.frontends, t.backends)
+	// A handle of its own names these transactions in the metrics.
+	txn := db.NewHandle("lb-tables-release").WriteTxn(t.services, t.frontends, t.backends)
 	defer txn.Abort()
 	// Zero values: no row of the Writer's has their keys, and what the
 	// insert replaces, if anything, the abort puts back.
