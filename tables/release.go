@@ -48,8 +48,8 @@ func releaseDeleted(db *statedb.DB, t *tableSet) {
 }
 
 // releaseSchedule says when the tables' Cell releases (ReleaseDeleted):
-// first after a change, then after twice as long each time, up to last,
-// and no more until the next change. A change during the schedule
+// first after a change, then first, 2 x first, ... up to last after each
+// release, and no more until the next change. A change during the schedule
 // starts it over without putting off the release under way, so a table
 // that changes all the time is released every first. The graveyard is
 // collected once every change iterator (the reconciler, a health
