@@ -14,7 +14,8 @@ import (
 // (statedb.Table[*lb.Service] and friends), the *Writer that changes them,
 // ReconcilerFrontends for the reconciler's status write-back, and the lb/*
 // script commands; with metrics.Cell, lbstate_topology_* in its registry.
-// It needs statedb.Cell.
+// After changes it releases what StateDB keeps of the tables' past
+// (Writer.ReleaseDeleted). It needs statedb.Cell.
 var Cell = cell.Module(
 	"lb-tables",
 	"Load-balancing tables and their Writer",
@@ -35,4 +36,5 @@ var Cell = cell.Module(
 		func(w *Writer) hive.ScriptCmdsOut { return hive.NewScriptCmds(ScriptCommands(w)) },
 	),
 	cell.Invoke(registerMetrics),
+	cell.Invoke(startReleasing), // release.go
 )

@@ -23,6 +23,12 @@
 // the transaction commits and dropped when it aborts; bounded by
 // --history-max-bytes (HistoryConfig).
 //
+// Deleted rows stay reachable a while: StateDB keeps them for its change
+// iterators until every one has seen them, and then, in the transaction
+// it keeps for reuse, until the next write. Cell releases the latter a
+// few seconds after changes (Writer.ReleaseDeleted), so that memory comes
+// back after a delete-all; an agent built with New calls it itself.
+//
 // ScriptCommands exports lb/* commands for script tests (txtar), to use
 // beside statedb's db/* commands (lb/history prints the journal).
 package tables

@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
+	"maps"
 	"runtime"
-	"runtime/pprof"
+	"sync"
 	"time"
+
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/statedb"
 )
 
 // Memory after a delete-all: everything a pipeline held for its services
@@ -27,14 +30,10 @@ func liveHeap() uint64 {
 // returns the live heap before (fresh) and after. Fresh is measured once
 // one service came and went, so that what the first service allocates
 // counts on both sides. The objects are made as pushed and not kept, as an
-// informer's store drops them on delete.
-//
-// After the delete-all one more service comes and goes: StateDB's
-// graveyard keeps the last deleted frontends until its next collection,
-// which a later deletion triggers; a live agent deletes all the time.
-// The caller polls liveHeap for the figure after: the collection runs at
-// most once a second.
-func (b *bench) retained(services, backends int) (fresh uint64, err error) {
+// informer's store drops them on delete. Each figure is taken once the
+// pipeline is idle: StateDB collected its graveyards (g) and what it
+// kept of the tables' past was released (idle).
+func (b *bench) retained(services, backends int, g *graveyards, atFresh func()) (fresh, after uint64, err error) {
 	cycle := func(from, to int) error {
 		for i := from; i < to; i++ {
 			svc, es := objects(i, backends, 0)
@@ -49,27 +48,85 @@ func (b *bench) retained(services, backends int) (fresh uint64, err error) {
 			b.refl.Push(es, true)
 			b.refl.Push(svc, true)
 		}
-		return b.settle(0, 0)
+		if err := b.settle(0, 0); err != nil {
+			return err
+		}
+		return b.idle(g)
 	}
 	if err := cycle(services, services+1); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	fresh = liveHeap()
-	if err := cycle(0, services); err != nil {
-		return 0, err
+	if atFresh != nil {
+		atFresh()
 	}
-	return fresh, cycle(services, services+1)
+	if err := cycle(0, services); err != nil {
+		return 0, 0, err
+	}
+	return fresh, liveHeap(), nil
 }
 
-// settledHeap polls liveHeap until it is at most bound or for wait, and
-// returns the lowest figure seen.
-func settledHeap(bound uint64, wait time.Duration) uint64 {
-	low := liveHeap()
-	for deadline := time.Now().Add(wait); low > bound && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
-		low = min(low, liveHeap())
+// idle waits until every change iterator saw the deletions and StateDB
+// collected them (its graveyards are empty), then releases what StateDB
+// keeps of the tables as they were before (tables.Writer.ReleaseDeleted),
+// as the tables' Cell does on its own a few seconds after deletions.
+func (b *bench) idle(g *graveyards) error {
+	deadline := time.Now().Add(time.Minute)
+	for !g.empty() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("StateDB's graveyards still hold %v deleted rows after a minute", g.counts())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return low
+	b.w.ReleaseDeleted()
+	return nil
+}
+
+// graveyards records how many deleted rows each StateDB table holds for
+// its change iterators (statedb.Metrics, which StateDB tells at every
+// commit and after every collection).
+type graveyards struct {
+	mu      sync.Mutex
+	deleted map[string]int
+}
+
+func newGraveyards() *graveyards { return &graveyards{deleted: map[string]int{}} }
+
+func (g *graveyards) empty() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, n := range g.deleted {
+		if n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (g *graveyards) counts() map[string]int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return maps.Clone(g.deleted)
+}
+
+func (g *graveyards) GraveyardObjectCount(table string, n int) {
+	g.mu.Lock()
+	g.deleted[table] = n
+	g.mu.Unlock()
+}
+
+func (*graveyards) WriteTxnTableAcquisition(string, string, time.Duration)   {}
+func (*graveyards) WriteTxnTotalAcquisition(string, []string, time.Duration) {}
+func (*graveyards) WriteTxnDuration(string, []string, time.Duration)         {}
+func (*graveyards) GraveyardLowWatermark(string, statedb.Revision)           {}
+func (*graveyards) GraveyardCleaningDuration(string, time.Duration)          {}
+func (*graveyards) ObjectCount(string, int)                                  {}
+func (*graveyards) DeleteTrackerCount(string, int)                           {}
+func (*graveyards) Revision(string, statedb.Revision)                        {}
+
+// graveyardCell gives g to StateDB as its metrics.
+func graveyardCell(g *graveyards) cell.Cell {
+	return cell.Provide(func() statedb.Metrics { return g })
 }
 
 // runRetained is --memory-after-delete: the live heap of a fresh
@@ -78,22 +135,24 @@ func runRetained(o options, out io.Writer) error {
 	if o.memProfile != "" {
 		runtime.MemProfileRate = 4096
 	}
+	g := newGraveyards()
+	o.cells = append(o.cells, graveyardCell(g))
 	b, err := newBench(o)
 	if err != nil {
 		return err
 	}
 	defer b.stop()
 	start := time.Now()
-	fresh, err := b.retained(o.services, o.backends)
+	var atFresh func()
+	if o.memProfile != "" { // FILE.fresh, for pprof -base
+		atFresh = func() { writeHeapProfile(o.memProfile + ".fresh") }
+	}
+	fresh, after, err := b.retained(o.services, o.backends, g, atFresh)
 	if err != nil {
 		return err
 	}
-	after := settledHeap(fresh, 5*time.Second)
 	if o.memProfile != "" { // what is left
-		if f, err := os.Create(o.memProfile); err == nil {
-			pprof.WriteHeapProfile(f)
-			f.Close()
-		}
+		writeHeapProfile(o.memProfile)
 	}
 	res := struct {
 		Maps     string  `json:"maps"`
