@@ -29,9 +29,7 @@ type JSONAppender interface {
 // chunks in flight.
 func dumpHandler(db *statedb.DB) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "use GET", http.StatusMethodNotAllowed)
+		if !getOnly(w, r) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -166,4 +164,15 @@ func appendRow(out []byte, row any) (res []byte) {
 		return append(out, "\"marshalling error: "+err.Error()+"\""...)
 	}
 	return append(out, js...)
+}
+
+// getOnly answers a request that is neither GET nor HEAD with 405, and
+// says whether the request is one.
+func getOnly(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	http.Error(w, "use GET", http.StatusMethodNotAllowed)
+	return false
 }

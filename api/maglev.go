@@ -27,9 +27,7 @@ type MaglevTable struct {
 // and reads both again when they differ.
 func maglevTables(m *bpf.Maps) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "use GET", http.StatusMethodNotAllowed)
+		if !getOnly(w, r) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/jsonl")

@@ -54,8 +54,9 @@ func historyCmd(w *Writer) script.Cmd {
 		})
 }
 
-// HistoryLine prints a record in one line, without its time and outcome.
-func HistoryLine(r HistoryRecord) string {
+// What lists what the change did: "+BACKEND" for each backend added,
+// "-BACKEND" for each removed, then the other changes.
+func (r HistoryRecord) What() []string {
 	var what []string
 	for _, a := range r.Added {
 		what = append(what, "+"+a)
@@ -63,7 +64,12 @@ func HistoryLine(r HistoryRecord) string {
 	for _, d := range r.Removed {
 		what = append(what, "-"+d)
 	}
-	what = append(what, r.Changed...)
+	return append(what, r.Changed...)
+}
+
+// HistoryLine prints a record in one line, without its time and outcome.
+func HistoryLine(r HistoryRecord) string {
+	what := r.What()
 	line := fmt.Sprintf("%s %s by %s", r.Frontend, r.Change, r.Cause)
 	if len(what) > 0 {
 		line += ": " + strings.Join(what, ", ")

@@ -224,14 +224,7 @@ func (r historyRow) TableHeader() []string {
 }
 
 func (r historyRow) TableRow() []string {
-	var what []string
-	for _, a := range r.Added {
-		what = append(what, "+"+a)
-	}
-	for _, d := range r.Removed {
-		what = append(what, "-"+d)
-	}
-	what = append(what, r.Changed...)
+	what := tables.HistoryRecord(r).What()
 	change := r.Change
 	if len(what) > 0 {
 		change += ": " + strings.Join(what, ", ")
