@@ -31,8 +31,12 @@ type History struct {
 	nextSeq uint64
 	evicted uint64
 	// last is, per frontend address, the sequence number of its newest
-	// entry, so that the reconciler's outcome finds it.
-	last map[lb.L3n4Addr]uint64
+	// entry, so that the reconciler's outcome finds it. It is brought up
+	// to date (indexLocked) when read, not on every commit: a map update
+	// per change was most of the journal's cost to the Writer. indexed
+	// is the last sequence number it has seen.
+	last    map[lb.L3n4Addr]uint64
+	indexed uint64
 	// changed is closed and replaced on every append (watchers).
 	changed chan struct{}
 	// status reads a frontend's status now (nil: never), for the
@@ -116,12 +120,33 @@ func (h *History) appendLocked(staged []*historyEntry, when time.Time) {
 		h.entries[(h.head+h.n)%len(h.entries)] = e
 		h.n++
 		h.bytes += e.size
-		if prev := h.at(h.last[e.addr]); prev != nil && prev.outcome.State == "" && prev.new != nil {
-			prev.outcome.State = OutcomeSuperseded // the reconciler writes only the newest row
-		}
-		h.last[e.addr] = e.seq
 	}
 	h.notifyLocked()
+}
+
+// indexLocked brings last up to date with the entries appended since it
+// last ran (h.mu held), and marks an entry superseded when a later one
+// of its frontend came before any outcome: the reconciler writes only
+// the newest row. Outcomes are attached only after it ran, so marking
+// late marks what marking at once would have.
+func (h *History) indexLocked() {
+	if h.n > 0 {
+		for seq := max(h.indexed+1, h.entries[h.head].seq); seq < h.nextSeq; seq++ {
+			e := h.at(seq)
+			if prev := h.at(h.last[e.addr]); prev != nil && prev.outcome.State == "" && prev.new != nil {
+				prev.outcome.State = OutcomeSuperseded
+			}
+			h.last[e.addr] = seq
+		}
+	}
+	h.indexed = h.nextSeq - 1
+	if len(h.last) > 2*h.n+64 { // frontends whose entries all left
+		for addr, seq := range h.last {
+			if h.at(seq) == nil {
+				delete(h.last, addr)
+			}
+		}
+	}
 }
 
 func (h *History) notifyLocked() {
@@ -144,9 +169,6 @@ func (h *History) evictLocked() {
 	h.n--
 	h.bytes -= e.size
 	h.evicted++
-	if h.last[e.addr] == e.seq {
-		delete(h.last, e.addr)
-	}
 	// The ring shrinks back when it is mostly empty (a burst is over).
 	if len(h.entries) > 256 && h.n < len(h.entries)/8 {
 		next := make([]*historyEntry, len(h.entries)/4)

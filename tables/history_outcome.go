@@ -68,6 +68,7 @@ const outcomeInterval = 100 * time.Millisecond
 func (h *History) reconciled(addr lb.L3n4Addr, st reconciler.Status) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.indexLocked()
 	e := h.at(h.last[addr])
 	if e == nil || e.new == nil || st.UpdatedAt.Before(e.when) {
 		return

@@ -54,6 +54,7 @@ type HistoryQuery struct {
 func (h *History) Records(q HistoryQuery) ([]HistoryRecord, <-chan struct{}) {
 	h.readOutcomes(q)
 	h.mu.Lock()
+	h.indexLocked()
 	var picked []*historyEntry
 	var outcomes []Outcome
 	for i := range h.n {
@@ -223,6 +224,7 @@ func (h *History) readOutcomes(q HistoryQuery) {
 		return
 	}
 	h.mu.Lock()
+	h.indexLocked()
 	var addrs []lb.L3n4Addr
 	for addr, seq := range h.last {
 		if q.Frontend.IsValid() && addr != q.Frontend {
