@@ -151,14 +151,16 @@ func encodeRows(out []byte, rows []any) []byte {
 // appendRow appends one row's JSON, as StateDB's dump writes it: an error
 // or a panic of its encoding becomes a string saying so.
 func appendRow(out []byte, row any) (res []byte) {
-	if a, ok := row.(JSONAppender); ok {
-		return a.AppendJSON(out)
-	}
+	// A panic here is in a worker goroutine, which nothing else recovers:
+	// it must not take the agent down.
 	defer func() {
 		if r := recover(); r != nil {
 			res = fmt.Appendf(out, "\"panic marshalling JSON: %.32s\"", r)
 		}
 	}()
+	if a, ok := row.(JSONAppender); ok {
+		return a.AppendJSON(out)
+	}
 	js, err := json.Marshal(row)
 	if err != nil {
 		return append(out, "\"marshalling error: "+err.Error()+"\""...)

@@ -140,13 +140,17 @@ func (o *ops) claimFrontend(addr lb.L3n4Addr) (*frontendState, error) {
 		return o.feStates.at(i), nil
 	}
 	i, ok := o.restoredFrontends.get(k)
+	if !ok {
+		i, ok = o.claimRestoredRevNat(k)
+	}
+	if !ok {
+		// An older agent's lb_rev_nat entry has no protocol or scope
+		// (zero, read as ANY and external): its frontend takes it,
+		// which the rewrite of the entry then completes.
+		i, ok = o.claimRestoredRevNat(keyOf(lb.NewL3n4Addr(lb.ProtoAny, addr.Addr(), addr.Port(), lb.ScopeExternal)))
+	}
 	if ok {
 		o.restoredFrontends.del(k) // its backends' references were counted at restore
-	} else if is := o.restoredRevNat[k]; len(is) > 0 {
-		i = is[0]
-		if o.restoredRevNat[k] = is[1:]; len(is) == 1 {
-			delete(o.restoredRevNat, k)
-		}
 	} else {
 		if err := o.mayTakeID(addr); err != nil {
 			return nil, err
@@ -159,6 +163,19 @@ func (o *ops) claimFrontend(addr lb.L3n4Addr) (*frontendState, error) {
 	}
 	o.frontends.set(k, i)
 	return o.feStates.at(i), nil
+}
+
+// claimRestoredRevNat takes the lowest-ID frontend state restored from
+// lb_rev_nat alone for k, if any.
+func (o *ops) claimRestoredRevNat(k addrKey) (uint32, bool) {
+	is := o.restoredRevNat[k]
+	if len(is) == 0 {
+		return 0, false
+	}
+	if o.restoredRevNat[k] = is[1:]; len(is) == 1 {
+		delete(o.restoredRevNat, k)
+	}
+	return is[0], true
 }
 
 // newFrontendState returns a new frontend state, and its arena index.

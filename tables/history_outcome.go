@@ -85,9 +85,11 @@ func (h *History) reconciled(addr lb.L3n4Addr, st reconciler.Status) {
 		}
 		e.outcome = o
 	case reconciler.StatusKindError:
-		if e.outcome.State == "" || e.outcome.State == OutcomeError {
-			e.outcome = Outcome{State: OutcomeError, Error: st.GetError(), Latency: latency}
+		o := Outcome{State: OutcomeError, Error: st.GetError(), Latency: latency}
+		if e.outcome == o || e.outcome.State != "" && e.outcome.State != OutcomeError {
+			return // the same error again wakes no watcher
 		}
+		e.outcome = o
 	}
 	h.notifyLocked()
 }

@@ -30,9 +30,10 @@ const (
 	sweepEnv = "LBSTATE_TEST_CGROUP_SWEEP"
 )
 
-// Main runs the package's tests (m.Run) and exits with their status. Run
-// as root, it runs them in a child process with a mount namespace of its
-// own (its mounts private, as unshare(1) makes them): the bpffs and
+// Main runs the package's tests (m.Run) and exits with their status.
+// Where it may (root, CAP_SYS_ADMIN), it runs them in a child process
+// with a mount namespace of its own (its mounts private, as unshare(1)
+// makes them): the bpffs and
 // cgroup2 mounts of PinDir and Cgroup die with that process however it
 // ends, also when it is killed (by go test's -timeout, say) before its
 // cleanups ran, and Main then removes the cgroups it left. A package
@@ -48,7 +49,7 @@ func Run(tests func() int) {
 	if dir, ok := os.LookupEnv(sweepEnv); ok {
 		os.Exit(sweepCgroups(dir))
 	}
-	if os.Geteuid() != 0 || os.Getenv(mountNSEnv) != "" {
+	if os.Getenv(mountNSEnv) != "" {
 		os.Exit(tests())
 	}
 	os.Exit(runInMountNS(tests))
@@ -73,13 +74,27 @@ func runInMountNS(tests func() int) int {
 	// The child gets the terminal's signals itself (one process group);
 	// this one waits for it to act on them.
 	if err := cmd.Start(); err != nil {
-		// Root without CAP_SYS_ADMIN, say: the tests that mount fail
-		// or skip as they would have, saying why.
-		fmt.Fprintf(os.Stderr, "bpftest.Main: cannot run the tests in a mount namespace of their own: %v\n", err)
+		// Not privileged to make a mount namespace: then not to mount
+		// either, and the tests that mount skip or fail as they would
+		// have, saying why.
+		if !errors.Is(err, syscall.EPERM) {
+			fmt.Fprintf(os.Stderr, "bpftest.Main: cannot run the tests in a mount namespace of their own: %v\n", err)
+		}
 		return tests()
 	}
-	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM)
+	// The tests get the signals this process gets (go test's SIGQUIT at
+	// its timeout, for the goroutine dump; a SIGTERM to this pid): they
+	// act on them, and this process waits for them to end.
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM)
+	go func() {
+		for sig := range signals {
+			cmd.Process.Signal(sig)
+		}
+	}()
 	err = cmd.Wait()
+	signal.Stop(signals)
+	close(signals)
 	code := 0
 	if exit, ok := errors.AsType[*exec.ExitError](err); ok {
 		code = exit.ExitCode()
@@ -183,5 +198,5 @@ func logCgroup(root, dir string) {
 }
 
 // inOwnMountNS says whether PinDir's and Cgroup's mounts die with the
-// process: Main runs the tests so, as root.
+// process: Main runs the tests so where it may.
 func inOwnMountNS() bool { return os.Getenv(mountNSEnv) != "" }
