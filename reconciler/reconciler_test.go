@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -359,7 +358,7 @@ func churn(t *testing.T, maps *bpf.Maps, cfg func(*reconciler.Config), pressure 
 
 	violations := make(chan string, 10)
 	checks := atomic.Int64{}
-	stopChecking := keepChecking(func() {
+	stopChecking := bpftest.KeepChecking(func() {
 		if v := checkMaps(maps); v != "" {
 			select {
 			case violations <- v:
@@ -419,30 +418,6 @@ func churn(t *testing.T, maps *bpf.Maps, cfg func(*reconciler.Config), pressure 
 		t.Fatalf("only %d checks ran, fewer than one per 500 operations", checks.Load())
 	}
 	return a
-}
-
-// keepChecking calls check over and over in a goroutine, until the
-// function it returns is first called; that waits for the goroutine to
-// end.
-func keepChecking(check func()) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			check()
-		}
-	}()
-	return sync.OnceFunc(func() {
-		close(done)
-		wg.Wait()
-	})
 }
 
 // checkMaps reads the maps the way a datapath would and reports a

@@ -57,7 +57,7 @@ func TestRestartKeepsIDsAndPrunesAfterSync(t *testing.T) {
 		}
 	}
 	var missing atomic.Value
-	stopChecking := keepChecking(func() {
+	stopChecking := bpftest.KeepChecking(func() {
 		now := dumpText(t, maps2)
 		for _, line := range keep {
 			if !bytes.Contains([]byte(now), []byte(line+"\n")) {

@@ -41,7 +41,7 @@ func TestRestartsWithReusedIDsUnderChurnKeepEverySlotsBackend(t *testing.T) {
 	current.Store(maps)
 	violations := make(chan string, 1)
 	startChecking := func() func() {
-		return keepChecking(func() {
+		return bpftest.KeepChecking(func() {
 			if v := checkMaps(current.Load()); v != "" {
 				select {
 				case violations <- v:

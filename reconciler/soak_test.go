@@ -75,7 +75,7 @@ func TestSoakFullMapsRestartsAndBadInput(t *testing.T) {
 	violations := make(chan string, 1)
 	checks := atomic.Int64{}
 	startChecking := func() func() {
-		return keepChecking(func() {
+		return bpftest.KeepChecking(func() {
 			if v := checkMaps(current.Load()); v != "" {
 				select {
 				case violations <- v:

@@ -17,6 +17,7 @@ import (
 	statedbreconciler "github.com/cilium/statedb/reconciler"
 
 	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/tables"
 )
@@ -232,7 +233,7 @@ type heapPeak struct {
 func watchHeap() *heapPeak {
 	h := &heapPeak{}
 	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	h.stop = keepChecking(func() {
+	h.stop = bpftest.KeepChecking(func() {
 		metrics.Read(sample)
 		v := sample[0].Value.Uint64()
 		for {

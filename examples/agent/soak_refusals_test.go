@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -116,27 +115,4 @@ func exportConfigsRefused(t *testing.T, w *soakWorld) {
 			}
 		}()
 	}
-}
-
-// keepChecking runs check over and over until the returned stop is
-// called.
-func keepChecking(check func()) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			check()
-		}
-	}()
-	return sync.OnceFunc(func() {
-		close(done)
-		wg.Wait()
-	})
 }

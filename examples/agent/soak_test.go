@@ -144,7 +144,7 @@ func TestSoakAgentHostileInputsAndSecondAgent(t *testing.T) {
 	// restarts (a map is not read while it is closed).
 	violation := make(chan string, 1)
 	startChecking := func(m *bpf.Maps) func() {
-		return keepChecking(func() {
+		return bpftest.KeepChecking(func() {
 			if v := slotsNameBackends(m); v != "" {
 				select {
 				case violation <- v:
