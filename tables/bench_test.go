@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/cilium/statedb"
 
@@ -279,14 +278,9 @@ func BenchmarkHistoryCostPerChange(b *testing.B) {
 	for i := 0; i < b.N; {
 		for end := min(i+500, b.N); i < end; i++ {
 			row := rows[i%len(rows)]
-			ch.stage(&historyEntry{addr: row.Address, service: row.Service, causes: causeSet{first: cause}, old: row, new: row})
+			ch.stage(historyEntry{addr: row.Address, service: row.Service, causes: causeSet{first: cause}, old: row})
 		}
-		for _, e := range jt.staged {
-			e.size = entrySize(e)
-		}
-		h.mu.Lock()
-		h.appendLocked(jt.staged, time.Now())
-		h.mu.Unlock()
+		h.commit(jt.staged, func() {})
 		jt.staged = jt.staged[:0]
 	}
 }

@@ -1,7 +1,9 @@
 package tables
 
 import (
+	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/cilium/statedb"
 )
@@ -10,16 +12,24 @@ import (
 // that the history (History) of the frontends it changes answers "who
 // said so": for example
 //
-//	&tables.Cause{Source: "k8s", Kind: "EndpointSlice", Name: "shop/web-abc", Version: "resourceVersion 4711"}
+//	&tables.Cause{Source: "k8s", Kind: "EndpointSlice", Namespace: "shop", Name: "web-abc", ResourceVersion: "4711"}
 //	&tables.Cause{Source: "health", Name: "10.0.2.1:8080", Detail: "breaker tripped"}
 //
 // A Cause is immutable once given to the Writer: entries share it.
+//
+// A Kubernetes object's namespace and resourceVersion have fields of their
+// own, so that a source makes one allocation per cause, not one per
+// field it would otherwise concatenate ("shop/web-abc", "resourceVersion
+// 4711"): a cause is made for every object event, and the history keeps
+// it as long as its entries.
 type Cause struct {
-	Source  string `json:"source" yaml:"source"`                       // the source's name ("k8s", "health", "kvstore", ...)
-	Kind    string `json:"kind,omitempty" yaml:"kind,omitempty"`       // the object's kind ("Service", "EndpointSlice", "HTTPRoute")
-	Name    string `json:"name,omitempty" yaml:"name,omitempty"`       // namespace/name, an address, a cluster
-	Version string `json:"version,omitempty" yaml:"version,omitempty"` // "resourceVersion 4711", "generation 3", "revision 12"
-	Detail  string `json:"detail,omitempty" yaml:"detail,omitempty"`   // free text: "breaker tripped", "stale", "deleted"
+	Source          string `json:"source" yaml:"source"`                                       // the source's name ("k8s", "health", "kvstore", ...)
+	Kind            string `json:"kind,omitempty" yaml:"kind,omitempty"`                       // the object's kind ("Service", "EndpointSlice", "HTTPRoute")
+	Namespace       string `json:"namespace,omitempty" yaml:"namespace,omitempty"`             // the object's namespace, if it has one
+	Name            string `json:"name,omitempty" yaml:"name,omitempty"`                       // its name, an address, a cluster
+	ResourceVersion string `json:"resourceVersion,omitempty" yaml:"resourceVersion,omitempty"` // a Kubernetes object's, as the API server gave it
+	Version         string `json:"version,omitempty" yaml:"version,omitempty"`                 // other versions or places: "generation 3", "revision 12", "at FILE:LINE"
+	Detail          string `json:"detail,omitempty" yaml:"detail,omitempty"`                   // free text: "breaker tripped", "stale", "deleted"
 }
 
 // UnknownCause is what entries of Writer calls made without a cause say.
@@ -30,21 +40,27 @@ func (c *Cause) String() string {
 		return UnknownCause
 	}
 	var b strings.Builder
-	for _, s := range []string{c.Source, c.Kind, c.Name, c.Version} {
-		if s == "" {
-			continue
+	word := func(s ...string) {
+		if s[len(s)-1] == "" {
+			return
 		}
 		if b.Len() > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteString(s)
-	}
-	if c.Detail != "" {
-		if b.Len() > 0 {
-			b.WriteByte(' ')
+		for _, p := range s {
+			b.WriteString(p)
 		}
-		b.WriteString(c.Detail)
 	}
+	word(c.Source)
+	word(c.Kind)
+	if c.Namespace != "" {
+		word(c.Namespace, "/", c.Name)
+	} else {
+		word(c.Name)
+	}
+	word("resourceVersion ", c.ResourceVersion)
+	word(c.Version)
+	word(c.Detail)
 	return b.String()
 }
 
@@ -54,7 +70,7 @@ func (c *Cause) size() int {
 	if c == nil {
 		return 0
 	}
-	return 80 + len(c.Source) + len(c.Kind) + len(c.Name) + len(c.Version) + len(c.Detail)
+	return int(unsafe.Sizeof(*c)) + len(c.Namespace) + len(c.Name) + len(c.ResourceVersion) + len(c.Version) + len(c.Detail)
 }
 
 // SetCause says that the Writer calls with txn that follow, until the
@@ -79,35 +95,54 @@ func (w *Writer) BatchFor(txn statedb.WriteTxn, cause *Cause, fn func() error) e
 // causeSet is the causes of one service's change in a call or batch:
 // nearly always one.
 type causeSet struct {
-	first *Cause
-	more  []*Cause
+	// first, second and more are the causes in the order given, nil
+	// slots empty (an unknown cause among others is noCause). A service
+	// created in one batch with its endpoints has two: no slice then.
+	first, second *Cause
+	more          []*Cause
 }
 
+// noCause stands for an unknown cause in a set that has others.
+var noCause = new(Cause)
+
 func (s *causeSet) add(c *Cause) {
-	if c == s.first || s.first == nil && len(s.more) == 0 {
-		s.first = c
+	switch {
+	case s.first == nil:
+		s.first = c // nil: still empty, an unknown cause alone
 		return
+	case c == nil:
+		c = noCause
 	}
-	for _, m := range s.more {
-		if m == c {
-			return
-		}
+	switch {
+	case c == s.first || c == s.second:
+	case s.second == nil:
+		s.second = c
+	case !slices.Contains(s.more, c):
+		s.more = append(s.more, c)
 	}
-	s.more = append(s.more, c)
 }
 
 func (s *causeSet) join(o causeSet) {
-	if o.first != nil {
-		s.add(o.first)
-	}
-	for _, c := range o.more {
+	for _, c := range o.all() {
 		s.add(c)
 	}
 }
 
-func (s causeSet) list() []*Cause {
-	if s.first == nil && len(s.more) == 0 {
+// all returns the causes, nil for an unknown one; none if the only cause
+// is unknown.
+func (s causeSet) all() []*Cause {
+	if s.first == nil {
 		return nil
 	}
-	return append([]*Cause{s.first}, s.more...)
+	list := []*Cause{s.first}
+	if s.second != nil {
+		list = append(list, s.second)
+	}
+	list = append(list, s.more...)
+	for i, c := range list {
+		if c == noCause {
+			list[i] = nil
+		}
+	}
+	return list
 }

@@ -24,7 +24,7 @@ func ExampleWriter_SetCause() {
 	txn.Commit()
 
 	txn = w.WriteTxn()
-	w.SetCause(txn, &tables.Cause{Source: "k8s", Kind: "EndpointSlice", Name: "shop/web-abc", Version: "resourceVersion 4711"})
+	w.SetCause(txn, &tables.Cause{Source: "k8s", Kind: "EndpointSlice", Namespace: "shop", Name: "web-abc", ResourceVersion: "4711"})
 	err = w.SetBackends(txn, web, lb.SourceK8s, backends...)
 	if err != nil {
 		txn.Abort() // the history drops its entries with the transaction

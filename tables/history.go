@@ -3,17 +3,22 @@ package tables
 import (
 	"sync"
 	"time"
-
-	"github.com/cilium/statedb/reconciler"
+	"unsafe"
 
 	"github.com/lbstate/lbstate/lb"
 )
 
 // History is the journal of frontend changes: per change the Writer made
 // to a frontend row, when it was committed, what caused it (Cause), the
-// rows before and after (what changed is computed from them when read),
-// and what the reconciler did with it. It is an in-memory ring bounded by
-// bytes, the oldest entries leaving first.
+// row before it (what changed is computed when read, against the row
+// before the frontend's next change, or the row in the table for its
+// newest), and what the reconciler did with it. It is an in-memory ring
+// of entries held by value, bounded by bytes, the oldest leaving first.
+//
+// Why only the row before: the row a change wrote is replaced at once by
+// the reconciler's status write-back, so keeping it kept a second copy
+// of every row alive (and one more object for the collector to mark)
+// for what the next entry's row before, or the table, says anyway.
 //
 // Entries are staged in the write transaction (WriteTxn's) and appended
 // when it commits, under the ring's lock: a commit publishes the table
@@ -25,7 +30,7 @@ type History struct {
 	mu      sync.Mutex
 	max     int // bytes; 0: keep nothing
 	bytes   int
-	entries []*historyEntry // a ring: the oldest at head
+	entries []historyEntry // a ring: the oldest at head
 	head    int
 	n       int
 	nextSeq uint64
@@ -39,23 +44,55 @@ type History struct {
 	indexed uint64
 	// changed is closed and replaced on every append (watchers).
 	changed chan struct{}
-	// status reads a frontend's status now (nil: never), for the
-	// outcome of its newest entry when records are read.
-	status func(lb.L3n4Addr) (reconciler.Status, bool)
+	// rows returns a reader of frontends' rows as they are now (nil:
+	// none), for the status (the outcome of its newest entry) and the
+	// row after its newest change when records are read. Called with mu
+	// held: every journaled commit is made under mu, so the table then
+	// holds what the journal's newest entries wrote.
+	rows func() func(lb.L3n4Addr) (*lb.Frontend, bool)
 }
 
-// historyEntry is one change, as staged and kept.
+// historyEntry is one change, as staged and kept: by value in the ring,
+// so packed (136 B for one IPv4 or IPv6 frontend; the ring is most of
+// the journal's memory).
 type historyEntry struct {
-	seq      uint64
-	when     time.Time
-	addr     lb.L3n4Addr
-	service  lb.ServiceName
-	causes   causeSet
-	old, new *lb.Frontend // nil: created, deleted
-	size     int
-	// Filled in by the reconciler's outcome (under mu).
-	outcome Outcome
+	seq     uint64
+	when    int64 // the commit, Unix nanoseconds
+	addr    lb.L3n4Addr
+	service lb.ServiceName
+	causes  causeSet
+	old     *lb.Frontend // the row before; nil: created
+	// The reconciler's outcome (filled in under mu): its state, the
+	// error, and the time from the commit until the maps had it (done)
+	// or until the reconciler failed (error).
+	err     string
+	latency time.Duration
+	size    int32
+	state   outcomeState
+	deleted bool
 }
+
+// outcomeState is an Outcome's State in an entry.
+type outcomeState uint8
+
+const (
+	statePending outcomeState = iota
+	stateDone
+	stateError
+	stateSuperseded
+)
+
+func (e *historyEntry) outcome() Outcome {
+	o := Outcome{State: [...]string{OutcomePending, OutcomeDone, OutcomeError, OutcomeSuperseded}[e.state], Error: e.err, Latency: e.latency}
+	if e.state == statePending && e.deleted {
+		o.State = OutcomeRemoved
+	}
+	return o
+}
+
+// empty reports an entry that changed nothing: created and deleted in
+// one transaction.
+func (e *historyEntry) empty() bool { return e.old == nil && e.deleted }
 
 // Outcome is what the reconciler did with a change.
 type Outcome struct {
@@ -82,44 +119,42 @@ func NewHistory(maxBytes int) *History {
 func (h *History) Enabled() bool { return h != nil && h.max > 0 }
 
 // entrySize estimates what an entry keeps alive: itself, its causes and
-// the backend lists of the rows it holds (the rows are shared with the
-// table until they are replaced, charged anyway).
+// the row before with its backend lists.
 func entrySize(e *historyEntry) int {
-	n := 160 + e.causes.first.size()
+	n := int(unsafe.Sizeof(*e)) + e.causes.first.size() + e.causes.second.size()
 	for _, c := range e.causes.more {
 		n += 8 + c.size()
 	}
-	for _, f := range [2]*lb.Frontend{e.old, e.new} {
-		if f != nil {
-			n += 200 + 48*(len(f.Backends)+len(f.Hidden()))
-		}
+	if f := e.old; f != nil {
+		n += int(unsafe.Sizeof(*f)) + 48*(len(f.Backends)+len(f.Hidden()))
 	}
 	return n
 }
 
 // appendLocked adds staged entries (h.mu held), evicting the oldest
 // beyond the cap.
-func (h *History) appendLocked(staged []*historyEntry, when time.Time) {
-	for _, e := range staged {
-		if e.old == nil && e.new == nil {
-			continue // created and deleted in one transaction
+func (h *History) appendLocked(staged []historyEntry, when int64) {
+	for i := range staged {
+		e := &staged[i]
+		if e.empty() {
+			continue
 		}
 		e.when = when
-		if e.size > h.max {
+		if int(e.size) > h.max {
 			h.evicted++
 			continue
 		}
 		e.seq = h.nextSeq // (only kept ones: the ring's are consecutive)
 		h.nextSeq++
-		for h.bytes+e.size > h.max {
+		for h.bytes+int(e.size) > h.max {
 			h.evictLocked()
 		}
 		if h.n == len(h.entries) {
 			h.grow()
 		}
-		h.entries[(h.head+h.n)%len(h.entries)] = e
+		h.entries[(h.head+h.n)%len(h.entries)] = *e
 		h.n++
-		h.bytes += e.size
+		h.bytes += int(e.size)
 	}
 	h.notifyLocked()
 }
@@ -133,8 +168,8 @@ func (h *History) indexLocked() {
 	if h.n > 0 {
 		for seq := max(h.indexed+1, h.entries[h.head].seq); seq < h.nextSeq; seq++ {
 			e := h.at(seq)
-			if prev := h.at(h.last[e.addr]); prev != nil && prev.outcome.State == "" && prev.new != nil {
-				prev.outcome.State = OutcomeSuperseded
+			if prev := h.at(h.last[e.addr]); prev != nil && prev.state == statePending && !prev.deleted {
+				prev.state = stateSuperseded
 			}
 			h.last[e.addr] = seq
 		}
@@ -155,7 +190,7 @@ func (h *History) notifyLocked() {
 }
 
 func (h *History) grow() {
-	next := make([]*historyEntry, max(64, 2*len(h.entries)))
+	next := make([]historyEntry, max(64, 2*len(h.entries)))
 	for i := range h.n {
 		next[i] = h.entries[(h.head+i)%len(h.entries)]
 	}
@@ -163,15 +198,14 @@ func (h *History) grow() {
 }
 
 func (h *History) evictLocked() {
-	e := h.entries[h.head]
-	h.entries[h.head] = nil
+	h.bytes -= int(h.entries[h.head].size)
+	h.entries[h.head] = historyEntry{}
 	h.head = (h.head + 1) % len(h.entries)
 	h.n--
-	h.bytes -= e.size
 	h.evicted++
 	// The ring shrinks back when it is mostly empty (a burst is over).
 	if len(h.entries) > 256 && h.n < len(h.entries)/8 {
-		next := make([]*historyEntry, len(h.entries)/4)
+		next := make([]historyEntry, len(h.entries)/4)
 		for i := range h.n {
 			next[i] = h.entries[(h.head+i)%len(h.entries)]
 		}
@@ -179,7 +213,8 @@ func (h *History) evictLocked() {
 	}
 }
 
-// at returns the entry with sequence number seq, if it is still kept.
+// at returns the entry with sequence number seq, if it is still kept
+// (h.mu held; the pointer is good until the ring next changes).
 func (h *History) at(seq uint64) *historyEntry {
 	if h.n == 0 {
 		return nil
@@ -188,7 +223,7 @@ func (h *History) at(seq uint64) *historyEntry {
 	if seq < first || seq >= first+uint64(h.n) {
 		return nil
 	}
-	return h.entries[(h.head+int(seq-first))%len(h.entries)]
+	return &h.entries[(h.head+int(seq-first))%len(h.entries)]
 }
 
 // Stats are the journal's counters.

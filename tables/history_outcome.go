@@ -10,18 +10,19 @@ import (
 	"github.com/lbstate/lbstate/lb"
 )
 
-// outcomesOnRead attaches, when records are read, the reconciler's
-// outcome to the newest entry of each frontend from its row's status
-// (tables.Cell does not run FollowOutcomes: a goroutine reading every
-// status write of a converging reconciler changed the order in which it
-// numbered frontends, in a script test).
-func (w *Writer) outcomesOnRead() {
-	w.history.status = func(addr lb.L3n4Addr) (reconciler.Status, bool) {
-		fe, _, found := w.t.frontends.Get(w.db.ReadTxn(), FrontendByAddress.Query(addr))
-		if !found {
-			return reconciler.Status{}, false
+// readCurrentRows lets the journal read frontends' rows when records are
+// read: the row after each frontend's newest change, and its status,
+// the reconciler's outcome of that change (tables.Cell does not run
+// FollowOutcomes: a goroutine reading every status write of a
+// converging reconciler changed the order in which it numbered
+// frontends, in a script test).
+func (w *Writer) readCurrentRows() {
+	w.history.rows = func() func(lb.L3n4Addr) (*lb.Frontend, bool) {
+		txn := w.db.ReadTxn()
+		return func(addr lb.L3n4Addr) (*lb.Frontend, bool) {
+			fe, _, found := w.t.frontends.Get(txn, FrontendByAddress.Query(addr))
+			return fe, found
 		}
-		return fe.Status, true
 	}
 }
 
@@ -69,27 +70,30 @@ func (h *History) reconciled(addr lb.L3n4Addr, st reconciler.Status) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.indexLocked()
+	h.reconciledLocked(addr, st)
+}
+
+func (h *History) reconciledLocked(addr lb.L3n4Addr, st reconciler.Status) {
 	e := h.at(h.last[addr])
-	if e == nil || e.new == nil || st.UpdatedAt.Before(e.when) {
+	if e == nil || e.deleted || st.UpdatedAt.UnixNano() < e.when {
 		return
 	}
-	latency := st.UpdatedAt.Sub(e.when)
+	latency := time.Duration(st.UpdatedAt.UnixNano() - e.when)
 	switch st.Kind {
 	case reconciler.StatusKindDone:
-		if e.outcome.State == OutcomeDone {
+		if e.state == stateDone {
 			return
 		}
-		o := Outcome{State: OutcomeDone, Latency: latency}
-		if e.outcome.State == OutcomeError {
-			o.Error = "before: " + e.outcome.Error
+		if e.state == stateError {
+			e.err = "before: " + e.err
 		}
-		e.outcome = o
+		e.state, e.latency = stateDone, latency
 	case reconciler.StatusKindError:
-		o := Outcome{State: OutcomeError, Error: st.GetError(), Latency: latency}
-		if e.outcome == o || e.outcome.State != "" && e.outcome.State != OutcomeError {
+		msg := st.GetError()
+		if e.state == stateError && e.err == msg && e.latency == latency || e.state != statePending && e.state != stateError {
 			return // the same error again wakes no watcher
 		}
-		e.outcome = o
+		e.state, e.err, e.latency = stateError, msg, latency
 	}
 	h.notifyLocked()
 }

@@ -52,38 +52,70 @@ type HistoryQuery struct {
 // Records returns the records q selects, oldest first, and a channel
 // closed at the next change of the journal.
 func (h *History) Records(q HistoryQuery) ([]HistoryRecord, <-chan struct{}) {
-	h.readOutcomes(q)
 	h.mu.Lock()
 	h.indexLocked()
-	var picked []*historyEntry
-	var outcomes []Outcome
+	var rows func(lb.L3n4Addr) (*lb.Frontend, bool)
+	if h.rows != nil {
+		rows = h.rows()
+	}
+	h.readOutcomesLocked(q, rows)
+	var picked []historyEntry // copies: the ring may move once unlocked
 	for i := range h.n {
-		e := h.entries[(h.head+i)%len(h.entries)]
-		if e.seq <= q.After || e.when.Before(q.Since) ||
+		e := &h.entries[(h.head+i)%len(h.entries)]
+		if e.seq <= q.After || !q.Since.IsZero() && e.when < q.Since.UnixNano() ||
 			q.Frontend.IsValid() && e.addr != q.Frontend ||
 			q.Service != (lb.ServiceName{}) && e.service != q.Service {
 			continue
 		}
-		picked = append(picked, e)
-		outcomes = append(outcomes, e.outcome)
+		picked = append(picked, *e)
 	}
+	if q.Limit > 0 && len(picked) > q.Limit {
+		picked = picked[len(picked)-q.Limit:]
+	}
+	after := h.rowsAfterLocked(picked, rows)
 	watch := h.changed
 	h.mu.Unlock()
-	if q.Limit > 0 && len(picked) > q.Limit {
-		picked, outcomes = picked[len(picked)-q.Limit:], outcomes[len(outcomes)-q.Limit:]
-	}
-	// Built outside the lock: entries are immutable but for their outcome.
+	// Built outside the lock: rows are immutable.
 	out := make([]HistoryRecord, len(picked))
-	for i, e := range picked {
-		out[i] = e.record(outcomes[i])
+	for i := range picked {
+		out[i] = picked[i].record(after[i])
 	}
 	return out, watch
 }
 
-func (e *historyEntry) record(o Outcome) HistoryRecord {
-	r := HistoryRecord{Seq: e.seq, Time: e.when, Frontend: e.addr, Service: e.service, Outcome: o}
+// rowsAfterLocked returns, for each of picked (in order of sequence), the
+// row its change led to: nil if it deleted the frontend, else the row
+// before the frontend's next change, or, for its newest, the row in the
+// table now (h.mu held: with every journaled commit made under it, the
+// table holds what the newest entries wrote).
+func (h *History) rowsAfterLocked(picked []historyEntry, rows func(lb.L3n4Addr) (*lb.Frontend, bool)) []*lb.Frontend {
+	after := make([]*lb.Frontend, len(picked))
+	if len(picked) == 0 {
+		return after
+	}
+	next := map[lb.L3n4Addr]*lb.Frontend{} // the row before the next change, by frontend
+	j := len(picked) - 1
+	for seq := h.nextSeq - 1; seq >= picked[0].seq && j >= 0; seq-- {
+		e := h.at(seq)
+		if e.seq == picked[j].seq {
+			switch row, ok := next[e.addr]; {
+			case e.deleted:
+			case ok:
+				after[j] = row
+			case rows != nil:
+				after[j], _ = rows(e.addr)
+			}
+			j--
+		}
+		next[e.addr] = e.old
+	}
+	return after
+}
+
+func (e *historyEntry) record(after *lb.Frontend) HistoryRecord {
+	r := HistoryRecord{Seq: e.seq, Time: time.Unix(0, e.when), Frontend: e.addr, Service: e.service, Outcome: e.outcome()}
 	var lines []string
-	for _, c := range e.causes.list() {
+	for _, c := range e.causes.all() {
 		lines = append(lines, c.String())
 		if c != nil {
 			r.Causes = append(r.Causes, *c)
@@ -96,18 +128,12 @@ func (e *historyEntry) record(o Outcome) HistoryRecord {
 	switch {
 	case e.old == nil:
 		r.Change = "created"
-	case e.new == nil:
+	case e.deleted:
 		r.Change = "deleted"
-		if o.State == "" {
-			r.Outcome.State = OutcomeRemoved
-		}
 	default:
 		r.Change = "changed"
 	}
-	if r.Outcome.State == "" {
-		r.Outcome.State = OutcomePending
-	}
-	r.Added, r.Removed, r.Changed = FrontendDiff(e.old, e.new)
+	r.Added, r.Removed, r.Changed = FrontendDiff(e.old, after)
 	return r
 }
 
@@ -217,28 +243,25 @@ func orNone(v json.RawMessage) string {
 	return string(v)
 }
 
-// readOutcomes attaches the current status of the frontends q selects to
-// their newest entry, if it has no outcome yet.
-func (h *History) readOutcomes(q HistoryQuery) {
-	if h.status == nil {
+// readOutcomesLocked attaches the current status of the frontends q
+// selects to their newest entry, if it has no outcome yet (h.mu held).
+func (h *History) readOutcomesLocked(q HistoryQuery, rows func(lb.L3n4Addr) (*lb.Frontend, bool)) {
+	if rows == nil {
 		return
 	}
-	h.mu.Lock()
-	h.indexLocked()
-	var addrs []lb.L3n4Addr
 	for addr, seq := range h.last {
 		if q.Frontend.IsValid() && addr != q.Frontend {
 			continue
 		}
-		if e := h.at(seq); e != nil && e.new != nil && (e.outcome.State == "" || e.outcome.State == OutcomeError) &&
-			(q.Service == (lb.ServiceName{}) || e.service == q.Service) {
-			addrs = append(addrs, addr)
+		e := h.at(seq)
+		if e == nil || e.deleted || e.state != statePending && e.state != stateError ||
+			q.Service != (lb.ServiceName{}) && e.service != q.Service {
+			continue
 		}
-	}
-	h.mu.Unlock()
-	for _, addr := range addrs { // outside the lock: a table read each
-		if st, ok := h.status(addr); ok && (st.Kind == reconciler.StatusKindDone || st.Kind == reconciler.StatusKindError) {
-			h.reconciled(addr, st)
+		if fe, ok := rows(addr); ok {
+			if k := fe.Status.Kind; k == reconciler.StatusKindDone || k == reconciler.StatusKindError {
+				h.reconciledLocked(addr, fe.Status)
+			}
 		}
 	}
 }

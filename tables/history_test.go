@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/reconciler"
 
 	"github.com/lbstate/lbstate/lb"
 )
@@ -154,5 +155,72 @@ func TestHistoryRecordsSinceKeepsTheLaterOnes(t *testing.T) {
 	after, _ := w.History().Records(HistoryQuery{After: all[0].Seq})
 	if len(later) != 1 || later[0].Seq != all[1].Seq || len(after) != 1 || after[0].Seq != all[1].Seq {
 		t.Fatalf("since %v: %+v; after %d: %+v", all[1].Time, later, all[0].Seq, after)
+	}
+}
+
+// The journal keeps only the row before each change; the row after is the
+// next change's row before, or the table's. Each record still says only
+// its own change, whatever the reconciler wrote back between, and
+// whichever records a read picks.
+func TestHistoryRecordSaysItsOwnChangeOnly(t *testing.T) {
+	w := newTestWriter(t)
+	histB3 := lb.MustParseL3n4Addr("10.0.1.3:8080/TCP")
+	writeBack := func() { // the reconciler's status write-back: a new row, no entry
+		txn := w.db.WriteTxn(w.t.frontends)
+		fe, _, _ := w.t.frontends.Get(txn, FrontendByAddress.Query(histFE))
+		fe = fe.Clone()
+		fe.ID = 7
+		if _, _, err := w.t.frontends.Insert(txn, fe.SetStatus(reconciler.StatusDone())); err != nil {
+			t.Fatal(err)
+		}
+		txn.Commit()
+	}
+	for _, backends := range [][]lb.L3n4Addr{{histB1}, {histB1, histB2}, {histB2, histB3}} {
+		mustWrite(t, w, func(txn statedb.WriteTxn) error {
+			histService(t, w, txn, backends...)
+			return nil
+		})
+		writeBack()
+	}
+	want := []struct{ change, added, removed string }{
+		{"created", histB1.String(), ""},
+		{"changed", histB2.String(), ""},
+		{"changed", histB3.String(), histB1.String()},
+	}
+	check := func(recs []HistoryRecord, want []struct{ change, added, removed string }) {
+		t.Helper()
+		if len(recs) != len(want) {
+			t.Fatalf("want %d records, got %+v", len(want), recs)
+		}
+		for i, r := range recs {
+			w := want[i]
+			ok := r.Change == w.change && len(r.Changed) == 0 &&
+				(w.added == "" && len(r.Added) == 0 || len(r.Added) == 1 && strings.HasPrefix(r.Added[0], w.added)) &&
+				(w.removed == "" && len(r.Removed) == 0 || len(r.Removed) == 1 && strings.HasPrefix(r.Removed[0], w.removed))
+			if !ok {
+				t.Errorf("record %d: want %s +%s -%s, got %s +%q -%q changed %q", r.Seq, w.change, w.added, w.removed, r.Change, r.Added, r.Removed, r.Changed)
+			}
+		}
+	}
+	recs, _ := w.History().Records(HistoryQuery{Frontend: histFE})
+	check(recs, want)
+	if recs[0].Outcome.State != OutcomeSuperseded || recs[2].Outcome.State != OutcomeDone {
+		t.Errorf("outcomes: %+v, %+v", recs[0].Outcome, recs[2].Outcome)
+	}
+	recs, _ = w.History().Records(HistoryQuery{Frontend: histFE, After: recs[0].Seq, Limit: 1})
+	check(recs, want[2:])
+	recs, _ = w.History().Records(HistoryQuery{Frontend: histFE, Limit: 2})
+	check(recs, want[1:])
+
+	mustWrite(t, w, func(txn statedb.WriteTxn) error {
+		return w.DeleteService(txn, histWeb, lb.SourceK8s)
+	})
+	recs, _ = w.History().Records(HistoryQuery{Frontend: histFE})
+	if len(recs) != 4 {
+		t.Fatalf("want 4 records after the delete, got %+v", recs)
+	}
+	check(recs[:3], want)
+	if r := recs[3]; r.Change != "deleted" || len(r.Removed) != 2 || len(r.Added) != 0 || r.Outcome.State != OutcomeRemoved {
+		t.Errorf("delete record: %+v", r)
 	}
 }

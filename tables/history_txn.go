@@ -1,6 +1,7 @@
 package tables
 
 import (
+	"math"
 	"time"
 
 	"github.com/cilium/statedb"
@@ -15,7 +16,7 @@ type journalTxn struct {
 	statedb.WriteTxn
 	h      *History
 	cause  *Cause
-	staged []*historyEntry
+	staged []historyEntry
 }
 
 // Commit commits the transaction and appends its entries, under the
@@ -24,18 +25,25 @@ func (t *journalTxn) Commit() statedb.ReadTxn {
 	if len(t.staged) == 0 {
 		return t.WriteTxn.Commit()
 	}
-	for _, e := range t.staged { // outside the lock
-		e.size = entrySize(e)
+	var rtxn statedb.ReadTxn
+	t.h.commit(t.staged, func() { rtxn = t.WriteTxn.Commit() })
+	t.staged = nil
+	return rtxn
+}
+
+// commit runs commit (the table transaction's) and appends staged, under
+// the lock so that entries are in the order of their commits.
+func (h *History) commit(staged []historyEntry, commit func()) {
+	for i := range staged { // outside the lock
+		staged[i].size = int32(min(entrySize(&staged[i]), math.MaxInt32))
 	}
 	// The time is taken before the commit: a reconciler that reads the
 	// rows as soon as they are committed writes a later status.
-	now := time.Now()
-	t.h.mu.Lock()
-	defer t.h.mu.Unlock()
-	rtxn := t.WriteTxn.Commit()
-	t.h.appendLocked(t.staged, now)
-	t.staged = nil
-	return rtxn
+	now := time.Now().UnixNano()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	commit()
+	h.appendLocked(staged, now)
 }
 
 // Abort drops the transaction and its entries.
@@ -44,19 +52,19 @@ func (t *journalTxn) Abort() {
 	t.WriteTxn.Abort()
 }
 
-// stage records a frontend row change (old or new nil: created, deleted).
-// A frontend changed twice in one transaction (Writer calls outside a
-// Batch each refresh) gets one entry: from the row before the first to
-// the row after the last, with the causes of both. Only the last few
+// stage records a frontend row change (old nil: created). A frontend
+// changed twice in one transaction (Writer calls outside a Batch each
+// refresh) gets one entry: from the row before the first, deleted if
+// the last deleted it, with the causes of both. Only the last few
 // entries are looked at: one service's frontends are staged together.
-func (ch *changes) stage(e *historyEntry) {
+func (ch *changes) stage(e historyEntry) {
 	jt := ch.jt
 	if jt == nil {
 		return
 	}
 	for i := len(jt.staged) - 1; i >= max(0, len(jt.staged)-8); i-- {
-		if p := jt.staged[i]; p.addr == e.addr {
-			p.new = e.new
+		if p := &jt.staged[i]; p.addr == e.addr {
+			p.deleted = e.deleted
 			p.service = e.service
 			p.causes.join(e.causes)
 			return

@@ -263,7 +263,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		_, _, err := w.t.frontends.Delete(txn, d.row)
 		ch.fail(err)
 		if ch.jt != nil {
-			ch.stage(&historyEntry{addr: d.addr, service: d.row.Service, causes: ch.causesOf(d.row.Service), old: d.row})
+			ch.stage(historyEntry{addr: d.addr, service: d.row.Service, causes: ch.causesOf(d.row.Service), old: d.row, deleted: true})
 		}
 	}
 
@@ -485,7 +485,7 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 		_, _, err := w.t.frontends.Insert(txn, next)
 		ch.fail(err)
 		if ch.jt != nil {
-			e := &historyEntry{addr: params.Address, service: name, causes: ch.causesOf(name), new: next}
+			e := historyEntry{addr: params.Address, service: name, causes: ch.causesOf(name)}
 			if found {
 				e.old = cur
 			}

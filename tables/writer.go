@@ -139,7 +139,7 @@ func newWriter(db *statedb.DB, t *tableSet, log *slog.Logger, hc HistoryConfig) 
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &Writer{db: db, t: t, log: log, initializers: map[string]bool{}, history: NewHistory(hc.HistoryMaxBytes)}
-	w.outcomesOnRead()
+	w.readCurrentRows()
 	w.listSources()
 	return w
 }

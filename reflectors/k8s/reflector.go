@@ -755,13 +755,8 @@ func (r *Reflector) failAt(obj any, err error) { r.fail(kubeapi.AtOrigin(obj, er
 // name and resourceVersion (the API server's), or for a manifests
 // directory's object the file and line that declare it.
 func (r *Reflector) causeOf(kind string, m *metav1.ObjectMeta, deleted bool) *tables.Cause {
-	c := &tables.Cause{Source: r.as.String(), Kind: kind, Name: m.Namespace + "/" + m.Name}
-	if m.Namespace == "" {
-		c.Name = m.Name
-	}
-	if m.ResourceVersion != "" {
-		c.Version = "resourceVersion " + m.ResourceVersion
-	} else if at := m.Annotations[kubeapi.AnnotationManifestOrigin]; at != "" {
+	c := &tables.Cause{Source: r.as.String(), Kind: kind, Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion}
+	if at := m.Annotations[kubeapi.AnnotationManifestOrigin]; at != "" && m.ResourceVersion == "" {
 		c.Version = "at " + at // a manifests directory's FILE:LINE
 	}
 	if deleted {

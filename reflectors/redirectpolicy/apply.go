@@ -418,5 +418,5 @@ func cut(s string) (ns, name string, ok bool) {
 
 // policyCause is what the history says a policy's write applies.
 func (c *Controller) policyCause(key objKey, detail string) *tables.Cause {
-	return &tables.Cause{Source: c.as.String(), Kind: "CiliumLocalRedirectPolicy", Name: key.namespace + "/" + key.name, Detail: detail}
+	return &tables.Cause{Source: c.as.String(), Kind: "CiliumLocalRedirectPolicy", Namespace: key.namespace, Name: key.name, Detail: detail}
 }

@@ -240,5 +240,9 @@ func (c *Controller) sweepRoutes(call func(func(statedb.WriteTxn))) {
 // route's kind and namespace/name (lb.Route.Name, "HTTPRoute shop/web").
 func (c *Controller) routeCause(name, detail string) *tables.Cause {
 	kind, nsName, _ := strings.Cut(name, " ")
-	return &tables.Cause{Source: c.as.String(), Kind: kind, Name: nsName, Detail: detail}
+	ns, n, ok := strings.Cut(nsName, "/")
+	if !ok {
+		ns, n = "", nsName
+	}
+	return &tables.Cause{Source: c.as.String(), Kind: kind, Namespace: ns, Name: n, Detail: detail}
 }
