@@ -30,9 +30,7 @@ type History struct {
 	mu      sync.Mutex
 	max     int // bytes; 0: keep nothing
 	bytes   int
-	entries []historyEntry // a ring: the oldest at head
-	head    int
-	n       int
+	entries entryRing
 	nextSeq uint64
 	evicted uint64
 	// last is, per frontend address, the sequence number of its newest
@@ -53,7 +51,7 @@ type History struct {
 }
 
 // historyEntry is one change, as staged and kept: by value in the ring,
-// so packed (136 B for one IPv4 or IPv6 frontend; the ring is most of
+// so packed (144 B for one IPv4 or IPv6 frontend; the ring is most of
 // the journal's memory).
 type historyEntry struct {
 	seq     uint64
@@ -149,11 +147,7 @@ func (h *History) appendLocked(staged []historyEntry, when int64) {
 		for h.bytes+int(e.size) > h.max {
 			h.evictLocked()
 		}
-		if h.n == len(h.entries) {
-			h.grow()
-		}
-		h.entries[(h.head+h.n)%len(h.entries)] = *e
-		h.n++
+		h.entries.push(e)
 		h.bytes += int(e.size)
 	}
 	h.notifyLocked()
@@ -165,8 +159,8 @@ func (h *History) appendLocked(staged []historyEntry, when int64) {
 // the newest row. Outcomes are attached only after it ran, so marking
 // late marks what marking at once would have.
 func (h *History) indexLocked() {
-	if h.n > 0 {
-		for seq := max(h.indexed+1, h.entries[h.head].seq); seq < h.nextSeq; seq++ {
+	if h.entries.len() > 0 {
+		for seq := max(h.indexed+1, h.entries.at(0).seq); seq < h.nextSeq; seq++ {
 			e := h.at(seq)
 			if prev := h.at(h.last[e.addr]); prev != nil && prev.state == statePending && !prev.deleted {
 				prev.state = stateSuperseded
@@ -175,7 +169,7 @@ func (h *History) indexLocked() {
 		}
 	}
 	h.indexed = h.nextSeq - 1
-	if len(h.last) > 2*h.n+64 { // frontends whose entries all left
+	if len(h.last) > 2*h.entries.len()+64 { // frontends whose entries all left
 		for addr, seq := range h.last {
 			if h.at(seq) == nil {
 				delete(h.last, addr)
@@ -189,41 +183,23 @@ func (h *History) notifyLocked() {
 	h.changed = make(chan struct{})
 }
 
-func (h *History) grow() {
-	next := make([]historyEntry, max(64, 2*len(h.entries)))
-	for i := range h.n {
-		next[i] = h.entries[(h.head+i)%len(h.entries)]
-	}
-	h.entries, h.head = next, 0
-}
-
 func (h *History) evictLocked() {
-	h.bytes -= int(h.entries[h.head].size)
-	h.entries[h.head] = historyEntry{}
-	h.head = (h.head + 1) % len(h.entries)
-	h.n--
+	h.bytes -= int(h.entries.pop())
 	h.evicted++
-	// The ring shrinks back when it is mostly empty (a burst is over).
-	if len(h.entries) > 256 && h.n < len(h.entries)/8 {
-		next := make([]historyEntry, len(h.entries)/4)
-		for i := range h.n {
-			next[i] = h.entries[(h.head+i)%len(h.entries)]
-		}
-		h.entries, h.head = next, 0
-	}
 }
 
 // at returns the entry with sequence number seq, if it is still kept
 // (h.mu held; the pointer is good until the ring next changes).
 func (h *History) at(seq uint64) *historyEntry {
-	if h.n == 0 {
+	n := h.entries.len()
+	if n == 0 {
 		return nil
 	}
-	first := h.entries[h.head].seq
-	if seq < first || seq >= first+uint64(h.n) {
+	first := h.entries.at(0).seq
+	if seq < first || seq >= first+uint64(n) {
 		return nil
 	}
-	return &h.entries[(h.head+int(seq-first))%len(h.entries)]
+	return h.entries.at(int(seq - first))
 }
 
 // Stats are the journal's counters.
@@ -238,5 +214,5 @@ type HistoryStats struct {
 func (h *History) Stats() HistoryStats {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return HistoryStats{Entries: h.n, Bytes: h.bytes, MaxBytes: h.max, Evicted: h.evicted}
+	return HistoryStats{Entries: h.entries.len(), Bytes: h.bytes, MaxBytes: h.max, Evicted: h.evicted}
 }

@@ -60,8 +60,8 @@ func (h *History) Records(q HistoryQuery) ([]HistoryRecord, <-chan struct{}) {
 	}
 	h.readOutcomesLocked(q, rows)
 	var picked []historyEntry // copies: the ring may move once unlocked
-	for i := range h.n {
-		e := &h.entries[(h.head+i)%len(h.entries)]
+	for i := range h.entries.len() {
+		e := h.entries.at(i)
 		if e.seq <= q.After || !q.Since.IsZero() && e.when < q.Since.UnixNano() ||
 			q.Frontend.IsValid() && e.addr != q.Frontend ||
 			q.Service != (lb.ServiceName{}) && e.service != q.Service {
