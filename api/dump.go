@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -37,11 +38,14 @@ func dumpHandler(db *statedb.DB) http.Handler {
 		if r.Method == http.MethodHead {
 			return
 		}
-		if err := writeTables(w, db, db.ReadTxn()); err != nil {
+		if err := writeTables(r.Context(), w, db, db.ReadTxn()); err != nil {
 			panic(err) // as StateDB's handler does: Wrap logs it, the connection is cut
 		}
 	})
 }
+
+// dumpBufferBytes is what the dump writes to its client at a time.
+const dumpBufferBytes = 256 << 10
 
 // dumpChunkRows is how many rows a worker encodes at a time.
 const dumpChunkRows = 512
@@ -53,8 +57,13 @@ type dumpChunk struct {
 	done chan struct{}
 }
 
-// writeTables writes every table of txn as StateDB's WriteJSON does.
-func writeTables(w io.Writer, db *statedb.DB, txn statedb.ReadTxn) error {
+// writeTables writes every table of txn as StateDB's WriteJSON does. It
+// stops walking and encoding rows when ctx ends (the client went away)
+// or a write fails, rather than holding the read transaction, and the
+// cores, for the rest of a dump nobody reads.
+func writeTables(ctx context.Context, w io.Writer, db *statedb.DB, txn statedb.ReadTxn) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	workers := max(1, runtime.GOMAXPROCS(0))
 	todo := make(chan *dumpChunk, 2*workers)
 	inOrder := make(chan *dumpChunk, 2*workers)
@@ -75,6 +84,9 @@ func writeTables(w io.Writer, db *statedb.DB, txn statedb.ReadTxn) error {
 		for _, meta := range tables {
 			var c *dumpChunk
 			for row := range (statedb.AnyTable{Meta: meta}).All(txn) {
+				if ctx.Err() != nil {
+					return
+				}
 				if c == nil {
 					c = &dumpChunk{rows: make([]any, 0, dumpChunkRows), done: make(chan struct{})}
 				}
@@ -91,11 +103,17 @@ func writeTables(w io.Writer, db *statedb.DB, txn statedb.ReadTxn) error {
 			inOrder <- nil // the table's end
 		}
 	}()
-	bw := bufio.NewWriterSize(w, 256<<10)
+	bw := bufio.NewWriterSize(w, dumpBufferBytes)
 	var err error
 	write := func(s string) {
 		if err == nil {
+			err = ctx.Err()
+		}
+		if err == nil {
 			_, err = bw.WriteString(s)
+		}
+		if err != nil {
+			cancel()
 		}
 	}
 	write("{\n")
@@ -114,7 +132,7 @@ func writeTables(w io.Writer, db *statedb.DB, txn statedb.ReadTxn) error {
 				write(",\n")
 			}
 			first = false
-			if err == nil {
+			if write(""); err == nil {
 				_, err = bw.Write(c.out)
 			}
 		}
@@ -127,9 +145,9 @@ func writeTables(w io.Writer, db *statedb.DB, txn statedb.ReadTxn) error {
 		write("\n")
 	}
 	write("}\n")
+	for range inOrder { // the producer's chunks, when it stopped early
+	}
 	if err != nil {
-		for range inOrder { // let the producer finish
-		}
 		return err
 	}
 	return bw.Flush()

@@ -2,6 +2,8 @@ package api
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
@@ -53,4 +55,55 @@ func TestDumpWritesStateDBsLayout(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A dump whose client went away (its request's context ended) stops:
+// nothing more is written and writeTables says why, rather than encoding
+// the rest of the tables for nobody while holding the read transaction.
+func TestDumpStopsWhenItsClientGoesAway(t *testing.T) {
+	db := statedb.New()
+	w, err := tables.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn := w.WriteTxn()
+	for s := range 8000 {
+		name := lb.NewServiceName("ns", fmt.Sprintf("svc-%d", s))
+		fe := lb.MustParseL3n4Addr(fmt.Sprintf("10.96.%d.%d:80/TCP", s>>8, s&255))
+		if err := w.UpsertService(txn, lb.ServiceParams{Name: name, Source: lb.SourceAPI,
+			Frontends: []lb.FrontendParams{{Address: fe, Type: lb.SVCTypeClusterIP}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn.Commit()
+	var full bytes.Buffer
+	if err := writeTables(context.Background(), &full, db, db.ReadTxn()); err != nil {
+		t.Fatal(err)
+	}
+	if full.Len() < 4*dumpBufferBytes {
+		t.Fatalf("the dump (%d bytes) fits in few writes: nothing to stop", full.Len())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := &cancelOnWrite{cancel: cancel}
+	err = writeTables(ctx, gone, db, db.ReadTxn())
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("writeTables after its client went away: %v, want %v", err, context.Canceled)
+	}
+	if gone.n != 1 || gone.bytes >= full.Len()/2 {
+		t.Errorf("after the client went away at its first write: %d writes, %d of the dump's %d bytes", gone.n, gone.bytes, full.Len())
+	}
+}
+
+// cancelOnWrite is a connection whose client goes away after the first
+// write reached it.
+type cancelOnWrite struct {
+	cancel   func()
+	n, bytes int
+}
+
+func (c *cancelOnWrite) Write(p []byte) (int, error) {
+	c.n++
+	c.bytes += len(p)
+	c.cancel()
+	return len(p), nil
 }
