@@ -98,8 +98,8 @@ func runInMountNS(tests func() int) int {
 	code := 0
 	if exit, ok := errors.AsType[*exec.ExitError](err); ok {
 		code = exit.ExitCode()
-		if code < 0 { // killed by a signal
-			code = 1
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal()) // as a shell reports it
 			fmt.Fprintf(os.Stderr, "bpftest.Main: the tests' process ended: %v\n", exit)
 		}
 	} else if err != nil {

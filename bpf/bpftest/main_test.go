@@ -1,11 +1,13 @@
 package bpftest_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,14 +29,8 @@ func TestKilledTestsLeaveNoMountNorCgroup(t *testing.T) {
 	bpftest.Require(t)
 	cg := bpftest.Cgroup(t) // our own cgroup2 mount, to look into
 	root := filepath.Dir(cg)
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LBSTATE_TEST_MOUNT_NS=") && !strings.HasPrefix(kv, "LBSTATE_TEST_CGROUP_LOG=") {
-			env = append(env, kv)
-		}
-	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperMountsAndHangs$", "-test.timeout=5s", "-test.v")
-	cmd.Env = append(env, hangEnv+"=1")
+	cmd.Env = append(outsideEnv(), hangEnv+"=1")
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		t.Fatalf("the hanging test was not killed:\n%s", out)
@@ -77,4 +73,44 @@ func TestHelperMountsAndHangs(t *testing.T) {
 	cg := bpftest.Cgroup(t)
 	fmt.Printf("pindir=%s\ncgroup=%s\n", dir, filepath.Base(cg))
 	time.Sleep(time.Minute)
+}
+
+// A test process killed by a signal is reported as a shell reports it
+// (128 + the signal), not as a test failure's 1.
+func TestKilledTestsExitWithTheSignal(t *testing.T) {
+	bpftest.Require(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperKillsItself$", "-test.v")
+	cmd.Env = append(outsideEnv(), killEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	exit, ok := errors.AsType[*exec.ExitError](err)
+	if !ok || exit.ExitCode() != 128+int(syscall.SIGKILL) {
+		t.Fatalf("tests killed by SIGKILL: %v, want exit status %d\n%s", err, 128+int(syscall.SIGKILL), out)
+	}
+	if !strings.Contains(string(out), "killed") {
+		t.Errorf("Main did not say the tests were killed:\n%s", out)
+	}
+}
+
+const killEnv = "LBSTATE_TEST_KILL_ITSELF"
+
+// TestHelperKillsItself is the test the one above runs: its process
+// kills itself.
+func TestHelperKillsItself(t *testing.T) {
+	if os.Getenv(killEnv) != "1" {
+		t.Skip("run by TestKilledTestsExitWithTheSignal")
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	time.Sleep(time.Minute)
+}
+
+// outsideEnv is this process's environment as Main found it outside its
+// mount namespace, so that a test binary run with it runs Main anew.
+func outsideEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LBSTATE_TEST_MOUNT_NS=") && !strings.HasPrefix(kv, "LBSTATE_TEST_CGROUP_LOG=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
