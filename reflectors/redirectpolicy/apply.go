@@ -274,10 +274,14 @@ func (c *Controller) prepareRedirects(call func(func(statedb.WriteTxn))) {
 				lostTo = winnerKey.namespace + "/" + winnerKey.name
 			}
 			if ps := l.policies[key]; ps.lostTo != lostTo {
-				if ps.lostTo = lostTo; lostTo != "" {
+				// Reported when it starts to lose, not when the winner
+				// changes: that is not a change of its own (its row
+				// names the new winner).
+				if was := ps.lostTo; lostTo != "" && was == "" {
 					c.fail(kubeapi.AtOriginOf(ps.origin(), fmt.Errorf("policy %s/%s: spec.redirectFrontend.serviceMatcher: service %s is redirected by policy %s, which is older",
 						key.namespace, key.name, svc, lostTo)))
 				}
+				ps.lostTo = lostTo
 				changed[key] = true
 			}
 		}

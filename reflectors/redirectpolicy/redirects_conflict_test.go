@@ -51,6 +51,32 @@ func TestNewerPolicyOnAServiceReportedOnceAndTakesOver(t *testing.T) {
 	}
 }
 
+// Of three policies on one Service, the two that wait are reported once
+// each when they start waiting, not again when the one they lose to
+// changes; their rows name the new winner.
+func TestLosingPolicyReportedOncePerChangeOfItsOwnState(t *testing.T) {
+	r, _, db, rows := newPolicyReflector(t)
+	svc, slice := kubeDNS()
+	oldest, middle, newest := dnsPolicy("oldest", time.Unix(1, 0)), dnsPolicy("middle", time.Unix(2, 0)), dnsPolicy("newest", time.Unix(3, 0))
+	r.apply([]event{{Obj: svc}, {Obj: slice}, {Obj: dnsPodObject("a", "10.0.1.1", true, 0)}, {Obj: oldest}, {Obj: middle}, {Obj: newest}})
+	if n := r.src.Errors(); n != 2 {
+		t.Fatalf("%d errors with two policies waiting, want 2", n)
+	}
+	r.apply([]event{{Obj: oldest, Deleted: true}})
+	if n := r.src.Errors(); n != 2 {
+		t.Errorf("%d errors after the winner went, want still 2 (the newest waits as it did)", n)
+	}
+	row, _, _ := rows.Get(db.ReadTxn(), StatusByName.Query("k8s:kube-system/newest"))
+	if row.LostTo != "kube-system/middle" {
+		t.Errorf("newest's row lost to %q, want kube-system/middle", row.LostTo)
+	}
+	r.apply([]event{{Obj: middle, Deleted: true}})
+	r.apply([]event{{Obj: oldest}})
+	if n := r.src.Errors(); n != 3 {
+		t.Errorf("%d errors once the newest waits again, want 3", n)
+	}
+}
+
 // A pod whose labels change leaves the policies that selected it for
 // those that select it now, whether they select by matchLabels or by
 // matchExpressions alone.
