@@ -346,7 +346,7 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 				r.nServices--
 			}
 			c.e.svc, c.declare = obj, true
-			c.declaredBy = r.causeOf("Service", &obj.ObjectMeta, ev.deleted)
+			c.declaredBy = r.causeOf("Service", c.e.name, &obj.ObjectMeta, ev.deleted)
 			if ev.deleted {
 				c.e.svc = nil
 				delete(r.unknown, c.e.name)
@@ -368,7 +368,7 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 			}
 			r.node = obj
 			r.setNode(call)
-			byNode := r.causeOf("Node", &obj.ObjectMeta, false)
+			byNode := r.causeOf("Node", lb.ServiceName{}, &obj.ObjectMeta, false)
 			for _, e := range r.services { // NodePort frontends follow the node's addresses
 				if e.svc != nil {
 					c := r.touch(e.name)
@@ -517,7 +517,7 @@ func (r *Reflector) preparePod(call func(func(statedb.WriteTxn)), pod *corev1.Po
 			return
 		}
 	}
-	cause := r.causeOf("Pod", &pod.ObjectMeta, deleted)
+	cause := r.causeOf("Pod", lb.ServiceName{}, &pod.ObjectMeta, deleted)
 	if !ok {
 		call(func(txn statedb.WriteTxn) {
 			r.w.SetCause(txn, cause)
@@ -552,7 +552,7 @@ func (r *Reflector) applySlice(es *discoveryv1.EndpointSlice, deleted bool) {
 	key := sliceKey{es.Namespace, es.Name}
 	if old, known := r.sliceService(key, label, name); known {
 		c := r.touch(old)
-		c.backendsBy = r.causeOf("EndpointSlice", &es.ObjectMeta, deleted)
+		c.backendsBy = r.causeOf("EndpointSlice", c.e.name, &es.ObjectMeta, deleted)
 		if !deleted && old == name { // an update: the slice stays with its service
 			c.e.putSlice(es)
 			c.backends = true
@@ -569,7 +569,7 @@ func (r *Reflector) applySlice(es *discoveryv1.EndpointSlice, deleted bool) {
 	c := r.touch(name)
 	c.e.putSlice(es)
 	c.backends = true
-	c.backendsBy = r.causeOf("EndpointSlice", &es.ObjectMeta, false)
+	c.backendsBy = r.causeOf("EndpointSlice", c.e.name, &es.ObjectMeta, false)
 	r.nSlices++
 	if owner, ok := sliceOwner(es.Name); !ok || owner != label {
 		r.slices[key] = c.e.name
@@ -753,9 +753,18 @@ func (r *Reflector) failAt(obj any, err error) { r.fail(kubeapi.AtOrigin(obj, er
 
 // causeOf is what the history says an object's event caused: its kind,
 // name and resourceVersion (the API server's), or for a manifests
-// directory's object the file and line that declare it.
-func (r *Reflector) causeOf(kind string, m *metav1.ObjectMeta, deleted bool) *tables.Cause {
+// directory's object the file and line that declare it. svc, if not
+// zero, is the service it belongs to, in the same namespace: the cause
+// takes its strings, which the rows keep anyway, rather than keep the
+// object's (the service's name too, for a Service).
+func (r *Reflector) causeOf(kind string, svc lb.ServiceName, m *metav1.ObjectMeta, deleted bool) *tables.Cause {
 	c := &tables.Cause{Source: r.as.String(), Kind: kind, Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion}
+	if !svc.IsZero() && svc.Namespace() == m.Namespace {
+		c.Namespace = svc.Namespace()
+		if kind == "Service" {
+			c.Name = svc.Name()
+		}
+	}
 	if at := m.Annotations[kubeapi.AnnotationManifestOrigin]; at != "" && m.ResourceVersion == "" {
 		c.Version = "at " + at // a manifests directory's FILE:LINE
 	}
