@@ -53,10 +53,10 @@ func (c *Cause) String() string {
 	}
 	word(c.Source)
 	word(c.Kind)
-	if c.Namespace != "" {
+	if c.Namespace != "" && c.Name != "" {
 		word(c.Namespace, "/", c.Name)
 	} else {
-		word(c.Name)
+		word(c.Namespace + c.Name)
 	}
 	word("resourceVersion ", c.ResourceVersion)
 	word(c.Version)
@@ -118,7 +118,9 @@ func (s *causeSet) add(c *Cause) {
 	case s.second == nil:
 		s.second = c
 	case !slices.Contains(s.more, c):
-		s.more = append(s.more, c)
+		// Clipped: sets copied from one share its array, and an append
+		// into its spare room would show in the others.
+		s.more = append(slices.Clip(s.more), c)
 	}
 }
 

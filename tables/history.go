@@ -48,18 +48,28 @@ type History struct {
 	// held: every journaled commit is made under mu, so the table then
 	// holds what the journal's newest entries wrote.
 	rows func() func(lb.L3n4Addr) (*lb.Frontend, bool)
+	// start is when the journal was made, with the monotonic clock's
+	// reading: entries' times are offsets from it, so that latencies
+	// are monotonic (a clock stepped back loses no outcome).
+	start time.Time
 }
 
 // historyEntry is one change, as staged and kept: by value in the ring,
-// so packed (144 B for one IPv4 or IPv6 frontend; the ring is most of
+// so packed (152 B for one IPv4 or IPv6 frontend; the ring is most of
 // the journal's memory).
 type historyEntry struct {
 	seq     uint64
-	when    int64 // the commit, Unix nanoseconds
+	when    time.Duration // the commit, since the journal's start
 	addr    lb.L3n4Addr
 	service lb.ServiceName
 	causes  causeSet
-	old     *lb.Frontend // the row before; nil: created
+	// old is the row before; nil: created; rowTooLarge: not kept, over
+	// the journal's cap by itself.
+	old *lb.Frontend
+	// next is how many entries later the frontend's next change is (0:
+	// none yet), set when the journal is indexed (indexLocked): the row
+	// after this change is that entry's old.
+	next uint32
 	// The reconciler's outcome (filled in under mu): its state, the
 	// error, and the time from the commit until the maps had it (done)
 	// or until the reconciler failed (error).
@@ -88,6 +98,10 @@ func (e *historyEntry) outcome() Outcome {
 	return o
 }
 
+// rowTooLarge stands for a row the journal did not keep: with it, the
+// entry was larger than the journal's cap.
+var rowTooLarge = new(lb.Frontend)
+
 // empty reports an entry that changed nothing: created and deleted in
 // one transaction.
 func (e *historyEntry) empty() bool { return e.old == nil && e.deleted }
@@ -110,7 +124,7 @@ const DefaultHistoryMaxBytes = 16 << 20
 // NewHistory returns a journal that keeps at most maxBytes (estimated;
 // 0 keeps nothing).
 func NewHistory(maxBytes int) *History {
-	return &History{max: maxBytes, last: map[lb.L3n4Addr]uint64{}, changed: make(chan struct{}), nextSeq: 1}
+	return &History{max: maxBytes, last: map[lb.L3n4Addr]uint64{}, changed: make(chan struct{}), nextSeq: 1, start: time.Now()}
 }
 
 // Enabled reports whether the journal keeps anything.
@@ -123,7 +137,7 @@ func entrySize(e *historyEntry) int {
 	for _, c := range e.causes.more {
 		n += 8 + c.size()
 	}
-	if f := e.old; f != nil {
+	if f := e.old; f != nil && f != rowTooLarge {
 		n += int(unsafe.Sizeof(*f)) + 48*(len(f.Backends)+len(f.Hidden()))
 	}
 	return n
@@ -131,13 +145,19 @@ func entrySize(e *historyEntry) int {
 
 // appendLocked adds staged entries (h.mu held), evicting the oldest
 // beyond the cap.
-func (h *History) appendLocked(staged []historyEntry, when int64) {
+func (h *History) appendLocked(staged []historyEntry, when time.Time) {
 	for i := range staged {
 		e := &staged[i]
 		if e.empty() {
 			continue
 		}
-		e.when = when
+		e.when = when.Sub(h.start)
+		if int(e.size) > h.max && e.old != nil {
+			// Kept without its row, so that the change before it does
+			// not take the row after this one for its own.
+			e.old = rowTooLarge
+			e.size = int32(entrySize(e))
+		}
 		if int(e.size) > h.max {
 			h.evicted++
 			continue
@@ -162,8 +182,11 @@ func (h *History) indexLocked() {
 	if h.entries.len() > 0 {
 		for seq := max(h.indexed+1, h.entries.at(0).seq); seq < h.nextSeq; seq++ {
 			e := h.at(seq)
-			if prev := h.at(h.last[e.addr]); prev != nil && prev.state == statePending && !prev.deleted {
-				prev.state = stateSuperseded
+			if prev := h.at(h.last[e.addr]); prev != nil {
+				prev.next = uint32(seq - prev.seq)
+				if prev.state == statePending && !prev.deleted {
+					prev.state = stateSuperseded
+				}
 			}
 			h.last[e.addr] = seq
 		}

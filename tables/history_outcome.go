@@ -75,10 +75,13 @@ func (h *History) reconciled(addr lb.L3n4Addr, st reconciler.Status) {
 
 func (h *History) reconciledLocked(addr lb.L3n4Addr, st reconciler.Status) {
 	e := h.at(h.last[addr])
-	if e == nil || e.deleted || st.UpdatedAt.UnixNano() < e.when {
+	if e == nil || e.deleted {
 		return
 	}
-	latency := time.Duration(st.UpdatedAt.UnixNano() - e.when)
+	latency := st.UpdatedAt.Sub(h.start) - e.when
+	if latency < 0 {
+		return // a status older than the change
+	}
 	switch st.Kind {
 	case reconciler.StatusKindDone:
 		if e.state == stateDone {

@@ -59,61 +59,58 @@ func (h *History) Records(q HistoryQuery) ([]HistoryRecord, <-chan struct{}) {
 		rows = h.rows()
 	}
 	h.readOutcomesLocked(q, rows)
-	var picked []historyEntry // copies: the ring may move once unlocked
-	for i := range h.entries.len() {
+	// Newest first, up to Limit; copies, with the row after each (the
+	// ring may move once unlocked).
+	var picked []historyEntry
+	var after []*lb.Frontend
+	since := q.Since.Sub(h.start)
+	for i := h.entries.len() - 1; i >= 0 && (q.Limit <= 0 || len(picked) < q.Limit); i-- {
 		e := h.entries.at(i)
-		if e.seq <= q.After || !q.Since.IsZero() && e.when < q.Since.UnixNano() ||
+		if e.seq <= q.After {
+			break // older ones are older still
+		}
+		if !q.Since.IsZero() && e.when < since || // (times are taken before the commit's lock: not in order)
 			q.Frontend.IsValid() && e.addr != q.Frontend ||
 			q.Service != (lb.ServiceName{}) && e.service != q.Service {
 			continue
 		}
 		picked = append(picked, *e)
+		after = append(after, h.rowAfterLocked(e, rows))
 	}
-	if q.Limit > 0 && len(picked) > q.Limit {
-		picked = picked[len(picked)-q.Limit:]
-	}
-	after := h.rowsAfterLocked(picked, rows)
 	watch := h.changed
 	h.mu.Unlock()
 	// Built outside the lock: rows are immutable.
 	out := make([]HistoryRecord, len(picked))
 	for i := range picked {
-		out[i] = picked[i].record(after[i])
+		out[len(out)-1-i] = picked[i].record(after[i], h.start)
 	}
 	return out, watch
 }
 
-// rowsAfterLocked returns, for each of picked (in order of sequence), the
-// row its change led to: nil if it deleted the frontend, else the row
-// before the frontend's next change, or, for its newest, the row in the
-// table now (h.mu held: with every journaled commit made under it, the
-// table holds what the newest entries wrote).
-func (h *History) rowsAfterLocked(picked []historyEntry, rows func(lb.L3n4Addr) (*lb.Frontend, bool)) []*lb.Frontend {
-	after := make([]*lb.Frontend, len(picked))
-	if len(picked) == 0 {
-		return after
+// rowAfterLocked returns the row e's change led to: nil if it deleted the
+// frontend, else the row before the frontend's next change, or, for its
+// newest, the row in the table now (h.mu held: with every journaled
+// commit made under it, the table holds what the newest entries wrote);
+// rowUnknown without a table to read.
+func (h *History) rowAfterLocked(e *historyEntry, rows func(lb.L3n4Addr) (*lb.Frontend, bool)) *lb.Frontend {
+	switch {
+	case e.deleted:
+		return nil
+	case e.next != 0:
+		return h.at(e.seq + uint64(e.next)).old
+	case rows == nil:
+		return rowUnknown
 	}
-	next := map[lb.L3n4Addr]*lb.Frontend{} // the row before the next change, by frontend
-	j := len(picked) - 1
-	for seq := h.nextSeq - 1; seq >= picked[0].seq && j >= 0; seq-- {
-		e := h.at(seq)
-		if e.seq == picked[j].seq {
-			switch row, ok := next[e.addr]; {
-			case e.deleted:
-			case ok:
-				after[j] = row
-			case rows != nil:
-				after[j], _ = rows(e.addr)
-			}
-			j--
-		}
-		next[e.addr] = e.old
-	}
-	return after
+	row, _ := rows(e.addr)
+	return row
 }
 
-func (e *historyEntry) record(after *lb.Frontend) HistoryRecord {
-	r := HistoryRecord{Seq: e.seq, Time: time.Unix(0, e.when), Frontend: e.addr, Service: e.service, Outcome: e.outcome()}
+// rowUnknown stands for a row after that a journal without a table to
+// read (one not made by a Writer) cannot know.
+var rowUnknown = new(lb.Frontend)
+
+func (e *historyEntry) record(after *lb.Frontend, start time.Time) HistoryRecord {
+	r := HistoryRecord{Seq: e.seq, Time: start.Add(e.when).Round(0), Frontend: e.addr, Service: e.service, Outcome: e.outcome()}
 	var lines []string
 	for _, c := range e.causes.all() {
 		lines = append(lines, c.String())
@@ -133,7 +130,16 @@ func (e *historyEntry) record(after *lb.Frontend) HistoryRecord {
 	default:
 		r.Change = "changed"
 	}
-	r.Added, r.Removed, r.Changed = FrontendDiff(e.old, after)
+	switch {
+	case e.old == rowTooLarge:
+		r.Changed = []string{"(the row before is not kept: larger than the journal's cap)"}
+	case after == rowTooLarge:
+		r.Changed = []string{"(the row after is not kept: larger than the journal's cap)"}
+	case after == rowUnknown:
+		r.Changed = []string{"(the row after is not known: the journal has no table to read)"}
+	default:
+		r.Added, r.Removed, r.Changed = FrontendDiff(e.old, after)
+	}
 	return r
 }
 

@@ -1,6 +1,7 @@
 package tables
 
 import (
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -111,6 +112,7 @@ func TestHistorySaysWhichCauseRemovedABackend(t *testing.T) {
 func TestHistoryEvictsTheOldestBeyondItsMemoryCap(t *testing.T) {
 	w := newTestWriter(t)
 	w.history = NewHistory(4096)
+	w.readCurrentRows()
 	addrs := []lb.L3n4Addr{histB1, histB2}
 	for i := range 40 {
 		mustWrite(t, w, func(txn statedb.WriteTxn) error {
@@ -222,5 +224,34 @@ func TestHistoryRecordSaysItsOwnChangeOnly(t *testing.T) {
 	check(recs[:3], want)
 	if r := recs[3]; r.Change != "deleted" || len(r.Removed) != 2 || len(r.Added) != 0 || r.Outcome.State != OutcomeRemoved {
 		t.Errorf("delete record: %+v", r)
+	}
+}
+
+// A change whose row before is larger than the journal's cap is kept
+// without it, saying so, and the change before it does not take the next
+// row it can read for its own.
+func TestHistoryChangeOverTheCapKeepsItsPlace(t *testing.T) {
+	w := newTestWriter(t)
+	w.history = NewHistory(8000)
+	w.readCurrentRows()
+	many := []lb.L3n4Addr{histB1}
+	for i := range 299 {
+		many = append(many, lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{10, 0, byte(2 + i/250), byte(i%250 + 1)}), 8080, lb.ScopeExternal))
+	}
+	for _, backends := range [][]lb.L3n4Addr{{histB1}, many, {histB2}} {
+		mustWrite(t, w, func(txn statedb.WriteTxn) error {
+			histService(t, w, txn, backends...)
+			return nil
+		})
+	}
+	recs, _ := w.History().Records(HistoryQuery{Frontend: histFE})
+	if len(recs) != 3 {
+		t.Fatalf("want 3 records, got %d: %+v", len(recs), recs)
+	}
+	if r := recs[1]; len(r.Added) != 0 || len(r.Removed) != 0 || len(r.Changed) != 1 || !strings.Contains(r.Changed[0], "row after is not kept") {
+		t.Errorf("the change to 300 backends: +%q -%q %q; want it to say its row after is not kept", r.Added, r.Removed, r.Changed)
+	}
+	if r := recs[2]; r.Change != "changed" || len(r.Changed) != 1 || !strings.Contains(r.Changed[0], "row before is not kept") {
+		t.Errorf("the change from 300 backends: %s +%q -%q %q", r.Change, r.Added, r.Removed, r.Changed)
 	}
 }

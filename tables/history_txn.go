@@ -39,7 +39,7 @@ func (h *History) commit(staged []historyEntry, commit func()) {
 	}
 	// The time is taken before the commit: a reconciler that reads the
 	// rows as soon as they are committed writes a later status.
-	now := time.Now().UnixNano()
+	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	commit()

@@ -52,8 +52,9 @@ type policyState struct {
 	err      error   // why the latest version was rejected
 	plan     Plan    // rule's plan over the pods
 	problems []error
-	lostTo   string // the older policy that has the same Service
-	applied  *Plan  // what the Writer has of it
+	lostTo   string         // the older policy that has the same Service
+	lostOn   lb.ServiceName // that Service
+	applied  *Plan          // what the Writer has of it
 }
 
 // origin is where a manifest declares the policy in force (else its
@@ -274,14 +275,14 @@ func (c *Controller) prepareRedirects(call func(func(statedb.WriteTxn))) {
 				lostTo = winnerKey.namespace + "/" + winnerKey.name
 			}
 			if ps := l.policies[key]; ps.lostTo != lostTo {
-				// Reported when it starts to lose, not when the winner
-				// changes: that is not a change of its own (its row
-				// names the new winner).
-				if was := ps.lostTo; lostTo != "" && was == "" {
+				// Reported when it starts to lose a Service, not when
+				// the winner changes: that is not a change of its own
+				// (its row names the new winner).
+				if lostTo != "" && (ps.lostTo == "" || ps.lostOn != svc) {
 					c.fail(kubeapi.AtOriginOf(ps.origin(), fmt.Errorf("policy %s/%s: spec.redirectFrontend.serviceMatcher: service %s is redirected by policy %s, which is older",
 						key.namespace, key.name, svc, lostTo)))
 				}
-				ps.lostTo = lostTo
+				ps.lostTo, ps.lostOn = lostTo, svc
 				changed[key] = true
 			}
 		}

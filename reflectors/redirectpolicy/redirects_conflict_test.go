@@ -77,6 +77,28 @@ func TestLosingPolicyReportedOncePerChangeOfItsOwnState(t *testing.T) {
 	}
 }
 
+// A losing policy moved to another Service where it loses too is
+// reported again: a conflict of its own, on another Service.
+func TestLosingPolicyMovedToAnotherContestedServiceIsReported(t *testing.T) {
+	r, _, _, _ := newPolicyReflector(t)
+	svc, slice := kubeDNS()
+	svc2, slice2 := kubeDNS()
+	svc2.Name, svc2.Spec.ClusterIP = "dns2", "10.96.0.11"
+	slice2.Name, slice2.Labels = "dns2-1", map[string]string{"kubernetes.io/service-name": "dns2"}
+	a, b, p := dnsPolicy("a", time.Unix(1, 0)), dnsPolicy("b", time.Unix(2, 0)), dnsPolicy("p", time.Unix(3, 0))
+	b.Spec.RedirectFrontend.ServiceMatcher = &ServiceMatcher{ServiceName: "dns2", Namespace: "kube-system"}
+	r.apply([]event{{Obj: svc}, {Obj: slice}, {Obj: svc2}, {Obj: slice2}, {Obj: dnsPodObject("x", "10.0.1.1", true, 0)}, {Obj: a}, {Obj: b}, {Obj: p}})
+	if n := r.src.Errors(); n != 1 {
+		t.Fatalf("%d errors, want 1 (p loses to a)", n)
+	}
+	p2 := dnsPolicy("p", time.Unix(3, 0))
+	p2.Spec.RedirectFrontend.ServiceMatcher = &ServiceMatcher{ServiceName: "dns2", Namespace: "kube-system"}
+	r.apply([]event{{Obj: p2}})
+	if n := r.src.Errors(); n != 2 {
+		t.Errorf("%d errors after p moved to dns2 where it loses to b: want 2 (a new conflict on another Service)", n)
+	}
+}
+
 // A pod whose labels change leaves the policies that selected it for
 // those that select it now, whether they select by matchLabels or by
 // matchExpressions alone.
