@@ -36,6 +36,7 @@ var (
 		{"lb_recvmsg6", ebpf.AttachCGroupUDP6Recvmsg},
 		{"lb_getpeername4", ebpf.AttachCgroupInet4GetPeername},
 		{"lb_getpeername6", ebpf.AttachCgroupInet6GetPeername},
+		{"lb_sock_release", ebpf.AttachCgroupInetSockRelease},
 	}
 	tcPrograms = []string{"lb_tc_ingress", "lb_tc_workload", "lb_tc_egress"}
 	// udpReaperProgram is the UDP socket iterator of c/sockdestroy.h.

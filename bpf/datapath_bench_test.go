@@ -93,7 +93,7 @@ func benchDatapath(b *testing.B, kind string, v6, maglev, reports bool) {
 // same connect() to the backend from a socket of a cgroup with none, in a
 // network namespace of the test's own: the median of each, interleaved in
 // one process so that other load weighs on both alike. ns/overhead is the
-// difference.
+// difference; ns/close-overhead is the same for close() (lb_sock_release).
 func BenchmarkDatapathSocketConnect(b *testing.B) {
 	h := newDatapath(b, dpConfig())
 	ns, cg := bpftest.NewNetns(b), bpftest.Cgroup(b)
@@ -113,13 +113,14 @@ func BenchmarkDatapathSocketConnect(b *testing.B) {
 	b.ResetTimer()
 	lines := bpftest.RunClient(b, cg, ns, fmt.Sprintf("connect 10.96.0.10:53 10.1.0.1:8080 %d %s %s", b.N, cg, bare))
 	b.StopTimer()
-	var with, without float64
-	if _, err := fmt.Sscanf(lines[0], "ns %g %g", &with, &without); err != nil {
+	var with, without, closeWith, closeWithout float64
+	if _, err := fmt.Sscanf(lines[0], "ns %g %g %g %g", &with, &without, &closeWith, &closeWithout); err != nil {
 		b.Fatalf("client said %q: %v", lines, err)
 	}
 	b.ReportMetric(with, "ns/connect")
 	b.ReportMetric(without, "ns/connect-bare")
 	b.ReportMetric(with-without, "ns/overhead")
+	b.ReportMetric(closeWith-closeWithout, "ns/close-overhead")
 }
 
 // BenchmarkDatapathCalibration times, the same way as BenchmarkDatapath,
