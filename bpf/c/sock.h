@@ -229,10 +229,11 @@ static __always_inline int lb_sock_reverse(struct bpf_sock_addr *ctx, bool v6)
  * lb_sock_release deletes, when a socket is closed, the reply entry its
  * connect() wrote (by its cookie and peer, which the socket still has).
  * Closed sockets then leave nothing in lb_sock_ct for the LRU to evict:
- * a connect()'s insert finds a free entry instead of evicting one (about
- * half the cost of an insert into a full LRU), and a long-lived socket's
- * entry, which getpeername() needs, is never pushed out by the sockets
- * that came and went since. An unconnected UDP socket's entries (one pair
+ * a connect()'s insert takes the element a closed socket freed, still in
+ * the cache, instead of evicting a cold one (the work moves to close(),
+ * docs/performance.md), and a long-lived socket's entry, which
+ * getpeername() needs, is never pushed out by the sockets that came and
+ * went since. An unconnected UDP socket's entries (one pair
  * per frontend it sent to) are not found from the socket: the LRU takes
  * them as before.
  */
