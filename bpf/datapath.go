@@ -203,8 +203,10 @@ func (d *Datapath) ProgramNames() []string {
 }
 
 // AttachCgroup attaches the socket programs to the cgroup (v2) at path:
-// connect(), sendmsg(), recvmsg() and getpeername() of the sockets of its
-// processes and their descendants'; with ConnectionReports, lb_sock_ops
+// connect(), sendmsg(), recvmsg(), getpeername() and the close of the
+// sockets of its processes and their descendants' (lb_sock_release, which
+// deletes a closed socket's lb_sock_ct entry: an embedder attaching the
+// programs itself attaches it too); with ConnectionReports, lb_sock_ops
 // too.
 func (d *Datapath) AttachCgroup(path string) error {
 	for _, p := range socketPrograms {
