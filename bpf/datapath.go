@@ -36,6 +36,7 @@ var (
 		{"lb_recvmsg6", ebpf.AttachCGroupUDP6Recvmsg},
 		{"lb_getpeername4", ebpf.AttachCgroupInet4GetPeername},
 		{"lb_getpeername6", ebpf.AttachCgroupInet6GetPeername},
+		{"lb_sock_release", ebpf.AttachCgroupInetSockRelease},
 	}
 	tcPrograms = []string{"lb_tc_ingress", "lb_tc_workload", "lb_tc_egress"}
 	// udpReaperProgram is the UDP socket iterator of c/sockdestroy.h.
@@ -202,8 +203,10 @@ func (d *Datapath) ProgramNames() []string {
 }
 
 // AttachCgroup attaches the socket programs to the cgroup (v2) at path:
-// connect(), sendmsg(), recvmsg() and getpeername() of the sockets of its
-// processes and their descendants'; with ConnectionReports, lb_sock_ops
+// connect(), sendmsg(), recvmsg(), getpeername() and the close of the
+// sockets of its processes and their descendants' (lb_sock_release, which
+// deletes a closed socket's lb_sock_ct entry: an embedder attaching the
+// programs itself attaches it too); with ConnectionReports, lb_sock_ops
 // too.
 func (d *Datapath) AttachCgroup(path string) error {
 	for _, p := range socketPrograms {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"golang.org/x/sys/unix"
+
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/lb"
@@ -40,8 +42,27 @@ func BenchmarkDatapathWithReports(b *testing.B) {
 	}
 }
 
+// BenchmarkDatapathNewFlowUnfilled is BenchmarkDatapath's new flows
+// (random) into an lb_ct four times larger than the run's entries, as
+// on a node whose collector keeps lb_ct from filling: no insert evicts.
+// BenchmarkDatapath's lb_ct is full after its first 65,536 flows, and
+// from then on each of a new flow's two inserts evicts an entry first.
+func BenchmarkDatapathNewFlowUnfilled(b *testing.B) {
+	for _, fam := range []string{"IPv4", "IPv6"} {
+		b.Run(fam, func(b *testing.B) {
+			cfg := bpf.DefaultConfig
+			cfg.LBCTMax = uint32(max(8*b.N, 1<<17))
+			benchDatapathIn(b, cfg, "new", fam == "IPv6", false, false)
+		})
+	}
+}
+
 func benchDatapath(b *testing.B, kind string, v6, maglev, reports bool) {
-	h := newDatapath(b, bpf.DefaultConfig)
+	benchDatapathIn(b, bpf.DefaultConfig, kind, v6, maglev, reports)
+}
+
+func benchDatapathIn(b *testing.B, cfg bpf.Config, kind string, v6, maglev, reports bool) {
+	h := newDatapath(b, cfg)
 	d, err := bpf.LoadBenchDatapath(h.maps, reports)
 	if err != nil {
 		b.Fatal(err)
@@ -93,7 +114,7 @@ func benchDatapath(b *testing.B, kind string, v6, maglev, reports bool) {
 // same connect() to the backend from a socket of a cgroup with none, in a
 // network namespace of the test's own: the median of each, interleaved in
 // one process so that other load weighs on both alike. ns/overhead is the
-// difference.
+// difference; ns/close-overhead is the same for close() (lb_sock_release).
 func BenchmarkDatapathSocketConnect(b *testing.B) {
 	h := newDatapath(b, dpConfig())
 	ns, cg := bpftest.NewNetns(b), bpftest.Cgroup(b)
@@ -113,13 +134,14 @@ func BenchmarkDatapathSocketConnect(b *testing.B) {
 	b.ResetTimer()
 	lines := bpftest.RunClient(b, cg, ns, fmt.Sprintf("connect 10.96.0.10:53 10.1.0.1:8080 %d %s %s", b.N, cg, bare))
 	b.StopTimer()
-	var with, without float64
-	if _, err := fmt.Sscanf(lines[0], "ns %g %g", &with, &without); err != nil {
+	var with, without, closeWith, closeWithout float64
+	if _, err := fmt.Sscanf(lines[0], "ns %g %g %g %g", &with, &without, &closeWith, &closeWithout); err != nil {
 		b.Fatalf("client said %q: %v", lines, err)
 	}
 	b.ReportMetric(with, "ns/connect")
 	b.ReportMetric(without, "ns/connect-bare")
 	b.ReportMetric(with-without, "ns/overhead")
+	b.ReportMetric(closeWith-closeWithout, "ns/close-overhead")
 }
 
 // BenchmarkDatapathCalibration times, the same way as BenchmarkDatapath,
@@ -127,22 +149,35 @@ func BenchmarkDatapathSocketConnect(b *testing.B) {
 // program, one lookup of a 40-byte key in a hash map (the same key every
 // run, as an established flow's conntrack lookup), and one insert of a new
 // 40-byte key into an LRU map (as each of a new flow's two conntrack
-// entries).
+// entries) of 131,072 entries, full after as many runs. The others price
+// the ways a new flow's inserts could go: into an LRU map with per-CPU
+// lists (BPF_F_NO_COMMON_LRU), as full; and, as
+// BenchmarkDatapathNewFlowUnfilled's lb_ct, into an LRU map and a
+// preallocated hash map that never fill (eight times the runs).
 func BenchmarkDatapathCalibration(b *testing.B) {
 	bpftest.Require(b)
 	for _, c := range []struct {
-		name string
-		typ  ebpf.MapType
-		op   asm.BuiltinFunc
+		name     string
+		typ      ebpf.MapType
+		flags    uint32
+		op       asm.BuiltinFunc
+		unfilled bool
 	}{
-		{"empty", 0, 0},
-		{"hash-lookup", ebpf.Hash, asm.FnMapLookupElem},
-		{"lru-insert", ebpf.LRUHash, asm.FnMapUpdateElem},
+		{"empty", 0, 0, 0, false},
+		{"hash-lookup", ebpf.Hash, 0, asm.FnMapLookupElem, false},
+		{"lru-insert", ebpf.LRUHash, 0, asm.FnMapUpdateElem, false},
+		{"lru-percpu-insert", ebpf.LRUHash, unix.BPF_F_NO_COMMON_LRU, asm.FnMapUpdateElem, false},
+		{"lru-insert-unfilled", ebpf.LRUHash, 0, asm.FnMapUpdateElem, true},
+		{"hash-insert-unfilled", ebpf.Hash, 0, asm.FnMapUpdateElem, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			insns := asm.Instructions{asm.Mov.Imm(asm.R0, 0)}
 			if c.op != 0 {
-				m, err := ebpf.NewMap(&ebpf.MapSpec{Type: c.typ, KeySize: 40, ValueSize: 16, MaxEntries: 1 << 17})
+				size := uint32(1 << 17)
+				if c.unfilled {
+					size = uint32(max(8*b.N, 1<<17))
+				}
+				m, err := ebpf.NewMap(&ebpf.MapSpec{Type: c.typ, Flags: c.flags, KeySize: 40, ValueSize: 16, MaxEntries: size})
 				if err != nil {
 					b.Fatal(err)
 				}

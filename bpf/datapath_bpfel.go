@@ -175,6 +175,7 @@ const (
 	datapathProgLbSendmsg6       = "lb_sendmsg6"
 	datapathProgLbSockDestroyUdp = "lb_sock_destroy_udp"
 	datapathProgLbSockOps        = "lb_sock_ops"
+	datapathProgLbSockRelease    = "lb_sock_release"
 	datapathProgLbTcEgress       = "lb_tc_egress"
 	datapathProgLbTcIngress      = "lb_tc_ingress"
 	datapathProgLbTcWorkload     = "lb_tc_workload"
@@ -249,6 +250,7 @@ type datapathProgramSpecs struct {
 	LbSendmsg6       *ebpf.ProgramSpec `ebpf:"lb_sendmsg6"`
 	LbSockDestroyUdp *ebpf.ProgramSpec `ebpf:"lb_sock_destroy_udp"`
 	LbSockOps        *ebpf.ProgramSpec `ebpf:"lb_sock_ops"`
+	LbSockRelease    *ebpf.ProgramSpec `ebpf:"lb_sock_release"`
 	LbTcEgress       *ebpf.ProgramSpec `ebpf:"lb_tc_egress"`
 	LbTcIngress      *ebpf.ProgramSpec `ebpf:"lb_tc_ingress"`
 	LbTcWorkload     *ebpf.ProgramSpec `ebpf:"lb_tc_workload"`
@@ -387,6 +389,7 @@ type datapathPrograms struct {
 	LbSendmsg6       *ebpf.Program `ebpf:"lb_sendmsg6"`
 	LbSockDestroyUdp *ebpf.Program `ebpf:"lb_sock_destroy_udp"`
 	LbSockOps        *ebpf.Program `ebpf:"lb_sock_ops"`
+	LbSockRelease    *ebpf.Program `ebpf:"lb_sock_release"`
 	LbTcEgress       *ebpf.Program `ebpf:"lb_tc_egress"`
 	LbTcIngress      *ebpf.Program `ebpf:"lb_tc_ingress"`
 	LbTcWorkload     *ebpf.Program `ebpf:"lb_tc_workload"`
@@ -409,6 +412,7 @@ func (p *datapathPrograms) Close() error {
 		p.LbSendmsg6,
 		p.LbSockDestroyUdp,
 		p.LbSockOps,
+		p.LbSockRelease,
 		p.LbTcEgress,
 		p.LbTcIngress,
 		p.LbTcWorkload,

@@ -193,3 +193,35 @@ func TestSocketLBFollowsAMaglevTablesShares(t *testing.T) {
 		t.Errorf("%d of %d connects refused, want about a tenth", refused, n)
 	}
 }
+
+// A closed socket leaves nothing in lb_sock_ct: lb_sock_release deletes
+// the entry its connect() wrote, so that the LRU never evicts a live
+// socket's entry (which getpeername needs while the socket lasts) for the
+// sockets that came and went since, and a connect() inserts without
+// evicting. TCP and connected UDP sockets, IPv4 and IPv6, all closed by
+// the client: no entry left. An unconnected UDP socket's entries (one
+// pair per frontend it sent to) cannot be found from the socket and stay
+// to the LRU: they are there, so that the test sees entries it could
+// have missed.
+func TestSocketLBClosedSocketsLeaveNoSocketConntrackEntries(t *testing.T) {
+	s := newSockSetup(t)
+	s.frontend(testFrontend{addr: "10.96.0.10:80/TCP", id: 1, slots: weighted(1)})
+	s.frontend(testFrontend{addr: "[fd00:96::10]:80/TCP", id: 2, slots: weighted(4)})
+	s.frontend(testFrontend{addr: "10.96.0.10:53/UDP", id: 3, slots: weighted(7)})
+	s.frontend(testFrontend{addr: "[fd00:96::10]:53/UDP", id: 4, slots: weighted(10)})
+	lines := bpftest.RunClient(t, s.cg, s.ns, "tcp 10.96.0.10:80 20", "tcp [fd00:96::10]:80 20",
+		"udpc 10.96.0.10:53 20", "udpc [fd00:96::10]:53 20")
+	for _, l := range lines {
+		if _, peer, _ := strings.Cut(l, " "); peer != "10.96.0.10:80" && peer != "[fd00:96::10]:80" &&
+			peer != "10.96.0.10:53" && peer != "[fd00:96::10]:53" {
+			t.Fatalf("a socket showed %q, not its frontend", l)
+		}
+	}
+	if n, err := bpf.Count(s.maps.SockConntrack); err != nil || n != 0 {
+		t.Errorf("after 80 connected sockets closed, lb_sock_ct holds %d entries (%v), want 0", n, err)
+	}
+	bpftest.RunClient(t, s.cg, s.ns, "udp 10.96.0.10:53 3")
+	if n, err := bpf.Count(s.maps.SockConntrack); err != nil || n != 6 {
+		t.Errorf("after 3 unconnected UDP sockets, lb_sock_ct holds %d entries (%v), want 6 (a pair each)", n, err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
 )
 
@@ -56,5 +57,11 @@ func TestSocketLBDestroysConnectedUDPSocketsOfADeletedBackend(t *testing.T) {
 	}
 	if lines[1] != "second b2" {
 		t.Errorf("the socket of the backend that stays: %q, want it to exchange with b2", lines[1])
+	}
+	// The client closed both: neither left an lb_sock_ct entry, the
+	// destroyed one (disconnected, so lb_sock_release cannot name its
+	// entry) included.
+	if n, err := bpf.Count(s.maps.SockConntrack); err != nil || n != 0 {
+		t.Errorf("after the client closed its sockets, lb_sock_ct holds %d entries (%v), want 0", n, err)
 	}
 }

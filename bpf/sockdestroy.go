@@ -14,8 +14,9 @@ import (
 // connect(), so such a socket would keep sending to the deleted backend;
 // destroyed, it fails its next send or receive with ECONNABORTED and the
 // application connects again, to a live backend (c/sockdestroy.h;
-// bpf_sock_destroy, Linux 6.5). A socket whose lb_sock_ct entry the LRU
-// took is not found. The agent calls it after deleting backends.
+// bpf_sock_destroy, Linux 6.5), and its lb_sock_ct entry is deleted. A
+// socket whose lb_sock_ct entry the LRU took is not found. The agent
+// calls it after deleting backends.
 func (d *Datapath) DestroyOrphanedUDPSockets() (int, error) {
 	p := d.progs[udpReaperProgram]
 	if p == nil {

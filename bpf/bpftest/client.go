@@ -47,8 +47,9 @@ const clientEnv = "LBSTATE_TEST_CLIENT"
 //	connect A1 A2 N CG1 CG2
 //	                     N connect()s of UDP sockets created in cgroup CG1
 //	                     to A1, and N of sockets created in CG2 to A2,
-//	                     interleaved (no packet is sent); prints "ns T1 T2",
-//	                     the median time of a connect() syscall of each
+//	                     interleaved (no packet is sent); prints "ns T1 T2
+//	                     C1 C2", the median time of a connect() syscall of
+//	                     each, and of a close() of the sockets
 //	connecttcp A1 A2 N CG1 CG2
 //	                     the same with TCP sockets: each connect() is a
 //	                     handshake with a listener, and each socket is
@@ -322,8 +323,9 @@ func ServeName(t testing.TB, ns *Netns, addr string, port int, name string) {
 // created in cgroup cg1, and to a2 from sockets created in cg2 (programs
 // act on a socket by the cgroup it was created in), interleaved so that
 // whatever else the CPUs do weighs on both alike, and the median of
-// each, which preemptions do not move. Socket creation,
-// moving between cgroups and closing are not timed.
+// each, which preemptions do not move; and the close() of each socket
+// the same way. Socket creation and moving between cgroups are not
+// timed.
 func timeConnects(out *bufio.Writer, a1, a2 string, n int, cg1, cg2 string, tcp bool) error {
 	typ := unix.SOCK_DGRAM
 	if tcp {
@@ -342,7 +344,7 @@ func timeConnects(out *bufio.Writer, a1, a2 string, n int, cg1, cg2 string, tcp 
 		}
 	}
 	const chunk = 256
-	var took [2][]time.Duration
+	var took, closed [2][]time.Duration
 	for done := 0; done < n; done += chunk {
 		m := min(chunk, n-done)
 		var fds [2][]int
@@ -368,19 +370,22 @@ func timeConnects(out *bufio.Writer, a1, a2 string, n int, cg1, cg2 string, tcp 
 				}
 			}
 		}
-		for i := range 2 {
-			for _, fd := range fds[i] {
+		for j := range m {
+			for i := range 2 {
 				if tcp {
-					unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+					unix.SetsockoptLinger(fds[i][j], unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
 				}
-				unix.Close(fd)
+				start := time.Now()
+				unix.Close(fds[i][j])
+				closed[i] = append(closed[i], time.Since(start))
 			}
 		}
 	}
 	for i := range 2 {
 		slices.Sort(took[i])
+		slices.Sort(closed[i])
 	}
-	fmt.Fprintln(out, "ns", took[0][n/2].Nanoseconds(), took[1][n/2].Nanoseconds())
+	fmt.Fprintln(out, "ns", took[0][n/2].Nanoseconds(), took[1][n/2].Nanoseconds(), closed[0][n/2].Nanoseconds(), closed[1][n/2].Nanoseconds())
 	return nil
 }
 

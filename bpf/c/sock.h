@@ -225,6 +225,50 @@ static __always_inline int lb_sock_reverse(struct bpf_sock_addr *ctx, bool v6)
 	return 1;
 }
 
+/*
+ * lb_sock_release deletes, when a socket is closed, the reply entry its
+ * connect() wrote (by its cookie and peer, which the socket still has).
+ * Closed sockets then leave nothing in lb_sock_ct for the LRU to evict:
+ * a connect()'s insert takes the element a closed socket freed, still in
+ * the cache, instead of evicting a cold one (the work moves to close(),
+ * docs/performance.md), and a long-lived socket's entry, which
+ * getpeername() needs, is never pushed out by the sockets that came and
+ * went since. An unconnected UDP socket's entries (one pair
+ * per frontend it sent to) are not found from the socket: the LRU takes
+ * them as before.
+ */
+SEC("cgroup/sock_release")
+int lb_sock_release(struct bpf_sock *sk)
+{
+	struct lb_ct_key k = { .kind = LB_CT_SOCKET };
+	__u64 cookie;
+	__u32 *w = (__u32 *)k.dst;
+
+	if (sk->protocol != IPPROTO_TCP && sk->protocol != IPPROTO_UDP)
+		return 1;
+	if (sk->family == AF_INET6) {
+		w[0] = sk->dst_ip6[0];
+		w[1] = sk->dst_ip6[1];
+		w[2] = sk->dst_ip6[2];
+		w[3] = sk->dst_ip6[3];
+		if (!(w[0] | w[1] | w[2] | w[3]))
+			return 1; /* never connected */
+	} else if (sk->family == AF_INET) {
+		w[2] = bpf_htonl(0x0000ffff);
+		w[3] = sk->dst_ip4;
+		if (!w[3])
+			return 1;
+	} else {
+		return 1;
+	}
+	cookie = bpf_get_socket_cookie(sk);
+	__builtin_memcpy(k.src, &cookie, sizeof(cookie));
+	k.dport = (__be16)sk->dst_port;
+	k.proto = sk->protocol;
+	bpf_map_delete_elem(&lb_sock_ct, &k);
+	return 1;
+}
+
 SEC("cgroup/connect4")
 int lb_connect4(struct bpf_sock_addr *ctx) { return lb_sock_forward(ctx, false, false); }
 

@@ -84,8 +84,12 @@ int lb_sock_destroy_udp(struct bpf_iter__udp *ctx)
 	ct = bpf_map_lookup_elem(&lb_sock_ct, &k);
 	if (!ct || ct->dir != LB_CT_REPLY || lb_backend_lookup(ct->backend_id, &be))
 		return 0;
-	if (bpf_sock_destroy((struct sock_common *)sk) == 0)
+	if (bpf_sock_destroy((struct sock_common *)sk) == 0) {
+		/* A destroyed socket is disconnected: lb_sock_release would not
+		 * find its entry when it is closed. */
+		bpf_map_delete_elem(&lb_sock_ct, &k);
 		bpf_seq_write(ctx->meta->seq, &one, 1);
+	}
 	return 0;
 }
 

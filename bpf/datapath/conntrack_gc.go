@@ -16,9 +16,11 @@ import (
 // idle flows leave the LRU map before the kernel has to evict live ones
 // to make room. As Cilium's CT GC, it runs from the agent and reports the
 // map's entries, what it removed and the map's pressure. lb_sock_ct is
-// left to its LRU: a connected socket's entry is written once, at
+// not collected: a connected socket's entry is written once, at
 // connect(), and getpeername() needs it for as long as the connection
-// lasts, however long after its expiry that is.
+// lasts, however long after its expiry that is; the socket's close
+// deletes it (lb_sock_release), and the LRU takes unconnected UDP
+// sockets' entries.
 type ctGC struct {
 	maps     *bpf.Maps
 	log      *slog.Logger

@@ -308,8 +308,11 @@ enum {
  * UDP socket sends to) or the backend (LB_CT_REPLY: what recvmsg and
  * getpeername show instead); kind LB_CT_SOCKET. Their expiry is the TCP
  * (after the first reply) or other timeout from their last use; the
- * agent's collector leaves them to the LRU, as a connected socket's entry
- * is written only at connect() and getpeername needs it while it lasts.
+ * agent's collector leaves them alone, as a connected socket's entry is
+ * written only at connect() and getpeername needs it while it lasts. The
+ * socket's close deletes that entry (lb_sock_release), so that closed
+ * sockets never make the LRU evict a live one's; an unconnected UDP
+ * socket's entries are left to the LRU.
  */
 enum {
 	LB_CT_PACKET = 0,
