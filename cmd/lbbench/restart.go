@@ -227,11 +227,18 @@ func restarted(o options) (restartResult, error) {
 			r.Push(p.es, false)
 		}
 	}
-	stopProfile, err := startCPUProfile(o.cpuProfile) // of the restarted pipeline
+	// Of the restarted pipeline until synced and pruned: not the gather
+	// and the teardown after it, which the CPU time leaves out too.
+	stopProfile, err := startCPUProfile(o.cpuProfile)
 	if err != nil {
 		return res, err
 	}
-	defer stopProfile()
+	profiling := true
+	defer func() {
+		if profiling {
+			stopProfile()
+		}
+	}()
 	cpuStart := cpuTime()
 	start := time.Now()
 	b, err := newBench(o)
@@ -258,6 +265,8 @@ func restarted(o options) (restartResult, error) {
 	res.SyncedSeconds, res.PrunedSeconds = synced.Seconds(), pruned.Seconds()
 	res.ReadySeconds = max(synced, pruned).Seconds()
 	res.CPUSeconds = (cpuTime() - cpuStart).Seconds()
+	stopProfile()
+	profiling = false
 	res.PeakRSSBytes = peakRSS() // before the gather, which costs more than the pipeline
 	if res.Writes, err = writesByMap(reg); err != nil {
 		return res, err
