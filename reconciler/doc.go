@@ -38,7 +38,10 @@
 //     the frontends table is initialized, that is, once every source that
 //     registered an initializer with the Writer has synced. Until then a
 //     backend no frontend uses is parked, entry and ID kept, not deleted.
-//     A failed prune is retried with backoff (pruneRetryMin).
+//     A failed prune is retried with backoff (pruneRetryMin). The first
+//     prune after a restart deletes, of the entries restore read, those
+//     that nobody accounts for (leftovers.go), rather than reading every
+//     map again; the later ones read the maps.
 //   - Room (room.go, waiting.go): a frontend is written only if it fits
 //     in the room left in the maps, which the reconciler counts; one that
 //     does not writes nothing and waits. Frontends in the maps keep their

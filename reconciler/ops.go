@@ -50,6 +50,9 @@ type ops struct {
 	// IDs found in the maps at start that no master entry accounts for;
 	// kept out of use until the first prune has cleaned up after them.
 	orphanFrontendIDs, orphanBackendIDs []uint32
+	// leftovers are the entries restore read that no restored frontend
+	// accounts for, until the first prune (leftovers.go).
+	leftovers *leftovers
 
 	// initialized is set once the frontends table is initialized (every
 	// source has synced); from then on unused backends are deleted, not

@@ -27,11 +27,14 @@ func (o *ops) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[*lb
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.initialized = true
-	err := o.prune(objs)
-	if err == nil {
+	leftovers, err := o.prune(objs)
+	switch {
+	case err == nil && leftovers:
+		err = o.room.recountBut(roomServices, roomMaglev)
+	case err == nil:
 		// The prune deleted entries no state counted.
 		err = o.room.recount()
-	} else {
+	default:
 		o.room.stale = true
 	}
 	o.offerRoom()
@@ -46,7 +49,9 @@ func (o *ops) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[*lb
 	return err
 }
 
-func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
+// prune reports whether it pruned restore's leftovers (leftovers.go),
+// counting what it deleted from lb_services and lb_maglev.
+func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) (leftovers bool, err error) {
 	desired := map[addrKey]struct{}{}
 	for fe := range objs {
 		desired[keyOf(fe.Address)] = struct{}{}
@@ -55,6 +60,11 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 		errs []error
 		gone []task
 	)
+	defer func() {
+		if err != nil {
+			leftovers = false
+		}
+	}()
 	for k := range o.frontends.all() {
 		if _, ok := desired[k]; !ok {
 			gone = append(gone, task{fe: &lb.Frontend{FrontendParams: lb.FrontendParams{Address: k.l3n4()}}})
@@ -77,8 +87,14 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 		}
 	}
 	// Backends go last, once nothing the prune leaves names them.
-	if err := o.pruneUnknown(); err != nil {
-		return errors.Join(append(errs, err)...)
+	lo := o.leftovers
+	o.leftovers = nil // a retry reads the maps again
+	if lo != nil {
+		if err := o.pruneLeftovers(lo); err != nil {
+			return false, errors.Join(append(errs, err)...)
+		}
+	} else if err := o.pruneUnknown(); err != nil {
+		return false, errors.Join(append(errs, err)...)
 	}
 	for k, i := range o.restoredBackends.all() {
 		be := o.beStates.at(i)
@@ -90,8 +106,12 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 		o.restoredBackends.del(k)
 		o.releaseBackend(i, be)
 	}
-	if err := o.pruneUnknownBackends(); err != nil {
-		return errors.Join(append(errs, err)...)
+	if lo != nil {
+		if err := o.pruneLeftoverBackends(lo); err != nil {
+			return false, errors.Join(append(errs, err)...)
+		}
+	} else if err := o.pruneUnknownBackends(); err != nil {
+		return false, errors.Join(append(errs, err)...)
 	}
 	// What the orphan IDs named is gone now, and what the rev-NAT
 	// entries nobody claimed named.
@@ -114,7 +134,7 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 		}
 	}
 	o.orphanFrontendIDs, o.orphanBackendIDs = nil, nil
-	return errors.Join(errs...)
+	return lo != nil, errors.Join(errs...)
 }
 
 func (o *ops) frontendIDInUse(id uint32) bool {
@@ -145,12 +165,7 @@ func (o *ops) backendIDInUse(id uint32) bool {
 // else), but lb_backends' (pruneUnknownBackends): the entries it deletes
 // may name backends.
 func (o *ops) pruneUnknown() error {
-	byID := make(map[uint32]*frontendState, o.frontends.len())
-	for _, i := range o.frontends.all() {
-		st := o.feStates.at(i)
-		byID[st.id] = st
-	}
-	backendIDs := o.backendIDs()
+	byID := o.frontendsByID()
 
 	if err := o.pruneServices(); err != nil {
 		return err
@@ -168,9 +183,7 @@ func (o *ops) pruneUnknown() error {
 	}); err != nil {
 		return err
 	}
-	if err := pruneMap(o.maps.Affinity, func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
-		return byID[k.RevNatID] != nil && backendIDs[v.BackendID]
-	}); err != nil {
+	if err := o.pruneAffinity(byID); err != nil {
 		return err
 	}
 	var staleTables []uint32
@@ -188,6 +201,28 @@ func (o *ops) pruneUnknown() error {
 		}
 	}
 	return nil
+}
+
+// frontendsByID returns the states of the frontends by ID.
+func (o *ops) frontendsByID() map[uint32]*frontendState {
+	byID := make(map[uint32]*frontendState, o.frontends.len())
+	for _, i := range o.frontends.all() {
+		st := o.feStates.at(i)
+		byID[st.id] = st
+	}
+	return byID
+}
+
+// pruneAffinity deletes the lb_affinity entries of unknown frontends and
+// backends. The set of backend IDs is made only if there are entries.
+func (o *ops) pruneAffinity(byID map[uint32]*frontendState) error {
+	var backendIDs map[uint32]bool
+	return pruneMap(o.maps.Affinity, func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
+		if backendIDs == nil {
+			backendIDs = o.backendIDs()
+		}
+		return byID[k.RevNatID] != nil && backendIDs[v.BackendID]
+	})
 }
 
 // pruneUnknownBackends deletes the lb_backends entries of backends that
@@ -221,8 +256,12 @@ func (o *ops) pruneServices() error {
 		return err
 	}
 	// Masters first, so that no master outlives its slots.
-	slices.SortFunc(stale, func(a, b bpf.ServiceKey) int { return int(a.Slot) - int(b.Slot) })
+	sortServiceKeys(stale)
 	return o.maps.Services.BatchDelete(stale)
+}
+
+func sortServiceKeys(ks []bpf.ServiceKey) {
+	slices.SortFunc(ks, func(a, b bpf.ServiceKey) int { return int(a.Slot) - int(b.Slot) })
 }
 
 // pruneMap deletes the entries of m for which keep returns false.
@@ -242,12 +281,13 @@ func pruneMap[K comparable, V any](m bpf.Map[K, V], keep func(K, V) bool) error 
 // restore reads the pinned maps, so that frontends and backends get back
 // the IDs that live flows carry. What nobody claims is pruned later.
 func (o *ops) restore() error {
+	start := time.Now()
+	o.leftovers = &leftovers{}
 	if err := o.readPinnedMaps(); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	if err := o.room.recount(); err != nil {
-		return fmt.Errorf("restore: %w", err)
-	}
+	// What restore read is the count: the maps are not read again.
+	o.room.set(o.leftovers.counted, start)
 	// The backends that restored frontends' slots name are taken over
 	// already (restoreReferences); the others wait in restoredBackends.
 	frontends, backends := o.restoredFrontends.len(), o.backends.len()+o.restoredBackends.len()
@@ -311,8 +351,13 @@ type restoredSlot struct {
 // and its slot count. It returns each frontend's slots.
 func (o *ops) restoreFrontends() (map[*frontendState][]restoredSlot, error) {
 	slotBackends := map[*frontendState][]restoredSlot{}
+	l := o.leftovers
 	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
+		l.counted[roomServices]++
 		addr := keyOf(k.L3n4Addr())
+		if !l.scanServices && bpf.NewServiceKey(addr.l3n4(), k.Slot) != k {
+			l.scanServices = true
+		}
 		var st *frontendState
 		if i, ok := o.restoredFrontends.get(addr); ok {
 			st = o.feStates.at(i)
@@ -345,6 +390,9 @@ func (o *ops) restoredByID(slotBackends map[*frontendState][]restoredSlot) map[u
 	byID := map[uint32]*frontendState{}
 	for k, i := range o.restoredFrontends.all() {
 		st := o.feStates.at(i)
+		if st.id == 0 || !o.feIDs.slotFree(st.id) {
+			o.leftovers.servicesOf(k, st, slotBackends[st])
+		}
 		if st.id == 0 {
 			// Its slots are forgotten with it: the state's place in the
 			// arena goes to the next restored frontend.
@@ -402,8 +450,14 @@ func (o *ops) restoreRevNat(byID map[uint32]*frontendState) error {
 	for k, i := range o.restoredFrontends.all() {
 		want[o.feStates.at(i).id] = bpf.NewRevNatValue(k.l3n4())
 	}
+	l := o.leftovers
 	err := o.maps.RevNat.Iterate(func(id uint32, v bpf.RevNatValue) bool {
-		switch st := byID[id]; {
+		l.counted[roomRevNat]++
+		st := byID[id]
+		if st == nil {
+			l.revNat = append(l.revNat, id)
+		}
+		switch {
 		case st != nil:
 			st.hasRevNat = true
 			// Known when it holds what would be written, so that it is
@@ -431,17 +485,31 @@ func (o *ops) restoreRevNat(byID map[uint32]*frontendState) error {
 // restoreFrontendExtras records which restored frontends have a Maglev
 // table and which source ranges, so that an update replaces them and a
 // prune keeps them.
+// Those of frontends restored from lb_rev_nat alone (no master entry)
+// are leftovers, as are their rev-NAT entries: the first prune deletes
+// those that no frontend claimed.
 func (o *ops) restoreFrontendExtras(byID map[uint32]*frontendState) error {
+	l := o.leftovers
 	if err := o.maps.Maglev.Iterate(func(id uint32, _ []uint32) bool {
-		if st := byID[id]; st != nil {
+		l.counted[roomMaglev]++
+		st := byID[id]
+		if st != nil {
 			st.maglev = true
+		}
+		if st == nil || !st.hasMaster {
+			l.maglev = append(l.maglev, id)
 		}
 		return true
 	}); err != nil {
 		return err
 	}
 	return o.maps.SourceRanges.Iterate(func(k bpf.SourceRangeKey, _ uint8) bool {
-		if st := byID[k.RevNatID]; st != nil {
+		l.counted[roomSourceRanges]++
+		st := byID[k.RevNatID]
+		if st == nil || !st.hasMaster {
+			l.sourceRanges = append(l.sourceRanges, k)
+		}
+		if st != nil {
 			k.RevNatID = 0
 			st.addRange(k)
 		}
@@ -467,7 +535,9 @@ func (o *ops) restoreBackends(slotBackends map[*frontendState][]restoredSlot) (m
 		}
 	}
 	backendAddrs := map[uint32]addrKey{}
+	l := o.leftovers
 	err := o.maps.Backends.Iterate(func(id uint32, v bpf.Backend) bool {
+		l.counted[roomBackends]++
 		k := keyOf(v.L3n4Addr())
 		o.beIDs.reserve(id)
 		backendAddrs[id] = k
@@ -475,9 +545,11 @@ func (o *ops) restoreBackends(slotBackends map[*frontendState][]restoredSlot) (m
 			other := o.beStates.at(j)
 			if named[other.id] || !named[id] {
 				o.orphanBackendIDs = append(o.orphanBackendIDs, id)
+				l.backends = append(l.backends, leftoverBackend{id, k})
 				return true
 			}
 			o.orphanBackendIDs = append(o.orphanBackendIDs, other.id)
+			l.backends = append(l.backends, leftoverBackend{other.id, k})
 			o.beStates.release(j)
 		}
 		i, be := o.beStates.alloc()
