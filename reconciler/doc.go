@@ -34,7 +34,7 @@
 //     entries, backends; a Maglev table is compared when first
 //     written), so a restart over the same declarations writes no entry
 //     (lbstate_map_writes_total, writes.go).
-//   - Prune only after init (restore.go): statedb calls Prune only once
+//   - Prune only after init (prune.go): statedb calls Prune only once
 //     the frontends table is initialized, that is, once every source that
 //     registered an initializer with the Writer has synced. Until then a
 //     backend no frontend uses is parked, entry and ID kept, not deleted.
