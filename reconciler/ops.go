@@ -20,7 +20,14 @@ import (
 // ops writes frontends into the maps. statedb's reconciler calls it from
 // one goroutine; the mutex is for readers (IDs, tests).
 type ops struct {
-	mu   sync.Mutex
+	mu sync.Mutex
+	// restored is closed once restore is done, restoreErr its error:
+	// restore reads every pinned map (seconds of CPU at 100,000
+	// services), so the cell runs it beside the sources' first listing,
+	// and every entry point waits for it (lock).
+	restored   chan struct{}
+	restoreErr error
+
 	maps *bpf.Maps
 	cfg  settings
 	log  *slog.Logger
@@ -102,7 +109,16 @@ type ops struct {
 	writes mapWrites
 }
 
+// newOps returns the ops with what the pinned maps hold restored.
 func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Table[*lb.Frontend]) (*ops, error) {
+	o := newUnrestoredOps(maps, cfg, log, frontends)
+	o.finishRestore(o.restore())
+	return o, o.restoreErr
+}
+
+// newUnrestoredOps returns the ops, whose entry points wait until
+// finishRestore is called.
+func newUnrestoredOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Table[*lb.Frontend]) *ops {
 	var writes mapWrites
 	maps = countWrites(maps, &writes)
 	o := &ops{
@@ -125,8 +141,24 @@ func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Ta
 		waiting:           map[lb.L3n4Addr]*waiter{},
 		idWaiting:         map[lb.L3n4Addr]*idWaiter{},
 		failing:           map[lb.L3n4Addr]struct{}{},
+		restored:          make(chan struct{}),
 	}
-	return o, o.restore()
+	return o
+}
+
+// finishRestore records restore's result and lets the entry points in.
+func (o *ops) finishRestore(err error) {
+	o.restoreErr = err
+	close(o.restored)
+}
+
+// lock waits for restore, then locks o.mu. It returns restore's error:
+// the ops then write nothing, as without what the maps held a write
+// would hand the IDs of live flows to others.
+func (o *ops) lock() error {
+	<-o.restored
+	o.mu.Lock()
+	return o.restoreErr
 }
 
 // slotsOf returns the max_entries of the dense ID map called name.
@@ -476,7 +508,7 @@ func sourceRanges(fe *lb.Frontend) map[bpf.SourceRangeKey]struct{} {
 
 // ids returns the frontend and backend IDs in use, for tests.
 func (o *ops) ids() (frontends, backends map[lb.L3n4Addr]uint32) {
-	o.mu.Lock()
+	o.lock()
 	defer o.mu.Unlock()
 	frontends = make(map[lb.L3n4Addr]uint32, o.frontends.len())
 	for k, i := range o.frontends.all() {

@@ -21,7 +21,10 @@ import (
 // key. statedb's reconciler calls it only once the tables are initialized,
 // that is, once every source has declared what it has.
 func (o *ops) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
-	o.mu.Lock()
+	if err := o.lock(); err != nil {
+		o.mu.Unlock()
+		return err
+	}
 	defer o.mu.Unlock()
 	o.initialized = true
 	leftovers, err := o.prune(objs)

@@ -68,17 +68,14 @@ func TestFirstPruneAfterRestartDeletesLeftoversWithoutReadingTheMapsAgain(t *tes
 	if err != nil {
 		t.Fatal(err)
 	}
-	a2.start(t) // restore reads the maps
-	restoreReads := []int32{servicesReads.Load(), backendsReads.Load()}
+	a2.start(t)
 	defer a2.stop(t)
 	a2.write(t, func(txn statedb.WriteTxn) error {
-		if err := upsert(a2.w, txn, "web", vip.String(), lb.AlgorithmRandom, false, be(y.String())); err != nil {
-			return err
-		}
-		done(txn)
-		return nil
+		return upsert(a2.w, txn, "web", vip.String(), lb.AlgorithmRandom, false, be(y.String()))
 	})
-	a2.waitDone(t, 10*time.Second)
+	a2.waitDone(t, 10*time.Second) // after restore, which the update waits for
+	restoreReads := []int32{servicesReads.Load(), backendsReads.Load()}
+	a2.write(t, func(txn statedb.WriteTxn) error { done(txn); return nil })
 	a2.waitPruned(t, 10*time.Second)
 
 	if got := dumpText(t, raw); got != kept {
