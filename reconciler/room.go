@@ -227,7 +227,15 @@ func (o *ops) need(j *task, counted map[lb.L3n4Addr]bool) entries {
 			}
 			seen[b.Address] = true
 		}
-		if be := o.knownBackend(keyOf(b.Address)); (be == nil || !be.inMap) && !counted[b.Address] {
+		k := keyOf(b.Address)
+		var be *backendState
+		if j.st != nil {
+			_, be = o.heldBackend(j.st, k)
+		}
+		if be == nil {
+			be = o.knownBackend(k)
+		}
+		if (be == nil || !be.inMap) && !counted[b.Address] {
 			n[roomBackends]++
 		}
 	}
