@@ -47,9 +47,10 @@ type restartResult struct {
 	Maps     string `json:"maps"`
 	Services int    `json:"services"`
 	Backends int    `json:"backends_per_service"`
-	// From the child's start: its hive started (maps opened, restored),
-	// every declaration reconciled with the source synced, the first
-	// prune done, and both.
+	// From the child's start: its hive started (maps opened; restore
+	// runs from there on, beside the source's listing), every
+	// declaration reconciled with the source synced, the first prune
+	// done, and both.
 	StartedSeconds float64 `json:"started_seconds"`
 	// CPUSeconds is the CPU time (user and system) the child spent from
 	// its start until synced and pruned: on a busy machine, a figure
