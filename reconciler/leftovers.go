@@ -111,10 +111,13 @@ func (o *ops) pruneLeftovers(l *leftovers) error {
 }
 
 // pruneLeftoverBackends deletes the leftover lb_backends entries whose
-// IDs no backend has.
-func (o *ops) pruneLeftoverBackends(l *leftovers) error {
+// IDs no backend has and no slot names (named: droppedStillNamed).
+func (o *ops) pruneLeftoverBackends(l *leftovers, named map[uint32]bool) error {
 	var stale []uint32
 	for _, b := range l.backends {
+		if named[b.id] {
+			continue
+		}
 		if i, ok := o.backends.get(b.key); !ok || o.beStates.at(i).id != b.id {
 			stale = append(stale, b.id)
 		}

@@ -57,6 +57,10 @@ type ops struct {
 	// IDs found in the maps at start that no master entry accounts for;
 	// kept out of use until the first prune has cleaned up after them.
 	orphanFrontendIDs, orphanBackendIDs []uint32
+	// droppedBackends are the backend IDs that restore found beside
+	// another ID of the same address and dropped, by address, until a
+	// prune finds no slot naming them (droppedStillNamed).
+	droppedBackends map[uint32]addrKey
 	// leftovers are the entries restore read that no restored frontend
 	// accounts for, until the first prune (leftovers.go).
 	leftovers *leftovers

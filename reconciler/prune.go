@@ -39,10 +39,12 @@ func (o *ops) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[*lb
 	}
 	o.offerRoom()
 	switch {
-	case err == nil:
+	case err == nil && len(o.droppedBackends) == 0:
 		o.pruneBackoff = 0
 	case o.requestPrune != nil:
-		// statedb's next prune is the periodic one; do not wait that long.
+		// A failed prune, or slots that still name a backend ID restore
+		// dropped: statedb's next prune is the periodic one; do not wait
+		// that long.
 		o.pruneBackoff = min(max(2*o.pruneBackoff, pruneRetryMin), pruneRetryMax)
 		time.AfterFunc(o.pruneBackoff, o.requestPrune)
 	}
@@ -96,6 +98,10 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) (leftovers b
 	} else if err := o.pruneUnknown(); err != nil {
 		return false, errors.Join(append(errs, err)...)
 	}
+	named, err := o.droppedStillNamed()
+	if err != nil {
+		return false, errors.Join(append(errs, err)...)
+	}
 	for k, i := range o.restoredBackends.all() {
 		be := o.beStates.at(i)
 		if err := o.maps.Backends.Delete(be.id); err != nil {
@@ -107,10 +113,10 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) (leftovers b
 		o.releaseBackend(i, be)
 	}
 	if lo != nil {
-		if err := o.pruneLeftoverBackends(lo); err != nil {
+		if err := o.pruneLeftoverBackends(lo, named); err != nil {
 			return false, errors.Join(append(errs, err)...)
 		}
-	} else if err := o.pruneUnknownBackends(); err != nil {
+	} else if err := o.pruneUnknownBackends(named); err != nil {
 		return false, errors.Join(append(errs, err)...)
 	}
 	// What the orphan IDs named is gone now, and what the rev-NAT
@@ -128,12 +134,16 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) (leftovers b
 			o.room.freed = true // an ID's slot, for a frontend waiting for one
 		}
 	}
+	var keep []uint32
 	for _, id := range o.orphanBackendIDs {
-		if !o.backendIDInUse(id) {
+		switch {
+		case named[id]:
+			keep = append(keep, id) // until a prune finds no slot naming it
+		case !o.backendIDInUse(id):
 			o.beIDs.free(id)
 		}
 	}
-	o.orphanFrontendIDs, o.orphanBackendIDs = nil, nil
+	o.orphanFrontendIDs, o.orphanBackendIDs = nil, keep
 	return lo != nil, errors.Join(errs...)
 }
 
@@ -227,9 +237,38 @@ func (o *ops) pruneAffinity(byID map[uint32]*frontendState) error {
 
 // pruneUnknownBackends deletes the lb_backends entries of backends that
 // no state accounts for.
-func (o *ops) pruneUnknownBackends() error {
+// Those of IDs restore dropped that slots still name stay (named).
+func (o *ops) pruneUnknownBackends(named map[uint32]bool) error {
 	backendIDs := o.backendIDs()
-	return pruneMap(o.maps.Backends, func(id uint32, _ bpf.Backend) bool { return backendIDs[id] })
+	return pruneMap(o.maps.Backends, func(id uint32, _ bpf.Backend) bool { return backendIDs[id] || named[id] })
+}
+
+// droppedStillNamed returns the backend IDs that restore dropped for
+// another ID of the same address (restoreBackends) and that a slot still
+// names: a frontend whose update, which rewrites its slots to the ID
+// kept, has yet to succeed. Their entries and IDs stay until a prune
+// finds no slot naming them; the others are forgotten, their entries
+// left to the prune. It reads lb_services only while there are such IDs.
+func (o *ops) droppedStillNamed() (map[uint32]bool, error) {
+	if len(o.droppedBackends) == 0 {
+		return nil, nil
+	}
+	named := map[uint32]bool{}
+	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
+		if _, ok := o.droppedBackends[v.BackendID]; ok && k.Slot > 0 {
+			named[v.BackendID] = true
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	for id := range o.droppedBackends {
+		if !named[id] {
+			delete(o.droppedBackends, id)
+		}
+	}
+	return named, nil
 }
 
 // backendIDs returns the IDs of the backends in use.

@@ -55,6 +55,9 @@ func (o *ops) readPinnedMaps() error {
 		return err
 	}
 	o.restoreReferences(slots, backends)
+	if len(backends.dropped) > 0 {
+		o.droppedBackends = backends.dropped
+	}
 	return o.reserveOrphanIDs(byID, backends)
 }
 
