@@ -36,6 +36,15 @@ func fromV4Key(v uint64) addrKey {
 	return k
 }
 
+// presize makes room for n IPv4 addresses in an empty map, when it is
+// known how many come (restore): growing a map of a million rehashes it
+// twenty times.
+func (m *addrMap) presize(n int) {
+	if m.len() == 0 {
+		m.v4 = make(map[uint64]uint32, n)
+	}
+}
+
 func (m *addrMap) get(k addrKey) (uint32, bool) {
 	if k.scope&addrIs4 != 0 {
 		i, ok := m.v4[v4Key(k)]

@@ -134,8 +134,11 @@ func (o *ops) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reco
 
 // runOne runs fn over one frontend's task and returns its result.
 func (o *ops) runOne(txn statedb.ReadTxn, fe *lb.Frontend, fn func(statedb.ReadTxn, []task)) error {
-	o.mu.Lock()
+	err := o.lock()
 	defer o.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	tasks := []task{{fe: fe}}
 	fn(txn, tasks)
 	o.noteResults(tasks)
@@ -147,8 +150,14 @@ func (o *ops) runOne(txn statedb.ReadTxn, fe *lb.Frontend, fn func(statedb.ReadT
 // The tasks are built in a slice kept for the next batch (a task is
 // about 200 bytes); nothing keeps a pointer to one past fn.
 func (o *ops) runBatch(txn statedb.ReadTxn, batch []reconciler.BatchEntry[*lb.Frontend], fn func(statedb.ReadTxn, []task)) {
-	o.mu.Lock()
+	err := o.lock()
 	defer o.mu.Unlock()
+	if err != nil {
+		for i := range batch {
+			batch[i].Result = err
+		}
+		return
+	}
 	tasks := slices.Grow(take(&o.scratch.tasks), len(batch))[:len(batch)]
 	for i := range batch {
 		tasks[i].fe = batch[i].Object

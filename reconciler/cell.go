@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
@@ -49,12 +50,33 @@ func newCellMetrics(p struct {
 	return NewMetrics(p.Registerer)
 }
 
-func newCellOps(cfg Config, maps *bpf.Maps, log *slog.Logger, frontends statedb.Table[*lb.Frontend]) (*ops, error) {
+// newCellOps returns the ops, restoring what the pinned maps hold from
+// the hive's start on, beside the sources' first listing: the ops wait
+// for it, and a failed restore shuts the hive down.
+func newCellOps(cfg Config, maps *bpf.Maps, log *slog.Logger, frontends statedb.Table[*lb.Frontend], lc cell.Lifecycle, sd hive.Shutdowner) (*ops, error) {
 	s, err := cfg.settings()
 	if err != nil {
 		return nil, err
 	}
-	return newOps(maps, s, log, frontends)
+	o := newUnrestoredOps(maps, s, log, frontends)
+	lc.Append(cell.Hook{
+		OnStart: func(cell.HookContext) error {
+			go func() {
+				err := o.restore()
+				if err != nil {
+					log.Error("Restoring from the pinned maps failed: nothing is written to them", "error", err)
+					sd.Shutdown(hive.ShutdownWithError(err))
+				}
+				o.finishRestore(err)
+			}()
+			return nil
+		},
+		OnStop: func(cell.HookContext) error {
+			<-o.restored // before the maps close
+			return nil
+		},
+	})
+	return o, nil
 }
 
 func register(p reconciler.Params, cfg Config, frontends tables.ReconcilerFrontends, o *ops, m *Metrics) (reconciler.Reconciler[*lb.Frontend], error) {

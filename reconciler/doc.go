@@ -34,11 +34,14 @@
 //     entries, backends; a Maglev table is compared when first
 //     written), so a restart over the same declarations writes no entry
 //     (lbstate_map_writes_total, writes.go).
-//   - Prune only after init (restore.go): statedb calls Prune only once
+//   - Prune only after init (prune.go): statedb calls Prune only once
 //     the frontends table is initialized, that is, once every source that
 //     registered an initializer with the Writer has synced. Until then a
 //     backend no frontend uses is parked, entry and ID kept, not deleted.
-//     A failed prune is retried with backoff (pruneRetryMin).
+//     A failed prune is retried with backoff (pruneRetryMin). The first
+//     prune after a restart deletes, of the entries restore read, those
+//     that nobody accounts for (leftovers.go), rather than reading every
+//     map again; the later ones read the maps.
 //   - Room (room.go, waiting.go): a frontend is written only if it fits
 //     in the room left in the maps, which the reconciler counts; one that
 //     does not writes nothing and waits. Frontends in the maps keep their

@@ -119,6 +119,11 @@ func (m *mapMetrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (m *mapMetrics) Collect(ch chan<- prometheus.Metric) {
+	select {
+	case <-m.o.restored:
+	default:
+		return // nothing counted yet
+	}
 	m.o.mu.Lock()
 	rooms := m.o.room.maps
 	waiting := len(m.o.waiting) + len(m.o.idWaiting)

@@ -20,7 +20,14 @@ import (
 // ops writes frontends into the maps. statedb's reconciler calls it from
 // one goroutine; the mutex is for readers (IDs, tests).
 type ops struct {
-	mu   sync.Mutex
+	mu sync.Mutex
+	// restored is closed once restore is done, restoreErr its error:
+	// restore reads every pinned map (seconds of CPU at 100,000
+	// services), so the cell runs it beside the sources' first listing,
+	// and every entry point waits for it (lock).
+	restored   chan struct{}
+	restoreErr error
+
 	maps *bpf.Maps
 	cfg  settings
 	log  *slog.Logger
@@ -50,6 +57,13 @@ type ops struct {
 	// IDs found in the maps at start that no master entry accounts for;
 	// kept out of use until the first prune has cleaned up after them.
 	orphanFrontendIDs, orphanBackendIDs []uint32
+	// droppedBackends are the backend IDs that restore found beside
+	// another ID of the same address and dropped, by address, until a
+	// prune finds no slot naming them (droppedStillNamed).
+	droppedBackends map[uint32]addrKey
+	// leftovers are the entries restore read that no restored frontend
+	// accounts for, until the first prune (leftovers.go).
+	leftovers *leftovers
 
 	// initialized is set once the frontends table is initialized (every
 	// source has synced); from then on unused backends are deleted, not
@@ -99,7 +113,16 @@ type ops struct {
 	writes mapWrites
 }
 
+// newOps returns the ops with what the pinned maps hold restored.
 func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Table[*lb.Frontend]) (*ops, error) {
+	o := newUnrestoredOps(maps, cfg, log, frontends)
+	o.finishRestore(o.restore())
+	return o, o.restoreErr
+}
+
+// newUnrestoredOps returns the ops, whose entry points wait until
+// finishRestore is called.
+func newUnrestoredOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Table[*lb.Frontend]) *ops {
 	var writes mapWrites
 	maps = countWrites(maps, &writes)
 	o := &ops{
@@ -122,8 +145,24 @@ func newOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends statedb.Ta
 		waiting:           map[lb.L3n4Addr]*waiter{},
 		idWaiting:         map[lb.L3n4Addr]*idWaiter{},
 		failing:           map[lb.L3n4Addr]struct{}{},
+		restored:          make(chan struct{}),
 	}
-	return o, o.restore()
+	return o
+}
+
+// finishRestore records restore's result and lets the entry points in.
+func (o *ops) finishRestore(err error) {
+	o.restoreErr = err
+	close(o.restored)
+}
+
+// lock waits for restore, then locks o.mu. It returns restore's error:
+// the ops then write nothing, as without what the maps held a write
+// would hand the IDs of live flows to others.
+func (o *ops) lock() error {
+	<-o.restored
+	o.mu.Lock()
+	return o.restoreErr
 }
 
 // slotsOf returns the max_entries of the dense ID map called name.
@@ -205,6 +244,9 @@ func (o *ops) frontend(k addrKey) *frontendState {
 // claimBackend returns the backend's state, counting st's reference once.
 func (o *ops) claimBackend(st *frontendState, addr lb.L3n4Addr) (*backendState, error) {
 	k := keyOf(addr)
+	if _, be := o.heldBackend(st, k); be != nil {
+		return be, nil // held: in o.backends, its reference counted
+	}
 	i, be := o.adoptBackend(k)
 	if be == nil {
 		id, err := o.beIDs.alloc()
@@ -219,6 +261,27 @@ func (o *ops) claimBackend(st *frontendState, addr lb.L3n4Addr) (*backendState, 
 		be.refs++
 	}
 	return be, nil
+}
+
+// heldScan is the most backends heldBackend looks through.
+const heldScan = 16
+
+// heldBackend returns the state of the backend at k that st holds a
+// reference on, found among st's few backends rather than in the map of
+// all of them, or nil: an update that keeps a frontend's backends, as
+// every first update after a restart does, then looks up no address
+// (at 100,000 x 10, a million lookups in a map of a million, twice).
+func (o *ops) heldBackend(st *frontendState, k addrKey) (uint32, *backendState) {
+	is := st.backends()
+	if len(is) > heldScan {
+		return 0, nil
+	}
+	for _, i := range is {
+		if be := o.beStates.at(i); be.key == k && be.refs > 0 {
+			return i, be
+		}
+	}
+	return 0, nil
 }
 
 // adoptBackend returns the state of a known backend and its arena index,
@@ -473,7 +536,7 @@ func sourceRanges(fe *lb.Frontend) map[bpf.SourceRangeKey]struct{} {
 
 // ids returns the frontend and backend IDs in use, for tests.
 func (o *ops) ids() (frontends, backends map[lb.L3n4Addr]uint32) {
-	o.mu.Lock()
+	o.lock()
 	defer o.mu.Unlock()
 	frontends = make(map[lb.L3n4Addr]uint32, o.frontends.len())
 	for k, i := range o.frontends.all() {

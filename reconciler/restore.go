@@ -1,253 +1,28 @@
 package reconciler
 
-// Restart and pruning: what the pinned maps held at start is read back
-// (restore), so that live flows keep their IDs, and what nobody claims is
-// deleted once every source has synced (Prune).
+// Restart: what the pinned maps held at start is read back (restore), so
+// that live flows keep their IDs; what nobody claims is deleted once
+// every source has synced (prune.go).
 
 import (
 	"cmp"
-	"context"
-	"errors"
 	"fmt"
-	"iter"
 	"slices"
 	"time"
 
-	"github.com/cilium/statedb"
-
 	"github.com/lbstate/lbstate/bpf"
-	"github.com/lbstate/lbstate/lb"
 )
-
-// Prune deletes what the maps hold that no frontend claims: restored
-// frontends and backends nobody took back, and any entry with an unknown
-// key. statedb's reconciler calls it only once the tables are initialized,
-// that is, once every source has declared what it has.
-func (o *ops) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.initialized = true
-	err := o.prune(objs)
-	if err == nil {
-		// The prune deleted entries no state counted.
-		err = o.room.recount()
-	} else {
-		o.room.stale = true
-	}
-	o.offerRoom()
-	switch {
-	case err == nil:
-		o.pruneBackoff = 0
-	case o.requestPrune != nil:
-		// statedb's next prune is the periodic one; do not wait that long.
-		o.pruneBackoff = min(max(2*o.pruneBackoff, pruneRetryMin), pruneRetryMax)
-		time.AfterFunc(o.pruneBackoff, o.requestPrune)
-	}
-	return err
-}
-
-func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
-	desired := map[addrKey]struct{}{}
-	for fe := range objs {
-		desired[keyOf(fe.Address)] = struct{}{}
-	}
-	var (
-		errs []error
-		gone []task
-	)
-	for k := range o.frontends.all() {
-		if _, ok := desired[k]; !ok {
-			gone = append(gone, task{fe: &lb.Frontend{FrontendParams: lb.FrontendParams{Address: k.l3n4()}}})
-		}
-	}
-	// Restored frontends nobody claimed yet: a desired one is adopted
-	// (its update is on the way), with the backends its slots name; the
-	// others are removed.
-	for k := range o.restoredFrontends.all() {
-		if _, ok := desired[k]; !ok {
-			gone = append(gone, task{fe: &lb.Frontend{FrontendParams: lb.FrontendParams{Address: k.l3n4()}}})
-		} else if _, err := o.claimFrontend(k.l3n4()); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	o.remove(gone, true)
-	for _, t := range gone {
-		if t.err != nil {
-			errs = append(errs, t.err)
-		}
-	}
-	// Backends go last, once nothing the prune leaves names them.
-	if err := o.pruneUnknown(); err != nil {
-		return errors.Join(append(errs, err)...)
-	}
-	for k, i := range o.restoredBackends.all() {
-		be := o.beStates.at(i)
-		if err := o.maps.Backends.Delete(be.id); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		o.setMay(roomBackends, &be.inMap, false)
-		o.restoredBackends.del(k)
-		o.releaseBackend(i, be)
-	}
-	if err := o.pruneUnknownBackends(); err != nil {
-		return errors.Join(append(errs, err)...)
-	}
-	// What the orphan IDs named is gone now, and what the rev-NAT
-	// entries nobody claimed named.
-	for k, is := range o.restoredRevNat {
-		for _, i := range is {
-			o.orphanFrontendIDs = append(o.orphanFrontendIDs, o.feStates.at(i).id)
-			o.feStates.release(i)
-		}
-		delete(o.restoredRevNat, k)
-	}
-	for _, id := range o.orphanFrontendIDs {
-		if !o.frontendIDInUse(id) {
-			o.feIDs.free(id)
-			o.room.freed = true // an ID's slot, for a frontend waiting for one
-		}
-	}
-	for _, id := range o.orphanBackendIDs {
-		if !o.backendIDInUse(id) {
-			o.beIDs.free(id)
-		}
-	}
-	o.orphanFrontendIDs, o.orphanBackendIDs = nil, nil
-	return errors.Join(errs...)
-}
-
-func (o *ops) frontendIDInUse(id uint32) bool {
-	for _, i := range o.frontends.all() {
-		if o.feStates.at(i).id == id {
-			return true
-		}
-	}
-	return false
-}
-
-func (o *ops) backendIDInUse(id uint32) bool {
-	for _, i := range o.backends.all() {
-		if o.beStates.at(i).id == id {
-			return true
-		}
-	}
-	for _, i := range o.restoredBackends.all() {
-		if o.beStates.at(i).id == id {
-			return true
-		}
-	}
-	return false
-}
-
-// pruneUnknown deletes entries that no state accounts for (left behind by
-// a crash between a write and its bookkeeping, or written by someone
-// else), but lb_backends' (pruneUnknownBackends): the entries it deletes
-// may name backends.
-func (o *ops) pruneUnknown() error {
-	byID := make(map[uint32]*frontendState, o.frontends.len())
-	for _, i := range o.frontends.all() {
-		st := o.feStates.at(i)
-		byID[st.id] = st
-	}
-	backendIDs := o.backendIDs()
-
-	if err := o.pruneServices(); err != nil {
-		return err
-	}
-	if err := pruneMap(o.maps.RevNat, func(id uint32, _ bpf.RevNatValue) bool { return byID[id] != nil }); err != nil {
-		return err
-	}
-	if err := pruneMap(o.maps.SourceRanges, func(k bpf.SourceRangeKey, _ uint8) bool {
-		st := byID[k.RevNatID]
-		if st == nil {
-			return false
-		}
-		k.RevNatID = 0
-		return st.hasRange(k)
-	}); err != nil {
-		return err
-	}
-	if err := pruneMap(o.maps.Affinity, func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
-		return byID[k.RevNatID] != nil && backendIDs[v.BackendID]
-	}); err != nil {
-		return err
-	}
-	var staleTables []uint32
-	if err := o.maps.Maglev.Iterate(func(id uint32, _ []uint32) bool {
-		if st := byID[id]; st == nil || !st.maglev {
-			staleTables = append(staleTables, id)
-		}
-		return true
-	}); err != nil {
-		return err
-	}
-	for _, id := range staleTables {
-		if err := o.maps.Maglev.Delete(id); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// pruneUnknownBackends deletes the lb_backends entries of backends that
-// no state accounts for.
-func (o *ops) pruneUnknownBackends() error {
-	backendIDs := o.backendIDs()
-	return pruneMap(o.maps.Backends, func(id uint32, _ bpf.Backend) bool { return backendIDs[id] })
-}
-
-// backendIDs returns the IDs of the backends in use.
-func (o *ops) backendIDs() map[uint32]bool {
-	ids := make(map[uint32]bool, o.backends.len())
-	for _, i := range o.backends.all() {
-		ids[o.beStates.at(i).id] = true
-	}
-	return ids
-}
-
-// pruneServices deletes the lb_services entries of unknown frontends and
-// the slots past a frontend's count.
-func (o *ops) pruneServices() error {
-	var stale []bpf.ServiceKey
-	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
-		st := o.frontend(keyOf(k.L3n4Addr()))
-		if st == nil || k.Slot > st.slots {
-			stale = append(stale, k)
-		}
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	// Masters first, so that no master outlives its slots.
-	slices.SortFunc(stale, func(a, b bpf.ServiceKey) int { return int(a.Slot) - int(b.Slot) })
-	return o.maps.Services.BatchDelete(stale)
-}
-
-// pruneMap deletes the entries of m for which keep returns false.
-func pruneMap[K comparable, V any](m bpf.Map[K, V], keep func(K, V) bool) error {
-	var stale []K
-	if err := m.Iterate(func(k K, v V) bool {
-		if !keep(k, v) {
-			stale = append(stale, k)
-		}
-		return true
-	}); err != nil {
-		return err
-	}
-	return m.BatchDelete(stale)
-}
 
 // restore reads the pinned maps, so that frontends and backends get back
 // the IDs that live flows carry. What nobody claims is pruned later.
 func (o *ops) restore() error {
+	start := time.Now()
+	o.leftovers = &leftovers{}
 	if err := o.readPinnedMaps(); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	if err := o.room.recount(); err != nil {
-		return fmt.Errorf("restore: %w", err)
-	}
+	// What restore read is the count: the maps are not read again.
+	o.room.set(o.leftovers.counted, start)
 	// The backends that restored frontends' slots name are taken over
 	// already (restoreReferences); the others wait in restoredBackends.
 	frontends, backends := o.restoredFrontends.len(), o.backends.len()+o.restoredBackends.len()
@@ -263,24 +38,27 @@ func (o *ops) readPinnedMaps() error {
 	if err := o.resumeIDAllocators(); err != nil {
 		return err
 	}
-	slotBackends, err := o.restoreFrontends()
+	slots, err := o.restoreFrontends()
 	if err != nil {
 		return err
 	}
-	byID := o.restoredByID(slotBackends)
-	o.restoreWritten(slotBackends)
+	byID := o.restoredByID(slots)
+	o.restoreWritten(slots)
 	if err := o.restoreRevNat(byID); err != nil {
 		return err
 	}
 	if err := o.restoreFrontendExtras(byID); err != nil {
 		return err
 	}
-	backendAddrs, err := o.restoreBackends(slotBackends)
+	backends, err := o.restoreBackends(slots)
 	if err != nil {
 		return err
 	}
-	o.restoreReferences(slotBackends, backendAddrs)
-	return o.reserveOrphanIDs(byID, backendAddrs)
+	o.restoreReferences(slots, backends)
+	if len(backends.dropped) > 0 {
+		o.droppedBackends = backends.dropped
+	}
+	return o.reserveOrphanIDs(byID, backends)
 }
 
 // resumeIDAllocators continues each ID allocator from the mark it
@@ -309,12 +87,18 @@ type restoredSlot struct {
 // restoreFrontends reads lb_services into restoredFrontends: each
 // address's ID and affinity from its master entry, the master's value,
 // and its slot count. It returns each frontend's slots.
-func (o *ops) restoreFrontends() (map[*frontendState][]restoredSlot, error) {
-	slotBackends := map[*frontendState][]restoredSlot{}
+func (o *ops) restoreFrontends() (*restoredSlots, error) {
+	slots := &restoredSlots{}
+	l := o.leftovers
 	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
+		l.counted[roomServices]++
 		addr := keyOf(k.L3n4Addr())
+		if !l.scanServices && bpf.NewServiceKey(addr.l3n4(), k.Slot) != k {
+			l.scanServices = true
+		}
+		i, ok := o.restoredFrontends.get(addr)
 		var st *frontendState
-		if i, ok := o.restoredFrontends.get(addr); ok {
+		if ok {
 			st = o.feStates.at(i)
 		} else {
 			i, st = o.newFrontendState(0)
@@ -328,27 +112,31 @@ func (o *ops) restoreFrontends() (map[*frontendState][]restoredSlot, error) {
 			// is not written again.
 			st.master, st.masterWritten = v.ServiceMaster, v.BackendID == 0
 		} else {
-			slotBackends[st] = append(slotBackends[st], restoredSlot{
+			slots.add(i, restoredSlot{
 				backendID: v.BackendID, revNatID: v.RevNatID, slot: k.Slot, plain: v.ServiceMaster == bpf.ServiceMaster{},
 			})
 		}
 		st.slots = max(st.slots, k.Slot)
 		return true
 	})
-	return slotBackends, err
+	slots.group(o.feStates.next)
+	return slots, err
 }
 
 // restoredByID drops the restored frontends that have slots but no
 // master (nothing to adopt), reserves the IDs of the others, and returns
 // them by ID.
-func (o *ops) restoredByID(slotBackends map[*frontendState][]restoredSlot) map[uint32]*frontendState {
-	byID := map[uint32]*frontendState{}
+func (o *ops) restoredByID(slots *restoredSlots) map[uint32]*frontendState {
+	byID := make(map[uint32]*frontendState, o.restoredFrontends.len())
 	for k, i := range o.restoredFrontends.all() {
 		st := o.feStates.at(i)
+		if st.id == 0 || !o.feIDs.slotFree(st.id) {
+			o.leftovers.servicesOf(k, st, slots.of(i))
+		}
 		if st.id == 0 {
 			// Its slots are forgotten with it: the state's place in the
 			// arena goes to the next restored frontend.
-			delete(slotBackends, st)
+			slots.forget(i)
 			o.restoredFrontends.del(k)
 			o.feStates.release(i)
 			continue
@@ -357,7 +145,7 @@ func (o *ops) restoredByID(slotBackends map[*frontendState][]restoredSlot) map[u
 			// Another restored frontend's ID holds its lb_rev_nat slot
 			// (lb_rev_nat was recreated with another max_entries): it
 			// takes a new ID, and this one waits for the prune.
-			delete(slotBackends, st)
+			slots.forget(i)
 			o.restoredFrontends.del(k)
 			o.feStates.release(i)
 			o.feIDs.reserve(st.id)
@@ -375,8 +163,9 @@ func (o *ops) restoredByID(slotBackends map[*frontendState][]restoredSlot) map[u
 // that differ. A slot that is missing, or holds another frontend's ID or
 // more than a slot holds, is recorded as ID 0, which no backend has: it
 // is written.
-func (o *ops) restoreWritten(slotBackends map[*frontendState][]restoredSlot) {
-	for st, slots := range slotBackends {
+func (o *ops) restoreWritten(restored *restoredSlots) {
+	for i, slots := range restored.all {
+		st := o.feStates.at(i)
 		ids := make([]uint32, st.slots)
 		for _, s := range slots {
 			if s.revNatID == st.id && s.plain {
@@ -402,8 +191,14 @@ func (o *ops) restoreRevNat(byID map[uint32]*frontendState) error {
 	for k, i := range o.restoredFrontends.all() {
 		want[o.feStates.at(i).id] = bpf.NewRevNatValue(k.l3n4())
 	}
+	l := o.leftovers
 	err := o.maps.RevNat.Iterate(func(id uint32, v bpf.RevNatValue) bool {
-		switch st := byID[id]; {
+		l.counted[roomRevNat]++
+		st := byID[id]
+		if st == nil {
+			l.revNat = append(l.revNat, id)
+		}
+		switch {
 		case st != nil:
 			st.hasRevNat = true
 			// Known when it holds what would be written, so that it is
@@ -431,17 +226,31 @@ func (o *ops) restoreRevNat(byID map[uint32]*frontendState) error {
 // restoreFrontendExtras records which restored frontends have a Maglev
 // table and which source ranges, so that an update replaces them and a
 // prune keeps them.
+// Those of frontends restored from lb_rev_nat alone (no master entry)
+// are leftovers, as are their rev-NAT entries: the first prune deletes
+// those that no frontend claimed.
 func (o *ops) restoreFrontendExtras(byID map[uint32]*frontendState) error {
+	l := o.leftovers
 	if err := o.maps.Maglev.Iterate(func(id uint32, _ []uint32) bool {
-		if st := byID[id]; st != nil {
+		l.counted[roomMaglev]++
+		st := byID[id]
+		if st != nil {
 			st.maglev = true
+		}
+		if st == nil || !st.hasMaster {
+			l.maglev = append(l.maglev, id)
 		}
 		return true
 	}); err != nil {
 		return err
 	}
 	return o.maps.SourceRanges.Iterate(func(k bpf.SourceRangeKey, _ uint8) bool {
-		if st := byID[k.RevNatID]; st != nil {
+		l.counted[roomSourceRanges]++
+		st := byID[k.RevNatID]
+		if st == nil || !st.hasMaster {
+			l.sourceRanges = append(l.sourceRanges, k)
+		}
+		if st != nil {
 			k.RevNatID = 0
 			st.addRange(k)
 		}
@@ -449,61 +258,106 @@ func (o *ops) restoreFrontendExtras(byID map[uint32]*frontendState) error {
 	})
 }
 
-// restoreBackends reads lb_backends into restoredBackends, reserving
-// their IDs, and returns their addresses by ID.
+// restoreBackends reads lb_backends, reserving their IDs, into
+// o.backends, where restoreReferences finds them, and returns their arena
+// indexes by ID.
 //
 // An address may have two IDs there (a backend whose delete failed, and
 // that a frontend took back under a new ID, before a restart): the one
 // that restored slots name stays, so that their flows keep their backend
 // ID; the other's entry is left to the prune (an unknown ID), its ID
 // kept out of new hands until then. Slots naming the other still count
-// a reference on the address (backendAddrs), as their update rewrites
-// them.
-func (o *ops) restoreBackends(slotBackends map[*frontendState][]restoredSlot) (map[uint32]addrKey, error) {
-	named := map[uint32]bool{}
-	for _, slots := range slotBackends {
-		for _, s := range slots {
-			named[s.backendID] = true
+// a reference on the address (restoredBackendIDs.dropped), as their
+// update rewrites them.
+func (o *ops) restoreBackends(slots *restoredSlots) (restoredBackendIDs, error) {
+	named := newIDIndex(o.beIDs.slots)
+	for _, ss := range slots.all {
+		for _, s := range ss {
+			named.set(s.backendID, 0)
 		}
 	}
-	backendAddrs := map[uint32]addrKey{}
+	o.backends.presize(named.len())
+	r := restoredBackendIDs{index: newIDIndex(o.beIDs.slots), dropped: map[uint32]addrKey{}}
+	l := o.leftovers
 	err := o.maps.Backends.Iterate(func(id uint32, v bpf.Backend) bool {
+		l.counted[roomBackends]++
 		k := keyOf(v.L3n4Addr())
 		o.beIDs.reserve(id)
-		backendAddrs[id] = k
-		if j, dup := o.restoredBackends.get(k); dup {
+		if j, dup := o.backends.get(k); dup {
 			other := o.beStates.at(j)
-			if named[other.id] || !named[id] {
+			if named.has(other.id) || !named.has(id) {
 				o.orphanBackendIDs = append(o.orphanBackendIDs, id)
+				l.backends = append(l.backends, leftoverBackend{id, k})
+				r.dropped[id] = k
 				return true
 			}
 			o.orphanBackendIDs = append(o.orphanBackendIDs, other.id)
+			l.backends = append(l.backends, leftoverBackend{other.id, k})
+			r.index.del(other.id)
+			r.dropped[other.id] = k
 			o.beStates.release(j)
 		}
 		i, be := o.beStates.alloc()
 		*be = backendState{key: k, id: id, value: valueOf(v), written: true, inMap: true}
-		o.restoredBackends.set(k, i)
+		o.backends.set(k, i)
+		r.index.set(id, i)
 		return true
 	})
-	return backendAddrs, err
+	return r, err
+}
+
+// restoredBackendIDs are the backends restore read: their arena indexes
+// by ID, and the address of each ID dropped for another of its address.
+type restoredBackendIDs struct {
+	index   *idIndex
+	dropped map[uint32]addrKey
+}
+
+// at returns the arena index of the backend whose entry has the ID, or
+// had it (dropped).
+func (r restoredBackendIDs) at(o *ops, id uint32) (uint32, bool) {
+	if i, ok := r.index.get(id); ok {
+		return i, true
+	}
+	if k, ok := r.dropped[id]; ok {
+		return o.backends.get(k)
+	}
+	return 0, false
+}
+
+// has reports whether lb_backends held the ID.
+func (r restoredBackendIDs) has(id uint32) bool {
+	_, dropped := r.dropped[id]
+	return dropped || r.index.has(id)
 }
 
 // restoreReferences makes each restored frontend hold references on the
 // backends its slots name, so that no other frontend's update can delete
-// them from under it.
-func (o *ops) restoreReferences(slotBackends map[*frontendState][]restoredSlot, backendAddrs map[uint32]addrKey) {
-	for st, slots := range slotBackends {
+// them from under it. The backends that no slot names leave o.backends
+// for restoredBackends, where they wait for a frontend.
+func (o *ops) restoreReferences(slots *restoredSlots, backends restoredBackendIDs) {
+	for i, ss := range slots.all {
+		st := o.feStates.at(i)
 		if st.id == 0 {
 			continue
 		}
-		for _, s := range slots {
-			k, ok := backendAddrs[s.backendID]
+		if len(ss) > 1 {
+			st.reserveBackends(len(ss))
+		}
+		for _, s := range ss {
+			j, ok := backends.at(o, s.backendID)
 			if !ok {
 				continue
 			}
-			if i, be := o.adoptBackend(k); st.addBackend(i) {
-				be.refs++
+			if st.addBackend(j) {
+				o.beStates.at(j).refs++
 			}
+		}
+	}
+	for k, j := range o.backends.all() {
+		if o.beStates.at(j).refs == 0 {
+			o.backends.del(k)
+			o.restoredBackends.set(k, j)
 		}
 	}
 }
@@ -521,7 +375,7 @@ func (o *ops) reserveOrphanFrontendID(byID map[uint32]*frontendState, id uint32)
 // reserveOrphanIDs keeps the IDs that other maps still use, but no
 // master entry or backend accounts for, out of new hands until a prune
 // has deleted what names them.
-func (o *ops) reserveOrphanIDs(byID map[uint32]*frontendState, backendAddrs map[uint32]addrKey) error {
+func (o *ops) reserveOrphanIDs(byID map[uint32]*frontendState, backends restoredBackendIDs) error {
 	reserveOrphan := func(id uint32) { o.reserveOrphanFrontendID(byID, id) }
 	if err := o.maps.Maglev.Iterate(func(id uint32, _ []uint32) bool { reserveOrphan(id); return true }); err != nil {
 		return err
@@ -534,7 +388,7 @@ func (o *ops) reserveOrphanIDs(byID map[uint32]*frontendState, backendAddrs map[
 			st.affinity = true // for a frontend known by its rev-NAT entry only
 		}
 		reserveOrphan(k.RevNatID)
-		if _, ok := backendAddrs[v.BackendID]; !ok && !o.beIDs.inUse(v.BackendID) {
+		if !backends.has(v.BackendID) && !o.beIDs.inUse(v.BackendID) {
 			o.beIDs.reserve(v.BackendID)
 			o.orphanBackendIDs = append(o.orphanBackendIDs, v.BackendID)
 		}

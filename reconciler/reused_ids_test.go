@@ -3,6 +3,7 @@ package reconciler_test
 // Restarts that hand out again the IDs freed before them.
 
 import (
+	"errors"
 	"fmt"
 	gomaps "maps"
 	"math/rand/v2"
@@ -17,6 +18,7 @@ import (
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/reconciler"
 )
 
 // Restarts whose allocators lost their marks (lb_id_marks recreated, or
@@ -285,5 +287,97 @@ func TestRestoreOfTwoIDsForOneBackendKeepsTheOneSlotsName(t *testing.T) {
 				t.Errorf("lb_backends holds %d entries, want 1\n%s", len(got), d)
 			}
 		})
+	}
+}
+
+// failingServiceWrites fails every write of lb_services while armed.
+type failingServiceWrites struct {
+	bpf.Map[bpf.ServiceKey, bpf.ServiceValue]
+	armed atomic.Bool
+}
+
+func (m *failingServiceWrites) Update(k bpf.ServiceKey, v bpf.ServiceValue) error {
+	if m.armed.Load() {
+		return errors.New("injected lb_services write failure")
+	}
+	return m.Map.Update(k, v)
+}
+
+func (m *failingServiceWrites) BatchUpdate(ks []bpf.ServiceKey, vs []bpf.ServiceValue) error {
+	if m.armed.Load() && len(ks) > 0 {
+		return errors.New("injected lb_services write failure")
+	}
+	return m.Map.BatchUpdate(ks, vs)
+}
+
+// Of two lb_backends IDs for one address that two frontends' slots
+// name, restore keeps one and the other frontend's update rewrites its
+// slots to it; while that update fails, the slots still name the other
+// ID, and the prune keeps that ID's entry (and the ID) until they are
+// rewritten, then deletes it. (The first prune once deleted it at once,
+// leaving the frontend's slots naming a backend that was gone.)
+func TestDroppedBackendIDStaysWhileASlotNamesIt(t *testing.T) {
+	defer reconciler.SetRetryMinBackoff(20 * time.Millisecond)()
+	raw := memoryMaps(t)
+	x := addr("10.19.0.1:8080/TCP")
+	vips := []lb.L3n4Addr{addr("10.96.19.1:80/TCP"), addr("10.96.19.2:80/TCP")}
+	for i, id := range []uint32{5, 9} {
+		rev := uint32(3 + i)
+		mustDo(t, raw.Backends.Update(id, bpf.NewBackend(lb.BackendRef{Address: x, Weight: 100}, 0)))
+		mustDo(t, raw.Services.Update(bpf.NewServiceKey(vips[i], 1), bpf.ServiceValue{BackendID: id, RevNatID: rev}))
+		mustDo(t, raw.Services.Update(bpf.NewServiceKey(vips[i], 0), bpf.ServiceValue{RevNatID: rev,
+			ServiceMaster: bpf.ServiceMaster{Count: 1, Type: uint8(lb.SVCTypeClusterIP), Algorithm: bpf.AlgorithmRandom}}))
+		mustDo(t, raw.RevNat.Update(rev, bpf.NewRevNatValue(vips[i])))
+	}
+
+	ordered, order := checkWriteOrder(raw)
+	maps := *ordered
+	failing := &failingServiceWrites{Map: ordered.Services}
+	failing.armed.Store(true)
+	maps.Services = failing
+	a := newAgent(t, &maps, nil)
+	done, err := a.w.RegisterInitializer("k8s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.start(t)
+	defer a.stop(t)
+	a.write(t, func(txn statedb.WriteTxn) error {
+		for i, vip := range vips {
+			if err := upsert(a.w, txn, fmt.Sprintf("web-%d", i), vip.String(), lb.AlgorithmRandom, false, be(x.String())); err != nil {
+				return err
+			}
+		}
+		done(txn)
+		return nil
+	})
+	a.waitPruned(t, 10*time.Second)
+	// One frontend's slot names the ID restore dropped, and its update
+	// fails: both entries stay.
+	for _, id := range []uint32{5, 9} {
+		if _, ok, _ := raw.Backends.Lookup(id); !ok {
+			t.Fatalf("the prune deleted backend %d, which a slot still names:\n%s", id, dumpText(t, raw))
+		}
+	}
+
+	failing.armed.Store(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, failed := a.statuses()
+		n := 0
+		raw.Backends.Iterate(func(uint32, bpf.Backend) bool { n++; return true })
+		if len(failed) == 0 && n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rewritten slot's old backend ID was never pruned (failed: %v):\n%s", failed, dumpText(t, raw))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if v := order.violations(); len(v) > 0 {
+		t.Fatalf("%v\n%s", v, dumpText(t, raw))
+	}
+	if d := dumpText(t, raw); strings.Count(d, "slot=1 backend=5\n") != 2 && strings.Count(d, "slot=1 backend=9\n") != 2 {
+		t.Fatalf("the two frontends' slots do not both name the backend's one ID left:\n%s", d)
 	}
 }

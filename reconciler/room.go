@@ -20,6 +20,7 @@ package reconciler
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/lbstate/lbstate/bpf"
@@ -132,10 +133,19 @@ func newRoom(maps *bpf.Maps) room {
 
 // recount counts the entries of every map again. On error the counts
 // stay as they were, and stale.
-func (r *room) recount() error {
+func (r *room) recount() error { return r.recountBut() }
+
+// recountBut is recount leaving the counts of the maps skip as they are:
+// the first prune after a restart knows what it deleted
+// from lb_services and lb_maglev, whose counts cost a read of every entry.
+func (r *room) recountBut(skip ...roomMap) error {
 	start := time.Now()
 	var counted entries
 	for m := range r.maps {
+		counted[m] = r.maps[m].used
+		if slices.Contains(skip, roomMap(m)) {
+			continue
+		}
 		n, err := r.maps[m].count()
 		if err != nil {
 			r.stale = true
@@ -143,6 +153,12 @@ func (r *room) recount() error {
 		}
 		counted[m] = n
 	}
+	r.set(counted, start)
+	return nil
+}
+
+// set takes counted as the counts, counted since start.
+func (r *room) set(counted entries, start time.Time) {
 	for m := range r.maps {
 		if counted[m] < r.maps[m].used {
 			r.freed = true
@@ -151,7 +167,6 @@ func (r *room) recount() error {
 	}
 	r.stale = false
 	r.counted, r.took = time.Now(), time.Since(start)
-	return nil
 }
 
 // free returns the room left in each map, reservations not subtracted.
@@ -212,7 +227,15 @@ func (o *ops) need(j *task, counted map[lb.L3n4Addr]bool) entries {
 			}
 			seen[b.Address] = true
 		}
-		if be := o.knownBackend(keyOf(b.Address)); (be == nil || !be.inMap) && !counted[b.Address] {
+		k := keyOf(b.Address)
+		var be *backendState
+		if j.st != nil {
+			_, be = o.heldBackend(j.st, k)
+		}
+		if be == nil {
+			be = o.knownBackend(k)
+		}
+		if (be == nil || !be.inMap) && !counted[b.Address] {
 			n[roomBackends]++
 		}
 	}

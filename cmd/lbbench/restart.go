@@ -47,9 +47,10 @@ type restartResult struct {
 	Maps     string `json:"maps"`
 	Services int    `json:"services"`
 	Backends int    `json:"backends_per_service"`
-	// From the child's start: its hive started (maps opened, restored),
-	// every declaration reconciled with the source synced, the first
-	// prune done, and both.
+	// From the child's start: its hive started (maps opened; restore
+	// runs from there on, beside the source's listing), every
+	// declaration reconciled with the source synced, the first prune
+	// done, and both.
 	StartedSeconds float64 `json:"started_seconds"`
 	// CPUSeconds is the CPU time (user and system) the child spent from
 	// its start until synced and pruned: on a busy machine, a figure
@@ -227,11 +228,18 @@ func restarted(o options) (restartResult, error) {
 			r.Push(p.es, false)
 		}
 	}
-	stopProfile, err := startCPUProfile(o.cpuProfile) // of the restarted pipeline
+	// Of the restarted pipeline until synced and pruned: not the gather
+	// and the teardown after it, which the CPU time leaves out too.
+	stopProfile, err := startCPUProfile(o.cpuProfile)
 	if err != nil {
 		return res, err
 	}
-	defer stopProfile()
+	profiling := true
+	defer func() {
+		if profiling {
+			stopProfile()
+		}
+	}()
 	cpuStart := cpuTime()
 	start := time.Now()
 	b, err := newBench(o)
@@ -258,6 +266,8 @@ func restarted(o options) (restartResult, error) {
 	res.SyncedSeconds, res.PrunedSeconds = synced.Seconds(), pruned.Seconds()
 	res.ReadySeconds = max(synced, pruned).Seconds()
 	res.CPUSeconds = (cpuTime() - cpuStart).Seconds()
+	stopProfile()
+	profiling = false
 	res.PeakRSSBytes = peakRSS() // before the gather, which costs more than the pipeline
 	if res.Writes, err = writesByMap(reg); err != nil {
 		return res, err

@@ -1,0 +1,137 @@
+package reconciler
+
+// The first prune after a restart deletes from the entries restore read
+// those that nobody accounts for, rather than reading every map again: at
+// 100,000 services x 10 backends, the second reading of lb_services and
+// lb_backends (and a million-entry set of backend IDs to check them
+// against) cost 2 s of CPU before the restarted agent was pruned.
+//
+// The entries of a frontend restored from its master entry are accounted
+// for by its state: it is claimed, or the prune removes it through that
+// state. restore lists the others (leftovers), and the first prune
+// deletes those that still belong to no frontend or backend, with the
+// same tests as a full prune. Entries someone else writes between restore
+// and the first prune are left to the next full prune (a failed prune's
+// retry, or the periodic one), as they would be had they been written
+// just after it.
+
+import (
+	"github.com/lbstate/lbstate/bpf"
+)
+
+// leftovers are the entries that restore read and no frontend restored
+// from a master entry accounts for, and the entries restore counted in
+// each map.
+type leftovers struct {
+	services []bpf.ServiceKey
+	// scanServices says that lb_services held a key that a frontend's
+	// state does not give back (bpf.NewServiceKey of its address and
+	// slot): its state's deletes would miss it, so the prune reads the
+	// map again.
+	scanServices bool
+	revNat       []uint32
+	maglev       []uint32
+	sourceRanges []bpf.SourceRangeKey
+	// backends are the IDs of the lb_backends entries restore dropped
+	// for another ID of the same address, with that address.
+	backends []leftoverBackend
+
+	counted entries
+}
+
+type leftoverBackend struct {
+	id  uint32
+	key addrKey
+}
+
+// servicesOf lists the lb_services entries of a restored frontend that
+// restore drops: its slots and its master entry.
+func (l *leftovers) servicesOf(k addrKey, st *frontendState, slots []restoredSlot) {
+	addr := k.l3n4()
+	if st.hasMaster {
+		l.services = append(l.services, bpf.NewServiceKey(addr, 0))
+	}
+	for _, s := range slots {
+		l.services = append(l.services, bpf.NewServiceKey(addr, s.slot))
+	}
+}
+
+// pruneLeftovers deletes the leftovers that no frontend claims, but
+// lb_backends' (pruneLeftoverBackends): the entries it deletes may name
+// backends. lb_affinity, which the datapath writes, is read as a full
+// prune reads it. It counts what it deletes from lb_services and
+// lb_maglev out of the room; the other maps are counted again after the
+// prune, at no cost but lb_src_range's entries read.
+func (o *ops) pruneLeftovers(l *leftovers) error {
+	byID := o.frontendsByID()
+	if l.scanServices {
+		if err := o.pruneServices(); err != nil {
+			return err
+		}
+	} else {
+		stale := l.services[:0]
+		for _, k := range l.services {
+			if st := o.frontend(keyOf(k.L3n4Addr())); st == nil || k.Slot > st.slots {
+				stale = append(stale, k)
+			}
+		}
+		// Masters first, so that no master outlives its slots.
+		sortServiceKeys(stale)
+		if err := o.maps.Services.BatchDelete(stale); err != nil {
+			return err
+		}
+		o.use(roomServices, -len(stale))
+	}
+	if err := deleteLeftovers(o.maps.RevNat, l.revNat, func(id uint32) bool { return byID[id] != nil }); err != nil {
+		return err
+	}
+	if err := deleteLeftovers(o.maps.SourceRanges, l.sourceRanges, func(k bpf.SourceRangeKey) bool {
+		st := byID[k.RevNatID]
+		k.RevNatID = 0
+		return st != nil && st.hasRange(k)
+	}); err != nil {
+		return err
+	}
+	if err := o.pruneAffinity(byID); err != nil {
+		return err
+	}
+	stale := l.maglev[:0]
+	for _, id := range l.maglev {
+		if st := byID[id]; st == nil || !st.maglev {
+			stale = append(stale, id)
+		}
+	}
+	for _, id := range stale {
+		if err := o.maps.Maglev.Delete(id); err != nil {
+			return err
+		}
+		o.use(roomMaglev, -1)
+	}
+	return nil
+}
+
+// pruneLeftoverBackends deletes the leftover lb_backends entries whose
+// IDs no backend has and no slot names (named: droppedStillNamed).
+func (o *ops) pruneLeftoverBackends(l *leftovers, named map[uint32]bool) error {
+	var stale []uint32
+	for _, b := range l.backends {
+		if named[b.id] {
+			continue
+		}
+		if i, ok := o.backends.get(b.key); !ok || o.beStates.at(i).id != b.id {
+			stale = append(stale, b.id)
+		}
+	}
+	return o.maps.Backends.BatchDelete(stale)
+}
+
+// deleteLeftovers deletes the keys of m that keep does not keep.
+func deleteLeftovers[K comparable, V any](m bpf.Map[K, V], keys []K, keep func(K) bool) error {
+	stale := keys[:0]
+	for _, k := range keys {
+		if !keep(k) {
+			stale = append(stale, k)
+		}
+	}
+	return m.BatchDelete(stale)
+}

@@ -1,0 +1,318 @@
+package reconciler
+
+// Pruning: what the maps hold that no frontend claims is deleted once
+// every source has synced.
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"slices"
+	"time"
+
+	"github.com/cilium/statedb"
+
+	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/lb"
+)
+
+// Prune deletes what the maps hold that no frontend claims: restored
+// frontends and backends nobody took back, and any entry with an unknown
+// key. statedb's reconciler calls it only once the tables are initialized,
+// that is, once every source has declared what it has.
+func (o *ops) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
+	if err := o.lock(); err != nil {
+		o.mu.Unlock()
+		return err
+	}
+	defer o.mu.Unlock()
+	o.initialized = true
+	leftovers, err := o.prune(objs)
+	switch {
+	case err == nil && leftovers:
+		err = o.room.recountBut(roomServices, roomMaglev)
+	case err == nil:
+		// The prune deleted entries no state counted.
+		err = o.room.recount()
+	default:
+		o.room.stale = true
+	}
+	o.offerRoom()
+	switch {
+	case err == nil && len(o.droppedBackends) == 0:
+		o.pruneBackoff = 0
+	case o.requestPrune != nil:
+		// A failed prune, or slots that still name a backend ID restore
+		// dropped: statedb's next prune is the periodic one; do not wait
+		// that long.
+		o.pruneBackoff = min(max(2*o.pruneBackoff, pruneRetryMin), pruneRetryMax)
+		time.AfterFunc(o.pruneBackoff, o.requestPrune)
+	}
+	return err
+}
+
+// prune reports whether it pruned restore's leftovers (leftovers.go),
+// counting what it deleted from lb_services and lb_maglev.
+func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) (leftovers bool, err error) {
+	desired := map[addrKey]struct{}{}
+	for fe := range objs {
+		desired[keyOf(fe.Address)] = struct{}{}
+	}
+	var (
+		errs []error
+		gone []task
+	)
+	defer func() {
+		if err != nil {
+			leftovers = false
+		}
+	}()
+	for k := range o.frontends.all() {
+		if _, ok := desired[k]; !ok {
+			gone = append(gone, task{fe: &lb.Frontend{FrontendParams: lb.FrontendParams{Address: k.l3n4()}}})
+		}
+	}
+	// Restored frontends nobody claimed yet: a desired one is adopted
+	// (its update is on the way), with the backends its slots name; the
+	// others are removed.
+	for k := range o.restoredFrontends.all() {
+		if _, ok := desired[k]; !ok {
+			gone = append(gone, task{fe: &lb.Frontend{FrontendParams: lb.FrontendParams{Address: k.l3n4()}}})
+		} else if _, err := o.claimFrontend(k.l3n4()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	o.remove(gone, true)
+	for _, t := range gone {
+		if t.err != nil {
+			errs = append(errs, t.err)
+		}
+	}
+	// Backends go last, once nothing the prune leaves names them.
+	lo := o.leftovers
+	o.leftovers = nil // a retry reads the maps again
+	if lo != nil {
+		if err := o.pruneLeftovers(lo); err != nil {
+			return false, errors.Join(append(errs, err)...)
+		}
+	} else if err := o.pruneUnknown(); err != nil {
+		return false, errors.Join(append(errs, err)...)
+	}
+	named, err := o.droppedStillNamed()
+	if err != nil {
+		return false, errors.Join(append(errs, err)...)
+	}
+	for k, i := range o.restoredBackends.all() {
+		be := o.beStates.at(i)
+		if err := o.maps.Backends.Delete(be.id); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		o.setMay(roomBackends, &be.inMap, false)
+		o.restoredBackends.del(k)
+		o.releaseBackend(i, be)
+	}
+	if lo != nil {
+		if err := o.pruneLeftoverBackends(lo, named); err != nil {
+			return false, errors.Join(append(errs, err)...)
+		}
+	} else if err := o.pruneUnknownBackends(named); err != nil {
+		return false, errors.Join(append(errs, err)...)
+	}
+	// What the orphan IDs named is gone now, and what the rev-NAT
+	// entries nobody claimed named.
+	for k, is := range o.restoredRevNat {
+		for _, i := range is {
+			o.orphanFrontendIDs = append(o.orphanFrontendIDs, o.feStates.at(i).id)
+			o.feStates.release(i)
+		}
+		delete(o.restoredRevNat, k)
+	}
+	for _, id := range o.orphanFrontendIDs {
+		if !o.frontendIDInUse(id) {
+			o.feIDs.free(id)
+			o.room.freed = true // an ID's slot, for a frontend waiting for one
+		}
+	}
+	var keep []uint32
+	for _, id := range o.orphanBackendIDs {
+		switch {
+		case named[id]:
+			keep = append(keep, id) // until a prune finds no slot naming it
+		case !o.backendIDInUse(id):
+			o.beIDs.free(id)
+		}
+	}
+	o.orphanFrontendIDs, o.orphanBackendIDs = nil, keep
+	return lo != nil, errors.Join(errs...)
+}
+
+func (o *ops) frontendIDInUse(id uint32) bool {
+	for _, i := range o.frontends.all() {
+		if o.feStates.at(i).id == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (o *ops) backendIDInUse(id uint32) bool {
+	for _, i := range o.backends.all() {
+		if o.beStates.at(i).id == id {
+			return true
+		}
+	}
+	for _, i := range o.restoredBackends.all() {
+		if o.beStates.at(i).id == id {
+			return true
+		}
+	}
+	return false
+}
+
+// pruneUnknown deletes entries that no state accounts for (left behind by
+// a crash between a write and its bookkeeping, or written by someone
+// else), but lb_backends' (pruneUnknownBackends): the entries it deletes
+// may name backends.
+func (o *ops) pruneUnknown() error {
+	byID := o.frontendsByID()
+
+	if err := o.pruneServices(); err != nil {
+		return err
+	}
+	if err := pruneMap(o.maps.RevNat, func(id uint32, _ bpf.RevNatValue) bool { return byID[id] != nil }); err != nil {
+		return err
+	}
+	if err := pruneMap(o.maps.SourceRanges, func(k bpf.SourceRangeKey, _ uint8) bool {
+		st := byID[k.RevNatID]
+		if st == nil {
+			return false
+		}
+		k.RevNatID = 0
+		return st.hasRange(k)
+	}); err != nil {
+		return err
+	}
+	if err := o.pruneAffinity(byID); err != nil {
+		return err
+	}
+	var staleTables []uint32
+	if err := o.maps.Maglev.Iterate(func(id uint32, _ []uint32) bool {
+		if st := byID[id]; st == nil || !st.maglev {
+			staleTables = append(staleTables, id)
+		}
+		return true
+	}); err != nil {
+		return err
+	}
+	for _, id := range staleTables {
+		if err := o.maps.Maglev.Delete(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// frontendsByID returns the states of the frontends by ID.
+func (o *ops) frontendsByID() map[uint32]*frontendState {
+	byID := make(map[uint32]*frontendState, o.frontends.len())
+	for _, i := range o.frontends.all() {
+		st := o.feStates.at(i)
+		byID[st.id] = st
+	}
+	return byID
+}
+
+// pruneAffinity deletes the lb_affinity entries of unknown frontends and
+// backends. The set of backend IDs is made only if there are entries.
+func (o *ops) pruneAffinity(byID map[uint32]*frontendState) error {
+	var backendIDs map[uint32]bool
+	return pruneMap(o.maps.Affinity, func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
+		if backendIDs == nil {
+			backendIDs = o.backendIDs()
+		}
+		return byID[k.RevNatID] != nil && backendIDs[v.BackendID]
+	})
+}
+
+// pruneUnknownBackends deletes the lb_backends entries of backends that
+// no state accounts for.
+// Those of IDs restore dropped that slots still name stay (named).
+func (o *ops) pruneUnknownBackends(named map[uint32]bool) error {
+	backendIDs := o.backendIDs()
+	return pruneMap(o.maps.Backends, func(id uint32, _ bpf.Backend) bool { return backendIDs[id] || named[id] })
+}
+
+// droppedStillNamed returns the backend IDs that restore dropped for
+// another ID of the same address (restoreBackends) and that a slot still
+// names: a frontend whose update, which rewrites its slots to the ID
+// kept, has yet to succeed. Their entries and IDs stay until a prune
+// finds no slot naming them; the others are forgotten, their entries
+// left to the prune. It reads lb_services only while there are such IDs.
+func (o *ops) droppedStillNamed() (map[uint32]bool, error) {
+	if len(o.droppedBackends) == 0 {
+		return nil, nil
+	}
+	named := map[uint32]bool{}
+	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
+		if _, ok := o.droppedBackends[v.BackendID]; ok && k.Slot > 0 {
+			named[v.BackendID] = true
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	for id := range o.droppedBackends {
+		if !named[id] {
+			delete(o.droppedBackends, id)
+		}
+	}
+	return named, nil
+}
+
+// backendIDs returns the IDs of the backends in use.
+func (o *ops) backendIDs() map[uint32]bool {
+	ids := make(map[uint32]bool, o.backends.len())
+	for _, i := range o.backends.all() {
+		ids[o.beStates.at(i).id] = true
+	}
+	return ids
+}
+
+// pruneServices deletes the lb_services entries of unknown frontends and
+// the slots past a frontend's count.
+func (o *ops) pruneServices() error {
+	var stale []bpf.ServiceKey
+	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
+		st := o.frontend(keyOf(k.L3n4Addr()))
+		if st == nil || k.Slot > st.slots {
+			stale = append(stale, k)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	// Masters first, so that no master outlives its slots.
+	sortServiceKeys(stale)
+	return o.maps.Services.BatchDelete(stale)
+}
+
+func sortServiceKeys(ks []bpf.ServiceKey) {
+	slices.SortFunc(ks, func(a, b bpf.ServiceKey) int { return int(a.Slot) - int(b.Slot) })
+}
+
+// pruneMap deletes the entries of m for which keep returns false.
+func pruneMap[K comparable, V any](m bpf.Map[K, V], keep func(K, V) bool) error {
+	var stale []K
+	if err := m.Iterate(func(k K, v V) bool {
+		if !keep(k, v) {
+			stale = append(stale, k)
+		}
+		return true
+	}); err != nil {
+		return err
+	}
+	return m.BatchDelete(stale)
+}
