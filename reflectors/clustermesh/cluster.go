@@ -41,6 +41,7 @@ var errCompacted = errors.New("revision compacted, listing again")
 // its backends then.
 type cluster struct {
 	src     *reflectors.Source
+	commits *commits    // its writes, grouped with other clusters'
 	conn    *connection // told when its watch is established or lost
 	log     *slog.Logger
 	self    Self          // the local cluster, which no remote may claim to be
@@ -454,38 +455,22 @@ func (c *cluster) decode(key string, value []byte) (lb.ServiceName, []lb.Backend
 }
 
 // write makes each local service's backends from this cluster the given
-// ones (nil: none), in one transaction; c.mu is held. Invalid input is
-// rejected service by service and the rest committed; any other error
-// aborts the transaction and is returned, and the next connection lists
-// anew (c.rev 0).
+// ones (nil: none), in a transaction it may share with other clusters
+// (commits); c.mu is held. Invalid input is rejected service by service
+// and the rest committed; any other error aborts the transaction and is
+// returned, and the next connection lists anew (c.rev 0).
 func (c *cluster) write(next map[lb.ServiceName][]lb.BackendParams, cause *tables.Cause) error {
 	if len(next) == 0 {
 		return nil
 	}
-	w := c.src.Writer
-	txn := w.WriteTxn()
-	defer txn.Abort()
-	w.SetCause(txn, cause)
-	rejected := map[lb.ServiceName]bool{}
-	err := w.Batch(txn, func() error {
-		for name, backends := range next {
-			err := w.SetClusterBackends(txn, name, c.src.ID(), c.id, backends...)
-			if errors.Is(err, tables.ErrInvalid) {
-				c.src.Reject(fmt.Errorf("remote cluster %s: %w", c.remote.Name, err))
-				rejected[name] = true
-			} else if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	r := &writeRequest{cluster: c.remote.Name, id: c.id, next: next, written: c.written, cause: cause}
+	c.commits.write(r)
+	if r.err != nil {
 		c.rev = 0
-		return fmt.Errorf("remote cluster %s: writing backends (aborted): %w", c.remote.Name, err)
+		return fmt.Errorf("remote cluster %s: writing backends (aborted): %w", c.remote.Name, r.err)
 	}
-	txn.Commit()
 	for name, backends := range next {
-		if rejected[name] {
+		if r.rejected[name] {
 			continue // what was written before stays
 		}
 		if backends == nil {
