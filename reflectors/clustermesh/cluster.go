@@ -53,7 +53,8 @@ type cluster struct {
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the follower returns
 
-	mu          sync.Mutex // the follower and the stale timer
+	mu          sync.Mutex  // the follower and the stale timer
+	dec         fastDecoder // the follower's scratch space
 	written     map[lb.ServiceName]struct{}
 	id          uint32 // the cluster ID the written backends carry
 	rev         int64  // the last revision applied; 0: list first
@@ -426,22 +427,19 @@ func (c *cluster) apply(events []*clientv3.Event, rev int64) error {
 // decode turns one value into the local service it joins and the
 // backends it offers; bad input is rejected alone, naming the key.
 func (c *cluster) decode(key string, value []byte) (lb.ServiceName, []lb.BackendParams, bool) {
-	s, err := DecodeService(key, value)
-	if err == nil && s.Cluster != c.remote.Name {
-		err = fmt.Errorf("key %s: cluster %q, want %q", key, s.Cluster, c.remote.Name)
-	}
-	if err == nil && s.ClusterID != c.id {
-		err = fmt.Errorf("key %s: clusterID %d, want %d", key, s.ClusterID, c.id)
-	}
-	if err != nil {
-		c.src.Reject(tables.AsInvalid(err))
-		var name lb.ServiceName
-		if _, ns, n, kerr := ParseServiceKey(key); kerr == nil {
-			name = lb.NewServiceName(ns, n)
+	name, offered, ok := decodeFast(&c.dec, key, value, c.remote.Name, c.id)
+	if !ok {
+		var err error
+		if name, offered, err = decodeGeneral(key, value, c.remote.Name, c.id); err != nil {
+			c.src.Reject(tables.AsInvalid(err))
+			name = lb.ServiceName{}
+			if _, ns, n, kerr := ParseServiceKey(key); kerr == nil {
+				name = lb.NewServiceName(ns, n)
+			}
+			return name, nil, false
 		}
-		return name, nil, false
 	}
-	backends := slices.DeleteFunc(s.LocalBackends(), func(b lb.BackendParams) bool {
+	backends := slices.DeleteFunc(offered, func(b lb.BackendParams) bool {
 		err := b.Validate()
 		if err != nil {
 			c.src.Reject(&tables.InvalidError{Object: "key " + key, Err: err})
@@ -451,7 +449,23 @@ func (c *cluster) decode(key string, value []byte) (lb.ServiceName, []lb.Backend
 	if len(backends) == 0 {
 		backends = nil // none: what a service that offers nothing writes
 	}
-	return lb.NewServiceName(s.Namespace, s.Name), backends, true
+	return name, backends, true
+}
+
+// decodeGeneral is decode with encoding/json, for any value: the
+// service's name and the backends it offers, or what is wrong with it.
+func decodeGeneral(key string, value []byte, want string, wantID uint32) (lb.ServiceName, []lb.BackendParams, error) {
+	s, err := DecodeService(key, value)
+	if err == nil && s.Cluster != want {
+		err = fmt.Errorf("key %s: cluster %q, want %q", key, s.Cluster, want)
+	}
+	if err == nil && s.ClusterID != wantID {
+		err = fmt.Errorf("key %s: clusterID %d, want %d", key, s.ClusterID, wantID)
+	}
+	if err != nil {
+		return lb.ServiceName{}, nil, err
+	}
+	return lb.NewServiceName(s.Namespace, s.Name), s.LocalBackends(), nil
 }
 
 // write makes each local service's backends from this cluster the given
