@@ -284,3 +284,55 @@ func BenchmarkHistoryCostPerChange(b *testing.B) {
 		jt.staged = jt.staged[:0]
 	}
 }
+
+// BenchmarkWriterSetClusterBackends measures one remote cluster's update
+// of a global service that has 10 local backends and 10 from each of 10
+// clusters (110), one write transaction per update: "one-moved" moves
+// one of the cluster's 10 backends to another port (a pod replaced),
+// "all-moved" all ten (the service's port changed).
+func BenchmarkWriterSetClusterBackends(b *testing.B) {
+	for _, moved := range []int{1, 10} {
+		b.Run(map[int]string{1: "one-moved", 10: "all-moved"}[moved], func(b *testing.B) {
+			b.ReportAllocs()
+			w, err := New(statedb.New(), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p, local := benchService(0, 10)
+			p.Annotations = map[string]string{lb.AnnotationGlobal: "true"}
+			remote := func(c int, port uint16, moved int) []lb.BackendParams {
+				bes := make([]lb.BackendParams, 10)
+				for j := range bes {
+					pt := uint16(8080)
+					if j < moved {
+						pt = port
+					}
+					bes[j] = lb.BackendParams{Address: lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{byte(20 + c), 0, 0, byte(j)}), pt, lb.ScopeExternal),
+						Weight: lb.DefaultBackendWeight, ClusterID: uint32(c)}
+				}
+				return bes
+			}
+			mustWrite(b, w, func(txn statedb.WriteTxn) error {
+				if err := w.UpsertService(txn, p); err != nil {
+					return err
+				}
+				if err := w.UpsertBackends(txn, p.Name, lb.SourceK8s, local...); err != nil {
+					return err
+				}
+				for c := 1; c <= 10; c++ {
+					if err := w.SetClusterBackends(txn, p.Name, lb.SourceKVStore, uint32(c), remote(c, 8080, 0)...); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			b.ResetTimer()
+			for i := range b.N {
+				bes := remote(1, uint16(9000+i%2), moved)
+				mustWrite(b, w, func(txn statedb.WriteTxn) error {
+					return w.SetClusterBackends(txn, p.Name, lb.SourceKVStore, 1, bes...)
+				})
+			}
+		})
+	}
+}

@@ -159,20 +159,41 @@ func (w *Writer) changeBackendAddrs(txn statedb.WriteTxn, ch *changes, name lb.S
 }
 
 // mergeAddrs sets buf to the sorted addresses of cur (sorted) and added,
-// without those in removed.
+// without those in removed. added and removed are sorted in place. A
+// merge, not a sort of everything: a service with backends in ten
+// clusters gets a few addresses at a time added to a hundred.
 func mergeAddrs(buf, cur, added, removed []lb.L3n4Addr) []lb.L3n4Addr {
-	next := append(buf, cur...)
-	if len(added) > 0 {
-		next = append(next, added...)
-		slices.SortFunc(next, lb.L3n4Addr.Compare)
-		next = slices.Compact(next)
-	}
-	if len(removed) > 0 {
-		slices.SortFunc(removed, lb.L3n4Addr.Compare)
-		next = slices.DeleteFunc(next, func(a lb.L3n4Addr) bool {
-			_, found := slices.BinarySearchFunc(removed, a, lb.L3n4Addr.Compare)
-			return found
-		})
+	slices.SortFunc(added, lb.L3n4Addr.Compare)
+	slices.SortFunc(removed, lb.L3n4Addr.Compare)
+	next := buf
+	i, j := 0, 0
+	for i < len(cur) || j < len(added) {
+		var a lb.L3n4Addr
+		switch c := 0; {
+		case j == len(added):
+			a, i = cur[i], i+1
+		case i == len(cur):
+			a, j = added[j], j+1
+		default:
+			c = cur[i].Compare(added[j])
+			switch {
+			case c < 0:
+				a, i = cur[i], i+1
+			case c > 0:
+				a, j = added[j], j+1
+			default:
+				a, i, j = cur[i], i+1, j+1
+			}
+		}
+		if n := len(next); n > 0 && next[n-1].Compare(a) == 0 {
+			continue // added twice
+		}
+		if len(removed) > 0 {
+			if _, found := slices.BinarySearchFunc(removed, a, lb.L3n4Addr.Compare); found {
+				continue
+			}
+		}
+		next = append(next, a)
 	}
 	return next
 }

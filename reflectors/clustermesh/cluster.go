@@ -41,6 +41,7 @@ var errCompacted = errors.New("revision compacted, listing again")
 // its backends then.
 type cluster struct {
 	src     *reflectors.Source
+	commits *commits    // its writes, grouped with other clusters'
 	conn    *connection // told when its watch is established or lost
 	log     *slog.Logger
 	self    Self          // the local cluster, which no remote may claim to be
@@ -52,7 +53,8 @@ type cluster struct {
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the follower returns
 
-	mu          sync.Mutex // the follower and the stale timer
+	mu          sync.Mutex  // the follower and the stale timer
+	dec         fastDecoder // the follower's scratch space
 	written     map[lb.ServiceName]struct{}
 	id          uint32 // the cluster ID the written backends carry
 	rev         int64  // the last revision applied; 0: list first
@@ -425,22 +427,19 @@ func (c *cluster) apply(events []*clientv3.Event, rev int64) error {
 // decode turns one value into the local service it joins and the
 // backends it offers; bad input is rejected alone, naming the key.
 func (c *cluster) decode(key string, value []byte) (lb.ServiceName, []lb.BackendParams, bool) {
-	s, err := DecodeService(key, value)
-	if err == nil && s.Cluster != c.remote.Name {
-		err = fmt.Errorf("key %s: cluster %q, want %q", key, s.Cluster, c.remote.Name)
-	}
-	if err == nil && s.ClusterID != c.id {
-		err = fmt.Errorf("key %s: clusterID %d, want %d", key, s.ClusterID, c.id)
-	}
-	if err != nil {
-		c.src.Reject(tables.AsInvalid(err))
-		var name lb.ServiceName
-		if _, ns, n, kerr := ParseServiceKey(key); kerr == nil {
-			name = lb.NewServiceName(ns, n)
+	name, offered, ok := decodeFast(&c.dec, key, value, c.remote.Name, c.id)
+	if !ok {
+		var err error
+		if name, offered, err = decodeGeneral(key, value, c.remote.Name, c.id); err != nil {
+			c.src.Reject(tables.AsInvalid(err))
+			name = lb.ServiceName{}
+			if _, ns, n, kerr := ParseServiceKey(key); kerr == nil {
+				name = lb.NewServiceName(ns, n)
+			}
+			return name, nil, false
 		}
-		return name, nil, false
 	}
-	backends := slices.DeleteFunc(s.LocalBackends(), func(b lb.BackendParams) bool {
+	backends := slices.DeleteFunc(offered, func(b lb.BackendParams) bool {
 		err := b.Validate()
 		if err != nil {
 			c.src.Reject(&tables.InvalidError{Object: "key " + key, Err: err})
@@ -450,42 +449,42 @@ func (c *cluster) decode(key string, value []byte) (lb.ServiceName, []lb.Backend
 	if len(backends) == 0 {
 		backends = nil // none: what a service that offers nothing writes
 	}
-	return lb.NewServiceName(s.Namespace, s.Name), backends, true
+	return name, backends, true
+}
+
+// decodeGeneral is decode with encoding/json, for any value: the
+// service's name and the backends it offers, or what is wrong with it.
+func decodeGeneral(key string, value []byte, want string, wantID uint32) (lb.ServiceName, []lb.BackendParams, error) {
+	s, err := DecodeService(key, value)
+	if err == nil && s.Cluster != want {
+		err = fmt.Errorf("key %s: cluster %q, want %q", key, s.Cluster, want)
+	}
+	if err == nil && s.ClusterID != wantID {
+		err = fmt.Errorf("key %s: clusterID %d, want %d", key, s.ClusterID, wantID)
+	}
+	if err != nil {
+		return lb.ServiceName{}, nil, err
+	}
+	return lb.NewServiceName(s.Namespace, s.Name), s.LocalBackends(), nil
 }
 
 // write makes each local service's backends from this cluster the given
-// ones (nil: none), in one transaction; c.mu is held. Invalid input is
-// rejected service by service and the rest committed; any other error
-// aborts the transaction and is returned, and the next connection lists
-// anew (c.rev 0).
+// ones (nil: none), in a transaction it may share with other clusters
+// (commits); c.mu is held. Invalid input is rejected service by service
+// and the rest committed; any other error aborts the transaction and is
+// returned, and the next connection lists anew (c.rev 0).
 func (c *cluster) write(next map[lb.ServiceName][]lb.BackendParams, cause *tables.Cause) error {
 	if len(next) == 0 {
 		return nil
 	}
-	w := c.src.Writer
-	txn := w.WriteTxn()
-	defer txn.Abort()
-	w.SetCause(txn, cause)
-	rejected := map[lb.ServiceName]bool{}
-	err := w.Batch(txn, func() error {
-		for name, backends := range next {
-			err := w.SetClusterBackends(txn, name, c.src.ID(), c.id, backends...)
-			if errors.Is(err, tables.ErrInvalid) {
-				c.src.Reject(fmt.Errorf("remote cluster %s: %w", c.remote.Name, err))
-				rejected[name] = true
-			} else if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	r := &writeRequest{cluster: c.remote.Name, id: c.id, next: next, written: c.written, cause: cause}
+	c.commits.write(r)
+	if r.err != nil {
 		c.rev = 0
-		return fmt.Errorf("remote cluster %s: writing backends (aborted): %w", c.remote.Name, err)
+		return fmt.Errorf("remote cluster %s: writing backends (aborted): %w", c.remote.Name, r.err)
 	}
-	txn.Commit()
 	for name, backends := range next {
-		if rejected[name] {
+		if r.rejected[name] {
 			continue // what was written before stays
 		}
 		if backends == nil {

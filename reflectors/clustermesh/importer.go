@@ -122,6 +122,7 @@ type Importer struct {
 	ctx      context.Context // Run's; nil until it starts
 	src      *reflectors.Source
 	conn     *connection // the source's connection, from its clusters'
+	commits  *commits    // the clusters' writes, grouped
 	clusters map[string]*cluster
 	initial  []Remote
 }
@@ -156,6 +157,7 @@ func (im *Importer) Run(ctx context.Context, s *reflectors.Source) error {
 func (im *Importer) Start(ctx context.Context, s *reflectors.Source) {
 	im.mu.Lock()
 	im.ctx, im.src, im.conn = ctx, s, newConnection(s)
+	im.commits = &commits{src: s}
 	var waits []<-chan struct{}
 	for _, r := range im.initial {
 		if _, running := im.clusters[r.Name]; !running {
@@ -262,7 +264,7 @@ func (im *Importer) Connected() []string {
 // start creates a cluster and its follower; im.mu is held.
 func (im *Importer) start(r Remote) *cluster {
 	c := &cluster{
-		remote: r, src: im.src, self: im.self, conn: im.conn,
+		remote: r, src: im.src, self: im.self, conn: im.conn, commits: im.commits,
 		log:     im.src.Log().With("cluster", r.Name),
 		synced:  make(chan struct{}),
 		written: map[lb.ServiceName]struct{}{},

@@ -24,7 +24,7 @@ func TestClusterWriteRejectsAnInvalidServiceAloneAndCommitsTheRest(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{remote: Remote{Name: "c2"}, src: src, id: 2, log: src.Log(), written: map[lb.ServiceName]struct{}{}}
+	c := &cluster{remote: Remote{Name: "c2"}, src: src, commits: &commits{src: src}, id: 2, log: src.Log(), written: map[lb.ServiceName]struct{}{}}
 	good, bad := lb.NewServiceName("default", "web"), lb.NewServiceName("default", "a/b") // '/' in a name: invalid
 	backend := lb.BackendParams{Address: lb.MustParseL3n4Addr("10.2.0.1:8080/TCP"), Weight: lb.DefaultBackendWeight, ClusterID: 2}
 	c.mu.Lock()
