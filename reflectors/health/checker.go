@@ -38,7 +38,6 @@ type checker struct {
 	cfg     parsed
 	clock   Clock
 	metrics *metricSet
-	tcp     tcpProber
 	web     *httpProber
 	// slack lets the loop start a probe this much before it is due, so
 	// that one wake-up starts many: with thousands of probes a second a
@@ -78,6 +77,7 @@ type runState struct {
 	timerAt time.Duration // the timer's; -1 if none
 	stop    func() bool
 	jobs    chan probeJob // to the workers
+	workers sync.WaitGroup
 	wake    chan struct{} // the loop: a probe ended, a timer fired
 	write   chan struct{} // the verdict writer: verdicts pending
 }
@@ -118,9 +118,22 @@ func (c *checker) run(ctx context.Context, s *reflectors.Source, db *statedb.DB)
 		wake: make(chan struct{}, 1), write: make(chan struct{}, 1), timerAt: -1,
 	}
 	r.jobs = make(chan probeJob, c.cfg.maxConcurrent)
-	for range c.cfg.maxConcurrent {
-		go c.worker(r)
+	poller, err := newConnectPoller(c.cfg.maxConcurrent)
+	if err != nil {
+		return err
 	}
+	r.workers.Add(c.cfg.maxConcurrent)
+	for i := range c.cfg.maxConcurrent {
+		go c.worker(r, newTCPProber(poller, i))
+	}
+	// The poller outlives the run until its last probe under way has
+	// ended (stopRun aborts them).
+	defer func() {
+		go func() {
+			r.workers.Wait()
+			poller.close()
+		}()
+	}()
 	c.mu.Lock()
 	c.cur, c.pending = r, map[lb.L3n4Addr]queuedVerdict{}
 	c.mu.Unlock()

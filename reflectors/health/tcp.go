@@ -6,94 +6,146 @@ import (
 	"os"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// tcpProber connects and closes at once, with a blocking connect(2) on a
-// raw socket rather than net.Dialer: at thousands of probes a second the
-// dialer's poller registration, keepalive options and address lookups
-// cost more than the handshake. A blocking connect holds a thread for a
-// round trip, so --health-max-concurrent bounds the threads too; the
-// kernel ends it at the timeout (SO_SNDTIMEO) even if nothing else does.
+// tcpProber is one worker's TCP prober: it connects and closes at once,
+// with a non-blocking connect(2) on a raw socket rather than net.Dialer
+// (at thousands of probes a second the dialer's poller registration,
+// keepalive options and address lookups cost more than the handshake).
+// Where the handshake ends within the call, as over loopback or to a
+// backend on this node, the probe is over without any wait, timer or
+// thread switch: the calls are raw system calls that never block. A
+// connect still under way waits in the poller, cut by the probe's
+// timeout.
 //
 // It closes with a reset (SO_LINGER 0), as health checkers do, so that
 // probes leave no connection in TIME_WAIT on this node: at thousands of
 // probes a second those would use up its ports.
-type tcpProber struct{}
+type tcpProber struct {
+	poller *connectPoller
+	slot   int // in the poller
 
-// probe connects to to, and gives up when abortAt's call comes (the
-// probe's timeout, on the checker's clock): it shuts the socket down,
-// which ends a connect under way.
-func (tcpProber) probe(to netip.AddrPort, timeout time.Duration, abortAt func(func()) func() bool) error {
-	family, sa := sockaddr(to)
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	mu sync.Mutex
+	// waiting is the socket of the connect the poller waits for (-1:
+	// none), and seq counts the waits, so that an abort that comes late
+	// (its probe over) shuts nothing down.
+	waiting int
+	seq     uint64
+	aborted bool
+}
+
+func newTCPProber(p *connectPoller, slot int) *tcpProber {
+	return &tcpProber{poller: p, slot: slot, waiting: -1}
+}
+
+// probe connects to to. When the connect does not end in the call,
+// abortAt is called with how to give up (the probe's timeout, on the
+// checker's clock, or its backend gone): it shuts the socket down, which
+// ends the connect under way; abortAt returns how to cancel that.
+func (p *tcpProber) probe(to netip.AddrPort, timeout time.Duration, abortAt func(abort func()) (stop func() bool)) error {
+	family := unix.AF_INET6
+	if to.Addr().Is4() {
+		family = unix.AF_INET
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return os.NewSyscallError("socket", err)
 	}
-	tv := unix.NsecToTimeval(timeout.Nanoseconds())
-	if err := unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1}); err == nil {
-		err = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
-	}
-	if err != nil {
-		unix.Close(fd)
+	defer unix.Close(fd)
+	if err := unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1}); err != nil {
 		return os.NewSyscallError("setsockopt", err)
 	}
-	var mu sync.Mutex // the fd is not shut down once closed (and perhaps reused)
-	open, aborted, connecting := true, false, false
-	// shut ends a connect under way; false if there was none to end yet
-	// (shutdown(2) of a socket not yet connecting does nothing, and the
-	// connect that follows would run to SO_SNDTIMEO). mu is held.
-	shut := func() bool {
-		return !open || unix.Shutdown(fd, unix.SHUT_RDWR) != unix.ENOTCONN
+	var sa rawSockaddr
+	sa.set(to)
+	errno := sa.connect(fd)
+	if errno == unix.EINPROGRESS {
+		// Over loopback the handshake is over already: the second call
+		// says how it ended (EALREADY: still under way).
+		errno = sa.connect(fd)
 	}
-	stop := abortAt(func() {
-		mu.Lock()
-		aborted = true
-		done := !connecting || shut() // not connecting: it is seen below
-		mu.Unlock()
-		if done {
-			return
+	registered := false
+	for errno == unix.EALREADY {
+		if errno, err = p.wait(fd, &sa, &registered, abortAt); err != nil {
+			return err
 		}
-		go func() { // connect(2) has not started yet: until it has
-			for {
-				time.Sleep(time.Millisecond)
-				mu.Lock()
-				done := shut()
-				mu.Unlock()
-				if done {
-					return
-				}
-			}
-		}()
-	})
-	mu.Lock()
-	if aborted { // before the connect: a probe ended (its backend gone) or late
-		open = false
-		unix.Close(fd)
-		mu.Unlock()
-		stop()
-		return timeoutError{timeout}
 	}
-	connecting = true
-	mu.Unlock()
-	err = unix.Connect(fd, sa)
-	stop()
-	self := err == nil && selfConnected(fd, to)
-	mu.Lock()
-	open = false
-	unix.Close(fd)
-	timedOut := aborted || err == unix.EAGAIN || err == unix.EINPROGRESS // SO_SNDTIMEO
-	mu.Unlock()
 	switch {
-	case err == nil && self:
+	case errno == 0 && selfConnected(fd, to):
 		return errSelfConnected
-	case err == nil:
+	case errno == 0:
 		return nil
-	case timedOut:
+	case errno == errAborted:
 		return timeoutError{timeout}
 	}
-	return os.NewSyscallError("connect", err)
+	return os.NewSyscallError("connect", errno)
+}
+
+// errAborted is a wait ended by abort.
+const errAborted = unix.ECANCELED
+
+// wait waits in the poller for fd's connect under way, and returns how
+// it ended, as connect(2) says it (EALREADY: not yet), or errAborted.
+func (p *tcpProber) wait(fd int, sa *rawSockaddr, registered *bool, abortAt func(func()) func() bool) (unix.Errno, error) {
+	p.mu.Lock()
+	p.seq++
+	seq := p.seq
+	p.waiting, p.aborted = fd, false
+	p.mu.Unlock()
+	stop := abortAt(func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.seq == seq && p.waiting >= 0 && !p.aborted {
+			p.aborted = true
+			unix.Shutdown(p.waiting, unix.SHUT_RDWR) // wakes the poller
+		}
+	})
+	err := p.poller.wait(p.slot, fd, registered)
+	stop()
+	p.mu.Lock()
+	aborted := p.aborted
+	p.waiting = -1
+	p.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	if aborted {
+		// Shut down: a connect now would start a new connection.
+		return errAborted, nil
+	}
+	return sa.connect(fd), nil
+}
+
+// rawSockaddr is a sockaddr_in or sockaddr_in6, built on the stack: the
+// unix package's Sockaddr values escape to the heap.
+type rawSockaddr struct {
+	raw unix.RawSockaddrInet6 // sockaddr_in fits in its first bytes
+	len uintptr
+}
+
+func (s *rawSockaddr) set(to netip.AddrPort) {
+	port := to.Port()
+	if to.Addr().Is4() {
+		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&s.raw))
+		sa.Family = unix.AF_INET
+		sa.Addr = to.Addr().As4()
+		*(*[2]byte)(unsafe.Pointer(&sa.Port)) = [2]byte{byte(port >> 8), byte(port)}
+		s.len = unix.SizeofSockaddrInet4
+		return
+	}
+	s.raw.Family = unix.AF_INET6
+	s.raw.Addr = to.Addr().As16()
+	*(*[2]byte)(unsafe.Pointer(&s.raw.Port)) = [2]byte{byte(port >> 8), byte(port)}
+	s.len = unix.SizeofSockaddrInet6
+}
+
+// connect is connect(2) on a non-blocking socket: it never blocks, so it
+// is a raw system call (no hand-off of the thread's P).
+func (s *rawSockaddr) connect(fd int) unix.Errno {
+	_, _, errno := unix.RawSyscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&s.raw)), s.len)
+	return errno
 }
 
 // errSelfConnected is a probe that reached itself: with nobody listening
@@ -105,22 +157,21 @@ var errSelfConnected = errors.New("connect: connected to itself: nothing listens
 // selfConnected reports whether the socket fd, connected to to, is
 // connected from to itself.
 func selfConnected(fd int, to netip.AddrPort) bool {
-	local, err := unix.Getsockname(fd)
-	if err != nil {
+	var local rawSockaddr
+	n := uint32(unsafe.Sizeof(local.raw))
+	_, _, errno := unix.RawSyscall(unix.SYS_GETSOCKNAME, uintptr(fd), uintptr(unsafe.Pointer(&local.raw)), uintptr(unsafe.Pointer(&n)))
+	if errno != 0 {
 		return false
 	}
-	switch l := local.(type) {
-	case *unix.SockaddrInet4:
-		return l.Port == int(to.Port()) && l.Addr == to.Addr().As4()
-	case *unix.SockaddrInet6:
-		return l.Port == int(to.Port()) && l.Addr == to.Addr().As16()
+	port := to.Port()
+	if *(*[2]byte)(unsafe.Pointer(&local.raw.Port)) != [2]byte{byte(port >> 8), byte(port)} {
+		return false
+	}
+	switch local.raw.Family {
+	case unix.AF_INET:
+		return (*unix.RawSockaddrInet4)(unsafe.Pointer(&local.raw)).Addr == to.Addr().As4()
+	case unix.AF_INET6:
+		return local.raw.Addr == to.Addr().As16()
 	}
 	return false
-}
-
-func sockaddr(to netip.AddrPort) (family int, sa unix.Sockaddr) {
-	if to.Addr().Is4() {
-		return unix.AF_INET, &unix.SockaddrInet4{Port: int(to.Port()), Addr: to.Addr().As4()}
-	}
-	return unix.AF_INET6, &unix.SockaddrInet6{Port: int(to.Port()), Addr: to.Addr().As16()}
 }

@@ -44,10 +44,16 @@ func TestSelfConnectionIsToldApart(t *testing.T) {
 // that a deleted service's probe held its slot for it.
 func TestTCPProbeAbortedBeforeItConnectsEndsAtOnce(t *testing.T) {
 	to := hangingAddr(t).AddrPort()
+	poller, err := newConnectPoller(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer poller.close()
+	prober := newTCPProber(poller, 0)
 	for _, when := range []string{"before", "during"} {
 		done := make(chan error, 1)
 		go func() {
-			done <- tcpProber{}.probe(to, 30*time.Second, func(abort func()) func() bool {
+			done <- prober.probe(to, 30*time.Second, func(abort func()) func() bool {
 				if when == "before" {
 					abort()
 					return func() bool { return false }
@@ -64,5 +70,67 @@ func TestTCPProbeAbortedBeforeItConnectsEndsAtOnce(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("a probe aborted %s connecting still runs after 10s", when)
 		}
+	}
+}
+
+// A TCP probe whose connect does not end in the call (its SYN dropped,
+// as a backend a round trip away is not there yet) waits in the poller
+// and passes once the backend answers: here the listener's full queue
+// drops the first SYN, and its retransmission, a second later, finds
+// room.
+func TestTCPProbeWaitsForItsConnectUnderWay(t *testing.T) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 0); err != nil { // a queue of one
+		t.Fatal(err)
+	}
+	sa, _ := unix.Getsockname(fd)
+	port := sa.(*unix.SockaddrInet4).Port
+	filler, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(filler)
+	if err := unix.Connect(filler, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+
+	poller, err := newConnectPoller(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer poller.close()
+	waiting := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- newTCPProber(poller, 0).probe(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)), time.Minute,
+			func(abort func()) func() bool {
+				waiting <- struct{}{}
+				return func() bool { return true }
+			})
+	}()
+	select {
+	case <-waiting:
+	case err := <-done:
+		t.Fatalf("the probe ended (%v) while its SYN was dropped", err)
+	}
+	conn, _, err := unix.Accept(fd) // room for the SYN's retransmission
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(conn)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("a probe answered after a retransmitted SYN failed: %v", err)
+		}
+	case <-time.After(10 * time.Second): // a guard: the SYN is sent again after 1s
+		t.Fatal("a probe waiting for its connect was not woken by the handshake")
 	}
 }
