@@ -129,6 +129,7 @@ type probeJob struct {
 // spent more time growing its stack than probing.
 func (c *checker) worker(r *runState, tcp *tcpProber) {
 	defer r.workers.Done()
+	defer tcp.close()
 	for {
 		select {
 		case <-r.ctx.Done():

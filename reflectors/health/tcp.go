@@ -21,12 +21,19 @@ import (
 // connect still under way waits in the poller, cut by the probe's
 // timeout.
 //
-// It closes with a reset (SO_LINGER 0), as health checkers do, so that
+// It ends a connection with a reset, as health checkers do, so that
 // probes leave no connection in TIME_WAIT on this node: at thousands of
-// probes a second those would use up its ports.
+// probes a second those would use up its ports. It keeps its socket (one
+// per address family) from probe to probe: connect(2) with AF_UNSPEC
+// resets the connection and leaves the socket as new, which spares a
+// socket's creation and release in the kernel for each probe.
 type tcpProber struct {
 	poller *connectPoller
 	slot   int // in the poller
+	// socks are the sockets kept for the next probe, IPv4 and IPv6 (-1:
+	// none); registered, whether each is in the poller's epoll set.
+	socks      [2]int
+	registered [2]bool
 
 	mu sync.Mutex
 	// waiting is the socket of the connect the poller waits for (-1:
@@ -38,7 +45,17 @@ type tcpProber struct {
 }
 
 func newTCPProber(p *connectPoller, slot int) *tcpProber {
-	return &tcpProber{poller: p, slot: slot, waiting: -1}
+	return &tcpProber{poller: p, slot: slot, waiting: -1, socks: [2]int{-1, -1}}
+}
+
+// close closes the sockets kept.
+func (p *tcpProber) close() {
+	for i, fd := range p.socks {
+		if fd >= 0 {
+			unix.Close(fd)
+			p.socks[i] = -1
+		}
+	}
 }
 
 // probe connects to to. When the connect does not end in the call,
@@ -46,17 +63,13 @@ func newTCPProber(p *connectPoller, slot int) *tcpProber {
 // checker's clock, or its backend gone): it shuts the socket down, which
 // ends the connect under way; abortAt returns how to cancel that.
 func (p *tcpProber) probe(to netip.AddrPort, timeout time.Duration, abortAt func(abort func()) (stop func() bool)) error {
-	family := unix.AF_INET6
-	if to.Addr().Is4() {
-		family = unix.AF_INET
+	fam := 0
+	if !to.Addr().Is4() {
+		fam = 1
 	}
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	fd, err := p.socket(fam)
 	if err != nil {
-		return os.NewSyscallError("socket", err)
-	}
-	defer unix.Close(fd)
-	if err := unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1}); err != nil {
-		return os.NewSyscallError("setsockopt", err)
+		return err
 	}
 	var sa rawSockaddr
 	sa.set(to)
@@ -66,21 +79,69 @@ func (p *tcpProber) probe(to netip.AddrPort, timeout time.Duration, abortAt func
 		// says how it ended (EALREADY: still under way).
 		errno = sa.connect(fd)
 	}
-	registered := false
 	for errno == unix.EALREADY {
-		if errno, err = p.wait(fd, &sa, &registered, abortAt); err != nil {
+		if errno, err = p.wait(fd, &sa, &p.registered[fam], abortAt); err != nil {
+			p.drop(fam)
 			return err
 		}
 	}
-	switch {
-	case errno == 0 && selfConnected(fd, to):
-		return errSelfConnected
-	case errno == 0:
+	switch errno {
+	case 0:
+		self := selfConnected(fd, to)
+		if !disconnect(fd) {
+			p.drop(fam)
+		}
+		if self {
+			return errSelfConnected
+		}
 		return nil
-	case errno == errAborted:
+	case unix.ECONNREFUSED:
+		// Reset by the backend: the socket is as new already.
+	case errAborted:
+		p.drop(fam) // shut down
 		return timeoutError{timeout}
+	default:
+		p.drop(fam)
 	}
 	return os.NewSyscallError("connect", errno)
+}
+
+// socket returns the socket kept for the family, or a new one.
+func (p *tcpProber) socket(fam int) (int, error) {
+	if fd := p.socks[fam]; fd >= 0 {
+		return fd, nil
+	}
+	family := unix.AF_INET
+	if fam == 1 {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, os.NewSyscallError("socket", err)
+	}
+	// A reset, not a FIN, should it ever be closed connected.
+	if err := unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1}); err != nil {
+		unix.Close(fd)
+		return -1, os.NewSyscallError("setsockopt", err)
+	}
+	p.socks[fam], p.registered[fam] = fd, false
+	return fd, nil
+}
+
+// drop closes the family's socket: the next probe makes a new one.
+func (p *tcpProber) drop(fam int) {
+	unix.Close(p.socks[fam]) // also takes it out of the epoll set
+	p.socks[fam], p.registered[fam] = -1, false
+}
+
+// disconnect resets fd's connection (connect(2) to AF_UNSPEC), leaving a
+// socket that may connect again. The reset leaves ECONNRESET on it,
+// which the next connect clears (it would otherwise wake that connect's
+// wait at once: TestTCPProbeWaitsForItsConnectUnderWay).
+func disconnect(fd int) bool {
+	unspec := unix.RawSockaddr{Family: unix.AF_UNSPEC}
+	_, _, errno := unix.RawSyscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&unspec)), unsafe.Sizeof(unspec))
+	return errno == 0
 }
 
 // errAborted is a wait ended by abort.

@@ -1,6 +1,8 @@
 package health
 
 import (
+	"errors"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -106,10 +108,23 @@ func TestTCPProbeWaitsForItsConnectUnderWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer poller.close()
-	waiting := make(chan struct{}, 1)
+	p := newTCPProber(poller, 0)
+	defer p.close()
+	// First a probe that passes at once: the reset it ends with must not
+	// leave an error on the socket that wakes the next wait (it would
+	// then spin until the handshake).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := p.probe(netip.MustParseAddrPort(ln.Addr().String()), time.Minute, nil); err != nil {
+		t.Fatalf("a probe of a listener: %v", err)
+	}
+	waiting := make(chan struct{}, 100)
 	done := make(chan error, 1)
 	go func() {
-		done <- newTCPProber(poller, 0).probe(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)), time.Minute,
+		done <- p.probe(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port)), time.Minute,
 			func(abort func()) func() bool {
 				waiting <- struct{}{}
 				return func() bool { return true }
@@ -130,7 +145,57 @@ func TestTCPProbeWaitsForItsConnectUnderWay(t *testing.T) {
 		if err != nil {
 			t.Errorf("a probe answered after a retransmitted SYN failed: %v", err)
 		}
+		if n := 1 + len(waiting); n != 1 {
+			t.Errorf("the probe waited %d times for one handshake", n)
+		}
 	case <-time.After(10 * time.Second): // a guard: the SYN is sent again after 1s
 		t.Fatal("a probe waiting for its connect was not woken by the handshake")
+	}
+}
+
+// A TCP prober keeps its socket from probe to probe (reset, not closed),
+// and the next probe on it says what that backend does, whatever the
+// one before saw: a stale error of the last reset or refusal never
+// passes to the next.
+func TestTCPProberReusesItsSocketAndEachProbeSaysItsOwnResult(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	open := netip.MustParseAddrPort(ln.Addr().String())
+	refusing := refusingAddr(t).AddrPort()
+	poller, err := newConnectPoller(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer poller.close()
+	p := newTCPProber(poller, 0)
+	defer p.close()
+	noWait := func(func()) func() bool { return func() bool { return true } }
+	var fd int
+	for i, to := range []netip.AddrPort{open, open, refusing, open, refusing, refusing, open} {
+		err := p.probe(to, time.Minute, noWait)
+		if want := to == open; (err == nil) != want {
+			t.Fatalf("probe %d of %s: %v", i, to, err)
+		}
+		if to == refusing && !errors.Is(err, unix.ECONNREFUSED) {
+			t.Fatalf("probe %d of %s: %v, want connection refused", i, to, err)
+		}
+		if i == 0 {
+			fd = p.socks[0]
+		}
+		if p.socks[0] != fd || fd < 0 {
+			t.Fatalf("probe %d: socket %d, want the first probe's, %d, kept", i, p.socks[0], fd)
+		}
 	}
 }
