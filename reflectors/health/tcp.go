@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// tcpProber is one worker's TCP prober: it connects and closes at once,
-// with a non-blocking connect(2) on a raw socket rather than net.Dialer
+// tcpProber is one worker's TCP prober: it connects and resets at once,
+// half-open (see socket), with a non-blocking connect(2) on a raw socket rather than net.Dialer
 // (at thousands of probes a second the dialer's poller registration,
 // keepalive options and address lookups cost more than the handshake).
 // Where the handshake ends within the call, as over loopback or to a
@@ -119,8 +119,18 @@ func (p *tcpProber) socket(fam int) (int, error) {
 	if err != nil {
 		return -1, os.NewSyscallError("socket", err)
 	}
-	// A reset, not a FIN, should it ever be closed connected.
-	if err := unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1}); err != nil {
+	// A reset, not a FIN, should it ever be closed connected. And a
+	// half-open probe: TCP_DEFER_ACCEPT on a connecting socket holds
+	// back the handshake's last ACK (for data that never comes), so the
+	// reset that ends the probe reaches a backend that has only a
+	// pending request, not yet a connection to make, queue, wake its
+	// program for and tear down. connect(2) succeeds on the SYN-ACK
+	// either way, so the verdict is the same as a full handshake's.
+	err = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1})
+	if err == nil {
+		err = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, 1)
+	}
+	if err != nil {
 		unix.Close(fd)
 		return -1, os.NewSyscallError("setsockopt", err)
 	}

@@ -199,3 +199,39 @@ func TestTCPProberReusesItsSocketAndEachProbeSaysItsOwnResult(t *testing.T) {
 		}
 	}
 }
+
+// A TCP probe is half-open: it passes on the backend's SYN-ACK and resets
+// before the handshake's last ACK, so the backend's kernel never makes a
+// connection for its program to accept (a full handshake queued one per
+// probe, and woke the program to accept and close it).
+func TestTCPProbeLeavesTheBackendNoConnectionToAccept(t *testing.T) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 128); err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := unix.Getsockname(fd)
+	to := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(sa.(*unix.SockaddrInet4).Port))
+	poller, err := newConnectPoller(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer poller.close()
+	p := newTCPProber(poller, 0)
+	defer p.close()
+	for i := range 10 {
+		if err := p.probe(to, time.Minute, func(func()) func() bool { return func() bool { return true } }); err != nil {
+			t.Fatalf("probe %d of a listener: %v", i, err)
+		}
+	}
+	if conn, _, err := unix.Accept(fd); err != unix.EAGAIN {
+		unix.Close(conn)
+		t.Errorf("after 10 probes the backend had a connection to accept (accept: %v), want none", err)
+	}
+}
