@@ -191,12 +191,13 @@ func (c *checker) complete(r *runState, t *target, chk check, err error) {
 	if !t.removed {
 		now := c.clock.Now()
 		result := resultSuccess
-		var timeout timeoutError
-		switch {
-		case errors.As(err, &timeout):
-			result = resultTimeout
-		case err != nil:
+		if err != nil {
+			// Only here: errors.As's target escapes, an allocation that
+			// passed probes, nearly all, need not make.
 			result = resultFailure
+			if timeout := (timeoutError{}); errors.As(err, &timeout) {
+				result = resultTimeout
+			}
 		}
 		c.metrics.probed(chk.kind, result)
 		prev := t.breaker
