@@ -74,7 +74,8 @@ type runState struct {
 	owners  map[lb.ServiceName]int
 	slots   map[lb.ServiceName]*serviceSlots
 	parkedN int
-	timerAt time.Duration // the timer's; -1 if none
+	waiting []*serviceSlots // the slots with parked targets
+	timerAt time.Duration   // the timer's; -1 if none
 	stop    func() bool
 	jobs    chan probeJob // to the workers
 	workers sync.WaitGroup
