@@ -16,7 +16,9 @@
 // how); time comes from a Clock, so tests advance a fake one; probes
 // start spread over their interval and at most --health-max-concurrent
 // run at once, of which one service holds only its share (fairshare.go);
-// a backend no longer checked has its probe under way ended at once.
+// a backend no longer checked has its probe under way ended at once; a
+// TCP probe is half-open (SYN, SYN-ACK, reset: tcp.go), so a backend's
+// program never sees one.
 package health
 
 import (
