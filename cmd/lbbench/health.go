@@ -6,13 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb/reconciler"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/metrics"
@@ -38,16 +43,24 @@ type healthResult struct {
 	CPUCoreFraction       float64 `json:"cpu_core_fraction"`
 	CPUUserCoreFraction   float64 `json:"cpu_user_core_fraction"`
 	CPUPerBackendPerSecUs float64 `json:"cpu_per_backend_per_sec_us"`
+	CPUPerProbeUs         float64 `json:"cpu_per_probe_us"`
 	ListenersCoreFraction float64 `json:"listeners_core_fraction"`
-	ProbesStarted         uint64  `json:"probes_started"`
-	ProbesLate100ms       uint64  `json:"probes_late_100ms"`
-	ProbesLateInterval    uint64  `json:"probes_late_interval"`
-	ProbeDelayP99Seconds  float64 `json:"probe_delay_p99_seconds"` // a bucket's bound`
-	TripToMapsP50Ms       float64 `json:"trip_to_maps_p50_ms,omitempty"`
-	TripToMapsP99Ms       float64 `json:"trip_to_maps_p99_ms,omitempty"`
-	TripToMapsMaxMs       float64 `json:"trip_to_maps_max_ms,omitempty"`
-	TripToTablesP99Ms     float64 `json:"trip_to_tables_p99_ms,omitempty"`
-	TripBoundMs           float64 `json:"trip_bound_ms"`
+	// RunQueueWaitCoreFraction is how long the prober's threads waited
+	// for a CPU while runnable, over the window: with a busy machine,
+	// what makes probes late.
+	RunQueueWaitCoreFraction float64       `json:"run_queue_wait_core_fraction"`
+	LoadAverage1m            float64       `json:"load_average_1m"`
+	ProbesStarted            uint64        `json:"probes_started"`
+	ProbesLate100ms          uint64        `json:"probes_late_100ms"`
+	ProbesLateInterval       uint64        `json:"probes_late_interval"`
+	ProbeDelayP99Seconds     float64       `json:"probe_delay_p99_seconds"` // a bucket's bound`
+	ProbeDelays              []bucketShare `json:"probe_delays"`
+	ProbeDurationP99Seconds  float64       `json:"probe_duration_p99_seconds"` // a bucket's bound
+	TripToMapsP50Ms          float64       `json:"trip_to_maps_p50_ms,omitempty"`
+	TripToMapsP99Ms          float64       `json:"trip_to_maps_p99_ms,omitempty"`
+	TripToMapsMaxMs          float64       `json:"trip_to_maps_max_ms,omitempty"`
+	TripToTablesP99Ms        float64       `json:"trip_to_tables_p99_ms,omitempty"`
+	TripBoundMs              float64       `json:"trip_bound_ms"`
 }
 
 // healthBench is the pipeline with health checking, over listeners in
@@ -124,11 +137,20 @@ type delays struct {
 	cumul  []uint64
 }
 
-func (b *healthBench) delays() delays {
-	var d delays
+// snapshot gathers the registry once and returns the checker's delay
+// and (TCP) duration histograms, and the midpoint of the gather.
+func (b *healthBench) snapshot() (at time.Time, delay, duration delays) {
+	start := time.Now()
 	mfs, _ := b.reg.Gather()
+	at = start.Add(time.Since(start) / 2)
+	return at, histogram(mfs, "lbstate_health_probe_delay_seconds"), histogram(mfs, "lbstate_health_probe_duration_seconds")
+}
+
+// histogram is the named histogram's first series in mfs.
+func histogram(mfs []*dto.MetricFamily, name string) delays {
+	var d delays
 	for _, mf := range mfs {
-		if mf.GetName() != "lbstate_health_probe_delay_seconds" {
+		if mf.GetName() != name || len(mf.GetMetric()) == 0 {
 			continue
 		}
 		h := mf.GetMetric()[0].GetHistogram()
@@ -187,29 +209,48 @@ func runHealth(o options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	d0 := b.delays()
+	// Gathering the registry (a breaker-state series per backend) takes
+	// seconds at 100,000 backends, and the histograms are read somewhere
+	// within it: probes are counted between the gathers' midpoints, and
+	// the CPU only between them (the gathers are the benchmark's work).
+	g0, d0, p0 := b.snapshot()
+	runtime.GC() // the gather's garbage: collected here, not in the window
 	user0, sys0 := selfCPU()
+	wait0 := runDelays()
 	child0 := g.cpu()
 	t0 := time.Now()
 	time.Sleep(ho.window)
 	elapsed := time.Since(t0)
 	user1, sys1 := selfCPU()
+	waited := runDelaySince(wait0, runDelays())
 	child1 := g.cpu()
-	d1 := b.delays()
+	g1, d1, p1 := b.snapshot()
 	stopProfile()
+	counted := g1.Sub(g0)
 
 	cpu := (user1 - user0) + (sys1 - sys0)
 	res.ProbesStarted, res.ProbesLate100ms, res.ProbeDelayP99Seconds = d1.since(d0, 0.1)
 	_, res.ProbesLateInterval, _ = d1.since(d0, nearestBound(d1.bounds, ho.interval.Seconds()))
-	res.ProbesPerSec = float64(res.ProbesStarted) / elapsed.Seconds()
+	res.ProbesPerSec = float64(res.ProbesStarted) / counted.Seconds()
 	res.CPUCoreFraction = cpu.Seconds() / elapsed.Seconds()
 	res.CPUUserCoreFraction = (user1 - user0).Seconds() / elapsed.Seconds()
 	res.CPUPerBackendPerSecUs = float64(cpu.Microseconds()) / elapsed.Seconds() / float64(ho.backends)
+	res.CPUPerProbeUs = res.CPUCoreFraction * 1e6 / res.ProbesPerSec
 	res.ListenersCoreFraction = (child1 - child0).Seconds() / elapsed.Seconds()
 	fmt.Fprintf(out, "probes: %.0f/s; of %d started, %d over 100 ms late, %d over an interval late; 99%% within %gs of their time\n",
 		res.ProbesPerSec, res.ProbesStarted, res.ProbesLate100ms, res.ProbesLateInterval, res.ProbeDelayP99Seconds)
-	fmt.Fprintf(out, "prober CPU: %.1f%% of one core (user %.1f%%, system %.1f%%, TCP handshakes included): %.1f µs per backend per second\n",
-		100*res.CPUCoreFraction, 100*res.CPUUserCoreFraction, 100*(res.CPUCoreFraction-res.CPUUserCoreFraction), res.CPUPerBackendPerSecUs)
+	lateness, shares := d1.distribution(d0)
+	res.ProbeDelays = shares
+	fmt.Fprintf(out, "how late probes started: %s\n", lateness)
+	_, _, res.ProbeDurationP99Seconds = p1.since(p0, 0)
+	fmt.Fprintf(out, "probes took: 99%% within %gs\n", res.ProbeDurationP99Seconds)
+	fmt.Fprintf(out, "prober CPU: %.1f%% of one core (user %.1f%%, system %.1f%%, TCP handshakes included): %.1f µs per backend per second, %.1f µs per probe\n",
+		100*res.CPUCoreFraction, 100*res.CPUUserCoreFraction, 100*(res.CPUCoreFraction-res.CPUUserCoreFraction), res.CPUPerBackendPerSecUs, res.CPUPerProbeUs)
+	res.RunQueueWaitCoreFraction = waited.Seconds() / elapsed.Seconds()
+	load, _ := os.ReadFile("/proc/loadavg")
+	res.LoadAverage1m, _ = strconv.ParseFloat(strings.Fields(string(load) + " 0")[0], 64)
+	fmt.Fprintf(out, "prober's threads runnable but waiting for a CPU: %.1f%% of the window (summed over threads); load average %.2f\n",
+		100*res.RunQueueWaitCoreFraction, res.LoadAverage1m)
 	fmt.Fprintf(out, "listeners' CPU (the backends, not counted above): %.1f%% of one core\n", 100*res.ListenersCoreFraction)
 
 	if ho.fail > 0 {
@@ -290,6 +331,40 @@ func (b *healthBench) timeTrips(g *listenerGroup, ho healthOptions) (toMaps, toT
 	slices.Sort(toTables)
 	return toMaps, toTables, nil
 }
+
+// distribution is the share of the probes since d0 in each bucket, as
+// "≤1ms 97.1%, ≤5ms 2.0%, ...", leaving out empty buckets.
+func (d delays) distribution(d0 delays) (string, []bucketShare) {
+	started := d.count - d0.count
+	if started == 0 {
+		return "none", nil
+	}
+	var parts []string
+	var shares []bucketShare
+	below := uint64(0)
+	for i, bound := range d.bounds {
+		under := d.cumul[i] - d0.cumul[i]
+		if n := under - below; n > 0 {
+			shares = append(shares, bucketShare{bound, float64(n) / float64(started)})
+			parts = append(parts, fmt.Sprintf("≤%s %.2f%%", seconds(bound), 100*float64(n)/float64(started)))
+		}
+		below = under
+	}
+	if n := started - below; n > 0 {
+		shares = append(shares, bucketShare{-1, float64(n) / float64(started)})
+		parts = append(parts, fmt.Sprintf(">%s %.2f%%", seconds(d.bounds[len(d.bounds)-1]), 100*float64(n)/float64(started)))
+	}
+	return strings.Join(parts, ", "), shares
+}
+
+// bucketShare is the share of samples in the bucket up to Le seconds
+// (-1: past the last bound) and above the one before.
+type bucketShare struct {
+	Le    float64 `json:"le"`
+	Share float64 `json:"share"`
+}
+
+func seconds(s float64) string { return time.Duration(s * float64(time.Second)).String() }
 
 // nearestBound is the largest bucket bound at most x (the delay
 // histogram's buckets go up to 10 s), so that "over an interval late"

@@ -198,3 +198,34 @@ func raiseFileLimit() {
 		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
 	}
 }
+
+// runDelays is each of this process's threads' time spent waiting for a
+// CPU while runnable (/proc/self/task/TID/schedstat, second field, in
+// ns): how much the machine's other work held the prober back.
+func runDelays() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	tids, _ := os.ReadDir("/proc/self/task")
+	for _, tid := range tids {
+		data, err := os.ReadFile("/proc/self/task/" + tid.Name() + "/schedstat")
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(data)); len(f) >= 2 {
+			ns, _ := strconv.ParseInt(f[1], 10, 64)
+			out[tid.Name()] = time.Duration(ns)
+		}
+	}
+	return out
+}
+
+// runDelaySince sums the run delays of the threads in both snapshots
+// (threads come and go: one that left took its count with it).
+func runDelaySince(before, after map[string]time.Duration) time.Duration {
+	var sum time.Duration
+	for tid, d := range after {
+		if d0, ok := before[tid]; ok {
+			sum += d - d0
+		}
+	}
+	return sum
+}

@@ -16,7 +16,9 @@
 // how); time comes from a Clock, so tests advance a fake one; probes
 // start spread over their interval and at most --health-max-concurrent
 // run at once, of which one service holds only its share (fairshare.go);
-// a backend no longer checked has its probe under way ended at once.
+// a backend no longer checked has its probe under way ended at once; a
+// TCP probe is half-open (SYN, SYN-ACK, reset: tcp.go), so a backend's
+// program never sees one.
 package health
 
 import (
@@ -38,7 +40,6 @@ type checker struct {
 	cfg     parsed
 	clock   Clock
 	metrics *metricSet
-	tcp     tcpProber
 	web     *httpProber
 	// slack lets the loop start a probe this much before it is due, so
 	// that one wake-up starts many: with thousands of probes a second a
@@ -75,9 +76,11 @@ type runState struct {
 	owners  map[lb.ServiceName]int
 	slots   map[lb.ServiceName]*serviceSlots
 	parkedN int
-	timerAt time.Duration // the timer's; -1 if none
+	waiting []*serviceSlots // the slots with parked targets
+	timerAt time.Duration   // the timer's; -1 if none
 	stop    func() bool
 	jobs    chan probeJob // to the workers
+	workers sync.WaitGroup
 	wake    chan struct{} // the loop: a probe ended, a timer fired
 	write   chan struct{} // the verdict writer: verdicts pending
 }
@@ -118,9 +121,22 @@ func (c *checker) run(ctx context.Context, s *reflectors.Source, db *statedb.DB)
 		wake: make(chan struct{}, 1), write: make(chan struct{}, 1), timerAt: -1,
 	}
 	r.jobs = make(chan probeJob, c.cfg.maxConcurrent)
-	for range c.cfg.maxConcurrent {
-		go c.worker(r)
+	poller, err := newConnectPoller(c.cfg.maxConcurrent)
+	if err != nil {
+		return err
 	}
+	r.workers.Add(c.cfg.maxConcurrent)
+	for i := range c.cfg.maxConcurrent {
+		go c.worker(r, newTCPProber(poller, i))
+	}
+	// The poller outlives the run until its last probe under way has
+	// ended (stopRun aborts them).
+	defer func() {
+		go func() {
+			r.workers.Wait()
+			poller.close()
+		}()
+	}()
 	c.mu.Lock()
 	c.cur, c.pending = r, map[lb.L3n4Addr]queuedVerdict{}
 	c.mu.Unlock()

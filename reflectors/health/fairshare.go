@@ -23,6 +23,9 @@ type serviceSlots struct {
 	owner    lb.ServiceName
 	inflight int
 	parked   []*target
+	// waiting is its index in runState.waiting while it has parked
+	// targets.
+	waiting int
 }
 
 // share is how many probes one service may have under way.
@@ -65,6 +68,10 @@ func (s *serviceSlots) mayStart(share, busy, limit int) bool {
 // park sets t, due, aside until its service may start a probe.
 func (r *runState) park(t *target, s *serviceSlots) {
 	t.parked, t.slot = true, s
+	if len(s.parked) == 0 {
+		s.waiting = len(r.waiting)
+		r.waiting = append(r.waiting, s)
+	}
 	s.parked = append(s.parked, t)
 	r.parkedN++
 }
@@ -76,6 +83,12 @@ func (r *runState) unpark(t *target, requeue bool) {
 	s.parked = slices.DeleteFunc(s.parked, func(p *target) bool { return p == t })
 	t.parked, t.slot = false, nil
 	r.parkedN--
+	if len(s.parked) == 0 { // out of r.waiting: the last takes its place
+		last := r.waiting[len(r.waiting)-1]
+		r.waiting[s.waiting], last.waiting = last, s.waiting
+		r.waiting[len(r.waiting)-1] = nil
+		r.waiting = r.waiting[:len(r.waiting)-1]
+	}
 	if requeue {
 		r.queue.put(t)
 	}
@@ -92,10 +105,15 @@ func (r *runState) release(s *serviceSlots) {
 // unparkWithin requeues the parked targets that may now start (a probe
 // ended, or a service went and the shares grew): up to each service's
 // share, and the slots beyond a share's worth that are free. Dispatch
-// parks again what it then cannot start.
+// parks again what it then cannot start. It looks only at the services
+// with parked targets: ranging over every service with a probe under
+// way on each wake-up was 6% of the prober's CPU at 10,000 probes a
+// second, and more while it caught up. Backwards, as unpark moves the
+// last service, already seen, into the place of one it empties.
 func (r *runState) unparkWithin(share, free int) {
 	spare := free - share
-	for _, s := range r.slots {
+	for i := len(r.waiting) - 1; i >= 0; i-- {
+		s := r.waiting[i]
 		for n := share - s.inflight; len(s.parked) > 0 && (n > 0 || spare > 0); n-- {
 			if n <= 0 {
 				spare--

@@ -127,13 +127,15 @@ type probeJob struct {
 // worker runs probes until the run ends. Workers live as long as the
 // run, so that their stacks, once grown, stay: a goroutine per probe
 // spent more time growing its stack than probing.
-func (c *checker) worker(r *runState) {
+func (c *checker) worker(r *runState, tcp *tcpProber) {
+	defer r.workers.Done()
+	defer tcp.close()
 	for {
 		select {
 		case <-r.ctx.Done():
 			return
 		case j := <-r.jobs:
-			c.probe(r, j.t, j.chk, j.start)
+			c.probe(r, tcp, j.t, j.chk, j.start)
 		}
 	}
 }
@@ -141,13 +143,13 @@ func (c *checker) worker(r *runState) {
 // probe runs one probe, cut by its timeout on the checker's clock, and
 // applies its result. Probes under way when the run ends run to their
 // timeout at most, and their results are dropped.
-func (c *checker) probe(r *runState, t *target, chk check, start time.Time) {
+func (c *checker) probe(r *runState, tcp *tcpProber, t *target, chk check, start time.Time) {
 	deadline := start.Add(chk.timeout)
 	to := addrPort(t.addr, &chk)
 	began := time.Now() // the wall clock: start is the checker's, which tests fake
 	var err error
 	if chk.kind == probeTCP {
-		err = c.tcp.probe(to, chk.timeout, func(abort func()) func() bool {
+		err = tcp.probe(to, chk.timeout, func(abort func()) func() bool {
 			c.setAbort(r, t, abort)
 			return c.clock.At(deadline, abort)
 		})
@@ -189,12 +191,13 @@ func (c *checker) complete(r *runState, t *target, chk check, err error) {
 	if !t.removed {
 		now := c.clock.Now()
 		result := resultSuccess
-		var timeout timeoutError
-		switch {
-		case errors.As(err, &timeout):
-			result = resultTimeout
-		case err != nil:
+		if err != nil {
+			// Only here: errors.As's target escapes, an allocation that
+			// passed probes, nearly all, need not make.
 			result = resultFailure
+			if timeout := (timeoutError{}); errors.As(err, &timeout) {
+				result = resultTimeout
+			}
 		}
 		c.metrics.probed(chk.kind, result)
 		prev := t.breaker
