@@ -59,9 +59,7 @@ func (l *leftovers) servicesOf(k addrKey, st *frontendState, slots []restoredSlo
 // pruneLeftovers deletes the leftovers that no frontend claims, but
 // lb_backends' (pruneLeftoverBackends): the entries it deletes may name
 // backends. lb_affinity, which the datapath writes, is read as a full
-// prune reads it. It counts what it deletes from lb_services and
-// lb_maglev out of the room; the other maps are counted again after the
-// prune, at no cost but lb_src_range's entries read.
+// prune reads it. Every map is counted again after it (Prune).
 func (o *ops) pruneLeftovers(l *leftovers) error {
 	byID := o.frontendsByID()
 	if l.scanServices {
@@ -80,7 +78,6 @@ func (o *ops) pruneLeftovers(l *leftovers) error {
 		if err := o.maps.Services.BatchDelete(stale); err != nil {
 			return err
 		}
-		o.use(roomServices, -len(stale))
 	}
 	if err := deleteLeftovers(o.maps.RevNat, l.revNat, func(id uint32) bool { return byID[id] != nil }); err != nil {
 		return err
@@ -105,7 +102,6 @@ func (o *ops) pruneLeftovers(l *leftovers) error {
 		if err := o.maps.Maglev.Delete(id); err != nil {
 			return err
 		}
-		o.use(roomMaglev, -1)
 	}
 	return nil
 }

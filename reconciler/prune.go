@@ -27,14 +27,14 @@ func (o *ops) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[*lb
 	}
 	defer o.mu.Unlock()
 	o.initialized = true
-	leftovers, err := o.prune(objs)
-	switch {
-	case err == nil && leftovers:
-		err = o.room.recountBut(roomServices, roomMaglev)
-	case err == nil:
-		// The prune deleted entries no state counted.
+	err := o.prune(objs)
+	if err == nil {
+		// The prune deleted entries no state counted; and after a
+		// restart, restore counted entries that states then wrote and
+		// counted again, or that wait for a state that has not written
+		// them yet: only a count says what the maps hold.
 		err = o.room.recount()
-	default:
+	} else {
 		o.room.stale = true
 	}
 	o.offerRoom()
@@ -51,9 +51,9 @@ func (o *ops) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[*lb
 	return err
 }
 
-// prune reports whether it pruned restore's leftovers (leftovers.go),
-// counting what it deleted from lb_services and lb_maglev.
-func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) (leftovers bool, err error) {
+// prune deletes what no frontend accounts for: after a restart, restore's
+// leftovers (leftovers.go), else whatever a read of the maps finds.
+func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 	desired := map[addrKey]struct{}{}
 	for fe := range objs {
 		desired[keyOf(fe.Address)] = struct{}{}
@@ -62,11 +62,6 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) (leftovers b
 		errs []error
 		gone []task
 	)
-	defer func() {
-		if err != nil {
-			leftovers = false
-		}
-	}()
 	for k := range o.frontends.all() {
 		if _, ok := desired[k]; !ok {
 			gone = append(gone, task{fe: &lb.Frontend{FrontendParams: lb.FrontendParams{Address: k.l3n4()}}})
@@ -93,14 +88,14 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) (leftovers b
 	o.leftovers = nil // a retry reads the maps again
 	if lo != nil {
 		if err := o.pruneLeftovers(lo); err != nil {
-			return false, errors.Join(append(errs, err)...)
+			return errors.Join(append(errs, err)...)
 		}
 	} else if err := o.pruneUnknown(); err != nil {
-		return false, errors.Join(append(errs, err)...)
+		return errors.Join(append(errs, err)...)
 	}
 	named, err := o.droppedStillNamed()
 	if err != nil {
-		return false, errors.Join(append(errs, err)...)
+		return errors.Join(append(errs, err)...)
 	}
 	for k, i := range o.restoredBackends.all() {
 		be := o.beStates.at(i)
@@ -114,10 +109,10 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) (leftovers b
 	}
 	if lo != nil {
 		if err := o.pruneLeftoverBackends(lo, named); err != nil {
-			return false, errors.Join(append(errs, err)...)
+			return errors.Join(append(errs, err)...)
 		}
 	} else if err := o.pruneUnknownBackends(named); err != nil {
-		return false, errors.Join(append(errs, err)...)
+		return errors.Join(append(errs, err)...)
 	}
 	// What the orphan IDs named is gone now, and what the rev-NAT
 	// entries nobody claimed named.
@@ -144,7 +139,7 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) (leftovers b
 		}
 	}
 	o.orphanFrontendIDs, o.orphanBackendIDs = nil, keep
-	return lo != nil, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 func (o *ops) frontendIDInUse(id uint32) bool {

@@ -20,7 +20,6 @@ package reconciler
 import (
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/lbstate/lbstate/bpf"
@@ -133,19 +132,10 @@ func newRoom(maps *bpf.Maps) room {
 
 // recount counts the entries of every map again. On error the counts
 // stay as they were, and stale.
-func (r *room) recount() error { return r.recountBut() }
-
-// recountBut is recount leaving the counts of the maps skip as they are:
-// the first prune after a restart knows what it deleted
-// from lb_services and lb_maglev, whose counts cost a read of every entry.
-func (r *room) recountBut(skip ...roomMap) error {
+func (r *room) recount() error {
 	start := time.Now()
 	var counted entries
 	for m := range r.maps {
-		counted[m] = r.maps[m].used
-		if slices.Contains(skip, roomMap(m)) {
-			continue
-		}
 		n, err := r.maps[m].count()
 		if err != nil {
 			r.stale = true
