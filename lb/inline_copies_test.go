@@ -3,6 +3,7 @@ package lb_test
 import (
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/lbstate/lbstate/lb"
 )
@@ -57,5 +58,14 @@ func TestFrontendCloneKeepsItsOwnBackend(t *testing.T) {
 	orig.SetBackends([]lb.BackendRef{r2})
 	if len(c.Backends) != 1 || c.Backends[0] != r1 {
 		t.Errorf("setting the original's backend changed the clone's: %v", c.Backends)
+	}
+}
+
+// A service row with its one backend address fits the allocator's 96-byte
+// class (it took 112 when the addresses were a slice): one row per
+// service, so 16 bytes a service.
+func TestServiceRowFits96Bytes(t *testing.T) {
+	if n := unsafe.Sizeof(lb.Service{}); n > 96 {
+		t.Errorf("lb.Service is %d bytes, want at most 96", n)
 	}
 }

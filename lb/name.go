@@ -43,6 +43,14 @@ func makeServiceName(cluster, namespace, name string) ServiceName {
 	}
 }
 
+// WithTextFrom returns the same name with its text as copyText returns
+// it, which must be an equal string: for a name that many rows keep, a
+// copy carved from memory shared with other names (internal/slab).
+func (n ServiceName) WithTextFrom(copyText func(string) string) ServiceName {
+	n.text = copyText(n.text)
+	return n
+}
+
 func (n ServiceName) Cluster() string {
 	if n.ns == 0 {
 		return ""

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 )
 
 // DefaultAffinityTimeout is the session affinity timeout used when a service
@@ -277,14 +278,17 @@ type Service struct {
 
 	overrides *serviceOverrides // nil when it has none
 
-	// backends are the addresses of the backends with an instance for the
-	// service (from any source), sorted: the Writer keeps them here, so
-	// that a service finds its backends without an index entry (and its
-	// watch channel) per backend. See BackendAddrs.
-	backends []L3n4Addr
+	// backends and nBackends are the addresses of the backends with an
+	// instance for the service (from any source), sorted: the Writer keeps
+	// them here, so that a service finds its backends without an index
+	// entry (and its watch channel) per backend. See BackendAddrs. (A
+	// pointer and a count, not a slice: 12 bytes where a slice takes 24
+	// bring the row from 112 to 96 bytes.)
+	backends *L3n4Addr
 	// oneBackend holds backends when there is one (most services), so
 	// that the row and its list are one allocation.
 	oneBackend [1]L3n4Addr
+	nBackends  uint32
 }
 
 // serviceOverrides are the parts of a service row that most services
@@ -350,7 +354,12 @@ func (s *Service) WithConflicts(conflicts []FrontendConflict) *Service {
 // instance for the service, from any source, sorted (as the Writer keeps
 // them: tables.Writer.BackendsOf yields the rows). The caller must not
 // modify the slice.
-func (s *Service) BackendAddrs() []L3n4Addr { return s.backends }
+func (s *Service) BackendAddrs() []L3n4Addr {
+	if s.nBackends == 0 {
+		return nil
+	}
+	return unsafe.Slice(s.backends, s.nBackends)
+}
 
 // WithBackendAddrs returns a copy whose BackendAddrs are addrs (sorted by
 // L3n4Addr.Compare, each once; the copy keeps a copy of them). Only the
@@ -377,15 +386,15 @@ func (s *Service) SetBackendAddrs(addrs []L3n4Addr) {
 // setBackends keeps addrs as the backend addresses, in the row itself
 // when there is one.
 func (s *Service) setBackends(addrs []L3n4Addr) {
-	if len(addrs) == 1 {
+	switch len(addrs) {
+	case 0:
+		s.oneBackend[0], s.backends, s.nBackends = L3n4Addr{}, nil, 0
+	case 1:
 		s.oneBackend[0] = addrs[0] // addrs may be s.oneBackend[:]
-		s.backends = s.oneBackend[:]
-		return
-	}
-	s.oneBackend[0] = L3n4Addr{}
-	s.backends = addrs
-	if len(addrs) == 0 {
-		s.backends = nil
+		s.backends, s.nBackends = &s.oneBackend[0], 1
+	default:
+		s.oneBackend[0] = L3n4Addr{}
+		s.backends, s.nBackends = &addrs[0], uint32(len(addrs))
 	}
 }
 
@@ -427,7 +436,7 @@ func (s *Service) Sources() []Source {
 // Clone returns a shallow copy whose slices may be replaced safely.
 func (s *Service) Clone() *Service {
 	c := *s
-	c.setBackends(s.backends) // not pointing into s
+	c.setBackends(s.BackendAddrs()) // not pointing into s
 	return &c
 }
 

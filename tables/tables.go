@@ -119,7 +119,7 @@ var ServiceByRouteTarget = statedb.Index[*lb.Service, lb.ServiceName]{
 var FrontendByAddress = statedb.Index[*lb.Frontend, lb.L3n4Addr]{
 	Name: "address",
 	FromObject: func(f *lb.Frontend) index.KeySet {
-		return index.NewKeySet(addrKey(f.Address))
+		return index.NewKeySet(storedAddrKey(f.Address))
 	},
 	FromKey:    addrKey,
 	FromString: addrFromString,
@@ -130,7 +130,7 @@ var FrontendByAddress = statedb.Index[*lb.Frontend, lb.L3n4Addr]{
 var BackendByAddress = statedb.Index[*lb.Backend, lb.L3n4Addr]{
 	Name: "address",
 	FromObject: func(b *lb.Backend) index.KeySet {
-		return index.NewKeySet(addrKey(b.Address))
+		return index.NewKeySet(storedAddrKey(b.Address))
 	},
 	FromKey:    addrKey,
 	FromString: addrFromString,

@@ -62,7 +62,11 @@ type Reflector struct {
 	// services holds each service that has a Service or slices, by its
 	// name's text: a 16-byte key (the entry holds the name itself) where an
 	// lb.ServiceName takes 24, for a 64-byte map slot instead of 72.
-	services  map[string]serviceEntry
+	services map[string]serviceEntry
+	// causes is what the history's causes are carved from (newCause):
+	// the history keeps them and lets the oldest go first, so the
+	// causes of a block go together.
+	causes    []tables.Cause
 	batch     batchState // what the batch being prepared changed
 	nServices int        // entries with a Service
 	// slices holds the service of each slice that is not the service
@@ -751,6 +755,20 @@ func (r *Reflector) fail(err error) { r.src.Reject(tables.AsInvalid(err)) }
 // failAt reports a conversion error of obj, where a manifest declares it.
 func (r *Reflector) failAt(obj any, err error) { r.fail(kubeapi.AtOrigin(obj, err)) }
 
+// causeBlock is how many causes one allocation holds (newCause).
+const causeBlock = 16
+
+// newCause returns a zero Cause carved from the current block: one heap
+// object for sixteen events. Called by the loop alone.
+func (r *Reflector) newCause() *tables.Cause {
+	if len(r.causes) == 0 {
+		r.causes = make([]tables.Cause, causeBlock)
+	}
+	c := &r.causes[0]
+	r.causes = r.causes[1:]
+	return c
+}
+
 // causeOf is what the history says an object's event caused: its kind,
 // name and resourceVersion (the API server's), or for a manifests
 // directory's object the file and line that declare it. svc, if not
@@ -758,7 +776,8 @@ func (r *Reflector) failAt(obj any, err error) { r.fail(kubeapi.AtOrigin(obj, er
 // takes its strings, which the rows keep anyway, rather than keep the
 // object's (the service's name too, for a Service).
 func (r *Reflector) causeOf(kind string, svc lb.ServiceName, m *metav1.ObjectMeta, deleted bool) *tables.Cause {
-	c := &tables.Cause{Source: r.as.String(), Kind: kind, Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion}
+	c := r.newCause()
+	*c = tables.Cause{Source: r.as.String(), Kind: kind, Namespace: m.Namespace, Name: m.Name, ResourceVersion: m.ResourceVersion}
 	if !svc.IsZero() && svc.Namespace() == m.Namespace {
 		c.Namespace = svc.Namespace()
 		if kind == "Service" {

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/lbstate/lbstate/internal/slab"
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/tables"
 )
@@ -126,6 +127,10 @@ type change struct {
 	declaredBy, backendsBy *tables.Cause
 }
 
+// serviceNames holds the text of the services' names, which every row of
+// a service keeps: four names of up to 16 bytes share one allocation.
+var serviceNames slab.Slab
+
 // batchState is what prepare keeps while it records one batch: the
 // services the batch touched, each looked up once in r.services and
 // written back once at the end. It is kept between batches so that its
@@ -145,7 +150,7 @@ func (r *Reflector) touch(name lb.ServiceName) *change {
 	}
 	e, ok := r.services[name.String()]
 	if !ok {
-		e.name = name
+		e.name = name.WithTextFrom(serviceNames.String)
 	}
 	b.index[e.name] = len(b.changes)
 	b.changes = append(b.changes, change{e: e})
