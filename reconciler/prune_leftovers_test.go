@@ -63,19 +63,13 @@ func TestFirstPruneAfterRestartDeletesLeftoversWithoutReadingTheMapsAgain(t *tes
 	maps := *raw
 	maps.Services = readCounted[bpf.ServiceKey, bpf.ServiceValue]{raw.Services, &servicesReads}
 	maps.Backends = readCounted[uint32, bpf.Backend]{raw.Backends, &backendsReads}
-	a2 := newAgent(t, &maps, nil)
-	done, err := a2.w.RegisterInitializer("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a2.start(t)
-	defer a2.stop(t)
+	a2, synced := startUnsynced(t, &maps)
 	a2.write(t, func(txn statedb.WriteTxn) error {
 		return upsert(a2.w, txn, "web", vip.String(), lb.AlgorithmRandom, false, be(y.String()))
 	})
 	a2.waitDone(t, 10*time.Second) // after restore, which the update waits for
 	restoreReads := []int32{servicesReads.Load(), backendsReads.Load()}
-	a2.write(t, func(txn statedb.WriteTxn) error { done(txn); return nil })
+	synced()
 	a2.waitPruned(t, 10*time.Second)
 
 	if got := dumpText(t, raw); got != kept {

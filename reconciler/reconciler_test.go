@@ -95,6 +95,21 @@ func (a *agent) start(t testing.TB) {
 	}
 }
 
+// startUnsynced starts an agent over maps whose source has not synced
+// yet, as a restarted agent's has not: nothing is pruned until synced
+// is called. The agent is stopped when the test ends.
+func startUnsynced(t testing.TB, maps *bpf.Maps) (a *agent, synced func()) {
+	t.Helper()
+	a = newAgent(t, maps, nil)
+	done, err := a.w.RegisterInitializer("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.start(t)
+	t.Cleanup(func() { a.stop(t) })
+	return a, func() { a.write(t, func(txn statedb.WriteTxn) error { done(txn); return nil }) }
+}
+
 func (a *agent) stop(t testing.TB) {
 	t.Helper()
 	if err := a.h.Stop(a.log, context.Background()); err != nil {

@@ -32,18 +32,12 @@ func TestRoomCountAfterLeftoverSlotsAreWrittenAgain(t *testing.T) {
 	a1.stop(t)
 	mustDo(t, raw.Services.Delete(bpf.NewServiceKey(vip, 0))) // the crash: no master yet
 
-	a2 := newAgent(t, raw, nil)
-	done, err := a2.w.RegisterInitializer("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a2.start(t)
-	defer a2.stop(t)
+	a2, synced := startUnsynced(t, raw)
 	a2.write(t, func(txn statedb.WriteTxn) error {
 		return upsert(a2.w, txn, "web", vip.String(), lb.AlgorithmRandom, false, be(bes[0]), be(bes[1]), be(bes[2]))
 	})
 	a2.waitDone(t, 10*time.Second)
-	a2.write(t, func(txn statedb.WriteTxn) error { done(txn); return nil })
+	synced()
 	a2.waitPruned(t, 10*time.Second)
 	real, err := bpf.Count(raw.Services)
 	if err != nil {
@@ -74,18 +68,12 @@ func TestRoomCountAfterAPruneOfUnknownServiceKeys(t *testing.T) {
 		}
 		mustDo(t, raw.Services.Update(k, bpf.ServiceValue{BackendID: 1, RevNatID: 77}))
 	}
-	a2 := newAgent(t, raw, nil)
-	done, err := a2.w.RegisterInitializer("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a2.start(t)
-	defer a2.stop(t)
+	a2, synced := startUnsynced(t, raw)
 	a2.write(t, func(txn statedb.WriteTxn) error {
 		return upsert(a2.w, txn, "web", vip.String(), lb.AlgorithmRandom, false, be("10.41.0.1:8080/TCP"))
 	})
 	a2.waitDone(t, 10*time.Second)
-	a2.write(t, func(txn statedb.WriteTxn) error { done(txn); return nil })
+	synced()
 	a2.waitPruned(t, 10*time.Second)
 	real, err := bpf.Count(raw.Services)
 	if err != nil {
@@ -123,13 +111,7 @@ func TestMaglevCountAfterALeftoverTableGoesBeforeThePrune(t *testing.T) {
 	mustDo(t, raw.Services.Iterate(func(k bpf.ServiceKey, _ bpf.ServiceValue) bool { keys = append(keys, k); return true }))
 	mustDo(t, raw.Services.BatchDelete(keys)) // lb_services recreated
 
-	a2 := newAgent(t, raw, nil)
-	done, err := a2.w.RegisterInitializer("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a2.start(t)
-	defer a2.stop(t)
+	a2, synced := startUnsynced(t, raw)
 	a2.write(t, func(txn statedb.WriteTxn) error {
 		return upsert(a2.w, txn, "web", vip.String(), lb.AlgorithmMaglev, false, be("10.42.0.1:8080/TCP"))
 	})
@@ -138,7 +120,7 @@ func TestMaglevCountAfterALeftoverTableGoesBeforeThePrune(t *testing.T) {
 		return upsert(a2.w, txn, "web", vip.String(), lb.AlgorithmRandom, false, be("10.42.0.1:8080/TCP"))
 	})
 	a2.waitDone(t, 10*time.Second)
-	a2.write(t, func(txn statedb.WriteTxn) error { done(txn); return nil })
+	synced()
 	a2.waitPruned(t, 10*time.Second)
 	real := 0
 	mustDo(t, raw.Maglev.Iterate(func(uint32, []uint32) bool { real++; return true }))
