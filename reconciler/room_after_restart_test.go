@@ -23,13 +23,7 @@ func TestRoomCountAfterLeftoverSlotsAreWrittenAgain(t *testing.T) {
 	raw := memoryMaps(t)
 	vip := addr("10.96.40.1:80/TCP")
 	bes := []string{"10.40.0.1:8080/TCP", "10.40.0.2:8080/TCP", "10.40.0.3:8080/TCP"}
-	a1 := newAgent(t, raw, nil)
-	a1.start(t)
-	a1.write(t, func(txn statedb.WriteTxn) error {
-		return upsert(a1.w, txn, "web", vip.String(), lb.AlgorithmRandom, false, be(bes[0]), be(bes[1]), be(bes[2]))
-	})
-	a1.waitDone(t, 10*time.Second)
-	a1.stop(t)
+	loadAndStop(t, raw, vip, lb.AlgorithmRandom, be(bes[0]), be(bes[1]), be(bes[2]))
 	mustDo(t, raw.Services.Delete(bpf.NewServiceKey(vip, 0))) // the crash: no master yet
 
 	a2, synced := startUnsynced(t, raw)
@@ -39,13 +33,9 @@ func TestRoomCountAfterLeftoverSlotsAreWrittenAgain(t *testing.T) {
 	a2.waitDone(t, 10*time.Second)
 	synced()
 	a2.waitPruned(t, 10*time.Second)
-	real, err := bpf.Count(raw.Services)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := entriesMetric(t, a2, raw.Services.Name()); got != real {
-		t.Errorf("lb_services: counted %d entries after the first prune, the map holds %d", got, real)
-	}
+	n, err := bpf.Count(raw.Services)
+	mustDo(t, err)
+	checkCounted(t, a2, raw.Services.Name(), n)
 }
 
 // A key restore cannot give back (padding set) makes the first prune read
@@ -53,13 +43,7 @@ func TestRoomCountAfterLeftoverSlotsAreWrittenAgain(t *testing.T) {
 func TestRoomCountAfterAPruneOfUnknownServiceKeys(t *testing.T) {
 	raw := memoryMaps(t)
 	vip := addr("10.96.41.1:80/TCP")
-	a1 := newAgent(t, raw, nil)
-	a1.start(t)
-	a1.write(t, func(txn statedb.WriteTxn) error {
-		return upsert(a1.w, txn, "web", vip.String(), lb.AlgorithmRandom, false, be("10.41.0.1:8080/TCP"))
-	})
-	a1.waitDone(t, 10*time.Second)
-	a1.stop(t)
+	loadAndStop(t, raw, vip, lb.AlgorithmRandom, be("10.41.0.1:8080/TCP"))
 	odd := addr("10.96.41.2:80/TCP")
 	for slot := uint16(1); slot <= 3; slot++ {
 		k := bpf.NewServiceKey(odd, slot)
@@ -75,22 +59,33 @@ func TestRoomCountAfterAPruneOfUnknownServiceKeys(t *testing.T) {
 	a2.waitDone(t, 10*time.Second)
 	synced()
 	a2.waitPruned(t, 10*time.Second)
-	real, err := bpf.Count(raw.Services)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := entriesMetric(t, a2, raw.Services.Name()); got != real {
-		t.Errorf("lb_services: counted %d entries after the first prune, the map holds %d", got, real)
-	}
+	n, err := bpf.Count(raw.Services)
+	mustDo(t, err)
+	checkCounted(t, a2, raw.Services.Name(), n)
 }
 
-func entriesMetric(t *testing.T, a *agent, name string) int {
+// loadAndStop has an agent write one service to maps and stop.
+func loadAndStop(t *testing.T, raw *bpf.Maps, vip lb.L3n4Addr, alg lb.Algorithm, backends ...lb.BackendParams) {
+	a := newAgent(t, raw, nil)
+	a.start(t)
+	a.write(t, func(txn statedb.WriteTxn) error {
+		return upsert(a.w, txn, "web", vip.String(), alg, false, backends...)
+	})
+	a.waitDone(t, 10*time.Second)
+	a.stop(t)
+}
+
+// checkCounted checks that an agent's count of a map's entries is held,
+// the number the map holds.
+func checkCounted(t *testing.T, a *agent, name string, held int) {
+	t.Helper()
 	m := regexp.MustCompile(`lbstate_map_entries\{map="` + name + `"\} (-?\d+)`).FindStringSubmatch(a.scrape(t))
 	if m == nil {
 		t.Fatalf("no %s entries metric", name)
 	}
-	n, _ := strconv.Atoi(m[1])
-	return n
+	if n, _ := strconv.Atoi(m[1]); n != held {
+		t.Errorf("%s: counted %d entries after the first prune, the map holds %d", name, n, held)
+	}
 }
 
 // lb_services recreated: a Maglev frontend is known by its rev-NAT entry
@@ -100,13 +95,7 @@ func entriesMetric(t *testing.T, a *agent, name string) int {
 func TestMaglevCountAfterALeftoverTableGoesBeforeThePrune(t *testing.T) {
 	raw := memoryMaps(t)
 	vip := addr("10.96.42.1:80/TCP")
-	a1 := newAgent(t, raw, nil)
-	a1.start(t)
-	a1.write(t, func(txn statedb.WriteTxn) error {
-		return upsert(a1.w, txn, "web", vip.String(), lb.AlgorithmMaglev, false, be("10.42.0.1:8080/TCP"))
-	})
-	a1.waitDone(t, 10*time.Second)
-	a1.stop(t)
+	loadAndStop(t, raw, vip, lb.AlgorithmMaglev, be("10.42.0.1:8080/TCP"))
 	var keys []bpf.ServiceKey
 	mustDo(t, raw.Services.Iterate(func(k bpf.ServiceKey, _ bpf.ServiceValue) bool { keys = append(keys, k); return true }))
 	mustDo(t, raw.Services.BatchDelete(keys)) // lb_services recreated
@@ -122,9 +111,7 @@ func TestMaglevCountAfterALeftoverTableGoesBeforeThePrune(t *testing.T) {
 	a2.waitDone(t, 10*time.Second)
 	synced()
 	a2.waitPruned(t, 10*time.Second)
-	real := 0
-	mustDo(t, raw.Maglev.Iterate(func(uint32, []uint32) bool { real++; return true }))
-	if got := entriesMetric(t, a2, raw.Maglev.Name()); got != real {
-		t.Errorf("%s: counted %d entries after the first prune, the map holds %d", raw.Maglev.Name(), got, real)
-	}
+	n := 0
+	mustDo(t, raw.Maglev.Iterate(func(uint32, []uint32) bool { n++; return true }))
+	checkCounted(t, a2, raw.Maglev.Name(), n)
 }
