@@ -43,7 +43,8 @@ type Connection struct {
 	mu        sync.Mutex
 	members   map[any]*member // by *ListWatch, or a Call's name
 	seq       uint64
-	connected bool // what was last reported
+	connected bool    // what was last reported
+	shown     *member // the member whose error was last reported
 }
 
 // member is one ListWatch's (or one named Call's) last outcome.
@@ -131,14 +132,16 @@ func (c *Connection) settle(key any, err error) {
 		m.since = c.seq
 	}
 	m.ok, m.err = err == nil, err
-	c.updateLocked()
+	c.updateLocked(err != nil)
 }
 
 // updateLocked reports Disconnected with the latest error of the member
 // failing the longest, if any (one member's: the error shown changes
-// when what fails changes, not at every other member's retry); else
+// when what fails changes, not at every other member's retry), when a
+// call just failed or the member shown changed (another member's success
+// while the same one fails changes nothing a reader sees); else
 // Connected once every member has succeeded.
-func (c *Connection) updateLocked() {
+func (c *Connection) updateLocked(failed bool) {
 	var failing *member
 	pending := false
 	for _, m := range c.members {
@@ -154,9 +157,12 @@ func (c *Connection) updateLocked() {
 	switch {
 	case failing != nil:
 		c.connected = false
-		c.report.Disconnected(failing.err)
+		if failed || failing != c.shown {
+			c.report.Disconnected(failing.err)
+		}
+		c.shown = failing
 	case !pending && !c.connected:
-		c.connected = true
+		c.connected, c.shown = true, nil
 		c.report.Connected()
 	}
 }
