@@ -51,17 +51,11 @@ func TestRestoreGivesEachTwinItsOwnRevNatID(t *testing.T) {
 		}
 
 		maps2 := reopen()
-		a2 := newAgent(t, maps2, nil)
-		done, err := a2.w.RegisterInitializer("k8s")
-		if err != nil {
-			t.Fatal(err)
-		}
-		a2.start(t)
-		defer a2.stop(t)
+		a2, synced := startUnsynced(t, maps2)
 		for i := range twins { // the other way round
 			declareTwin(t, a2, len(twins)-1-i)
 		}
-		a2.write(t, func(txn statedb.WriteTxn) error { done(txn); return nil })
+		synced()
 		a2.waitDone(t, 10*time.Second)
 		if got := a2.frontendIDs(); !maps.Equal(got, ids) {
 			t.Errorf("the twins' IDs changed across the restart:\n before %v\n after  %v", ids, got)
@@ -109,15 +103,9 @@ func TestRestoreKeepsTheIDOfAnOlderAgentsRevNatEntry(t *testing.T) {
 		}
 
 		maps2 := reopen()
-		a2 := newAgent(t, maps2, nil)
-		done, err := a2.w.RegisterInitializer("k8s")
-		if err != nil {
-			t.Fatal(err)
-		}
-		a2.start(t)
-		defer a2.stop(t)
+		a2, synced := startUnsynced(t, maps2)
 		declare(t, a2)
-		a2.write(t, func(txn statedb.WriteTxn) error { done(txn); return nil })
+		synced()
 		a2.waitDone(t, 10*time.Second)
 		if got := a2.frontendIDs(); !maps.Equal(got, ids) {
 			t.Errorf("the frontend's ID changed across the upgrade: before %v, after %v", ids, got)
