@@ -54,6 +54,8 @@ type passiveNode struct {
 	frontends statedb.Table[*lb.Frontend]
 	rec       statedbreconciler.Reconciler[*lb.Frontend]
 	reg       *prometheus.Registry
+
+	refused int // connections the clients saw refused so far
 }
 
 func newPassiveNode(t *testing.T, mode string) *passiveNode {
@@ -166,7 +168,31 @@ func (n *passiveNode) connect(t *testing.T, mode string, count int) []string {
 		}
 		scripts = append(scripts, fmt.Sprintf("tcpwait 1500ms %s %d", to, per))
 	}
-	return bpftest.RunClients(t, cg, ns, scripts...)
+	lines := bpftest.RunClients(t, cg, ns, scripts...)
+	for _, line := range lines {
+		if strings.HasPrefix(line, "refused ") {
+			n.refused++
+		}
+	}
+	return lines
+}
+
+// waitRefusalsCounted waits until passive accrual has counted every
+// refusal the clients saw so far: reports reach it through a ring buffer,
+// and one still on its way when the breaker reopens would count against
+// the probation.
+func (n *passiveNode) waitRefusalsCounted(t *testing.T) {
+	t.Helper()
+	labels := map[string]string{"backend": refusingBE, "cause": "refused"}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		v := counterValue(t, n.reg, "lbstate_health_passive_failures_total", labels)
+		if v >= float64(n.refused) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("passive accrual counted %v refusals of %s, the clients saw %d", v, refusingBE, n.refused)
+		}
+	}
 }
 
 // lines returns the log lines with msg about backend.
@@ -241,6 +267,7 @@ func testPassiveAccrual(t *testing.T, mode string) {
 	}
 
 	// The refusing backend listens; the backoff runs out.
+	n.waitRefusalsCounted(t)
 	bpftest.ServeName(t, n.node, "10.1.0.2", 8080, "b2")
 	n.clock.Advance(5 * time.Second)
 	deadline = time.Now().Add(90 * time.Second)
