@@ -120,12 +120,11 @@ func (a *agent) frontend(addr string) (*lb.Frontend, bool) {
 
 // waitFrontend waits until the frontend at addr is in the maps (its
 // status Done) with exactly the backends that take new flows given by
-// want ("10.244.0.1:8080", ...; none for a frontend without backends),
-// and returns how long that took.
-func (a *agent) waitFrontend(addr string, timeout time.Duration, want ...string) time.Duration {
+// want ("10.244.0.1:8080", ...; none for a frontend without backends).
+func (a *agent) waitFrontend(addr string, timeout time.Duration, want ...string) {
 	a.t.Helper()
 	slices.Sort(want)
-	return a.waitFrontendFunc(addr, timeout, func(fe *lb.Frontend) error {
+	a.waitFrontendFunc(addr, timeout, func(fe *lb.Frontend) error {
 		if got := activeBackends(fe); !slices.Equal(got, want) {
 			return fmt.Errorf("backends taking new flows %v, want %v", got, want)
 		}
@@ -134,10 +133,9 @@ func (a *agent) waitFrontend(addr string, timeout time.Duration, want ...string)
 }
 
 // waitFrontendFunc waits until the frontend at addr is in the maps (its
-// status Done) and cond accepts it, and returns how long that took.
-func (a *agent) waitFrontendFunc(addr string, timeout time.Duration, cond func(*lb.Frontend) error) time.Duration {
+// status Done) and cond accepts it.
+func (a *agent) waitFrontendFunc(addr string, timeout time.Duration, cond func(*lb.Frontend) error) {
 	a.t.Helper()
-	start := time.Now()
 	eventually(a.t, timeout, func() error {
 		fe, ok := a.frontend(addr)
 		if !ok {
@@ -151,7 +149,6 @@ func (a *agent) waitFrontendFunc(addr string, timeout time.Duration, cond func(*
 		}
 		return nil
 	})
-	return time.Since(start)
 }
 
 // waitNoFrontend waits until nothing is at addr.
