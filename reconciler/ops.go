@@ -471,12 +471,22 @@ func (o *ops) deleteBackends(doomed []doomedBackend) {
 	if len(doomed) == 0 {
 		return
 	}
-	ids := take(&o.scratch.ids)
+	// Those whose entries hold what was written are deleted with it
+	// (bpf.DeleteHolding), the others read first.
+	ids, vals, unknown := take(&o.scratch.ids), take(&o.scratch.backends), []uint32(nil)
 	for _, d := range doomed {
-		ids = append(ids, d.be.id)
+		if d.be.written {
+			ids, vals = append(ids, d.be.id), append(vals, d.be.entry(d.be.value))
+		} else {
+			unknown = append(unknown, d.be.id)
+		}
 	}
-	err := o.maps.Backends.BatchDelete(ids)
+	err := bpf.DeleteHolding(o.maps.Backends, ids, vals)
+	if err == nil && len(unknown) > 0 {
+		err = o.maps.Backends.BatchDelete(unknown)
+	}
 	giveBack(&o.scratch.ids, ids)
+	giveBack(&o.scratch.backends, vals)
 	if err != nil {
 		for _, d := range doomed {
 			// Some may be gone already: whoever takes one back writes it.
