@@ -186,46 +186,43 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 		}
 		delete(o.restoredRevNat, k)
 	}
-	for _, id := range o.orphanFrontendIDs {
-		if !o.frontendIDInUse(id) {
-			o.feIDs.free(id)
-			o.room.freed = true // an ID's slot, for a frontend waiting for one
+	// The IDs in use are indexed once, not searched for each orphan: 5,000
+	// orphans at 10,000 x 10 once took the prune 47 s.
+	if len(o.orphanFrontendIDs) > 0 {
+		inUse := idsInUse(o.feIDs.slots, func(i uint32) uint32 { return o.feStates.at(i).id }, &o.frontends)
+		for _, id := range o.orphanFrontendIDs {
+			if !inUse.has(id) {
+				o.feIDs.free(id)
+				o.room.freed = true // an ID's slot, for a frontend waiting for one
+			}
 		}
 	}
 	var keep []uint32
-	for _, id := range o.orphanBackendIDs {
-		switch {
-		case named[id]:
-			keep = append(keep, id) // until a prune finds no slot naming it
-		case !o.backendIDInUse(id):
-			o.beIDs.free(id)
+	if len(o.orphanBackendIDs) > 0 {
+		inUse := idsInUse(o.beIDs.slots, func(i uint32) uint32 { return o.beStates.at(i).id }, &o.backends, &o.restoredBackends)
+		for _, id := range o.orphanBackendIDs {
+			switch {
+			case named[id]:
+				keep = append(keep, id) // until a prune finds no slot naming it
+			case !inUse.has(id):
+				o.beIDs.free(id)
+			}
 		}
 	}
 	o.orphanFrontendIDs, o.orphanBackendIDs = nil, keep
 	return errors.Join(errs...)
 }
 
-func (o *ops) frontendIDInUse(id uint32) bool {
-	for _, i := range o.frontends.all() {
-		if o.feStates.at(i).id == id {
-			return true
+// idsInUse indexes the IDs (idOf an arena index) of the states the
+// maps hold, by slot of a dense ID map of slots.
+func idsInUse(slots uint32, idOf func(uint32) uint32, maps ...*addrMap) *idIndex {
+	ids := newIDIndex(slots)
+	for _, m := range maps {
+		for _, i := range m.all() {
+			ids.set(idOf(i), 0)
 		}
 	}
-	return false
-}
-
-func (o *ops) backendIDInUse(id uint32) bool {
-	for _, i := range o.backends.all() {
-		if o.beStates.at(i).id == id {
-			return true
-		}
-	}
-	for _, i := range o.restoredBackends.all() {
-		if o.beStates.at(i).id == id {
-			return true
-		}
-	}
-	return false
+	return ids
 }
 
 // pruneUnknown deletes entries that no state accounts for (left behind by
