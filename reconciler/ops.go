@@ -75,6 +75,9 @@ type ops struct {
 	// asks again after pruneBackoff.
 	requestPrune func()
 	pruneBackoff time.Duration
+	// stopped is set when the hive stops: a timer that fires later
+	// (checkDropped) writes nothing, as a new agent may own the maps.
+	stopped bool
 
 	// room counts the entries in the maps; waiting holds the frontends
 	// that did not fit, and kick asks statedb's reconciler to retry some

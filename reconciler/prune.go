@@ -75,7 +75,7 @@ func (o *ops) checkDropped() {
 		return
 	}
 	defer o.mu.Unlock()
-	if len(o.droppedBackends) == 0 {
+	if o.stopped || len(o.droppedBackends) == 0 {
 		return
 	}
 	dropped := maps.Clone(o.droppedBackends)
