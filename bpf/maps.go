@@ -232,3 +232,16 @@ func Count[K comparable, V any](m Map[K, V]) (int, error) {
 	err := m.Iterate(func(K, V) bool { n++; return true })
 	return n, err
 }
+
+// DeleteHolding deletes ids from m, whose entries hold vals as the
+// caller last wrote them. A dense ID map (Maps.Backends, Maps.RevNat)
+// writes a deleted slot's fields back with its ID cleared: given them,
+// it need not read each slot first. Any other map deletes the keys.
+func DeleteHolding[V any](m Map[uint32, V], ids []uint32, vals []V) error {
+	if d, ok := m.(interface {
+		BatchDeleteHolding([]uint32, []V) error
+	}); ok {
+		return d.BatchDeleteHolding(ids, vals)
+	}
+	return m.BatchDelete(ids)
+}

@@ -19,10 +19,16 @@ import (
 //
 // slotted keeps the Map[uint32, V] of a hash keyed by ID over such an
 // array: Update writes the value with its ID into its slot, Delete clears
-// the slot (writes zeros) if it still holds that ID, Lookup checks the
-// stored ID, and Iterate yields the non-empty slots by their IDs. Writing
-// an ID whose slot holds another ID is an error, never an overwrite: it
-// means a bug in the allocator or a foreign writer.
+// the slot's ID (keeping its fields) if it still holds that ID, Lookup
+// checks the stored ID, and Iterate yields the non-empty slots by their
+// IDs. Writing an ID whose slot holds another ID is an error, never an
+// overwrite: it means a bug in the allocator or a foreign writer.
+//
+// A delete writes the slot's fields back with ID 0, so it needs them:
+// BatchDeleteHolding takes them from the caller (the reconciler knows
+// what it wrote), Delete and BatchDelete read them from the array, a
+// lookup per ID. The Go side keeps only each slot's ID: at 100,000
+// services x 10 backends whole values cost 36 MB more.
 type slotted[V any] struct {
 	arr Map[uint32, V] // by slot
 	n   uint32         // max_entries
@@ -33,13 +39,12 @@ type slotted[V any] struct {
 	withID func(V, uint32) V
 
 	mu sync.Mutex
-	// owner is the value in each slot that holds an ID, as this process
-	// wrote or read it (a delete writes its fields back with ID 0); nil
-	// until the first write reads it from the array, and again after a
-	// failed write, which may have written some slots. It is sparse: a
+	// owner is the ID each slot holds, as this process wrote or read it;
+	// nil until the first write reads it from the array, and again after
+	// a failed write, which may have written some slots. It is sparse: a
 	// slot costs memory only while it holds an ID, and the defaults give
 	// lb_backends a million slots.
-	owner *sparse.Array[V]
+	owner *sparse.Array[uint32]
 	// gen counts the writes, so that an Iterate that read every slot
 	// knows whether what it read still holds.
 	gen uint64
@@ -102,12 +107,10 @@ func (m *slotted[V]) BatchUpdate(ids []uint32, vs []V) error {
 			m.slots, m.vals = append(m.slots, s), append(m.vals, m.withID(v, 0))
 			fresh++
 		}
-		m.owner.Set(s, m.withID(v, id))
+		m.owner.Set(s, id)
 	}
 	for i, id := range ids {
-		s, v := m.slot(id), m.withID(vs[i], id)
-		m.owner.Set(s, v)
-		m.slots, m.vals = append(m.slots, s), append(m.vals, v)
+		m.slots, m.vals = append(m.slots, m.slot(id)), append(m.vals, m.withID(vs[i], id))
 	}
 	if fresh > 0 {
 		if err := m.writeBatch(m.slots[:fresh], m.vals[:fresh]); err != nil {
@@ -117,21 +120,53 @@ func (m *slotted[V]) BatchUpdate(ids []uint32, vs []V) error {
 	return m.writeBatch(m.slots[fresh:], m.vals[fresh:])
 }
 
-// BatchDelete clears the slots that hold the IDs; a slot that holds
-// another ID, or none, is left alone (the ID is gone already).
+// BatchDelete clears the IDs of the slots that hold them, keeping their
+// fields, which it reads from the array (a lookup per ID); a slot that
+// holds another ID, or none, is left alone (the ID is gone already).
 func (m *slotted[V]) BatchDelete(ids []uint32) error {
+	return m.batchDelete(ids, nil)
+}
+
+// BatchDeleteHolding is BatchDelete of IDs whose slots hold vals[i]'s
+// fields, as the caller last wrote them (their IDs are ignored): it reads
+// nothing. A delete writes the fields back with ID 0, so fields other
+// than the slot's would change its ID and its fields in one write.
+func (m *slotted[V]) BatchDeleteHolding(ids []uint32, vals []V) error {
+	if len(ids) != len(vals) {
+		return fmt.Errorf("%s: batch delete: %d keys but %d values", m.Name(), len(ids), len(vals))
+	}
+	return m.batchDelete(ids, vals)
+}
+
+func (m *slotted[V]) batchDelete(ids []uint32, holding []V) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.loadOwners(); err != nil {
 		return err
 	}
 	m.slots, m.vals = m.slots[:0], m.vals[:0]
-	for _, id := range ids {
-		if s := m.slot(id); id != 0 && m.ownerOf(s) == id {
-			v := m.withID(m.owner.Get(s), 0)
-			m.owner.Clear(s)
-			m.slots, m.vals = append(m.slots, s), append(m.vals, v)
+	for i, id := range ids {
+		s := m.slot(id)
+		if id == 0 || m.ownerOf(s) != id {
+			continue
 		}
+		var v V
+		if holding != nil {
+			v = holding[i]
+		} else {
+			got, ok, err := m.arr.Lookup(s)
+			if err != nil {
+				m.owner = nil // the owners cleared before it are not written
+				return err
+			}
+			if !ok || m.idOf(got) != id {
+				m.owner = nil // someone else wrote it: read the slots again
+				return fmt.Errorf("%s: delete %d: slot %d does not hold it", m.Name(), id, s)
+			}
+			v = got
+		}
+		m.owner.Clear(s)
+		m.slots, m.vals = append(m.slots, s), append(m.vals, m.withID(v, 0))
 	}
 	return m.writeBatch(m.slots, m.vals)
 }
@@ -163,10 +198,10 @@ func (m *slotted[V]) loadOwners() error {
 	if m.owner != nil {
 		return nil
 	}
-	owner := sparse.New[V](m.n)
+	owner := sparse.New[uint32](m.n)
 	err := m.scan(func(s uint32, v V) bool {
-		if s < m.n && m.idOf(v) != 0 {
-			owner.Set(s, v)
+		if id := m.idOf(v); s < m.n && id != 0 {
+			owner.Set(s, id)
 		}
 		return true
 	})
@@ -179,10 +214,7 @@ func (m *slotted[V]) loadOwners() error {
 
 // ownerOf returns the ID slot s holds, 0 for none; owner must be known.
 func (m *slotted[V]) ownerOf(s uint32) uint32 {
-	if !m.owner.IsSet(s) {
-		return 0
-	}
-	return m.idOf(m.owner.Get(s))
+	return m.owner.Get(s)
 }
 
 // Count returns the number of non-empty slots: from what this process
@@ -205,9 +237,9 @@ func (m *slotted[V]) Iterate(fn func(uint32, V) bool) error {
 	m.mu.Lock()
 	gen, known := m.gen, m.owner != nil
 	m.mu.Unlock()
-	var owner *sparse.Array[V]
+	var owner *sparse.Array[uint32]
 	if !known {
-		owner = sparse.New[V](m.n)
+		owner = sparse.New[uint32](m.n)
 	}
 	all := true
 	err := m.scan(func(s uint32, v V) bool {
@@ -216,7 +248,7 @@ func (m *slotted[V]) Iterate(fn func(uint32, V) bool) error {
 			return true
 		}
 		if owner != nil && s < m.n {
-			owner.Set(s, v)
+			owner.Set(s, id)
 		}
 		all = fn(id, v)
 		return all

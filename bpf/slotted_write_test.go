@@ -8,12 +8,14 @@ import (
 // recordedArray is an array of Backends that checks every write against
 // the slot's value before it.
 type recordedArray struct {
-	t     *testing.T
-	slots map[uint32]Backend
+	t       *testing.T
+	slots   map[uint32]Backend
+	lookups int
 }
 
 func (a *recordedArray) Name() string { return "lb_backends" }
 func (a *recordedArray) Lookup(s uint32) (Backend, bool, error) {
+	a.lookups++
 	v, ok := a.slots[s]
 	return v, ok, nil
 }
@@ -87,5 +89,43 @@ func TestDenseIDMapNeverChangesIDAndFieldsInOneWrite(t *testing.T) {
 	}
 	if got, ok, _ := m.Lookup(5); ok {
 		t.Errorf("deleted ID 5 reads back as %+v", got)
+	}
+}
+
+// A delete given what the slots hold (BatchDeleteHolding, as the
+// reconciler deletes what it wrote) reads no slot, and still writes each
+// slot's fields back with ID 0, never changing both at once; a slot that
+// another ID holds is left alone. Plain deletes read the fields first.
+func TestDenseIDMapDeleteHoldingReadsNoSlot(t *testing.T) {
+	arr := &recordedArray{t: t, slots: map[uint32]Backend{}}
+	m := &slotted[Backend]{arr: arr, n: 4,
+		idOf: func(b Backend) uint32 { return b.ID }, withID: func(b Backend, id uint32) Backend { b.ID = id; return b }}
+	be := func(a byte) Backend { return Backend{Addr: [16]byte{15: a}, ClusterID: uint32(a)} }
+	if err := m.BatchUpdate([]uint32{1, 2, 3}, []Backend{be(1), be(2), be(3)}); err != nil {
+		t.Fatal(err)
+	}
+	// ID 5 would be slot 1's, which ID 1 holds: nothing to delete.
+	if err := m.BatchDeleteHolding([]uint32{1, 2, 5}, []Backend{be(1), be(2), be(5)}); err != nil {
+		t.Fatal(err)
+	}
+	if arr.lookups != 0 {
+		t.Errorf("BatchDeleteHolding looked up %d slots", arr.lookups)
+	}
+	for s, want := range map[uint32]Backend{1: be(1), 2: be(2)} {
+		if got := arr.slots[s]; got != want {
+			t.Errorf("slot %d after the delete: %+v, want its fields with ID 0 %+v", s, got, want)
+		}
+	}
+	if err := m.BatchDelete([]uint32{3}); err != nil {
+		t.Fatal(err)
+	}
+	if want := be(3); arr.slots[3] != want || arr.lookups != 1 {
+		t.Errorf("slot 3 after a plain delete: %+v (%d lookups), want %+v after one lookup", arr.slots[3], arr.lookups, want)
+	}
+	if n, _ := m.Count(); n != 0 {
+		t.Errorf("Count = %d after every ID was deleted", n)
+	}
+	if err := m.BatchDeleteHolding([]uint32{1}, nil); err == nil {
+		t.Error("BatchDeleteHolding took 1 key with 0 values")
 	}
 }

@@ -359,7 +359,9 @@ func (o *ops) remove(tasks []task, forget bool) {
 	doomed, dropped := take(&o.scratch.doomed), take(&o.scratch.arenaIs)
 	defer func() { giveBack(&o.scratch.doomed, clearAll(doomed)) }()
 	defer func() { giveBack(&o.scratch.arenaIs, dropped) }()
-	revNats := take(&o.scratch.ids)
+	// The entries known to hold what writeMasters wrote are deleted with
+	// it (bpf.DeleteHolding), the others read first.
+	known, knownVals, unknown := take(&o.scratch.ids), take(&o.scratch.revNats), []uint32(nil)
 	for j := range live(tasks) {
 		if j.st == nil {
 			continue
@@ -369,13 +371,20 @@ func (o *ops) remove(tasks []task, forget bool) {
 				continue
 			}
 		}
-		j.st.revNatWritten = false
-		if j.st.hasRevNat {
-			revNats = append(revNats, j.st.id)
+		switch {
+		case j.st.hasRevNat && j.st.revNatWritten:
+			known, knownVals = append(known, j.st.id), append(knownVals, bpf.NewRevNatValue(j.fe.Address))
+		case j.st.hasRevNat:
+			unknown = append(unknown, j.st.id)
 		}
+		j.st.revNatWritten = false
 	}
-	err = o.maps.RevNat.BatchDelete(revNats)
-	giveBack(&o.scratch.ids, revNats)
+	err = bpf.DeleteHolding(o.maps.RevNat, known, knownVals)
+	if err == nil && len(unknown) > 0 {
+		err = o.maps.RevNat.BatchDelete(unknown)
+	}
+	giveBack(&o.scratch.ids, known)
+	giveBack(&o.scratch.revNats, knownVals)
 	if err != nil {
 		fail(tasks, err, func(j *task) bool { return j.st != nil })
 	}

@@ -73,6 +73,9 @@ func newCellOps(cfg Config, maps *bpf.Maps, log *slog.Logger, frontends statedb.
 		},
 		OnStop: func(cell.HookContext) error {
 			<-o.restored // before the maps close
+			o.mu.Lock()
+			o.stopped = true
+			o.mu.Unlock()
 			return nil
 		},
 	})

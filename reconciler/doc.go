@@ -38,7 +38,10 @@
 //     the frontends table is initialized, that is, once every source that
 //     registered an initializer with the Writer has synced. Until then a
 //     backend no frontend uses is parked, entry and ID kept, not deleted.
-//     A failed prune is retried with backoff (pruneRetryMin). The first
+//     A failed prune is retried with backoff (pruneRetryMin); a backend
+//     ID that restore dropped for another of its address stays while a
+//     slot names it, and is looked at alone (checkDropped), not with a
+//     prune of every map, until none does. The first
 //     prune after a restart deletes, of the entries restore read, those
 //     that nobody accounts for (leftovers.go), rather than reading every
 //     map again; the later ones read the maps.
@@ -68,8 +71,9 @@
 //   - Every node must use the same Maglev table size (bpf.Config) and seed
 //     (--lb-maglev-seed), or flows move between backends as they move
 //     between nodes.
-//   - The ops are called from statedb's reconciler goroutine only; the
-//     mutex in ops is for the readers (tests, IDs), not for more writers.
+//   - The ops are called from statedb's reconciler goroutine, and from
+//     timers that retry (checkDropped) under the mutex every entry
+//     point takes; the mutex is also for the readers (tests, IDs).
 //
 // WaitReconciled waits until a revision of the frontends table is in the
 // maps, for tests and tools that write and then read the maps.

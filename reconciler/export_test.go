@@ -9,3 +9,11 @@ func SetRetryMinBackoff(d time.Duration) (undo func()) {
 	retryMinBackoff = d
 	return func() { retryMinBackoff = old }
 }
+
+// OnDroppedCheck calls f after each look at the backend IDs restore
+// dropped that slots still name (checkDropped), and returns what undoes
+// it.
+func OnDroppedCheck(f func()) (undo func()) {
+	droppedChecked = f
+	return func() { droppedChecked = nil }
+}

@@ -75,6 +75,9 @@ type ops struct {
 	// asks again after pruneBackoff.
 	requestPrune func()
 	pruneBackoff time.Duration
+	// stopped is set when the hive stops: a timer that fires later
+	// (checkDropped) writes nothing, as a new agent may own the maps.
+	stopped bool
 
 	// room counts the entries in the maps; waiting holds the frontends
 	// that did not fit, and kick asks statedb's reconciler to retry some
@@ -471,12 +474,22 @@ func (o *ops) deleteBackends(doomed []doomedBackend) {
 	if len(doomed) == 0 {
 		return
 	}
-	ids := take(&o.scratch.ids)
+	// Those whose entries hold what was written are deleted with it
+	// (bpf.DeleteHolding), the others read first.
+	ids, vals, unknown := take(&o.scratch.ids), take(&o.scratch.backends), []uint32(nil)
 	for _, d := range doomed {
-		ids = append(ids, d.be.id)
+		if d.be.written {
+			ids, vals = append(ids, d.be.id), append(vals, d.be.entry(d.be.value))
+		} else {
+			unknown = append(unknown, d.be.id)
+		}
 	}
-	err := o.maps.Backends.BatchDelete(ids)
+	err := bpf.DeleteHolding(o.maps.Backends, ids, vals)
+	if err == nil && len(unknown) > 0 {
+		err = o.maps.Backends.BatchDelete(unknown)
+	}
 	giveBack(&o.scratch.ids, ids)
+	giveBack(&o.scratch.backends, vals)
 	if err != nil {
 		for _, d := range doomed {
 			// Some may be gone already: whoever takes one back writes it.

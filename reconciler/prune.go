@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"maps"
 	"slices"
 	"time"
 
@@ -38,18 +39,80 @@ func (o *ops) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[*lb
 		o.room.stale = true
 	}
 	o.offerRoom()
+	o.retryPrune(err)
+	return err
+}
+
+// retryPrune asks for another look, with backoff, after a failed prune,
+// or one that left slots naming a backend ID restore dropped: statedb's
+// next prune is the periodic one; do not wait that long. The latter
+// needs no prune of every map, only a look at those IDs (checkDropped):
+// at 100,000 services x 10 backends a full prune costs ~2 s of CPU, and
+// a slot that waits for room may name such an ID for minutes.
+func (o *ops) retryPrune(err error) {
 	switch {
 	case err == nil && len(o.droppedBackends) == 0:
 		o.pruneBackoff = 0
-	case o.requestPrune != nil:
-		// A failed prune, or slots that still name a backend ID restore
-		// dropped: statedb's next prune is the periodic one; do not wait
-		// that long.
-		o.pruneBackoff = min(max(2*o.pruneBackoff, pruneRetryMin), pruneRetryMax)
-		time.AfterFunc(o.pruneBackoff, o.requestPrune)
+		return
+	case o.requestPrune == nil:
+		return
 	}
-	return err
+	o.pruneBackoff = min(max(2*o.pruneBackoff, pruneRetryMin), pruneRetryMax)
+	if err != nil {
+		time.AfterFunc(o.pruneBackoff, o.requestPrune)
+	} else {
+		time.AfterFunc(o.pruneBackoff, o.checkDropped)
+	}
 }
+
+// checkDropped deletes the entries of the backend IDs restore dropped
+// that no slot names any more, and frees the IDs (what a prune would do
+// for them, and nothing else); it asks for a full prune if that fails.
+// It runs on a timer, under the lock every entry point takes.
+func (o *ops) checkDropped() {
+	if err := o.lock(); err != nil {
+		o.mu.Unlock()
+		return
+	}
+	defer o.mu.Unlock()
+	if o.stopped || len(o.droppedBackends) == 0 {
+		return
+	}
+	dropped := maps.Clone(o.droppedBackends)
+	named, err := o.droppedStillNamed()
+	if err == nil {
+		// Restore keeps a dropped ID out of new hands (an orphan): no
+		// backend has it, and nothing but its own entry is left to go.
+		var stale []uint32
+		for id := range dropped {
+			if !named[id] {
+				stale = append(stale, id)
+			}
+		}
+		n, _ := bpf.Count(o.maps.Backends)
+		if err = o.maps.Backends.BatchDelete(stale); err == nil {
+			after, _ := bpf.Count(o.maps.Backends)
+			o.use(roomBackends, after-n)
+			o.orphanBackendIDs = slices.DeleteFunc(o.orphanBackendIDs, func(id uint32) bool {
+				if _, ok := dropped[id]; ok && !named[id] {
+					o.beIDs.free(id)
+					return true
+				}
+				return false
+			})
+		}
+	}
+	if err != nil {
+		o.log.Warn("Deleting the backend IDs restore dropped failed; a prune retries", "error", err)
+	}
+	o.retryPrune(err)
+	if droppedChecked != nil {
+		droppedChecked()
+	}
+}
+
+// droppedChecked is called after each checkDropped, for tests.
+var droppedChecked func()
 
 // prune deletes what no frontend accounts for: after a restart, restore's
 // leftovers (leftovers.go), else whatever a read of the maps finds.
@@ -123,46 +186,43 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 		}
 		delete(o.restoredRevNat, k)
 	}
-	for _, id := range o.orphanFrontendIDs {
-		if !o.frontendIDInUse(id) {
-			o.feIDs.free(id)
-			o.room.freed = true // an ID's slot, for a frontend waiting for one
+	// The IDs in use are indexed once, not searched for each orphan: 5,000
+	// orphans at 10,000 x 10 once took the prune 47 s.
+	if len(o.orphanFrontendIDs) > 0 {
+		inUse := idsInUse(o.feIDs.slots, func(i uint32) uint32 { return o.feStates.at(i).id }, &o.frontends)
+		for _, id := range o.orphanFrontendIDs {
+			if !inUse.has(id) {
+				o.feIDs.free(id)
+				o.room.freed = true // an ID's slot, for a frontend waiting for one
+			}
 		}
 	}
 	var keep []uint32
-	for _, id := range o.orphanBackendIDs {
-		switch {
-		case named[id]:
-			keep = append(keep, id) // until a prune finds no slot naming it
-		case !o.backendIDInUse(id):
-			o.beIDs.free(id)
+	if len(o.orphanBackendIDs) > 0 {
+		inUse := idsInUse(o.beIDs.slots, func(i uint32) uint32 { return o.beStates.at(i).id }, &o.backends, &o.restoredBackends)
+		for _, id := range o.orphanBackendIDs {
+			switch {
+			case named[id]:
+				keep = append(keep, id) // until a prune finds no slot naming it
+			case !inUse.has(id):
+				o.beIDs.free(id)
+			}
 		}
 	}
 	o.orphanFrontendIDs, o.orphanBackendIDs = nil, keep
 	return errors.Join(errs...)
 }
 
-func (o *ops) frontendIDInUse(id uint32) bool {
-	for _, i := range o.frontends.all() {
-		if o.feStates.at(i).id == id {
-			return true
+// idsInUse indexes the IDs (idOf an arena index) of the states the
+// maps hold, by slot of a dense ID map of slots.
+func idsInUse(slots uint32, idOf func(uint32) uint32, maps ...*addrMap) *idIndex {
+	ids := newIDIndex(slots)
+	for _, m := range maps {
+		for _, i := range m.all() {
+			ids.set(idOf(i), 0)
 		}
 	}
-	return false
-}
-
-func (o *ops) backendIDInUse(id uint32) bool {
-	for _, i := range o.backends.all() {
-		if o.beStates.at(i).id == id {
-			return true
-		}
-	}
-	for _, i := range o.restoredBackends.all() {
-		if o.beStates.at(i).id == id {
-			return true
-		}
-	}
-	return false
+	return ids
 }
 
 // pruneUnknown deletes entries that no state accounts for (left behind by
@@ -248,7 +308,12 @@ func (o *ops) droppedStillNamed() (map[uint32]bool, error) {
 	if len(o.droppedBackends) == 0 {
 		return nil, nil
 	}
-	named := map[uint32]bool{}
+	named, known := o.droppedNamedByStates()
+	if known {
+		o.forgetDroppedUnless(named)
+		return named, nil
+	}
+	named = map[uint32]bool{}
 	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
 		if _, ok := o.droppedBackends[v.BackendID]; ok && k.Slot > 0 {
 			named[v.BackendID] = true
@@ -258,12 +323,44 @@ func (o *ops) droppedStillNamed() (map[uint32]bool, error) {
 	if err != nil {
 		return nil, err
 	}
+	o.forgetDroppedUnless(named)
+	return named, nil
+}
+
+func (o *ops) forgetDroppedUnless(named map[uint32]bool) {
 	for id := range o.droppedBackends {
 		if !named[id] {
 			delete(o.droppedBackends, id)
 		}
 	}
-	return named, nil
+}
+
+// droppedNamedByStates returns the dropped backend IDs that frontends'
+// slots name, from what their states know the slots hold, without
+// reading lb_services (a million entries at 100,000 x 10). known is
+// false if some state does not know what one of its slots holds (a
+// failed write, a slot restore could not read as its own): only the map
+// can say then.
+func (o *ops) droppedNamedByStates() (named map[uint32]bool, known bool) {
+	named = map[uint32]bool{}
+	for _, m := range []*addrMap{&o.frontends, &o.restoredFrontends} {
+		for _, i := range m.all() {
+			st := o.feStates.at(i)
+			written := st.written()
+			if len(written) < int(st.slots) {
+				return nil, false
+			}
+			for _, id := range written[:st.slots] {
+				if id == 0 { // unknown (restoreWritten)
+					return nil, false
+				}
+				if _, ok := o.droppedBackends[id]; ok {
+					named[id] = true
+				}
+			}
+		}
+	}
+	return named, true
 }
 
 // backendIDs returns the IDs of the backends in use.

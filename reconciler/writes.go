@@ -79,6 +79,15 @@ func (m countedMap[K, V]) BatchDelete(ks []K) error {
 	return m.Map.BatchDelete(ks)
 }
 
+// BatchDeleteHolding passes the values on (bpf.DeleteHolding).
+func (m countedMap[K, V]) BatchDeleteHolding(ks []K, vs []V) error {
+	m.n.Add(uint64(len(ks)))
+	if d, ok := m.Map.(interface{ BatchDeleteHolding([]K, []V) error }); ok {
+		return d.BatchDeleteHolding(ks, vs)
+	}
+	return m.Map.BatchDelete(ks)
+}
+
 // countedMaglev is a bpf.MaglevMap whose writes (a table each) are
 // counted in n.
 type countedMaglev struct {
