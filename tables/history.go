@@ -55,29 +55,30 @@ type History struct {
 }
 
 // historyEntry is one change, as staged and kept: by value in the ring,
-// so packed (152 B for one IPv4 or IPv6 frontend; the ring is most of
-// the journal's memory).
+// so packed (120 B for one IPv4 or IPv6 frontend; the ring is most of
+// the journal's memory): the fields in an order that leaves no padding,
+// the rare third cause and error behind pointers.
 type historyEntry struct {
-	seq     uint64
-	when    time.Duration // the commit, since the journal's start
-	addr    lb.L3n4Addr
+	seq  uint64
+	when time.Duration // the commit, since the journal's start
+	addr lb.L3n4Addr   // 22 bytes: state and deleted fill its word
+	// The reconciler's outcome (filled in under mu): its state, the
+	// error, and the time from the commit until the maps had it (done)
+	// or until the reconciler failed (error).
+	state   outcomeState
+	deleted bool
 	service lb.ServiceName
 	causes  causeSet
 	// old is the row before; nil: created; rowTooLarge: not kept, over
 	// the journal's cap by itself.
-	old *lb.Frontend
+	old     *lb.Frontend
+	err     *string // nil: none
+	latency time.Duration
 	// next is how many entries later the frontend's next change is (0:
 	// none yet), set when the journal is indexed (indexLocked): the row
 	// after this change is that entry's old.
 	next uint32
-	// The reconciler's outcome (filled in under mu): its state, the
-	// error, and the time from the commit until the maps had it (done)
-	// or until the reconciler failed (error).
-	err     string
-	latency time.Duration
-	size    int32
-	state   outcomeState
-	deleted bool
+	size int32
 }
 
 // outcomeState is an Outcome's State in an entry.
@@ -91,7 +92,10 @@ const (
 )
 
 func (e *historyEntry) outcome() Outcome {
-	o := Outcome{State: [...]string{OutcomePending, OutcomeDone, OutcomeError, OutcomeSuperseded}[e.state], Error: e.err, Latency: e.latency}
+	o := Outcome{State: [...]string{OutcomePending, OutcomeDone, OutcomeError, OutcomeSuperseded}[e.state], Latency: e.latency}
+	if e.err != nil {
+		o.Error = *e.err
+	}
 	if e.state == statePending && e.deleted {
 		o.State = OutcomeRemoved
 	}
@@ -134,7 +138,7 @@ func (h *History) Enabled() bool { return h != nil && h.max > 0 }
 // the row before with its backend lists.
 func entrySize(e *historyEntry) int {
 	n := int(unsafe.Sizeof(*e)) + e.causes.first.size() + e.causes.second.size()
-	for _, c := range e.causes.more {
+	for _, c := range e.causes.rest() {
 		n += 8 + c.size()
 	}
 	if f := e.old; f != nil && f != rowTooLarge {
