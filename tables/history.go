@@ -48,6 +48,12 @@ type History struct {
 	// held: every journaled commit is made under mu, so the table then
 	// holds what the journal's newest entries wrote.
 	rows func() func(lb.L3n4Addr) (*lb.Frontend, bool)
+	// spare is a staging buffer a finished transaction gave back
+	// (putSpare), emptied, for the next one; its own lock, so that a
+	// Writer starting a transaction never waits for a reader of the
+	// journal.
+	spareMu sync.Mutex
+	spare   []historyEntry
 	// start is when the journal was made, with the monotonic clock's
 	// reading: entries' times are offsets from it, so that latencies
 	// are monotonic (a clock stepped back loses no outcome).
