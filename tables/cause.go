@@ -136,9 +136,25 @@ func (s *causeSet) add(c *Cause) {
 }
 
 func (s *causeSet) join(o causeSet) {
-	for _, c := range o.all() {
-		s.add(c)
+	// Not through all(): its list would be an allocation per join.
+	if o.first == nil {
+		return
 	}
+	s.add(known(o.first))
+	if o.second != nil {
+		s.add(known(o.second))
+	}
+	for _, c := range o.rest() {
+		s.add(known(c))
+	}
+}
+
+// known is c as add takes it: nil for an unknown cause.
+func known(c *Cause) *Cause {
+	if c == noCause {
+		return nil
+	}
+	return c
 }
 
 // all returns the causes, nil for an unknown one; none if the only cause
