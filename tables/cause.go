@@ -98,8 +98,18 @@ type causeSet struct {
 	// first, second and more are the causes in the order given, nil
 	// slots empty (an unknown cause among others is noCause). A service
 	// created in one batch with its endpoints has two: no slice then.
+	// more is behind a pointer, a new list whenever it grows: the journal
+	// keeps a set in every entry, and a third cause is rare.
 	first, second *Cause
-	more          []*Cause
+	more          *[]*Cause
+}
+
+// rest returns the causes after the first two.
+func (s *causeSet) rest() []*Cause {
+	if s.more == nil {
+		return nil
+	}
+	return *s.more
 }
 
 // noCause stands for an unknown cause in a set that has others.
@@ -117,17 +127,34 @@ func (s *causeSet) add(c *Cause) {
 	case c == s.first || c == s.second:
 	case s.second == nil:
 		s.second = c
-	case !slices.Contains(s.more, c):
-		// Clipped: sets copied from one share its array, and an append
-		// into its spare room would show in the others.
-		s.more = append(slices.Clip(s.more), c)
+	case !slices.Contains(s.rest(), c):
+		// A new list: sets copied from one share it, and an append into
+		// its spare room would show in the others.
+		more := append(slices.Clip(s.rest()), c)
+		s.more = &more
 	}
 }
 
 func (s *causeSet) join(o causeSet) {
-	for _, c := range o.all() {
-		s.add(c)
+	// Not through all(): its list would be an allocation per join.
+	if o.first == nil {
+		return
 	}
+	s.add(known(o.first))
+	if o.second != nil {
+		s.add(known(o.second))
+	}
+	for _, c := range o.rest() {
+		s.add(known(c))
+	}
+}
+
+// known is c as add takes it: nil for an unknown cause.
+func known(c *Cause) *Cause {
+	if c == noCause {
+		return nil
+	}
+	return c
 }
 
 // all returns the causes, nil for an unknown one; none if the only cause
@@ -140,7 +167,7 @@ func (s causeSet) all() []*Cause {
 	if s.second != nil {
 		list = append(list, s.second)
 	}
-	list = append(list, s.more...)
+	list = append(list, s.rest()...)
 	for i, c := range list {
 		if c == noCause {
 			list[i] = nil

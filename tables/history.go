@@ -48,6 +48,12 @@ type History struct {
 	// held: every journaled commit is made under mu, so the table then
 	// holds what the journal's newest entries wrote.
 	rows func() func(lb.L3n4Addr) (*lb.Frontend, bool)
+	// spare is a staging buffer a finished transaction gave back
+	// (putSpare), emptied, for the next one; its own lock, so that a
+	// Writer starting a transaction never waits for a reader of the
+	// journal.
+	spareMu sync.Mutex
+	spare   []historyEntry
 	// start is when the journal was made, with the monotonic clock's
 	// reading: entries' times are offsets from it, so that latencies
 	// are monotonic (a clock stepped back loses no outcome).
@@ -55,29 +61,30 @@ type History struct {
 }
 
 // historyEntry is one change, as staged and kept: by value in the ring,
-// so packed (152 B for one IPv4 or IPv6 frontend; the ring is most of
-// the journal's memory).
+// so packed (120 B for one IPv4 or IPv6 frontend; the ring is most of
+// the journal's memory): the fields in an order that leaves no padding,
+// the rare third cause and error behind pointers.
 type historyEntry struct {
-	seq     uint64
-	when    time.Duration // the commit, since the journal's start
-	addr    lb.L3n4Addr
+	seq  uint64
+	when time.Duration // the commit, since the journal's start
+	addr lb.L3n4Addr   // 22 bytes: state and deleted fill its word
+	// The reconciler's outcome (filled in under mu): its state, the
+	// error, and the time from the commit until the maps had it (done)
+	// or until the reconciler failed (error).
+	state   outcomeState
+	deleted bool
 	service lb.ServiceName
 	causes  causeSet
 	// old is the row before; nil: created; rowTooLarge: not kept, over
 	// the journal's cap by itself.
-	old *lb.Frontend
+	old     *lb.Frontend
+	err     *string // nil: none
+	latency time.Duration
 	// next is how many entries later the frontend's next change is (0:
 	// none yet), set when the journal is indexed (indexLocked): the row
 	// after this change is that entry's old.
 	next uint32
-	// The reconciler's outcome (filled in under mu): its state, the
-	// error, and the time from the commit until the maps had it (done)
-	// or until the reconciler failed (error).
-	err     string
-	latency time.Duration
-	size    int32
-	state   outcomeState
-	deleted bool
+	size int32
 }
 
 // outcomeState is an Outcome's State in an entry.
@@ -91,7 +98,10 @@ const (
 )
 
 func (e *historyEntry) outcome() Outcome {
-	o := Outcome{State: [...]string{OutcomePending, OutcomeDone, OutcomeError, OutcomeSuperseded}[e.state], Error: e.err, Latency: e.latency}
+	o := Outcome{State: [...]string{OutcomePending, OutcomeDone, OutcomeError, OutcomeSuperseded}[e.state], Latency: e.latency}
+	if e.err != nil {
+		o.Error = *e.err
+	}
 	if e.state == statePending && e.deleted {
 		o.State = OutcomeRemoved
 	}
@@ -118,8 +128,12 @@ type Outcome struct {
 	Latency time.Duration `json:"latency,omitempty" yaml:"latency,omitempty"`
 }
 
-// DefaultHistoryMaxBytes is the journal's default memory cap.
-const DefaultHistoryMaxBytes = 16 << 20
+// DefaultHistoryMaxBytes is the journal's default memory cap: ~11,000
+// created one-backend frontends or ~8,000 changes of their backends,
+// ~4,500 of ten-backend ones. 16 MiB before: at 50,000 services that
+// was 347 bytes of every service's heap, 8% of the pipeline's, and on a
+// small node many times the pipeline's own (docs/history.md).
+const DefaultHistoryMaxBytes = 4 << 20
 
 // NewHistory returns a journal that keeps at most maxBytes (estimated;
 // 0 keeps nothing).
@@ -134,7 +148,7 @@ func (h *History) Enabled() bool { return h != nil && h.max > 0 }
 // the row before with its backend lists.
 func entrySize(e *historyEntry) int {
 	n := int(unsafe.Sizeof(*e)) + e.causes.first.size() + e.causes.second.size()
-	for _, c := range e.causes.more {
+	for _, c := range e.causes.rest() {
 		n += 8 + c.size()
 	}
 	if f := e.old; f != nil && f != rowTooLarge {

@@ -87,16 +87,17 @@ func (h *History) reconciledLocked(addr lb.L3n4Addr, st reconciler.Status) {
 		if e.state == stateDone {
 			return
 		}
-		if e.state == stateError {
-			e.err = "before: " + e.err
+		if e.state == stateError && e.err != nil {
+			before := "before: " + *e.err
+			e.err = &before
 		}
 		e.state, e.latency = stateDone, latency
 	case reconciler.StatusKindError:
 		msg := st.GetError()
-		if e.state == stateError && e.err == msg && e.latency == latency || e.state != statePending && e.state != stateError {
+		if e.state == stateError && e.err != nil && *e.err == msg && e.latency == latency || e.state != statePending && e.state != stateError {
 			return // the same error again wakes no watcher
 		}
-		e.state, e.err, e.latency = stateError, msg, latency
+		e.state, e.err, e.latency = stateError, &msg, latency
 	}
 	h.notifyLocked()
 }

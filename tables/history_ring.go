@@ -12,7 +12,7 @@ type entryRing struct {
 	spare  *[ringChunk]historyEntry // an emptied chunk, for the next push
 }
 
-// ringChunk is entries per chunk: 36 KiB of 144-byte entries.
+// ringChunk is entries per chunk: 30 KiB of 120-byte entries.
 const ringChunk = 256
 
 func (r *entryRing) len() int { return r.n }

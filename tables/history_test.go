@@ -255,3 +255,38 @@ func TestHistoryChangeOverTheCapKeepsItsPlace(t *testing.T) {
 		t.Errorf("the change from 300 backends: %s +%q -%q %q", r.Change, r.Added, r.Removed, r.Changed)
 	}
 }
+
+// A transaction stages into the buffer the one before it left, and that
+// buffer, while spare, keeps no row or cause alive: the ring has its own
+// copies. (Staging into a fresh, doubling slice per transaction was the
+// Writer's largest allocation.)
+func TestHistoryStagingBufferIsReusedAndKeepsNothing(t *testing.T) {
+	w := newTestWriter(t)
+	cause := &Cause{Source: "k8s", Kind: "Service", Namespace: "shop", Name: "web"}
+	txn := w.WriteTxn()
+	w.SetCause(txn, cause)
+	histService(t, w, txn, histB1)
+	txn.Commit()
+
+	h := w.History()
+	spare := h.spare
+	if cap(spare) == 0 {
+		t.Fatal("the committed transaction gave no staging buffer back")
+	}
+	for i, e := range spare[:cap(spare)] {
+		if e != (historyEntry{}) {
+			t.Fatalf("spare buffer's entry %d still holds %+v", i, e)
+		}
+	}
+	txn = w.WriteTxn()
+	if got := txn.(*journalTxn).staged; cap(got) != cap(spare) || len(got) != 0 {
+		t.Fatalf("next transaction stages into len %d cap %d, want the spare buffer (len 0, cap %d)", len(got), cap(got), cap(spare))
+	}
+	w.SetCause(txn, cause)
+	histService(t, w, txn, histB2)
+	txn.Commit()
+	recs, _ := w.History().Records(HistoryQuery{})
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want 2 (created, then its backend replaced): %+v", len(recs), recs)
+	}
+}

@@ -151,7 +151,7 @@ func (w *Writer) WriteTxn(extra ...statedb.TableMeta) statedb.WriteTxn {
 	if !w.history.Enabled() {
 		return txn
 	}
-	return &journalTxn{WriteTxn: txn, h: w.history}
+	return &journalTxn{WriteTxn: txn, h: w.history, staged: w.history.takeSpare()}
 }
 
 // History returns the journal of frontend changes.

@@ -44,6 +44,7 @@ type Reflector struct {
 	w         *tables.Writer
 	as        lb.Source
 	events    chan event
+	spare     chan writes // batches' buffers for later batches (giveBack)
 	// stopped closes (once, with stop) when Run's loop has returned, so
 	// that nothing waits forever to hand it an event.
 	stopped chan struct{}
@@ -108,6 +109,7 @@ func NewReflector(cfg Config, src *reflectors.Source, as lb.Source) (*Reflector,
 	return &Reflector{
 		cfg: cfg, nodePorts: nodePorts, src: src, w: src.Writer, as: as,
 		events:   make(chan event, 4096),
+		spare:    make(chan writes, spareWrites),
 		stopped:  stopped,
 		stop:     sync.OnceFunc(func() { close(stopped) }),
 		services: map[string]serviceEntry{},
@@ -267,13 +269,6 @@ func eventSize(ev event) int {
 	return 1
 }
 
-// writes are one batch's Writer calls, in order, and whether the batch
-// held the synced marker.
-type writes struct {
-	calls  []func(statedb.WriteTxn)
-	synced bool
-}
-
 // apply records and writes one batch (the two stages of loop, in one
 // goroutine).
 func (r *Reflector) apply(batch []event) { r.writeOrStop(r.prepare(batch)) }
@@ -284,7 +279,9 @@ func (r *Reflector) writeOrStop(ws writes) {
 	if r.failure() != nil {
 		return
 	}
-	if err := r.write(ws); err != nil {
+	err := r.write(ws)
+	r.giveBack(ws)
+	if err != nil {
 		r.failMu.Lock()
 		defer r.failMu.Unlock()
 		r.failed = err
@@ -310,9 +307,7 @@ func (r *Reflector) write(ws writes) error {
 	defer txn.Abort()
 	r.writeErr = nil
 	err := r.w.Batch(txn, func() error {
-		for _, call := range ws.calls {
-			call(txn)
-		}
+		r.run(&ws, txn)
 		return nil
 	})
 	if r.writeErr != nil { // the first, not the refresh's (which it may cause)
@@ -338,7 +333,8 @@ func (r *Reflector) write(ws writes) error {
 // releases re-select no frontend and rewrite no service row (the Writer
 // keeps a batch's addresses of services without a row in the batch).
 func (r *Reflector) prepare(batch []event) (ws writes) {
-	call := func(c func(statedb.WriteTxn)) { ws.calls = append(ws.calls, c) }
+	ws = r.newWrites()
+	call := ws.add
 	for _, ev := range batch {
 		switch obj := ev.obj.(type) {
 		case *corev1.Service:
@@ -398,26 +394,18 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 	node := r.localNode() // once for the batch: every conversion reads it
 	for i := range changes {
 		if c := &changes[i]; c.declare && c.e.svc != nil {
-			r.prepareService(call, &c.e, node, c.declaredBy)
+			r.prepareService(&ws, &c.e, node, c.declaredBy)
 		}
 	}
 	for i := range changes {
 		if c := &changes[i]; c.declare && c.e.svc == nil {
-			name, cause := c.e.name, c.declaredBy
-			call(func(txn statedb.WriteTxn) {
-				r.w.SetCause(txn, cause)
-				r.check(r.w.DeleteService(txn, name, r.as), name.String())
-				r.check(r.w.ClearProxyRedirect(txn, name, r.as), name.String())
-			})
+			ws.addService(undeclareService, c.e.name, c.declaredBy)
 		}
 	}
 	for i := range changes {
 		if c := &changes[i]; c.backends {
-			name, backends, cause := c.e.name, r.backendsOf(&c.e), c.backendsBy
-			call(func(txn statedb.WriteTxn) {
-				r.w.SetCause(txn, cause)
-				r.check(r.w.SetBackends(txn, name, r.as, backends...), name.String())
-			})
+			backends := r.backendsOf(&c.e)
+			ws.addService(setBackends, c.e.name, c.backendsBy).backends = backends
 		}
 	}
 	if ws.synced {
@@ -438,7 +426,7 @@ func (r *Reflector) prepare(batch []event) (ws writes) {
 // prepareService converts a service's Service and adds the calls that
 // declare it (or delete its declaration, when lbstate does not balance
 // it). A Service that does not convert leaves its previous declaration.
-func (r *Reflector) prepareService(call func(func(statedb.WriteTxn)), e *serviceEntry, node lb.Node, cause *tables.Cause) {
+func (r *Reflector) prepareService(ws *writes, e *serviceEntry, node lb.Node, cause *tables.Cause) {
 	name, svc := e.name, e.svc
 	params, ok, unknown, err := convertService(svc, ServiceOptions{
 		Node: node, LoadBalancerClasses: r.cfg.K8sLoadBalancerClasses, Source: r.as, NodePortRange: r.nodePorts,
@@ -458,22 +446,11 @@ func (r *Reflector) prepareService(call func(func(statedb.WriteTxn)), e *service
 	case proxyError != nil:
 		r.failAt(svc, proxyError) // so does the previous proxy redirect
 	case !ok:
-		call(func(txn statedb.WriteTxn) {
-			r.w.SetCause(txn, cause)
-			r.check(r.w.DeleteService(txn, name, r.as), name.String())
-			r.check(r.w.ClearProxyRedirect(txn, name, r.as), name.String())
-		})
+		ws.addService(undeclareService, name, cause)
 	default:
 		params.TopologyKeys = r.topologyKeys(name, svc)
-		call(func(txn statedb.WriteTxn) {
-			r.w.SetCause(txn, cause)
-			r.check(r.w.UpsertService(txn, params), name.String())
-			if proxied {
-				r.check(r.w.SetProxyRedirect(txn, name, proxy), name.String())
-			} else {
-				r.check(r.w.ClearProxyRedirect(txn, name, r.as), name.String())
-			}
-		})
+		c := ws.addService(declareService, name, cause)
+		c.params, c.proxy, c.proxied = params, proxy, proxied
 	}
 }
 

@@ -49,11 +49,11 @@ func TestReflectorNeverCommitsABatchWithAnInternalError(t *testing.T) {
 	r := newTestReflector(t, cfg, w)
 
 	ws := r.prepare([]event{{obj: clusterIPService("a", "10.96.0.1")}, {obj: labelledSlice("a-1", "a", "10.0.0.1")}})
-	ws.calls = append(ws.calls, func(txn statedb.WriteTxn) {
+	ws.add(func(txn statedb.WriteTxn) {
 		_, _, err := faults.Insert(txn, faultRow{"x"}) // not locked: fails
 		r.check(err, "fault x")
 	})
-	ws.calls = append(ws.calls, r.prepare([]event{{obj: clusterIPService("b", "10.96.0.2")}}).calls...)
+	ws.join(r.prepare([]event{{obj: clusterIPService("b", "10.96.0.2")}}))
 	r.writeOrStop(ws)
 
 	err = r.failure()
