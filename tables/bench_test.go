@@ -336,3 +336,64 @@ func BenchmarkWriterSetClusterBackends(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWriterSetClustersBackends measures ten remote clusters' update
+// of the global service of BenchmarkWriterSetClusterBackends in one write
+// transaction and batch, each moving one backend: "one-call" with one
+// SetClustersBackends (one look at the service's 110 backends),
+// "ten-calls" with a SetClusterBackends per cluster.
+func BenchmarkWriterSetClustersBackends(b *testing.B) {
+	for _, oneCall := range []bool{true, false} {
+		b.Run(map[bool]string{true: "one-call", false: "ten-calls"}[oneCall], func(b *testing.B) {
+			b.ReportAllocs()
+			w, err := New(statedb.New(), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p, local := benchService(0, 10)
+			p.Annotations = map[string]string{lb.AnnotationGlobal: "true"}
+			sets := func(port uint16) []ClusterBackends {
+				out := make([]ClusterBackends, 10)
+				for c := range out {
+					bes := make([]lb.BackendParams, 10)
+					for j := range bes {
+						pt := uint16(8080)
+						if j == 0 {
+							pt = port
+						}
+						bes[j] = lb.BackendParams{Address: lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{byte(21 + c), 0, 0, byte(j)}), pt, lb.ScopeExternal),
+							Weight: lb.DefaultBackendWeight, ClusterID: uint32(c + 1)}
+					}
+					out[c] = ClusterBackends{ClusterID: uint32(c + 1), Backends: bes}
+				}
+				return out
+			}
+			mustWrite(b, w, func(txn statedb.WriteTxn) error {
+				if err := w.UpsertService(txn, p); err != nil {
+					return err
+				}
+				if err := w.UpsertBackends(txn, p.Name, lb.SourceK8s, local...); err != nil {
+					return err
+				}
+				return w.SetClustersBackends(txn, p.Name, lb.SourceKVStore, sets(8080)...)
+			})
+			b.ResetTimer()
+			for i := range b.N {
+				next := sets(uint16(9000 + i%2))
+				mustWrite(b, w, func(txn statedb.WriteTxn) error {
+					return w.Batch(txn, func() error { // as the importer writes: refreshed once
+						if oneCall {
+							return w.SetClustersBackends(txn, p.Name, lb.SourceKVStore, next...)
+						}
+						for _, set := range next {
+							if err := w.SetClusterBackends(txn, p.Name, lb.SourceKVStore, set.ClusterID, set.Backends...); err != nil {
+								return err
+							}
+						}
+						return nil
+					})
+				})
+			}
+		})
+	}
+}
