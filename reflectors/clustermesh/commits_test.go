@@ -16,16 +16,7 @@ import (
 // they both change is refreshed once, its frontend's history has one
 // record naming both clusters, and each cluster's backends are there.
 func TestClustersWaitingToWriteShareOneTransaction(t *testing.T) {
-	db := statedb.New()
-	w, err := tables.New(db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	localWeb(t, w, true, "web")
-	src, err := reflectors.NewSource(w, lb.SourceKVStore, slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, w, src := localWebAndSource(t)
 	web := lb.NewServiceName("default", "web")
 	fe := lb.MustParseL3n4Addr("10.96.0.4:80/TCP")
 	before, _ := w.History().Records(tables.HistoryQuery{Frontend: fe})
@@ -76,16 +67,7 @@ func TestClustersWaitingToWriteShareOneTransaction(t *testing.T) {
 // that cluster's write is rejected and what it had stays; the others'
 // are applied.
 func TestClustersReplacingOneServiceTogetherKeepEachOthersBackends(t *testing.T) {
-	db := statedb.New()
-	w, err := tables.New(db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	localWeb(t, w, true, "web")
-	src, err := reflectors.NewSource(w, lb.SourceKVStore, slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, w, src := localWebAndSource(t)
 	web := lb.NewServiceName("default", "web")
 	be := func(addr string, id uint32) lb.BackendParams {
 		return lb.BackendParams{Address: lb.MustParseL3n4Addr(addr), Weight: lb.DefaultBackendWeight, ClusterID: id}.WithPortNames("http")
@@ -142,4 +124,21 @@ func TestClustersReplacingOneServiceTogetherKeepEachOthersBackends(t *testing.T)
 	if got := backendsOf(w, db, "web")[1]; got != want {
 		t.Fatalf("web after c3's invalid set: %s, want %s", got, want)
 	}
+}
+
+// localWebAndSource returns tables with the local global service web
+// (localWeb) and the kvstore source that writes into them.
+func localWebAndSource(t *testing.T) (*statedb.DB, *tables.Writer, *reflectors.Source) {
+	t.Helper()
+	db := statedb.New()
+	w, err := tables.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	localWeb(t, w, true, "web")
+	src, err := reflectors.NewSource(w, lb.SourceKVStore, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, w, src
 }
