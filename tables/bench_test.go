@@ -294,45 +294,90 @@ func BenchmarkWriterSetClusterBackends(b *testing.B) {
 	for _, moved := range []int{1, 10} {
 		b.Run(map[int]string{1: "one-moved", 10: "all-moved"}[moved], func(b *testing.B) {
 			b.ReportAllocs()
-			w, err := New(statedb.New(), nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			p, local := benchService(0, 10)
-			p.Annotations = map[string]string{lb.AnnotationGlobal: "true"}
-			remote := func(c int, port uint16, moved int) []lb.BackendParams {
-				bes := make([]lb.BackendParams, 10)
-				for j := range bes {
-					pt := uint16(8080)
-					if j < moved {
-						pt = port
-					}
-					bes[j] = lb.BackendParams{Address: lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{byte(20 + c), 0, 0, byte(j)}), pt, lb.ScopeExternal),
-						Weight: lb.DefaultBackendWeight, ClusterID: uint32(c)}
-				}
-				return bes
-			}
-			mustWrite(b, w, func(txn statedb.WriteTxn) error {
-				if err := w.UpsertService(txn, p); err != nil {
-					return err
-				}
-				if err := w.UpsertBackends(txn, p.Name, lb.SourceK8s, local...); err != nil {
-					return err
-				}
-				for c := 1; c <= 10; c++ {
-					if err := w.SetClusterBackends(txn, p.Name, lb.SourceKVStore, uint32(c), remote(c, 8080, 0)...); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
+			w, name := globalServiceOfTenClusters(b)
 			b.ResetTimer()
 			for i := range b.N {
-				bes := remote(1, uint16(9000+i%2), moved)
+				bes := remoteBackends(1, uint16(9000+i%2), moved)
 				mustWrite(b, w, func(txn statedb.WriteTxn) error {
-					return w.SetClusterBackends(txn, p.Name, lb.SourceKVStore, 1, bes...)
+					return w.SetClusterBackends(txn, name, lb.SourceKVStore, 1, bes...)
 				})
 			}
 		})
 	}
+}
+
+// BenchmarkWriterSetClustersBackends measures ten remote clusters' update
+// of the global service of BenchmarkWriterSetClusterBackends in one write
+// transaction and batch, each moving one backend: "one-call" with one
+// SetClustersBackends (one look at the service's 110 backends),
+// "ten-calls" with a SetClusterBackends per cluster.
+func BenchmarkWriterSetClustersBackends(b *testing.B) {
+	for _, oneCall := range []bool{true, false} {
+		b.Run(map[bool]string{true: "one-call", false: "ten-calls"}[oneCall], func(b *testing.B) {
+			b.ReportAllocs()
+			w, name := globalServiceOfTenClusters(b)
+			b.ResetTimer()
+			for i := range b.N {
+				sets := make([]ClusterBackends, 10)
+				for c := range sets {
+					sets[c] = ClusterBackends{ClusterID: uint32(c + 1), Backends: remoteBackends(c+1, uint16(9000+i%2), 1)}
+				}
+				mustWrite(b, w, func(txn statedb.WriteTxn) error {
+					return w.Batch(txn, func() error { // as the importer writes: refreshed once
+						if oneCall {
+							return w.SetClustersBackends(txn, name, lb.SourceKVStore, sets...)
+						}
+						for _, set := range sets {
+							if err := w.SetClusterBackends(txn, name, lb.SourceKVStore, set.ClusterID, set.Backends...); err != nil {
+								return err
+							}
+						}
+						return nil
+					})
+				})
+			}
+		})
+	}
+}
+
+// globalServiceOfTenClusters returns a Writer holding a global service
+// with 10 local backends and 10 from each of clusters 1-10
+// (remoteBackends at port 8080).
+func globalServiceOfTenClusters(b *testing.B) (*Writer, lb.ServiceName) {
+	w, err := New(statedb.New(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, local := benchService(0, 10)
+	p.Annotations = map[string]string{lb.AnnotationGlobal: "true"}
+	mustWrite(b, w, func(txn statedb.WriteTxn) error {
+		if err := w.UpsertService(txn, p); err != nil {
+			return err
+		}
+		if err := w.UpsertBackends(txn, p.Name, lb.SourceK8s, local...); err != nil {
+			return err
+		}
+		for c := 1; c <= 10; c++ {
+			if err := w.SetClusterBackends(txn, p.Name, lb.SourceKVStore, uint32(c), remoteBackends(c, 8080, 0)...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return w, p.Name
+}
+
+// remoteBackends are cluster c's 10 backends of the service, the first
+// moved of them at port, the others at 8080.
+func remoteBackends(c int, port uint16, moved int) []lb.BackendParams {
+	bes := make([]lb.BackendParams, 10)
+	for j := range bes {
+		pt := uint16(8080)
+		if j < moved {
+			pt = port
+		}
+		bes[j] = lb.BackendParams{Address: lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{byte(20 + c), 0, 0, byte(j)}), pt, lb.ScopeExternal),
+			Weight: lb.DefaultBackendWeight, ClusterID: uint32(c)}
+	}
+	return bes
 }

@@ -161,12 +161,15 @@ func (w *Writer) changeBackendAddrs(txn statedb.WriteTxn, ch *changes, name lb.S
 // mergeAddrs sets buf to the sorted addresses of cur (sorted) and added,
 // without those in removed. added and removed are sorted in place. A
 // merge, not a sort of everything: a service with backends in ten
-// clusters gets a few addresses at a time added to a hundred.
+// clusters gets a few addresses at a time added to a hundred; and
+// removed is walked beside them, not searched for each address (a
+// remote cluster's release of ten of a service's 110 addresses was four
+// comparisons an address).
 func mergeAddrs(buf, cur, added, removed []lb.L3n4Addr) []lb.L3n4Addr {
 	slices.SortFunc(added, lb.L3n4Addr.Compare)
 	slices.SortFunc(removed, lb.L3n4Addr.Compare)
 	next := buf
-	i, j := 0, 0
+	i, j, k := 0, 0, 0
 	for i < len(cur) || j < len(added) {
 		var a lb.L3n4Addr
 		switch c := 0; {
@@ -185,13 +188,15 @@ func mergeAddrs(buf, cur, added, removed []lb.L3n4Addr) []lb.L3n4Addr {
 				a, i, j = cur[i], i+1, j+1
 			}
 		}
-		if n := len(next); n > 0 && next[n-1].Compare(a) == 0 {
+		if n := len(next); n > 0 && next[n-1] == a {
 			continue // added twice
 		}
-		if len(removed) > 0 {
-			if _, found := slices.BinarySearchFunc(removed, a, lb.L3n4Addr.Compare); found {
-				continue
-			}
+		// The addresses come in order: removed's below a are behind.
+		for k < len(removed) && removed[k].Compare(a) < 0 {
+			k++
+		}
+		if k < len(removed) && removed[k] == a {
+			continue
 		}
 		next = append(next, a)
 	}

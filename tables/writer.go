@@ -287,17 +287,7 @@ func (w *Writer) SetBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.S
 // and what the source has from other clusters stays. An importer of
 // remote clusters thus keeps no list of what it wrote.
 func (w *Writer) SetClusterBackends(txn statedb.WriteTxn, name lb.ServiceName, src lb.Source, clusterID uint32, backends ...lb.BackendParams) error {
-	if err := validateBackends(name, src, backends); err != nil {
-		return err
-	}
-	for i := range backends {
-		if id := backends[i].ClusterID; id != clusterID {
-			return Invalidf(fmt.Sprintf("service %s (%s)", name, src), "backend "+backends[i].Address.String(), "clusterID %d, want %d", id, clusterID)
-		}
-	}
-	return w.setBackends(txn, name, src, backends, func(inst *lb.BackendInstance) bool {
-		return inst.Params.ClusterID == clusterID
-	})
+	return w.SetClustersBackends(txn, name, src, ClusterBackends{ClusterID: clusterID, Backends: backends})
 }
 
 // setBackends releases src's backends of a service that ours selects

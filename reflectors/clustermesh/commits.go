@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/cilium/statedb"
+
 	"github.com/lbstate/lbstate/lb"
 	"github.com/lbstate/lbstate/reflectors"
 	"github.com/lbstate/lbstate/tables"
@@ -18,7 +20,10 @@ import (
 // service arrive together; one Writer.Batch then refreshes the service,
 // and the reconciler writes its frontend, once for all of them instead
 // of once per cluster (a service with backends in ten clusters was
-// refreshed ten times over a growing set of backends).
+// refreshed ten times over a growing set of backends). The clusters of
+// a group that replace their backends of one service do it in one
+// Writer.SetClustersBackends call, which looks at the service's backends
+// once for all of them.
 //
 // A cluster waits for its write, so its writes stay in the order of its
 // revisions, and a cluster is never twice in one group.
@@ -95,26 +100,19 @@ func (g *commits) commit(group []*writeRequest) error {
 		r.rejected = nil
 	}
 	err := w.Batch(txn, func() error {
-		for _, r := range group {
+		if len(group) == 1 {
+			r := group[0]
 			w.SetCause(txn, r.cause)
 			for name, backends := range r.next {
-				var err error
-				if _, had := r.written[name]; had {
-					err = w.SetClusterBackends(txn, name, g.src.ID(), r.id, backends...)
-				} else if len(backends) > 0 {
-					// It has nothing there yet: nothing to release, and no
-					// need to look at every backend the service has.
-					err = w.UpsertBackends(txn, name, g.src.ID(), backends...)
-				}
-				if errors.Is(err, tables.ErrInvalid) {
-					g.src.Reject(fmt.Errorf("remote cluster %s: %w", r.cluster, err))
-					if r.rejected == nil {
-						r.rejected = map[lb.ServiceName]bool{}
-					}
-					r.rejected[name] = true
-				} else if err != nil {
+				if err := g.writeOne(txn, r, name, backends); err != nil {
 					return err
 				}
+			}
+			return nil
+		}
+		for name, ws := range byService(group) {
+			if err := g.writeService(txn, name, ws); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -124,4 +122,86 @@ func (g *commits) commit(group []*writeRequest) error {
 	}
 	txn.Commit()
 	return nil
+}
+
+// serviceWrite is one request's backends of a service.
+type serviceWrite struct {
+	r        *writeRequest
+	backends []lb.BackendParams
+}
+
+// byService regroups a group's writes by the service they change.
+func byService(group []*writeRequest) map[lb.ServiceName][]serviceWrite {
+	n := 0
+	for _, r := range group {
+		n = max(n, len(r.next))
+	}
+	out := make(map[lb.ServiceName][]serviceWrite, n)
+	for _, r := range group {
+		for name, backends := range r.next {
+			out[name] = append(out[name], serviceWrite{r, backends})
+		}
+	}
+	return out
+}
+
+// writeService writes several clusters' backends of one service. Those
+// that had none there are upserted; the others' sets are replaced in
+// one Writer call, which looks at the service's backends once for all of
+// them (or, if one set is invalid, one call each, so that only that
+// cluster's write is rejected).
+func (g *commits) writeService(txn statedb.WriteTxn, name lb.ServiceName, ws []serviceWrite) error {
+	w := g.src.Writer
+	var sets []tables.ClusterBackends
+	var setters []*writeRequest
+	for _, sw := range ws {
+		if _, had := sw.r.written[name]; had {
+			sets = append(sets, tables.ClusterBackends{ClusterID: sw.r.id, Backends: sw.backends, Cause: sw.r.cause})
+			setters = append(setters, sw.r)
+			continue
+		}
+		w.SetCause(txn, sw.r.cause)
+		if err := g.writeOne(txn, sw.r, name, sw.backends); err != nil {
+			return err
+		}
+	}
+	if len(sets) == 0 {
+		return nil
+	}
+	if len(sets) > 1 {
+		err := w.SetClustersBackends(txn, name, g.src.ID(), sets...)
+		if !errors.Is(err, tables.ErrInvalid) {
+			return err
+		}
+	}
+	for i, r := range setters {
+		w.SetCause(txn, r.cause)
+		if err := g.writeOne(txn, r, name, sets[i].Backends); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeOne writes one cluster's backends of a service; invalid input
+// is rejected and recorded in r.
+func (g *commits) writeOne(txn statedb.WriteTxn, r *writeRequest, name lb.ServiceName, backends []lb.BackendParams) error {
+	w := g.src.Writer
+	var err error
+	if _, had := r.written[name]; had {
+		err = w.SetClusterBackends(txn, name, g.src.ID(), r.id, backends...)
+	} else if len(backends) > 0 {
+		// It has nothing there yet: nothing to release, and no need to
+		// look at every backend the service has.
+		err = w.UpsertBackends(txn, name, g.src.ID(), backends...)
+	}
+	if errors.Is(err, tables.ErrInvalid) {
+		g.src.Reject(fmt.Errorf("remote cluster %s: %w", r.cluster, err))
+		if r.rejected == nil {
+			r.rejected = map[lb.ServiceName]bool{}
+		}
+		r.rejected[name] = true
+		return nil
+	}
+	return err
 }

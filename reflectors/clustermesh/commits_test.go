@@ -16,16 +16,7 @@ import (
 // they both change is refreshed once, its frontend's history has one
 // record naming both clusters, and each cluster's backends are there.
 func TestClustersWaitingToWriteShareOneTransaction(t *testing.T) {
-	db := statedb.New()
-	w, err := tables.New(db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	localWeb(t, w, true, "web")
-	src, err := reflectors.NewSource(w, lb.SourceKVStore, slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, w, src := localWebAndSource(t)
 	web := lb.NewServiceName("default", "web")
 	fe := lb.MustParseL3n4Addr("10.96.0.4:80/TCP")
 	before, _ := w.History().Records(tables.HistoryQuery{Frontend: fe})
@@ -67,4 +58,87 @@ func TestClustersWaitingToWriteShareOneTransaction(t *testing.T) {
 	if slices.Sort(names); !slices.Equal(names, []string{"c2", "c3"}) {
 		t.Errorf("the record's causes name %v, want c2 and c3", names)
 	}
+}
+
+// Clusters that replace their backends of one service in one group are
+// one Writer call for that service (one look at its backends), with the
+// same result as one call each: each cluster's backends replaced, the
+// others' and the local ones kept. If one cluster's set is invalid, only
+// that cluster's write is rejected and what it had stays; the others'
+// are applied.
+func TestClustersReplacingOneServiceTogetherKeepEachOthersBackends(t *testing.T) {
+	db, w, src := localWebAndSource(t)
+	web := lb.NewServiceName("default", "web")
+	be := func(addr string, id uint32) lb.BackendParams {
+		return lb.BackendParams{Address: lb.MustParseL3n4Addr(addr), Weight: lb.DefaultBackendWeight, ClusterID: id}.WithPortNames("http")
+	}
+	written := map[uint32]map[lb.ServiceName]struct{}{2: {}, 3: {}, 4: {}}
+	request := func(cluster string, id uint32, bs ...lb.BackendParams) *writeRequest {
+		return &writeRequest{
+			cluster: cluster, id: id, written: written[id],
+			next:  map[lb.ServiceName][]lb.BackendParams{web: bs},
+			cause: &tables.Cause{Source: "kvstore", Name: cluster},
+			done:  make(chan struct{}),
+		}
+	}
+	apply := func(rs ...*writeRequest) {
+		t.Helper()
+		(&commits{src: src}).apply(rs)
+		for _, r := range rs {
+			if r.err != nil {
+				t.Fatalf("%s: %v", r.cluster, r.err)
+			}
+			if !r.rejected[web] {
+				written[r.id][web] = struct{}{}
+			}
+		}
+	}
+	apply(request("c2", 2, be("10.2.0.1:8080/TCP", 2), be("10.2.0.2:8080/TCP", 2)),
+		request("c3", 3, be("10.3.0.1:8080/TCP", 3)),
+		request("c4", 4, be("10.4.0.1:8080/TCP", 4)))
+	// c2 moves one backend, c3 moves its only one to c2's old address
+	// (released by c2 in the same call), c4 keeps its own.
+	apply(request("c2", 2, be("10.2.0.2:8080/TCP", 2), be("10.2.0.3:8080/TCP", 2)),
+		request("c3", 3, be("10.2.0.1:8080/TCP", 3)),
+		request("c4", 4, be("10.4.0.1:8080/TCP", 4)))
+	want := "10.96.0.4:80/TCP -> 10.0.0.1:8080/TCP,10.2.0.1:8080/TCP,10.2.0.2:8080/TCP,10.2.0.3:8080/TCP,10.4.0.1:8080/TCP"
+	if got := backendsOf(w, db, "web")[1]; got != want {
+		t.Fatalf("web: %s, want %s", got, want)
+	}
+	moved, _, _ := w.Backends().Get(db.ReadTxn(), tables.BackendByAddress.Query(lb.MustParseL3n4Addr("10.2.0.1:8080/TCP")))
+	if inst, _ := moved.Instance(web, lb.SourceKVStore); inst == nil || inst.Params.ClusterID != 3 {
+		t.Fatalf("10.2.0.1:8080/TCP: instance %+v, want cluster 3's", inst)
+	}
+	if n := src.Errors(); n != 0 {
+		t.Fatalf("%d rejected, want none", n)
+	}
+
+	// c3's set carries another cluster's ID: c3 keeps what it had, c2
+	// and c4 replace theirs.
+	bad, c2, c4 := request("c3", 3, be("10.3.0.9:8080/TCP", 2)), request("c2", 2, be("10.2.0.3:8080/TCP", 2)), request("c4", 4)
+	apply(c2, bad, c4)
+	if !bad.rejected[web] || c2.rejected[web] || c4.rejected[web] || src.Errors() != 1 {
+		t.Fatalf("rejected: c3 %v, c2 %v, c4 %v, %d counted; want c3's alone", bad.rejected, c2.rejected, c4.rejected, src.Errors())
+	}
+	want = "10.96.0.4:80/TCP -> 10.0.0.1:8080/TCP,10.2.0.1:8080/TCP,10.2.0.3:8080/TCP"
+	if got := backendsOf(w, db, "web")[1]; got != want {
+		t.Fatalf("web after c3's invalid set: %s, want %s", got, want)
+	}
+}
+
+// localWebAndSource returns tables with the local global service web
+// (localWeb) and the kvstore source that writes into them.
+func localWebAndSource(t *testing.T) (*statedb.DB, *tables.Writer, *reflectors.Source) {
+	t.Helper()
+	db := statedb.New()
+	w, err := tables.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	localWeb(t, w, true, "web")
+	src, err := reflectors.NewSource(w, lb.SourceKVStore, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, w, src
 }
