@@ -78,6 +78,17 @@ func (st *frontendState) backends() []uint32 {
 	return nil
 }
 
+// backendCount is len(st.backends()), without copying.
+func (st *frontendState) backendCount() int {
+	switch {
+	case st.more != nil && st.more.manyBackends:
+		return st.more.backends.Len()
+	case st.backend1[0] != 0:
+		return 1
+	}
+	return 0
+}
+
 // addBackend adds backend i and reports whether it was not there yet.
 func (st *frontendState) addBackend(i uint32) bool {
 	switch {
