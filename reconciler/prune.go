@@ -100,6 +100,9 @@ func (o *ops) checkDropped() {
 				}
 				return false
 			})
+			// The entries are room a frontend may be waiting for: no
+			// round of statedb's need come to offer it.
+			o.offerRoom()
 		}
 	}
 	if err != nil {
