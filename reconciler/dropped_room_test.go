@@ -2,6 +2,8 @@ package reconciler_test
 
 import (
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,5 +87,72 @@ func TestDroppedBackendIDsEntryGoesToAFrontendWaitingForRoom(t *testing.T) {
 			t.Fatalf("web-2 never took the room the dropped ID's entry left (done %v, failed %v):\n%s", done, failed, dumpText(t, raw))
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Each prune that leaves a slot naming a backend ID restore dropped asks
+// for a look at it later (checkDropped), which asks again while a slot
+// names it: the looks are one chain, however many prunes ask, not one
+// more chain per prune (every periodic prune would add one, each looking
+// once a minute, for as long as the slot is not rewritten).
+func TestDroppedBackendIDIsLookedAtByOneTimerHoweverManyPrunes(t *testing.T) {
+	const every = 50 * time.Millisecond
+	defer reconciler.SetPruneRetry(every, every)()
+	var checks atomic.Int32
+	defer reconciler.OnDroppedCheck(func() { checks.Add(1) })()
+	raw := memoryMaps(t)
+	x := addr("10.20.0.1:8080/TCP")
+	vips := []lb.L3n4Addr{addr("10.96.20.1:80/TCP"), addr("10.96.20.2:80/TCP")}
+	for i, id := range []uint32{5, 9} {
+		rev := uint32(3 + i)
+		mustDo(t, raw.Backends.Update(id, bpf.NewBackend(lb.BackendRef{Address: x, Weight: 100}, 0)))
+		mustDo(t, raw.Services.Update(bpf.NewServiceKey(vips[i], 1), bpf.ServiceValue{BackendID: id, RevNatID: rev}))
+		mustDo(t, raw.Services.Update(bpf.NewServiceKey(vips[i], 0), bpf.ServiceValue{RevNatID: rev,
+			ServiceMaster: bpf.ServiceMaster{Count: 1, Type: uint8(lb.SVCTypeClusterIP), Algorithm: bpf.AlgorithmRandom}}))
+		mustDo(t, raw.RevNat.Update(rev, bpf.NewRevNatValue(vips[i])))
+	}
+	maps := *raw
+	failing := &failingServiceWrites{Map: raw.Services}
+	failing.armed.Store(true) // the slot naming the dropped ID stays
+	maps.Services = failing
+	a := newAgent(t, &maps, nil)
+	done, err := a.w.RegisterInitializer("k8s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.start(t)
+	defer a.stop(t)
+	a.write(t, func(txn statedb.WriteTxn) error {
+		for i, vip := range vips {
+			if err := upsert(a.w, txn, fmt.Sprintf("web-%d", i), vip.String(), lb.AlgorithmRandom, false, be(x.String())); err != nil {
+				return err
+			}
+		}
+		done(txn)
+		return nil
+	})
+	a.waitPruned(t, 10*time.Second)
+	// Four more prunes, each leaving the slot as it was.
+	for n := 2; n <= 5; n++ {
+		a.rec.Prune()
+		want := fmt.Sprintf("lbstate_reconciler_prune_duration_seconds_count %d\n", n)
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(a.scrape(t), want); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("prune %d did not run in 10 s", n)
+			}
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); checks.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the dropped backend ID was never looked at")
+		}
+	}
+	// One timer looks at most once per wait: over a second, a measure,
+	// not a wait for something, at most 21 times.
+	start := checks.Load()
+	window := time.Second
+	time.Sleep(window)
+	if got, most := checks.Load()-start, int32(window/every)+1; got > most {
+		t.Errorf("%d looks at the dropped backend ID in %s, at most %d from one timer", got, window, most)
 	}
 }
