@@ -86,6 +86,17 @@ func (m *slotted[V]) BatchUpdate(ids []uint32, vs []V) error {
 	if err := m.loadOwners(); err != nil {
 		return err
 	}
+	// Bad input is refused before the loop below takes any slot: a slot
+	// taken for an ID and never written would get its fields and its ID
+	// in one write next time.
+	for i, id := range ids {
+		switch got := m.idOf(vs[i]); {
+		case id == 0:
+			return fmt.Errorf("%s: update: ID 0 marks an empty slot", m.Name())
+		case got != 0 && got != id:
+			return fmt.Errorf("%s: update %d: the value names ID %d", m.Name(), id, got)
+		}
+	}
 	m.slots, m.vals = m.slots[:0], m.vals[:0]
 	// Slots taking a new ID get their fields first (with ID 0), all in
 	// one batch, and then, with the slots an ID keeps, their IDs.
@@ -93,15 +104,9 @@ func (m *slotted[V]) BatchUpdate(ids []uint32, vs []V) error {
 	for i, id := range ids {
 		v := vs[i]
 		s := m.slot(id)
-		switch got := m.idOf(v); {
-		case id == 0:
-			return fmt.Errorf("%s: update: ID 0 marks an empty slot", m.Name())
-		case got != 0 && got != id:
-			return fmt.Errorf("%s: update %d: the value names ID %d", m.Name(), id, got)
-		case m.ownerOf(s) != 0 && m.ownerOf(s) != id:
-			err := fmt.Errorf("%s: update %d: slot %d holds ID %d", m.Name(), id, s, m.ownerOf(s))
+		if o := m.ownerOf(s); o != 0 && o != id {
 			m.owner = nil // it took the slots of the IDs before it
-			return err
+			return fmt.Errorf("%s: update %d: slot %d holds ID %d", m.Name(), id, s, o)
 		}
 		if m.ownerOf(s) == 0 {
 			m.slots, m.vals = append(m.slots, s), append(m.vals, m.withID(v, 0))

@@ -129,3 +129,38 @@ func TestDenseIDMapDeleteHoldingReadsNoSlot(t *testing.T) {
 		t.Error("BatchDeleteHolding took 1 key with 0 values")
 	}
 }
+
+// A batch update refused for a bad value writes nothing, and leaves the
+// mirror of the slots as it was: an ID before the bad one is not taken
+// for written, so that its next update still writes its fields before
+// its ID, and Count does not count it.
+func TestDenseIDMapRefusedBatchLeavesSlotsUnclaimed(t *testing.T) {
+	arr := &recordedArray{t: t, slots: map[uint32]Backend{}}
+	m := &slotted[Backend]{arr: arr, n: 4,
+		idOf: func(b Backend) uint32 { return b.ID }, withID: func(b Backend, id uint32) Backend { b.ID = id; return b }}
+	be := func(a byte) Backend { return Backend{Addr: [16]byte{15: a}, ClusterID: uint32(a)} }
+	// Slot 1 holds the fields of a deleted ID.
+	if err := m.Update(5, be(5)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Delete(5); err != nil {
+		t.Fatal(err)
+	}
+	named := be(2)
+	named.ID = 7
+	if err := m.BatchUpdate([]uint32{1, 2}, []Backend{be(1), named}); err == nil {
+		t.Fatal("a value naming another ID was written")
+	}
+	if err := m.BatchUpdate([]uint32{1, 0}, []Backend{be(1), be(9)}); err == nil {
+		t.Fatal("ID 0 was written")
+	}
+	if n, _ := m.Count(); n != 0 {
+		t.Errorf("Count = %d after refused batches, want 0", n)
+	}
+	if err := m.Update(1, be(1)); err != nil { // recordedArray checks the writes
+		t.Fatal(err)
+	}
+	if got, ok, _ := m.Lookup(1); !ok || got.ClusterID != 1 {
+		t.Errorf("Lookup(1) = %+v %v after its update", got, ok)
+	}
+}

@@ -38,19 +38,21 @@ type Config struct {
 // reconciler asks for itself.)
 var retryMinBackoff = 50 * time.Millisecond
 
+// pruneRetryMin and pruneRetryMax bound the wait before a failed prune
+// (or a failed delete of unused backends, left for a prune) is tried
+// again, doubling in between. Without it the next try would be the
+// periodic one, pruneInterval away, with stale entries in the maps until
+// then. (Variables, so that a test can look at many retries.)
+var (
+	pruneRetryMin = 200 * time.Millisecond
+	pruneRetryMax = time.Minute
+)
+
 const (
 	// pruneInterval is how often statedb's reconciler prunes on its own,
 	// once the tables are initialized: it catches entries that someone
 	// other than the reconciler wrote into the maps.
 	pruneInterval = 30 * time.Minute
-
-	// pruneRetryMin and pruneRetryMax bound the wait before a failed prune
-	// (or a failed delete of unused backends, left for a prune) is tried
-	// again, doubling in between. Without it the next try would be the
-	// periodic one, pruneInterval away, with stale entries in the maps
-	// until then.
-	pruneRetryMin = 200 * time.Millisecond
-	pruneRetryMax = time.Minute
 
 	// roundSize bounds the frontends reconciled in one round, before
 	// their status is written back.

@@ -17,3 +17,12 @@ func OnDroppedCheck(f func()) (undo func()) {
 	droppedChecked = f
 	return func() { droppedChecked = nil }
 }
+
+// SetPruneRetry sets the bounds of the wait before a prune, or a look at
+// the backend IDs restore dropped, is tried again, and returns what
+// undoes it.
+func SetPruneRetry(lo, hi time.Duration) (undo func()) {
+	oldLo, oldHi := pruneRetryMin, pruneRetryMax
+	pruneRetryMin, pruneRetryMax = lo, hi
+	return func() { pruneRetryMin, pruneRetryMax = oldLo, oldHi }
+}

@@ -78,6 +78,8 @@ type ops struct {
 	// stopped is set when the hive stops: a timer that fires later
 	// (checkDropped) writes nothing, as a new agent may own the maps.
 	stopped bool
+	// droppedCheckDue says that a checkDropped timer is set.
+	droppedCheckDue bool
 
 	// room counts the entries in the maps; waiting holds the frontends
 	// that did not fit, and kick asks statedb's reconciler to retry some

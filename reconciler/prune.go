@@ -58,9 +58,13 @@ func (o *ops) retryPrune(err error) {
 		return
 	}
 	o.pruneBackoff = min(max(2*o.pruneBackoff, pruneRetryMin), pruneRetryMax)
-	if err != nil {
+	switch {
+	case err != nil:
 		time.AfterFunc(o.pruneBackoff, o.requestPrune)
-	} else {
+	case !o.droppedCheckDue:
+		// One timer at a time: each prune would start another that asks
+		// again, for as long as a slot names the ID.
+		o.droppedCheckDue = true
 		time.AfterFunc(o.pruneBackoff, o.checkDropped)
 	}
 }
@@ -70,12 +74,10 @@ func (o *ops) retryPrune(err error) {
 // for them, and nothing else); it asks for a full prune if that fails.
 // It runs on a timer, under the lock every entry point takes.
 func (o *ops) checkDropped() {
-	if err := o.lock(); err != nil {
-		o.mu.Unlock()
-		return
-	}
+	restoreErr := o.lock()
 	defer o.mu.Unlock()
-	if o.stopped || len(o.droppedBackends) == 0 {
+	o.droppedCheckDue = false
+	if restoreErr != nil || o.stopped || len(o.droppedBackends) == 0 {
 		return
 	}
 	dropped := maps.Clone(o.droppedBackends)
@@ -100,6 +102,9 @@ func (o *ops) checkDropped() {
 				}
 				return false
 			})
+			// The entries are room a frontend may be waiting for: no
+			// round of statedb's need come to offer it.
+			o.offerRoom()
 		}
 	}
 	if err != nil {
