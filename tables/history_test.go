@@ -290,3 +290,67 @@ func TestHistoryStagingBufferIsReusedAndKeepsNothing(t *testing.T) {
 		t.Fatalf("%d records, want 2 (created, then its backend replaced): %+v", len(recs), recs)
 	}
 }
+
+// A transaction that staged nothing (a write that changed no frontend:
+// a node, a backend verdict that selects the same, an initializer)
+// leaves the staging buffer it was given for the next one, also when it
+// is committed without an Abort after: dropped, the next transaction
+// staged into a fresh slice doubling as it went again.
+func TestHistoryStagingBufferOutlivesATransactionThatStagedNothing(t *testing.T) {
+	w := newTestWriter(t)
+	mustWrite(t, w, func(txn statedb.WriteTxn) error { histService(t, w, txn, histB1); return nil })
+	spare := w.History().spare
+	if cap(spare) == 0 {
+		t.Fatal("the committed transaction gave no staging buffer back")
+	}
+	txn := w.WriteTxn() // takes the spare buffer, stages nothing
+	txn.Commit()
+	txn = w.WriteTxn()
+	defer txn.Abort()
+	if got := txn.(*journalTxn).staged; cap(got) != cap(spare) {
+		t.Fatalf("after a transaction that staged nothing, the next stages into cap %d, want the spare buffer's %d", cap(got), cap(spare))
+	}
+}
+
+// An earlier transaction's records say what it did, whatever the
+// transactions after it, committed or aborted, staged into the buffer it
+// left: its causes (a third one too, behind a pointer), its change.
+func TestHistoryRecordsKeepTheirCausesWhenLaterTransactionsReuseTheStagingBuffer(t *testing.T) {
+	w := newTestWriter(t)
+	write := func(commit bool, causes ...*Cause) {
+		t.Helper()
+		txn := w.WriteTxn()
+		defer txn.Abort()
+		if err := w.Batch(txn, func() error {
+			for i, c := range causes {
+				w.SetCause(txn, c)
+				backends := []lb.L3n4Addr{histB1}
+				if i%2 == 1 {
+					backends = append(backends, histB2)
+				}
+				histService(t, w, txn, backends...)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if commit {
+			txn.Commit()
+		}
+	}
+	causes := func(source string) []*Cause {
+		return []*Cause{{Source: source, Name: "a"}, {Source: source, Name: "b"}, {Source: source, Name: "c"}, {Source: source, Name: "d"}}
+	}
+	write(true, causes("first")...)
+	first, _ := w.History().Records(HistoryQuery{})
+	const want = "first a; first b; first c; first d"
+	if len(first) != 1 || first[0].Cause != want {
+		t.Fatalf("first transaction's records: %+v", first)
+	}
+	write(false, causes("aborted")...)
+	write(true, causes("second")[1:]...)
+	recs, _ := w.History().Records(HistoryQuery{})
+	if len(recs) != 2 || recs[0].Cause != want || recs[0].Change != "created" || recs[1].Cause != "second b; second c; second d" {
+		t.Fatalf("records after an aborted and a committed transaction: %+v", recs)
+	}
+}

@@ -23,6 +23,10 @@ type journalTxn struct {
 // journal's lock so that entries are in the order of their commits.
 func (t *journalTxn) Commit() statedb.ReadTxn {
 	if len(t.staged) == 0 {
+		// The buffer it was given goes back too: committed without an
+		// Abort after, it was dropped.
+		t.h.putSpare(t.staged)
+		t.staged = nil
 		return t.WriteTxn.Commit()
 	}
 	var rtxn statedb.ReadTxn
