@@ -230,7 +230,10 @@ func testOutage(t *testing.T, watched, outage time.Duration) {
 
 	api.kill()
 	killed := time.Now()
-	eventually(t, "disconnected", func() bool { return a.connected() == 0 })
+	// The gauge is set just before the health is told: wait for both.
+	eventually(t, "disconnected", func() bool {
+		return a.connected() == 0 && strings.HasPrefix(a.health.Last(), "Degraded")
+	})
 	if got := a.health.Last(); !strings.HasPrefix(got, "Degraded Disconnected, serving the last state: ") || !strings.Contains(got, "connection refused") {
 		t.Fatalf("health %q while the API server is down", got)
 	}
