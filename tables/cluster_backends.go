@@ -67,7 +67,7 @@ func (w *Writer) SetClustersBackends(txn statedb.WriteTxn, name lb.ServiceName, 
 		}
 		for i := range sets {
 			if inst.Params.ClusterID == sets[i].ClusterID {
-				if !keep[i].Has(sets[i].Backends, b.Address) {
+				if !keep[i].Has(sets[i].Backends, b.Address) && !listedBefore(sets, keep, i, b.Address) {
 					stale, owner = append(stale, b), append(owner, i)
 				}
 				break
@@ -75,8 +75,9 @@ func (w *Writer) SetClustersBackends(txn statedb.WriteTxn, name lb.ServiceName, 
 		}
 	}
 	// Every set's release before any upsert: the rows found above are
-	// those the tables held before the call, and one set may list an
-	// address another releases (a backend that moved between clusters).
+	// those the tables held before the call, and a later set may list an
+	// address an earlier one releases (a backend that moved between
+	// clusters); one an earlier set lists is not released (listedBefore).
 	cause := ch.cause
 	var rowsBuf [16]*lb.Backend
 	for i := range sets {
@@ -103,6 +104,21 @@ func (w *Writer) SetClustersBackends(txn statedb.WriteTxn, name lb.ServiceName, 
 	clear(stale) // no table objects kept alive in ch
 	ch.stale = stale[:0]
 	return w.end(txn, ch)
+}
+
+// listedBefore reports whether a set before sets[i] lists addr. Called
+// in turn, that set would have taken the backend over from sets[i]'s
+// cluster, whose set then finds it no longer its own and leaves it: a
+// release here would delete the row and make it anew, without its
+// health verdict, and name sets[i]'s cause for a change it did not make.
+// (Only for a backend sets[i] drops: rare, and the sets are few.)
+func listedBefore(sets []ClusterBackends, keep []smallset.Index[lb.BackendParams, lb.L3n4Addr], i int, addr lb.L3n4Addr) bool {
+	for j := range i {
+		if keep[j].Has(sets[j].Backends, addr) {
+			return true
+		}
+	}
+	return false
 }
 
 // validateClusterBackends reports a set with an invalid backend or one

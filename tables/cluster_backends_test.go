@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/statedb"
 
@@ -125,5 +126,72 @@ func TestSetClustersBackendsRecordsEachClustersCause(t *testing.T) {
 	}
 	if slices.Sort(names); !slices.Equal(names, []string{"c2", "c3"}) {
 		t.Errorf("the record's causes name %v, want c2 and c3", names)
+	}
+}
+
+// A set that lists a backend another cluster held before the call takes
+// it over as SetClusterBackends in turn would: the earlier set updates
+// the row, and the later set of the cluster that held it finds it no
+// longer that cluster's and leaves it. The row is not deleted and made
+// anew, which would drop its health verdict (an unhealthy backend would
+// get traffic again), and the history names only the cluster that
+// changed the service.
+func TestSetClustersBackendsKeepsARowAnEarlierSetTookOver(t *testing.T) {
+	web := lb.NewServiceName("ns", "web")
+	fe := lb.MustParseL3n4Addr("10.96.0.1:80/TCP")
+	x := lb.MustParseL3n4Addr("10.9.0.1:80/TCP")
+	be := func(cluster uint32) lb.BackendParams {
+		return lb.BackendParams{Address: x, Weight: lb.DefaultBackendWeight, ClusterID: cluster}
+	}
+	verdict := lb.HealthVerdict{Healthy: false, Since: time.Unix(1700000000, 0), LastError: "connection refused"}
+	c2, c3 := &Cause{Source: "kvstore", Name: "c2"}, &Cause{Source: "kvstore", Name: "c3"}
+	setUp := func() *Writer {
+		w := newTestWriter(t)
+		mustWrite(t, w, func(txn statedb.WriteTxn) error {
+			if err := w.UpsertService(txn, lb.ServiceParams{Name: web, Source: lb.SourceK8s,
+				Annotations: map[string]string{lb.AnnotationGlobal: "true"},
+				Frontends:   []lb.FrontendParams{{Address: fe, Type: lb.SVCTypeClusterIP}},
+			}); err != nil {
+				return err
+			}
+			if err := w.SetClusterBackends(txn, web, lb.SourceKVStore, 3, be(3)); err != nil {
+				return err
+			}
+			return w.SetBackendVerdict(txn, x, verdict)
+		})
+		return w
+	}
+	w, ref := setUp(), setUp()
+	before, _ := w.History().Records(HistoryQuery{Frontend: fe})
+	mustWrite(t, w, func(txn statedb.WriteTxn) error {
+		return w.SetClustersBackends(txn, web, lb.SourceKVStore,
+			ClusterBackends{ClusterID: 2, Backends: []lb.BackendParams{be(2)}, Cause: c2},
+			ClusterBackends{ClusterID: 3, Cause: c3})
+	})
+	mustWrite(t, ref, func(txn statedb.WriteTxn) error {
+		ref.SetCause(txn, c2)
+		if err := ref.SetClusterBackends(txn, web, lb.SourceKVStore, 2, be(2)); err != nil {
+			return err
+		}
+		ref.SetCause(txn, c3)
+		return ref.SetClusterBackends(txn, web, lb.SourceKVStore, 3)
+	})
+	b, _, found := w.Backends().Get(w.db.ReadTxn(), BackendByAddress.Query(x))
+	if !found {
+		t.Fatalf("%s: gone", x)
+	}
+	if inst, _ := b.Instance(web, lb.SourceKVStore); inst == nil || inst.Params.ClusterID != 2 {
+		t.Errorf("%s: instance %+v, want cluster 2's", x, inst)
+	}
+	if !b.Verdict().Equal(verdict) {
+		t.Errorf("%s: verdict %+v, want %+v kept", x, b.Verdict(), verdict)
+	}
+	if err := compareTables(w, w.db.ReadTxn(), ref, ref.db.ReadTxn()); err != nil {
+		t.Errorf("one call and one call per cluster differ: %v", err)
+	}
+	recs, _ := w.History().Records(HistoryQuery{Frontend: fe})
+	recs = recs[len(before):]
+	if len(recs) != 1 || len(recs[0].Causes) != 1 || recs[0].Causes[0].Name != "c2" {
+		t.Errorf("records of %s: %+v, want one caused by c2 alone", fe, recs)
 	}
 }

@@ -184,10 +184,13 @@ func runClusters(o options, out io.Writer) error {
 	res.ConvergeSeconds = converge.Seconds()
 	res.ConvergeCPUSeconds = (cpuTime() - cpu0).Seconds()
 	stopProfile()
+	stopProfile = func() {} // stopped: the deferred call must not stop it again
 	if o.cpuProfile != "" {
-		if stopProfile, err = startCPUProfile(o.cpuProfile + ".watch"); err != nil {
+		stop, err := startCPUProfile(o.cpuProfile + ".watch")
+		if err != nil { // (stopProfile stays set: a nil one would panic when deferred)
 			return err
 		}
+		stopProfile = stop
 	}
 	fmt.Fprintf(out, "converged: every frontend with its %d backends in the maps %s after the importer started, using %.2f s of CPU (this process's, etcd's included: on a machine of its own, the wall time's floor is that over the cores)\n",
 		o.backends*(1+n), converge.Round(time.Millisecond), res.ConvergeCPUSeconds)

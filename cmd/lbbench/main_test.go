@@ -194,3 +194,22 @@ func TestBenchRestartSmoke(t *testing.T) {
 		t.Errorf("summary %+v\n%s", res, out.String())
 	}
 }
+
+// -clusters -cpuprofile PATH whose PATH.watch cannot be created fails
+// with that error once the convergence is profiled, without a panic
+// (the profile's stop was left nil).
+func TestBenchClustersReportsAWatchProfileItCannotCreate(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cpu")
+	if err := os.Mkdir(path+".watch", 0o755); err != nil { // not a file to create
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := runClusters(options{clusters: 2, services: 10, backends: 2, updates: 2, maps: "memory", cpuProfile: path}, &out)
+	if err == nil || !strings.Contains(err.Error(), "cpu.watch") {
+		t.Fatalf("error %v, want one naming cpu.watch", err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		t.Errorf("the convergence's profile %s: %v, want it written", path, err)
+	}
+}

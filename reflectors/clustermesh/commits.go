@@ -3,6 +3,7 @@ package clustermesh
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/cilium/statedb"
@@ -145,42 +146,44 @@ func byService(group []*writeRequest) map[lb.ServiceName][]serviceWrite {
 	return out
 }
 
-// writeService writes several clusters' backends of one service. Those
-// that had none there are upserted; the others' sets are replaced in
-// one Writer call, which looks at the service's backends once for all of
-// them (or, if one set is invalid, one call each, so that only that
-// cluster's write is rejected).
+// writeService writes several clusters' backends of one service, with
+// the result of one write after another in the group's order (of two
+// clusters that offer one address, the later owns it). If one of them
+// had backends there, they are one Writer call, which looks at the
+// service's backends once for all of them: a cluster that had none is a
+// set there too (it has nothing to release, and a set upserts), so that
+// it keeps its place in the order. If one set is invalid, they are one
+// call each, so that only that cluster's write is rejected; the call
+// changed nothing, so none is applied twice. Without one that had
+// backends there, each is upserted, with no look at the others.
 func (g *commits) writeService(txn statedb.WriteTxn, name lb.ServiceName, ws []serviceWrite) error {
 	w := g.src.Writer
-	var sets []tables.ClusterBackends
-	var setters []*writeRequest
-	for _, sw := range ws {
-		if _, had := sw.r.written[name]; had {
-			sets = append(sets, tables.ClusterBackends{ClusterID: sw.r.id, Backends: sw.backends, Cause: sw.r.cause})
-			setters = append(setters, sw.r)
-			continue
+	if len(ws) > 1 && slices.ContainsFunc(ws, func(sw serviceWrite) bool { return sw.had(name) }) {
+		sets := make([]tables.ClusterBackends, 0, len(ws))
+		for _, sw := range ws {
+			if sw.had(name) || len(sw.backends) > 0 { // (else nothing to write)
+				sets = append(sets, tables.ClusterBackends{ClusterID: sw.r.id, Backends: sw.backends, Cause: sw.r.cause})
+			}
 		}
-		w.SetCause(txn, sw.r.cause)
-		if err := g.writeOne(txn, sw.r, name, sw.backends); err != nil {
-			return err
-		}
-	}
-	if len(sets) == 0 {
-		return nil
-	}
-	if len(sets) > 1 {
 		err := w.SetClustersBackends(txn, name, g.src.ID(), sets...)
 		if !errors.Is(err, tables.ErrInvalid) {
 			return err
 		}
 	}
-	for i, r := range setters {
-		w.SetCause(txn, r.cause)
-		if err := g.writeOne(txn, r, name, sets[i].Backends); err != nil {
+	for _, sw := range ws {
+		w.SetCause(txn, sw.r.cause)
+		if err := g.writeOne(txn, sw.r, name, sw.backends); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// had reports whether the request's cluster had backends of a service
+// before it.
+func (sw serviceWrite) had(name lb.ServiceName) bool {
+	_, had := sw.r.written[name]
+	return had
 }
 
 // writeOne writes one cluster's backends of a service; invalid input

@@ -126,6 +126,56 @@ func TestClustersReplacingOneServiceTogetherKeepEachOthersBackends(t *testing.T)
 	}
 }
 
+// A group's writes end as they would one after another, in the order
+// the clusters queued them: of two clusters that offer one backend
+// address, the one that queued last owns it (the rule in
+// docs/differences.md), whether or not it had backends of the service
+// before. (A cluster new to the service was upserted ahead of the
+// group's replacements, so the earlier cluster won.)
+func TestGroupWritesEndAsWrittenInQueueOrder(t *testing.T) {
+	web := lb.NewServiceName("default", "web")
+	x := lb.MustParseL3n4Addr("10.9.0.1:8080/TCP")
+	request := func(cluster string, id uint32, written map[lb.ServiceName]struct{}) *writeRequest {
+		b := lb.BackendParams{Address: x, Weight: lb.DefaultBackendWeight, ClusterID: id}.WithPortNames("http")
+		return &writeRequest{
+			cluster: cluster, id: id, written: written,
+			next:  map[lb.ServiceName][]lb.BackendParams{web: {b}},
+			cause: &tables.Cause{Source: "kvstore", Name: cluster},
+			done:  make(chan struct{}),
+		}
+	}
+	owner := func(grouped bool) uint32 {
+		db, w, src := localWebAndSource(t)
+		g := &commits{src: src}
+		// c2 has x already; c3 has nothing of web yet.
+		c2 := map[lb.ServiceName]struct{}{}
+		g.apply([]*writeRequest{request("c2", 2, c2)})
+		c2[web] = struct{}{}
+		group := []*writeRequest{request("c2", 2, c2), request("c3", 3, map[lb.ServiceName]struct{}{})}
+		if grouped {
+			g.apply(group)
+		} else {
+			for _, r := range group {
+				g.apply([]*writeRequest{r})
+			}
+		}
+		for _, r := range group {
+			if r.err != nil || len(r.rejected) > 0 {
+				t.Fatalf("%s: %v, rejected %v", r.cluster, r.err, r.rejected)
+			}
+		}
+		b, _, found := w.Backends().Get(db.ReadTxn(), tables.BackendByAddress.Query(x))
+		if !found {
+			t.Fatalf("%s: gone", x)
+		}
+		inst, _ := b.Instance(web, lb.SourceKVStore)
+		return inst.Params.ClusterID
+	}
+	if got, alone := owner(true), owner(false); got != 3 || alone != 3 {
+		t.Errorf("%s belongs to cluster %d written as a group, %d one by one; want cluster 3's, which queued last", x, got, alone)
+	}
+}
+
 // localWebAndSource returns tables with the local global service web
 // (localWeb) and the kvstore source that writes into them.
 func localWebAndSource(t *testing.T) (*statedb.DB, *tables.Writer, *reflectors.Source) {
