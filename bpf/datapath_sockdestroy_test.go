@@ -65,3 +65,53 @@ func TestSocketLBDestroysConnectedUDPSocketsOfADeletedBackend(t *testing.T) {
 		t.Errorf("after the client closed its sockets, lb_sock_ct holds %d entries (%v), want 0", n, err)
 	}
 }
+
+// A connected UDP socket that socket LB sent to the L7 proxy of a
+// proxy-redirected frontend (backend ID 0 in lb_sock_ct) is not an
+// orphan: the reaper leaves it alone, while it still destroys a socket
+// whose backend went. It once took backend ID 0, which never reads back
+// from lb_backends, for a deleted backend and destroyed every such
+// socket.
+func TestSocketLBReaperSparesConnectedUDPSocketsOfTheProxy(t *testing.T) {
+	s := newSockSetup(t)
+	bpftest.ServeName(t, s.ns, "127.0.0.1", 15053, "proxy")
+	s.frontend(testFrontend{addr: "10.96.0.10:53/UDP", id: 1, slots: []uint32{7}})
+	s.frontend(testFrontend{addr: "10.96.0.11:53/UDP", id: 2, slots: []uint32{8}, proxy: 15053})
+	done := make(chan []string, 1)
+	go func() {
+		defer close(done)
+		done <- bpftest.RunClient(t, s.cg, s.ns, "udpwait 10.96.0.10:53 10.96.0.11:53")
+	}()
+	for deadline := time.Now().Add(10 * time.Second); s.counter(2, 0).Flows == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the client's socket to the proxy never connected")
+		}
+	}
+	s.check(s.maps.Backends.Delete(7))
+	var destroyed int
+	err := s.ns.Do(func() (err error) {
+		destroyed, err = s.dp.DestroyOrphanedUDPSockets()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	select {
+	case lines = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the client did not finish")
+	}
+	if destroyed != 1 {
+		t.Errorf("destroyed %d sockets, want 1 (the one whose backend went, not the proxy's)", destroyed)
+	}
+	if len(lines) != 2 {
+		t.Fatalf("the client printed %q, want two lines", lines)
+	}
+	if !strings.HasPrefix(lines[0], "first ") || !strings.Contains(lines[0], unix.ECONNABORTED.Error()) {
+		t.Errorf("the socket of the deleted backend: %q, want its read to fail with ECONNABORTED", lines[0])
+	}
+	if lines[1] != "second proxy" {
+		t.Errorf("the socket to the proxy: %q, want it to exchange with the proxy", lines[1])
+	}
+}
