@@ -317,12 +317,43 @@ enum {
 enum {
 	LB_CT_PACKET = 0,
 	LB_CT_SOCKET = 1,
+	LB_CT_CLIENT = 2,
 };
 
 enum {
 	LB_CT_FORWARD = 0,
 	LB_CT_REPLY   = 1,
+	LB_CT_FLOW    = 2,
 };
+
+/*
+ * One entry per flow (kind LB_CT_CLIENT, dir LB_CT_FLOW): the only part
+ * of a flow's tuple that both directions know is the client's address,
+ * port and protocol (the source of its packets, the destination of the
+ * replies), so the key is those alone (src, sport, proto; dst and dport
+ * zero). The entry names the frontend (rev_nat_id) and the backend
+ * (backend_id), and each direction checks its own side against them: a
+ * client's packet is the flow's if its destination is the frontend's
+ * lb_rev_nat address and port, a reply if its source is the backend's
+ * lb_backends address and port. Anything else with the same client is
+ * another flow. peer's first 4 bytes keep a TCP flow's first sequence
+ * number, as a forward entry's do; peer_port is 0.
+ *
+ * A new flow takes one entry so, instead of a forward and a reply entry,
+ * when it can: its frontend is matched by its own address (not a
+ * NodePort's any-address, whose packets are addressed to any node
+ * address: the lb_rev_nat address cannot check them) and its backend is
+ * one (not the L7 proxy, backend ID 0). Otherwise, and when the client's
+ * entry is held by a live flow to another frontend (a client port shared
+ * between flows: unconnected UDP sockets talking to two services), the
+ * flow takes the two entries above, which are looked for after the
+ * client's. The reply-collision rule covers both: a new flow whose
+ * backend's replies another live flow of that client port would claim
+ * (a flow's one entry naming that backend, or a reply entry of that
+ * backend and client) tries another backend once, then is dropped.
+ * Entries of older datapaths (pairs only) in a pinned lb_ct keep working
+ * until they expire.
+ */
 
 /* lb_ct_value.flags */
 enum {
