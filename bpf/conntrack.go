@@ -85,9 +85,21 @@ func (c CTCollection) Pressure() float64 {
 // client has two entries, and a client whose key holds nothing gets a
 // marker there (a dead entry that matches no packet): the pairs of an
 // older datapath, which had no such entries, or a key the LRU took.
-// LoadDatapath collects once before it returns, so that flows of a
-// pinned lb_ct that an older datapath wrote keep their backends.
+// LoadDatapath writes the markers (MarkConntrack) before it returns, so
+// that flows of a pinned lb_ct that an older datapath wrote keep their
+// backends.
 func CollectConntrack(m *Maps, ct Map[CTKey, CTValue]) (CTCollection, error) {
+	return collectConntrack(m, ct, true)
+}
+
+// MarkConntrack is CollectConntrack without the deletions: it writes the
+// markers of clients whose flows with two entries have nothing under
+// their key.
+func MarkConntrack(m *Maps, ct Map[CTKey, CTValue]) (CTCollection, error) {
+	return collectConntrack(m, ct, false)
+}
+
+func collectConntrack(m *Maps, ct Map[CTKey, CTValue], remove bool) (CTCollection, error) {
 	var c CTCollection
 	if cp, ok := m.Capacity(ct.Name()); ok {
 		c.MaxEntries = cp.MaxEntries
@@ -111,6 +123,9 @@ func CollectConntrack(m *Maps, ct Map[CTKey, CTValue]) (CTCollection, error) {
 	})
 	if err != nil {
 		return c, err
+	}
+	if !remove {
+		stale = nil
 	}
 	gone := stale[:0]
 	for _, k := range stale {

@@ -163,9 +163,9 @@ func loadDatapathPrograms(m *Maps, opts DatapathOptions, names ...string) (*Data
 	}
 	// Flows that an older datapath wrote into a pinned lb_ct have two
 	// entries and no marker under their client's key, which these
-	// programs look for first: the collection writes the markers.
+	// programs look for first: MarkConntrack writes the markers.
 	if m.Conntrack != nil {
-		if _, err := CollectConntrack(m, m.Conntrack); err != nil {
+		if _, err := MarkConntrack(m, m.Conntrack); err != nil {
 			d.Close()
 			return nil, fmt.Errorf("datapath: %w", err)
 		}

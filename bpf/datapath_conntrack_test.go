@@ -1,6 +1,8 @@
 package bpf_test
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -20,9 +22,10 @@ func (h *dpHarness) sendTCP(prog string, f tuple, flags string) (uint32, tuple) 
 	return verdict, decode(h.t, out)
 }
 
-// ct returns the lb_ct entry that packets of f find: their own (a flow
-// with two entries), or their flow's one entry, the client's (f's
-// source, or its destination for a reply).
+// ct returns the lb_ct entry that packets of f find, as the datapath
+// looks: their own (a flow with two entries), or their flow's one entry,
+// the client's (f's source, or its destination for a reply), if its
+// frontend or backend is f's other side.
 func (h *dpHarness) ct(f tuple) (bpf.CTValue, bool) {
 	h.t.Helper()
 	_, v, ok := h.ctEntry(f)
@@ -32,18 +35,49 @@ func (h *dpHarness) ct(f tuple) (bpf.CTValue, bool) {
 // ctEntry is ct with the entry's key.
 func (h *dpHarness) ctEntry(f tuple) (bpf.CTKey, bpf.CTValue, bool) {
 	h.t.Helper()
-	keys := []bpf.CTKey{bpf.NewCTKey(f.Src, f.Dst, uint8(f.Proto))}
-	for _, client := range []netip.AddrPort{f.Src, f.Dst} {
-		keys = append(keys, bpf.NewCTClientKey(client, uint8(f.Proto)))
-	}
-	for _, k := range keys {
-		v, ok, err := h.maps.Conntrack.Lookup(k)
+	k := bpf.NewCTKey(f.Src, f.Dst, uint8(f.Proto))
+	if v, ok, err := h.maps.Conntrack.Lookup(k); err != nil || ok {
 		h.check(err)
-		if ok && (k.Kind == bpf.CTPacket || v.Dir == bpf.CTFlow) {
-			return k, v, true
-		}
+		return k, v, true
+	}
+	k = bpf.NewCTClientKey(f.Src, uint8(f.Proto))
+	if v, ok, err := h.maps.Conntrack.Lookup(k); err != nil || ok && h.flowTo(v, f.Dst) {
+		h.check(err)
+		return k, v, true
+	}
+	k = bpf.NewCTClientKey(f.Dst, uint8(f.Proto))
+	if v, ok, err := h.maps.Conntrack.Lookup(k); err != nil || ok && v.Dir == bpf.CTFlow && h.backendAddr(v.BackendID) == f.Src {
+		h.check(err)
+		return k, v, true
 	}
 	return bpf.CTKey{}, bpf.CTValue{}, false
+}
+
+// flowTo says whether the one entry v is of a flow to dst (lb.h).
+func (h *dpHarness) flowTo(v bpf.CTValue, dst netip.AddrPort) bool {
+	h.t.Helper()
+	if v.Dir != bpf.CTFlow || v.RevNatID == 0 {
+		return false
+	}
+	if port := binary.BigEndian.Uint16(v.PeerPort[:]); port != 0 { // IPv4: the address itself
+		a := dst.Addr().As16()
+		return port == dst.Port() && bytes.Equal(v.Peer[8:], a[8:])
+	}
+	fe, ok, err := h.maps.RevNat.Lookup(v.RevNatID)
+	h.check(err)
+	return ok && fe.AddrPort() == dst
+}
+
+// backendAddr is backend id's address and port, as packets carry it.
+func (h *dpHarness) backendAddr(id uint32) netip.AddrPort {
+	h.t.Helper()
+	b, ok, err := h.maps.Backends.Lookup(id)
+	h.check(err)
+	if !ok {
+		return netip.AddrPort{}
+	}
+	ap := b.L3n4Addr().AddrPort()
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }
 
 // expectCT fails unless the entries of both directions of a flow (fwd,

@@ -20,37 +20,9 @@ func TestSocketLBDestroysConnectedUDPSocketsOfADeletedBackend(t *testing.T) {
 	s := newSockSetup(t)
 	s.frontend(testFrontend{addr: "10.96.0.10:53/UDP", id: 1, slots: []uint32{7}})
 	s.frontend(testFrontend{addr: "10.96.0.11:53/UDP", id: 2, slots: []uint32{8}})
-	done := make(chan []string, 1)
-	go func() {
-		defer close(done)
-		done <- bpftest.RunClient(t, s.cg, s.ns, "udpwait 10.96.0.10:53 10.96.0.11:53")
-	}()
-	// Both sockets connected and answered.
-	for deadline := time.Now().Add(10 * time.Second); s.counter(2, 8).Flows == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the client's second socket never connected")
-		}
-	}
-	s.check(s.maps.Backends.Delete(7))
-	var destroyed int
-	err := s.ns.Do(func() (err error) {
-		destroyed, err = s.dp.DestroyOrphanedUDPSockets()
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	select {
-	case lines = <-done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the client did not finish")
-	}
+	destroyed, lines := s.reapDuringUDPWait(t, "10.96.0.10:53", "10.96.0.11:53", 2, 8, 7)
 	if destroyed != 1 {
 		t.Errorf("destroyed %d sockets, want 1 (the one whose backend went)", destroyed)
-	}
-	if len(lines) != 2 {
-		t.Fatalf("the client printed %q, want two lines", lines)
 	}
 	if !strings.HasPrefix(lines[0], "first ") || !strings.Contains(lines[0], unix.ECONNABORTED.Error()) {
 		t.Errorf("the socket of the deleted backend: %q, want its read to fail with ECONNABORTED", lines[0])
@@ -66,28 +38,24 @@ func TestSocketLBDestroysConnectedUDPSocketsOfADeletedBackend(t *testing.T) {
 	}
 }
 
-// A connected UDP socket that socket LB sent to the L7 proxy of a
-// proxy-redirected frontend (backend ID 0 in lb_sock_ct) is not an
-// orphan: the reaper leaves it alone, while it still destroys a socket
-// whose backend went. It once took backend ID 0, which never reads back
-// from lb_backends, for a deleted backend and destroyed every such
-// socket.
-func TestSocketLBReaperSparesConnectedUDPSocketsOfTheProxy(t *testing.T) {
-	s := newSockSetup(t)
-	bpftest.ServeName(t, s.ns, "127.0.0.1", 15053, "proxy")
-	s.frontend(testFrontend{addr: "10.96.0.10:53/UDP", id: 1, slots: []uint32{7}})
-	s.frontend(testFrontend{addr: "10.96.0.11:53/UDP", id: 2, slots: []uint32{8}, proxy: 15053})
+// reapDuringUDPWait runs the client's "udpwait a1 a2" (see bpftest.RunClient);
+// once its second socket connected (a flow counted for frontend revNat,
+// backend backendID), deletes backend gone and runs the reaper in the
+// test's namespace. It returns how many sockets the reaper destroyed and
+// the client's two lines.
+func (s *sockSetup) reapDuringUDPWait(t *testing.T, a1, a2 string, revNat, backendID, gone uint32) (int, []string) {
+	t.Helper()
 	done := make(chan []string, 1)
 	go func() {
 		defer close(done)
-		done <- bpftest.RunClient(t, s.cg, s.ns, "udpwait 10.96.0.10:53 10.96.0.11:53")
+		done <- bpftest.RunClient(t, s.cg, s.ns, "udpwait "+a1+" "+a2)
 	}()
-	for deadline := time.Now().Add(10 * time.Second); s.counter(2, 0).Flows == 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); s.counter(revNat, backendID).Flows == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the client's socket to the proxy never connected")
+			t.Fatal("the client's second socket never connected")
 		}
 	}
-	s.check(s.maps.Backends.Delete(7))
+	s.check(s.maps.Backends.Delete(gone))
 	var destroyed int
 	err := s.ns.Do(func() (err error) {
 		destroyed, err = s.dp.DestroyOrphanedUDPSockets()
@@ -102,11 +70,26 @@ func TestSocketLBReaperSparesConnectedUDPSocketsOfTheProxy(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the client did not finish")
 	}
-	if destroyed != 1 {
-		t.Errorf("destroyed %d sockets, want 1 (the one whose backend went, not the proxy's)", destroyed)
-	}
 	if len(lines) != 2 {
 		t.Fatalf("the client printed %q, want two lines", lines)
+	}
+	return destroyed, lines
+}
+
+// A connected UDP socket that socket LB sent to the L7 proxy of a
+// proxy-redirected frontend (backend ID 0 in lb_sock_ct) is not an
+// orphan: the reaper leaves it alone, while it still destroys a socket
+// whose backend went. It once took backend ID 0, which never reads back
+// from lb_backends, for a deleted backend and destroyed every such
+// socket.
+func TestSocketLBReaperSparesConnectedUDPSocketsOfTheProxy(t *testing.T) {
+	s := newSockSetup(t)
+	bpftest.ServeName(t, s.ns, "127.0.0.1", 15053, "proxy")
+	s.frontend(testFrontend{addr: "10.96.0.10:53/UDP", id: 1, slots: []uint32{7}})
+	s.frontend(testFrontend{addr: "10.96.0.11:53/UDP", id: 2, slots: []uint32{8}, proxy: 15053})
+	destroyed, lines := s.reapDuringUDPWait(t, "10.96.0.10:53", "10.96.0.11:53", 2, 0, 7)
+	if destroyed != 1 {
+		t.Errorf("destroyed %d sockets, want 1 (the one whose backend went, not the proxy's)", destroyed)
 	}
 	if !strings.HasPrefix(lines[0], "first ") || !strings.Contains(lines[0], unix.ECONNABORTED.Error()) {
 		t.Errorf("the socket of the deleted backend: %q, want its read to fail with ECONNABORTED", lines[0])
