@@ -1,6 +1,7 @@
 package bpf
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -54,6 +55,9 @@ type CTCollection struct {
 	// Entries is how many entries the map held before, Expired how many
 	// of them were deleted, MaxEntries the map's capacity.
 	Entries, Expired, MaxEntries int
+	// Marked is how many markers the collection wrote: clients of flows
+	// with two entries whose key held nothing (see CollectConntrack).
+	Marked int
 }
 
 // Pressure is how full the map was before the collection: entries over
@@ -74,7 +78,28 @@ func (c CTCollection) Pressure() float64 {
 // live through the second of its expiry and deleted after it (the
 // datapath's coarse clock may lag a tick behind a second's start, when
 // the entry is at the end of its life anyway).
+//
+// A flow with two entries keeps its client's key held (lb.h): the
+// datapath looks for such a flow only when that key holds an entry. So
+// an expired entry under a client's key stays while a live flow of that
+// client has two entries, and a client whose key holds nothing gets a
+// marker there (a dead entry that matches no packet): the pairs of an
+// older datapath, which had no such entries, or a key the LRU took.
+// LoadDatapath writes the markers (MarkConntrack) before it returns, so
+// that flows of a pinned lb_ct that an older datapath wrote keep their
+// backends.
 func CollectConntrack(m *Maps, ct Map[CTKey, CTValue]) (CTCollection, error) {
+	return collectConntrack(m, ct, true)
+}
+
+// MarkConntrack is CollectConntrack without the deletions: it writes the
+// markers of clients whose flows with two entries have nothing under
+// their key.
+func MarkConntrack(m *Maps, ct Map[CTKey, CTValue]) (CTCollection, error) {
+	return collectConntrack(m, ct, false)
+}
+
+func collectConntrack(m *Maps, ct Map[CTKey, CTValue], remove bool) (CTCollection, error) {
 	var c CTCollection
 	if cp, ok := m.Capacity(ct.Name()); ok {
 		c.MaxEntries = cp.MaxEntries
@@ -82,8 +107,15 @@ func CollectConntrack(m *Maps, ct Map[CTKey, CTValue]) (CTCollection, error) {
 	now := MonotonicSeconds()
 	expired := func(v CTValue) bool { return int32(now-v.Expires) > 0 }
 	var stale []CTKey
+	held, paired := map[CTKey]bool{}, map[CTKey]bool{}
 	err := ct.Iterate(func(k CTKey, v CTValue) bool {
 		c.Entries++
+		switch {
+		case k.Kind == CTClient:
+			held[k] = true
+		case k.Kind == CTPacket && !expired(v):
+			paired[ctClientOf(k, v)] = true
+		}
 		if expired(v) {
 			stale = append(stale, k)
 		}
@@ -92,8 +124,14 @@ func CollectConntrack(m *Maps, ct Map[CTKey, CTValue]) (CTCollection, error) {
 	if err != nil {
 		return c, err
 	}
+	if !remove {
+		stale = nil
+	}
 	gone := stale[:0]
 	for _, k := range stale {
+		if paired[k] {
+			continue // it holds the key of a client with two-entry flows
+		}
 		if v, ok, err := ct.Lookup(k); err != nil {
 			return c, err
 		} else if ok && expired(v) {
@@ -104,8 +142,49 @@ func CollectConntrack(m *Maps, ct Map[CTKey, CTValue]) (CTCollection, error) {
 		return c, err
 	}
 	c.Expired = len(gone)
+	for k := range paired {
+		if held[k] {
+			continue
+		}
+		marked, err := createCT(ct, k, CTValue{Dir: CTFlow, Expires: now - 1})
+		if err != nil {
+			return c, err
+		}
+		if marked {
+			c.Marked++
+		}
+	}
 	return c, nil
 }
+
+// ctClientOf is the key of the client of entry k, v of a flow with two
+// entries: a forward entry's source, a reply entry's destination.
+func ctClientOf(k CTKey, v CTValue) CTKey {
+	if v.Dir == CTReply {
+		return CTKey{Src: k.Dst, SPort: k.DPort, Proto: k.Proto, Kind: CTClient}
+	}
+	return CTKey{Src: k.Src, SPort: k.SPort, Proto: k.Proto, Kind: CTClient}
+}
+
+// createCT adds k, v unless the map holds k: a new flow's entry, written
+// by the datapath since the walk, stays. False if k was there.
+func createCT(ct Map[CTKey, CTValue], k CTKey, v CTValue) (bool, error) {
+	if c, ok := ct.(interface{ Create(CTKey, CTValue) error }); ok {
+		err := c.Create(k, v)
+		if errors.Is(err, ErrExists) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	// A map only this process writes (in memory).
+	if _, ok, err := ct.Lookup(k); err != nil || ok {
+		return false, err
+	}
+	return true, ct.Update(k, v)
+}
+
+// ErrExists is what a create-only write returns for a key the map holds.
+var ErrExists = errors.New("key exists")
 
 // MonotonicSeconds is the datapath's clock: the kernel's monotonic time
 // in whole seconds, which conntrack expiries and affinity pins' last use

@@ -161,6 +161,15 @@ func loadDatapathPrograms(m *Maps, opts DatapathOptions, names ...string) (*Data
 	for _, em := range coll.Maps {
 		em.Close()
 	}
+	// Flows that an older datapath wrote into a pinned lb_ct have two
+	// entries and no marker under their client's key, which these
+	// programs look for first: MarkConntrack writes the markers.
+	if m.Conntrack != nil {
+		if _, err := MarkConntrack(m, m.Conntrack); err != nil {
+			d.Close()
+			return nil, fmt.Errorf("datapath: %w", err)
+		}
+	}
 	return d, nil
 }
 

@@ -35,19 +35,25 @@ type CTValue struct {
 	Dir     uint8
 	Flags   uint8
 	// PeerPort and Peer, in a reply entry, are the address the client
-	// sent to: the forward entry's destination. A forward entry of TCP
-	// keeps in Peer[0:4] the sequence number of the flow's first packet,
-	// to tell the client's SYN again from a new connection.
+	// sent to: the forward entry's destination. A forward entry or a
+	// flow's one entry (Dir CTFlow) of TCP keeps in Peer[0:4] the
+	// sequence number of the flow's first packet, to tell the client's
+	// SYN again from a new connection.
 	PeerPort [2]byte
 	Peer     [16]byte
 }
 
-// Kinds of CTKey, directions and flags of CTValue, as in lb.h.
+// Kinds of CTKey, directions and flags of CTValue, as in lb.h. A flow
+// of packets has one entry (CTClient, CTFlow) keyed by its client's
+// address, port and protocol, or, when it cannot, two (CTPacket,
+// CTForward and CTReply) keyed by each direction's 5-tuple.
 const (
 	CTPacket  = 0
 	CTSocket  = 1
+	CTClient  = 2
 	CTForward = 0
 	CTReply   = 1
+	CTFlow    = 2
 
 	CTFlagReplied = 1 << 0 // a reply was seen
 	CTFlagClosing = 1 << 1 // a FIN or RST was seen
@@ -58,6 +64,14 @@ func NewCTKey(src, dst netip.AddrPort, proto uint8) CTKey {
 	k := CTKey{Src: src.Addr().As16(), Dst: dst.Addr().As16(), Proto: proto, Kind: CTPacket}
 	binary.BigEndian.PutUint16(k.SPort[:], src.Port())
 	binary.BigEndian.PutUint16(k.DPort[:], dst.Port())
+	return k
+}
+
+// NewCTClientKey returns the lb_ct key of the one entry of a flow of
+// client (a flow's packets come from it, its replies go to it).
+func NewCTClientKey(client netip.AddrPort, proto uint8) CTKey {
+	k := CTKey{Src: client.Addr().As16(), Proto: proto, Kind: CTClient}
+	binary.BigEndian.PutUint16(k.SPort[:], client.Port())
 	return k
 }
 

@@ -100,6 +100,12 @@ type datapathLbFragValue struct {
 	Dport uint16
 }
 
+type datapathLbIcmpScratch struct {
+	_  structs.HostLayout
+	Fe datapathLbRevNatValue
+	_  [16]byte
+}
+
 type datapathLbRevNatValue struct {
 	_     structs.HostLayout
 	Addr  [16]uint8
@@ -152,6 +158,7 @@ const (
 	datapathMapLbDpConnEvents    = "lb_dp_conn_events"
 	datapathMapLbDpConnLost      = "lb_dp_conn_lost"
 	datapathMapLbDpFrags         = "lb_dp_frags"
+	datapathMapLbDpIcmpScratch   = "lb_dp_icmp_scratch"
 	datapathMapLbDrops           = "lb_drops"
 	datapathMapLbFlowSeed        = "lb_flow_seed"
 	datapathMapLbIdMarks         = "lb_id_marks"
@@ -260,21 +267,22 @@ type datapathProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type datapathMapSpecs struct {
-	LbAffinity     *ebpf.MapSpec `ebpf:"lb_affinity"`
-	LbBackends     *ebpf.MapSpec `ebpf:"lb_backends"`
-	LbCounters     *ebpf.MapSpec `ebpf:"lb_counters"`
-	LbCt           *ebpf.MapSpec `ebpf:"lb_ct"`
-	LbDpConnEvents *ebpf.MapSpec `ebpf:"lb_dp_conn_events"`
-	LbDpConnLost   *ebpf.MapSpec `ebpf:"lb_dp_conn_lost"`
-	LbDpFrags      *ebpf.MapSpec `ebpf:"lb_dp_frags"`
-	LbDrops        *ebpf.MapSpec `ebpf:"lb_drops"`
-	LbFlowSeed     *ebpf.MapSpec `ebpf:"lb_flow_seed"`
-	LbIdMarks      *ebpf.MapSpec `ebpf:"lb_id_marks"`
-	LbMaglev       *ebpf.MapSpec `ebpf:"lb_maglev"`
-	LbRevNat       *ebpf.MapSpec `ebpf:"lb_rev_nat"`
-	LbServices     *ebpf.MapSpec `ebpf:"lb_services"`
-	LbSockCt       *ebpf.MapSpec `ebpf:"lb_sock_ct"`
-	LbSrcRange     *ebpf.MapSpec `ebpf:"lb_src_range"`
+	LbAffinity      *ebpf.MapSpec `ebpf:"lb_affinity"`
+	LbBackends      *ebpf.MapSpec `ebpf:"lb_backends"`
+	LbCounters      *ebpf.MapSpec `ebpf:"lb_counters"`
+	LbCt            *ebpf.MapSpec `ebpf:"lb_ct"`
+	LbDpConnEvents  *ebpf.MapSpec `ebpf:"lb_dp_conn_events"`
+	LbDpConnLost    *ebpf.MapSpec `ebpf:"lb_dp_conn_lost"`
+	LbDpFrags       *ebpf.MapSpec `ebpf:"lb_dp_frags"`
+	LbDpIcmpScratch *ebpf.MapSpec `ebpf:"lb_dp_icmp_scratch"`
+	LbDrops         *ebpf.MapSpec `ebpf:"lb_drops"`
+	LbFlowSeed      *ebpf.MapSpec `ebpf:"lb_flow_seed"`
+	LbIdMarks       *ebpf.MapSpec `ebpf:"lb_id_marks"`
+	LbMaglev        *ebpf.MapSpec `ebpf:"lb_maglev"`
+	LbRevNat        *ebpf.MapSpec `ebpf:"lb_rev_nat"`
+	LbServices      *ebpf.MapSpec `ebpf:"lb_services"`
+	LbSockCt        *ebpf.MapSpec `ebpf:"lb_sock_ct"`
+	LbSrcRange      *ebpf.MapSpec `ebpf:"lb_src_range"`
 }
 
 // datapathVariableSpecs contains global variables before they are loaded into the kernel.
@@ -315,21 +323,22 @@ func (o *datapathObjects) Close() error {
 //
 // It can be passed to loadDatapathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type datapathMaps struct {
-	LbAffinity     *ebpf.Map `ebpf:"lb_affinity"`
-	LbBackends     *ebpf.Map `ebpf:"lb_backends"`
-	LbCounters     *ebpf.Map `ebpf:"lb_counters"`
-	LbCt           *ebpf.Map `ebpf:"lb_ct"`
-	LbDpConnEvents *ebpf.Map `ebpf:"lb_dp_conn_events"`
-	LbDpConnLost   *ebpf.Map `ebpf:"lb_dp_conn_lost"`
-	LbDpFrags      *ebpf.Map `ebpf:"lb_dp_frags"`
-	LbDrops        *ebpf.Map `ebpf:"lb_drops"`
-	LbFlowSeed     *ebpf.Map `ebpf:"lb_flow_seed"`
-	LbIdMarks      *ebpf.Map `ebpf:"lb_id_marks"`
-	LbMaglev       *ebpf.Map `ebpf:"lb_maglev"`
-	LbRevNat       *ebpf.Map `ebpf:"lb_rev_nat"`
-	LbServices     *ebpf.Map `ebpf:"lb_services"`
-	LbSockCt       *ebpf.Map `ebpf:"lb_sock_ct"`
-	LbSrcRange     *ebpf.Map `ebpf:"lb_src_range"`
+	LbAffinity      *ebpf.Map `ebpf:"lb_affinity"`
+	LbBackends      *ebpf.Map `ebpf:"lb_backends"`
+	LbCounters      *ebpf.Map `ebpf:"lb_counters"`
+	LbCt            *ebpf.Map `ebpf:"lb_ct"`
+	LbDpConnEvents  *ebpf.Map `ebpf:"lb_dp_conn_events"`
+	LbDpConnLost    *ebpf.Map `ebpf:"lb_dp_conn_lost"`
+	LbDpFrags       *ebpf.Map `ebpf:"lb_dp_frags"`
+	LbDpIcmpScratch *ebpf.Map `ebpf:"lb_dp_icmp_scratch"`
+	LbDrops         *ebpf.Map `ebpf:"lb_drops"`
+	LbFlowSeed      *ebpf.Map `ebpf:"lb_flow_seed"`
+	LbIdMarks       *ebpf.Map `ebpf:"lb_id_marks"`
+	LbMaglev        *ebpf.Map `ebpf:"lb_maglev"`
+	LbRevNat        *ebpf.Map `ebpf:"lb_rev_nat"`
+	LbServices      *ebpf.Map `ebpf:"lb_services"`
+	LbSockCt        *ebpf.Map `ebpf:"lb_sock_ct"`
+	LbSrcRange      *ebpf.Map `ebpf:"lb_src_range"`
 }
 
 func (m *datapathMaps) Close() error {
@@ -341,6 +350,7 @@ func (m *datapathMaps) Close() error {
 		m.LbDpConnEvents,
 		m.LbDpConnLost,
 		m.LbDpFrags,
+		m.LbDpIcmpScratch,
 		m.LbDrops,
 		m.LbFlowSeed,
 		m.LbIdMarks,

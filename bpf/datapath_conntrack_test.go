@@ -1,6 +1,8 @@
 package bpf_test
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -20,12 +22,62 @@ func (h *dpHarness) sendTCP(prog string, f tuple, flags string) (uint32, tuple) 
 	return verdict, decode(h.t, out)
 }
 
-// ct returns the lb_ct entry of a packet of f.
+// ct returns the lb_ct entry that packets of f find, as the datapath
+// looks: their own (a flow with two entries), or their flow's one entry,
+// the client's (f's source, or its destination for a reply), if its
+// frontend or backend is f's other side.
 func (h *dpHarness) ct(f tuple) (bpf.CTValue, bool) {
 	h.t.Helper()
-	v, ok, err := h.maps.Conntrack.Lookup(bpf.NewCTKey(f.Src, f.Dst, uint8(f.Proto)))
-	h.check(err)
+	_, v, ok := h.ctEntry(f)
 	return v, ok
+}
+
+// ctEntry is ct with the entry's key.
+func (h *dpHarness) ctEntry(f tuple) (bpf.CTKey, bpf.CTValue, bool) {
+	h.t.Helper()
+	k := bpf.NewCTKey(f.Src, f.Dst, uint8(f.Proto))
+	if v, ok, err := h.maps.Conntrack.Lookup(k); err != nil || ok {
+		h.check(err)
+		return k, v, true
+	}
+	k = bpf.NewCTClientKey(f.Src, uint8(f.Proto))
+	if v, ok, err := h.maps.Conntrack.Lookup(k); err != nil || ok && h.flowTo(v, f.Dst) {
+		h.check(err)
+		return k, v, true
+	}
+	k = bpf.NewCTClientKey(f.Dst, uint8(f.Proto))
+	if v, ok, err := h.maps.Conntrack.Lookup(k); err != nil || ok && v.Dir == bpf.CTFlow && h.backendAddr(v.BackendID) == f.Src {
+		h.check(err)
+		return k, v, true
+	}
+	return bpf.CTKey{}, bpf.CTValue{}, false
+}
+
+// flowTo says whether the one entry v is of a flow to dst (lb.h).
+func (h *dpHarness) flowTo(v bpf.CTValue, dst netip.AddrPort) bool {
+	h.t.Helper()
+	if v.Dir != bpf.CTFlow || v.RevNatID == 0 {
+		return false
+	}
+	if port := binary.BigEndian.Uint16(v.PeerPort[:]); port != 0 { // IPv4: the address itself
+		a := dst.Addr().As16()
+		return port == dst.Port() && bytes.Equal(v.Peer[8:], a[8:])
+	}
+	fe, ok, err := h.maps.RevNat.Lookup(v.RevNatID)
+	h.check(err)
+	return ok && fe.AddrPort() == dst
+}
+
+// backendAddr is backend id's address and port, as packets carry it.
+func (h *dpHarness) backendAddr(id uint32) netip.AddrPort {
+	h.t.Helper()
+	b, ok, err := h.maps.Backends.Lookup(id)
+	h.check(err)
+	if !ok {
+		return netip.AddrPort{}
+	}
+	ap := b.L3n4Addr().AddrPort()
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 }
 
 // expectCT fails unless the entries of both directions of a flow (fwd,
@@ -94,12 +146,16 @@ func TestTCConntrackLifetimeFollowsTheTCPState(t *testing.T) {
 
 // The two directions of a flow live one lifetime: a client silent while
 // the backend keeps sending keeps its backend, a backend silent while the
-// client keeps sending keeps its replies translated, and a reply entry
-// the LRU took comes back with the client's next packet in a new second.
-// Entries at the end of their life stand for the silence (their expiry
-// set to the next second, as after a timeout's worth of it: set to now,
-// a second that ended between the update and the packet, as it can on a
-// loaded machine, left the entry dead and the test failing).
+// client keeps sending keeps its replies translated, and, for a flow with
+// two entries, a reply entry the LRU took comes back with the client's
+// next packet in a new second (a flow with one entry has no other entry
+// to lose). Entries at the end of their life stand for the silence
+// (their expiry set to the next second, as after a timeout's worth of
+// it: set to now, a second that ended between the update and the
+// packet, as it can on a loaded machine, left the entry dead and the
+// test failing). A flow takes two entries when its client's port has a
+// live flow to another frontend already (here to 10.96.0.2, whose one
+// backend no flow of 10.96.0.1 has).
 func TestTCConntrackBothDirectionsLiveOneLifetime(t *testing.T) {
 	h := newDatapathOptions(t, dpConfig(), bpf.DatapathOptions{CTTimeouts: testTimeouts})
 	var slots []uint32
@@ -108,40 +164,55 @@ func TestTCConntrackBothDirectionsLiveOneLifetime(t *testing.T) {
 		slots = append(slots, id)
 	}
 	h.frontend(testFrontend{addr: "10.96.0.1:80/TCP", id: 1, slots: slots})
+	h.backend(11, "10.1.0.11:8080/TCP", lb.BackendActive)
+	h.frontend(testFrontend{addr: "10.96.0.2:80/TCP", id: 2, slots: []uint32{11}})
 	ageBoth := func(f, reply tuple) {
 		for _, d := range []tuple{f, reply} {
-			v, ok := h.ct(d)
+			k, v, ok := h.ctEntry(d)
 			if !ok {
 				t.Fatalf("no entry for %v", d)
 			}
 			v.Expires = monotonicSeconds(t) + 1
-			h.check(h.maps.Conntrack.Update(bpf.NewCTKey(d.Src, d.Dst, uint8(d.Proto)), v))
+			h.check(h.maps.Conntrack.Update(k, v))
 		}
 	}
-	for i := range 50 {
-		f := flow(fmt.Sprintf("10.0.0.5:%d", 40000+i), "10.96.0.1:80", lb.ProtoTCP)
-		_, out := h.sendTCP("lb_tc_ingress", f, "S")
-		reply := out.Reply()
-		h.sendTCP("lb_tc_egress", reply, "SA")
+	for _, two := range []bool{false, true} {
+		for i := range 50 {
+			port := 40000 + i
+			if two {
+				port += 1000
+				h.sendTCP("lb_tc_ingress", flow(fmt.Sprintf("10.0.0.5:%d", port), "10.96.0.2:80", lb.ProtoTCP), "S")
+			}
+			f := flow(fmt.Sprintf("10.0.0.5:%d", port), "10.96.0.1:80", lb.ProtoTCP)
+			_, out := h.sendTCP("lb_tc_ingress", f, "S")
+			reply := out.Reply()
+			h.sendTCP("lb_tc_egress", reply, "SA")
+			if k, _, _ := h.ctEntry(f); (k.Kind == bpf.CTPacket) != two {
+				t.Fatalf("flow %d (two entries %v) has an entry of kind %d", i, two, k.Kind)
+			}
 
-		ageBoth(f, reply)
-		h.sendTCP("lb_tc_egress", reply, "A") // the backend talks, the client is silent
-		if v, _ := h.ct(f); v.Expires < monotonicSeconds(t)+uint32(testTimeouts.TCP/time.Second)-1 {
-			t.Fatalf("flow %d: the backend's packet left the client's entry to expire at %d", i, v.Expires)
-		}
-		ageBoth(f, reply)
-		h.sendTCP("lb_tc_ingress", f, "A") // the client talks, the backend is silent
-		if v, _ := h.ct(reply); v.Expires < monotonicSeconds(t)+uint32(testTimeouts.TCP/time.Second)-1 {
-			t.Fatalf("flow %d: the client's packet left the reply entry to expire at %d", i, v.Expires)
-		}
+			ageBoth(f, reply)
+			h.sendTCP("lb_tc_egress", reply, "A") // the backend talks, the client is silent
+			if v, _ := h.ct(f); v.Expires < monotonicSeconds(t)+uint32(testTimeouts.TCP/time.Second)-1 {
+				t.Fatalf("flow %d: the backend's packet left the client's entry to expire at %d", i, v.Expires)
+			}
+			ageBoth(f, reply)
+			h.sendTCP("lb_tc_ingress", f, "A") // the client talks, the backend is silent
+			if v, _ := h.ct(reply); v.Expires < monotonicSeconds(t)+uint32(testTimeouts.TCP/time.Second)-1 {
+				t.Fatalf("flow %d: the client's packet left the reply entry to expire at %d", i, v.Expires)
+			}
+			if !two {
+				continue
+			}
 
-		h.check(h.maps.Conntrack.Delete(bpf.NewCTKey(reply.Src, reply.Dst, uint8(reply.Proto))))
-		ageBoth(f, f) // the forward entry only: its reply entry is gone
-		if _, again := h.sendTCP("lb_tc_ingress", f, "A"); again.Dst != out.Dst {
-			t.Fatalf("flow %d went to %v, then %v", i, out.Dst, again.Dst)
-		}
-		if verdict, back := h.sendTCP("lb_tc_egress", reply, "A"); verdict != actOK || back != f.Reply() {
-			t.Fatalf("flow %d: after its reply entry was lost, the reply %v became %v (verdict %d)", i, reply, back, verdict)
+			h.check(h.maps.Conntrack.Delete(bpf.NewCTKey(reply.Src, reply.Dst, uint8(reply.Proto))))
+			ageBoth(f, f) // the forward entry only: its reply entry is gone
+			if _, again := h.sendTCP("lb_tc_ingress", f, "A"); again.Dst != out.Dst {
+				t.Fatalf("flow %d went to %v, then %v", i, out.Dst, again.Dst)
+			}
+			if verdict, back := h.sendTCP("lb_tc_egress", reply, "A"); verdict != actOK || back != f.Reply() {
+				t.Fatalf("flow %d: after its reply entry was lost, the reply %v became %v (verdict %d)", i, reply, back, verdict)
+			}
 		}
 	}
 }

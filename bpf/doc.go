@@ -170,9 +170,14 @@
 // per possible CPU. Its flow hash is lb_flow_hash of include/lb.h,
 // keyed by the node's seed (lb_flow_seed, which NewKernelMaps makes once,
 // random, and which stays pinned); FlowSeed.FlowHash is the Go twin,
-// tested against the kernel's. Its conntrack entries expire by TCP state
-// (CTTimeouts, LoadDatapathOptions), and CollectConntrack deletes the
-// expired ones (the datapath cell runs it periodically). It translates
+// tested against the kernel's. A flow has one conntrack entry, keyed by
+// its client (NewCTClientKey), or, when it cannot, two keyed by each
+// direction's 5-tuple (NewCTKey; include/lb.h says when). Its entries
+// expire by TCP state (CTTimeouts, LoadDatapathOptions), and
+// CollectConntrack deletes the expired ones (the datapath cell runs it
+// periodically), keeping and writing the client entries that flows with
+// two entries need (LoadDatapath marks those of an older datapath's
+// flows: MarkConntrack). It translates
 // every packet of a balanced flow: fragments (the first one's ports kept
 // in lb_dp_frags, a map of its own), IPv6 extension headers, and ICMP
 // errors quoting the flow. DestroyOrphanedUDPSockets destroys connected

@@ -217,6 +217,15 @@ func (m *kernelMap[K, V]) Update(k K, v V) error {
 	return m.wrap("update", m.m.Update(&k, &v, ebpf.UpdateAny))
 }
 
+// Create adds k unless the map holds it already (ErrExists).
+func (m *kernelMap[K, V]) Create(k K, v V) error {
+	err := m.m.Update(&k, &v, ebpf.UpdateNoExist)
+	if errors.Is(err, ebpf.ErrKeyExist) {
+		return ErrExists
+	}
+	return m.wrap("create", err)
+}
+
 func (m *kernelMap[K, V]) Delete(k K) error {
 	if err := m.m.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return m.wrap("delete", err)

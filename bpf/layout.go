@@ -68,7 +68,7 @@ var layout = []mapDef{
 	// The reference datapath's maps (datapath.go): it writes them.
 	{
 		name: lbMapLbCt, typ: ebpf.LRUHash,
-		sizedBy: &sizing{"lb-ct-max", "Capacity of lb_ct (LRU), the reference datapath's conntrack: two entries per flow",
+		sizedBy: &sizing{"lb-ct-max", "Capacity of lb_ct (LRU), the reference datapath's conntrack: one entry per flow (two for some)",
 			func(c *Config) *uint32 { return &c.LBCTMax }},
 		bind: bindHash(func(m *Maps) *Map[CTKey, CTValue] { return &m.Conntrack }),
 	},

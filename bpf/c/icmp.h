@@ -13,8 +13,9 @@
  *     the frontend: the quote's source becomes the backend, and so does
  *     the error's destination.
  *
- * The quoted packet reversed is a conntrack key of the flow: its reply
- * entry in the first case, its forward entry in the second. Every field
+ * The quoted packet reversed is a packet of the flow: a reply in the
+ * first case, a client's packet in the second, which finds the flow's
+ * one entry, or its reply or forward entry. Every field
  * changed in the quote (address, IPv4 header checksum, port, L4
  * checksum if quoted) is added into the ICMP checksum; ICMPv6's also
  * covers the outer addresses. An error about a balanced flow that cannot
@@ -181,45 +182,64 @@ static __always_inline int lb_icmp_rewrite_outer(struct __sk_buff *skb, const st
 }
 
 /*
+ * lb_dp_icmp_scratch (the datapath's own, per CPU) holds what
+ * lb_tc_icmp_error copies: on its stack it would take the calling
+ * program's combined stack over the verifier's 512 bytes.
+ */
+union lb_icmp_scratch {
+	struct lb_rev_nat_value fe;
+	struct lb_backend be;
+	struct lb_ct_key k; /* before: a flow's one entry's key */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, union lb_icmp_scratch);
+} lb_dp_icmp_scratch SEC(".maps");
+
+/*
  * lb_tc_icmp_error translates an ICMP(v6) error p about a balanced flow;
  * others pass.
  */
 static __noinline int lb_tc_icmp_error(struct __sk_buff *skb, const struct lb_pkt *p)
 {
 	struct lb_icmp_quote q = {};
-	union {
-		struct lb_rev_nat_value fe;
-		struct lb_backend be;
-	} to;
+	union lb_icmp_scratch *to;
 	struct lb_ct_value *ct;
-	__u32 id;
+	__u32 id, zero = 0;
+	bool reply;
 
-	if (!lb_icmp_parse_quote(skb, p, &q))
+	to = bpf_map_lookup_elem(&lb_dp_icmp_scratch, &zero);
+	if (!to || !lb_icmp_parse_quote(skb, p, &q))
 		return TC_ACT_OK;
 	ct = bpf_map_lookup_elem(&lb_ct, &q.key);
-	if (!ct || !lb_ct_live(ct, lb_now()))
+	if (ct && lb_ct_live(ct, lb_now()))
+		reply = ct->dir == LB_CT_REPLY;
+	else if (!(ct = lb_ct_find_flow(&q.key, &to->k, lb_now(), &reply)))
 		return TC_ACT_OK;
 	id = ct->rev_nat_id;
-	if (ct->dir == LB_CT_REPLY) {
+	if (reply) {
 		/* The quote went client -> backend: it names the frontend again. */
-		if (!lb_rev_nat_lookup(id, &to.fe)) {
+		if (!lb_rev_nat_lookup(id, &to->fe)) {
 			lb_count_drop(id, LB_DROP_ICMP);
 			return TC_ACT_SHOT;
 		}
-		if (lb_icmp_rewrite_quote(skb, p, &q, false, to.fe.addr, to.fe.port) ||
-		    (lb_addr_eq(p->tuple.src, q.key.src) && lb_icmp_rewrite_outer(skb, p, true, to.fe.addr))) {
+		if (lb_icmp_rewrite_quote(skb, p, &q, false, to->fe.addr, to->fe.port) ||
+		    (lb_addr_eq(p->tuple.src, q.key.src) && lb_icmp_rewrite_outer(skb, p, true, to->fe.addr))) {
 			lb_count_drop(id, LB_DROP_ICMP);
 			return TC_ACT_SHOT;
 		}
 		return TC_ACT_OK;
 	}
 	/* The quote went frontend -> client: it names the backend. */
-	if (!ct->backend_id || !lb_backend_lookup(ct->backend_id, &to.be)) {
+	if (!ct->backend_id || !lb_backend_lookup(ct->backend_id, &to->be)) {
 		lb_count_drop(id, LB_DROP_ICMP);
 		return TC_ACT_SHOT;
 	}
-	if (lb_icmp_rewrite_quote(skb, p, &q, true, to.be.addr, to.be.port) ||
-	    (lb_addr_eq(p->tuple.dst, q.key.dst) && lb_icmp_rewrite_outer(skb, p, false, to.be.addr))) {
+	if (lb_icmp_rewrite_quote(skb, p, &q, true, to->be.addr, to->be.port) ||
+	    (lb_addr_eq(p->tuple.dst, q.key.dst) && lb_icmp_rewrite_outer(skb, p, false, to->be.addr))) {
 		lb_count_drop(id, LB_DROP_ICMP);
 		return TC_ACT_SHOT;
 	}

@@ -22,7 +22,11 @@
  */
 static __always_inline int lb_store(struct __sk_buff *skb, __u32 off, const void *from, __u32 len)
 {
-	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	void *data, *end;
+
+	barrier_var(skb); /* see lb_tcp_flags */
+	data = (void *)(long)skb->data;
+	end = (void *)(long)skb->data_end;
 
 	if (off > LB_L4_OFF_MAX + 4) /* a bound for the verifier: headers only */
 		return -1;
@@ -82,6 +86,7 @@ static __always_inline int lb_rewrite_helpers(struct __sk_buff *skb, const struc
 			if (!p->later_frag &&
 			    bpf_l4_csum_replace(skb, p->csum_off, from, to, l4 | BPF_F_PSEUDO_HDR | sizeof(to)))
 				return -1;
+			barrier_var(skb); /* see lb_tcp_flags */
 			ip = (void *)(long)skb->data + LB_ETH_HLEN;
 			end = (void *)(long)skb->data_end;
 			if ((void *)(ip + 1) > end)
@@ -157,7 +162,7 @@ static __always_inline __u16 lb_csum_fold(__u64 sum)
 static __always_inline int lb_rewrite_plain(struct __sk_buff *skb, const struct lb_pkt *p, bool dst,
 					    const __u8 addr[16], __be16 port)
 {
-	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	void *data, *end;
 	const __be32 *from = (const __be32 *)(dst ? p->tuple.dst : p->tuple.src), *to = (const __be32 *)addr;
 	__be16 old_port = dst ? p->tuple.dport : p->tuple.sport;
 	__u32 l4 = p->l4_off, csum_off = p->csum_off;
@@ -167,6 +172,9 @@ static __always_inline int lb_rewrite_plain(struct __sk_buff *skb, const struct 
 
 	if (l4 > LB_L4_OFF_MAX || csum_off > LB_L4_OFF_MAX + 16)
 		return 1;
+	barrier_var(skb); /* see lb_tcp_flags */
+	data = (void *)(long)skb->data;
+	end = (void *)(long)skb->data_end;
 	ports = data + l4;
 	check = data + csum_off;
 	if ((void *)(ports + 2) > end || (void *)(check + 1) > end)

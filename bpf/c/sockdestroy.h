@@ -10,6 +10,9 @@
  * (Cilium does the same). A socket is ours if lb_sock_ct holds the reply
  * entry connect() wrote for it (by its cookie and peer); its backend is
  * gone if that entry's backend ID no longer reads back from lb_backends.
+ * A socket sent to the L7 proxy of a proxy-redirected frontend names
+ * backend ID 0, which never reads back: it is left alone, as the proxy
+ * is not a backend that leaves lb_backends.
  * Each destroyed socket writes one byte to the iterator's output, which
  * the agent counts.
  *
@@ -82,7 +85,7 @@ int lb_sock_destroy_udp(struct bpf_iter__udp *ctx)
 	k.proto = IPPROTO_UDP;
 	k.kind = LB_CT_SOCKET;
 	ct = bpf_map_lookup_elem(&lb_sock_ct, &k);
-	if (!ct || ct->dir != LB_CT_REPLY || lb_backend_lookup(ct->backend_id, &be))
+	if (!ct || ct->dir != LB_CT_REPLY || ct->backend_id == 0 || lb_backend_lookup(ct->backend_id, &be))
 		return 0;
 	if (bpf_sock_destroy((struct sock_common *)sk) == 0) {
 		/* A destroyed socket is disconnected: lb_sock_release would not

@@ -12,6 +12,7 @@
 #include "parse.h"
 
 #include "rewrite.h"
+#include "ct.h"
 #include "icmp.h"
 
 /*
@@ -83,11 +84,16 @@ static __always_inline void lb_ct_reply_key(struct lb_ct_key *k, const struct lb
  */
 static __always_inline __u8 lb_tcp_flags(struct __sk_buff *skb, const struct lb_pkt *p)
 {
-	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	void *data, *end;
 	__u32 off = p->l4_off;
 	__u8 *flags;
-
 	__u8 byte;
+
+	/* Else clang may keep &skb->data (the context plus an offset) on
+	 * the stack and read through it, which the verifier refuses. */
+	barrier_var(skb);
+	data = (void *)(long)skb->data;
+	end = (void *)(long)skb->data_end;
 
 	if (p->tuple.proto != IPPROTO_TCP || p->later_frag || off > LB_L4_OFF_MAX)
 		return 0;
@@ -157,28 +163,82 @@ static __always_inline void lb_ct_sync(const struct lb_ct_key *k, const struct l
 }
 
 /*
- * lb_ct_claim_reply writes v, the reply entry of flow p to backend b,
- * unless a live entry of another flow holds its key (the backend could
- * not tell the two flows' replies apart): 0 when written, -1 when taken.
- * The insert itself finds out whether the key is free (BPF_NOEXIST): a
- * lookup before it would walk the key's hash bucket once more, a cache
- * miss in a large map, on every new flow.
+ * lb_ct_claim records new flow p to backend b (v: its state, expiry,
+ * frontend and backend) in its one entry if it can, else in its reply
+ * entry (the caller then writes its forward entry: v->dir is
+ * LB_CT_REPLY). 0 when written; -1 when another live flow of the
+ * client's port holds b's replies to it (a reply entry of b and the
+ * client, or a flow's one entry naming b): the backend could not tell
+ * the two flows' replies apart.
+ *
+ * The one entry's insert finds out whether the client's key is free
+ * (BPF_NOEXIST): a lookup before it would walk the key's hash bucket
+ * once more, a cache miss in a large map, on every new flow. Free, it
+ * also says that no flow of the client has two entries (they keep the
+ * client's key held, lb.h), so no reply of another flow can collide.
  */
-static __noinline int lb_ct_claim_reply(const struct lb_pkt *p, const struct lb_backend *b, const struct lb_ct_value *v,
-					__u32 now)
+static __noinline int lb_ct_claim(struct __sk_buff *skb, const struct lb_pkt *p, const struct lb_backend *b,
+				  struct lb_ct_value *v, __u32 now)
 {
 	struct lb_ct_key k = {};
 	struct lb_ct_value *old;
+	bool own_reply = false, one;
 
-	lb_ct_reply_key(&k, p, b->addr, b->port);
-	if (!bpf_map_update_elem(&lb_ct, &k, v, BPF_NOEXIST))
+	v->dir = LB_CT_FLOW;
+	__builtin_memset(v->peer, 0, sizeof(v->peer));
+	*(__be32 *)v->peer = lb_tcp_seq(skb, p);
+	v->peer_port = 0;
+	if (p->v4) { /* the address the client sent to, in the mapped address's last 8 bytes */
+		__builtin_memcpy(&v->peer[8], &p->tuple.dst[8], 8);
+		v->peer_port = p->tuple.dport;
+	}
+	/* Not the proxy; for IPv6, its frontend is matched by the address
+	 * the client sent to, which a NodePort on the any-address is not. */
+	one = v->backend_id && lb_ct_flow_to(v, p->tuple.dst, p->tuple.dport);
+	lb_ct_client_key(&k, p->tuple.src, p->tuple.sport, p->tuple.proto);
+	if (one && !bpf_map_update_elem(&lb_ct, &k, v, BPF_NOEXIST))
 		return 0;
+
+	__builtin_memset(&k, 0, sizeof(k));
+	lb_ct_reply_key(&k, p, b->addr, b->port);
 	old = bpf_map_lookup_elem(&lb_ct, &k);
-	if (old && lb_ct_live(old, now) &&
-	    (old->dir != LB_CT_REPLY || old->rev_nat_id != v->rev_nat_id || old->peer_port != v->peer_port ||
-	     !lb_addr_eq(old->peer, v->peer)))
-		return -1;
-	bpf_map_update_elem(&lb_ct, &k, v, BPF_ANY); /* this flow's own, or dead */
+	if (old && lb_ct_live(old, now) && old->dir == LB_CT_REPLY) {
+		if (old->rev_nat_id != v->rev_nat_id || old->peer_port != p->tuple.dport ||
+		    !lb_addr_eq(old->peer, p->tuple.dst))
+			return -1;
+		own_reply = true; /* this flow's, from when it had two entries */
+	}
+	__builtin_memset(&k, 0, sizeof(k));
+	lb_ct_client_key(&k, p->tuple.src, p->tuple.sport, p->tuple.proto);
+	old = bpf_map_lookup_elem(&lb_ct, &k);
+	if (old && lb_ct_live(old, now) && old->rev_nat_id != v->rev_nat_id) {
+		if (old->backend_id == v->backend_id)
+			return -1;
+		one = false; /* a flow to another frontend holds the client's key */
+	}
+	if (one) {
+		bpf_map_update_elem(&lb_ct, &k, v, BPF_ANY); /* this flow's own, anew, or dead */
+		if (own_reply) {
+			__builtin_memset(&k, 0, sizeof(k));
+			lb_ct_reply_key(&k, p, b->addr, b->port);
+			bpf_map_delete_elem(&lb_ct, &k);
+		}
+		return 0;
+	}
+	/* Two entries, with the client's key held: by another flow's entry,
+	 * or by a marker (a dead entry that matches nothing), which also
+	 * replaces this flow's own entry of before. */
+	if (!old || (lb_ct_live(old, now) && old->rev_nat_id == v->rev_nat_id)) {
+		struct lb_ct_value marker = { .dir = LB_CT_FLOW, .expires = now - 1 };
+
+		bpf_map_update_elem(&lb_ct, &k, &marker, BPF_ANY);
+	}
+	v->dir = LB_CT_REPLY;
+	__builtin_memcpy(v->peer, p->tuple.dst, 16);
+	v->peer_port = p->tuple.dport;
+	__builtin_memset(&k, 0, sizeof(k));
+	lb_ct_reply_key(&k, p, b->addr, b->port);
+	bpf_map_update_elem(&lb_ct, &k, v, BPF_ANY); /* free, dead, or this flow's own */
 	return 0;
 }
 
@@ -258,15 +318,13 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 		lb_count_drop(rev_nat_id, LB_DROP_UNSUPPORTED);
 		return TC_ACT_SHOT;
 	}
-	/* Both entries of the flow get one state and expiry. */
+	/* Both directions of the flow get one state and expiry (one entry,
+	 * or two alike). */
 	ct.backend_id = backend_id;
 	ct.rev_nat_id = rev_nat_id;
 	ct.flags = lb_ct_next_flags(skb, 0, p, false);
 	ct.expires = now + lb_ct_timeout(p->tuple.proto, ct.flags);
-	ct.dir = LB_CT_REPLY;
-	__builtin_memcpy(ct.peer, p->tuple.dst, 16);
-	ct.peer_port = p->tuple.dport;
-	if (lb_ct_claim_reply(p, b, &ct, now)) {
+	if (lb_ct_claim(skb, p, b, &ct, now)) {
 		/* The backend could not tell this flow's replies from a live
 		 * flow's: a flow the selection placed tries one random slot
 		 * more (which keeps the weights); else, or if that collides
@@ -275,14 +333,15 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 			backend_id = lb_select_backend(&key, m, NULL, &reason, &slot);
 		b = selected && lb_backend_lookup(backend_id, &be) ? &be : NULL;
 		ct.backend_id = backend_id;
-		if (!b || lb_addr_is_v4(b->addr) != p->v4 || lb_ct_claim_reply(p, b, &ct, now)) {
+		if (!b || lb_addr_is_v4(b->addr) != p->v4 || lb_ct_claim(skb, p, b, &ct, now)) {
 			lb_count_drop(rev_nat_id, LB_DROP_CT_COLLISION);
 			return TC_ACT_SHOT;
 		}
 	}
 	if (selected && (m->flags & LB_F_AFFINITY))
 		lb_affinity_pin(m, p->tuple.src, backend_id, slot, now);
-	lb_ct_create_forward(skb, p, &ct);
+	if (ct.dir == LB_CT_REPLY)
+		lb_ct_create_forward(skb, p, &ct);
 	if (lb_rewrite(skb, p, true, b->addr, b->port)) {
 		lb_count_drop(rev_nat_id, LB_DROP_REWRITE);
 		return TC_ACT_SHOT;
@@ -292,8 +351,8 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 }
 
 /*
- * lb_ct_quiet says whether packet p of a flow (ct its entry, either
- * direction) leaves the flow as it is: no SYN, FIN or RST (UDP has none),
+ * lb_ct_quiet says whether packet p of a flow (ct its entry; reply: p is
+ * the backend's) leaves the flow as it is: no SYN, FIN or RST (UDP has none),
  * not the first reply, and the expiry it would set is the one the entry
  * has (it moves once a second). Most packets of an established flow are so, and skip the
  * conntrack subprograms' call: a call costs as much as a map lookup. The
@@ -301,11 +360,11 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
  * tell TCP from UDP by (see lb_tcp_flags).
  */
 static __always_inline bool lb_ct_quiet(struct __sk_buff *skb, const struct lb_pkt *p, const struct lb_ct_value *ct,
-					__u32 now)
+					__u32 now, bool reply)
 {
 	if (lb_tcp_flags(skb, p) & (LB_TCP_SYN | LB_TCP_FIN | LB_TCP_RST))
 		return false;
-	if (ct->dir == LB_CT_REPLY && !(ct->flags & LB_CT_F_REPLIED))
+	if (reply && !(ct->flags & LB_CT_F_REPLIED))
 		return false;
 	return ct->expires == now + lb_ct_timeout(p->tuple.proto, ct->flags);
 }
@@ -356,7 +415,8 @@ static __always_inline __u8 lb_tc_report_unanswered(struct __sk_buff *skb, const
 
 /*
  * lb_ct_refresh_reply updates a flow's state and expiry for its reply p
- * (ct its reply entry), and the forward entry's with it.
+ * (ct its reply entry, and the forward entry's with it; or its one
+ * entry).
  */
 static __noinline void lb_ct_refresh_reply(struct __sk_buff *skb, const struct lb_pkt *p, struct lb_ct_value *ct,
 					   __u32 now)
@@ -373,6 +433,8 @@ static __noinline void lb_ct_refresh_reply(struct __sk_buff *skb, const struct l
 	if (flags != ct->flags || expires != ct->expires) {
 		ct->flags = flags;
 		ct->expires = expires;
+		if (ct->dir != LB_CT_REPLY)
+			return; /* the flow's one entry */
 		other = *ct;
 		other.dir = LB_CT_FORWARD;
 		__builtin_memset(other.peer, 0, sizeof(other.peer));
@@ -399,7 +461,7 @@ static __always_inline int lb_tc_reply(struct __sk_buff *skb, const struct lb_pk
 
 	if (!lb_rev_nat_lookup(id, &fe))
 		return TC_ACT_OK; /* the frontend is gone */
-	if (!lb_ct_quiet(skb, p, ct, now))
+	if (!lb_ct_quiet(skb, p, ct, now, true))
 		lb_ct_refresh_reply(skb, p, ct, now);
 	if (lb_rewrite(skb, p, false, fe.addr, fe.port)) {
 		lb_count_drop(id, LB_DROP_REWRITE);
@@ -429,9 +491,9 @@ static __always_inline bool lb_ct_anew(struct __sk_buff *skb, const struct lb_pk
 /*
  * lb_ct_refresh_forward updates a flow's state and expiry for its packet
  * p from the client (ct its forward entry, b its backend), and the reply
- * entry's with it; or, if p starts a new connection (lb_ct_anew), deletes
- * the reply entry and returns 1: the caller balances p anew, which
- * replaces the forward entry.
+ * entry's with it (or ct is its one entry); or, if p starts a new
+ * connection (lb_ct_anew), deletes the reply entry and returns 1: the
+ * caller balances p anew, which replaces the forward (or one) entry.
  */
 static __noinline int lb_ct_refresh_forward(struct __sk_buff *skb, const struct lb_pkt *p, struct lb_ct_value *ct,
 					    const struct lb_backend *b, __u32 now)
@@ -442,8 +504,10 @@ static __noinline int lb_ct_refresh_forward(struct __sk_buff *skb, const struct 
 	__u8 flags;
 
 	if (lb_ct_anew(skb, p, ct)) {
-		lb_ct_reply_key(&reply, p, b->addr, b->port);
-		bpf_map_delete_elem(&lb_ct, &reply);
+		if (ct->dir == LB_CT_FORWARD) {
+			lb_ct_reply_key(&reply, p, b->addr, b->port);
+			bpf_map_delete_elem(&lb_ct, &reply);
+		}
 		return 1;
 	}
 	flags = lb_ct_next_flags(skb, ct->flags, p, false);
@@ -453,6 +517,8 @@ static __noinline int lb_ct_refresh_forward(struct __sk_buff *skb, const struct 
 	if (flags != ct->flags || expires != ct->expires) {
 		ct->flags = flags;
 		ct->expires = expires;
+		if (ct->dir != LB_CT_FORWARD)
+			return 0; /* the flow's one entry */
 		other = *ct;
 		other.dir = LB_CT_REPLY;
 		__builtin_memcpy(other.peer, p->tuple.dst, 16);
@@ -489,9 +555,12 @@ static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool inter
 {
 	struct lb_pkt p = {};
 	struct lb_ct_value *ct;
-	struct lb_backend be;
+	union { /* the one entry's key is used up before the backend is copied */
+		struct lb_backend be;
+		struct lb_ct_key k;
+	} u;
 	__u32 now, id;
-	bool proxied = false;
+	bool proxied = false, held = false, held_reply = false;
 
 	switch (lb_parse(skb, &p)) {
 	case LB_PARSE_OK:
@@ -507,18 +576,38 @@ static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool inter
 		return TC_ACT_OK;
 	}
 	now = lb_now();
-	ct = bpf_map_lookup_elem(&lb_ct, &p.tuple);
-	if (ct && lb_ct_live(ct, now)) {
-		if (ct->dir == LB_CT_REPLY)
-			return lb_tc_reply(skb, &p, ct, now);
-		id = ct->backend_id;
-		/* A flow to the L7 proxy (backend 0) follows its frontend's
-		 * master entry: to the proxy while the flag stays. */
-		proxied = id == 0;
-		if (forward && lb_backend_lookup(id, &be) &&
-		    (lb_ct_quiet(skb, &p, ct, now) || !lb_ct_refresh_forward(skb, &p, ct, &be, now)))
-			return lb_tc_forward(skb, &p, ct, &be);
+	if (forward) {
+		/* A client's packet of a flow with one entry (most flows). */
+		ct = lb_ct_one(&p, false, now, &held, &u.k);
+		if (ct) {
+			if (lb_backend_lookup(ct->backend_id, &u.be) &&
+			    (lb_ct_quiet(skb, &p, ct, now, false) || !lb_ct_refresh_forward(skb, &p, ct, &u.be, now)))
+				return lb_tc_forward(skb, &p, ct, &u.be);
+			goto balance;
+		}
 	}
+	/* A reply of a flow with one entry. */
+	ct = lb_ct_one(&p, true, now, &held_reply, &u.k);
+	if (ct)
+		return lb_tc_reply(skb, &p, ct, now);
+	/* A flow with two entries keeps its client's key held: if it is
+	 * not, there is none to look for (a new flow). */
+	if ((forward && held) || held_reply) {
+		ct = bpf_map_lookup_elem(&lb_ct, &p.tuple);
+		if (ct && lb_ct_live(ct, now)) {
+			if (ct->dir == LB_CT_REPLY)
+				return lb_tc_reply(skb, &p, ct, now);
+			id = ct->backend_id;
+			/* A flow to the L7 proxy (backend 0) follows its
+			 * frontend's master entry: to the proxy while the flag
+			 * stays. */
+			proxied = id == 0;
+			if (forward && lb_backend_lookup(id, &u.be) &&
+			    (lb_ct_quiet(skb, &p, ct, now, false) || !lb_ct_refresh_forward(skb, &p, ct, &u.be, now)))
+				return lb_tc_forward(skb, &p, ct, &u.be);
+		}
+	}
+balance:
 	if (!forward || p.later_frag) /* a later fragment follows its first one */
 		return TC_ACT_OK;
 	return lb_tc_new_flow(skb, &p, internal, now, proxied);

@@ -18,7 +18,9 @@ func TestConntrackGCRemovesExpiredEntriesAndReportsIt(t *testing.T) {
 	cfg.LBDatapath, cfg.LBCgroup, cfg.LBCTGCInterval = datapath.ModeSocket, bpftest.Cgroup(t), 50*time.Millisecond
 	a := newAgent(t, maps, cfg)
 	now := bpf.MonotonicSeconds()
-	live := bpf.NewCTKey(addrPort("192.0.2.1:40000"), addrPort("10.96.0.1:80"), 6)
+	// A flow's one entry, as the datapath writes it (a live flow with
+	// two entries would get a marker beside them: CollectConntrack).
+	live := bpf.NewCTClientKey(addrPort("192.0.2.1:40000"), 6)
 	var dead []bpf.CTKey
 	for i := range 10 {
 		dead = append(dead, bpf.NewCTKey(addrPort("192.0.2.2:40000"), addrPort("10.96.0.1:80"), 6))
@@ -27,7 +29,7 @@ func TestConntrackGCRemovesExpiredEntriesAndReportsIt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := maps.Conntrack.Update(live, bpf.CTValue{BackendID: 1, RevNatID: 1, Expires: now + 3600}); err != nil {
+	if err := maps.Conntrack.Update(live, bpf.CTValue{BackendID: 1, RevNatID: 1, Expires: now + 3600, Dir: bpf.CTFlow}); err != nil {
 		t.Fatal(err)
 	}
 	a.start()

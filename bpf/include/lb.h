@@ -266,8 +266,9 @@ enum {
  */
 
 /*
- * lb_ct (LRU): conntrack of packets, keyed by a packet's 5-tuple as the
- * datapath sees it arrive: the client's packet to the frontend
+ * lb_ct (LRU): conntrack of packets. Most flows have one entry, keyed by
+ * their client (below); the others two, keyed by a packet's 5-tuple as
+ * the datapath sees it arrive: the client's packet to the frontend
  * (LB_CT_FORWARD: rewrite the destination to the backend) or the
  * backend's reply to the client (LB_CT_REPLY: rewrite the source to the
  * frontend, from lb_rev_nat); kind LB_CT_PACKET.
@@ -317,12 +318,50 @@ enum {
 enum {
 	LB_CT_PACKET = 0,
 	LB_CT_SOCKET = 1,
+	LB_CT_CLIENT = 2,
 };
 
 enum {
 	LB_CT_FORWARD = 0,
 	LB_CT_REPLY   = 1,
+	LB_CT_FLOW    = 2,
 };
+
+/*
+ * One entry per flow (kind LB_CT_CLIENT, dir LB_CT_FLOW): the only part
+ * of a flow's tuple that both directions know is the client's address,
+ * port and protocol (the source of its packets, the destination of the
+ * replies), so the key is those alone (src, sport, proto; dst and dport
+ * zero). The entry names the frontend (rev_nat_id) and the backend
+ * (backend_id), and each direction checks its own side: a reply is the
+ * flow's if its source is the backend's lb_backends address and port; a
+ * client's packet if its destination is the address and port the client
+ * sent to, which an IPv4 flow's entry holds in peer[8..16] and peer_port
+ * (an IPv6 flow's, with peer_port 0, is its frontend's lb_rev_nat
+ * address and port). Anything else with the same client is another
+ * flow. peer's first 4 bytes keep a TCP flow's first sequence number, as
+ * a forward entry's do. Its state and expiry serve both directions.
+ *
+ * A new flow takes one entry so, instead of a forward and a reply entry,
+ * unless its backend is the L7 proxy (backend ID 0), it is an IPv6 flow
+ * to a NodePort on the any-address (the lb_rev_nat address cannot check
+ * its packets), or the client's key is held by a live flow to another
+ * frontend (a client port shared between flows: an unconnected UDP
+ * socket talking to two services); then it takes the two entries above.
+ * Those are looked for only where the client's key holds an entry, so a
+ * new flow costs two lookups that miss and one insert: a flow with two
+ * entries keeps its client's key held, by the flow that held it (the
+ * collector keeps that entry, expired, while flows with two entries of
+ * the client live) or by a marker (an entry with rev_nat_id 0 that is
+ * already dead: it matches no packet), written when nothing held the key
+ * (by the datapath, or by the collector for entries of an older
+ * datapath, which had no client entries; loading the datapath runs it).
+ * The reply-collision rule covers both kinds: a new flow whose backend's
+ * replies another live flow of that client port would claim (a flow's
+ * one entry naming that backend, or a reply entry of that backend and
+ * client) tries another backend once, then is dropped; a free client key
+ * says there is none.
+ */
 
 /* lb_ct_value.flags */
 enum {
