@@ -211,10 +211,13 @@ static __noinline int lb_ct_claim(struct __sk_buff *skb, const struct lb_pkt *p,
 	__builtin_memset(&k, 0, sizeof(k));
 	lb_ct_client_key(&k, p->tuple.src, p->tuple.sport, p->tuple.proto);
 	old = bpf_map_lookup_elem(&lb_ct, &k);
-	if (old && lb_ct_live(old, now) && old->rev_nat_id != v->rev_nat_id) {
+	/* Another flow is one to another frontend, or to the same one
+	 * through another address (a NodePort on the any-address reached
+	 * at two node addresses): the frontend's ID alone cannot tell. */
+	if (old && lb_ct_live(old, now) && !lb_ct_flow_to(old, p->tuple.dst, p->tuple.dport)) {
 		if (old->backend_id == v->backend_id)
 			return -1;
-		one = false; /* a flow to another frontend holds the client's key */
+		one = false; /* another live flow holds the client's key */
 	}
 	if (one) {
 		bpf_map_update_elem(&lb_ct, &k, v, BPF_ANY); /* this flow's own, anew, or dead */
@@ -228,7 +231,7 @@ static __noinline int lb_ct_claim(struct __sk_buff *skb, const struct lb_pkt *p,
 	/* Two entries, with the client's key held: by another flow's entry,
 	 * or by a marker (a dead entry that matches nothing), which also
 	 * replaces this flow's own entry of before. */
-	if (!old || (lb_ct_live(old, now) && old->rev_nat_id == v->rev_nat_id)) {
+	if (!old || (lb_ct_live(old, now) && lb_ct_flow_to(old, p->tuple.dst, p->tuple.dport))) {
 		struct lb_ct_value marker = { .dir = LB_CT_FLOW, .expires = now - 1 };
 
 		bpf_map_update_elem(&lb_ct, &k, &marker, BPF_ANY);

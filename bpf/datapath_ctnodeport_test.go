@@ -1,0 +1,64 @@
+package bpf_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/lbstate/lbstate/bpf/bpftest"
+	"github.com/lbstate/lbstate/lb"
+)
+
+// One client port may talk to a NodePort on the any-address through two
+// node addresses at once: two flows of one frontend (one lb_rev_nat ID)
+// that differ only in the address the client sent to. The second flow
+// must not take the first's entry under the client's key: each keeps its
+// backend, and the first flow's replies stay translated. The packets run
+// in a network namespace of the test's own where the node does not
+// forward, so that every address is the node's.
+func TestTCNodePortFlowsThroughTwoNodeAddressesKeepTheirBackends(t *testing.T) {
+	h := newDatapath(t, dpConfig())
+	h.backend(1, "10.1.0.1:53/UDP", lb.BackendActive)
+	h.backend(2, "10.1.0.2:53/UDP", lb.BackendActive)
+	h.frontend(testFrontend{addr: "0.0.0.0:30053/UDP", typ: lb.SVCTypeNodePort, id: 1, slots: []uint32{1}})
+	ns := bpftest.NewNetns(t)
+	first := flow("192.0.2.9:40000", "203.0.113.9:30053", lb.ProtoUDP)
+	second := flow("192.0.2.9:40000", "203.0.113.10:30053", lb.ProtoUDP)
+	to := []netip.AddrPort{netip.MustParseAddrPort("10.1.0.1:53"), netip.MustParseAddrPort("10.1.0.2:53")}
+
+	run := func(prog string, f tuple) (uint32, tuple) {
+		t.Helper()
+		var (
+			verdict uint32
+			out     []byte
+		)
+		if err := ns.Do(func() (err error) {
+			if err := setForwarding(false); err != nil {
+				return err
+			}
+			verdict, out, err = h.runIn(prog, packet(t, f, 32))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return verdict, decode(t, out)
+	}
+	if _, out := run("lb_tc_ingress", first); out.Dst != to[0] {
+		t.Fatalf("the first flow went to %v, want %v", out.Dst, to[0])
+	}
+	// New flows now go to backend 2 only.
+	h.frontend(testFrontend{addr: "0.0.0.0:30053/UDP", typ: lb.SVCTypeNodePort, id: 1, slots: []uint32{2}})
+	if _, out := run("lb_tc_ingress", second); out.Dst != to[1] {
+		t.Fatalf("the second flow went to %v, want %v", out.Dst, to[1])
+	}
+	for i, f := range []tuple{first, second} {
+		if verdict, out := run("lb_tc_ingress", f); verdict != actOK || out.Dst != to[i] {
+			t.Errorf("%v went to %v (verdict %d), want %v", f, out.Dst, verdict, to[i])
+		}
+		reply := flow(to[i].String(), f.Src.String(), lb.ProtoUDP)
+		if verdict, back := run("lb_tc_egress", reply); verdict != actOK || back.Src == to[i] {
+			t.Errorf("the reply %v of %v passed untranslated (verdict %d, %v)", reply, f, verdict, back)
+		} else {
+			t.Logf("the reply %v of %v became %v", reply, f, back)
+		}
+	}
+}
