@@ -214,11 +214,15 @@ static __noinline int lb_tc_icmp_error(struct __sk_buff *skb, const struct lb_pk
 	to = bpf_map_lookup_elem(&lb_dp_icmp_scratch, &zero);
 	if (!to || !lb_icmp_parse_quote(skb, p, &q))
 		return TC_ACT_OK;
-	ct = bpf_map_lookup_elem(&lb_ct, &q.key);
-	if (ct && lb_ct_live(ct, lb_now()))
+	/* The flow's one entry first, as lb_tc looks: a flow balanced anew
+	 * from two entries into one leaves its old forward entry live. */
+	ct = lb_ct_find_flow(&q.key, &to->k, lb_now(), &reply);
+	if (!ct) {
+		ct = bpf_map_lookup_elem(&lb_ct, &q.key);
+		if (!ct || !lb_ct_live(ct, lb_now()))
+			return TC_ACT_OK;
 		reply = ct->dir == LB_CT_REPLY;
-	else if (!(ct = lb_ct_find_flow(&q.key, &to->k, lb_now(), &reply)))
-		return TC_ACT_OK;
+	}
 	id = ct->rev_nat_id;
 	if (reply) {
 		/* The quote went client -> backend: it names the frontend again. */
