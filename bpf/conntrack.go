@@ -108,6 +108,11 @@ func collectConntrack(m *Maps, ct Map[CTKey, CTValue], remove bool) (CTCollectio
 	expired := func(v CTValue) bool { return int32(now-v.Expires) > 0 }
 	var stale []CTKey
 	held, paired := map[CTKey]bool{}, map[CTKey]bool{}
+	// walked holds the expired entries under clients' keys as the walk
+	// found them: a two-entry flow that began since relies on the entry
+	// there, which the datapath then wrote anew (a marker of that
+	// second), so only one unchanged since goes.
+	walked := map[CTKey]CTValue{}
 	err := ct.Iterate(func(k CTKey, v CTValue) bool {
 		c.Entries++
 		switch {
@@ -118,6 +123,9 @@ func collectConntrack(m *Maps, ct Map[CTKey, CTValue], remove bool) (CTCollectio
 		}
 		if expired(v) {
 			stale = append(stale, k)
+			if k.Kind == CTClient {
+				walked[k] = v
+			}
 		}
 		return true
 	})
@@ -134,7 +142,7 @@ func collectConntrack(m *Maps, ct Map[CTKey, CTValue], remove bool) (CTCollectio
 		}
 		if v, ok, err := ct.Lookup(k); err != nil {
 			return c, err
-		} else if ok && expired(v) {
+		} else if w, client := walked[k]; ok && expired(v) && (!client || v == w) {
 			gone = append(gone, k)
 		}
 	}

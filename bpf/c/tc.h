@@ -230,8 +230,12 @@ static __noinline int lb_ct_claim(struct __sk_buff *skb, const struct lb_pkt *p,
 	}
 	/* Two entries, with the client's key held: by another flow's entry,
 	 * or by a marker (a dead entry that matches nothing), which also
-	 * replaces this flow's own entry of before. */
-	if (!old || (lb_ct_live(old, now) && lb_ct_flow_to(old, p->tuple.dst, p->tuple.dport))) {
+	 * replaces this flow's own entry of before. A dead entry there is
+	 * written anew, as a marker of this second, unless it is one: the
+	 * collector, whose walk may have found it expired just before this
+	 * flow began, deletes only an entry unchanged since (conntrack.go). */
+	if (!old || (lb_ct_live(old, now) ? lb_ct_flow_to(old, p->tuple.dst, p->tuple.dport)
+					  : old->rev_nat_id || old->expires != now - 1)) {
 		struct lb_ct_value marker = { .dir = LB_CT_FLOW, .expires = now - 1 };
 
 		bpf_map_update_elem(&lb_ct, &k, &marker, BPF_ANY);
