@@ -55,10 +55,50 @@ func TestTCNodePortFlowsThroughTwoNodeAddressesKeepTheirBackends(t *testing.T) {
 			t.Errorf("%v went to %v (verdict %d), want %v", f, out.Dst, verdict, to[i])
 		}
 		reply := flow(to[i].String(), f.Src.String(), lb.ProtoUDP)
-		if verdict, back := run("lb_tc_egress", reply); verdict != actOK || back.Src == to[i] {
-			t.Errorf("the reply %v of %v passed untranslated (verdict %d, %v)", reply, f, verdict, back)
-		} else {
-			t.Logf("the reply %v of %v became %v", reply, f, back)
+		if verdict, back := run("lb_tc_egress", reply); verdict != actOK || back != f.Reply() {
+			t.Errorf("the reply %v of %v became %v (verdict %d), want %v", reply, f, back, verdict, f.Reply())
+		}
+	}
+}
+
+// The replies of a flow to a NodePort on the any-address come from the
+// node address and port the client sent to (the lb_rev_nat address is
+// the any-address), IPv4 (one entry) and IPv6 (two entries) alike.
+func TestTCNodePortRepliesComeFromTheAddressTheClientSentTo(t *testing.T) {
+	h := newDatapath(t, dpConfig())
+	h.backend(1, "10.1.0.1:53/UDP", lb.BackendActive)
+	h.backend(2, "[fd00::1]:53/UDP", lb.BackendActive)
+	h.frontend(testFrontend{addr: "0.0.0.0:30053/UDP", typ: lb.SVCTypeNodePort, id: 1, slots: []uint32{1}})
+	h.frontend(testFrontend{addr: "[::]:30053/UDP", typ: lb.SVCTypeNodePort, id: 2, slots: []uint32{2}})
+	ns := bpftest.NewNetns(t)
+	for _, c := range []struct {
+		f  tuple
+		to string
+	}{
+		{flow("192.0.2.9:40000", "203.0.113.9:30053", lb.ProtoUDP), "10.1.0.1:53"},
+		{flow("[2001:db8::9]:40000", "[2001:db8::1]:30053", lb.ProtoUDP), "[fd00::1]:53"},
+	} {
+		var in, back tuple
+		if err := ns.Do(func() error {
+			if err := setForwarding(false); err != nil {
+				return err
+			}
+			_, out, err := h.runIn("lb_tc_ingress", packet(t, c.f, 32))
+			if err != nil {
+				return err
+			}
+			in = decode(t, out)
+			_, out, err = h.runIn("lb_tc_egress", packet(t, flow(c.to, c.f.Src.String(), lb.ProtoUDP), 32))
+			back = decode(t, out)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if in.Dst.String() != c.to {
+			t.Fatalf("%v went to %v, want %v", c.f, in.Dst, c.to)
+		}
+		if back != c.f.Reply() {
+			t.Errorf("the reply of %v became %v, want %v", c.f, back, c.f.Reply())
 		}
 	}
 }
