@@ -29,14 +29,7 @@ func TestDroppedBackendIDsEntryGoesToAFrontendWaitingForRoom(t *testing.T) {
 	vips := []lb.L3n4Addr{addr("10.96.20.1:80/TCP"), addr("10.96.20.2:80/TCP")}
 	// Two IDs of one address (slots 1 and 2), each named by a frontend:
 	// restore keeps one and drops the other.
-	for i, id := range []uint32{5, 6} {
-		rev := uint32(3 + i)
-		mustDo(t, raw.Backends.Update(id, bpf.NewBackend(lb.BackendRef{Address: x, Weight: 100}, 0)))
-		mustDo(t, raw.Services.Update(bpf.NewServiceKey(vips[i], 1), bpf.ServiceValue{BackendID: id, RevNatID: rev}))
-		mustDo(t, raw.Services.Update(bpf.NewServiceKey(vips[i], 0), bpf.ServiceValue{RevNatID: rev,
-			ServiceMaster: bpf.ServiceMaster{Count: 1, Type: uint8(lb.SVCTypeClusterIP), Algorithm: bpf.AlgorithmRandom}}))
-		mustDo(t, raw.RevNat.Update(rev, bpf.NewRevNatValue(vips[i])))
-	}
+	twoIDsOfOneAddress(t, raw, x, vips, 5, 6)
 	maps := *raw
 	failing := &failingServiceWrites{Map: raw.Services}
 	failing.armed.Store(true)
@@ -108,14 +101,7 @@ func TestDroppedBackendIDIsLookedAtByOneTimerHoweverManyPrunes(t *testing.T) {
 	raw := memoryMaps(t)
 	x := addr("10.20.0.1:8080/TCP")
 	vips := []lb.L3n4Addr{addr("10.96.20.1:80/TCP"), addr("10.96.20.2:80/TCP")}
-	for i, id := range []uint32{5, 9} {
-		rev := uint32(3 + i)
-		mustDo(t, raw.Backends.Update(id, bpf.NewBackend(lb.BackendRef{Address: x, Weight: 100}, 0)))
-		mustDo(t, raw.Services.Update(bpf.NewServiceKey(vips[i], 1), bpf.ServiceValue{BackendID: id, RevNatID: rev}))
-		mustDo(t, raw.Services.Update(bpf.NewServiceKey(vips[i], 0), bpf.ServiceValue{RevNatID: rev,
-			ServiceMaster: bpf.ServiceMaster{Count: 1, Type: uint8(lb.SVCTypeClusterIP), Algorithm: bpf.AlgorithmRandom}}))
-		mustDo(t, raw.RevNat.Update(rev, bpf.NewRevNatValue(vips[i])))
-	}
+	twoIDsOfOneAddress(t, raw, x, vips, 5, 9)
 	maps := *raw
 	failing := &failingServiceWrites{Map: raw.Services}
 	failing.armed.Store(true) // the slot naming the dropped ID stays

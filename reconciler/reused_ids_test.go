@@ -321,14 +321,7 @@ func TestDroppedBackendIDStaysWhileASlotNamesIt(t *testing.T) {
 	raw := memoryMaps(t)
 	x := addr("10.19.0.1:8080/TCP")
 	vips := []lb.L3n4Addr{addr("10.96.19.1:80/TCP"), addr("10.96.19.2:80/TCP")}
-	for i, id := range []uint32{5, 9} {
-		rev := uint32(3 + i)
-		mustDo(t, raw.Backends.Update(id, bpf.NewBackend(lb.BackendRef{Address: x, Weight: 100}, 0)))
-		mustDo(t, raw.Services.Update(bpf.NewServiceKey(vips[i], 1), bpf.ServiceValue{BackendID: id, RevNatID: rev}))
-		mustDo(t, raw.Services.Update(bpf.NewServiceKey(vips[i], 0), bpf.ServiceValue{RevNatID: rev,
-			ServiceMaster: bpf.ServiceMaster{Count: 1, Type: uint8(lb.SVCTypeClusterIP), Algorithm: bpf.AlgorithmRandom}}))
-		mustDo(t, raw.RevNat.Update(rev, bpf.NewRevNatValue(vips[i])))
-	}
+	twoIDsOfOneAddress(t, raw, x, vips, 5, 9)
 
 	ordered, order := checkWriteOrder(raw)
 	maps := *ordered
@@ -393,14 +386,7 @@ func TestDroppedBackendIDRetriesPruneNothingElse(t *testing.T) {
 	raw := memoryMaps(t)
 	x := addr("10.20.0.1:8080/TCP")
 	vips := []lb.L3n4Addr{addr("10.96.20.1:80/TCP"), addr("10.96.20.2:80/TCP")}
-	for i, id := range []uint32{5, 9} {
-		rev := uint32(3 + i)
-		mustDo(t, raw.Backends.Update(id, bpf.NewBackend(lb.BackendRef{Address: x, Weight: 100}, 0)))
-		mustDo(t, raw.Services.Update(bpf.NewServiceKey(vips[i], 1), bpf.ServiceValue{BackendID: id, RevNatID: rev}))
-		mustDo(t, raw.Services.Update(bpf.NewServiceKey(vips[i], 0), bpf.ServiceValue{RevNatID: rev,
-			ServiceMaster: bpf.ServiceMaster{Count: 1, Type: uint8(lb.SVCTypeClusterIP), Algorithm: bpf.AlgorithmRandom}}))
-		mustDo(t, raw.RevNat.Update(rev, bpf.NewRevNatValue(vips[i])))
-	}
+	twoIDsOfOneAddress(t, raw, x, vips, 5, 9)
 	maps := *raw
 	failing := &failingServiceWrites{Map: raw.Services}
 	failing.armed.Store(true)
@@ -448,5 +434,21 @@ func TestDroppedBackendIDRetriesPruneNothingElse(t *testing.T) {
 			t.Fatalf("the rewritten slot's old backend ID was never deleted:\n%s", dumpText(t, raw))
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// twoIDsOfOneAddress writes into raw what an earlier agent could leave:
+// backend x under two lb_backends IDs, ids[i] named by the one slot of a
+// ClusterIP frontend at vips[i] (rev-NAT ID 3+i). Restore keeps one of
+// the IDs and drops the other.
+func twoIDsOfOneAddress(t *testing.T, raw *bpf.Maps, x lb.L3n4Addr, vips []lb.L3n4Addr, ids ...uint32) {
+	t.Helper()
+	for i, id := range ids {
+		rev := uint32(3 + i)
+		mustDo(t, raw.Backends.Update(id, bpf.NewBackend(lb.BackendRef{Address: x, Weight: 100}, 0)))
+		mustDo(t, raw.Services.Update(bpf.NewServiceKey(vips[i], 1), bpf.ServiceValue{BackendID: id, RevNatID: rev}))
+		mustDo(t, raw.Services.Update(bpf.NewServiceKey(vips[i], 0), bpf.ServiceValue{RevNatID: rev,
+			ServiceMaster: bpf.ServiceMaster{Count: 1, Type: uint8(lb.SVCTypeClusterIP), Algorithm: bpf.AlgorithmRandom}}))
+		mustDo(t, raw.RevNat.Update(rev, bpf.NewRevNatValue(vips[i])))
 	}
 }
