@@ -30,14 +30,11 @@ func TestDroppedBackendIDsEntryGoesToAFrontendWaitingForRoom(t *testing.T) {
 	// Two IDs of one address (slots 1 and 2), each named by a frontend:
 	// restore keeps one and drops the other.
 	twoIDsOfOneAddress(t, raw, x, vips, 5, 6)
-	maps := *raw
-	failing := &failingServiceWrites{Map: raw.Services}
-	failing.armed.Store(true)
-	maps.Services = failing
+	maps, failing := failingServices(raw)
 	// No retry of statedb's in sight: the frontend waiting for room is to
 	// be offered it when it frees.
 	defer reconciler.SetRetryMinBackoff(time.Hour)()
-	a := newAgent(t, &maps, func(c *reconciler.Config) { c.LBRetryMaxBackoff = time.Hour })
+	a := newAgent(t, maps, func(c *reconciler.Config) { c.LBRetryMaxBackoff = time.Hour })
 	done, err := a.w.RegisterInitializer("k8s")
 	if err != nil {
 		t.Fatal(err)
@@ -46,20 +43,10 @@ func TestDroppedBackendIDsEntryGoesToAFrontendWaitingForRoom(t *testing.T) {
 	defer a.stop(t)
 	// web-2's three backends need three of lb_backends' four entries;
 	// the two IDs of x hold two.
-	a.write(t, func(txn statedb.WriteTxn) error {
-		for i, vip := range vips {
-			if err := upsert(a.w, txn, fmt.Sprintf("web-%d", i), vip.String(), lb.AlgorithmRandom, false, be(x.String())); err != nil {
-				return err
-			}
-		}
-		if err := upsert(a.w, txn, "web-2", "10.96.20.3:80/TCP", lb.AlgorithmRandom, false,
-			be("10.20.0.2:8080/TCP"), be("10.20.0.3:8080/TCP"), be("10.20.0.4:8080/TCP")); err != nil {
-			return err
-		}
-		done(txn)
-		return nil
+	a.declareTwoIDs(t, done, x, vips, func(txn statedb.WriteTxn) error {
+		return upsert(a.w, txn, "web-2", "10.96.20.3:80/TCP", lb.AlgorithmRandom, false,
+			be("10.20.0.2:8080/TCP"), be("10.20.0.3:8080/TCP"), be("10.20.0.4:8080/TCP"))
 	})
-	a.waitPruned(t, 10*time.Second)
 	// Both slots, rewritten, name x's ID restore kept (which of the two
 	// it keeps is not this test's business): the other's entry can go.
 	failing.armed.Store(false)
@@ -102,27 +89,15 @@ func TestDroppedBackendIDIsLookedAtByOneTimerHoweverManyPrunes(t *testing.T) {
 	x := addr("10.20.0.1:8080/TCP")
 	vips := []lb.L3n4Addr{addr("10.96.20.1:80/TCP"), addr("10.96.20.2:80/TCP")}
 	twoIDsOfOneAddress(t, raw, x, vips, 5, 9)
-	maps := *raw
-	failing := &failingServiceWrites{Map: raw.Services}
-	failing.armed.Store(true) // the slot naming the dropped ID stays
-	maps.Services = failing
-	a := newAgent(t, &maps, nil)
+	maps, _ := failingServices(raw) // the slot naming the dropped ID stays
+	a := newAgent(t, maps, nil)
 	done, err := a.w.RegisterInitializer("k8s")
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.start(t)
 	defer a.stop(t)
-	a.write(t, func(txn statedb.WriteTxn) error {
-		for i, vip := range vips {
-			if err := upsert(a.w, txn, fmt.Sprintf("web-%d", i), vip.String(), lb.AlgorithmRandom, false, be(x.String())); err != nil {
-				return err
-			}
-		}
-		done(txn)
-		return nil
-	})
-	a.waitPruned(t, 10*time.Second)
+	a.declareTwoIDs(t, done, x, vips, nil)
 	// Four more prunes, each leaving the slot as it was.
 	for n := 2; n <= 5; n++ {
 		a.rec.Prune()

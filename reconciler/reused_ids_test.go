@@ -324,27 +324,15 @@ func TestDroppedBackendIDStaysWhileASlotNamesIt(t *testing.T) {
 	twoIDsOfOneAddress(t, raw, x, vips, 5, 9)
 
 	ordered, order := checkWriteOrder(raw)
-	maps := *ordered
-	failing := &failingServiceWrites{Map: ordered.Services}
-	failing.armed.Store(true)
-	maps.Services = failing
-	a := newAgent(t, &maps, nil)
+	maps, failing := failingServices(ordered)
+	a := newAgent(t, maps, nil)
 	done, err := a.w.RegisterInitializer("k8s")
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.start(t)
 	defer a.stop(t)
-	a.write(t, func(txn statedb.WriteTxn) error {
-		for i, vip := range vips {
-			if err := upsert(a.w, txn, fmt.Sprintf("web-%d", i), vip.String(), lb.AlgorithmRandom, false, be(x.String())); err != nil {
-				return err
-			}
-		}
-		done(txn)
-		return nil
-	})
-	a.waitPruned(t, 10*time.Second)
+	a.declareTwoIDs(t, done, x, vips, nil)
 	// One frontend's slot names the ID restore dropped, and its update
 	// fails: both entries stay.
 	for _, id := range []uint32{5, 9} {
@@ -387,27 +375,15 @@ func TestDroppedBackendIDRetriesPruneNothingElse(t *testing.T) {
 	x := addr("10.20.0.1:8080/TCP")
 	vips := []lb.L3n4Addr{addr("10.96.20.1:80/TCP"), addr("10.96.20.2:80/TCP")}
 	twoIDsOfOneAddress(t, raw, x, vips, 5, 9)
-	maps := *raw
-	failing := &failingServiceWrites{Map: raw.Services}
-	failing.armed.Store(true)
-	maps.Services = failing
-	a := newAgent(t, &maps, nil)
+	maps, failing := failingServices(raw)
+	a := newAgent(t, maps, nil)
 	done, err := a.w.RegisterInitializer("k8s")
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.start(t)
 	defer a.stop(t)
-	a.write(t, func(txn statedb.WriteTxn) error {
-		for i, vip := range vips {
-			if err := upsert(a.w, txn, fmt.Sprintf("web-%d", i), vip.String(), lb.AlgorithmRandom, false, be(x.String())); err != nil {
-				return err
-			}
-		}
-		done(txn)
-		return nil
-	})
-	a.waitPruned(t, 10*time.Second)
+	a.declareTwoIDs(t, done, x, vips, nil)
 	deadline := time.Now().Add(20 * time.Second)
 	for checks.Load() < 3 {
 		if time.Now().After(deadline) {
@@ -451,4 +427,36 @@ func twoIDsOfOneAddress(t *testing.T, raw *bpf.Maps, x lb.L3n4Addr, vips []lb.L3
 			ServiceMaster: bpf.ServiceMaster{Count: 1, Type: uint8(lb.SVCTypeClusterIP), Algorithm: bpf.AlgorithmRandom}}))
 		mustDo(t, raw.RevNat.Update(rev, bpf.NewRevNatValue(vips[i])))
 	}
+}
+
+// failingServices returns maps over base whose lb_services writes fail
+// while failing is armed (it is, on return).
+func failingServices(base *bpf.Maps) (maps *bpf.Maps, failing *failingServiceWrites) {
+	m := *base
+	failing = &failingServiceWrites{Map: base.Services}
+	failing.armed.Store(true)
+	m.Services = failing
+	return &m, failing
+}
+
+// declareTwoIDs declares web-i at vips[i] with the one backend x (the
+// frontends twoIDsOfOneAddress seeded), and what more writes, as the
+// source's initial state, and waits for the first prune.
+func (a *agent) declareTwoIDs(t *testing.T, done func(statedb.WriteTxn), x lb.L3n4Addr, vips []lb.L3n4Addr, more func(statedb.WriteTxn) error) {
+	t.Helper()
+	a.write(t, func(txn statedb.WriteTxn) error {
+		for i, vip := range vips {
+			if err := upsert(a.w, txn, fmt.Sprintf("web-%d", i), vip.String(), lb.AlgorithmRandom, false, be(x.String())); err != nil {
+				return err
+			}
+		}
+		if more != nil {
+			if err := more(txn); err != nil {
+				return err
+			}
+		}
+		done(txn)
+		return nil
+	})
+	a.waitPruned(t, 10*time.Second)
 }
