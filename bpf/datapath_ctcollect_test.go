@@ -38,24 +38,7 @@ func TestCTCollectorKeepsTheMarkerOfATwoEntryFlowOpenedDuringTheCollection(t *te
 	ns := bpftest.NewNetns(t)
 	f := flow("[2001:db8::9]:40000", "[2001:db8::1]:30053", lb.ProtoUDP)
 	backend := netip.MustParseAddrPort("[fd00::1]:53")
-	run := func(prog string, f tuple) (uint32, tuple) {
-		t.Helper()
-		var (
-			verdict uint32
-			out     []byte
-		)
-		if err := ns.Do(func() (err error) {
-			if err := setForwarding(false); err != nil {
-				return err
-			}
-			verdict, out, err = h.runIn(prog, packet(t, f, 32))
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return verdict, decode(t, out)
-	}
-	if _, out := run("lb_tc_ingress", f); out.Dst != backend {
+	if _, out := h.runInNetns(ns, "lb_tc_ingress", f); out.Dst != backend {
 		t.Fatalf("the first flow went to %v, want %v", out.Dst, backend)
 	}
 	// The first flow, begun a while ago, ends: its two entries expire,
@@ -71,7 +54,7 @@ func TestCTCollectorKeepsTheMarkerOfATwoEntryFlowOpenedDuringTheCollection(t *te
 	// The client opens a new flow from the same port while the collector
 	// is between its walk and its deletions.
 	ct := &duringCollection{Map: h.maps.Conntrack, fn: func() {
-		if _, out := run("lb_tc_ingress", f); out.Dst != backend {
+		if _, out := h.runInNetns(ns, "lb_tc_ingress", f); out.Dst != backend {
 			t.Errorf("the second flow went to %v, want %v", out.Dst, backend)
 		}
 	}}
@@ -80,10 +63,10 @@ func TestCTCollectorKeepsTheMarkerOfATwoEntryFlowOpenedDuringTheCollection(t *te
 	}
 	// New flows now go to backend 2: the second flow must not.
 	h.frontend(testFrontend{addr: "[::]:30053/UDP", typ: lb.SVCTypeNodePort, id: 1, slots: []uint32{2}})
-	if verdict, back := run("lb_tc_egress", flow(backend.String(), f.Src.String(), lb.ProtoUDP)); verdict != actOK || back.Src == backend {
+	if verdict, back := h.runInNetns(ns, "lb_tc_egress", flow(backend.String(), f.Src.String(), lb.ProtoUDP)); verdict != actOK || back.Src == backend {
 		t.Errorf("the second flow's reply passed untranslated (verdict %d, %v)", verdict, back)
 	}
-	if _, out := run("lb_tc_ingress", f); out.Dst != backend {
+	if _, out := h.runInNetns(ns, "lb_tc_ingress", f); out.Dst != backend {
 		t.Errorf("the second flow's next packet went to %v, want its backend %v", out.Dst, backend)
 	}
 }

@@ -25,37 +25,20 @@ func TestTCNodePortFlowsThroughTwoNodeAddressesKeepTheirBackends(t *testing.T) {
 	second := flow("192.0.2.9:40000", "203.0.113.10:30053", lb.ProtoUDP)
 	to := []netip.AddrPort{netip.MustParseAddrPort("10.1.0.1:53"), netip.MustParseAddrPort("10.1.0.2:53")}
 
-	run := func(prog string, f tuple) (uint32, tuple) {
-		t.Helper()
-		var (
-			verdict uint32
-			out     []byte
-		)
-		if err := ns.Do(func() (err error) {
-			if err := setForwarding(false); err != nil {
-				return err
-			}
-			verdict, out, err = h.runIn(prog, packet(t, f, 32))
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return verdict, decode(t, out)
-	}
-	if _, out := run("lb_tc_ingress", first); out.Dst != to[0] {
+	if _, out := h.runInNetns(ns, "lb_tc_ingress", first); out.Dst != to[0] {
 		t.Fatalf("the first flow went to %v, want %v", out.Dst, to[0])
 	}
 	// New flows now go to backend 2 only.
 	h.frontend(testFrontend{addr: "0.0.0.0:30053/UDP", typ: lb.SVCTypeNodePort, id: 1, slots: []uint32{2}})
-	if _, out := run("lb_tc_ingress", second); out.Dst != to[1] {
+	if _, out := h.runInNetns(ns, "lb_tc_ingress", second); out.Dst != to[1] {
 		t.Fatalf("the second flow went to %v, want %v", out.Dst, to[1])
 	}
 	for i, f := range []tuple{first, second} {
-		if verdict, out := run("lb_tc_ingress", f); verdict != actOK || out.Dst != to[i] {
+		if verdict, out := h.runInNetns(ns, "lb_tc_ingress", f); verdict != actOK || out.Dst != to[i] {
 			t.Errorf("%v went to %v (verdict %d), want %v", f, out.Dst, verdict, to[i])
 		}
 		reply := flow(to[i].String(), f.Src.String(), lb.ProtoUDP)
-		if verdict, back := run("lb_tc_egress", reply); verdict != actOK || back != f.Reply() {
+		if verdict, back := h.runInNetns(ns, "lb_tc_egress", reply); verdict != actOK || back != f.Reply() {
 			t.Errorf("the reply %v of %v became %v (verdict %d), want %v", reply, f, back, verdict, f.Reply())
 		}
 	}
@@ -78,22 +61,8 @@ func TestTCNodePortRepliesComeFromTheAddressTheClientSentTo(t *testing.T) {
 		{flow("192.0.2.9:40000", "203.0.113.9:30053", lb.ProtoUDP), "10.1.0.1:53"},
 		{flow("[2001:db8::9]:40000", "[2001:db8::1]:30053", lb.ProtoUDP), "[fd00::1]:53"},
 	} {
-		var in, back tuple
-		if err := ns.Do(func() error {
-			if err := setForwarding(false); err != nil {
-				return err
-			}
-			_, out, err := h.runIn("lb_tc_ingress", packet(t, c.f, 32))
-			if err != nil {
-				return err
-			}
-			in = decode(t, out)
-			_, out, err = h.runIn("lb_tc_egress", packet(t, flow(c.to, c.f.Src.String(), lb.ProtoUDP), 32))
-			back = decode(t, out)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
+		_, in := h.runInNetns(ns, "lb_tc_ingress", c.f)
+		_, back := h.runInNetns(ns, "lb_tc_egress", flow(c.to, c.f.Src.String(), lb.ProtoUDP))
 		if in.Dst.String() != c.to {
 			t.Fatalf("%v went to %v, want %v", c.f, in.Dst, c.to)
 		}

@@ -230,6 +230,26 @@ func (h *dpHarness) runIn(prog string, pkt []byte) (uint32, []byte, error) {
 	return verdict, opts.DataOut, err
 }
 
+// runInNetns runs a program on one packet of f inside ns, with
+// forwarding off there, and decodes the packet it leaves.
+func (h *dpHarness) runInNetns(ns *bpftest.Netns, prog string, f tuple) (uint32, tuple) {
+	h.t.Helper()
+	var (
+		verdict uint32
+		out     []byte
+	)
+	if err := ns.Do(func() (err error) {
+		if err := setForwarding(false); err != nil {
+			return err
+		}
+		verdict, out, err = h.runIn(prog, packet(h.t, f, 32))
+		return err
+	}); err != nil {
+		h.t.Fatal(err)
+	}
+	return verdict, decode(h.t, out)
+}
+
 // Short names for bpftest's packets.
 type tuple = bpftest.Flow
 
