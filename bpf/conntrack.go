@@ -58,6 +58,9 @@ type CTCollection struct {
 	// Marked is how many markers the collection wrote: clients of flows
 	// with two entries whose key held nothing (see CollectConntrack).
 	Marked int
+	// Ports is how many client ports it told the datapath of
+	// (Datapath.CollectConntrack; ctports.go).
+	Ports int
 }
 
 // Pressure is how full the map was before the collection: entries over
@@ -89,17 +92,19 @@ func (c CTCollection) Pressure() float64 {
 // that flows of a pinned lb_ct that an older datapath wrote keep their
 // backends.
 func CollectConntrack(m *Maps, ct Map[CTKey, CTValue]) (CTCollection, error) {
-	return collectConntrack(m, ct, true)
+	return collectConntrack(m, ct, true, nil)
 }
 
 // MarkConntrack is CollectConntrack without the deletions: it writes the
 // markers of clients whose flows with two entries have nothing under
 // their key.
 func MarkConntrack(m *Maps, ct Map[CTKey, CTValue]) (CTCollection, error) {
-	return collectConntrack(m, ct, false)
+	return collectConntrack(m, ct, false, nil)
 }
 
-func collectConntrack(m *Maps, ct Map[CTKey, CTValue], remove bool) (CTCollection, error) {
+// collectConntrack is CollectConntrack (remove) or MarkConntrack, and
+// with ports (a datapath's) sets the client ports of the flows in ct.
+func collectConntrack(m *Maps, ct Map[CTKey, CTValue], remove bool, ports *ctPorts) (CTCollection, error) {
 	var c CTCollection
 	if cp, ok := m.Capacity(ct.Name()); ok {
 		c.MaxEntries = cp.MaxEntries
@@ -113,8 +118,16 @@ func collectConntrack(m *Maps, ct Map[CTKey, CTValue], remove bool) (CTCollectio
 	// there, which the datapath then wrote anew (a marker of that
 	// second), so only one unchanged since goes.
 	walked := map[CTKey]CTValue{}
+	var clientPorts, pairPorts [1 << 16]bool
 	err := ct.Iterate(func(k CTKey, v CTValue) bool {
 		c.Entries++
+		switch k.Kind {
+		case CTClient:
+			clientPorts[portOf(k.SPort)] = true
+		case CTPacket:
+			p := portOf(ctClientOf(k, v).SPort)
+			clientPorts[p], pairPorts[p] = true, true
+		}
 		switch {
 		case k.Kind == CTClient:
 			held[k] = true
@@ -150,6 +163,13 @@ func collectConntrack(m *Maps, ct Map[CTKey, CTValue], remove bool) (CTCollectio
 		return c, err
 	}
 	c.Expired = len(gone)
+	if ports != nil {
+		n, err := ports.set(&clientPorts, &pairPorts)
+		c.Ports = n
+		if err != nil {
+			return c, err
+		}
+	}
 	for k := range paired {
 		if held[k] {
 			continue

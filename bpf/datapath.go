@@ -20,6 +20,7 @@ type Datapath struct {
 	progs map[string]*ebpf.Program
 	links []link.Link
 	conn  connMaps // connreports.go
+	ports ctPorts  // ctports.go
 }
 
 // The programs, by the names c/datapath.c gives them.
@@ -156,6 +157,11 @@ func loadDatapathPrograms(m *Maps, opts DatapathOptions, names ...string) (*Data
 	}
 	d := &Datapath{progs: coll.Programs}
 	d.conn.take(coll.Maps, opts.ConnectionReports)
+	if err := d.ports.take(coll.Maps); err != nil {
+		coll.Close()
+		d.Close()
+		return nil, fmt.Errorf("datapath: %w", err)
+	}
 	// The programs hold their own references to the maps (clones of the
 	// agent's, and their globals).
 	for _, em := range coll.Maps {
@@ -163,9 +169,11 @@ func loadDatapathPrograms(m *Maps, opts DatapathOptions, names ...string) (*Data
 	}
 	// Flows that an older datapath wrote into a pinned lb_ct have two
 	// entries and no marker under their client's key, which these
-	// programs look for first: MarkConntrack writes the markers.
+	// programs look for first: MarkConntrack writes the markers (and
+	// the client ports of lb_ct's flows, which the programs, new, know
+	// none of).
 	if m.Conntrack != nil {
-		if _, err := MarkConntrack(m, m.Conntrack); err != nil {
+		if _, err := collectConntrack(m, m.Conntrack, false, &d.ports); err != nil {
 			d.Close()
 			return nil, fmt.Errorf("datapath: %w", err)
 		}
@@ -270,5 +278,6 @@ func (d *Datapath) Close() error {
 	}
 	d.progs = nil
 	errs = append(errs, d.conn.close())
+	errs = append(errs, d.ports.close())
 	return errors.Join(errs...)
 }

@@ -157,6 +157,8 @@ const (
 	datapathMapLbCt              = "lb_ct"
 	datapathMapLbDpConnEvents    = "lb_dp_conn_events"
 	datapathMapLbDpConnLost      = "lb_dp_conn_lost"
+	datapathMapLbDpCtPairPorts   = "lb_dp_ct_pair_ports"
+	datapathMapLbDpCtPorts       = "lb_dp_ct_ports"
 	datapathMapLbDpFrags         = "lb_dp_frags"
 	datapathMapLbDpIcmpScratch   = "lb_dp_icmp_scratch"
 	datapathMapLbDrops           = "lb_drops"
@@ -273,6 +275,8 @@ type datapathMapSpecs struct {
 	LbCt            *ebpf.MapSpec `ebpf:"lb_ct"`
 	LbDpConnEvents  *ebpf.MapSpec `ebpf:"lb_dp_conn_events"`
 	LbDpConnLost    *ebpf.MapSpec `ebpf:"lb_dp_conn_lost"`
+	LbDpCtPairPorts *ebpf.MapSpec `ebpf:"lb_dp_ct_pair_ports"`
+	LbDpCtPorts     *ebpf.MapSpec `ebpf:"lb_dp_ct_ports"`
 	LbDpFrags       *ebpf.MapSpec `ebpf:"lb_dp_frags"`
 	LbDpIcmpScratch *ebpf.MapSpec `ebpf:"lb_dp_icmp_scratch"`
 	LbDrops         *ebpf.MapSpec `ebpf:"lb_drops"`
@@ -329,6 +333,8 @@ type datapathMaps struct {
 	LbCt            *ebpf.Map `ebpf:"lb_ct"`
 	LbDpConnEvents  *ebpf.Map `ebpf:"lb_dp_conn_events"`
 	LbDpConnLost    *ebpf.Map `ebpf:"lb_dp_conn_lost"`
+	LbDpCtPairPorts *ebpf.Map `ebpf:"lb_dp_ct_pair_ports"`
+	LbDpCtPorts     *ebpf.Map `ebpf:"lb_dp_ct_ports"`
 	LbDpFrags       *ebpf.Map `ebpf:"lb_dp_frags"`
 	LbDpIcmpScratch *ebpf.Map `ebpf:"lb_dp_icmp_scratch"`
 	LbDrops         *ebpf.Map `ebpf:"lb_drops"`
@@ -349,6 +355,8 @@ func (m *datapathMaps) Close() error {
 		m.LbCt,
 		m.LbDpConnEvents,
 		m.LbDpConnLost,
+		m.LbDpCtPairPorts,
+		m.LbDpCtPorts,
 		m.LbDpFrags,
 		m.LbDpIcmpScratch,
 		m.LbDrops,

@@ -9,6 +9,49 @@
 #define __LBSTATE_CT_H
 
 /*
+ * The client ports of lb_ct's flows, one element per port (host order),
+ * 0 until a flow's client uses that port, then 1 for good: the datapath
+ * sets them as it records flows, and the agent for the flows in lb_ct
+ * when it loads the datapath and at each collection (the maps are the
+ * datapath's own, unpinned). An element is written whole, only ever
+ * with 1, by both: no read-modify-write to race.
+ *
+ * lb_dp_ct_ports: the ports of every flow's client. A packet with no
+ * entry under its source whose destination port no client used is no
+ * reply, and not looked up as one: a new flow pays one lookup that
+ * misses in lb_ct, not two.
+ *
+ * lb_dp_ct_pair_ports: the ports of the clients of flows with two
+ * entries. The entry under the client's key in lb_ct says that a client
+ * has such flows, but the LRU may take it while they are idle; an array
+ * loses nothing, so a packet whose client's port is here is looked for
+ * among the flows with two entries whatever lb_ct holds under its key.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u32);
+} lb_dp_ct_ports SEC(".maps"), lb_dp_ct_pair_ports SEC(".maps");
+
+/* lb_ct_port_used says whether port (network order) is set in map. */
+#define lb_ct_port_used(map, port)                                       \
+	({                                                               \
+		__u32 __i = bpf_ntohs(port);                             \
+		__u32 *__v = bpf_map_lookup_elem(&(map), &__i);          \
+		__v && *__v;                                             \
+	})
+
+/* lb_ct_port_use sets port (network order) in map, unless it is. */
+#define lb_ct_port_use(map, port)                                        \
+	({                                                               \
+		__u32 __i = bpf_ntohs(port);                             \
+		__u32 *__v = bpf_map_lookup_elem(&(map), &__i);          \
+		if (__v && !*__v)                                        \
+			*__v = 1;                                        \
+	})
+
+/*
  * lb_ct_client_key makes k (zeroed by the caller) the key of the one
  * entry of a flow of client addr:port (lb.h, LB_CT_CLIENT).
  */

@@ -28,6 +28,9 @@ struct lb_pkt {
 	/* A fragment after the first: no L4 header, the ports are the first
 	 * fragment's. Only its addresses are rewritten. */
 	bool later_frag;
+	/* The client may have a flow with two entries (tc.h sets it: an
+	 * entry under its key in lb_ct, or its port in lb_dp_ct_pair_ports). */
+	bool client_held;
 };
 
 /* TCP header flags (the byte at offset 13). */

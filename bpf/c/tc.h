@@ -173,9 +173,11 @@ static __always_inline void lb_ct_sync(const struct lb_ct_key *k, const struct l
  *
  * The one entry's insert finds out whether the client's key is free
  * (BPF_NOEXIST): a lookup before it would walk the key's hash bucket
- * once more, a cache miss in a large map, on every new flow. Free, it
- * also says that no flow of the client has two entries (they keep the
- * client's key held, lb.h), so no reply of another flow can collide.
+ * once more, a cache miss in a large map, on every new flow. Free, and
+ * the client's port in no flow with two entries (p->client_held, which
+ * the caller found out), it also says that no flow of the client has two
+ * entries (they keep the client's key held, lb.h), so no reply of
+ * another flow can collide.
  */
 static __noinline int lb_ct_claim(struct __sk_buff *skb, const struct lb_pkt *p, const struct lb_backend *b,
 				  struct lb_ct_value *v, __u32 now)
@@ -196,7 +198,9 @@ static __noinline int lb_ct_claim(struct __sk_buff *skb, const struct lb_pkt *p,
 	 * the client sent to, which a NodePort on the any-address is not. */
 	one = v->backend_id && lb_ct_flow_to(v, p->tuple.dst, p->tuple.dport);
 	lb_ct_client_key(&k, p->tuple.src, p->tuple.sport, p->tuple.proto);
-	if (one && !bpf_map_update_elem(&lb_ct, &k, v, BPF_NOEXIST))
+	/* Before the flow's first packet leaves, so before any reply. */
+	lb_ct_port_use(lb_dp_ct_ports, p->tuple.sport);
+	if (one && !p->client_held && !bpf_map_update_elem(&lb_ct, &k, v, BPF_NOEXIST))
 		return 0;
 
 	__builtin_memset(&k, 0, sizeof(k));
@@ -240,6 +244,7 @@ static __noinline int lb_ct_claim(struct __sk_buff *skb, const struct lb_pkt *p,
 
 		bpf_map_update_elem(&lb_ct, &k, &marker, BPF_ANY);
 	}
+	lb_ct_port_use(lb_dp_ct_pair_ports, p->tuple.sport); /* which the LRU cannot take */
 	v->dir = LB_CT_REPLY;
 	__builtin_memcpy(v->peer, p->tuple.dst, 16);
 	v->peer_port = p->tuple.dport;
@@ -604,13 +609,22 @@ static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool inter
 				return lb_tc_forward(skb, &p, ct, &u.be);
 			goto balance;
 		}
+		/* A flow with two entries whose marker the LRU took? */
+		held = held || lb_ct_port_used(lb_dp_ct_pair_ports, p.tuple.sport);
+		/* Not a client's packet of a flow we know; and, if no client
+		 * ever used its destination port, no reply either: a new flow
+		 * (or none of ours) pays no lookup that misses for it. */
+		if (!held && !lb_ct_port_used(lb_dp_ct_ports, p.tuple.dport))
+			goto balance;
 	}
 	/* A reply of a flow with one entry. */
 	ct = lb_ct_one(&p, true, now, &held_reply, &u.k);
 	if (ct)
 		return lb_tc_reply(skb, &p, ct, now);
-	/* A flow with two entries keeps its client's key held: if it is
-	 * not, there is none to look for (a new flow). */
+	held_reply = held_reply || lb_ct_port_used(lb_dp_ct_pair_ports, p.tuple.dport);
+	/* A flow with two entries keeps its client's key held, or its port
+	 * in lb_dp_ct_pair_ports: if neither, there is none to look for (a
+	 * new flow). */
 	if ((forward && held) || held_reply) {
 		ct = bpf_map_lookup_elem(&lb_ct, &p.tuple);
 		if (ct && lb_ct_live(ct, now)) {
@@ -629,6 +643,7 @@ static __always_inline int lb_tc(struct __sk_buff *skb, bool forward, bool inter
 balance:
 	if (!forward || p.later_frag) /* a later fragment follows its first one */
 		return TC_ACT_OK;
+	p.client_held = held;
 	return lb_tc_new_flow(skb, &p, internal, now, proxied);
 }
 

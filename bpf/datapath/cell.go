@@ -91,6 +91,7 @@ func register(p params) error {
 			p.Log.Info("Attached the reference datapath", "mode", p.Config.LBDatapath,
 				"cgroup", p.Config.cgroup(), "devices", p.Config.LBDevices, "workload-devices", p.Config.LBWorkloadDevices,
 				"connection_reports", r != nil)
+			gc.dp = dp
 			if p.Config.socket() {
 				gc.reapUDP = dp.DestroyOrphanedUDPSockets
 			}

@@ -29,6 +29,8 @@ type ctGC struct {
 	// whose backend is gone (bpf.Datapath.DestroyOrphanedUDPSockets):
 	// after each collection, so within an interval of the deletion.
 	reapUDP func() (int, error)
+	// dp is the loaded datapath, set before run.
+	dp *bpf.Datapath
 
 	entries  *prometheus.GaugeVec
 	expired  *prometheus.CounterVec
@@ -86,6 +88,15 @@ func (g *ctGC) reap() {
 	}
 }
 
+// collectOne collects ct, through the datapath when it is loaded: it
+// also tells the programs the client ports of ct's flows.
+func (g *ctGC) collectOne(ct bpf.Map[bpf.CTKey, bpf.CTValue]) (bpf.CTCollection, error) {
+	if g.dp != nil && ct == g.maps.Conntrack {
+		return g.dp.CollectConntrack(g.maps)
+	}
+	return bpf.CollectConntrack(g.maps, ct)
+}
+
 // collect runs one garbage collection.
 func (g *ctGC) collect() {
 	for _, ct := range []bpf.Map[bpf.CTKey, bpf.CTValue]{g.maps.Conntrack} {
@@ -93,7 +104,7 @@ func (g *ctGC) collect() {
 			continue
 		}
 		name := ct.Name()
-		c, err := bpf.CollectConntrack(g.maps, ct)
+		c, err := g.collectOne(ct)
 		if err != nil {
 			g.runs.WithLabelValues(name, "error").Inc()
 			g.log.Warn("Conntrack garbage collection failed", "map", name, "error", err)
