@@ -110,6 +110,25 @@ static __always_inline bool lb_ct_flow_from(const struct lb_ct_value *ct, const 
 }
 
 /*
+ * lb_ct_sent_to makes addr, a flow's frontend address from lb_rev_nat
+ * (ct its one entry or its reply entry), the address the client sent to,
+ * if it is the any-address (a NodePort on every node address): which the
+ * entry keeps (a reply entry's peer; a one entry, IPv4 only, its mapped
+ * address's last 8 bytes).
+ */
+static __always_inline void lb_ct_sent_to(const struct lb_ct_value *ct, __u8 addr[16])
+{
+	const __u32 *w = (const __u32 *)addr;
+
+	if (w[0] || w[1] || (w[2] && w[2] != bpf_htonl(0x0000ffff)) || w[3])
+		return;
+	if (ct->dir == LB_CT_REPLY)
+		__builtin_memcpy(addr, ct->peer, 16);
+	else
+		__builtin_memcpy(&addr[8], &ct->peer[8], 8);
+}
+
+/*
  * lb_ct_one finds the live one entry of the flow of packet p: as a
  * client's packet (reply false: p's source is the client), or as a reply
  * (p's destination is). *held says whether the client's key holds any

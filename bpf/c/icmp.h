@@ -230,6 +230,9 @@ static __noinline int lb_tc_icmp_error(struct __sk_buff *skb, const struct lb_pk
 			lb_count_drop(id, LB_DROP_ICMP);
 			return TC_ACT_SHOT;
 		}
+		/* A NodePort on the any-address: the client sent to a node
+		 * address, which its replies come from too. */
+		lb_ct_sent_to(ct, to->fe.addr);
 		if (lb_icmp_rewrite_quote(skb, p, &q, false, to->fe.addr, to->fe.port) ||
 		    (lb_addr_eq(p->tuple.src, q.key.src) && lb_icmp_rewrite_outer(skb, p, true, to->fe.addr))) {
 			lb_count_drop(id, LB_DROP_ICMP);

@@ -470,21 +470,10 @@ static __always_inline int lb_tc_reply(struct __sk_buff *skb, const struct lb_pk
 {
 	struct lb_rev_nat_value fe;
 	__u32 id = ct->rev_nat_id;
-	const __u32 *w;
 
 	if (!lb_rev_nat_lookup(id, &fe))
 		return TC_ACT_OK; /* the frontend is gone */
-	w = (const __u32 *)fe.addr;
-	if (!w[0] && !w[1] && (!w[2] || w[2] == bpf_htonl(0x0000ffff)) && !w[3]) {
-		/* A NodePort on the any-address: the reply comes from the
-		 * node address the client sent to, which the flow's entry
-		 * keeps (a reply entry's peer; a one entry, IPv4 only, its
-		 * mapped address's last 8 bytes). */
-		if (ct->dir == LB_CT_REPLY)
-			__builtin_memcpy(fe.addr, ct->peer, 16);
-		else
-			__builtin_memcpy(&fe.addr[8], &ct->peer[8], 8);
-	}
+	lb_ct_sent_to(ct, fe.addr); /* a NodePort on the any-address */
 	if (!lb_ct_quiet(skb, p, ct, now, true))
 		lb_ct_refresh_reply(skb, p, ct, now);
 	if (lb_rewrite(skb, p, false, fe.addr, fe.port)) {
