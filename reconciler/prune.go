@@ -70,8 +70,9 @@ func (o *ops) retryPrune(err error) {
 }
 
 // checkDropped deletes the entries of the backend IDs restore dropped
-// that no slot names any more, and frees the IDs (what a prune would do
-// for them, and nothing else); it asks for a full prune if that fails.
+// that no slot names any more, and the affinity pins naming them, and
+// frees the IDs (what a prune would do for them, and nothing else); it
+// asks for a full prune if that fails.
 // It runs on a timer, under the lock every entry point takes.
 func (o *ops) checkDropped() {
 	restoreErr := o.lock()
@@ -92,7 +93,10 @@ func (o *ops) checkDropped() {
 			}
 		}
 		n, _ := bpf.Count(o.maps.Backends)
-		if err = o.maps.Backends.BatchDelete(stale); err == nil {
+		if err = o.clearPinsOf(stale); err == nil {
+			err = o.maps.Backends.BatchDelete(stale)
+		}
+		if err == nil {
 			after, _ := bpf.Count(o.maps.Backends)
 			o.use(roomBackends, after-n)
 			o.orphanBackendIDs = slices.DeleteFunc(o.orphanBackendIDs, func(id uint32) bool {
@@ -114,6 +118,32 @@ func (o *ops) checkDropped() {
 	if droppedChecked != nil {
 		droppedChecked()
 	}
+}
+
+// clearPinsOf deletes the lb_affinity entries, of any frontend, that
+// name one of ids, in one walk: the datapath may have pinned clients to a
+// dropped ID while a slot named it (after the prune), and a pin to a
+// freed ID would follow whichever backend of its frontend takes the ID
+// next. Once no slot names an ID, the datapath pins no client to it.
+func (o *ops) clearPinsOf(ids []uint32) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	gone := make(map[uint32]bool, len(ids))
+	for _, id := range ids {
+		gone[id] = true
+	}
+	var stale []bpf.AffinityKey
+	err := o.maps.Affinity.Iterate(func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
+		if gone[v.BackendID] {
+			stale = append(stale, k)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return o.maps.Affinity.BatchDelete(stale)
 }
 
 // droppedChecked is called after each checkDropped, for tests.
