@@ -45,6 +45,13 @@ func TestSocketLBDestroysConnectedUDPSocketsOfADeletedBackend(t *testing.T) {
 // the client's two lines.
 func (s *sockSetup) reapDuringUDPWait(t *testing.T, a1, a2 string, revNat, backendID, gone uint32) (int, []string) {
 	t.Helper()
+	return s.reapDuringUDPWaitAfter(t, a1, a2, revNat, backendID, func() { s.check(s.maps.Backends.Delete(gone)) })
+}
+
+// reapDuringUDPWaitAfter is reapDuringUDPWait with change for the
+// backend's deletion.
+func (s *sockSetup) reapDuringUDPWaitAfter(t *testing.T, a1, a2 string, revNat, backendID uint32, change func()) (int, []string) {
+	t.Helper()
 	done := make(chan []string, 1)
 	go func() {
 		defer close(done)
@@ -55,7 +62,7 @@ func (s *sockSetup) reapDuringUDPWait(t *testing.T, a1, a2 string, revNat, backe
 			t.Fatal("the client's second socket never connected")
 		}
 	}
-	s.check(s.maps.Backends.Delete(gone))
+	change()
 	var destroyed int
 	err := s.ns.Do(func() (err error) {
 		destroyed, err = s.dp.DestroyOrphanedUDPSockets()
@@ -96,5 +103,28 @@ func TestSocketLBReaperSparesConnectedUDPSocketsOfTheProxy(t *testing.T) {
 	}
 	if lines[1] != "second proxy" {
 		t.Errorf("the socket to the proxy: %q, want it to exchange with the proxy", lines[1])
+	}
+}
+
+// A connected UDP socket that socket LB sent to the L7 proxy of a
+// proxy-redirected frontend is destroyed once the redirect is removed
+// (the frontend's master entry no longer names that proxy): it would
+// send to the proxy forever. Connected again, it goes to a backend.
+func TestSocketLBDestroysConnectedUDPSocketsOfARemovedProxyRedirect(t *testing.T) {
+	s := newSockSetup(t)
+	bpftest.ServeName(t, s.ns, "127.0.0.1", 15053, "proxy")
+	s.frontend(testFrontend{addr: "10.96.0.10:53/UDP", id: 1, slots: []uint32{7}, proxy: 15053})
+	s.frontend(testFrontend{addr: "10.96.0.11:53/UDP", id: 2, slots: []uint32{8}})
+	destroyed, lines := s.reapDuringUDPWaitAfter(t, "10.96.0.10:53", "10.96.0.11:53", 2, 8, func() {
+		s.frontend(testFrontend{addr: "10.96.0.10:53/UDP", id: 1, slots: []uint32{7}}) // the redirect goes
+	})
+	if destroyed != 1 {
+		t.Errorf("destroyed %d sockets, want 1 (the proxy's, whose redirect went)", destroyed)
+	}
+	if !strings.HasPrefix(lines[0], "first ") || !strings.Contains(lines[0], unix.ECONNABORTED.Error()) {
+		t.Errorf("the socket to the proxy: %q, want its read to fail with ECONNABORTED", lines[0])
+	}
+	if lines[1] != "second b2" {
+		t.Errorf("the socket of the other frontend: %q, want it to exchange with b2", lines[1])
 	}
 }

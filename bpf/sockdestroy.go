@@ -15,10 +15,11 @@ import (
 // destroyed, it fails its next send or receive with ECONNABORTED and the
 // application connects again, to a live backend (c/sockdestroy.h;
 // bpf_sock_destroy, Linux 6.5), and its lb_sock_ct entry is deleted. A
-// socket whose lb_sock_ct entry the LRU took is not found, and one
+// socket whose lb_sock_ct entry the LRU took is not found. One
 // connected to the L7 proxy of a proxy-redirected frontend (backend ID
-// 0) is never an orphan. The agent
-// calls it after deleting backends.
+// 0) is an orphan once its frontend's master entry no longer sends to
+// that proxy port (the redirect removed or moved, the frontend gone).
+// The agent calls it after each conntrack collection.
 func (d *Datapath) DestroyOrphanedUDPSockets() (int, error) {
 	p := d.progs[udpReaperProgram]
 	if p == nil {

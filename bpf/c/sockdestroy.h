@@ -11,8 +11,10 @@
  * entry connect() wrote for it (by its cookie and peer); its backend is
  * gone if that entry's backend ID no longer reads back from lb_backends.
  * A socket sent to the L7 proxy of a proxy-redirected frontend names
- * backend ID 0, which never reads back: it is left alone, as the proxy
- * is not a backend that leaves lb_backends.
+ * backend ID 0, which never reads back: it is an orphan once its
+ * frontend's master entry no longer sends to that proxy (the redirect
+ * was removed, or its port changed, or the frontend went), read through
+ * lb_rev_nat, as connect() found it (lb_lookup_frontend).
  * Each destroyed socket writes one byte to the iterator's output, which
  * the agent counts.
  *
@@ -57,6 +59,28 @@ struct bpf_iter__udp {
 
 extern int bpf_sock_destroy(struct sock_common *sk) __ksym;
 
+/*
+ * lb_proxy_socket_orphaned says whether a socket connected to the L7
+ * proxy at port (ct: its lb_sock_ct reply entry) lost its redirect: its
+ * frontend's master entry is gone, is another frontend's, or sends
+ * elsewhere than port.
+ */
+static __always_inline bool lb_proxy_socket_orphaned(const struct lb_ct_value *ct, __be16 port)
+{
+	struct lb_service_key key = { .proto = IPPROTO_UDP };
+	struct lb_service_value *m;
+	struct lb_rev_nat_value fe;
+
+	if (!lb_rev_nat_lookup(ct->rev_nat_id, &fe))
+		return true;
+	__builtin_memcpy(key.addr, fe.addr, 16);
+	key.port = fe.port;
+	m = lb_lookup_frontend(&key, true);
+	if (!m || m->rev_nat_id != ct->rev_nat_id || !(m->flags & LB_F_PROXY))
+		return true;
+	return m->proxy_port != port; /* the proxy's address is the loopback's (lb_proxy_backend) */
+}
+
 #define LB_TCP_ESTABLISHED 1 /* a connected UDP socket's state */
 
 SEC("iter/udp")
@@ -85,7 +109,10 @@ int lb_sock_destroy_udp(struct bpf_iter__udp *ctx)
 	k.proto = IPPROTO_UDP;
 	k.kind = LB_CT_SOCKET;
 	ct = bpf_map_lookup_elem(&lb_sock_ct, &k);
-	if (!ct || ct->dir != LB_CT_REPLY || ct->backend_id == 0 || lb_backend_lookup(ct->backend_id, &be))
+	if (!ct || ct->dir != LB_CT_REPLY)
+		return 0;
+	if (ct->backend_id == 0 ? !lb_proxy_socket_orphaned(ct, k.dport)
+				: lb_backend_lookup(ct->backend_id, &be))
 		return 0;
 	if (bpf_sock_destroy((struct sock_common *)sk) == 0) {
 		/* A destroyed socket is disconnected: lb_sock_release would not
