@@ -348,14 +348,19 @@ enum {
  * its packets), or the client's key is held by a live flow to another
  * frontend (a client port shared between flows: an unconnected UDP
  * socket talking to two services); then it takes the two entries above.
- * Those are looked for only where the client's key holds an entry, so a
- * new flow costs two lookups that miss and one insert: a flow with two
- * entries keeps its client's key held, by the flow that held it (the
- * collector keeps that entry, expired, while flows with two entries of
- * the client live) or by a marker (an entry with rev_nat_id 0 that is
- * already dead: it matches no packet), written when nothing held the key
- * (by the datapath, or by the collector for entries of an older
- * datapath, which had no client entries; loading the datapath runs it).
+ * Those are looked for only where the client's key holds an entry or
+ * the client's port is one of a flow with two entries (the datapath's
+ * own lb_dp_ct_pair_ports, bpf/c/ct.h, which no eviction empties), and a
+ * packet is looked up as a reply only if some flow's client used its
+ * destination port (lb_dp_ct_ports): so a new flow costs one lookup that
+ * misses and one insert. A flow with two entries keeps its client's key
+ * held, by the flow that held it (the collector keeps that entry,
+ * expired, while flows with two entries of the client live) or by a
+ * marker (an entry with rev_nat_id 0 that is already dead: it matches no
+ * packet), written when nothing held the key (by the datapath, or by the
+ * collector for entries of an older datapath, which had no client
+ * entries; loading the datapath runs it); the LRU may take that entry,
+ * the port stays.
  * The reply-collision rule covers both kinds: a new flow whose backend's
  * replies another live flow of that client port would claim (a flow's
  * one entry naming that backend, or a reply entry of that backend and
