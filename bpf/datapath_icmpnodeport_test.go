@@ -16,15 +16,19 @@ import (
 // the packet as the client sent it; one from a router about a reply goes
 // to the backend. IPv4 (one entry) and IPv6 (two entries), TCP and UDP.
 func TestTCICMPErrorsAboutNodePortFlowsNameTheAddressTheClientSentTo(t *testing.T) {
+	// One datapath for the four cases: loading it is most of the time.
+	h := newDatapath(t, dpConfig())
+	ns := bpftest.NewNetns(t)
+	id := uint32(0)
 	for _, tc := range []struct{ fe, node, backend, client, router string }{
 		{"0.0.0.0:30080", "203.0.113.9", "10.1.0.1:8080", "192.0.2.9:40000", "192.0.2.254"},
 		{"[::]:30080", "2001:db8::1", "[fd00:1::1]:8080", "[2001:db8::9]:40000", "2001:db8::fe"},
 	} {
 		for _, proto := range []lb.Protocol{lb.ProtoTCP, lb.ProtoUDP} {
+			id++
 			t.Run(fmt.Sprintf("%s/%s", tc.fe, proto), func(t *testing.T) {
-				h := newDatapath(t, dpConfig())
-				h.backend(1, tc.backend+"/"+proto.String(), lb.BackendActive)
-				h.frontend(testFrontend{addr: tc.fe + "/" + proto.String(), typ: lb.SVCTypeNodePort, id: 1, slots: []uint32{1}})
+				h.backend(id, tc.backend+"/"+proto.String(), lb.BackendActive)
+				h.frontend(testFrontend{addr: tc.fe + "/" + proto.String(), typ: lb.SVCTypeNodePort, id: id, slots: []uint32{id}})
 				node := netip.MustParseAddr(tc.node)
 				to := netip.AddrPortFrom(node, netip.MustParseAddrPort(tc.fe).Port())
 				backend, client := netip.MustParseAddrPort(tc.backend), netip.MustParseAddrPort(tc.client)
@@ -38,7 +42,6 @@ func TestTCICMPErrorsAboutNodePortFlowsNameTheAddressTheClientSentTo(t *testing.
 					v    uint32
 					dnat []byte
 				)
-				ns := bpftest.NewNetns(t)
 				h.check(ns.Do(func() (err error) {
 					if err := setForwarding(false); err != nil {
 						return err
