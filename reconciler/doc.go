@@ -41,7 +41,9 @@
 //     A failed prune is retried with backoff (pruneRetryMin); a backend
 //     ID that restore dropped for another of its address stays while a
 //     slot names it, and is looked at alone (checkDropped), not with a
-//     prune of every map, until none does. The first
+//     prune of every map, until none does; then its entry goes with the
+//     affinity pins that name it (the datapath may pin clients to it
+//     while a slot names it), and only then is the ID freed. The first
 //     prune after a restart deletes, of the entries restore read, those
 //     that nobody accounts for (leftovers.go), rather than reading every
 //     map again; the later ones read the maps.
