@@ -23,6 +23,7 @@ func (o *ops) restore() error {
 	}
 	// What restore read is the count: the maps are not read again.
 	o.room.set(o.leftovers.counted, start)
+	o.leftovers.exact = o.leftovers.none() && o.restoredMay() == o.leftovers.counted
 	// The backends that restored frontends' slots name are taken over
 	// already (restoreReferences); the others wait in restoredBackends.
 	frontends, backends := o.restoredFrontends.len(), o.backends.len()+o.restoredBackends.len()
