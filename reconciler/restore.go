@@ -110,8 +110,8 @@ func (o *ops) restoreFrontends() (*restoredSlots, error) {
 	l := o.leftovers
 	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
 		l.counted[roomServices]++
-		addr := keyOf(k.L3n4Addr())
-		if !l.scanServices && bpf.NewServiceKey(addr.l3n4(), k.Slot) != k {
+		addr, same := keyOfServiceKey(k)
+		if !same {
 			l.scanServices = true
 		}
 		i, ok := o.restoredFrontends.get(addr)
