@@ -243,14 +243,25 @@ func (k ServiceKey) L3n4Addr() lb.L3n4Addr {
 
 // NewBackend returns the lb_backends value for a selected backend.
 func NewBackend(ref lb.BackendRef, zone uint8) Backend {
+	a := ref.Address
+	return BackendOf(a.Addr().As16(), a.Port(), a.Protocol(), ref.State, ref.ClusterID, zone)
+}
+
+// BackendOf is NewBackend for an address given as its 16 bytes (IPv4
+// IPv4-mapped, as netip.Addr.As16 gives them), port and protocol: the
+// reconciler keeps its backends' addresses in that form and builds a value
+// for every backend of every frontend it writes, where a round trip
+// through lb.L3n4Addr and netip cost it 6% of its time at ten backends a
+// frontend.
+func BackendOf(addr [16]byte, port uint16, proto lb.Protocol, state lb.BackendState, clusterID uint32, zone uint8) Backend {
 	b := Backend{
-		Addr:      ref.Address.Addr().As16(),
-		Proto:     uint8(ref.Address.Protocol()),
-		State:     uint8(ref.State),
-		ClusterID: ref.ClusterID,
+		Addr:      addr,
+		Proto:     uint8(proto),
+		State:     uint8(state),
+		ClusterID: clusterID,
 		Zone:      zone,
 	}
-	binary.BigEndian.PutUint16(b.Port[:], ref.Address.Port())
+	binary.BigEndian.PutUint16(b.Port[:], port)
 	return b
 }
 

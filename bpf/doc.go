@@ -62,9 +62,10 @@
 // regenerated bindings (and the docs row).
 //
 // A field of lb_backends: struct lb_backend in include/lb.h; Backend,
-// NewBackend (if lb.BackendRef carries it) and backendFields in abi.go;
-// reconciler/views.go, where each frontend's view of a backend and the
-// one value they make (beValue) live; then steps 4 to 6 as above. A
+// BackendOf, NewBackend (if lb.BackendRef carries it) and backendFields
+// in abi.go; reconciler/views.go, where each frontend's view of a backend
+// and the one value they make (beValue) live; then steps 4 to 6 as
+// above. A
 // field of lb_affinity (which the datapath writes): lb.h, the struct and
 // affinityFields in abi.go, and the datapath that writes it. The
 // reference datapath's own maps (lb_ct, lb_counters, lb_drops:

@@ -64,9 +64,10 @@ func valueOf(v bpf.Backend) beValue {
 	return beValue{clusterID: v.ClusterID, state: lb.BackendState(v.State), zone: v.Zone}
 }
 
-// entry returns the backend's lb_backends value holding v.
+// entry returns the backend's lb_backends value holding v, straight from
+// the key's bytes (the key holds an address as bpf.BackendOf takes it).
 func (be *backendState) entry(v beValue) bpf.Backend {
-	return bpf.NewBackend(lb.BackendRef{Address: be.key.l3n4(), State: v.state, ClusterID: v.clusterID}, v.zone)
+	return bpf.BackendOf(be.key.addr, be.key.port, be.key.proto, v.state, v.clusterID, v.zone)
 }
 
 // views yields every frontend's view of the backend.
