@@ -36,12 +36,14 @@ func fromV4Key(v uint64) addrKey {
 	return k
 }
 
-// presize makes room for n IPv4 addresses in an empty map, when it is
-// known how many come (restore): growing a map of a million rehashes it
-// twenty times.
+// presize makes room for about n IPv4 addresses in an empty map, when
+// about how many come is known (restore): growing a map to a million
+// splits its tables over and over (0.25 s of CPU at restore). The room
+// counts as held (peak), so that compact gives it back if far fewer came.
 func (m *addrMap) presize(n int) {
 	if m.len() == 0 {
 		m.v4 = make(map[uint64]uint32, n)
+		m.peak = max(m.peak, n)
 	}
 }
 

@@ -28,7 +28,8 @@
 //     restarts.
 //   - Restore (restore.go): at start the pinned maps are read back and
 //     every address gets its old ID when a source declares it again. A
-//     restored frontend holds references on the backends its slots name,
+//     restored frontend holds references on the backends its slots name
+//     (lb_backends is read beside the other maps, restore_backends.go),
 //     and IDs found only in other maps stay reserved until a prune. What
 //     the maps hold is recorded as known (masters, slots, rev-NAT
 //     entries, backends; a Maglev table is compared when first
@@ -46,7 +47,10 @@
 //     while a slot names it), and only then is the ID freed. The first
 //     prune after a restart deletes, of the entries restore read, those
 //     that nobody accounts for (leftovers.go), rather than reading every
-//     map again; the later ones read the maps.
+//     map again; the later ones read the maps. Each prune counts the
+//     maps again after it (room.go), but the first after a restart whose
+//     restore found nothing left over and the counts equal to what its
+//     states say may be there (leftovers.exact).
 //   - Room (room.go, waiting.go): a frontend is written only if it fits
 //     in the room left in the maps, which the reconciler counts; one that
 //     does not writes nothing and waits. Frontends in the maps keep their

@@ -26,3 +26,10 @@ func SetPruneRetry(lo, hi time.Duration) (undo func()) {
 	pruneRetryMin, pruneRetryMax = lo, hi
 	return func() { pruneRetryMin, pruneRetryMax = oldLo, oldHi }
 }
+
+// OnRecount calls f each time the maps are counted again (room.recount),
+// and returns what undoes it.
+func OnRecount(f func()) (undo func()) {
+	onRecount = f
+	return func() { onRecount = nil }
+}

@@ -28,14 +28,18 @@ func (o *ops) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[*lb
 	}
 	defer o.mu.Unlock()
 	o.initialized = true
+	// After a restart whose restore found the maps to hold just what its
+	// states account for, the first prune deletes through states only,
+	// which count what they delete.
+	exact := o.leftovers != nil && o.leftovers.exact
 	err := o.prune(objs)
-	if err == nil {
+	if err == nil && !(exact && !o.room.stale) {
 		// The prune deleted entries no state counted; and after a
 		// restart, restore counted entries that states then wrote and
 		// counted again, or that wait for a state that has not written
 		// them yet: only a count says what the maps hold.
 		err = o.room.recount()
-	} else {
+	} else if err != nil {
 		o.room.stale = true
 	}
 	o.offerRoom()

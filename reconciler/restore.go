@@ -6,6 +6,7 @@ package reconciler
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -23,6 +24,7 @@ func (o *ops) restore() error {
 	}
 	// What restore read is the count: the maps are not read again.
 	o.room.set(o.leftovers.counted, start)
+	o.leftovers.exact = o.leftovers.none() && o.restoredMay() == o.leftovers.counted
 	// The backends that restored frontends' slots name are taken over
 	// already (restoreReferences); the others wait in restoredBackends.
 	frontends, backends := o.restoredFrontends.len(), o.backends.len()+o.restoredBackends.len()
@@ -38,27 +40,43 @@ func (o *ops) readPinnedMaps() error {
 	if err := o.resumeIDAllocators(); err != nil {
 		return err
 	}
-	slots, err := o.restoreFrontends()
-	if err != nil {
+	// lb_backends is read beside the frontends' maps: the two share no
+	// state until restoreReferences, and the reconciler waits for all of
+	// restore before its first update (at 100,000 x 10, ~1 s of CPU each).
+	var backends restoredBackendIDs
+	backendsRead := make(chan error, 1)
+	go func() {
+		var err error
+		backends, err = o.readBackends()
+		backendsRead <- err
+	}()
+	slots, byID, err := o.restoreFrontendMaps()
+	if err := errors.Join(err, <-backendsRead); err != nil {
 		return err
 	}
-	byID := o.restoredByID(slots)
-	o.restoreWritten(slots)
-	if err := o.restoreRevNat(byID); err != nil {
-		return err
-	}
-	if err := o.restoreFrontendExtras(byID); err != nil {
-		return err
-	}
-	backends, err := o.restoreBackends(slots)
-	if err != nil {
-		return err
-	}
+	o.keepNamedBackends(slots, &backends)
 	o.restoreReferences(slots, backends)
+	o.backends.compact() // if presized for far more than came
 	if len(backends.dropped) > 0 {
 		o.droppedBackends = backends.dropped
 	}
 	return o.reserveOrphanIDs(byID, backends)
+}
+
+// restoreFrontendMaps reads lb_services, lb_rev_nat, lb_maglev and
+// lb_src_range into the restored frontends' states. It returns each
+// frontend's slots, and the frontends by ID.
+func (o *ops) restoreFrontendMaps() (*restoredSlots, map[uint32]*frontendState, error) {
+	slots, err := o.restoreFrontends()
+	if err != nil {
+		return nil, nil, err
+	}
+	byID := o.restoredByID(slots)
+	o.restoreWritten(slots)
+	if err := o.restoreRevNat(byID); err != nil {
+		return nil, nil, err
+	}
+	return slots, byID, o.restoreFrontendExtras(byID)
 }
 
 // resumeIDAllocators continues each ID allocator from the mark it
@@ -92,8 +110,8 @@ func (o *ops) restoreFrontends() (*restoredSlots, error) {
 	l := o.leftovers
 	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
 		l.counted[roomServices]++
-		addr := keyOf(k.L3n4Addr())
-		if !l.scanServices && bpf.NewServiceKey(addr.l3n4(), k.Slot) != k {
+		addr, same := keyOfServiceKey(k)
+		if !same {
 			l.scanServices = true
 		}
 		i, ok := o.restoredFrontends.get(addr)
@@ -258,84 +276,12 @@ func (o *ops) restoreFrontendExtras(byID map[uint32]*frontendState) error {
 	})
 }
 
-// restoreBackends reads lb_backends, reserving their IDs, into
-// o.backends, where restoreReferences finds them, and returns their arena
-// indexes by ID.
-//
-// An address may have two IDs there (a backend whose delete failed, and
-// that a frontend took back under a new ID, before a restart): the one
-// that restored slots name stays, so that their flows keep their backend
-// ID; the other's entry is left to the prune (an unknown ID), its ID
-// kept out of new hands until then. Slots naming the other still count
-// a reference on the address (restoredBackendIDs.dropped), as their
-// update rewrites them.
-func (o *ops) restoreBackends(slots *restoredSlots) (restoredBackendIDs, error) {
-	named := newIDIndex(o.beIDs.slots)
-	for _, ss := range slots.all {
-		for _, s := range ss {
-			named.set(s.backendID, 0)
-		}
-	}
-	o.backends.presize(named.len())
-	r := restoredBackendIDs{index: newIDIndex(o.beIDs.slots), dropped: map[uint32]addrKey{}}
-	l := o.leftovers
-	err := o.maps.Backends.Iterate(func(id uint32, v bpf.Backend) bool {
-		l.counted[roomBackends]++
-		k := keyOf(v.L3n4Addr())
-		o.beIDs.reserve(id)
-		if j, dup := o.backends.get(k); dup {
-			other := o.beStates.at(j)
-			if named.has(other.id) || !named.has(id) {
-				o.orphanBackendIDs = append(o.orphanBackendIDs, id)
-				l.backends = append(l.backends, leftoverBackend{id, k})
-				r.dropped[id] = k
-				return true
-			}
-			o.orphanBackendIDs = append(o.orphanBackendIDs, other.id)
-			l.backends = append(l.backends, leftoverBackend{other.id, k})
-			r.index.del(other.id)
-			r.dropped[other.id] = k
-			o.beStates.release(j)
-		}
-		i, be := o.beStates.alloc()
-		*be = backendState{key: k, id: id, value: valueOf(v), written: true, inMap: true}
-		o.backends.set(k, i)
-		r.index.set(id, i)
-		return true
-	})
-	return r, err
-}
-
-// restoredBackendIDs are the backends restore read: their arena indexes
-// by ID, and the address of each ID dropped for another of its address.
-type restoredBackendIDs struct {
-	index   *idIndex
-	dropped map[uint32]addrKey
-}
-
-// at returns the arena index of the backend whose entry has the ID, or
-// had it (dropped).
-func (r restoredBackendIDs) at(o *ops, id uint32) (uint32, bool) {
-	if i, ok := r.index.get(id); ok {
-		return i, true
-	}
-	if k, ok := r.dropped[id]; ok {
-		return o.backends.get(k)
-	}
-	return 0, false
-}
-
-// has reports whether lb_backends held the ID.
-func (r restoredBackendIDs) has(id uint32) bool {
-	_, dropped := r.dropped[id]
-	return dropped || r.index.has(id)
-}
-
 // restoreReferences makes each restored frontend hold references on the
 // backends its slots name, so that no other frontend's update can delete
 // them from under it. The backends that no slot names leave o.backends
 // for restoredBackends, where they wait for a frontend.
 func (o *ops) restoreReferences(slots *restoredSlots, backends restoredBackendIDs) {
+	held := 0 // backends with a reference
 	for i, ss := range slots.all {
 		st := o.feStates.at(i)
 		if st.id == 0 {
@@ -350,9 +296,16 @@ func (o *ops) restoreReferences(slots *restoredSlots, backends restoredBackendID
 				continue
 			}
 			if st.addBackend(j) {
-				o.beStates.at(j).refs++
+				be := o.beStates.at(j)
+				if be.refs == 0 {
+					held++
+				}
+				be.refs++
 			}
 		}
+	}
+	if held == o.backends.len() {
+		return // none waits: no pass over them (a million at 100,000 x 10)
 	}
 	for k, j := range o.backends.all() {
 		if o.beStates.at(j).refs == 0 {

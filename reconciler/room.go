@@ -133,6 +133,9 @@ func newRoom(maps *bpf.Maps) room {
 // recount counts the entries of every map again. On error the counts
 // stay as they were, and stale.
 func (r *room) recount() error {
+	if onRecount != nil {
+		onRecount()
+	}
 	start := time.Now()
 	var counted entries
 	for m := range r.maps {
@@ -146,6 +149,9 @@ func (r *room) recount() error {
 	r.set(counted, start)
 	return nil
 }
+
+// onRecount is called at each recount, for tests.
+var onRecount func()
 
 // set takes counted as the counts, counted since start.
 func (r *room) set(counted entries, start time.Time) {

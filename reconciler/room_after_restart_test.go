@@ -3,6 +3,7 @@ package reconciler_test
 import (
 	"regexp"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/lb"
+	"github.com/lbstate/lbstate/reconciler"
 )
 
 // The room counts are what the maps hold after the first prune of a
@@ -62,6 +64,84 @@ func TestRoomCountAfterAPruneOfUnknownServiceKeys(t *testing.T) {
 	n, err := bpf.Count(raw.Services)
 	mustDo(t, err)
 	checkCounted(t, a2, raw.Services.Name(), n)
+}
+
+// A restart whose restore finds the maps holding just what its states
+// account for (nothing left over, no slot missing) keeps restore's counts:
+// the first prune does not count the maps again (at 100,000 x 10 it once
+// read lb_services a second time, 0.35 s before the agent was pruned),
+// and the counts are what every map holds.
+func TestFirstPruneAfterARestartWithNothingLeftOverKeepsRestoresCounts(t *testing.T) {
+	onBothMapKinds(t, func(t *testing.T, maps *bpf.Maps, reopen func() *bpf.Maps) {
+		const n = 60
+		a1 := newAgent(t, maps, nil)
+		a1.start(t)
+		declareMixed(t, a1, n)
+		a1.waitDone(t, 30*time.Second)
+		a1.stop(t)
+		if maps.Kind == "kernel" {
+			maps.Close()
+		}
+		maps2 := reopen()
+		var recounts atomic.Int32
+		defer reconciler.OnRecount(func() { recounts.Add(1) })()
+
+		a2, synced := startUnsynced(t, maps2)
+		declareMixed(t, a2, n)
+		synced()
+		a2.waitDone(t, 30*time.Second)
+		a2.waitPruned(t, 30*time.Second)
+		if got := recounts.Load(); got != 0 {
+			t.Errorf("the maps were counted %d times by the first prune after a restart that found nothing left over", got)
+		}
+		checkAllCounted(t, a2, maps2)
+	})
+}
+
+// A slot missing below a frontend's last one (a crash in its write) is
+// no leftover, but restore's count is one short of what the frontend's
+// state may hold: its update writes the slot, and the first prune counts
+// the maps again.
+func TestRoomCountAfterAMissingSlotIsWrittenAgain(t *testing.T) {
+	raw := memoryMaps(t)
+	vip := addr("10.96.43.1:80/TCP")
+	bes := []lb.BackendParams{be("10.43.0.1:8080/TCP"), be("10.43.0.2:8080/TCP"), be("10.43.0.3:8080/TCP")}
+	loadAndStop(t, raw, vip, lb.AlgorithmRandom, bes...)
+	mustDo(t, raw.Services.Delete(bpf.NewServiceKey(vip, 2)))
+	var recounts atomic.Int32
+	defer reconciler.OnRecount(func() { recounts.Add(1) })()
+
+	a2, synced := startUnsynced(t, raw)
+	a2.write(t, func(txn statedb.WriteTxn) error {
+		return upsert(a2.w, txn, "web", vip.String(), lb.AlgorithmRandom, false, bes...)
+	})
+	a2.waitDone(t, 10*time.Second)
+	synced()
+	a2.waitPruned(t, 10*time.Second)
+	if _, ok, err := raw.Services.Lookup(bpf.NewServiceKey(vip, 2)); !ok || err != nil {
+		t.Fatalf("the missing slot was not written again (%v)", err)
+	}
+	if recounts.Load() == 0 {
+		t.Errorf("the first prune trusted restore's count of a map that missed a slot")
+	}
+	checkAllCounted(t, a2, raw)
+}
+
+// checkAllCounted checks the agent's count of every map it fills.
+func checkAllCounted(t *testing.T, a *agent, maps *bpf.Maps) {
+	t.Helper()
+	count := func(n int, err error) int {
+		t.Helper()
+		mustDo(t, err)
+		return n
+	}
+	maglev := 0
+	mustDo(t, maps.Maglev.Iterate(func(uint32, []uint32) bool { maglev++; return true }))
+	checkCounted(t, a, maps.Services.Name(), count(bpf.Count(maps.Services)))
+	checkCounted(t, a, maps.Backends.Name(), count(bpf.Count(maps.Backends)))
+	checkCounted(t, a, maps.RevNat.Name(), count(bpf.Count(maps.RevNat)))
+	checkCounted(t, a, maps.SourceRanges.Name(), count(bpf.Count(maps.SourceRanges)))
+	checkCounted(t, a, maps.Maglev.Name(), maglev)
 }
 
 // loadAndStop has an agent write one service to maps and stop.

@@ -39,7 +39,8 @@ import (
 // exactly what they held before (so every ID was kept).
 
 // restartEnv, set in a child's environment, makes lbbench the restarted
-// pipeline: "pin dir,services,backends,CPU profile file (or empty)".
+// pipeline: "pin dir,services,backends,CPU profile file,trace file" (the
+// files empty when not wanted).
 const restartEnv = "LBBENCH_RESTART"
 
 // restartResult is the child's report, and the JSON summary.
@@ -172,7 +173,7 @@ func restartChild(o options) (restartResult, error) {
 		return restartResult{}, err
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d,%s", restartEnv, o.pinDir, o.services, o.backends, o.cpuProfile))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%d,%d,%s,%s", restartEnv, o.pinDir, o.services, o.backends, o.cpuProfile, o.trace))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -187,16 +188,16 @@ func restartChild(o options) (restartResult, error) {
 
 // serveRestart is the child: spec is restartEnv's value.
 func serveRestart(spec string, out io.Writer) error {
-	parts := strings.SplitN(spec, ",", 4)
-	if len(parts) != 4 {
-		return fmt.Errorf("%s=%q: want pin dir,services,backends,CPU profile", restartEnv, spec)
+	parts := strings.SplitN(spec, ",", 5)
+	if len(parts) != 5 {
+		return fmt.Errorf("%s=%q: want pin dir,services,backends,CPU profile,trace", restartEnv, spec)
 	}
 	services, err1 := strconv.Atoi(parts[1])
 	backends, err2 := strconv.Atoi(parts[2])
 	if err := errors.Join(err1, err2); err != nil {
 		return fmt.Errorf("%s=%q: %w", restartEnv, spec, err)
 	}
-	res, err := restarted(options{services: services, backends: backends, maps: "kernel", pinDir: parts[0], keepPins: true, cpuProfile: parts[3]})
+	res, err := restarted(options{services: services, backends: backends, maps: "kernel", pinDir: parts[0], keepPins: true, cpuProfile: parts[3], trace: parts[4]})
 	if err != nil {
 		return err
 	}
@@ -230,10 +231,16 @@ func restarted(o options) (restartResult, error) {
 	}
 	// Of the restarted pipeline until synced and pruned: not the gather
 	// and the teardown after it, which the CPU time leaves out too.
-	stopProfile, err := startCPUProfile(o.cpuProfile)
+	stopCPUProfile, err := startCPUProfile(o.cpuProfile)
 	if err != nil {
 		return res, err
 	}
+	stopTrace, err := startTrace(o.trace)
+	if err != nil {
+		stopCPUProfile()
+		return res, err
+	}
+	stopProfile := func() { stopTrace(); stopCPUProfile() }
 	profiling := true
 	defer func() {
 		if profiling {
