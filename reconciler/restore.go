@@ -295,6 +295,7 @@ func (o *ops) restoreBackends(slots *restoredSlots) (restoredBackendIDs, error) 
 			l.backends = append(l.backends, leftoverBackend{other.id, k})
 			r.index.del(other.id)
 			r.dropped[other.id] = k
+			o.backends.del(k) // before its state, which holds k, is zeroed
 			o.beStates.release(j)
 		}
 		i, be := o.beStates.alloc()
