@@ -64,10 +64,18 @@ func runInMountNS(tests func() int) int {
 		return 2
 	}
 	defer os.RemoveAll(logDir)
+	// The tests' temporary directories go under logDir too: a test
+	// killed before its cleanups ran (t.TempDir's among them) leaves
+	// nothing in the system's temporary directory either.
+	tmpDir := filepath.Join(logDir, "tmp")
+	if err := os.Mkdir(tmpDir, 0o700); err != nil {
+		fmt.Fprintln(os.Stderr, "bpftest.Main:", err)
+		return 2
+	}
 	cmd := exec.Command("/proc/self/exe", os.Args[1:]...)
 	cmd.Args[0] = os.Args[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), mountNSEnv+"=1", cgroupLogEnv+"="+filepath.Join(logDir, "cgroups"))
+	cmd.Env = append(os.Environ(), mountNSEnv+"=1", cgroupLogEnv+"="+filepath.Join(logDir, "cgroups"), "TMPDIR="+tmpDir)
 	// Pdeathsig: if this process is killed, so is the test, and its
 	// namespace with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}

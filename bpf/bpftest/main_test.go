@@ -24,7 +24,7 @@ const hangEnv = "LBSTATE_TEST_HANG"
 
 // A test process killed before its cleanups ran (here by go test's
 // -timeout) leaves no bpffs or cgroup2 mount behind, and Main removes the
-// cgroup it made.
+// cgroup it made and its temporary directories.
 func TestKilledTestsLeaveNoMountNorCgroup(t *testing.T) {
 	bpftest.Require(t)
 	cg := bpftest.Cgroup(t) // our own cgroup2 mount, to look into
@@ -35,8 +35,11 @@ func TestKilledTestsLeaveNoMountNorCgroup(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the hanging test was not killed:\n%s", out)
 	}
-	var pinDir, cgroup string
+	var pinDir, cgroup, tmp string
 	for _, line := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "tmp="); ok {
+			tmp = v
+		}
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "pindir="); ok {
 			pinDir = v
 		}
@@ -44,7 +47,7 @@ func TestKilledTestsLeaveNoMountNorCgroup(t *testing.T) {
 			cgroup = v
 		}
 	}
-	if pinDir == "" || cgroup == "" {
+	if pinDir == "" || cgroup == "" || tmp == "" {
 		t.Fatalf("the hanging test did not say what it made:\n%s", out)
 	}
 	mounts, err := os.ReadFile("/proc/self/mountinfo")
@@ -57,6 +60,9 @@ func TestKilledTestsLeaveNoMountNorCgroup(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, cgroup)); !os.IsNotExist(err) {
 		t.Errorf("cgroup %s is still there after its test was killed (%v)\n%s", cgroup, err, out)
 		bpftest.RemoveCgroup(filepath.Join(root, cgroup))
+	}
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Errorf("the killed test's temporary directory %s is still there (%v)", tmp, err)
 	}
 	if !strings.Contains(string(out), "removed cgroup "+cgroup) {
 		t.Errorf("Main did not say it removed the cgroup:\n%s", out)
@@ -71,7 +77,7 @@ func TestHelperMountsAndHangs(t *testing.T) {
 	}
 	dir := bpftest.PinDir(t)
 	cg := bpftest.Cgroup(t)
-	fmt.Printf("pindir=%s\ncgroup=%s\n", dir, filepath.Base(cg))
+	fmt.Printf("pindir=%s\ncgroup=%s\ntmp=%s\n", dir, filepath.Base(cg), t.TempDir())
 	time.Sleep(time.Minute)
 }
 
