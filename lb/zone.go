@@ -19,53 +19,63 @@ import "sync"
 type Zone uint16
 
 // zones is the process's table of zone names.
-var zones = struct {
+var zones = newZoneTable(1 << 16)
+
+// zoneTable holds zone names, "" first, each under the Zone that is its
+// index; at most max of them.
+type zoneTable struct {
 	mu    sync.RWMutex
 	ids   map[string]Zone
-	names []string // by Zone; names[0] is ""
-}{ids: map[string]Zone{}, names: []string{""}}
+	names []string
+	max   int
+}
 
-// maxZones is how many names zones holds, "" included.
-const maxZones = 1 << 16
+func newZoneTable(max int) *zoneTable {
+	return &zoneTable{ids: map[string]Zone{}, names: []string{""}, max: max}
+}
 
 // ZoneOf returns the zone named name ("" gives the zero Zone).
-func ZoneOf(name string) Zone {
+func ZoneOf(name string) Zone { return zones.of(name) }
+
+func (t *zoneTable) of(name string) Zone {
 	if name == "" {
 		return 0
 	}
-	zones.mu.RLock()
-	z, ok := zones.ids[name]
-	zones.mu.RUnlock()
+	t.mu.RLock()
+	z, ok := t.ids[name]
+	t.mu.RUnlock()
 	if ok {
 		return z
 	}
-	zones.mu.Lock()
-	defer zones.mu.Unlock()
-	if z, ok := zones.ids[name]; ok {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if z, ok := t.ids[name]; ok {
 		return z
 	}
-	if len(zones.names) == maxZones {
+	if len(t.names) >= t.max {
 		return 0
 	}
-	z = Zone(len(zones.names))
+	z = Zone(len(t.names))
 	name = string([]byte(name)) // not a slice of a larger object the caller holds
-	zones.names = append(zones.names, name)
-	zones.ids[name] = z
+	t.names = append(t.names, name)
+	t.ids[name] = z
 	return z
 }
 
-// String returns the zone's name ("" for the zero Zone).
-func (z Zone) String() string {
+func (t *zoneTable) name(z Zone) string {
 	if z == 0 {
 		return ""
 	}
-	zones.mu.RLock()
-	defer zones.mu.RUnlock()
-	if int(z) >= len(zones.names) { // not one ZoneOf gave
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if int(z) >= len(t.names) { // not one of this table's
 		return ""
 	}
-	return zones.names[z]
+	return t.names[z]
 }
+
+// String returns the zone's name ("" for the zero Zone).
+func (z Zone) String() string { return zones.name(z) }
 
 func (z Zone) IsZero() bool { return z == 0 }
 
