@@ -126,3 +126,42 @@ func TestKeyIndexTakesAtMost16BytesAnAddress(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkBackendIndex compares claiming (a missed lookup, then a set)
+// and finding 50,000 backends through a keyIndex and through an addrMap.
+func BenchmarkBackendIndex(b *testing.B) {
+	const n = 50000
+	var arena testKeys
+	keys := make([]addrKey, n)
+	idx := make([]uint32, n)
+	for j := range keys {
+		keys[j] = keyOf(lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{11, byte(j >> 16), byte(j >> 8), byte(j)}), 8080, lb.ScopeExternal))
+		idx[j] = arena.add(keys[j])
+	}
+	b.Run("keyIndex", func(b *testing.B) {
+		for b.Loop() {
+			x := newKeyIndex(func(i uint32) addrKey { return arena.keys[i] })
+			for j, k := range keys {
+				if _, ok := x.get(k); !ok {
+					x.set(k, idx[j])
+				}
+			}
+			for _, k := range keys {
+				x.get(k)
+			}
+		}
+	})
+	b.Run("addrMap", func(b *testing.B) {
+		for b.Loop() {
+			m := newAddrMap()
+			for j, k := range keys {
+				if _, ok := m.get(k); !ok {
+					m.set(k, idx[j])
+				}
+			}
+			for _, k := range keys {
+				m.get(k)
+			}
+		}
+	})
+}
