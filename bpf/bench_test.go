@@ -31,7 +31,7 @@ var sinkBackend bpf.Backend
 // BenchmarkNewBackend measures encoding a selected backend as its
 // lb_backends value.
 func BenchmarkNewBackend(b *testing.B) {
-	ref := lb.BackendRef{Address: lb.MustParseL3n4Addr("10.0.0.1:8080/TCP"), Weight: 100, Zone: "a"}
+	ref := lb.BackendRef{Address: lb.MustParseL3n4Addr("10.0.0.1:8080/TCP"), Weight: 100, Zone: lb.ZoneOf("a")}
 	b.ReportAllocs()
 	for range b.N {
 		sinkBackend = bpf.NewBackend(ref, 1)

@@ -10,19 +10,22 @@ import (
 
 // BackendRef is a backend as one frontend uses it: the result of backend
 // selection, with everything the datapath needs.
+//
+// Its fields are ordered to pack into 32 bytes (Zone in the hole after
+// State); encoded (JSON, YAML), they keep the order of backendRefRow.
 type BackendRef struct {
-	Address L3n4Addr `json:"address" yaml:"address"`
+	Address L3n4Addr
 
 	// Weight is the effective weight. Backends kept only for the flows
 	// they already carry (terminating while active ones exist, quarantined,
 	// maintenance, not-ready) have weight 0.
-	Weight uint16 `json:"weight" yaml:"weight"`
+	Weight uint16
 
 	// State is the effective state: an unhealthy active backend shows as
 	// quarantined.
-	State     BackendState `json:"state" yaml:"state"`
-	ClusterID uint32       `json:"clusterID,omitempty" yaml:"clusterID,omitempty"`
-	Zone      string       `json:"zone,omitempty" yaml:"zone,omitempty"`
+	State     BackendState
+	Zone      Zone
+	ClusterID uint32
 }
 
 func (r BackendRef) String() string {

@@ -87,3 +87,44 @@ func (f *Frontend) UnmarshalYAML(unmarshal func(any) error) error {
 	f.setRow(&r)
 	return nil
 }
+
+// backendRefRow is a BackendRef as it is encoded: its fields in the order
+// they were declared before BackendRef was packed, the zone by name.
+type backendRefRow struct {
+	Address   L3n4Addr     `json:"address" yaml:"address"`
+	Weight    uint16       `json:"weight" yaml:"weight"`
+	State     BackendState `json:"state" yaml:"state"`
+	ClusterID uint32       `json:"clusterID,omitempty" yaml:"clusterID,omitempty"`
+	Zone      string       `json:"zone,omitempty" yaml:"zone,omitempty"`
+}
+
+func (r BackendRef) row() backendRefRow {
+	return backendRefRow{r.Address, r.Weight, r.State, r.ClusterID, r.Zone.String()}
+}
+
+func (r *backendRefRow) ref() BackendRef {
+	return BackendRef{Address: r.Address, Weight: r.Weight, State: r.State, ClusterID: r.ClusterID, Zone: ZoneOf(r.Zone)}
+}
+
+func (r BackendRef) MarshalJSON() ([]byte, error) { return json.Marshal(r.row()) }
+func (r BackendRef) MarshalYAML() (any, error)    { return r.row(), nil }
+
+// UnmarshalJSON decodes what MarshalJSON encodes.
+func (r *BackendRef) UnmarshalJSON(b []byte) error {
+	var row backendRefRow
+	if err := json.Unmarshal(b, &row); err != nil {
+		return err
+	}
+	*r = row.ref()
+	return nil
+}
+
+// UnmarshalYAML decodes what MarshalYAML encodes.
+func (r *BackendRef) UnmarshalYAML(unmarshal func(any) error) error {
+	var row backendRefRow
+	if err := unmarshal(&row); err != nil {
+		return err
+	}
+	*r = row.ref()
+	return nil
+}

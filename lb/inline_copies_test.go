@@ -69,3 +69,16 @@ func TestServiceRowFits96Bytes(t *testing.T) {
 		t.Errorf("lb.Service is %d bytes, want at most 96", n)
 	}
 }
+
+// A frontend row with its one backend inline fits the allocator's
+// 192-byte class (208 when a BackendRef's zone was a string): the row is
+// allocated twice a frontend (the Writer's, then the status write-back),
+// and a frontend's list of backends costs a BackendRef each.
+func TestFrontendRowFits192Bytes(t *testing.T) {
+	if n := unsafe.Sizeof(lb.BackendRef{}); n > 32 {
+		t.Errorf("lb.BackendRef is %d bytes, want at most 32", n)
+	}
+	if n := unsafe.Sizeof(lb.Frontend{}); n > 192 {
+		t.Errorf("lb.Frontend is %d bytes, want at most 192", n)
+	}
+}

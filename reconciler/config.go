@@ -95,11 +95,14 @@ type settings struct {
 	defaultAlgorithm uint8
 	maglevSeed       uint32
 	maxSlots         int
-	zoneIDs          map[string]uint8
+	// zoneIDs are the datapath's IDs of the zones that have one, by
+	// lb.Zone: registered here, when the reconciler starts, before any
+	// source names a zone (lb.ZoneOf's table is bounded).
+	zoneIDs map[lb.Zone]uint8
 }
 
 func (c Config) settings() (settings, error) {
-	s := settings{maglevSeed: c.LBMaglevSeed, maxSlots: int(c.LBMaxWeightedSlots), zoneIDs: map[string]uint8{}}
+	s := settings{maglevSeed: c.LBMaglevSeed, maxSlots: int(c.LBMaxWeightedSlots), zoneIDs: map[lb.Zone]uint8{}}
 	var alg lb.Algorithm
 	if err := alg.UnmarshalText([]byte(c.LBAlgorithm)); err != nil || alg == lb.AlgorithmDefault {
 		return s, fmt.Errorf("--lb-algorithm %q: want random or maglev", c.LBAlgorithm)
@@ -113,7 +116,7 @@ func (c Config) settings() (settings, error) {
 		if err != nil || id == 0 {
 			return s, fmt.Errorf("--lb-zone-ids: zone %q: ID %q is not a number from 1 to 255", zone, idStr)
 		}
-		s.zoneIDs[zone] = uint8(id)
+		s.zoneIDs[lb.ZoneOf(zone)] = uint8(id)
 	}
 	return s, nil
 }

@@ -21,7 +21,10 @@
 //   - States (arena.go, state.go): what the reconciler knows of each
 //     frontend and backend lives in arenas of fixed-size structs, found by
 //     address through maps of pointer-free keys (addrmap.go), so that
-//     tens of thousands of them cost no allocation each.
+//     tens of thousands of them cost no allocation each; a backend's
+//     state keeps its address, so backends are found through a table of
+//     their arena indexes alone (keyindex.go: a state must leave it
+//     before its index is released).
 //   - IDs (ids.go): handed out in increasing order, so a freed ID is not
 //     reused while conntrack or affinity entries may still carry it. The
 //     allocators record a mark in lb_id_marks to keep that promise across

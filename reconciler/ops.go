@@ -33,9 +33,10 @@ type ops struct {
 	log  *slog.Logger
 
 	// The states of the frontends and backends, by address: arena
-	// indexes into feStates and beStates (arena.go).
+	// indexes into feStates and beStates (arena.go). A backend's state
+	// keeps its address, so its index need not (keyIndex).
 	frontends addrMap
-	backends  addrMap
+	backends  keyIndex
 	feStates  arena[frontendState]
 	beStates  arena[backendState]
 	feIDs     *idAllocator
@@ -46,7 +47,7 @@ type ops struct {
 	// more (parked: their entries and IDs stay, so a source that has yet
 	// to declare them gets them back).
 	restoredFrontends addrMap
-	restoredBackends  addrMap
+	restoredBackends  keyIndex
 	// Frontends known only by their lb_rev_nat entry (lb_services was
 	// recreated, or lost the master entry), by the whole frontend the
 	// entry names, lowest ID first: that frontend takes the first, so
@@ -140,11 +141,9 @@ func newUnrestoredOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends 
 		cfg:               cfg,
 		log:               log,
 		frontends:         newAddrMap(),
-		backends:          newAddrMap(),
 		feIDs:             newIDAllocator("frontend", maps.RevNat.Name(), slotsOf(maps, maps.RevNat.Name())),
 		beIDs:             newIDAllocator("backend", maps.Backends.Name(), slotsOf(maps, maps.Backends.Name())),
 		restoredFrontends: newAddrMap(),
-		restoredBackends:  newAddrMap(),
 		restoredRevNat:    map[addrKey][]uint32{},
 		room:              newRoom(maps),
 		waiting:           map[lb.L3n4Addr]*waiter{},
@@ -152,6 +151,8 @@ func newUnrestoredOps(maps *bpf.Maps, cfg settings, log *slog.Logger, frontends 
 		failing:           map[lb.L3n4Addr]struct{}{},
 		restored:          make(chan struct{}),
 	}
+	backendKey := func(i uint32) addrKey { return o.beStates.at(i).key }
+	o.backends, o.restoredBackends = newKeyIndex(backendKey), newKeyIndex(backendKey)
 	return o
 }
 

@@ -228,7 +228,7 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 	// The IDs in use are indexed once, not searched for each orphan: 5,000
 	// orphans at 10,000 x 10 once took the prune 47 s.
 	if len(o.orphanFrontendIDs) > 0 {
-		inUse := idsInUse(o.feIDs.slots, func(i uint32) uint32 { return o.feStates.at(i).id }, &o.frontends)
+		inUse := idsInUse(o.feIDs.slots, func(i uint32) uint32 { return o.feStates.at(i).id }, o.frontends.all())
 		for _, id := range o.orphanFrontendIDs {
 			if !inUse.has(id) {
 				o.feIDs.free(id)
@@ -238,7 +238,7 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 	}
 	var keep []uint32
 	if len(o.orphanBackendIDs) > 0 {
-		inUse := idsInUse(o.beIDs.slots, func(i uint32) uint32 { return o.beStates.at(i).id }, &o.backends, &o.restoredBackends)
+		inUse := idsInUse(o.beIDs.slots, func(i uint32) uint32 { return o.beStates.at(i).id }, o.backends.all(), o.restoredBackends.all())
 		for _, id := range o.orphanBackendIDs {
 			switch {
 			case named[id]:
@@ -254,10 +254,10 @@ func (o *ops) prune(objs iter.Seq2[*lb.Frontend, statedb.Revision]) error {
 
 // idsInUse indexes the IDs (idOf an arena index) of the states the
 // maps hold, by slot of a dense ID map of slots.
-func idsInUse(slots uint32, idOf func(uint32) uint32, maps ...*addrMap) *idIndex {
+func idsInUse(slots uint32, idOf func(uint32) uint32, maps ...iter.Seq2[addrKey, uint32]) *idIndex {
 	ids := newIDIndex(slots)
 	for _, m := range maps {
-		for _, i := range m.all() {
+		for _, i := range m {
 			ids.set(idOf(i), 0)
 		}
 	}

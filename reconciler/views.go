@@ -30,7 +30,7 @@ type backendView struct {
 // viewOf returns frontend id's view of the backend ref.
 func (o *ops) viewOf(id uint32, ref lb.BackendRef) backendView {
 	v := backendView{frontend: id, beValue: beValue{clusterID: ref.ClusterID, state: ref.State}}
-	if ref.Zone != "" {
+	if ref.Zone != 0 {
 		v.zone = o.cfg.zoneIDs[ref.Zone]
 	}
 	return v

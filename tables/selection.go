@@ -131,7 +131,7 @@ func selectBackends(sc *selectScratch, fe lb.FrontendParams, svc *lb.ServicePara
 		}
 		pool = append(pool, lb.BackendRef{
 			Address: p.Address, Weight: p.Weight, State: state,
-			ClusterID: p.ClusterID, Zone: p.Zone,
+			ClusterID: p.ClusterID, Zone: lb.ZoneOf(p.Zone),
 		})
 		hints = append(hints, p)
 		if useKeys {

@@ -70,8 +70,8 @@ func selRefString(r lb.BackendRef) string {
 	if r.ClusterID != 0 {
 		s += " cluster=" + strconv.FormatUint(uint64(r.ClusterID), 10)
 	}
-	if r.Zone != "" {
-		s += " zone=" + r.Zone
+	if r.Zone != 0 {
+		s += " zone=" + r.Zone.String()
 	}
 	return s
 }
