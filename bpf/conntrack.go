@@ -214,12 +214,15 @@ func createCT(ct Map[CTKey, CTValue], k CTKey, v CTValue) (bool, error) {
 // ErrExists is what a create-only write returns for a key the map holds.
 var ErrExists = errors.New("key exists")
 
-// MonotonicSeconds is the datapath's clock: the kernel's monotonic time
-// in whole seconds, which conntrack expiries and affinity pins' last use
-// are in.
+// MonotonicSeconds is the datapath's clock: the kernel's coarse monotonic
+// time in whole seconds, which conntrack expiries and affinity pins' last
+// use are in. It must be the coarse clock, as the datapath's
+// (bpf_ktime_get_coarse_ns): CLOCK_MONOTONIC runs up to a timer tick
+// ahead of it, so just after a second's boundary it reads a second the
+// datapath has not reached, and a pin stamped with it reads as expired.
 func MonotonicSeconds() uint32 {
 	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts); err != nil {
 		return 0
 	}
 	return uint32(ts.Sec)

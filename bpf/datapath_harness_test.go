@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
@@ -212,14 +211,9 @@ func (h *dpHarness) backendAt(a netip.AddrPort) uint32 {
 	return found
 }
 
-// monotonicSeconds is the datapath's clock (bpf_ktime_get_ns in seconds).
-func monotonicSeconds(t testing.TB) uint32 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		t.Fatal(err)
-	}
-	return uint32(ts.Sec)
-}
+// monotonicSeconds is the datapath's clock, read as the agent reads it
+// (bpf.MonotonicSeconds: the coarse clock, bpf_ktime_get_coarse_ns).
+func monotonicSeconds(testing.TB) uint32 { return bpf.MonotonicSeconds() }
 
 // runIn runs a program on one packet from any goroutine, for tests that
 // run it inside a network namespace.
