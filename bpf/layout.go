@@ -177,7 +177,7 @@ func bindArray[V any](field func(*Maps) *Map[uint32, V]) binding {
 // bindSlotted binds a dense ID map: an array whose values carry their
 // key, an ID (idOf reads it, withID sets it), which lives in slot
 // ID % max_entries (slotted.go).
-func bindSlotted[V any](field func(*Maps) *Map[uint32, V], idOf func(V) uint32, withID func(V, uint32) V) binding {
+func bindSlotted[V comparable](field func(*Maps) *Map[uint32, V], idOf func(V) uint32, withID func(V, uint32) V) binding {
 	return binding{
 		keySize: 4, valueSize: sizeOf[V](),
 		keyType: reflect.TypeFor[uint32](), valueType: reflect.TypeFor[V](),
