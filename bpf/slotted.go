@@ -33,11 +33,14 @@ import (
 //
 // A slot taking a new ID gets its fields (with ID 0) and then its ID, two
 // writes, so that a reader holding a reference to a slot never copies a
-// new ID with old fields or the reverse (c/select.h). A slot that never
-// held an ID has no such reader: an ID is published (in lb_services,
-// conntrack) only after its entry is written, and IDs are handed out
-// once each until the ID space wraps. Such a slot is filled in one write,
-// fields and ID together. used records the slots that ever held an ID
+// new ID with old fields or the reverse (c/select.h). In lb_backends, a
+// slot that never held an ID has no such reader: a backend ID is named
+// (lb_services slots, Maglev tables, then conntrack and affinity) only
+// after its entry is written, and IDs are handed out once each until the
+// ID space wraps. With fillInOneWrite, such a slot is filled in one
+// write, fields and ID together. Not in lb_rev_nat: a frontend's master
+// entry names its rev-NAT ID before its lb_rev_nat entry is written, so
+// a reply may look the ID up while its slot is filled. used records the slots that ever held an ID
 // or fields, precisely: every slot this process wrote, every slot read
 // from the array that is not all zero, and the slots of IDs that restore
 // found in other maps (MarkSlotsUsed). When unsure, a slot counts as
@@ -50,6 +53,9 @@ type slotted[V comparable] struct {
 	// every value Iterate reads to the heap.)
 	idOf   func(V) uint32
 	withID func(V, uint32) V
+	// fillInOneWrite: a never-used slot takes its first ID in one write
+	// (see above; lb_backends only).
+	fillInOneWrite bool
 
 	mu sync.Mutex
 	// owner is the ID each slot holds, as this process wrote or read it;
@@ -128,7 +134,7 @@ func (m *slotted[V]) BatchUpdate(ids []uint32, vs []V) error {
 			return fmt.Errorf("%s: update %d: slot %d holds ID %d", m.Name(), id, s, o)
 		}
 		if m.ownerOf(s) == 0 {
-			if m.used.IsSet(s) {
+			if m.used.IsSet(s) || !m.fillInOneWrite {
 				m.slots, m.vals = append(m.slots, s), append(m.vals, m.withID(v, 0))
 				fresh++
 			}

@@ -39,7 +39,7 @@ func TestDenseIDMapFillsOnlyNeverUsedSlotsInOneWrite(t *testing.T) {
 			live.ID = 5
 			arr := &failingArray{recordedArray: newRecordedArray(t, map[uint32]Backend{4: left, 5: live, 6: {}})}
 			m := &slotted[Backend]{arr: arr, n: 16,
-				idOf: func(b Backend) uint32 { return b.ID }, withID: func(b Backend, id uint32) Backend { b.ID = id; return b }}
+				idOf: func(b Backend) uint32 { return b.ID }, withID: func(b Backend, id uint32) Backend { b.ID = id; return b }, fillInOneWrite: true}
 			if readFirst {
 				if err := m.Iterate(func(uint32, Backend) bool { return true }); err != nil {
 					t.Fatal(err)
@@ -90,5 +90,28 @@ func TestDenseIDMapFillsOnlyNeverUsedSlotsInOneWrite(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// lb_rev_nat fills no slot in one write: a frontend's master entry names
+// its rev-NAT ID before the entry is written, so a reply may be reading
+// a slot that never held an ID while it is filled.
+func TestRevNatMapFillsEvenANeverUsedSlotInTwoWrites(t *testing.T) {
+	arr := newRecordedArray(t, map[uint32]Backend{})
+	arr.strict = true
+	m := &slotted[Backend]{arr: arr, n: 16,
+		idOf: func(b Backend) uint32 { return b.ID }, withID: func(b Backend, id uint32) Backend { b.ID = id; return b }}
+	if err := m.BatchUpdate([]uint32{1, 2}, []Backend{{ClusterID: 1}, {ClusterID: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if arr.writes[1] != 2 || arr.writes[2] != 2 {
+		t.Errorf("never-used slots 1 and 2: %d and %d writes, want 2 each", arr.writes[1], arr.writes[2])
+	}
+	maps, err := NewMemoryMaps(DefaultConfig, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if maps.RevNat.(*slotted[RevNatValue]).fillInOneWrite || !maps.Backends.(*slotted[Backend]).fillInOneWrite {
+		t.Error("lb_rev_nat fills never-used slots in one write, or lb_backends does not")
 	}
 }

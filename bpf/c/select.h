@@ -36,9 +36,10 @@ volatile const __u32 lb_flow_hash_basis = LB_FNV1A_OFFSET;
  * owner as {old fields, ID 0}, {new fields, ID 0}, {new fields, new ID},
  * three writes in that order (and an ID's own updates change only fields
  * it does not tie to its identity). So a copy whose ID is id before and
- * after it holds id's fields alone. A slot that never held an ID is
- * filled in one write: no program looks an ID up before its entry is
- * written. The re-read after the copy relies on the CPU keeping
+ * after it holds id's fields alone. A slot of lb_backends that never
+ * held an ID is filled in one write: no program looks a backend ID up
+ * before its entry is written (lb_services names it after). Not so in
+ * lb_rev_nat, whose ID a master entry names first. The re-read after the copy relies on the CPU keeping
  * loads in order, as x86 does; the compiler is kept from reordering by
  * the barrier.
  */
