@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/statedb"
+
 	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/lb"
 )
 
 // slotWrites counts the writes of the arrays under lb_backends and
@@ -32,58 +35,45 @@ func (w *slotWrites) take() map[string]int {
 	return n
 }
 
-// A fresh agent fills each lb_backends and lb_rev_nat slot in one write:
-// none held an ID. A restarted agent whose lb_rev_nat was recreated
-// empty, while lb_services kept its master entries' IDs (which flows
-// carry), writes each kept ID's entry in two, fields then ID: restore
-// marks the slots of the IDs it found as used. A frontend new after the
-// restart, with an ID never handed out, takes one write again.
-func TestRestoredIDsSlotsAreFilledInTwoWritesNewOnesInOne(t *testing.T) {
+// A fresh agent fills each lb_backends slot in one write: none held an
+// ID. Once the IDs have gone around the slots, a slot that held a
+// deleted backend takes its next ID in two writes, fields then ID, and
+// one still never used in one. lb_rev_nat takes two writes for every
+// new ID: a master entry names it before its entry is written.
+func TestBackendSlotsAreFilledInOneWriteUntilUsed(t *testing.T) {
 	const services, backends = 10, 3
-	w1 := &slotWrites{n: map[string]int{}}
-	maps1, err := bpf.NewMemoryMaps(smallMapsConfig(), w1)
+	cfg := smallMapsConfig()
+	cfg.LBBackendsMax = 40
+	w := &slotWrites{n: map[string]int{}}
+	maps, err := bpf.NewMemoryMaps(cfg, w)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a1 := newAgent(t, maps1, nil)
-	a1.start(t)
-	declare(t, a1, 0, services, backends)
-	a1.waitDone(t, 10*time.Second)
-	before := a1.frontendIDs()
-	a1.stop(t)
-	got := w1.take()
-	if got["lb_rev_nat"] != services || got["lb_backends"] != services*backends {
-		t.Errorf("a fresh agent wrote %d lb_rev_nat and %d lb_backends entries, want %d and %d: one each",
-			got["lb_rev_nat"], got["lb_backends"], services, services*backends)
+	a := newAgent(t, maps, nil)
+	a.start(t)
+	defer a.stop(t)
+	declare(t, a, 0, services, backends)
+	a.waitDone(t, 10*time.Second)
+	got := w.take()
+	if got["lb_backends"] != services*backends || got["lb_rev_nat"] != 2*services {
+		t.Errorf("a fresh agent wrote %d lb_backends and %d lb_rev_nat entries, want %d (one each) and %d (two each)",
+			got["lb_backends"], got["lb_rev_nat"], services*backends, 2*services)
 	}
-
-	// lb_rev_nat recreated empty, every other map kept.
-	w2 := &slotWrites{n: map[string]int{}}
-	maps2, err := bpf.NewMemoryMaps(smallMapsConfig(), w2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	revNat := maps2.RevNat
-	*maps2 = *maps1
-	maps2.RevNat = revNat
-	a2, synced := startUnsynced(t, maps2)
-	declare(t, a2, 0, services, backends)
-	synced()
-	a2.waitDone(t, 10*time.Second)
-	for addr, id := range a2.frontendIDs() {
-		if before[addr] != id {
-			t.Fatalf("%s: ID %d became %d", addr, before[addr], id)
+	a.write(t, func(txn statedb.WriteTxn) error {
+		for i := range services {
+			if err := a.w.DeleteService(txn, serviceName(i), lb.SourceK8s); err != nil {
+				return err
+			}
 		}
-	}
-	if got := w2.take()["lb_rev_nat"]; got != 2*services {
-		t.Errorf("the restarted agent wrote %d lb_rev_nat entries for %d restored IDs, want %d: fields, then ID", got, services, 2*services)
-	}
-	if got := w1.take()["lb_backends"]; got != 0 {
-		t.Errorf("the restarted agent wrote %d lb_backends entries, none of which changed", got)
-	}
-	declare(t, a2, services, 1, backends)
-	a2.waitDone(t, 10*time.Second)
-	if got := w2.take()["lb_rev_nat"]; got != 1 {
-		t.Errorf("a frontend new after the restart: %d lb_rev_nat writes, want 1", got)
+		return nil
+	})
+	a.waitDone(t, 10*time.Second)
+	w.take()
+	// IDs 31..60 take slots 31..39 and 0, never used, and 1..20, which
+	// held IDs 1..20.
+	declare(t, a, services, services, backends)
+	a.waitDone(t, 10*time.Second)
+	if got := w.take()["lb_backends"]; got != 10+2*20 {
+		t.Errorf("30 backends over 10 never-used and 20 used slots: %d writes, want %d", got, 10+2*20)
 	}
 }
