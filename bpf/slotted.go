@@ -40,11 +40,12 @@ import (
 // ID space wraps. With fillInOneWrite, such a slot is filled in one
 // write, fields and ID together. Not in lb_rev_nat: a frontend's master
 // entry names its rev-NAT ID before its lb_rev_nat entry is written, so
-// a reply may look the ID up while its slot is filled. used records the slots that ever held an ID
-// or fields, precisely: every slot this process wrote, every slot read
-// from the array that is not all zero, and the slots of IDs that restore
-// found in other maps (MarkSlotsUsed). When unsure, a slot counts as
-// used: two writes.
+// a reply may look the ID up while its slot is filled.
+//
+// used records the slots that ever held an ID or fields, precisely:
+// every slot this process wrote, every slot read from the array that is
+// not all zero, and the slots of IDs that restore found in other maps
+// (MarkSlotsUsed). When unsure, a slot counts as used: two writes.
 type slotted[V comparable] struct {
 	arr Map[uint32, V] // by slot
 	n   uint32         // max_entries
