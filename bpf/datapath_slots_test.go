@@ -48,6 +48,12 @@ func TestDatapathReadsNoTornSlots(t *testing.T) {
 			}
 			defer d.Close()
 			const a, b = 5, 5 + 64 // one slot
+			// The datapath learns an ID only once its entry is written
+			// (write order), so a's first write, which fills a
+			// never-used slot in one write, comes before the probe.
+			if err := tc.write(h.maps, a); err != nil {
+				t.Fatal(err)
+			}
 			var stop atomic.Bool
 			var wg sync.WaitGroup
 			var writes int

@@ -193,9 +193,12 @@
 //
 // A program copies a value of lb_backends or lb_rev_nat while the agent
 // may rewrite its slot; it re-reads the slot's ID after the copy. That
-// is safe only because Maps.Backends and Maps.RevNat never change a
-// slot's ID and its fields in one write (slotted.go): another writer of
-// these arrays must keep that rule too.
+// is safe only because Maps.Backends and Maps.RevNat never change the ID
+// and the fields of a slot that ever held an ID in one write (slotted.go):
+// another writer of these arrays must keep that rule too. A slot of
+// lb_backends that never held one is filled in one write (no program
+// looks a backend ID up before its entry is written); a restore marks
+// the slots of the IDs it found in other maps as held (MarkSlotsUsed).
 //
 // # In-memory maps
 //

@@ -24,15 +24,19 @@ var layout = []mapDef{
 		name: lbMapLbBackends, typ: ebpf.Array,
 		sizedBy: &sizing{"lb-backends-max", "Capacity of lb_backends",
 			func(c *Config) *uint32 { return &c.LBBackendsMax }},
+		// A backend ID is named only after its entry is written: a
+		// never-used slot is filled in one write.
 		bind: bindSlotted(func(m *Maps) *Map[uint32, Backend] { return &m.Backends },
-			func(b Backend) uint32 { return b.ID }, func(b Backend, id uint32) Backend { b.ID = id; return b }),
+			func(b Backend) uint32 { return b.ID }, func(b Backend, id uint32) Backend { b.ID = id; return b }, true),
 	},
 	{
 		name: lbMapLbRevNat, typ: ebpf.Array, // a dense ID map
 		sizedBy: &sizing{"lb-rev-nat-max", "Capacity of lb_rev_nat: frontends",
 			func(c *Config) *uint32 { return &c.LBRevNatMax }},
+		// A master entry names its rev-NAT ID before the lb_rev_nat
+		// entry is written: every new ID takes two writes.
 		bind: bindSlotted(func(m *Maps) *Map[uint32, RevNatValue] { return &m.RevNat },
-			func(v RevNatValue) uint32 { return v.ID }, func(v RevNatValue, id uint32) RevNatValue { v.ID = id; return v }),
+			func(v RevNatValue) uint32 { return v.ID }, func(v RevNatValue, id uint32) RevNatValue { v.ID = id; return v }, false),
 	},
 	{
 		name: lbMapLbMaglev, typ: ebpf.HashOfMaps,
@@ -176,17 +180,18 @@ func bindArray[V any](field func(*Maps) *Map[uint32, V]) binding {
 
 // bindSlotted binds a dense ID map: an array whose values carry their
 // key, an ID (idOf reads it, withID sets it), which lives in slot
-// ID % max_entries (slotted.go).
-func bindSlotted[V any](field func(*Maps) *Map[uint32, V], idOf func(V) uint32, withID func(V, uint32) V) binding {
+// ID % max_entries (slotted.go). fillInOneWrite: nothing names an ID
+// before its entry is written, so a never-used slot takes one write.
+func bindSlotted[V comparable](field func(*Maps) *Map[uint32, V], idOf func(V) uint32, withID func(V, uint32) V, fillInOneWrite bool) binding {
 	return binding{
 		keySize: 4, valueSize: sizeOf[V](),
 		keyType: reflect.TypeFor[uint32](), valueType: reflect.TypeFor[V](),
 		kernel: func(m *Maps, d *mapDef, em *ebpf.Map, _ *ebpf.MapSpec) {
-			*field(m) = &slotted[V]{arr: &kernelMap[uint32, V]{m: em, name: d.name}, n: max(em.MaxEntries(), 1), idOf: idOf, withID: withID}
+			*field(m) = &slotted[V]{arr: &kernelMap[uint32, V]{m: em, name: d.name}, n: max(em.MaxEntries(), 1), idOf: idOf, withID: withID, fillInOneWrite: fillInOneWrite}
 		},
 		memory: func(m *Maps, d *mapDef, cfg Config, faults FaultHook) {
 			arr := &memArray[V]{newMemMap[uint32, V](d, cfg, faults)}
-			*field(m) = &slotted[V]{arr: arr, n: max(d.maxEntries(cfg), 1), idOf: idOf, withID: withID}
+			*field(m) = &slotted[V]{arr: arr, n: max(d.maxEntries(cfg), 1), idOf: idOf, withID: withID, fillInOneWrite: fillInOneWrite}
 		},
 	}
 }

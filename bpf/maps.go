@@ -3,6 +3,7 @@ package bpf
 import (
 	"errors"
 	"fmt"
+	"iter"
 
 	"github.com/spf13/pflag"
 
@@ -244,4 +245,16 @@ func DeleteHolding[V any](m Map[uint32, V], ids []uint32, vals []V) error {
 		return d.BatchDeleteHolding(ids, vals)
 	}
 	return m.BatchDelete(ids)
+}
+
+// MarkSlotsUsed tells a dense ID map (Maps.Backends, Maps.RevNat) that
+// readers may hold ids, found in other maps by a restore: an empty slot
+// of one of them takes its next ID in two writes, fields then ID, as a
+// slot that held an ID does, never in the one write a never-used slot
+// gets (slotted.go). Any other map ignores it.
+func MarkSlotsUsed[V any](m Map[uint32, V], ids iter.Seq[uint32]) error {
+	if u, ok := m.(interface{ MarkSlotsUsed(iter.Seq[uint32]) error }); ok {
+		return u.MarkSlotsUsed(ids)
+	}
+	return nil
 }

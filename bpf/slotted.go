@@ -2,6 +2,7 @@ package bpf
 
 import (
 	"fmt"
+	"iter"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -29,7 +30,23 @@ import (
 // what it wrote), Delete and BatchDelete read them from the array, a
 // lookup per ID. The Go side keeps only each slot's ID: at 100,000
 // services x 10 backends whole values cost 36 MB more.
-type slotted[V any] struct {
+//
+// A slot taking a new ID gets its fields (with ID 0) and then its ID, two
+// writes, so that a reader holding a reference to a slot never copies a
+// new ID with old fields or the reverse (c/select.h). In lb_backends, a
+// slot that never held an ID has no such reader: a backend ID is named
+// (lb_services slots, Maglev tables, then conntrack and affinity) only
+// after its entry is written, and IDs are handed out once each until the
+// ID space wraps. With fillInOneWrite, such a slot is filled in one
+// write, fields and ID together. Not in lb_rev_nat: a frontend's master
+// entry names its rev-NAT ID before its lb_rev_nat entry is written, so
+// a reply may look the ID up while its slot is filled.
+//
+// used records the slots that ever held an ID or fields, precisely:
+// every slot this process wrote, every slot read from the array that is
+// not all zero, and the slots of IDs that restore found in other maps
+// (MarkSlotsUsed). When unsure, a slot counts as used: two writes.
+type slotted[V comparable] struct {
 	arr Map[uint32, V] // by slot
 	n   uint32         // max_entries
 	// idOf and withID read and set a value's ID. (Plain functions of
@@ -37,6 +54,9 @@ type slotted[V any] struct {
 	// every value Iterate reads to the heap.)
 	idOf   func(V) uint32
 	withID func(V, uint32) V
+	// fillInOneWrite: a never-used slot takes its first ID in one write
+	// (see above; lb_backends only).
+	fillInOneWrite bool
 
 	mu sync.Mutex
 	// owner is the ID each slot holds, as this process wrote or read it;
@@ -45,6 +65,11 @@ type slotted[V any] struct {
 	// slot costs memory only while it holds an ID, and the defaults give
 	// lb_backends a million slots.
 	owner *sparse.Array[uint32]
+	// used holds the slots that ever held an ID or fields (see above):
+	// nil until the first read of the array; it only grows, and
+	// outlives owner's resets. A bitmap in pages: 136 bytes per 1,024
+	// slots once used.
+	used *sparse.Array[struct{}]
 	// gen counts the writes, so that an Iterate that read every slot
 	// knows whether what it read still holds.
 	gen uint64
@@ -98,8 +123,9 @@ func (m *slotted[V]) BatchUpdate(ids []uint32, vs []V) error {
 		}
 	}
 	m.slots, m.vals = m.slots[:0], m.vals[:0]
-	// Slots taking a new ID get their fields first (with ID 0), all in
-	// one batch, and then, with the slots an ID keeps, their IDs.
+	// Slots taking a new ID that held one before get their fields first
+	// (with ID 0), all in one batch, and then, with the slots an ID keeps
+	// and those never used, their IDs.
 	var fresh int
 	for i, id := range ids {
 		v := vs[i]
@@ -109,8 +135,13 @@ func (m *slotted[V]) BatchUpdate(ids []uint32, vs []V) error {
 			return fmt.Errorf("%s: update %d: slot %d holds ID %d", m.Name(), id, s, o)
 		}
 		if m.ownerOf(s) == 0 {
-			m.slots, m.vals = append(m.slots, s), append(m.vals, m.withID(v, 0))
-			fresh++
+			if m.used.IsSet(s) || !m.fillInOneWrite {
+				m.slots, m.vals = append(m.slots, s), append(m.vals, m.withID(v, 0))
+				fresh++
+			}
+			// Marked before the write: a write that fails may have
+			// reached the slot.
+			m.used.Set(s, struct{}{})
 		}
 		m.owner.Set(s, id)
 	}
@@ -198,22 +229,52 @@ func (m *slotted[V]) ebpfMap() *ebpf.Map {
 	return nil
 }
 
-// loadOwners reads which ID each slot holds, if it is not known.
+// loadOwners reads which ID each slot holds, if it is not known, and
+// adds the slots that are not all zero to used.
 func (m *slotted[V]) loadOwners() error {
 	if m.owner != nil {
 		return nil
 	}
-	owner := sparse.New[uint32](m.n)
+	owner, used := sparse.New[uint32](m.n), m.used
+	if used == nil {
+		used = sparse.New[struct{}](m.n)
+	}
+	var zero V
 	err := m.scan(func(s uint32, v V) bool {
-		if id := m.idOf(v); s < m.n && id != 0 {
+		if s >= m.n {
+			return true
+		}
+		if id := m.idOf(v); id != 0 {
 			owner.Set(s, id)
+		}
+		if v != zero {
+			used.Set(s, struct{}{})
 		}
 		return true
 	})
 	if err != nil {
+		// A used set that exists keeps what the scan added; a new one
+		// is dropped: used, once there, covers a whole read of the array.
 		return err
 	}
-	m.owner = owner
+	m.owner, m.used = owner, used
+	return nil
+}
+
+// MarkSlotsUsed records that readers may hold ids (restore found them in
+// other maps): their slots, if empty, take an ID in two writes, never in
+// one. It writes nothing.
+func (m *slotted[V]) MarkSlotsUsed(ids iter.Seq[uint32]) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.loadOwners(); err != nil {
+		return err
+	}
+	for id := range ids {
+		if id != 0 {
+			m.used.Set(m.slot(id), struct{}{})
+		}
+	}
 	return nil
 }
 
@@ -243,11 +304,16 @@ func (m *slotted[V]) Iterate(fn func(uint32, V) bool) error {
 	gen, known := m.gen, m.owner != nil
 	m.mu.Unlock()
 	var owner *sparse.Array[uint32]
+	var used *sparse.Array[struct{}]
+	var zero V
 	if !known {
-		owner = sparse.New[uint32](m.n)
+		owner, used = sparse.New[uint32](m.n), sparse.New[struct{}](m.n)
 	}
 	all := true
 	err := m.scan(func(s uint32, v V) bool {
+		if owner != nil && s < m.n && v != zero {
+			used.Set(s, struct{}{})
+		}
 		id := m.idOf(v)
 		if id == 0 {
 			return true
@@ -262,6 +328,11 @@ func (m *slotted[V]) Iterate(fn func(uint32, V) bool) error {
 		m.mu.Lock()
 		if m.owner == nil && m.gen == gen {
 			m.owner = owner
+			// A used set that exists covers a whole read of the array
+			// already, and every write since (loadOwners).
+			if m.used == nil {
+				m.used = used
+			}
 		}
 		m.mu.Unlock()
 	}

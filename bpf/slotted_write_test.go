@@ -1,16 +1,33 @@
 package bpf
 
 import (
+	"fmt"
 	"maps"
 	"testing"
 )
 
 // recordedArray is an array of Backends that checks every write against
-// the slot's value before it.
+// the slot's value before it and the slot's past.
 type recordedArray struct {
-	t       *testing.T
+	errorf  func(format string, args ...any)
 	slots   map[uint32]Backend
 	lookups int
+	// held marks the slots that ever held an ID or fields: those that
+	// are not all zero at the start (what an earlier agent left), and
+	// each slot written since. writes counts the writes of each slot.
+	held   map[uint32]bool
+	writes map[uint32]int
+	// strict fails a never-used slot filled in one write too, as for
+	// lb_rev_nat, whose IDs are named before their entries are written.
+	strict bool
+}
+
+func newRecordedArray(t *testing.T, slots map[uint32]Backend) *recordedArray {
+	a := &recordedArray{errorf: t.Errorf, slots: slots, held: map[uint32]bool{}, writes: map[uint32]int{}}
+	for s, v := range slots {
+		a.held[s] = v != Backend{}
+	}
+	return a
 }
 
 func (a *recordedArray) Name() string { return "lb_backends" }
@@ -39,21 +56,46 @@ func (a *recordedArray) Iterate(fn func(uint32, Backend) bool) error {
 }
 
 // BatchUpdate fails the test on a write that changes a slot's ID and
-// anything else at once, or the fields of a live ID's address.
+// anything else at once, unless the slot never held an ID or fields
+// (no reader can hold a reference to it), or that changes the fields
+// of a live ID's address.
 func (a *recordedArray) BatchUpdate(ss []uint32, vs []Backend) error {
 	for i, s := range ss {
 		old, v := a.slots[s], vs[i]
 		fields, oldFields := v, old
 		fields.ID, oldFields.ID = 0, 0
-		if old.ID != v.ID && fields != oldFields {
-			a.t.Errorf("slot %d: one write changed ID %d to %d and the fields %+v to %+v", s, old.ID, v.ID, oldFields, fields)
+		if old.ID != v.ID && fields != oldFields && (a.held[s] || a.strict) {
+			a.errorf("slot %d: one write changed ID %d to %d and the fields %+v to %+v", s, old.ID, v.ID, oldFields, fields)
 		}
 		if old.ID != 0 && old.ID == v.ID && old.Addr != v.Addr {
-			a.t.Errorf("slot %d: ID %d's address changed in place", s, v.ID)
+			a.errorf("slot %d: ID %d's address changed in place", s, v.ID)
 		}
 		a.slots[s] = v
+		a.held[s] = true
+		a.writes[s]++
 	}
 	return nil
+}
+
+// The checker above is what keeps slotted honest: it must fail a slot
+// given to another ID in one write, and an ID given back its slot in one
+// write after a delete (the bugs two writes prevent), and let a slot
+// that never held anything be filled in one.
+func TestDenseIDMapCheckerFailsOneWriteToASlotThatHeldAnID(t *testing.T) {
+	var failures []string
+	arr := newRecordedArray(t, map[uint32]Backend{})
+	arr.errorf = func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
+	be := func(a byte, id uint32) Backend { return Backend{Addr: [16]byte{15: a}, ClusterID: uint32(a), ID: id} }
+	arr.Update(1, be(1, 1)) // never used: fine
+	if len(failures) != 0 {
+		t.Fatalf("a never-used slot filled in one write was failed: %v", failures)
+	}
+	arr.Update(1, be(1, 0)) // deleted: its fields kept
+	arr.Update(1, be(9, 1)) // its own ID back with other fields, in one write
+	arr.Update(1, be(5, 5)) // another ID, in one write
+	if len(failures) != 2 {
+		t.Errorf("%d failures, want 2 (an ID given back, another ID, each in one write): %v", len(failures), failures)
+	}
 }
 
 // A program copying a dense ID map's value while the agent writes its
@@ -62,9 +104,9 @@ func (a *recordedArray) BatchUpdate(ss []uint32, vs []Backend) error {
 // slot reused by another ID, deleted, and given back to its own ID, one
 // by one and in batches, is never written so.
 func TestDenseIDMapNeverChangesIDAndFieldsInOneWrite(t *testing.T) {
-	arr := &recordedArray{t: t, slots: map[uint32]Backend{}}
+	arr := newRecordedArray(t, map[uint32]Backend{})
 	m := &slotted[Backend]{arr: arr, n: 4,
-		idOf: func(b Backend) uint32 { return b.ID }, withID: func(b Backend, id uint32) Backend { b.ID = id; return b }}
+		idOf: func(b Backend) uint32 { return b.ID }, withID: func(b Backend, id uint32) Backend { b.ID = id; return b }, fillInOneWrite: true}
 	be := func(a byte, state uint8) Backend {
 		return Backend{Addr: [16]byte{15: a}, State: state, ClusterID: uint32(a)}
 	}
@@ -97,9 +139,9 @@ func TestDenseIDMapNeverChangesIDAndFieldsInOneWrite(t *testing.T) {
 // slot's fields back with ID 0, never changing both at once; a slot that
 // another ID holds is left alone. Plain deletes read the fields first.
 func TestDenseIDMapDeleteHoldingReadsNoSlot(t *testing.T) {
-	arr := &recordedArray{t: t, slots: map[uint32]Backend{}}
+	arr := newRecordedArray(t, map[uint32]Backend{})
 	m := &slotted[Backend]{arr: arr, n: 4,
-		idOf: func(b Backend) uint32 { return b.ID }, withID: func(b Backend, id uint32) Backend { b.ID = id; return b }}
+		idOf: func(b Backend) uint32 { return b.ID }, withID: func(b Backend, id uint32) Backend { b.ID = id; return b }, fillInOneWrite: true}
 	be := func(a byte) Backend { return Backend{Addr: [16]byte{15: a}, ClusterID: uint32(a)} }
 	if err := m.BatchUpdate([]uint32{1, 2, 3}, []Backend{be(1), be(2), be(3)}); err != nil {
 		t.Fatal(err)
@@ -135,9 +177,9 @@ func TestDenseIDMapDeleteHoldingReadsNoSlot(t *testing.T) {
 // for written, so that its next update still writes its fields before
 // its ID, and Count does not count it.
 func TestDenseIDMapRefusedBatchLeavesSlotsUnclaimed(t *testing.T) {
-	arr := &recordedArray{t: t, slots: map[uint32]Backend{}}
+	arr := newRecordedArray(t, map[uint32]Backend{})
 	m := &slotted[Backend]{arr: arr, n: 4,
-		idOf: func(b Backend) uint32 { return b.ID }, withID: func(b Backend, id uint32) Backend { b.ID = id; return b }}
+		idOf: func(b Backend) uint32 { return b.ID }, withID: func(b Backend, id uint32) Backend { b.ID = id; return b }, fillInOneWrite: true}
 	be := func(a byte) Backend { return Backend{Addr: [16]byte{15: a}, ClusterID: uint32(a)} }
 	// Slot 1 holds the fields of a deleted ID.
 	if err := m.Update(5, be(5)); err != nil {

@@ -2,7 +2,9 @@ package reconciler
 
 import (
 	"fmt"
+	"iter"
 	"math"
+	"math/bits"
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/internal/sparse"
@@ -172,4 +174,19 @@ func (a *idAllocator) set(id uint32) {
 	p.words[id%idPageBits/64] |= 1 << (id % 64)
 	p.n++
 	a.inUseN++
+}
+
+// all yields the IDs in use, in no particular order.
+func (a *idAllocator) all() iter.Seq[uint32] {
+	return func(yield func(uint32) bool) {
+		for base, p := range a.used {
+			for w, word := range p.words {
+				for ; word != 0; word &= word - 1 {
+					if !yield(base*idPageBits + uint32(w*64+bits.TrailingZeros64(word))) {
+						return
+					}
+				}
+			}
+		}
+	}
 }

@@ -22,6 +22,9 @@ func (o *ops) restore() error {
 	if err := o.readPinnedMaps(); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	if err := o.markRestoredSlotsUsed(); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
 	// What restore read is the count: the maps are not read again.
 	o.room.set(o.leftovers.counted, start)
 	o.leftovers.exact = o.leftovers.none() && o.restoredMay() == o.leftovers.counted

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"iter"
 	"sync/atomic"
 
 	"github.com/lbstate/lbstate/bpf"
@@ -86,6 +87,14 @@ func (m countedMap[K, V]) BatchDeleteHolding(ks []K, vs []V) error {
 		return d.BatchDeleteHolding(ks, vs)
 	}
 	return m.Map.BatchDelete(ks)
+}
+
+// MarkSlotsUsed passes the IDs on (bpf.MarkSlotsUsed); it writes nothing.
+func (m countedMap[K, V]) MarkSlotsUsed(ids iter.Seq[uint32]) error {
+	if u, ok := m.Map.(interface{ MarkSlotsUsed(iter.Seq[uint32]) error }); ok {
+		return u.MarkSlotsUsed(ids)
+	}
+	return nil
 }
 
 // countedMaglev is a bpf.MaglevMap whose writes (a table each) are

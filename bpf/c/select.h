@@ -31,12 +31,15 @@ volatile const __u32 lb_flow_hash_basis = LB_FNV1A_OFFSET;
 /*
  * Torn reads. lb_backends and lb_rev_nat are arrays that the agent writes
  * in place (slotted.go): a program copying a value while its slot is
- * rewritten could get half of each. The agent never changes a value's
- * fields and its ID in one write: a slot changes owner as {old fields,
- * ID 0}, {new fields, ID 0}, {new fields, new ID}, three writes in that
- * order (and an ID's own updates change only fields it does not tie to
- * its identity). So a copy whose ID is id before and after it holds id's
- * fields alone. The re-read after the copy relies on the CPU keeping
+ * rewritten could get half of each. The agent never changes the fields
+ * and the ID of a slot that held an ID in one write: such a slot changes
+ * owner as {old fields, ID 0}, {new fields, ID 0}, {new fields, new ID},
+ * three writes in that order (and an ID's own updates change only fields
+ * it does not tie to its identity). So a copy whose ID is id before and
+ * after it holds id's fields alone. A slot of lb_backends that never
+ * held an ID is filled in one write: no program looks a backend ID up
+ * before its entry is written (lb_services names it after). Not so in
+ * lb_rev_nat, whose ID a master entry names first. The re-read after the copy relies on the CPU keeping
  * loads in order, as x86 does; the compiler is kept from reordering by
  * the barrier.
  */
