@@ -154,3 +154,26 @@ func TestTCRepliesOfFlowsTheOldDatapathOpensDuringAReloadStayTranslated(t *testi
 		t.Errorf("through the old datapath, the reply %v became %v (verdict %d), want %v", out.Reply(), back, verdict, g.Reply())
 	}
 }
+
+// The shared client port arrays go with the last datapath that holds
+// them: an agent that reloads its datapath keeps no arrays of the ones
+// it closed, and the next load starts afresh (and walks lb_ct).
+func TestClosingTheLastDatapathOfAnLBCTFreesItsPortArrays(t *testing.T) {
+	before := bpf.CTPortsShared()
+	h := newDatapath(t, dpConfig())
+	d, err := bpf.LoadDatapath(h.maps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bpf.CTPortsShared(); n != before+1 {
+		t.Fatalf("two datapaths over one lb_ct: %d sets of arrays, want %d", n, before+1)
+	}
+	h.check(d.Close())
+	if n := bpf.CTPortsShared(); n != before+1 {
+		t.Fatalf("one datapath still loaded: %d sets of arrays, want %d", n, before+1)
+	}
+	h.check(h.dp.Close())
+	if n := bpf.CTPortsShared(); n != before {
+		t.Fatalf("no datapath loaded: %d sets of arrays, want %d", n, before)
+	}
+}
