@@ -58,8 +58,8 @@ type CTCollection struct {
 	// Marked is how many markers the collection wrote: clients of flows
 	// with two entries whose key held nothing (see CollectConntrack).
 	Marked int
-	// Ports is how many client ports it told the datapath of
-	// (Datapath.CollectConntrack; ctports.go).
+	// Ports is how many client ports it told the datapaths loaded over
+	// the map of (ctports.go).
 	Ports int
 }
 
@@ -90,22 +90,26 @@ func (c CTCollection) Pressure() float64 {
 // older datapath, which had no such entries, or a key the LRU took.
 // LoadDatapath writes the markers (MarkConntrack) before it returns, so
 // that flows of a pinned lb_ct that an older datapath wrote keep their
-// backends.
+// backends. It also tells the datapaths this process loaded over ct the
+// client ports of its flows (ctports.go).
 func CollectConntrack(m *Maps, ct Map[CTKey, CTValue]) (CTCollection, error) {
-	return collectConntrack(m, ct, true, nil)
+	return collectConntrack(m, ct, true)
 }
 
 // MarkConntrack is CollectConntrack without the deletions: it writes the
 // markers of clients whose flows with two entries have nothing under
 // their key.
 func MarkConntrack(m *Maps, ct Map[CTKey, CTValue]) (CTCollection, error) {
-	return collectConntrack(m, ct, false, nil)
+	return collectConntrack(m, ct, false)
 }
 
-// collectConntrack is CollectConntrack (remove) or MarkConntrack, and
-// with ports (a datapath's) sets the client ports of the flows in ct.
-func collectConntrack(m *Maps, ct Map[CTKey, CTValue], remove bool, ports *ctPorts) (CTCollection, error) {
+// collectConntrack is CollectConntrack (remove) or MarkConntrack. Both
+// set the client ports of the flows in ct in the arrays of the datapaths
+// loaded over it, if any (ctports.go).
+func collectConntrack(m *Maps, ct Map[CTKey, CTValue], remove bool) (CTCollection, error) {
 	var c CTCollection
+	ports := heldCTPortsOf(ct)
+	defer ports.release()
 	if cp, ok := m.Capacity(ct.Name()); ok {
 		c.MaxEntries = cp.MaxEntries
 	}

@@ -20,7 +20,7 @@ type Datapath struct {
 	progs map[string]*ebpf.Program
 	links []link.Link
 	conn  connMaps // connreports.go
-	ports ctPorts  // ctports.go
+	ports *ctPorts // ctports.go: shared by the datapaths over one lb_ct
 }
 
 // The programs, by the names c/datapath.c gives them.
@@ -147,20 +147,31 @@ func loadDatapathPrograms(m *Maps, opts DatapathOptions, names ...string) (*Data
 			delete(spec.Programs, n)
 		}
 	}
+	// A datapath loaded over an lb_ct that others of this process use
+	// shares their client port arrays (ctports.go).
+	datapathLoads.Lock()
+	defer datapathLoads.Unlock()
+	ports := holdCTPorts(replacements[lbMapLbCt])
+	if ports != nil {
+		replacements[ctPortsMap], replacements[ctPairPortsMap] = ports.clients, ports.pairs
+	}
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: replacements})
 	if err != nil {
+		ports.release()
 		var verr *ebpf.VerifierError
 		if errors.As(err, &verr) {
 			return nil, fmt.Errorf("datapath: loading programs: %+v", verr)
 		}
 		return nil, fmt.Errorf("datapath: loading programs: %w", err)
 	}
-	d := &Datapath{progs: coll.Programs}
+	d := &Datapath{progs: coll.Programs, ports: ports}
 	d.conn.take(coll.Maps, opts.ConnectionReports)
-	if err := d.ports.take(coll.Maps); err != nil {
-		coll.Close()
-		d.Close()
-		return nil, fmt.Errorf("datapath: %w", err)
+	if d.ports == nil {
+		if d.ports, err = newCTPorts(replacements[lbMapLbCt], coll.Maps); err != nil {
+			coll.Close()
+			d.Close()
+			return nil, fmt.Errorf("datapath: %w", err)
+		}
 	}
 	// The programs hold their own references to the maps (clones of the
 	// agent's, and their globals).
@@ -173,7 +184,7 @@ func loadDatapathPrograms(m *Maps, opts DatapathOptions, names ...string) (*Data
 	// the client ports of lb_ct's flows, which the programs, new, know
 	// none of).
 	if m.Conntrack != nil {
-		if _, err := collectConntrack(m, m.Conntrack, false, &d.ports); err != nil {
+		if _, err := MarkConntrack(m, m.Conntrack); err != nil {
 			d.Close()
 			return nil, fmt.Errorf("datapath: %w", err)
 		}
@@ -278,6 +289,7 @@ func (d *Datapath) Close() error {
 	}
 	d.progs = nil
 	errs = append(errs, d.conn.close())
-	errs = append(errs, d.ports.close())
+	errs = append(errs, d.ports.release())
+	d.ports = nil
 	return errors.Join(errs...)
 }

@@ -118,3 +118,62 @@ func TestTCFlowsWithTwoEntriesKeepTranslationWhenTheLRUTakesTheirClientsKey(t *t
 		t.Fatalf("no flow that kept its entries lost the entry under its client's key: the pressure proved nothing")
 	}
 }
+
+// A datapath reloaded without a gap (the new one loaded, and attached,
+// while the old one still runs, then the old one closed) translates the
+// replies of the flows the old one opened after the new one's load: both
+// see the same client ports, whichever of them recorded the flow. So does
+// a second datapath running beside the first over the same maps.
+func TestTCRepliesOfFlowsTheOldDatapathOpensDuringAReloadStayTranslated(t *testing.T) {
+	h := newDatapath(t, dpConfig())
+	h.backend(1, "10.1.0.1:8080/TCP", lb.BackendActive)
+	h.frontend(testFrontend{addr: "10.96.0.1:80/TCP", id: 1, slots: []uint32{1}})
+	old := h.dp
+	d, err := bpf.LoadDatapath(h.maps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+
+	// The old datapath still takes the packets: it opens a flow.
+	f := flow("10.0.0.5:40000", "10.96.0.1:80", lb.ProtoTCP)
+	out := h.balance(f)
+
+	// The new one takes over; the flow's reply comes back from a
+	// remote backend, before any collection.
+	h.dp = d
+	if verdict, back := h.send("lb_tc_ingress", out.Reply()); verdict != actOK || back != f.Reply() {
+		t.Errorf("through the new datapath, the reply %v became %v (verdict %d), want %v", out.Reply(), back, verdict, f.Reply())
+	}
+	// And the other way: a flow the new one opens, its reply through
+	// the old one (two datapaths side by side).
+	g := flow("10.0.0.6:40001", "10.96.0.1:80", lb.ProtoTCP)
+	out = h.balance(g)
+	h.dp = old
+	if verdict, back := h.send("lb_tc_ingress", out.Reply()); verdict != actOK || back != g.Reply() {
+		t.Errorf("through the old datapath, the reply %v became %v (verdict %d), want %v", out.Reply(), back, verdict, g.Reply())
+	}
+}
+
+// The shared client port arrays go with the last datapath that holds
+// them: an agent that reloads its datapath keeps no arrays of the ones
+// it closed, and the next load starts afresh (and walks lb_ct).
+func TestClosingTheLastDatapathOfAnLBCTFreesItsPortArrays(t *testing.T) {
+	before := bpf.CTPortsShared()
+	h := newDatapath(t, dpConfig())
+	d, err := bpf.LoadDatapath(h.maps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bpf.CTPortsShared(); n != before+1 {
+		t.Fatalf("two datapaths over one lb_ct: %d sets of arrays, want %d", n, before+1)
+	}
+	h.check(d.Close())
+	if n := bpf.CTPortsShared(); n != before+1 {
+		t.Fatalf("one datapath still loaded: %d sets of arrays, want %d", n, before+1)
+	}
+	h.check(h.dp.Close())
+	if n := bpf.CTPortsShared(); n != before {
+		t.Fatalf("no datapath loaded: %d sets of arrays, want %d", n, before)
+	}
+}

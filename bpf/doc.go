@@ -178,11 +178,11 @@
 // CollectConntrack deletes the expired ones (the datapath cell runs it
 // periodically), keeping and writing the client entries that flows with
 // two entries need (LoadDatapath marks those of an older datapath's
-// flows: MarkConntrack); Datapath.CollectConntrack also tells the
-// programs the client ports of lb_ct's flows, which they keep in arrays
-// of their own (lb_dp_ct_ports, lb_dp_ct_pair_ports) to skip lookups
-// that would miss and to find flows with two entries whose client entry
-// the LRU took. It translates
+// flows: MarkConntrack); both also tell the programs the client ports
+// of lb_ct's flows, which they keep in arrays of their own
+// (lb_dp_ct_ports, lb_dp_ct_pair_ports, shared by the datapaths this
+// process loads over one lb_ct) to skip lookups that would miss and to
+// find flows with two entries whose client entry the LRU took. It translates
 // every packet of a balanced flow: fragments (the first one's ports kept
 // in lb_dp_frags, a map of its own), IPv6 extension headers, and ICMP
 // errors quoting the flow. DestroyOrphanedUDPSockets destroys connected

@@ -24,3 +24,11 @@ func LoadProbeDatapath(m *Maps) (*Datapath, error) {
 
 // ConnEventSize is the size of struct lb_conn_event the decoder reads.
 const ConnEventSize = connEventSize
+
+// CTPortsShared returns how many lb_ct maps have client port arrays that
+// loaded datapaths share (ctports.go).
+func CTPortsShared() int {
+	ctPortsMu.Lock()
+	defer ctPortsMu.Unlock()
+	return len(ctPortsOf)
+}
