@@ -12,9 +12,9 @@
  * The client ports of lb_ct's flows, one element per port (host order),
  * 0 until a flow's client uses that port, then 1 for good: the datapath
  * sets them as it records flows, and the agent for the flows in lb_ct
- * when it loads the datapath and at each collection (the maps are the
- * datapath's own, unpinned). An element is written whole, only ever
- * with 1, by both: no read-modify-write to race.
+ * when it loads the datapath and at each collection (unpinned; every
+ * datapath a process loads over one lb_ct shares them). An element is
+ * written whole, only ever with 1, by both: no read-modify-write to race.
  *
  * lb_dp_ct_ports: the ports of every flow's client. A packet with no
  * entry under its source whose destination port no client used is no
