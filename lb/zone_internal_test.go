@@ -7,7 +7,7 @@ import "testing"
 // one must not grow the process without end. The names it holds keep
 // their handles.
 func TestZoneTableFullGivesNewNamesNoZone(t *testing.T) {
-	tab := newZoneTable(3) // "" and two names
+	tab := newZoneTable(3, 0) // "" and two names
 	a, b := tab.of("a"), tab.of("b")
 	if a == 0 || b == 0 || a == b {
 		t.Fatalf("a %d, b %d", a, b)

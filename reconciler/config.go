@@ -96,8 +96,8 @@ type settings struct {
 	maglevSeed       uint32
 	maxSlots         int
 	// zoneIDs are the datapath's IDs of the zones that have one, by
-	// lb.Zone: registered here, when the reconciler starts, before any
-	// source names a zone (lb.ZoneOf's table is bounded).
+	// lb.Zone: registered (lb.RegisterZone), so that they have handles
+	// however many names sources filled lb.ZoneOf's bounded table with.
 	zoneIDs map[lb.Zone]uint8
 }
 
@@ -116,7 +116,11 @@ func (c Config) settings() (settings, error) {
 		if err != nil || id == 0 {
 			return s, fmt.Errorf("--lb-zone-ids: zone %q: ID %q is not a number from 1 to 255", zone, idStr)
 		}
-		s.zoneIDs[lb.ZoneOf(zone)] = uint8(id)
+		z, err := lb.RegisterZone(zone)
+		if err != nil {
+			return s, fmt.Errorf("--lb-zone-ids: %w", err)
+		}
+		s.zoneIDs[z] = uint8(id)
 	}
 	return s, nil
 }
