@@ -70,4 +70,5 @@ func registerMetrics(p metricsParams) {
 	metrics.Register(p.Registerer, NewTopologyCollector(p.DB, p.Tables.frontends))
 	metrics.Register(p.Registerer, NewConflictCollector(p.DB, p.Tables.services))
 	metrics.Register(p.Registerer, NewBackendWeightCollector(p.DB, p.Tables.frontends))
+	metrics.Register(p.Registerer, NewZoneRefusedCollector())
 }

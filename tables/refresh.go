@@ -443,6 +443,7 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 			continue
 		}
 		refs, level := selectBackends(&ch.sel, params, policy, node, false, own)
+		w.noteRefusedZone(name, params.Address, &ch.sel)
 		x := lb.FrontendExtras{TopologyLevel: level}
 		if r != nil && r.Covers(params) {
 			if !redirectRead {
@@ -452,6 +453,7 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.Servi
 			x.Hidden = slices.Clone(refs)
 			x.RedirectedTo, x.SkipFromBackend = r.To, r.SkipFromBackend
 			refs, x.TopologyLevel = selectBackends(&ch.sel, params, policy, node, true, redirectCands)
+			w.noteRefusedZone(r.To, params.Address, &ch.sel)
 		} else if route := routeFor(svc, policy, params); route != nil {
 			if routeCands == nil {
 				routeCands = map[lb.ServiceName][]Candidate{name: own}

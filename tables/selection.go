@@ -80,12 +80,15 @@ func SelectBackendsLevel(fe lb.FrontendParams, svc *lb.ServiceParams, node *lb.N
 type selectScratch struct {
 	pool  []lb.BackendRef
 	hints []*lb.BackendParams
+	// refusedZone is a backend whose zone the full table of zone names
+	// gave no handle (lb.ZoneOf), for the Writer to log.
+	refusedZone *lb.BackendParams
 }
 
 // release drops what the scratch space refers to (backend rows).
 func (sc *selectScratch) release() {
 	clear(sc.hints[:cap(sc.hints)])
-	sc.pool, sc.hints = sc.pool[:0], sc.hints[:0]
+	sc.pool, sc.hints, sc.refusedZone = sc.pool[:0], sc.hints[:0], nil
 }
 
 // selectBackends is SelectBackendsLevel, building its result in sc (when
@@ -129,9 +132,13 @@ func selectBackends(sc *selectScratch, fe lb.FrontendParams, svc *lb.ServicePara
 		if state == lb.BackendActive && c.Unhealthy {
 			state = lb.BackendQuarantined
 		}
+		zone := lb.ZoneOf(p.Zone)
+		if zone == 0 && p.Zone != "" && sc != nil {
+			sc.refusedZone = p
+		}
 		pool = append(pool, lb.BackendRef{
 			Address: p.Address, Weight: p.Weight, State: state,
-			ClusterID: p.ClusterID, Zone: lb.ZoneOf(p.Zone),
+			ClusterID: p.ClusterID, Zone: zone,
 		})
 		hints = append(hints, p)
 		if useKeys {

@@ -59,6 +59,10 @@ type Writer struct {
 	// pay every time).
 	seenRedirect, seenRoute, seenConflict atomic.Bool
 
+	// zoneRefusedLogged is lb.ZoneNamesRefused when a refused zone was
+	// last logged (noteRefusedZone).
+	zoneRefusedLogged atomic.Uint64
+
 	history *History
 }
 
