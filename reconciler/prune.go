@@ -334,6 +334,12 @@ func (o *ops) pruneAffinity(byID map[uint32]*frontendState) error {
 // Those of IDs restore dropped that slots still name stay (named).
 func (o *ops) pruneUnknownBackends(named map[uint32]bool) error {
 	backendIDs := o.backendIDs()
+	// The parked ones left are those whose delete just failed: their
+	// states say their entries are there, and a frontend taking one
+	// back does not write it again.
+	for _, i := range o.restoredBackends.all() {
+		backendIDs[o.beStates.at(i).id] = true
+	}
 	return pruneMap(o.maps.Backends, func(id uint32, _ bpf.Backend) bool { return backendIDs[id] || named[id] })
 }
 
