@@ -62,13 +62,17 @@ func (o *ops) absentMay() (entries, error) {
 			}
 		}
 	}
-	for _, bes := range []*addrMap{&o.backends, &o.restoredBackends} {
-		for _, i := range bes.all() {
-			if be := o.beStates.at(i); be.inMap && !be.written {
-				_, ok, lerr := o.maps.Backends.Lookup(be.id)
-				absent(roomBackends, ok, lerr)
-			}
+	backend := func(i uint32) {
+		if be := o.beStates.at(i); be.inMap && !be.written {
+			_, ok, lerr := o.maps.Backends.Lookup(be.id)
+			absent(roomBackends, ok, lerr)
 		}
+	}
+	for _, i := range o.backends.all() {
+		backend(i)
+	}
+	for _, i := range o.restoredBackends.all() {
+		backend(i)
 	}
 	return e, err
 }
