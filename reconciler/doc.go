@@ -63,6 +63,9 @@
 //     lb_rev_nat: when none is free a frontend gets no ID and waits too,
 //     in the order it came (idwait.go). A frontend that starts waiting,
 //     or failing, is counted once, not once per retry (metrics.go).
+//     Counting the maps again also counts what the states may still
+//     write there (a failed write's entries, which its retry writes
+//     without counting them again: room_absent.go).
 //   - Batch failures (batch.go, ops.go): a batched syscall may fail after
 //     applying a prefix of its entries. Whatever it touched is then marked
 //     unknown and written again by the retry; the frontends that had a

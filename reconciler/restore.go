@@ -18,6 +18,7 @@ import (
 // the IDs that live flows carry. What nobody claims is pruned later.
 func (o *ops) restore() error {
 	start := time.Now()
+	o.room.absent = o.absentMay
 	o.leftovers = &leftovers{}
 	if err := o.readPinnedMaps(); err != nil {
 		return fmt.Errorf("restore: %w", err)

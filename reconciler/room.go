@@ -95,6 +95,9 @@ type room struct {
 	// that took (recountDue).
 	counted time.Time
 	took    time.Duration
+	// absent returns the entries that states say may exist and the maps
+	// lack (room_absent.go): a recount counts them as held.
+	absent func() (entries, error)
 }
 
 // recountEvery is the least time between two counts that nothing but
@@ -130,8 +133,9 @@ func newRoom(maps *bpf.Maps) room {
 	return r
 }
 
-// recount counts the entries of every map again. On error the counts
-// stay as they were, and stale.
+// recount counts the entries of every map again, and those that states
+// may still write (absent). On error the counts stay as they were, and
+// stale.
 func (r *room) recount() error {
 	if onRecount != nil {
 		onRecount()
@@ -145,6 +149,14 @@ func (r *room) recount() error {
 			return err
 		}
 		counted[m] = n
+	}
+	if r.absent != nil {
+		absent, err := r.absent()
+		if err != nil {
+			r.stale = true
+			return err
+		}
+		counted.add(absent)
 	}
 	r.set(counted, start)
 	return nil
