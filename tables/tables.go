@@ -32,6 +32,16 @@ func serviceNameFromString(s string) (index.Key, error) {
 	return serviceNameKey(n), nil
 }
 
+// keySetOf is the key set of a non-unique index from a slice of keys,
+// which may be empty (statedb v0.9's NewKeySet takes a first key apart
+// so that a set of one key needs no slice).
+func keySetOf(keys []index.Key) index.KeySet {
+	if len(keys) == 0 {
+		return index.EmptyKeySet
+	}
+	return index.NewKeySet(keys[0], keys[1:]...)
+}
+
 // addrKey is the index key of frontends and backends: lb.L3n4Addr's Key
 // without the 12 bytes that map an IPv4 address into IPv6. It sorts as Key
 // does (the family byte comes first, and every IPv4 key had those bytes),
@@ -76,7 +86,7 @@ var ServiceByConflict = statedb.Index[*lb.Service, lb.L3n4Addr]{
 		for i, c := range s.Conflicts() {
 			keys[i] = addrKey(c.Address)
 		}
-		return index.NewKeySet(keys...)
+		return keySetOf(keys)
 	},
 	FromKey:    addrKey,
 	FromString: addrFromString,
@@ -90,7 +100,7 @@ var ServiceByRedirectTarget = statedb.Index[*lb.Service, lb.ServiceName]{
 		if r := s.Redirect(); r != nil {
 			return index.NewKeySet(serviceNameKey(r.To))
 		}
-		return index.NewKeySet()
+		return index.EmptyKeySet
 	},
 	FromKey:    serviceNameKey,
 	FromString: serviceNameFromString,
@@ -109,7 +119,7 @@ var ServiceByRouteTarget = statedb.Index[*lb.Service, lb.ServiceName]{
 				}
 			}
 		}
-		return index.NewKeySet(keys...)
+		return keySetOf(keys)
 	},
 	FromKey:    serviceNameKey,
 	FromString: serviceNameFromString,
