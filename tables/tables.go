@@ -33,13 +33,19 @@ func serviceNameFromString(s string) (index.Key, error) {
 }
 
 // keySetOf is the key set of a non-unique index from a slice of keys,
-// which may be empty (statedb v0.9's NewKeySet takes a first key apart
-// so that a set of one key needs no slice).
+// which may be empty. It builds against statedb v0.9, whose NewKeySet
+// takes a first key apart, and against v0.8.3, which e2e/cilium pins
+// because Cilium v1.20.2 does not compile against v0.9: so no NewKeySet
+// of a spread slice and no EmptyKeySet. Several keys are rare (a conflict,
+// a split); index.Seq copies them.
 func keySetOf(keys []index.Key) index.KeySet {
-	if len(keys) == 0 {
-		return index.EmptyKeySet
+	switch len(keys) {
+	case 0:
+		return index.KeySet{}
+	case 1:
+		return index.NewKeySet(keys[0])
 	}
-	return index.NewKeySet(keys[0], keys[1:]...)
+	return index.Seq(func(k index.Key) index.Key { return k }, slices.Values(keys))
 }
 
 // addrKey is the index key of frontends and backends: lb.L3n4Addr's Key
@@ -100,7 +106,7 @@ var ServiceByRedirectTarget = statedb.Index[*lb.Service, lb.ServiceName]{
 		if r := s.Redirect(); r != nil {
 			return index.NewKeySet(serviceNameKey(r.To))
 		}
-		return index.EmptyKeySet
+		return index.KeySet{}
 	},
 	FromKey:    serviceNameKey,
 	FromString: serviceNameFromString,
