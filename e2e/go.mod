@@ -8,7 +8,7 @@ go 1.26.8
 
 require (
 	github.com/cilium/hive v1.0.4
-	github.com/cilium/statedb v0.8.3
+	github.com/cilium/statedb v0.9.4
 	github.com/lbstate/lbstate v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3

@@ -32,6 +32,22 @@ func serviceNameFromString(s string) (index.Key, error) {
 	return serviceNameKey(n), nil
 }
 
+// keySetOf is the key set of a non-unique index from a slice of keys,
+// which may be empty. It builds against statedb v0.9, whose NewKeySet
+// takes a first key apart, and against v0.8.3, which e2e/cilium pins
+// because Cilium v1.20.2 does not compile against v0.9: so no NewKeySet
+// of a spread slice and no EmptyKeySet. Several keys are rare (a conflict,
+// a split); index.Seq copies them.
+func keySetOf(keys []index.Key) index.KeySet {
+	switch len(keys) {
+	case 0:
+		return index.KeySet{}
+	case 1:
+		return index.NewKeySet(keys[0])
+	}
+	return index.Seq(func(k index.Key) index.Key { return k }, slices.Values(keys))
+}
+
 // addrKey is the index key of frontends and backends: lb.L3n4Addr's Key
 // without the 12 bytes that map an IPv4 address into IPv6. It sorts as Key
 // does (the family byte comes first, and every IPv4 key had those bytes),
@@ -76,7 +92,7 @@ var ServiceByConflict = statedb.Index[*lb.Service, lb.L3n4Addr]{
 		for i, c := range s.Conflicts() {
 			keys[i] = addrKey(c.Address)
 		}
-		return index.NewKeySet(keys...)
+		return keySetOf(keys)
 	},
 	FromKey:    addrKey,
 	FromString: addrFromString,
@@ -90,7 +106,7 @@ var ServiceByRedirectTarget = statedb.Index[*lb.Service, lb.ServiceName]{
 		if r := s.Redirect(); r != nil {
 			return index.NewKeySet(serviceNameKey(r.To))
 		}
-		return index.NewKeySet()
+		return index.KeySet{}
 	},
 	FromKey:    serviceNameKey,
 	FromString: serviceNameFromString,
@@ -109,7 +125,7 @@ var ServiceByRouteTarget = statedb.Index[*lb.Service, lb.ServiceName]{
 				}
 			}
 		}
-		return index.NewKeySet(keys...)
+		return keySetOf(keys)
 	},
 	FromKey:    serviceNameKey,
 	FromString: serviceNameFromString,

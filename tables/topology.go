@@ -48,7 +48,7 @@ var TopologyServiceByNode = statedb.Index[*TopologyService, string]{
 		for i, n := range t.Nodes {
 			keys[i] = index.String(n)
 		}
-		return index.NewKeySet(keys...)
+		return keySetOf(keys)
 	},
 	FromKey:    index.String,
 	FromString: index.FromString,

@@ -10,7 +10,7 @@ go 1.26.8
 require (
 	github.com/cilium/cilium v1.20.2
 	github.com/cilium/hive v1.0.4
-	github.com/cilium/statedb v0.8.4
+	github.com/cilium/statedb v0.9.4
 	github.com/lbstate/lbstate v0.0.0
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/zap v1.28.0
@@ -173,7 +173,10 @@ require (
 replace github.com/lbstate/lbstate => ../..
 
 // The module mirror lacks statedb v0.8.4, which Cilium v1.20.2 asks for;
-// v0.8.3 builds the packages used here.
+// v0.8.3 builds the packages used here. lbstate requires v0.9.4, which
+// Cilium v1.20.2 does not compile against (index.NewKeySet's signature,
+// QueryFromObject's two results): this pins v0.8.3 for both, and lbstate
+// keeps to the API the two versions share (tables.keySetOf).
 replace github.com/cilium/statedb => github.com/cilium/statedb v0.8.3
 
 // Cilium's own replace (its go.mod), needed for its module graph.
