@@ -1,11 +1,9 @@
 package reconciler
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
 	"testing"
 
+	"github.com/lbstate/lbstate/internal/zonetest"
 	"github.com/lbstate/lbstate/lb"
 )
 
@@ -16,17 +14,8 @@ import (
 // configured zone, as any new name past the bound, the zero Zone, and
 // its backends lost their zone ID without a word.)
 func TestConfiguredZoneKeepsItsIDAfterSourcesFillTheZoneTable(t *testing.T) {
-	if os.Getenv("LBSTATE_FILL_ZONE_TABLE") != "1" {
-		// The table is the process's: fill it in a process of its own.
-		cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "LBSTATE_FILL_ZONE_TABLE=1")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%v\n%s", err, out)
-		}
+	if !zonetest.Full(t) {
 		return
-	}
-	for i := range 1 << 16 {
-		lb.ZoneOf(fmt.Sprintf("source-zone-%d", i))
 	}
 	s, err := Config{LBAlgorithm: "random", LBMaxWeightedSlots: 1, LBZoneIDs: map[string]string{"zone-a": "7"}}.settings()
 	if err != nil {

@@ -2,16 +2,14 @@ package tables
 
 import (
 	"bytes"
-	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/cilium/statedb"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/lbstate/lbstate/internal/zonetest"
 	"github.com/lbstate/lbstate/lb"
 )
 
@@ -20,17 +18,8 @@ import (
 // (with the service, the backend and the zone) and counted in
 // lbstate_zone_names_refused_total, not lost without a word.
 func TestBackendZoneRefusedByAFullZoneTableIsLoggedAndCounted(t *testing.T) {
-	if os.Getenv("LBSTATE_FILL_ZONE_TABLE") != "1" {
-		// The table is the process's: fill it in a process of its own.
-		cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "LBSTATE_FILL_ZONE_TABLE=1")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%v\n%s", err, out)
-		}
+	if !zonetest.Full(t) {
 		return
-	}
-	for i := range 1 << 16 {
-		lb.ZoneOf(fmt.Sprintf("source-zone-%d", i))
 	}
 	refused := NewZoneRefusedCollector()
 	before := testutil.ToFloat64(refused)
