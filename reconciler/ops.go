@@ -525,9 +525,18 @@ func (o *ops) releaseBackend(i uint32, be *backendState) {
 // of the frontends (by ID) in clear whose backend ID clear's function for
 // them says (every entry for nil).
 func (o *ops) clearAffinity(clear map[uint32]func(backendID uint32) bool) error {
+	return o.deletePinsWhere(func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
+		stale, ok := clear[k.RevNatID]
+		return ok && (stale == nil || stale(v.BackendID))
+	})
+}
+
+// deletePinsWhere deletes, in one walk of lb_affinity, the entries match
+// says.
+func (o *ops) deletePinsWhere(match func(bpf.AffinityKey, bpf.AffinityValue) bool) error {
 	var stale []bpf.AffinityKey
 	err := o.maps.Affinity.Iterate(func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
-		if stale1, ok := clear[k.RevNatID]; ok && (stale1 == nil || stale1(v.BackendID)) {
+		if match(k, v) {
 			stale = append(stale, k)
 		}
 		return true

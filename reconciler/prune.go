@@ -137,17 +137,7 @@ func (o *ops) clearPinsOf(ids []uint32) error {
 	for _, id := range ids {
 		gone[id] = true
 	}
-	var stale []bpf.AffinityKey
-	err := o.maps.Affinity.Iterate(func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
-		if gone[v.BackendID] {
-			stale = append(stale, k)
-		}
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	return o.maps.Affinity.BatchDelete(stale)
+	return o.deletePinsWhere(func(_ bpf.AffinityKey, v bpf.AffinityValue) bool { return gone[v.BackendID] })
 }
 
 // droppedChecked is called after each checkDropped, for tests.
