@@ -23,13 +23,7 @@ func TestDroppedBackendIDLeavesNoAffinityPin(t *testing.T) {
 	twoIDsOfOneAddress(t, raw, x, vips, 5, 9)
 	maps, failing := failingServices(raw) // the slot naming the dropped ID stays
 	a := newAgent(t, maps, nil)
-	done, err := a.w.RegisterInitializer("k8s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.start(t)
-	defer a.stop(t)
-	a.declareTwoIDs(t, done, x, vips, nil)
+	a.startWithTwoIDs(t, x, vips, nil)
 	// After the prune, the datapath pins a client of each frontend to the
 	// ID its slot names (which of the two restore dropped is not this
 	// test's business).

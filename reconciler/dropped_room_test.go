@@ -35,15 +35,9 @@ func TestDroppedBackendIDsEntryGoesToAFrontendWaitingForRoom(t *testing.T) {
 	// be offered it when it frees.
 	defer reconciler.SetRetryMinBackoff(time.Hour)()
 	a := newAgent(t, maps, func(c *reconciler.Config) { c.LBRetryMaxBackoff = time.Hour })
-	done, err := a.w.RegisterInitializer("k8s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.start(t)
-	defer a.stop(t)
 	// web-2's three backends need three of lb_backends' four entries;
 	// the two IDs of x hold two.
-	a.declareTwoIDs(t, done, x, vips, func(txn statedb.WriteTxn) error {
+	a.startWithTwoIDs(t, x, vips, func(txn statedb.WriteTxn) error {
 		return upsert(a.w, txn, "web-2", "10.96.20.3:80/TCP", lb.AlgorithmRandom, false,
 			be("10.20.0.2:8080/TCP"), be("10.20.0.3:8080/TCP"), be("10.20.0.4:8080/TCP"))
 	})
@@ -91,13 +85,7 @@ func TestDroppedBackendIDIsLookedAtByOneTimerHoweverManyPrunes(t *testing.T) {
 	twoIDsOfOneAddress(t, raw, x, vips, 5, 9)
 	maps, _ := failingServices(raw) // the slot naming the dropped ID stays
 	a := newAgent(t, maps, nil)
-	done, err := a.w.RegisterInitializer("k8s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.start(t)
-	defer a.stop(t)
-	a.declareTwoIDs(t, done, x, vips, nil)
+	a.startWithTwoIDs(t, x, vips, nil)
 	// Four more prunes, each leaving the slot as it was.
 	for n := 2; n <= 5; n++ {
 		a.rec.Prune()

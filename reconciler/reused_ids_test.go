@@ -326,13 +326,7 @@ func TestDroppedBackendIDStaysWhileASlotNamesIt(t *testing.T) {
 	ordered, order := checkWriteOrder(raw)
 	maps, failing := failingServices(ordered)
 	a := newAgent(t, maps, nil)
-	done, err := a.w.RegisterInitializer("k8s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.start(t)
-	defer a.stop(t)
-	a.declareTwoIDs(t, done, x, vips, nil)
+	a.startWithTwoIDs(t, x, vips, nil)
 	// One frontend's slot names the ID restore dropped, and its update
 	// fails: both entries stay.
 	for _, id := range []uint32{5, 9} {
@@ -377,13 +371,7 @@ func TestDroppedBackendIDRetriesPruneNothingElse(t *testing.T) {
 	twoIDsOfOneAddress(t, raw, x, vips, 5, 9)
 	maps, failing := failingServices(raw)
 	a := newAgent(t, maps, nil)
-	done, err := a.w.RegisterInitializer("k8s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.start(t)
-	defer a.stop(t)
-	a.declareTwoIDs(t, done, x, vips, nil)
+	a.startWithTwoIDs(t, x, vips, nil)
 	deadline := time.Now().Add(20 * time.Second)
 	for checks.Load() < 3 {
 		if time.Now().After(deadline) {
@@ -439,11 +427,18 @@ func failingServices(base *bpf.Maps) (maps *bpf.Maps, failing *failingServiceWri
 	return &m, failing
 }
 
-// declareTwoIDs declares web-i at vips[i] with the one backend x (the
-// frontends twoIDsOfOneAddress seeded), and what more writes, as the
-// source's initial state, and waits for the first prune.
-func (a *agent) declareTwoIDs(t *testing.T, done func(statedb.WriteTxn), x lb.L3n4Addr, vips []lb.L3n4Addr, more func(statedb.WriteTxn) error) {
+// startWithTwoIDs starts the agent (stopped at the test's end) with a
+// source that declares web-i at vips[i] with the one backend x (the
+// frontends twoIDsOfOneAddress seeded), and what more writes, as its
+// initial state, and waits for the first prune.
+func (a *agent) startWithTwoIDs(t *testing.T, x lb.L3n4Addr, vips []lb.L3n4Addr, more func(statedb.WriteTxn) error) {
 	t.Helper()
+	done, err := a.w.RegisterInitializer("k8s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.start(t)
+	t.Cleanup(func() { a.stop(t) })
 	a.write(t, func(txn statedb.WriteTxn) error {
 		for i, vip := range vips {
 			if err := upsert(a.w, txn, fmt.Sprintf("web-%d", i), vip.String(), lb.AlgorithmRandom, false, be(x.String())); err != nil {
