@@ -53,21 +53,7 @@ func TestKeyIndexAnswersAsAMapDoes(t *testing.T) {
 			if x.len() != len(want) {
 				t.Fatalf("step %d: len %d, want %d", step, x.len(), len(want))
 			}
-			for k, i := range want {
-				if got, ok := x.get(k); !ok || got != i {
-					t.Fatalf("step %d: %v: got %d %v, want %d", step, k.l3n4(), got, ok, i)
-				}
-			}
-			seen := map[addrKey]bool{}
-			for k, i := range x.all() {
-				if seen[k] || want[k] != i {
-					t.Fatalf("step %d: all yields %v at %d (seen %v), want %d", step, k.l3n4(), i, seen[k], want[k])
-				}
-				seen[k] = true
-			}
-			if len(seen) != len(want) {
-				t.Fatalf("step %d: all yields %d addresses, want %d", step, len(seen), len(want))
-			}
+			checkKeyIndex(t, step, &x, want)
 		}
 	}
 	if _, ok := x.get(testAddr(n + 1)); ok {
