@@ -32,3 +32,18 @@ func BenchmarkNewServiceName(b *testing.B) {
 	}
 	sinkBytes = []byte(n.text[:0])
 }
+
+// BenchmarkSourceNameAndValidity measures what every Writer call and
+// every converted object asks of a source: whether it is registered,
+// and its name.
+func BenchmarkSourceNameAndValidity(b *testing.B) {
+	n := 0
+	for b.Loop() {
+		if SourceK8s.Valid() {
+			n += len(SourceK8s.String())
+		}
+	}
+	if n == 0 {
+		b.Fatal("k8s is not a valid source")
+	}
+}
