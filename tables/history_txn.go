@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/cilium/statedb"
-
-	"github.com/lbstate/lbstate/lb"
 )
 
 // journalTxn is a write transaction from Writer.WriteTxn: it carries the
@@ -106,14 +104,6 @@ func (ch *changes) stage(e historyEntry) {
 		}
 	}
 	jt.staged = append(jt.staged, e)
-}
-
-// causesOf returns what caused a service's change in this call or batch.
-func (ch *changes) causesOf(name lb.ServiceName) causeSet {
-	if i, ok := ch.services[name]; ok {
-		return ch.causes[i]
-	}
-	return causeSet{first: ch.cause}
 }
 
 // journal points ch at txn's journal and the cause of the call under way.

@@ -15,32 +15,30 @@ import (
 // so that the derived state (frontend rows, their backends, conflicts) is
 // refreshed once, at its end.
 type changes struct {
-	// services are the services whose frontends flush selects again;
-	// order holds the same names, in the order they were recorded. Add
-	// them with refresh only: a name missing from order is not refreshed.
-	services   map[lb.ServiceName]int32 // the index in causes
-	order      []lb.ServiceName
-	addrs      map[lb.L3n4Addr]struct{}    // re-decide who owns these addresses
-	contenders map[lb.ServiceName]struct{} // bring these services' conflicts up to date
-	backendsOf map[lb.ServiceName]struct{} // services whose backends changed
+	// touched are the services the call recorded (touched.go), byName
+	// their indexes, last the index+1 of the one used last (0: none).
+	// order holds the services whose frontends flush selects again, in
+	// the order they were recorded (add them with refresh only);
+	// contenders those whose conflicts it brings up to date; backendsOf
+	// those whose backends changed.
+	touched    []touched
+	byName     map[lb.ServiceName]int32
+	last       int32
+	order      []int32
+	contenders []int32
+	backendsOf []int32
+	addrs      map[lb.L3n4Addr]struct{} // re-decide who owns these addresses
 	err        error
 
-	// History: the transaction that stages entries (nil: none kept),
-	// the cause of the call under way, and what caused each service's
-	// change, in the order refresh first recorded them (order is sorted
-	// later; services keeps the index).
-	jt     *journalTxn
-	cause  *Cause
-	causes []causeSet
+	// History: the transaction that stages entries (nil: none kept) and
+	// the cause of the call under way (each service's causes are in its
+	// record).
+	jt    *journalTxn
+	cause *Cause
 
 	// Scratch space of flush.
-	owners    map[lb.L3n4Addr]decision
-	claimedBy map[lb.L3n4Addr]claimants
-	// svcs are the service rows the batch (or flush) read or wrote, by
-	// name (nil: none): kept from the batch into its flush, which reads
-	// the row of every service the batch changed, and finds them here
-	// instead of looking each up again.
-	svcs       map[lb.ServiceName]*lb.Service
+	owners     map[lb.L3n4Addr]decision
+	claimedBy  map[lb.L3n4Addr]claimants
 	gone       []goneRow // frontend rows no service claims any more
 	node       *lb.Node
 	nodeLooked bool
@@ -61,14 +59,6 @@ type changes struct {
 	// may change them in place instead of inserting a copy.
 	batched bool
 	fresh   map[*lb.Service]struct{}
-	// In a Batch, until flush: the service row the batch last read or
-	// wrote (Writer.service), lastSvc nil when it has none, which svcs
-	// gets when another row is remembered: a source's calls for one
-	// service read and write it several times in a row, and a
-	// comparison of names is cheaper than a map.
-	lastSet  bool
-	lastName lb.ServiceName
-	lastSvc  *lb.Service
 	// orphans are, in a Batch, the backend addresses kept aside for
 	// services without a row that the batch changed (none: nil), written
 	// to orphan-backends when it ends (see setOrphanAddrs).
@@ -79,13 +69,10 @@ type changes struct {
 // of names, and fresh maps for each would cost more than the call.
 var changesPool = sync.Pool{New: func() any {
 	return &changes{
-		services:   map[lb.ServiceName]int32{},
-		addrs:      map[lb.L3n4Addr]struct{}{},
-		contenders: map[lb.ServiceName]struct{}{},
-		backendsOf: map[lb.ServiceName]struct{}{},
-		owners:     map[lb.L3n4Addr]decision{},
-		claimedBy:  map[lb.L3n4Addr]claimants{},
-		svcs:       map[lb.ServiceName]*lb.Service{},
+		byName:    map[lb.ServiceName]int32{},
+		addrs:     map[lb.L3n4Addr]struct{}{},
+		owners:    map[lb.L3n4Addr]decision{},
+		claimedBy: map[lb.L3n4Addr]claimants{},
 
 		fresh:   map[*lb.Service]struct{}{},
 		orphans: map[lb.ServiceName][]lb.L3n4Addr{},
@@ -105,17 +92,16 @@ const maxPooledChanges = 2048
 // release empties ch and returns it to the pool, unless a big change
 // grew its maps.
 func (ch *changes) release() {
-	if max(len(ch.services), len(ch.addrs), len(ch.contenders), len(ch.svcs), len(ch.fresh), len(ch.orphans)) > maxPooledChanges {
+	if max(len(ch.touched), len(ch.addrs), len(ch.fresh), len(ch.orphans)) > maxPooledChanges {
 		return
 	}
-	ch.forget() // (before svcs is cleared, which it adds to)
-	clear(ch.services)
+	clear(ch.touched) // no table objects or causes kept alive in the pool
+	clear(ch.byName)
+	ch.touched, ch.last = ch.touched[:0], 0
+	ch.contenders, ch.backendsOf = ch.contenders[:0], ch.backendsOf[:0]
 	clear(ch.addrs)
-	clear(ch.contenders)
-	clear(ch.backendsOf)
 	clear(ch.owners)
 	clear(ch.claimedBy)
-	clear(ch.svcs)
 	clear(ch.fresh)
 	clear(ch.orphans)
 	ch.batched = false
@@ -127,42 +113,8 @@ func (ch *changes) release() {
 	ch.ownCands, ch.redirectCands = ch.ownCands[:0], ch.redirectCands[:0]
 	ch.sel.release()
 	ch.err, ch.node, ch.nodeLooked = nil, nil, false
-	clear(ch.causes) // no causes kept alive in the pool
-	ch.jt, ch.cause, ch.causes = nil, nil, ch.causes[:0]
+	ch.jt, ch.cause = nil, nil
 	changesPool.Put(ch)
-}
-
-// remember keeps the row of a service (nil: none) as the batch's last;
-// the last one before goes to svcs (once per service, not per call).
-func (ch *changes) remember(name lb.ServiceName, s *lb.Service) {
-	if ch.lastSet && ch.lastName != name {
-		ch.svcs[ch.lastName] = ch.lastSvc
-	}
-	ch.lastSet, ch.lastName, ch.lastSvc = true, name, s
-}
-
-// forget moves the last row remembered to svcs.
-func (ch *changes) forget() {
-	if ch.lastSet {
-		ch.svcs[ch.lastName] = ch.lastSvc
-	}
-	ch.lastSet, ch.lastName, ch.lastSvc = false, lb.ServiceName{}, nil
-}
-
-// refresh records that a service's frontends are to be selected again.
-func (ch *changes) refresh(name lb.ServiceName) {
-	ch.refreshBecause(name, causeSet{first: ch.cause})
-}
-
-// refreshBecause is refresh for the given causes.
-func (ch *changes) refreshBecause(name lb.ServiceName, why causeSet) {
-	if i, ok := ch.services[name]; ok {
-		ch.causes[i].join(why)
-		return
-	}
-	ch.services[name] = int32(len(ch.causes))
-	ch.order = append(ch.order, name)
-	ch.causes = append(ch.causes, why)
 }
 
 func (ch *changes) fail(err error) {
@@ -197,22 +149,23 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		return ch.err
 	}
 	ch.batched = false // from here on, writes are not deferred
-	ch.forget()        // (flush keeps the rows it reads in svcs, as the batch did)
 	for name, addrs := range ch.orphans {
 		w.writeOrphans(txn, ch, name, addrs)
 	}
 	clear(ch.orphans)
 	// Services redirected to one whose backends changed use them too.
 	if len(ch.backendsOf) > 0 && w.anyService(txn, &w.seenRedirect, ServiceByRedirectTarget.QueryFromKey(nil)) {
-		for name := range ch.backendsOf {
+		for _, i := range ch.backendsOf {
+			name := ch.name(i)
 			for s := range w.t.services.List(txn, ServiceByRedirectTarget.Query(name)) {
 				ch.refreshBecause(s.Name, ch.causesOf(name))
 			}
 		}
 	}
 	// Services routed to one whose backends or declaration changed.
-	if len(ch.services) > 0 && w.anyService(txn, &w.seenRoute, ServiceByRouteTarget.QueryFromKey(nil)) {
-		for _, name := range ch.order { // (those recorded before, not those it adds)
+	if len(ch.order) > 0 && w.anyService(txn, &w.seenRoute, ServiceByRouteTarget.QueryFromKey(nil)) {
+		for _, i := range ch.order { // (those recorded before, not those it adds)
+			name := ch.name(i)
 			for s := range w.t.services.List(txn, ServiceByRouteTarget.Query(name)) {
 				ch.refreshBecause(s.Name, ch.causesOf(name))
 			}
@@ -221,8 +174,8 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	// The services this call changed, by the addresses they claim; with
 	// the row's owner and the services in conflict over an address, they
 	// are its claimants.
-	for name := range ch.contenders {
-		if s, found := w.flushService(txn, ch, name); found && s.Policy() != nil {
+	for _, i := range ch.contenders {
+		if s, found := w.flushService(txn, ch, ch.name(i)); found && s.Policy() != nil {
 			for _, fe := range s.Policy().Frontends {
 				ch.claimedBy[fe.Address] = ch.claimedBy[fe.Address].with(s)
 			}
@@ -233,7 +186,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		var winner *lb.Service
 		cur, found := w.frontendAt(txn, addr, &ch.key)
 		if found {
-			ch.contenders[cur.Service] = struct{}{}
+			ch.contend(cur.Service)
 			winner = w.claimant(txn, ch, addr, cur.Service, winner)
 		}
 		if conflicts {
@@ -271,14 +224,14 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	// reconciler) in the same order every time. A source that makes its
 	// calls in order of name (the Kubernetes reflector does) spares the
 	// sort.
-	if !slices.IsSortedFunc(ch.order, lb.ServiceName.Compare) {
-		slices.SortFunc(ch.order, lb.ServiceName.Compare)
+	if !slices.IsSortedFunc(ch.order, ch.byNameOrder) {
+		slices.SortFunc(ch.order, ch.byNameOrder)
 	}
-	for _, name := range ch.order {
-		w.refreshService(txn, ch, name)
+	for _, i := range ch.order {
+		w.refreshService(txn, ch, ch.name(i))
 	}
-	for name := range ch.contenders {
-		w.refreshConflicts(txn, ch, name)
+	for _, i := range ch.contenders {
+		w.refreshConflicts(txn, ch, ch.name(i))
 	}
 	return ch.err
 }
@@ -335,7 +288,7 @@ func (w *Writer) claimant(txn statedb.ReadTxn, ch *changes, addr lb.L3n4Addr, na
 // better records claimant s as a contender and returns the better claimant
 // of addr of s and winner.
 func better(ch *changes, addr lb.L3n4Addr, s, winner *lb.Service) *lb.Service {
-	ch.contenders[s.Name] = struct{}{}
+	ch.contend(s.Name)
 	if winner == nil || outranks(s, winner, addr) {
 		return s
 	}
@@ -346,11 +299,11 @@ func better(ch *changes, addr lb.L3n4Addr, s, winner *lb.Service) *lb.Service {
 // rest of the flush (which writes service rows only last, in
 // refreshConflicts, and records them here).
 func (w *Writer) flushService(txn statedb.ReadTxn, ch *changes, name lb.ServiceName) (*lb.Service, bool) {
-	if s, ok := ch.svcs[name]; ok {
+	if s, known := ch.knownRow(name); known {
 		return s, s != nil
 	}
-	s, found := w.service(txn, name)
-	ch.svcs[name] = s
+	s, found := w.lookupService(txn, name)
+	ch.remember(name, s)
 	return s, found
 }
 
@@ -573,6 +526,6 @@ func (w *Writer) refreshConflicts(txn statedb.WriteTxn, ch *changes, name lb.Ser
 	}
 	next := svc.WithConflicts(conflicts)
 	err := w.insertService(txn, ch, next)
-	ch.svcs[name] = next
+	ch.remember(name, next)
 	ch.fail(err)
 }

@@ -599,13 +599,10 @@ func (w *Writer) service(txn statedb.ReadTxn, name lb.ServiceName) (*lb.Service,
 		return w.lookupService(txn, name)
 	}
 	ch := b.ch
-	if ch.lastSet && ch.lastName == name {
-		return ch.lastSvc, ch.lastSvc != nil
+	if s, known := ch.knownRow(name); known {
+		return s, s != nil
 	}
-	s, ok := ch.svcs[name]
-	if !ok {
-		s, _ = w.lookupService(txn, name)
-	}
+	s, _ := w.lookupService(txn, name)
 	ch.remember(name, s)
 	return s, s != nil
 }
@@ -721,7 +718,7 @@ func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Ser
 		}
 	}
 	ch.refresh(next.Name)
-	ch.contenders[next.Name] = struct{}{}
+	ch.contend(next.Name)
 	if oldPolicy != nil && len(oldPolicy.TopologyKeys) > 0 {
 		if q := next.Policy(); q == nil || len(q.TopologyKeys) == 0 {
 			w.trackTopology(txn, ch, next.Name, nil, nil) // no longer reads node labels
@@ -746,7 +743,7 @@ func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Ser
 // (flush finds the services redirected to it).
 func (w *Writer) backendsChanged(ch *changes, name lb.ServiceName) {
 	ch.refresh(name)
-	ch.backendsOf[name] = struct{}{}
+	ch.backendsChanged(name)
 }
 
 // anyService reports whether any service is in the index q queries (with
