@@ -59,10 +59,10 @@ type changes struct {
 	// may change them in place instead of inserting a copy.
 	batched bool
 	fresh   map[*lb.Service]struct{}
-	// orphans are, in a Batch, the backend addresses kept aside for
-	// services without a row that the batch changed (none: nil), written
-	// to orphan-backends when it ends (see setOrphanAddrs).
-	orphans map[lb.ServiceName][]lb.L3n4Addr
+	// orphaned are, in a Batch, the services without a row whose backend
+	// addresses the batch changed (touched.orphans), written to
+	// orphan-backends when it ends (see setOrphanAddrs).
+	orphaned []int32
 }
 
 // changesPool keeps the maps of earlier calls: a call records a handful
@@ -74,8 +74,7 @@ var changesPool = sync.Pool{New: func() any {
 		owners:    map[lb.L3n4Addr]decision{},
 		claimedBy: map[lb.L3n4Addr]claimants{},
 
-		fresh:   map[*lb.Service]struct{}{},
-		orphans: map[lb.ServiceName][]lb.L3n4Addr{},
+		fresh: map[*lb.Service]struct{}{},
 	}
 }}
 
@@ -92,7 +91,7 @@ const maxPooledChanges = 2048
 // release empties ch and returns it to the pool, unless a big change
 // grew its maps.
 func (ch *changes) release() {
-	if max(len(ch.touched), len(ch.addrs), len(ch.fresh), len(ch.orphans)) > maxPooledChanges {
+	if max(len(ch.touched), len(ch.addrs), len(ch.fresh)) > maxPooledChanges {
 		return
 	}
 	clear(ch.touched) // no table objects or causes kept alive in the pool
@@ -103,7 +102,7 @@ func (ch *changes) release() {
 	clear(ch.owners)
 	clear(ch.claimedBy)
 	clear(ch.fresh)
-	clear(ch.orphans)
+	ch.orphaned = ch.orphaned[:0]
 	ch.batched = false
 	clear(ch.gone) // no table objects kept alive in the pool
 	ch.gone, ch.mergedAddrs, ch.order = ch.gone[:0], ch.mergedAddrs[:0], ch.order[:0]
@@ -149,10 +148,12 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		return ch.err
 	}
 	ch.batched = false // from here on, writes are not deferred
-	for name, addrs := range ch.orphans {
-		w.writeOrphans(txn, ch, name, addrs)
+	for _, i := range ch.orphaned {
+		t := &ch.touched[i]
+		w.writeOrphans(txn, ch, t.name, t.orphans)
+		t.orphans, t.orphaned = nil, false
 	}
-	clear(ch.orphans)
+	ch.orphaned = ch.orphaned[:0]
 	// Services redirected to one whose backends changed use them too.
 	if len(ch.backendsOf) > 0 && w.anyService(txn, &w.seenRedirect, ServiceByRedirectTarget.QueryFromKey(nil)) {
 		for _, i := range ch.backendsOf {
@@ -175,7 +176,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 	// the row's owner and the services in conflict over an address, they
 	// are its claimants.
 	for _, i := range ch.contenders {
-		if s, found := w.flushService(txn, ch, ch.name(i)); found && s.Policy() != nil {
+		if s, found := w.rowOf(txn, ch, i); found && s.Policy() != nil {
 			for _, fe := range s.Policy().Frontends {
 				ch.claimedBy[fe.Address] = ch.claimedBy[fe.Address].with(s)
 			}
@@ -228,10 +229,10 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		slices.SortFunc(ch.order, ch.byNameOrder)
 	}
 	for _, i := range ch.order {
-		w.refreshService(txn, ch, ch.name(i))
+		w.refreshService(txn, ch, i)
 	}
 	for _, i := range ch.contenders {
-		w.refreshConflicts(txn, ch, ch.name(i))
+		w.refreshConflicts(txn, ch, i)
 	}
 	return ch.err
 }
@@ -299,12 +300,18 @@ func better(ch *changes, addr lb.L3n4Addr, s, winner *lb.Service) *lb.Service {
 // rest of the flush (which writes service rows only last, in
 // refreshConflicts, and records them here).
 func (w *Writer) flushService(txn statedb.ReadTxn, ch *changes, name lb.ServiceName) (*lb.Service, bool) {
-	if s, known := ch.knownRow(name); known {
-		return s, s != nil
+	return w.rowOf(txn, ch, ch.at(name))
+}
+
+// rowOf returns the service row of record i of ch, looked up the first
+// time.
+func (w *Writer) rowOf(txn statedb.ReadTxn, ch *changes, i int32) (*lb.Service, bool) {
+	t := &ch.touched[i]
+	if !t.rowKnown {
+		t.row, _ = w.lookupService(txn, t.name)
+		t.rowKnown = true
 	}
-	s, found := w.lookupService(txn, name)
-	ch.remember(name, s)
-	return s, found
+	return t.row, t.row != nil
 }
 
 // claims reports whether the declaration in force of s has a frontend at
@@ -359,8 +366,9 @@ func olderThan(a, b time.Time) bool {
 // refreshService re-derives the frontend rows that service name owns.
 // ch.owners holds the addresses decided in this flush; for the others the
 // current row says who owns them.
-func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, name lb.ServiceName) {
-	svc, found := w.flushService(txn, ch, name)
+func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, i int32) {
+	name := ch.name(i)
+	svc, found := w.rowOf(txn, ch, i)
 	if !found || svc.Policy() == nil {
 		return
 	}
@@ -494,8 +502,9 @@ func sameFrontend(a *lb.Frontend, params lb.FrontendParams, name lb.ServiceName,
 
 // refreshConflicts brings a service's list of lost frontend addresses up to
 // date and logs each new one.
-func (w *Writer) refreshConflicts(txn statedb.WriteTxn, ch *changes, name lb.ServiceName) {
-	svc, found := w.flushService(txn, ch, name)
+func (w *Writer) refreshConflicts(txn statedb.WriteTxn, ch *changes, i int32) {
+	name := ch.name(i)
+	svc, found := w.rowOf(txn, ch, i)
 	if !found {
 		return
 	}

@@ -81,7 +81,7 @@ func (w *Writer) backendAddrs(txn statedb.ReadTxn, name lb.ServiceName) []lb.L3n
 // the batch left them (setOrphanAddrs).
 func (w *Writer) orphanAddrs(txn statedb.ReadTxn, name lb.ServiceName) []lb.L3n4Addr {
 	if b := w.batch.Load(); b != nil && statedb.ReadTxn(b.txn) == txn {
-		if addrs, ok := b.ch.orphans[name]; ok {
+		if addrs, ok := b.ch.orphansOf(name); ok {
 			return addrs
 		}
 	}
@@ -107,7 +107,7 @@ func (w *Writer) setOrphanAddrs(txn statedb.WriteTxn, ch *changes, name lb.Servi
 // without a copy.
 func (w *Writer) keepOrphanAddrs(txn statedb.WriteTxn, ch *changes, name lb.ServiceName, addrs []lb.L3n4Addr) {
 	if ch.batched {
-		ch.orphans[name] = slices.Clip(addrs)
+		ch.setOrphans(name, slices.Clip(addrs))
 		return
 	}
 	w.writeOrphans(txn, ch, name, addrs)

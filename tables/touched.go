@@ -22,6 +22,10 @@ type touched struct {
 	// contender: in changes.contenders; backendsChanged: in
 	// changes.backendsOf.
 	contender, backendsChanged bool
+	// orphans are, if orphaned (in changes.orphaned), the backend
+	// addresses a Batch keeps aside for the service, which has no row.
+	orphans  []lb.L3n4Addr
+	orphaned bool
 }
 
 // find returns the index of name's record, if it has one.
@@ -46,14 +50,6 @@ func (ch *changes) at(name lb.ServiceName) int32 {
 		ch.last = i + 1
 	}
 	return i
-}
-
-// knownRow returns the row of name that ch holds, if it holds one.
-func (ch *changes) knownRow(name lb.ServiceName) (s *lb.Service, known bool) {
-	if i, ok := ch.find(name); ok && ch.touched[i].rowKnown {
-		return ch.touched[i].row, true
-	}
-	return nil, false
 }
 
 // remember keeps the row of a service (nil: none).
@@ -111,3 +107,23 @@ func (ch *changes) name(i int32) lb.ServiceName { return ch.touched[i].name }
 
 // byNameOrder orders records' indexes by their names.
 func (ch *changes) byNameOrder(a, b int32) int { return ch.name(a).Compare(ch.name(b)) }
+
+// setOrphans keeps the backend addresses of a service without a row
+// until the batch's flush.
+func (ch *changes) setOrphans(name lb.ServiceName, addrs []lb.L3n4Addr) {
+	i := ch.at(name)
+	t := &ch.touched[i]
+	if !t.orphaned {
+		t.orphaned = true
+		ch.orphaned = append(ch.orphaned, i)
+	}
+	t.orphans = addrs
+}
+
+// orphansOf returns the addresses setOrphans kept for a service, if any.
+func (ch *changes) orphansOf(name lb.ServiceName) ([]lb.L3n4Addr, bool) {
+	if i, ok := ch.find(name); ok && ch.touched[i].orphaned {
+		return ch.touched[i].orphans, true
+	}
+	return nil, false
+}

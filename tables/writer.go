@@ -598,13 +598,7 @@ func (w *Writer) service(txn statedb.ReadTxn, name lb.ServiceName) (*lb.Service,
 	if b == nil || statedb.ReadTxn(b.txn) != txn {
 		return w.lookupService(txn, name)
 	}
-	ch := b.ch
-	if s, known := ch.knownRow(name); known {
-		return s, s != nil
-	}
-	s, _ := w.lookupService(txn, name)
-	ch.remember(name, s)
-	return s, s != nil
+	return w.rowOf(txn, b.ch, b.ch.at(name))
 }
 
 func (w *Writer) lookupService(txn statedb.ReadTxn, name lb.ServiceName) (*lb.Service, bool) {
