@@ -47,3 +47,19 @@ func BenchmarkSourceNameAndValidity(b *testing.B) {
 		b.Fatal("k8s is not a valid source")
 	}
 }
+
+// BenchmarkServiceParamsValidate measures validating a declaration with
+// one frontend, which its source and the Writer each do.
+func BenchmarkServiceParamsValidate(b *testing.B) {
+	p := ServiceParams{
+		Name:      NewServiceName("bench", "svc-1"),
+		Source:    SourceK8s,
+		Frontends: []FrontendParams{{Address: MustParseL3n4Addr("10.96.0.1:80/TCP"), Type: SVCTypeClusterIP}},
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := p.Validate(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

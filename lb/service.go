@@ -156,15 +156,17 @@ func (p *ServiceParams) validate() error {
 	if err := ValidateTopologyKeys(p.TopologyKeys); err != nil {
 		return fmt.Errorf("topologyKeys: %w", err)
 	}
-	seen := make(map[L3n4Addr]struct{}, len(p.Frontends))
+	var seen map[L3n4Addr]struct{} // only for a long list: see listedBefore
+	if len(p.Frontends) > maxScannedFrontends {
+		seen = make(map[L3n4Addr]struct{}, len(p.Frontends))
+	}
 	for i, fe := range p.Frontends {
 		if err := fe.Validate(); err != nil {
 			return fmt.Errorf("frontends[%d]: %w", i, err)
 		}
-		if _, dup := seen[fe.Address]; dup {
+		if p.listedBefore(i, seen) {
 			return fmt.Errorf("frontends[%d]: address %s listed twice", i, fe.Address)
 		}
-		seen[fe.Address] = struct{}{}
 	}
 	if y := p.Created.Year(); y < 0 || y > 9999 {
 		return fmt.Errorf("created: year %d is outside 0-9999", y)
@@ -178,6 +180,30 @@ func (p *ServiceParams) validate() error {
 		}
 	}
 	return nil
+}
+
+// maxScannedFrontends is the longest list of frontends whose duplicates
+// validate finds by comparing each with those before it: a service has a
+// handful, and a map made for them cost more than the comparisons (a
+// declaration is validated twice on its way in, by its source and by the
+// Writer).
+const maxScannedFrontends = 16
+
+// listedBefore reports whether frontend i's address is listed before it,
+// looking in seen (and adding it) when there is a seen.
+func (p *ServiceParams) listedBefore(i int, seen map[L3n4Addr]struct{}) bool {
+	addr := p.Frontends[i].Address
+	if seen != nil {
+		_, dup := seen[addr]
+		seen[addr] = struct{}{}
+		return dup
+	}
+	for j := range i {
+		if p.Frontends[j].Address == addr {
+			return true
+		}
+	}
+	return false
 }
 
 // Validate reports what is wrong with the frontend.

@@ -86,6 +86,14 @@ func TestServiceParamsValidate(t *testing.T) {
 			p.Frontends = append(p.Frontends, lb.FrontendParams{
 				Address: p.Frontends[0].Address, Type: lb.SVCTypeExternalIP})
 		}, []string{"frontends[4]", "listed twice"}},
+		{"duplicate frontend in a long list", func(p *lb.ServiceParams) {
+			// Past the list that is scanned: the duplicate is found by a map.
+			for port := range uint16(30) {
+				p.Frontends = append(p.Frontends, lb.FrontendParams{
+					Address: lb.NewL3n4Addr(lb.ProtoTCP, netip.MustParseAddr("10.96.0.2"), 1000+port, lb.ScopeExternal), Type: lb.SVCTypeClusterIP})
+			}
+			p.Frontends = append(p.Frontends, p.Frontends[20])
+		}, []string{"frontends[34]", "10.96.0.2:1016/TCP", "listed twice"}},
 		{"invalid range", func(p *lb.ServiceParams) { p.SourceRanges[0] = netip.Prefix{} },
 			[]string{"service default/web", "sourceRanges[0]", "invalid prefix"}},
 		{"host bits", func(p *lb.ServiceParams) { p.SourceRanges[1] = netip.MustParsePrefix("fd00::1/64") },
