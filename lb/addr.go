@@ -185,6 +185,7 @@ func (a L3n4Addr) Port() uint16             { return a.port }
 func (a L3n4Addr) Protocol() Protocol       { return a.proto }
 func (a L3n4Addr) Scope() Scope             { return a.scope }
 func (a L3n4Addr) IsValid() bool            { return a.family != 0 }
+func (a L3n4Addr) Is4() bool                { return a.family == familyV4 }
 func (a L3n4Addr) AddrPort() netip.AddrPort { return netip.AddrPortFrom(a.Addr(), a.port) }
 
 // WithScope returns a copy of a with the given scope.

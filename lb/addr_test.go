@@ -455,6 +455,15 @@ func TestL3n4AddrKeepsFamilies(t *testing.T) {
 		if got := a.Addr(); got != ip.Unmap() {
 			t.Errorf("%s: Addr() = %s, want %s", s, got, ip.Unmap())
 		}
+		if a.Is4() != ip.Unmap().Is4() {
+			t.Errorf("%s: Is4() = %v, want %v", s, a.Is4(), ip.Unmap().Is4())
+		}
+	}
+	if zoned := lb.NewL3n4Addr(lb.ProtoTCP, netip.MustParseAddr("fe80::1%eth0"), 80, lb.ScopeExternal); zoned.Is4() {
+		t.Errorf("%s: Is4() = true", zoned)
+	}
+	if (lb.L3n4Addr{}).Is4() {
+		t.Error("the zero address: Is4() = true")
 	}
 	v4 := lb.NewL3n4Addr(lb.ProtoTCP, netip.IPv4Unspecified(), 80, lb.ScopeExternal)
 	v6 := lb.NewL3n4Addr(lb.ProtoTCP, netip.IPv6Unspecified(), 80, lb.ScopeExternal)

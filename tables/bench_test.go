@@ -381,3 +381,21 @@ func remoteBackends(c int, port uint16, moved int) []lb.BackendParams {
 	}
 	return bes
 }
+
+// BenchmarkAddrKey measures building an address's index key into a
+// buffer, as each lookup of a frontend or backend row does.
+func BenchmarkAddrKey(b *testing.B) {
+	for _, s := range []string{"10.96.0.1:80/TCP", "[fd00::1]:443/TCP"} {
+		b.Run(s, func(b *testing.B) {
+			a := lb.MustParseL3n4Addr(s)
+			var buf addrKeyBuf
+			n := 0
+			for b.Loop() {
+				n += len(buf.key(a))
+			}
+			if n == 0 {
+				b.Fatal("empty keys")
+			}
+		})
+	}
+}

@@ -122,7 +122,7 @@ func selectBackends(sc *selectScratch, fe lb.FrontendParams, svc *lb.ServicePara
 		if c.Remote && !global {
 			continue
 		}
-		if p.Address.Addr().Is4() != fe.Address.Addr().Is4() || !p.MatchesPort(fe.PortName, fe.Address.Protocol()) {
+		if p.Address.Is4() != fe.Address.Is4() || !p.MatchesPort(fe.PortName, fe.Address.Protocol()) {
 			continue
 		}
 		if !filtered && policy == lb.TrafficPolicyLocal && (local.Name == "" || p.NodeName != local.Name) {

@@ -65,7 +65,7 @@ type addrKeyBuf [lb.L3n4AddrKeyLen]byte
 
 func (b *addrKeyBuf) key(a lb.L3n4Addr) index.Key {
 	k := a.AppendKey(b[:0])
-	if a.Addr().Is4() {
+	if a.Is4() {
 		k = append(k[:1], k[13:]...) // the family byte, then after ::ffff:
 	}
 	return k
