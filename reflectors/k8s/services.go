@@ -138,6 +138,10 @@ var serviceNames slab.Slab
 type batchState struct {
 	index   map[lb.ServiceName]int // into changes
 	changes []change
+	// last is the index+1 of the change touched last (0: none): a
+	// service's events come together (its Service and its slice, each
+	// touching it twice), and comparing names costs less than a hash.
+	last int
 }
 
 // touch returns the batch's change of a service, starting it from the
@@ -145,16 +149,21 @@ type batchState struct {
 // next touch.
 func (r *Reflector) touch(name lb.ServiceName) *change {
 	b := &r.batch
-	if i, ok := b.index[name]; ok {
-		return &b.changes[i]
+	if b.last > 0 && b.changes[b.last-1].e.name == name {
+		return &b.changes[b.last-1]
 	}
-	e, ok := r.services[name.String()]
+	i, ok := b.index[name]
 	if !ok {
-		e.name = name.WithTextFrom(serviceNames.String)
+		e, known := r.services[name.String()]
+		if !known {
+			e.name = name.WithTextFrom(serviceNames.String)
+		}
+		i = len(b.changes)
+		b.index[e.name] = i
+		b.changes = append(b.changes, change{e: e})
 	}
-	b.index[e.name] = len(b.changes)
-	b.changes = append(b.changes, change{e: e})
-	return &b.changes[len(b.changes)-1]
+	b.last = i + 1
+	return &b.changes[i]
 }
 
 // endBatch writes the batch's entries back into r.services (dropping those
@@ -162,6 +171,7 @@ func (r *Reflector) touch(name lb.ServiceName) *change {
 // good until the next batch starts.
 func (r *Reflector) endBatch() []change {
 	b := &r.batch
+	b.last = 0 // (changes is sorted and emptied below)
 	for i := range b.changes {
 		c := &b.changes[i]
 		if !c.backends && !c.declare {
