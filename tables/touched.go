@@ -5,10 +5,11 @@ import "github.com/lbstate/lbstate/lb"
 // touched is what a call (or a Batch of calls) recorded of one service:
 // its row as last read or written, whether its frontends are to be
 // selected again and why, whether it contends for an address, whether its
-// backends changed. One record a service, found by one hash of its name
-// (or none: the service used last is compared first), where a map for
-// each of these facts hashed the name again for each: the Writer's Go
-// map work fell from ~20% of its time to ~12%.
+// backends changed, the backend addresses kept for it while it has no
+// row. One record a service, found by one hash of its name (or none: the
+// service used last is compared first), where a map for each of these
+// facts hashed the name again for each: the Writer's Go map work fell
+// from ~8-11% of its time to ~4% (docs/performance.md, fourth step).
 type touched struct {
 	name lb.ServiceName
 	// row is the service's row (nil: none), valid if rowKnown: the
