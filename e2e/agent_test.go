@@ -78,6 +78,8 @@ func (n *node) startAgent(c *cluster, extra ...string) *agent {
 			n.t.Logf("the agent's log:\n%s", a.logs.String())
 		}
 	})
+	n.agent = a
+	n.diagnoseOnFailure()
 	// The datapath finds the node's interfaces in the namespace of the
 	// thread that starts the hive; its goroutines (the API clients among
 	// them) run in the test process's namespace.
