@@ -41,14 +41,14 @@ func (n *node) diagnoseOnFailure() {
 	})
 }
 
-// maxCTLines bounds the conntrack entries printed: the scale scenario's
-// flows would drown the rest.
-const maxCTLines = 400
+// maxSectionLines bounds the lines of a section (the conntrack entries,
+// the maps): the scale scenario's would drown the rest.
+const maxSectionLines = 400
 
 // diagnose writes the datapath's and the node's state to w.
 func (a *agent) diagnose(w io.Writer, n *node) {
 	fmt.Fprintf(w, "== the datapath (clock %d s)\n", bpf.MonotonicSeconds())
-	frontends := map[uint32]string{}
+	frontends := map[uint32]string{} // names for the counters; the maps section reports a failed read
 	a.maps.RevNat.Iterate(func(id uint32, v bpf.RevNatValue) bool {
 		frontends[id] = v.AddrPort().String()
 		return true
@@ -62,6 +62,7 @@ func (a *agent) diagnose(w io.Writer, n *node) {
 		lines = append(lines, fmt.Sprintf("drop frontend=%d(%s) reason=%s packets=%d", k.RevNatID, frontends[k.RevNatID], dropReason(k.Reason), sum))
 		return true
 	})
+	slices.Sort(lines)
 	writeSection(w, "lb_drops", lines, err)
 	lines = nil
 	err = a.maps.Counters.Iterate(func(k bpf.CounterKey, perCPU []bpf.CounterValue) bool {
@@ -69,6 +70,7 @@ func (a *agent) diagnose(w io.Writer, n *node) {
 		lines = append(lines, fmt.Sprintf("count frontend=%d(%s) backend=%d flows=%d packets=%d", k.RevNatID, frontends[k.RevNatID], k.BackendID, s.Flows, s.Packets))
 		return true
 	})
+	slices.Sort(lines)
 	writeSection(w, "lb_counters", lines, err)
 	for _, ct := range []struct {
 		name string
@@ -79,6 +81,7 @@ func (a *agent) diagnose(w io.Writer, n *node) {
 			lines = append(lines, ctLine(k, v))
 			return true
 		})
+		slices.Sort(lines)
 		writeSection(w, ct.name, lines, err)
 	}
 	var dump bytes.Buffer
@@ -92,15 +95,14 @@ func (a *agent) diagnose(w io.Writer, n *node) {
 	}
 }
 
-// writeSection writes lines sorted under a heading, at most maxCTLines.
+// writeSection writes lines under a heading, at most maxSectionLines.
 func writeSection(w io.Writer, name string, lines []string, err error) {
-	slices.Sort(lines)
 	fmt.Fprintf(w, "-- %s (%d)\n", name, len(lines))
 	if err != nil {
 		fmt.Fprintf(w, "reading %s: %v\n", name, err)
 	}
 	for i, l := range lines {
-		if i == maxCTLines {
+		if i == maxSectionLines {
 			fmt.Fprintf(w, "... %d more\n", len(lines)-i)
 			break
 		}
