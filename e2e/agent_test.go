@@ -78,10 +78,12 @@ func (n *node) startAgent(c *cluster, extra ...string) *agent {
 			n.t.Logf("the agent's log:\n%s", a.logs.String())
 		}
 	})
+	n.diagnoseOnFailure()
 	// The datapath finds the node's interfaces in the namespace of the
 	// thread that starts the hive; its goroutines (the API clients among
 	// them) run in the test process's namespace.
 	check(n.t, n.ns.Do(func() error { return a.h.Start(a.log, context.Background()) }))
+	n.agent = a // started: its maps are there to diagnose
 	return a
 }
 

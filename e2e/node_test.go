@@ -29,6 +29,10 @@ type node struct {
 	client   *bpftest.Netns
 	cg       string
 	pods     int // pods made so far (their addresses and interfaces)
+	// agent is the agent last started for the node; diagnosed says that
+	// a failure's state was written (diagnose_test.go).
+	agent     *agent
+	diagnosed bool
 }
 
 // Addresses of the node, all inside the test's namespaces.
@@ -105,6 +109,7 @@ func (n *node) newPod(name string, ports ...int) *pod {
 		bpftest.ServeName(n.t, p.ns, p.ip, port, name)
 		bpftest.ServeName(n.t, p.ns, p.ipv6, port, name)
 	}
+	n.diagnoseOnFailure() // while the pod is there
 	return p
 }
 

@@ -47,7 +47,10 @@ func TestNodePortAndLoadBalancerFollowTheTrafficPolicies(t *testing.T) {
 	c.setSlice("web", "web-1", webSlicePorts, ready(local, n.name), ready(remote, "node-b"))
 	ip, nodePort := svc.Spec.ClusterIP, svc.Spec.Ports[0].NodePort
 	both := []string{local.ip + ":8080", remote.ip + ":8080"}
+	// Every frontend the connections below use: the reconciler may write
+	// one before another.
 	a.waitFrontend(fmtAddr(lbIP, 80, "TCP"), 10*time.Second, both...)
+	a.waitFrontend(fmtAddr(nodeIP, nodePort, "TCP"), 10*time.Second, both...)
 
 	outside := client{n, viaExternal}
 	nodePortLine, nodePortPeer := fmt.Sprintf("tcp %s:%d 60", nodeIP, nodePort), fmt.Sprintf("%s:%d", nodeIP, nodePort)
@@ -58,6 +61,7 @@ func TestNodePortAndLoadBalancerFollowTheTrafficPolicies(t *testing.T) {
 
 	c.updateService("web", func(s *corev1.Service) { s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal })
 	a.waitFrontend(fmtAddr(lbIP, 80, "TCP"), 5*time.Second, local.ip+":8080")
+	a.waitFrontend(fmtAddr(nodeIP, nodePort, "TCP"), 5*time.Second, local.ip+":8080")
 	wantAnswers(t, "NodePort from outside, externalTrafficPolicy Local", answers(t, outside, nodePortLine, nodePortPeer), "local")
 	wantAnswers(t, "LoadBalancer from outside, externalTrafficPolicy Local", answers(t, outside, lbLine, lbPeer), "local")
 	for _, from := range n.insideClients() {

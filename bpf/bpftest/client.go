@@ -118,7 +118,9 @@ func runClient(cg string, ns *Netns, script []string) ([]string, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("client %q: %v\n%s", script, err, stderr.String())
+		// Which exchange failed says more than that one did.
+		done := strings.Count(stdout.String(), "\n")
+		return nil, fmt.Errorf("client %q: %v, after %d exchanges\n%s", script, err, done, stderr.String())
 	}
 	return strings.Split(strings.TrimSpace(stdout.String()), "\n"), nil
 }

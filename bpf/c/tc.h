@@ -163,13 +163,57 @@ static __always_inline void lb_ct_sync(const struct lb_ct_key *k, const struct l
 }
 
 /*
+ * lb_tcp_syn_alone says whether the TCP header at off is a SYN without
+ * ACK. A global function, verified once on its own: lb_tcp_flags
+ * inlined there multiplied lb_ct_claim's states (lb_tc_workload
+ * verified 15,000 instructions more, over its budget).
+ */
+__noinline int lb_tcp_syn_alone(struct __sk_buff *skb, __u32 off)
+{
+	void *data, *end;
+	__u8 byte;
+
+	barrier_var(skb);
+	data = (void *)(long)skb->data;
+	end = (void *)(long)skb->data_end;
+	if (off > LB_L4_OFF_MAX)
+		return 0;
+	if (data + off + 14 > end) {
+		if (bpf_skb_load_bytes(skb, off + 13, &byte, 1))
+			return 0;
+	} else {
+		byte = *(__u8 *)(data + off + 13);
+	}
+	return (byte & (LB_TCP_SYN | LB_TCP_ACK)) == LB_TCP_SYN;
+}
+
+/*
+ * lb_ct_yields says whether old, a live entry of another flow of the
+ * client's port that holds b's replies to it, gives them up to the
+ * client's new packet p: p is a SYN alone, a new connection, and old's
+ * flow is closing. The client reuses a port towards another destination
+ * as soon as its connection from it closed (TIME_WAIT holds it only
+ * towards the same one), and the backend, which sees one address pair
+ * for both, accepts the new SYN once its side closed too, or answers it
+ * for the old connection, whose end the client then resets: whichever,
+ * the backend decides, not a drop that lasts the close timeout.
+ */
+static __always_inline bool lb_ct_yields(struct __sk_buff *skb, const struct lb_pkt *p, const struct lb_ct_value *old)
+{
+	return (old->flags & LB_CT_F_CLOSING) && p->tuple.proto == IPPROTO_TCP && !p->later_frag &&
+	       lb_tcp_syn_alone(skb, p->l4_off);
+}
+
+/*
  * lb_ct_claim records new flow p to backend b (v: its state, expiry,
  * frontend and backend) in its one entry if it can, else in its reply
  * entry (the caller then writes its forward entry: v->dir is
  * LB_CT_REPLY). 0 when written; -1 when another live flow of the
  * client's port holds b's replies to it (a reply entry of b and the
  * client, or a flow's one entry naming b): the backend could not tell
- * the two flows' replies apart.
+ * the two flows' replies apart. A closing flow yields them to a new
+ * connection (lb_ct_yields): the new flow's entry replaces its one
+ * entry or its reply entry.
  *
  * The one entry's insert finds out whether the client's key is free
  * (BPF_NOEXIST): a lookup before it would walk the key's hash bucket
@@ -208,9 +252,12 @@ static __noinline int lb_ct_claim(struct __sk_buff *skb, const struct lb_pkt *p,
 	old = bpf_map_lookup_elem(&lb_ct, &k);
 	if (old && lb_ct_live(old, now) && old->dir == LB_CT_REPLY) {
 		if (old->rev_nat_id != v->rev_nat_id || old->peer_port != p->tuple.dport ||
-		    !lb_addr_eq(old->peer, p->tuple.dst))
-			return -1;
-		own_reply = true; /* this flow's, from when it had two entries */
+		    !lb_addr_eq(old->peer, p->tuple.dst)) {
+			if (!lb_ct_yields(skb, p, old))
+				return -1;
+		} else {
+			own_reply = true; /* this flow's, from when it had two entries */
+		}
 	}
 	__builtin_memset(&k, 0, sizeof(k));
 	lb_ct_client_key(&k, p->tuple.src, p->tuple.sport, p->tuple.proto);
@@ -219,9 +266,12 @@ static __noinline int lb_ct_claim(struct __sk_buff *skb, const struct lb_pkt *p,
 	 * through another address (a NodePort on the any-address reached
 	 * at two node addresses): the frontend's ID alone cannot tell. */
 	if (old && lb_ct_live(old, now) && !lb_ct_flow_to(old, p->tuple.dst, p->tuple.dport)) {
-		if (old->backend_id == v->backend_id)
+		if (old->backend_id != v->backend_id)
+			one = false; /* another live flow holds the client's key */
+		else if (lb_ct_yields(skb, p, old))
+			old = NULL; /* as if free: this flow's entry, or a marker, replaces it */
+		else
 			return -1;
-		one = false; /* another live flow holds the client's key */
 	}
 	if (one) {
 		bpf_map_update_elem(&lb_ct, &k, v, BPF_ANY); /* this flow's own, anew, or dead */

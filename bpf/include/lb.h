@@ -299,7 +299,10 @@ enum {
  * translated: the backend cannot tell them apart. A new flow whose reply
  * entry a live flow of another frontend holds tries another backend once
  * (a random slot), then is dropped as LB_DROP_CT_COLLISION; the first
- * flow's entries are never overwritten.
+ * flow's entries are not overwritten, unless that flow is closing (a FIN
+ * or RST seen) and the new packet is a SYN alone: a client reuses its
+ * port towards another destination once its connection closed, and the
+ * new connection takes the closing flow's place (tc.h, lb_ct_yields).
  *
  * lb_sock_ct (LRU): the same for sockets, in a map of its own so that
  * sockets, which leave their entries behind when they close, do not push
