@@ -243,6 +243,19 @@ func NewServiceEntry(k ServiceKey, v ServiceValue) ServiceEntry {
 	return e
 }
 
+// ServiceEntries returns how many lb_services entries the dump's services
+// are in the map: its masters and the slots past the inline ones (the
+// dump shows inline slots as entries too).
+func (d *Dump) ServiceEntries() int {
+	n := 0
+	for _, e := range d.Services {
+		if e.Slot == 0 || HasEntry(int(e.Slot)) {
+			n++
+		}
+	}
+	return n
+}
+
 // appendServiceEntries appends the entries that k and v show in dumps: a
 // slot's, or a master's followed by one per inline slot, as if each had
 // an entry of its own. Dumps show slots, wherever the map keeps them, so
