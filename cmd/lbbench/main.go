@@ -204,7 +204,7 @@ func newBench(o options) (*bench, error) {
 	cfg := bpf.DefaultConfig
 	if !o.defaultMapSizes {
 		n := uint32(o.services)
-		cfg.LBServicesMax = n*uint32(1+bpf.SlotEntries(o.backends)) + 1024
+		cfg.LBServicesMax = n*uint32(1+o.backends) + 1024 // room for the layout before inline slots too
 		// A routed frontend has up to 256 weighted slots (the reconciler's
 		// --lb-max-weighted-slots) and its services' backends on standby.
 		cfg.LBServicesMax += uint32(o.routes) * (256 + 3*uint32(o.backends))
