@@ -112,42 +112,10 @@ func TestRestartAtTheInlineSizesWritesNothing(t *testing.T) {
 					lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{10, 96, 41, byte(i)}), uint16(80+i), lb.ScopeExternal), n)
 			}
 		}
-		a1 := newAgent(t, maps, nil)
-		a1.start(t)
-		declare(a1)
-		a1.waitDone(t, 30*time.Second)
-		before, ids := dumpText(t, maps), a1.frontendIDs()
-		if want := fmt.Sprintf("slot=%d ", 2*bpf.InlineSlots+3); !strings.Contains(before, want) {
-			t.Fatalf("no %q in the maps:\n%s", want, before)
-		}
-		a1.stop(t)
-		if maps.Kind == "kernel" {
-			maps.Close()
-		}
-		maps2 := reopen()
-		a2 := newAgent(t, maps2, nil)
-		done, err := a2.w.RegisterInitializer("test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		a2.start(t)
-		defer a2.stop(t)
-		declare(a2)
-		a2.write(t, func(txn statedb.WriteTxn) error { done(txn); return nil })
-		a2.waitDone(t, 30*time.Second)
-		a2.waitPruned(t, 30*time.Second)
-		for name, w := range writesTotal(t, a2.scrape(t)) {
-			if w != 0 {
-				t.Errorf("the restarted agent wrote %d entries of %s", w, name)
+		restartWritesNothing(t, maps, reopen, declare, func(_ *agent, before string) {
+			if want := fmt.Sprintf("slot=%d ", 2*bpf.InlineSlots+3); !strings.Contains(before, want) {
+				t.Fatalf("no %q in the maps:\n%s", want, before)
 			}
-		}
-		if got := dumpText(t, maps2); got != before {
-			t.Errorf("the maps changed across the restart:\n--- before\n%s--- after\n%s", before, got)
-		}
-		for addr, id := range a2.frontendIDs() {
-			if ids[addr] != id {
-				t.Errorf("frontend %s: ID %d after the restart, %d before", addr, id, ids[addr])
-			}
-		}
+		})
 	})
 }
