@@ -25,12 +25,16 @@ type ServiceKey struct {
 }
 
 // ServiceValue is a value of lb_services: a master entry (slot 0) or a
-// backend slot. A slot's value holds BackendID (and its frontend's
-// RevNatID); a master's holds RevNatID and the ServiceMaster fields.
+// backend slot after the inline ones. A slot's value holds BackendID (and
+// its frontend's RevNatID); a master's holds RevNatID, the ServiceMaster
+// fields, and the backend IDs of slots 1..InlineSlots in Backends.
 type ServiceValue struct {
 	BackendID uint32
 	RevNatID  uint32
 	ServiceMaster
+	// Backends are the backend IDs of slots 1..InlineSlots, in a master
+	// entry (0 past the frontend's last slot; zero in a slot's entry).
+	Backends [InlineSlots]uint32
 }
 
 // ServiceMaster is what only a master entry holds, split out so that the

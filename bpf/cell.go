@@ -110,6 +110,10 @@ func openKernelMaps(log *slog.Logger, cfg Config) (*Maps, error) {
 			" IDs are restored from the maps that were kept",
 			"map", r.Name, "pin-dir", cfg.LBPinDir, "reason", r.Reason)
 	}
+	for _, m := range maps.Migrated {
+		log.Info("Migrated a pinned map from an older version's layout, keeping its entries and IDs",
+			"map", m.Name, "pin-dir", cfg.LBPinDir, "entries", m.Entries)
+	}
 	for _, k := range maps.KeptSizes {
 		log.Info("Kept a pinned map at its size, not the default: restart with --lb-recreate-maps to recreate it at the default"+
 			" (its entries are lost), or give "+k.Flag+" its size",

@@ -138,6 +138,7 @@ type datapathLbServiceValue struct {
 	Pad             uint8
 	ProxyPort       uint16
 	Fallback        uint16
+	Backends        [16]uint32
 }
 
 type datapathLbSrcRangeKey struct {

@@ -124,10 +124,7 @@ func (h *dpHarness) frontend(f testFrontend) {
 		master.Flags |= bpf.FlagSourceRanges
 		h.check(h.maps.SourceRanges.Update(bpf.NewSourceRangeKey(f.id, netip.MustParsePrefix(r)), 1))
 	}
-	for i, id := range slices.Concat(f.slots, f.standby, f.fallback) {
-		h.check(h.maps.Services.Update(bpf.NewServiceKey(fe, uint16(i+1)), bpf.ServiceValue{BackendID: id}))
-	}
-	h.check(h.maps.Services.Update(bpf.NewServiceKey(fe, 0), master))
+	h.check(bpf.WriteService(h.maps.Services, fe, master, slices.Concat(f.slots, f.standby, f.fallback)))
 	h.check(h.maps.RevNat.Update(f.id, bpf.NewRevNatValue(fe)))
 }
 

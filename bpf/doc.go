@@ -77,7 +77,12 @@
 // Which order keeps packets safe (backends before the slots that name
 // them, a Maglev table before the master entry that selects it) is the
 // reconciler's business; see reconciler/batch.go. This package gives it
-// operations on single entries, and on whole Maglev tables.
+// operations on single entries, and on whole Maglev tables, and the
+// layout of slots (inline.go): slots 1..InlineSlots live in the master
+// entry's Backends, later slots in entries of their own; WriteService
+// writes one frontend in the safe order, SlotBackend reads a slot as
+// the datapath does, and dumps show every slot as an entry wherever it
+// lives.
 //
 // # Pinning and layout
 //
@@ -99,7 +104,13 @@
 // painless: a map whose capacity flag is left at its default and that
 // differs from the spec in max_entries alone (pinned by a version with
 // other defaults) is opened at its pinned size, with its entries;
-// Maps.KeptSizes lists it and Cell logs it, with how to resize it. Cell never falls back to in-memory
+// Maps.KeptSizes lists it and Cell logs it, with how to resize it. And
+// lb_services pinned by a version before inline slots (a master entry
+// holding its first InlineSlots slots, inline.go) is migrated, not
+// refused: its entries are written in the new layout into a new map
+// whose pin replaces the old one in one rename, so every ID, slot and
+// established flow survives the upgrade (migrate.go; Maps.Migrated,
+// logged by Cell). Cell never falls back to in-memory
 // maps on this error: the agent would silently stop programming the
 // datapath.
 //

@@ -201,7 +201,7 @@ func TakeDump(m *Maps) (*Dump, error) {
 	}
 	if err == nil {
 		err = m.Services.Iterate(func(k ServiceKey, v ServiceValue) bool {
-			d.Services = append(d.Services, NewServiceEntry(k, v))
+			d.Services = appendServiceEntries(d.Services, k, v)
 			return true
 		})
 	}
@@ -231,7 +231,8 @@ func TakeDump(m *Maps) (*Dump, error) {
 
 // NewServiceEntry returns the lb_services entry of k and v as dumps show
 // it: a slot's backend ID, or a master's fields (ServiceMaster and the
-// rev-NAT ID); what they leave out is zero.
+// rev-NAT ID); what they leave out is zero. A master's inline slots are
+// not in it: appendServiceEntries shows them.
 func NewServiceEntry(k ServiceKey, v ServiceValue) ServiceEntry {
 	e := ServiceEntry{Frontend: k.L3n4Addr(), Slot: k.Slot}
 	if k.Slot > 0 {
@@ -240,6 +241,35 @@ func NewServiceEntry(k ServiceKey, v ServiceValue) ServiceEntry {
 	}
 	e.RevNatID, e.ServiceMaster = v.RevNatID, v.ServiceMaster
 	return e
+}
+
+// ServiceEntries returns how many lb_services entries the dump's services
+// are in the map: its masters and the slots past the inline ones (the
+// dump shows inline slots as entries too).
+func (d *Dump) ServiceEntries() int {
+	n := 0
+	for _, e := range d.Services {
+		if e.Slot == 0 || HasEntry(int(e.Slot)) {
+			n++
+		}
+	}
+	return n
+}
+
+// appendServiceEntries appends the entries that k and v show in dumps: a
+// slot's, or a master's followed by one per inline slot, as if each had
+// an entry of its own. Dumps show slots, wherever the map keeps them, so
+// that they read (and compare) the same whatever InlineSlots is.
+func appendServiceEntries(es []ServiceEntry, k ServiceKey, v ServiceValue) []ServiceEntry {
+	es = append(es, NewServiceEntry(k, v))
+	if k.Slot > 0 {
+		return es
+	}
+	for i, id := range v.Inline() {
+		k.Slot = uint16(i + 1)
+		es = append(es, NewServiceEntry(k, ServiceValue{BackendID: id}))
+	}
+	return es
 }
 
 func (d *Dump) sort() {

@@ -51,7 +51,7 @@ func randomizeValue(rng *rand.Rand, rv reflect.Value) {
 			for j := range f.Len() {
 				f.Index(j).SetUint(uint64(rng.Uint32() & 0xff))
 			}
-			if f.Len() == 16 && rng.IntN(2) == 0 { // an IPv4 address, mapped
+			if f.Len() == 16 && f.Type().Elem().Kind() == reflect.Uint8 && rng.IntN(2) == 0 { // an IPv4 address, mapped
 				a := netip.AddrFrom4([4]byte{10, 0, byte(rng.Uint32()), byte(rng.Uint32())}).As16()
 				reflect.Copy(f, reflect.ValueOf(a[:]))
 			}

@@ -45,10 +45,8 @@ func fillForDump(t *testing.T, m *bpf.Maps) []uint32 {
 	check(m.Maglev.Update(1, table))
 	check(m.RevNat.Update(1, bpf.NewRevNatValue(fe4)))
 	check(m.RevNat.Update(2, bpf.NewRevNatValue(fe6)))
-	check(m.Services.Update(bpf.NewServiceKey(fe4, 0), bpf.ServiceValue{RevNatID: 1, ServiceMaster: bpf.ServiceMaster{Count: 1, Standby: 1, AffinityTimeout: 600,
-		Type: uint8(lb.SVCTypeLoadBalancer), Algorithm: bpf.AlgorithmMaglev, Flags: bpf.FlagAffinity | bpf.FlagSourceRanges | bpf.FlagExtLocal}}))
-	check(m.Services.Update(bpf.NewServiceKey(fe4, 1), bpf.ServiceValue{BackendID: 1}))
-	check(m.Services.Update(bpf.NewServiceKey(fe4, 2), bpf.ServiceValue{BackendID: 2}))
+	check(bpf.WriteService(m.Services, fe4, bpf.ServiceValue{RevNatID: 1, ServiceMaster: bpf.ServiceMaster{Count: 1, Standby: 1, AffinityTimeout: 600,
+		Type: uint8(lb.SVCTypeLoadBalancer), Algorithm: bpf.AlgorithmMaglev, Flags: bpf.FlagAffinity | bpf.FlagSourceRanges | bpf.FlagExtLocal}}, []uint32{1, 2}))
 	check(m.Services.Update(bpf.NewServiceKey(fe6, 0), bpf.ServiceValue{RevNatID: 2, ServiceMaster: bpf.ServiceMaster{Type: uint8(lb.SVCTypeClusterIP), Algorithm: bpf.AlgorithmRandom}}))
 	check(m.SourceRanges.Update(bpf.NewSourceRangeKey(1, netip.MustParsePrefix("198.51.100.0/24")), 1))
 	check(m.SourceRanges.Update(bpf.NewSourceRangeKey(1, netip.MustParsePrefix("2001:db8:1::/48")), 1))

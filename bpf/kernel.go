@@ -50,7 +50,20 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 		// a map pinned at that size is kept rather than refused (see
 		// openPinned).
 		keepSize := d.sizedBy != nil && !cfg.LBRecreateMaps && ms.MaxEntries == d.maxEntries(DefaultConfig)
-		m, recreated, err := openPinned(ms, cfg, keepSize)
+		var (
+			m         *ebpf.Map
+			recreated error
+			migrated  int
+		)
+		if d.name == lbMapLbServices { // pinned by a version before inline slots? (migrate.go)
+			m, migrated, err = migrateServices(ms, filepath.Join(cfg.LBPinDir, ms.Name))
+			if m != nil {
+				maps.Migrated = append(maps.Migrated, MigratedMap{Name: d.name, Entries: migrated})
+			}
+		}
+		if m == nil && err == nil {
+			m, recreated, err = openPinned(ms, cfg, keepSize)
+		}
 		if err != nil {
 			closeMaps(opened)
 			lock.Close()

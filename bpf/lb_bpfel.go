@@ -117,6 +117,7 @@ type lbLbServiceValue struct {
 	Pad             uint8
 	ProxyPort       uint16
 	Fallback        uint16
+	Backends        [16]uint32
 }
 
 type lbLbSrcRangeKey struct {

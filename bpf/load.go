@@ -3,6 +3,8 @@ package bpf
 import (
 	"fmt"
 	"maps"
+
+	"github.com/lbstate/lbstate/lb"
 )
 
 // LoadDump writes the entries of d into m, so that code that walks Maps
@@ -39,10 +41,8 @@ func LoadDump(m *Maps, d *Dump, maglevTables map[uint32][]uint32) error {
 			return err
 		}
 	}
-	for _, e := range d.Services {
-		if err := m.Services.Update(NewServiceKey(e.Frontend, e.Slot), e.ServiceValue); err != nil {
-			return err
-		}
+	if err := loadServices(m, d.Services); err != nil {
+		return err
 	}
 	for _, e := range d.SourceRanges {
 		if err := m.SourceRanges.Update(e.SourceRangeKey, 1); err != nil {
@@ -76,6 +76,40 @@ func checkMaglevTable(e MaglevEntry, table []uint32) error {
 	}
 	if len(table) != e.Size || !maps.Equal(counts, e.Slots) {
 		return fmt.Errorf("lb_maglev %d: the table does not match the dump (the maps changed while being read)", e.RevNatID)
+	}
+	return nil
+}
+
+// loadServices writes the lb_services entries of a dump, which shows
+// every slot as an entry (appendServiceEntries): a master's inline slots
+// go back into its value. An inline slot whose master the dump lacks is
+// written as an entry of its own, as the dump shows it.
+func loadServices(m *Maps, es []ServiceEntry) error {
+	masters := map[lb.L3n4Addr]int{} // index in es
+	for i, e := range es {
+		if e.Slot == 0 {
+			masters[e.Frontend] = i
+		}
+	}
+	values := make([]ServiceValue, len(es))
+	for i, e := range es {
+		values[i] = e.ServiceValue
+	}
+	own := make([]bool, len(es)) // written as an entry of its own
+	for i, e := range es {
+		mi, ok := masters[e.Frontend]
+		if e.Slot == 0 || HasEntry(int(e.Slot)) || !ok {
+			own[i] = true
+			continue
+		}
+		values[mi].Backends[e.Slot-1] = e.BackendID
+	}
+	for i, e := range es {
+		if own[i] {
+			if err := m.Services.Update(NewServiceKey(e.Frontend, e.Slot), values[i]); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

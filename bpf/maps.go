@@ -66,6 +66,9 @@ type Maps struct {
 	// Recreated lists the pinned maps that NewKernelMaps recreated empty
 	// (Config.LBRecreateMaps), each with why; bpf.Cell logs them.
 	Recreated []RecreatedMap
+	// Migrated lists the pinned maps that NewKernelMaps converted from
+	// an older version's layout, keeping their entries (migrate.go).
+	Migrated []MigratedMap
 	// KeptSizes lists the pinned maps that NewKernelMaps opened at their
 	// pinned size, not at the default size the configuration left them
 	// at (an older version's default); bpf.Cell logs them.

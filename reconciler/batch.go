@@ -20,11 +20,11 @@ import (
 // order, so a packet never sees a frontend half-written:
 //  1. the backends it uses (lb_backends);
 //  2. its Maglev table, swapped in whole;
-//  3. its backend slots;
-//  4. its master entry and reverse-NAT entry (the master's count never
-//     exceeds the slots present: slots are written before and deleted
-//     after it);
-//  5. the surplus slots of a shrunk frontend;
+//  3. its backend slots past the inline ones (bpf.InlineSlots);
+//  4. its master entry, which holds the inline slots, and its
+//     reverse-NAT entry (the master's count never exceeds the slots
+//     present: slot entries are written before and deleted after it);
+//  5. the surplus slot entries of a shrunk frontend;
 //  6. a Maglev table it no longer needs, source ranges, affinity entries
 //     of backends it dropped;
 //  7. backends that no frontend uses any more.
@@ -78,6 +78,9 @@ type task struct {
 	// keepSlots is deleteSurplusSlots' slot count to keep.
 	in        marks
 	keepSlots int
+	// inlineChanged says that the slots the master entry holds
+	// (bpf.InlineSlots) differ from what is known to be written.
+	inlineChanged bool
 	// voided says which of the frontend's affinity pins this update
 	// voids (voidedPins); nil for none.
 	voided func(backendID uint32) bool
@@ -620,7 +623,8 @@ func (j *task) slotIDsOf(ids []uint32) []uint32 {
 	return out
 }
 
-// writeSlots writes the slots whose backend ID changed.
+// writeSlots writes the slot entries whose backend ID changed, and notes
+// whether the inline slots changed (writeMasters writes those).
 func (o *ops) writeSlots(tasks []task) {
 	keys, vals := take(&o.scratch.keys), take(&o.scratch.values)
 	defer func() { giveBack(&o.scratch.keys, keys) }()
@@ -628,15 +632,22 @@ func (o *ops) writeSlots(tasks []task) {
 	for j := range live(tasks) {
 		n := len(keys)
 		written := j.st.written()
+		j.inlineChanged = min(len(written), bpf.InlineSlots) != min(len(j.slotIDs), bpf.InlineSlots)
 		for i, id := range j.slotIDs {
 			if i < len(written) && written[i] == id {
+				continue
+			}
+			if !bpf.HasEntry(i + 1) {
+				j.inlineChanged = true
 				continue
 			}
 			keys = append(keys, bpf.NewServiceKey(j.fe.Address, uint16(i+1)))
 			vals = append(vals, bpf.ServiceValue{BackendID: id, RevNatID: j.st.id})
 		}
-		if len(keys) > n {
+		if len(keys) > n || j.inlineChanged {
 			o.setSlots(j.st, max(int(j.st.slots), len(j.slotIDs)))
+		}
+		if len(keys) > n {
 			j.in |= inSlots
 		}
 	}
@@ -662,11 +673,13 @@ func (o *ops) writeMasters(tasks []task) {
 	for j := range live(tasks) {
 		master := j.master()
 		j.st.affinity = j.st.affinity || master.AffinityTimeout > 0 // before entries can exist
-		if !j.st.masterWritten || j.st.master != master {
+		if !j.st.masterWritten || j.st.master != master || j.inlineChanged {
 			j.st.masterWritten, j.st.master = false, master
 			o.setMay(roomServices, &j.st.hasMaster, true)
 			keys = append(keys, bpf.NewServiceKey(j.fe.Address, 0))
-			vals = append(vals, bpf.ServiceValue{RevNatID: j.st.id, ServiceMaster: master})
+			v := bpf.ServiceValue{RevNatID: j.st.id, ServiceMaster: master}
+			v.SetInline(j.slotIDs)
+			vals = append(vals, v)
 			j.in |= inMaster
 		}
 	}
@@ -674,8 +687,11 @@ func (o *ops) writeMasters(tasks []task) {
 	for j := range marked(tasks, inMaster) {
 		if err != nil {
 			j.err = err
+			// The inline slots may hold the old IDs or the new.
+			j.st.setWritten(nil)
 		} else {
 			j.st.masterWritten = true
+			j.st.setWritten(j.slotIDs) // made for this update alone
 		}
 	}
 	// The rev-NAT entry follows its master: a frontend whose master
@@ -705,7 +721,9 @@ func firstErr(first, next error) error {
 	return next
 }
 
-// deleteSurplusSlots deletes slots keep(j)+1.. of each frontend.
+// deleteSurplusSlots deletes slots keep(j)+1.. of each frontend: the
+// entries of those past the inline ones (the master written before
+// holds the others).
 func (o *ops) deleteSurplusSlots(tasks []task, keep func(*task) int) {
 	keys := take(&o.scratch.keys)
 	defer func() { giveBack(&o.scratch.keys, keys) }()
@@ -714,7 +732,7 @@ func (o *ops) deleteSurplusSlots(tasks []task, keep func(*task) int) {
 			continue
 		}
 		j.keepSlots = keep(j)
-		for slot := j.keepSlots + 1; slot <= int(j.st.slots); slot++ {
+		for slot := max(j.keepSlots, bpf.InlineSlots) + 1; slot <= int(j.st.slots); slot++ {
 			keys = append(keys, bpf.NewServiceKey(j.fe.Address, uint16(slot)))
 		}
 		j.in |= inSurplus

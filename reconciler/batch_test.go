@@ -96,10 +96,11 @@ func checkSlots(m *bpf.Maps) error {
 	m.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
 		if k.Slot == 0 {
 			for slot := 1; slot <= int(v.Count)+int(v.Standby); slot++ {
-				sk := k
-				sk.Slot = uint16(slot)
-				if _, ok, _ := m.Services.Lookup(sk); !ok {
+				id, ok, _ := bpf.SlotBackend(m.Services, k.L3n4Addr(), v, slot)
+				if !ok {
 					errs = append(errs, fmt.Errorf("master of %s counts slot %d, which is missing", k.L3n4Addr(), slot))
+				} else if !bpf.HasEntry(slot) && !backends[id] { // an entry's is checked as such
+					errs = append(errs, fmt.Errorf("slot %d of %s names backend %d, which is not in lb_backends", slot, k.L3n4Addr(), id))
 				}
 			}
 		} else if !backends[v.BackendID] {

@@ -9,8 +9,11 @@
 //
 //   - Write order (batch.go, its opening comment): a packet never sees a
 //     frontend half-written. Backends go in before anything names them,
-//     slots before the master that counts them; deletion runs the other
-//     way. Every change of a batch goes through the same phases, so that
+//     slot entries before the master that counts them; deletion runs the
+//     other way. The first bpf.InlineSlots slots live in the master
+//     itself, so a change of one of them is a write of the master, and a
+//     frontend takes 1 + max(0, slots - InlineSlots) lb_services entries
+//     (room.go counts that). Every change of a batch goes through the same phases, so that
 //     a batch costs a few batched syscalls.
 //   - Reference counts (ops.go, state.go): one lb_backends entry per address, shared
 //     by every frontend that uses it. A frontend's backend set holds its

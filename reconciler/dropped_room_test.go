@@ -57,8 +57,11 @@ func TestDroppedBackendIDsEntryGoesToAFrontendWaitingForRoom(t *testing.T) {
 		n := 0
 		raw.Backends.Iterate(func(uint32, bpf.Backend) bool { n++; return true })
 		if _, failed := a.statuses(); n == 4 && len(failed) == 0 {
-			if _, ok, _ := raw.Services.Lookup(bpf.NewServiceKey(addr("10.96.20.3:80/TCP"), 3)); ok {
-				return
+			web2 := addr("10.96.20.3:80/TCP")
+			if m, ok, _ := raw.Services.Lookup(bpf.NewServiceKey(web2, 0)); ok {
+				if _, ok, _ := bpf.SlotBackend(raw.Services, web2, m, 3); ok {
+					return
+				}
 			}
 		}
 		if time.Now().After(deadline) {

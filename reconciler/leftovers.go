@@ -59,7 +59,7 @@ func (l *leftovers) none() bool {
 func (o *ops) restoredMay() entries {
 	var e entries
 	count := func(st *frontendState) {
-		e[roomServices] += int(st.slots) + oneIf(st.hasMaster)
+		e[roomServices] += bpf.SlotEntries(int(st.slots)) + oneIf(st.hasMaster)
 		e[roomRevNat] += oneIf(st.hasRevNat)
 		e[roomMaglev] += oneIf(st.maglev)
 		e[roomSourceRanges] += len(st.ranges())
@@ -98,7 +98,9 @@ func (l *leftovers) servicesOf(k addrKey, st *frontendState, slots []restoredSlo
 		l.services = append(l.services, bpf.NewServiceKey(addr, 0))
 	}
 	for _, s := range slots {
-		l.services = append(l.services, bpf.NewServiceKey(addr, s.slot))
+		if bpf.HasEntry(int(s.slot)) { // the master holds the others
+			l.services = append(l.services, bpf.NewServiceKey(addr, s.slot))
+		}
 	}
 }
 
@@ -115,7 +117,7 @@ func (o *ops) pruneLeftovers(l *leftovers) error {
 	} else {
 		stale := l.services[:0]
 		for _, k := range l.services {
-			if st := o.frontend(keyOf(k.L3n4Addr())); st == nil || k.Slot > st.slots {
+			if st := o.frontend(keyOf(k.L3n4Addr())); !owns(st, k.Slot) {
 				stale = append(stale, k)
 			}
 		}

@@ -49,8 +49,9 @@ type roomCase struct {
 }
 
 var roomCases = []roomCase{
-	// 2 entries a service (master, one slot): 5 of 7 fit in 10.
-	{"lb_services", "--lb-services-max", func(c *bpf.Config) { c.LBServicesMax = 10 }, 1, 5, 2},
+	// 2 entries a service (the master, holding bpf.InlineSlots slots, and
+	// the one slot past them): 5 of 7 fit in 10.
+	{"lb_services", "--lb-services-max", func(c *bpf.Config) { c.LBServicesMax = 10 }, bpf.InlineSlots + 1, 5, 2},
 	// 2 backends a service: 3 of 7 fit in 6.
 	{"lb_backends", "--lb-backends-max", func(c *bpf.Config) { c.LBBackendsMax = 6 }, 2, 3, 2},
 	// A frontend ID each, which holds one of lb_rev_nat's slots: 4 of 7
@@ -268,13 +269,19 @@ func TestFrontendFoundNoRoomTakesBackWhatItWrote(t *testing.T) {
 
 		full.armed.Store(true)
 		a.write(t, func(txn statedb.WriteTxn) error {
-			// old grows; new is new.
-			if err := upsert(a.w, txn, "old", "10.96.11.1:80/TCP", lb.AlgorithmRandom, false,
-				be("10.11.0.1:8080/TCP"), be("10.11.0.2:8080/TCP"), be("10.11.0.3:8080/TCP")); err != nil {
+			// old grows; new is new; both past the inline slots, so that
+			// the batch the kernel refuses is of slot entries.
+			var grown, fresh []lb.BackendParams
+			for i := range bpf.InlineSlots + 2 {
+				grown = append(grown, be(fmt.Sprintf("10.11.0.%d:8080/TCP", i+1)))
+			}
+			for i := range bpf.InlineSlots + 1 {
+				fresh = append(fresh, be(fmt.Sprintf("10.11.1.%d:8080/TCP", i+1)))
+			}
+			if err := upsert(a.w, txn, "old", "10.96.11.1:80/TCP", lb.AlgorithmRandom, false, grown...); err != nil {
 				return err
 			}
-			return upsert(a.w, txn, "new", "10.96.11.2:80/TCP", lb.AlgorithmMaglev, false,
-				be("10.11.1.1:8080/TCP"), be("10.11.1.2:8080/TCP"))
+			return upsert(a.w, txn, "new", "10.96.11.2:80/TCP", lb.AlgorithmMaglev, false, fresh...)
 		})
 		deadline := time.Now().Add(10 * time.Second)
 		for {

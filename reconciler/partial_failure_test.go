@@ -58,9 +58,15 @@ func waitFired(t *testing.T, f *flakyServices) {
 	}
 }
 
-func fourBackends(n int) []lb.BackendParams {
-	out := []lb.BackendParams{be("10.3.0.1:8080/TCP"), be("10.3.0.2:8080/TCP"), be("10.3.0.3:8080/TCP"), be("10.3.0.4:8080/TCP")}
-	return out[:n]
+// pastInline returns backends for the inline slots (bpf.InlineSlots) and
+// n more, whose slots have entries of their own: the batched writes and
+// deletes these tests break are of those entries.
+func pastInline(n int) []lb.BackendParams {
+	var out []lb.BackendParams
+	for i := range bpf.InlineSlots + n {
+		out = append(out, be(fmt.Sprintf("10.3.0.%d:8080/TCP", i+1)))
+	}
+	return out
 }
 
 // A frontend that grows back before the retry of a shrink whose slot
@@ -69,7 +75,7 @@ func fourBackends(n int) []lb.BackendParams {
 // left a master counting a missing slot for good.)
 func TestSlotsRewrittenAfterPartialShrink(t *testing.T) {
 	slotsRewrittenAfter(t, "grow", "10.96.5.1:80/TCP", func(w *tables.Writer, txn statedb.WriteTxn) error {
-		return upsert(w, txn, "grow", "10.96.5.1:80/TCP", lb.AlgorithmRandom, false, fourBackends(2)...)
+		return upsert(w, txn, "grow", "10.96.5.1:80/TCP", lb.AlgorithmRandom, false, pastInline(2)...)
 	})
 }
 
@@ -83,9 +89,10 @@ func TestSlotsRewrittenAfterPartialDelete(t *testing.T) {
 	})
 }
 
-// slotsRewrittenAfter declares service name with four backends, makes
-// change with lb_services' batched deletes failing part way, declares the
-// four backends again before the retry, and checks the maps at rest.
+// slotsRewrittenAfter declares service name with four backends past the
+// inline slots, makes change with lb_services' batched deletes failing
+// part way, declares the backends again before the retry, and checks the
+// maps at rest.
 func slotsRewrittenAfter(t *testing.T, name, vip string, change func(*tables.Writer, statedb.WriteTxn) error) {
 	onBothMapKinds(t, func(t *testing.T, raw *bpf.Maps, _ func() *bpf.Maps) {
 		maps, flaky := withFlakyServices(raw)
@@ -93,7 +100,7 @@ func slotsRewrittenAfter(t *testing.T, name, vip string, change func(*tables.Wri
 		a.start(t)
 		defer a.stop(t)
 		a.write(t, func(txn statedb.WriteTxn) error {
-			return upsert(a.w, txn, name, vip, lb.AlgorithmRandom, false, fourBackends(4)...)
+			return upsert(a.w, txn, name, vip, lb.AlgorithmRandom, false, pastInline(4)...)
 		})
 		a.waitDone(t, 10*time.Second)
 
@@ -101,7 +108,7 @@ func slotsRewrittenAfter(t *testing.T, name, vip string, change func(*tables.Wri
 		a.write(t, func(txn statedb.WriteTxn) error { return change(a.w, txn) })
 		waitFired(t, flaky)
 		a.write(t, func(txn statedb.WriteTxn) error {
-			return upsert(a.w, txn, name, vip, lb.AlgorithmRandom, false, fourBackends(4)...)
+			return upsert(a.w, txn, name, vip, lb.AlgorithmRandom, false, pastInline(4)...)
 		})
 		a.waitDone(t, 10*time.Second)
 		flaky.armed.Store(false)
@@ -164,7 +171,7 @@ func TestAffinityClearedOnDeleteAfterFailedUpdate(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	slot, _, _ := raw.Services.Lookup(bpf.NewServiceKey(vip, 1))
+	slot := struct{ BackendID uint32 }{master.Backends[0]} // slot 1, inline
 	client := bpf.AffinityKey{Client: netip.MustParseAddr("192.0.2.7").As16(), RevNatID: master.RevNatID}
 	if err := raw.Affinity.Update(client, bpf.AffinityValue{BackendID: slot.BackendID}); err != nil {
 		t.Fatal(err)

@@ -353,6 +353,13 @@ func (o *ops) droppedStillNamed() (map[uint32]bool, error) {
 		if _, ok := o.droppedBackends[v.BackendID]; ok && k.Slot > 0 {
 			named[v.BackendID] = true
 		}
+		if k.Slot == 0 {
+			for _, id := range v.Inline() {
+				if _, ok := o.droppedBackends[id]; ok {
+					named[id] = true
+				}
+			}
+		}
 		return true
 	})
 	if err != nil {
@@ -412,8 +419,7 @@ func (o *ops) backendIDs() map[uint32]bool {
 func (o *ops) pruneServices() error {
 	var stale []bpf.ServiceKey
 	err := o.maps.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
-		st := o.frontend(keyOf(k.L3n4Addr()))
-		if st == nil || k.Slot > st.slots {
+		if st := o.frontend(keyOf(k.L3n4Addr())); !owns(st, k.Slot) {
 			stale = append(stale, k)
 		}
 		return true
@@ -424,6 +430,15 @@ func (o *ops) pruneServices() error {
 	// Masters first, so that no master outlives its slots.
 	sortServiceKeys(stale)
 	return o.maps.Services.BatchDelete(stale)
+}
+
+// owns reports whether the lb_services entry of slot is one that the
+// frontend whose state is st may have: its master, or a slot entry past
+// the inline ones within its slots. An entry of an inline slot is a
+// leftover of the layout before them (bpf.InlineSlots): the master holds
+// that slot now.
+func owns(st *frontendState, slot uint16) bool {
+	return st != nil && (slot == 0 || bpf.HasEntry(int(slot)) && slot <= st.slots)
 }
 
 func sortServiceKeys(ks []bpf.ServiceKey) {

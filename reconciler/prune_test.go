@@ -150,7 +150,7 @@ func TestPruneDeletesBackendsAfterWhatNamesThem(t *testing.T) {
 	x := addr("10.13.0.1:8080/TCP")
 	vip := addr("10.96.13.1:80/TCP")
 	mustDo(t, raw.Backends.Update(5, bpf.NewBackend(lb.BackendRef{Address: x}, 0)))
-	mustDo(t, raw.Services.Update(bpf.NewServiceKey(vip, 1), bpf.ServiceValue{BackendID: 5, RevNatID: 3}))
+	mustDo(t, raw.Services.Update(bpf.NewServiceKey(vip, bpf.InlineSlots+1), bpf.ServiceValue{BackendID: 5, RevNatID: 3}))
 	mustDo(t, raw.Maglev.Update(3, slices.Repeat([]uint32{5}, raw.Maglev.TableSize())))
 	maps := *raw
 	watched := &watchedBackends{Map: raw.Backends, maps: raw}
@@ -190,7 +190,7 @@ func TestSlotsWithoutMasterGiveNoBackendToOthers(t *testing.T) {
 	maps := memoryMaps(t)
 	x := addr("10.13.0.1:8080/TCP")
 	mustDo(t, maps.Backends.Update(5, bpf.NewBackend(lb.BackendRef{Address: x}, 0)))
-	mustDo(t, maps.Services.Update(bpf.NewServiceKey(addr("10.96.13.1:80/TCP"), 1), bpf.ServiceValue{BackendID: 5, RevNatID: 3}))
+	mustDo(t, maps.Services.Update(bpf.NewServiceKey(addr("10.96.13.1:80/TCP"), bpf.InlineSlots+1), bpf.ServiceValue{BackendID: 5, RevNatID: 3}))
 	mustDo(t, maps.RevNat.Update(7, bpf.NewRevNatValue(addr("10.96.13.2:80/TCP"))))
 
 	a := newAgent(t, maps, nil) // no source: the first prune comes at once

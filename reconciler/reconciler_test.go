@@ -296,7 +296,10 @@ func TestNoHalfWrittenServiceUnderChurn(t *testing.T) {
 // frontend is in the maps whole, or lacks room.
 func TestNoHalfWrittenServiceUnderChurnInFullMaps(t *testing.T) {
 	cfg := kernelMapsConfig(t)
-	cfg.LBServicesMax, cfg.LBBackendsMax = 120, 100 // what 40 services of 6 backends need on average
+	// Fewer lb_services entries than the 40 services' masters (each holds
+	// its slots, bpf.InlineSlots), and fewer lb_backends entries than 40
+	// services of 6 backends need on average.
+	cfg.LBServicesMax, cfg.LBBackendsMax = 36, 100
 	maps := bpftest.KernelMaps(t, cfg)
 	a := churn(t, maps, func(c *reconciler.Config) { c.LBRetryMaxBackoff = 200 * time.Millisecond }, fillEachMap)
 	defer a.stop(t)
@@ -308,9 +311,10 @@ func TestNoHalfWrittenServiceUnderChurnInFullMaps(t *testing.T) {
 // (random churn alone filled one or the other only when the reconciler
 // happened to see the right intermediate states): from empty maps, 40
 // services of 12 backends need 480 of lb_backends' 100 entries, which
-// run out before lb_services' 120 (13 a service); 40 services of 2
-// backends and 5 of them of 3 need 125 of lb_services' entries and 85
-// backends. It waits until each map is reported full.
+// run out (after 8 services) before lb_services' 36 (one master a
+// service); 40 services of 2 backends and 5 of them of 3 need 40 of
+// lb_services' entries and 85 backends. It waits until each map is
+// reported full.
 func fillEachMap(t *testing.T, a *agent, maps *bpf.Maps) {
 	const services = 40
 	for _, fill := range []struct {
@@ -458,6 +462,11 @@ func checkMaps(m *bpf.Maps) string {
 	m.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
 		if k.Slot == 0 {
 			masters[k] = v
+			for s, id := range v.Inline() { // the master's own slots
+				sk := k
+				sk.Slot = uint16(s + 1)
+				slots = append(slots, slotRef{sk, id})
+			}
 		} else {
 			slots = append(slots, slotRef{k, v.BackendID})
 		}
@@ -486,7 +495,7 @@ func checkMaps(m *bpf.Maps) string {
 		if !missing(s.id) {
 			continue
 		}
-		if v, ok, _ := m.Services.Lookup(s.key); ok && v.BackendID == s.id && missing(s.id) {
+		if id, ok := slotAgain(m, s.key); ok && id == s.id && missing(s.id) {
 			return fmt.Sprintf("slot %d of %s names backend %d, which is not in lb_backends", s.key.Slot, s.key.L3n4Addr(), s.id)
 		}
 	}
@@ -502,7 +511,7 @@ func checkMaps(m *bpf.Maps) string {
 		}
 	}
 	for k, v := range masters {
-		for slot := 1; slot <= int(v.Count)+int(v.Standby)+int(v.Fallback); slot++ {
+		for slot := bpf.InlineSlots + 1; slot <= int(v.Count)+int(v.Standby)+int(v.Fallback); slot++ {
 			sk := k
 			sk.Slot = uint16(slot)
 			if _, ok, _ := m.Services.Lookup(sk); ok {
@@ -515,6 +524,19 @@ func checkMaps(m *bpf.Maps) string {
 		}
 	}
 	return ""
+}
+
+// slotAgain reads the backend ID of the slot that key names once more:
+// from its entry, or, for an inline slot, from its master.
+func slotAgain(m *bpf.Maps, key bpf.ServiceKey) (uint32, bool) {
+	slot := int(key.Slot)
+	key.Slot = 0
+	master, ok, _ := m.Services.Lookup(key)
+	if !ok {
+		return 0, false
+	}
+	id, ok, _ := bpf.SlotBackend(m.Services, key.L3n4Addr(), master, slot)
+	return id, ok
 }
 
 func contains(xs []uint32, x uint32) bool {

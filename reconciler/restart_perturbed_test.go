@@ -164,6 +164,19 @@ func unevenMaps(t *testing.T, r *rand.Rand, raw *bpf.Maps) {
 						mustDo(t, raw.Services.Update(e.k, e.v))
 						did = append(did, fmt.Sprintf("%v slot %d names %d", e.k.L3n4Addr(), e.k.Slot, newID))
 					}
+					if e.k.Slot > 0 {
+						continue
+					}
+					renamed := false // a master's inline slots
+					for s, inline := range e.v.Inline() {
+						if inline == id && r.IntN(2) == 0 {
+							e.v.Backends[s], renamed = newID, true
+							did = append(did, fmt.Sprintf("%v slot %d names %d", e.k.L3n4Addr(), s+1, newID))
+						}
+					}
+					if renamed {
+						mustDo(t, raw.Services.Update(e.k, e.v))
+					}
 				}
 			}
 			newID += 3
@@ -178,7 +191,7 @@ func unevenMaps(t *testing.T, r *rand.Rand, raw *bpf.Maps) {
 			did = append(did, fmt.Sprintf("%v master missing", e.k.L3n4Addr()))
 		case 4: // slots of a frontend nobody knows
 			vip := addr(fmt.Sprintf("10.96.71.%d:80/TCP", r.IntN(50)+1))
-			mustDo(t, raw.Services.Update(bpf.NewServiceKey(vip, 1), bpf.ServiceValue{BackendID: ids[r.IntN(len(ids))], RevNatID: 999}))
+			mustDo(t, raw.Services.Update(bpf.NewServiceKey(vip, bpf.InlineSlots+1), bpf.ServiceValue{BackendID: ids[r.IntN(len(ids))], RevNatID: 999}))
 			did = append(did, fmt.Sprintf("unknown %v", vip))
 		case 5: // a backend nobody knows
 			b := addr(fmt.Sprintf("10.72.0.%d:8080/TCP", r.IntN(50)+1))
@@ -195,6 +208,11 @@ func unnamedBackends(t *testing.T, raw *bpf.Maps) string {
 	named := map[uint32]bool{}
 	mustDo(t, raw.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
 		named[v.BackendID] = named[v.BackendID] || k.Slot > 0
+		if k.Slot == 0 {
+			for _, id := range v.Inline() {
+				named[id] = true
+			}
+		}
 		return true
 	}))
 	var out string

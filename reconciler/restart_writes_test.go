@@ -99,48 +99,15 @@ func (a *agent) waitPruned(t *testing.T, timeout time.Duration) {
 func TestRestartOverTheSameDeclarationsWritesNothing(t *testing.T) {
 	onBothMapKinds(t, func(t *testing.T, maps *bpf.Maps, reopen func() *bpf.Maps) {
 		const n = 300
-		a1 := newAgent(t, maps, nil)
-		a1.start(t)
-		declareMixed(t, a1, n)
-		a1.waitDone(t, 30*time.Second)
-		before, ids := dumpText(t, maps), a1.frontendIDs()
-		if !strings.Contains(before, "maglev ") || !strings.Contains(before, "192.0.2.0/24") || !strings.Contains(before, "affinity") {
-			t.Fatalf("the maps lack a shape the test means to cover:\n%s", before)
-		}
-		if w := writesTotal(t, a1.scrape(t)); w["lb_services"] == 0 || w["lb_backends"] == 0 || w["lb_maglev"] == 0 {
-			t.Fatalf("the first agent's writes were not counted: %v", w)
-		}
-
-		a1.stop(t)
-		if maps.Kind == "kernel" {
-			maps.Close()
-		}
-		maps2 := reopen()
-		a2 := newAgent(t, maps2, nil)
-		done, err := a2.w.RegisterInitializer("test") // as a source does: nothing is pruned before it synced
-		if err != nil {
-			t.Fatal(err)
-		}
-		a2.start(t)
-		defer a2.stop(t)
-		declareMixed(t, a2, n)
-		a2.write(t, func(txn statedb.WriteTxn) error { done(txn); return nil })
-		a2.waitDone(t, 30*time.Second)
-		a2.waitPruned(t, 30*time.Second)
-
-		for name, w := range writesTotal(t, a2.scrape(t)) {
-			if w != 0 {
-				t.Errorf("the restarted agent wrote %d entries of %s", w, name)
+		declare := func(a *agent) { declareMixed(t, a, n) }
+		a2 := restartWritesNothing(t, maps, reopen, declare, func(a1 *agent, before string) {
+			if !strings.Contains(before, "maglev ") || !strings.Contains(before, "192.0.2.0/24") || !strings.Contains(before, "affinity") {
+				t.Fatalf("the maps lack a shape the test means to cover:\n%s", before)
 			}
-		}
-		if got := dumpText(t, maps2); got != before {
-			t.Errorf("the maps changed across the restart:\n--- before\n%s--- after\n%s", before, got)
-		}
-		for addr, id := range a2.frontendIDs() {
-			if ids[addr] != id {
-				t.Errorf("frontend %s: ID %d after the restart, %d before", addr, id, ids[addr])
+			if w := writesTotal(t, a1.scrape(t)); w["lb_services"] == 0 || w["lb_backends"] == 0 || w["lb_maglev"] == 0 {
+				t.Fatalf("the first agent's writes were not counted: %v", w)
 			}
-		}
+		})
 
 		// One backend's weight changes: its frontend's slots are written.
 		a2.write(t, func(txn statedb.WriteTxn) error {
@@ -152,4 +119,52 @@ func TestRestartOverTheSameDeclarationsWritesNothing(t *testing.T) {
 			t.Errorf("a change after the restart wrote no lb_services entry: %v", w)
 		}
 	})
+}
+
+// restartWritesNothing runs an agent over maps that declares what declare
+// does, shows the maps it left to first, restarts over them (reopen) with
+// a source that declares the same before it syncs, and checks that the
+// restarted agent, synced and pruned, wrote no entry of any map, left
+// the maps as they were and kept every frontend ID. It returns the
+// restarted agent, stopped at the test's end.
+func restartWritesNothing(t *testing.T, maps *bpf.Maps, reopen func() *bpf.Maps, declare func(*agent), first func(a1 *agent, before string)) *agent {
+	t.Helper()
+	a1 := newAgent(t, maps, nil)
+	a1.start(t)
+	declare(a1)
+	a1.waitDone(t, 30*time.Second)
+	before, ids := dumpText(t, maps), a1.frontendIDs()
+	first(a1, before)
+
+	a1.stop(t)
+	if maps.Kind == "kernel" {
+		maps.Close()
+	}
+	maps2 := reopen()
+	a2 := newAgent(t, maps2, nil)
+	done, err := a2.w.RegisterInitializer("test") // as a source does: nothing is pruned before it synced
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2.start(t)
+	t.Cleanup(func() { a2.stop(t) })
+	declare(a2)
+	a2.write(t, func(txn statedb.WriteTxn) error { done(txn); return nil })
+	a2.waitDone(t, 30*time.Second)
+	a2.waitPruned(t, 30*time.Second)
+
+	for name, w := range writesTotal(t, a2.scrape(t)) {
+		if w != 0 {
+			t.Errorf("the restarted agent wrote %d entries of %s", w, name)
+		}
+	}
+	if got := dumpText(t, maps2); got != before {
+		t.Errorf("the maps changed across the restart:\n--- before\n%s--- after\n%s", before, got)
+	}
+	for addr, id := range a2.frontendIDs() {
+		if ids[addr] != id {
+			t.Errorf("frontend %s: ID %d after the restart, %d before", addr, id, ids[addr])
+		}
+	}
+	return a2
 }

@@ -126,19 +126,31 @@ func (o *ops) restoreFrontends() (*restoredSlots, error) {
 			i, st = o.newFrontendState(0)
 			o.restoredFrontends.set(addr, i)
 		}
-		if k.Slot == 0 {
+		switch {
+		case k.Slot == 0:
 			st.id = v.RevNatID
 			st.affinity = v.AffinityTimeout > 0
 			st.hasMaster = true
 			// Known as writeMasters writes it, so that the same master
 			// is not written again.
-			st.master, st.masterWritten = v.ServiceMaster, v.BackendID == 0
-		} else {
+			inline := v.Inline()
+			st.master, st.masterWritten = v.ServiceMaster, v.BackendID == 0 && !slices.ContainsFunc(
+				v.Backends[len(inline):], func(id uint32) bool { return id != 0 })
+			for s, id := range inline {
+				slots.add(i, restoredSlot{backendID: id, revNatID: v.RevNatID, slot: uint16(s + 1), plain: true})
+			}
+			st.slots = max(st.slots, uint16(len(inline)))
+		case !bpf.HasEntry(int(k.Slot)):
+			// An entry of the layout before inline slots: the master
+			// holds that slot now, and the prune deletes it.
+			l.services = append(l.services, k)
+		default:
 			slots.add(i, restoredSlot{
-				backendID: v.BackendID, revNatID: v.RevNatID, slot: k.Slot, plain: v.ServiceMaster == bpf.ServiceMaster{},
+				backendID: v.BackendID, revNatID: v.RevNatID, slot: k.Slot,
+				plain: v.ServiceMaster == bpf.ServiceMaster{} && v.Backends == [bpf.InlineSlots]uint32{},
 			})
+			st.slots = max(st.slots, k.Slot)
 		}
-		st.slots = max(st.slots, k.Slot)
 		return true
 	})
 	slots.group(o.feStates.next)

@@ -253,9 +253,8 @@ func TestRestoreOfTwoIDsForOneBackendKeepsTheOneSlotsName(t *testing.T) {
 			vip := addr("10.96.16.1:80/TCP")
 			mustDo(t, raw.Backends.Update(5, bpf.NewBackend(lb.BackendRef{Address: x, Weight: 100}, 0)))
 			mustDo(t, raw.Backends.Update(9, bpf.NewBackend(lb.BackendRef{Address: x, Weight: 100}, 0)))
-			mustDo(t, raw.Services.Update(bpf.NewServiceKey(vip, 1), bpf.ServiceValue{BackendID: named, RevNatID: 3}))
-			mustDo(t, raw.Services.Update(bpf.NewServiceKey(vip, 0), bpf.ServiceValue{RevNatID: 3,
-				ServiceMaster: bpf.ServiceMaster{Count: 1, Type: uint8(lb.SVCTypeClusterIP), Algorithm: bpf.AlgorithmRandom}}))
+			mustDo(t, bpf.WriteService(raw.Services, vip, bpf.ServiceValue{RevNatID: 3,
+				ServiceMaster: bpf.ServiceMaster{Count: 1, Type: uint8(lb.SVCTypeClusterIP), Algorithm: bpf.AlgorithmRandom}}, []uint32{named}))
 			mustDo(t, raw.RevNat.Update(3, bpf.NewRevNatValue(vip)))
 
 			maps, order := checkWriteOrder(raw)
@@ -410,9 +409,8 @@ func twoIDsOfOneAddress(t *testing.T, raw *bpf.Maps, x lb.L3n4Addr, vips []lb.L3
 	for i, id := range ids {
 		rev := uint32(3 + i)
 		mustDo(t, raw.Backends.Update(id, bpf.NewBackend(lb.BackendRef{Address: x, Weight: 100}, 0)))
-		mustDo(t, raw.Services.Update(bpf.NewServiceKey(vips[i], 1), bpf.ServiceValue{BackendID: id, RevNatID: rev}))
-		mustDo(t, raw.Services.Update(bpf.NewServiceKey(vips[i], 0), bpf.ServiceValue{RevNatID: rev,
-			ServiceMaster: bpf.ServiceMaster{Count: 1, Type: uint8(lb.SVCTypeClusterIP), Algorithm: bpf.AlgorithmRandom}}))
+		mustDo(t, bpf.WriteService(raw.Services, vips[i], bpf.ServiceValue{RevNatID: rev,
+			ServiceMaster: bpf.ServiceMaster{Count: 1, Type: uint8(lb.SVCTypeClusterIP), Algorithm: bpf.AlgorithmRandom}}, []uint32{id}))
 		mustDo(t, raw.RevNat.Update(rev, bpf.NewRevNatValue(vips[i])))
 	}
 }

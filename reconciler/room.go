@@ -198,8 +198,10 @@ func (o *ops) use(m roomMap, delta int) {
 // the state that says what may be in the maps, so that the counts follow
 // it.
 
+// setSlots counts the entries of slots 1..n: those past the inline ones
+// (bpf.SlotEntries).
 func (o *ops) setSlots(st *frontendState, n int) {
-	o.use(roomServices, n-int(st.slots))
+	o.use(roomServices, bpf.SlotEntries(n)-bpf.SlotEntries(int(st.slots)))
 	st.slots = uint16(n)
 }
 
@@ -257,7 +259,7 @@ func (o *ops) need(j *task, counted map[lb.L3n4Addr]bool) entries {
 func needOwn(j *task) entries {
 	var n entries
 	st := j.st
-	n[roomServices] = max(0, j.slotCount-int(st.slots))
+	n[roomServices] = max(0, bpf.SlotEntries(j.slotCount)-bpf.SlotEntries(int(st.slots)))
 	if !st.hasMaster {
 		n[roomServices]++
 	}

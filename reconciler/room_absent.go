@@ -33,7 +33,7 @@ func (o *ops) absentMay() (entries, error) {
 				absent(roomServices, ok, lerr)
 			}
 			written := st.written()
-			for s := 1; s <= int(st.slots); s++ {
+			for s := bpf.InlineSlots + 1; s <= int(st.slots); s++ {
 				if s <= len(written) && written[s-1] != 0 {
 					continue
 				}

@@ -1,6 +1,7 @@
 package reconciler_test
 
 import (
+	"fmt"
 	"regexp"
 	"strconv"
 	"sync/atomic"
@@ -105,9 +106,14 @@ func TestFirstPruneAfterARestartWithNothingLeftOverKeepsRestoresCounts(t *testin
 func TestRoomCountAfterAMissingSlotIsWrittenAgain(t *testing.T) {
 	raw := memoryMaps(t)
 	vip := addr("10.96.43.1:80/TCP")
-	bes := []lb.BackendParams{be("10.43.0.1:8080/TCP"), be("10.43.0.2:8080/TCP"), be("10.43.0.3:8080/TCP")}
+	// Past the inline slots, so that the slots have entries of their own.
+	var bes []lb.BackendParams
+	for i := range bpf.InlineSlots + 3 {
+		bes = append(bes, be(fmt.Sprintf("10.43.0.%d:8080/TCP", i+1)))
+	}
+	missing := uint16(bpf.InlineSlots + 2)
 	loadAndStop(t, raw, vip, lb.AlgorithmRandom, bes...)
-	mustDo(t, raw.Services.Delete(bpf.NewServiceKey(vip, 2)))
+	mustDo(t, raw.Services.Delete(bpf.NewServiceKey(vip, missing)))
 	var recounts atomic.Int32
 	defer reconciler.OnRecount(func() { recounts.Add(1) })()
 
@@ -118,7 +124,7 @@ func TestRoomCountAfterAMissingSlotIsWrittenAgain(t *testing.T) {
 	a2.waitDone(t, 10*time.Second)
 	synced()
 	a2.waitPruned(t, 10*time.Second)
-	if _, ok, err := raw.Services.Lookup(bpf.NewServiceKey(vip, 2)); !ok || err != nil {
+	if _, ok, err := raw.Services.Lookup(bpf.NewServiceKey(vip, missing)); !ok || err != nil {
 		t.Fatalf("the missing slot was not written again (%v)", err)
 	}
 	if recounts.Load() == 0 {

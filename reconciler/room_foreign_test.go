@@ -22,7 +22,7 @@ import (
 // refused on the counts' word until the next prune, half an hour on.)
 func TestRoomSomeoneElseFreesGoesToTheWaitingFrontends(t *testing.T) {
 	cfg := smallMapsConfig()
-	cfg.LBServicesMax = 10 // 5 services of one backend (master and slot)
+	cfg.LBServicesMax = 10 // 5 services of two entries (master, and a slot past the inline ones)
 	onBothMapKindsWith(t, cfg, func(t *testing.T, maps *bpf.Maps) {
 		a := newAgent(t, maps, func(c *reconciler.Config) { c.LBRetryMaxBackoff = 200 * time.Millisecond })
 		// A source that never syncs: no prune deletes the other writer's
@@ -43,7 +43,7 @@ func TestRoomSomeoneElseFreesGoesToTheWaitingFrontends(t *testing.T) {
 		all := []int{0, 1, 2, 3, 4}
 		a.write(t, func(txn statedb.WriteTxn) error {
 			for _, i := range all {
-				if err := declareFull(a, txn, i, 1); err != nil {
+				if err := declareFull(a, txn, i, bpf.InlineSlots+1); err != nil {
 					return err
 				}
 			}

@@ -68,7 +68,7 @@ func (a *agent) settled(t testing.TB, maps *bpf.Maps) string {
 		maglev[e.RevNatID] = true
 	}
 	counts := map[string]int{
-		maps.Services.Name(): len(d.Services), maps.Backends.Name(): len(d.Backends), maps.RevNat.Name(): len(d.RevNat),
+		maps.Services.Name(): d.ServiceEntries(), maps.Backends.Name(): len(d.Backends), maps.RevNat.Name(): len(d.RevNat),
 		maps.Maglev.Name(): len(d.Maglev), maps.SourceRanges.Name(): len(d.SourceRanges),
 	}
 	free := func(name string) int {

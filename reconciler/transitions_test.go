@@ -34,7 +34,7 @@ func plainMetric(scrape, name string) int {
 // waiting frontends counted 1,153 in 53 minutes.)
 func TestWaitingFrontendCountsOnceHoweverOftenRetried(t *testing.T) {
 	cfg := smallMapsConfig()
-	cfg.LBServicesMax = 10 // 5 of 7 services of one backend fit
+	cfg.LBServicesMax = 10 // 5 of 7 services of two entries fit (master, and a slot past the inline ones)
 	maps, err := bpf.NewMemoryMaps(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +46,7 @@ func TestWaitingFrontendCountsOnceHoweverOftenRetried(t *testing.T) {
 	all := []int{0, 1, 2, 3, 4, 5, 6}
 	a.write(t, func(txn statedb.WriteTxn) error {
 		for _, i := range all {
-			if err := declareFull(a, txn, i, 1); err != nil {
+			if err := declareFull(a, txn, i, bpf.InlineSlots+1); err != nil {
 				return err
 			}
 		}

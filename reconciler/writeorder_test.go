@@ -62,8 +62,8 @@ func (w *writeOrder) resync() {
 	w.services, w.backends, w.tables, w.refs = map[bpf.ServiceKey]bpf.ServiceValue{}, map[uint32]bool{}, map[uint32][]uint32{}, map[uint32]int{}
 	w.real.Services.Iterate(func(k bpf.ServiceKey, v bpf.ServiceValue) bool {
 		w.services[k] = v
-		if k.Slot > 0 {
-			w.refs[v.BackendID]++
+		for _, id := range namedBy(k, v) {
+			w.refs[id]++
 		}
 		return true
 	})
@@ -77,13 +77,30 @@ func (w *writeOrder) resync() {
 	})
 }
 
+// namedBy returns the backend IDs an lb_services entry names: a slot
+// entry's, or the inline slots of a master.
+func namedBy(k bpf.ServiceKey, v bpf.ServiceValue) []uint32 {
+	if k.Slot > 0 {
+		return []uint32{v.BackendID}
+	}
+	return v.Inline()
+}
+
 func (w *writeOrder) updateService(k bpf.ServiceKey, v bpf.ServiceValue) {
-	if old, ok := w.services[k]; ok && k.Slot > 0 {
-		w.refs[old.BackendID]--
+	if old, ok := w.services[k]; ok {
+		for _, id := range namedBy(k, old) {
+			w.refs[id]--
+		}
 	}
 	w.services[k] = v
 	if k.Slot == 0 {
-		for s := 1; s <= int(v.Count)+int(v.Standby)+int(v.Fallback); s++ {
+		for s, id := range v.Inline() {
+			w.refs[id]++
+			if id != bpf.BackendReject && !w.backends[id] {
+				w.report("slot %d of %s was written naming backend %d, which is not in lb_backends", s+1, k.L3n4Addr(), id)
+			}
+		}
+		for s := bpf.InlineSlots + 1; s <= int(v.Count)+int(v.Standby)+int(v.Fallback); s++ {
 			sk := k
 			sk.Slot = uint16(s)
 			if _, ok := w.services[sk]; !ok {
@@ -105,10 +122,12 @@ func (w *writeOrder) deleteService(k bpf.ServiceKey) {
 		return
 	}
 	delete(w.services, k)
+	for _, id := range namedBy(k, old) {
+		w.refs[id]--
+	}
 	if k.Slot == 0 {
 		return
 	}
-	w.refs[old.BackendID]--
 	mk := k
 	mk.Slot = 0
 	if m, ok := w.services[mk]; ok && int(k.Slot) <= int(m.Count)+int(m.Standby)+int(m.Fallback) {
@@ -237,27 +256,42 @@ func TestWriteOrderCheckerCatchesEachWrongOrder(t *testing.T) {
 	fe := addr("10.96.15.1:80/TCP")
 	slot := func(n uint16) bpf.ServiceKey { return bpf.NewServiceKey(fe, n) }
 	backend := bpf.NewBackend(lb.BackendRef{Address: addr("10.15.0.1:8080/TCP"), Weight: 1}, 0)
+	// The first slot with an entry of its own, and a master counting it
+	// whose inline slots all name backend 1.
+	n := uint16(bpf.InlineSlots + 1)
+	master := bpf.ServiceValue{RevNatID: 1, ServiceMaster: bpf.ServiceMaster{Count: n}}
+	for i := range master.Backends {
+		master.Backends[i] = 1
+	}
 	for _, c := range []struct {
 		name   string
 		writes func(m *bpf.Maps) error
 		want   string
 	}{
 		{"slot before its backend", func(m *bpf.Maps) error {
-			return errors.Join(m.Services.Update(slot(1), bpf.ServiceValue{BackendID: 1}), m.Backends.Update(1, backend))
+			return errors.Join(m.Services.Update(slot(n), bpf.ServiceValue{BackendID: 1}), m.Backends.Update(1, backend))
+		}, fmt.Sprintf("slot %d of 10.96.15.1:80/TCP was written naming backend 1", n)},
+		{"inline slot before its backend", func(m *bpf.Maps) error {
+			return errors.Join(m.Services.Update(slot(n), bpf.ServiceValue{BackendID: 2}), m.Backends.Update(2, backend),
+				m.Services.Update(slot(0), master), m.Backends.Update(1, backend))
 		}, "slot 1 of 10.96.15.1:80/TCP was written naming backend 1"},
 		{"master before its slots", func(m *bpf.Maps) error {
 			return errors.Join(m.Backends.Update(1, backend),
-				m.Services.BatchUpdate([]bpf.ServiceKey{slot(0), slot(1)}, []bpf.ServiceValue{{RevNatID: 1, ServiceMaster: bpf.ServiceMaster{Count: 1}}, {BackendID: 1}}))
-		}, "counting slot 1, which is not there"},
+				m.Services.BatchUpdate([]bpf.ServiceKey{slot(0), slot(n)}, []bpf.ServiceValue{master, {BackendID: 1}}))
+		}, fmt.Sprintf("counting slot %d, which is not there", n)},
 		{"backend before the slot naming it", func(m *bpf.Maps) error {
-			return errors.Join(m.Backends.Update(1, backend), m.Services.Update(slot(1), bpf.ServiceValue{BackendID: 1}),
-				m.Backends.Delete(1), m.Services.Delete(slot(1)))
+			return errors.Join(m.Backends.Update(1, backend), m.Services.Update(slot(n), bpf.ServiceValue{BackendID: 1}),
+				m.Backends.Delete(1), m.Services.Delete(slot(n)))
 		}, "backend 1 was deleted while 1 slots"},
+		{"backend before the master naming it", func(m *bpf.Maps) error {
+			return errors.Join(m.Backends.Update(1, backend), m.Services.Update(slot(n), bpf.ServiceValue{BackendID: 1}),
+				m.Services.Update(slot(0), master), m.Backends.Delete(1))
+		}, fmt.Sprintf("backend 1 was deleted while %d slots", n)},
 		{"slot before its master", func(m *bpf.Maps) error {
-			return errors.Join(m.Backends.Update(1, backend), m.Services.Update(slot(1), bpf.ServiceValue{BackendID: 1}),
-				m.Services.Update(slot(0), bpf.ServiceValue{RevNatID: 1, ServiceMaster: bpf.ServiceMaster{Count: 1}}),
-				m.Services.BatchDelete([]bpf.ServiceKey{slot(1), slot(0)}))
-		}, "slot 1 of 10.96.15.1:80/TCP was deleted while its master counts it"},
+			return errors.Join(m.Backends.Update(1, backend), m.Services.Update(slot(n), bpf.ServiceValue{BackendID: 1}),
+				m.Services.Update(slot(0), master),
+				m.Services.BatchDelete([]bpf.ServiceKey{slot(n), slot(0)}))
+		}, fmt.Sprintf("slot %d of 10.96.15.1:80/TCP was deleted while its master counts it", n)},
 		{"Maglev table before its backend", func(m *bpf.Maps) error {
 			table := make([]uint32, m.Maglev.TableSize())
 			for i := range table {
@@ -266,9 +300,9 @@ func TestWriteOrderCheckerCatchesEachWrongOrder(t *testing.T) {
 			return errors.Join(m.Maglev.Update(1, table), m.Backends.Update(1, backend))
 		}, "Maglev table 1 was written naming backend 1"},
 		{"the right order", func(m *bpf.Maps) error {
-			return errors.Join(m.Backends.Update(1, backend), m.Services.Update(slot(1), bpf.ServiceValue{BackendID: 1}),
-				m.Services.Update(slot(0), bpf.ServiceValue{RevNatID: 1, ServiceMaster: bpf.ServiceMaster{Count: 1}}),
-				m.Services.BatchDelete([]bpf.ServiceKey{slot(0), slot(1)}), m.Backends.Delete(1))
+			return errors.Join(m.Backends.Update(1, backend), m.Services.Update(slot(n), bpf.ServiceValue{BackendID: 1}),
+				m.Services.Update(slot(0), master),
+				m.Services.BatchDelete([]bpf.ServiceKey{slot(0), slot(n)}), m.Backends.Delete(1))
 		}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

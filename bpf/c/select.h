@@ -188,9 +188,38 @@ static __always_inline bool lb_source_allowed(const struct lb_service_value *m, 
 	return bpf_map_lookup_elem(&lb_src_range, &k) != NULL;
 }
 
+/*
+ * lb_slot_backend returns the backend ID of slot (1..) of the frontend
+ * whose master entry is m and key names: from m's inline array for the
+ * first LB_INLINE_SLOTS slots, else from the slot's own entry; 0 if it
+ * has none. The inline IDs come from the same value as m's count, so
+ * they agree with it.
+ */
+static __always_inline __u32 lb_slot_backend(const struct lb_service_key *key, const struct lb_service_value *m,
+					     __u32 slot)
+{
+	struct lb_service_key k;
+	struct lb_service_value *v;
+	__u32 idx = slot - 1;
+
+	if (slot == 0)
+		return 0;
+	if (slot <= LB_INLINE_SLOTS) {
+		/* The verifier wants the index bounded where it is used;
+		 * clang would drop a mask it knows to be a no-op. */
+		barrier_var(idx);
+		return m->backends[idx & (LB_INLINE_SLOTS - 1)];
+	}
+	k = *key;
+	k.slot = slot;
+	v = bpf_map_lookup_elem(&lb_services, &k);
+	return v ? v->backend_id : 0;
+}
+
 /* lb_slot_scan is the state of a search of a frontend's slots. */
 struct lb_slot_scan {
-	struct lb_service_key key;
+	const struct lb_service_key *key;
+	const struct lb_service_value *m;
 	__u32 id;
 	__u16 found;
 };
@@ -198,11 +227,8 @@ struct lb_slot_scan {
 static long lb_slot_scan_step(__u32 i, void *ctx)
 {
 	struct lb_slot_scan *s = ctx;
-	struct lb_service_value *v;
 
-	s->key.slot = i + 1;
-	v = bpf_map_lookup_elem(&lb_services, &s->key);
-	if (v && v->backend_id == s->id) {
+	if (lb_slot_backend(s->key, s->m, i + 1) == s->id) {
 		s->found = i + 1;
 		return 1;
 	}
@@ -218,15 +244,10 @@ static long lb_slot_scan_step(__u32 i, void *ctx)
 static __always_inline __u16 lb_slot_of(const struct lb_service_key *key, const struct lb_service_value *m, __u32 id,
 					__u16 hint)
 {
-	struct lb_slot_scan s = { .key = *key, .id = id };
-	struct lb_service_value *v;
+	struct lb_slot_scan s = { .key = key, .m = m, .id = id };
 
-	if (hint && hint <= m->count) {
-		s.key.slot = hint;
-		v = bpf_map_lookup_elem(&lb_services, &s.key);
-		if (v && v->backend_id == id)
-			return hint;
-	}
+	if (hint && hint <= m->count && lb_slot_backend(key, m, hint) == id)
+		return hint;
 	bpf_loop(m->count, lb_slot_scan_step, &s, 0);
 	return s.found;
 }
@@ -284,9 +305,7 @@ static __always_inline void lb_affinity_pin(const struct lb_service_value *m, co
 static __always_inline __u32 lb_pick_backend(const struct lb_service_key *key, const struct lb_service_value *m,
 					     const __u32 *hash, __u32 *reason, __u16 *chosen)
 {
-	struct lb_service_key slot_key = *key;
-	struct lb_service_value *slot;
-	__u32 id = m->rev_nat_id, zero = 0, size = lb_maglev_table_size, idx;
+	__u32 id = m->rev_nat_id, zero = 0, size = lb_maglev_table_size, idx, slot;
 	__u32 *table;
 	void *inner;
 
@@ -311,10 +330,9 @@ static __always_inline __u32 lb_pick_backend(const struct lb_service_key *key, c
 			return 0;
 		return table[idx];
 	}
-	slot_key.slot = bpf_get_prandom_u32() % m->count + 1;
-	*chosen = slot_key.slot;
-	slot = bpf_map_lookup_elem(&lb_services, &slot_key);
-	return slot ? slot->backend_id : 0;
+	slot = bpf_get_prandom_u32() % m->count + 1;
+	*chosen = slot;
+	return lb_slot_backend(key, m, slot);
 }
 
 /*
@@ -354,19 +372,13 @@ static __always_inline bool lb_addr_eq(const __u8 a[16], const __u8 b[16])
 static __always_inline bool lb_client_is_backend(const struct lb_service_key *key, const struct lb_service_value *m,
 						 const __u8 client[16])
 {
-	struct lb_service_key slot_key = *key;
-	struct lb_service_value *slot;
 	struct lb_backend b;
 	__u32 n = (__u32)m->count + m->standby, id;
 
 	for (__u32 i = 1; i <= LB_SKIP_MAX_SLOTS; i++) {
 		if (i > n)
 			break;
-		slot_key.slot = i;
-		slot = bpf_map_lookup_elem(&lb_services, &slot_key);
-		if (!slot)
-			continue;
-		id = slot->backend_id;
+		id = lb_slot_backend(key, m, i);
 		if (lb_backend_lookup(id, &b) && lb_addr_eq(b.addr, client))
 			return true;
 	}
@@ -381,16 +393,11 @@ static __always_inline bool lb_client_is_backend(const struct lb_service_key *ke
 static __always_inline __u32 lb_select_fallback(const struct lb_service_key *key, const struct lb_service_value *m,
 						__u32 *reason)
 {
-	struct lb_service_key slot_key = *key;
-	struct lb_service_value *slot;
-
 	*reason = LB_DROP_NO_BACKEND;
 	if (m->fallback == 0)
 		return 0;
 	*reason = LB_DROP_MISSING_ENTRY;
-	slot_key.slot = m->count + m->standby + 1 + bpf_get_prandom_u32() % m->fallback;
-	slot = bpf_map_lookup_elem(&lb_services, &slot_key);
-	return slot ? slot->backend_id : 0;
+	return lb_slot_backend(key, m, (__u32)m->count + m->standby + 1 + bpf_get_prandom_u32() % m->fallback);
 }
 
 /*

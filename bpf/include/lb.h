@@ -57,8 +57,9 @@ enum {
 };
 
 /*
- * lb_services: one master entry (slot 0) per frontend and one entry per
- * backend slot. Slots 1..count take new flows, each backend in proportion
+ * lb_services: one master entry (slot 0) per frontend, which holds the
+ * backends of the first LB_INLINE_SLOTS slots, and one entry per backend
+ * slot after those. Slots 1..count take new flows, each backend in proportion
  * to its weight; slots count+1..count+standby hold backends that only
  * carry the flows they already have (terminating, quarantined, drained).
  *
@@ -91,6 +92,18 @@ enum {
  */
 #define LB_BACKEND_REJECT 0xffffffffU
 
+/*
+ * Inline slots. The master entry holds the backend IDs of slots
+ * 1..LB_INLINE_SLOTS itself (lb_service_value.backends), so that a
+ * frontend with at most that many slots is one hash entry, and a reader
+ * sees its count and those IDs in one value. Only slots after them
+ * have entries of their own (key.slot > LB_INLINE_SLOTS); lb_services
+ * holds no entry for a slot 1..LB_INLINE_SLOTS. A power of two: the
+ * datapath masks an inline index with it. Most Services have at most 16
+ * endpoints; a master entry is 88 bytes of value instead of 24.
+ */
+#define LB_INLINE_SLOTS 16
+
 struct lb_service_key {
 	__u8   addr[16];
 	__be16 port;
@@ -101,7 +114,7 @@ struct lb_service_key {
 };
 
 struct lb_service_value {
-	__u32 backend_id;       /* slot > 0: the backend in this slot */
+	__u32 backend_id;       /* slot > LB_INLINE_SLOTS: the backend in this slot */
 	__u32 rev_nat_id;       /* the frontend's ID: key of lb_rev_nat, lb_maglev */
 	__u32 affinity_timeout; /* master: session affinity in seconds */
 	__u16 count;            /* master: slots taking new flows */
@@ -112,6 +125,9 @@ struct lb_service_value {
 	__u8  pad;
 	__be16 proxy_port;      /* master, LB_F_PROXY: the L7 proxy's port */
 	__u16 fallback;         /* master, LB_F_SKIP_FROM_BACKEND: fallback slots */
+	/* master: the backends of slots 1..LB_INLINE_SLOTS (0 past the
+	 * frontend's last slot); only slots after them have entries. */
+	__u32 backends[LB_INLINE_SLOTS];
 };
 
 /*

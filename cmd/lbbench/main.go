@@ -204,7 +204,7 @@ func newBench(o options) (*bench, error) {
 	cfg := bpf.DefaultConfig
 	if !o.defaultMapSizes {
 		n := uint32(o.services)
-		cfg.LBServicesMax = n*uint32(1+o.backends) + 1024
+		cfg.LBServicesMax = n*uint32(1+o.backends) + 1024 // room for the layout before inline slots too
 		// A routed frontend has up to 256 weighted slots (the reconciler's
 		// --lb-max-weighted-slots) and its services' backends on standby.
 		cfg.LBServicesMax += uint32(o.routes) * (256 + 3*uint32(o.backends))
@@ -413,7 +413,7 @@ func run(o options, out io.Writer) error {
 		}
 		insert := time.Since(start)
 		region.End()
-		if got, want := countEntries(b.maps.Services), o.services*(1+o.backends); got != want {
+		if got, want := countEntries(b.maps.Services), o.services*(1+bpf.SlotEntries(o.backends)); got != want {
 			return fmt.Errorf("after insert lb_services has %d entries, want %d", got, want)
 		}
 

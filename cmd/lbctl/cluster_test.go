@@ -63,9 +63,7 @@ func TestExplainShowsRemoteBackendsCluster(t *testing.T) {
 	}
 	must(m.Backends.Update(1, bpf.NewBackend(local, 0)))
 	must(m.Backends.Update(2, bpf.NewBackend(remote, 0)))
-	must(m.Services.Update(bpf.NewServiceKey(fe, 1), bpf.ServiceValue{BackendID: 1}))
-	must(m.Services.Update(bpf.NewServiceKey(fe, 2), bpf.ServiceValue{BackendID: 2}))
-	must(m.Services.Update(bpf.NewServiceKey(fe, 0), bpf.ServiceValue{RevNatID: 1, ServiceMaster: bpf.ServiceMaster{Count: 2, Algorithm: bpf.AlgorithmRandom}}))
+	must(bpf.WriteService(m.Services, fe, bpf.ServiceValue{RevNatID: 1, ServiceMaster: bpf.ServiceMaster{Count: 2, Algorithm: bpf.AlgorithmRandom}}, []uint32{1, 2}))
 	var out bytes.Buffer
 	if err := explainFlow(&out, m, fe, nil); err != nil {
 		t.Fatal(err)

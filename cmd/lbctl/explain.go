@@ -168,14 +168,14 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 	}
 	slots := make([]uint32, 0, int(master.Count)+int(master.Standby))
 	for slot := 1; slot <= int(master.Count)+int(master.Standby); slot++ {
-		v, ok, err := m.Services.Lookup(bpf.NewServiceKey(fe, uint16(slot)))
+		id, ok, err := bpf.SlotBackend(m.Services, fe, master, slot)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			return fmt.Errorf("slot %d of %s is missing: the maps are inconsistent", slot, fe)
 		}
-		slots = append(slots, v.BackendID)
+		slots = append(slots, id)
 	}
 	rotation, standby := slots[:master.Count], slots[master.Count:]
 	if master.Flags&bpf.FlagAffinity != 0 && client != nil {
@@ -245,11 +245,11 @@ func explainFlow(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, client *netip.AddrPor
 func explainSkip(w io.Writer, m *bpf.Maps, fe lb.L3n4Addr, master bpf.ServiceValue, client *netip.AddrPort,
 	backends *backendLookup, name func(uint32) string) (done bool, err error) {
 	slot := func(i int) (uint32, error) {
-		v, ok, err := m.Services.Lookup(bpf.NewServiceKey(fe, uint16(i)))
+		id, ok, err := bpf.SlotBackend(m.Services, fe, master, i)
 		if err == nil && !ok {
 			err = fmt.Errorf("slot %d of %s is missing: the maps are inconsistent", i, fe)
 		}
-		return v.BackendID, err
+		return id, err
 	}
 	first := int(master.Count) + int(master.Standby)
 	var fallback []uint32

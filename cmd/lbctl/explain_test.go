@@ -137,18 +137,18 @@ func TestExplainRandomSourceRangesAffinity(t *testing.T) {
 
 	// The datapath pinned the client: explain follows the pin.
 	master, _, _ := p.maps.Services.Lookup(bpf.NewServiceKey(lb.MustParseL3n4Addr("192.0.2.9:443/TCP"), 0))
-	slot2, _, _ := p.maps.Services.Lookup(bpf.NewServiceKey(lb.MustParseL3n4Addr("192.0.2.9:443/TCP"), 2))
+	slot2, _, _ := bpf.SlotBackend(p.maps.Services, lb.MustParseL3n4Addr("192.0.2.9:443/TCP"), master, 2)
 	pin := func(backend, lastUsed uint32) {
 		p.maps.Affinity.Update(bpf.AffinityKey{Client: netip.MustParseAddr("198.51.100.20").As16(), RevNatID: master.RevNatID},
 			bpf.AffinityValue{BackendID: backend, LastUsed: lastUsed})
 	}
-	pin(slot2.BackendID, monotonicSeconds())
-	if out := explainText(t, p.maps, "192.0.2.9:443/TCP", "198.51.100.20:1000"); !strings.Contains(out, fmt.Sprintf("is pinned (for 10800s) to backend %d ", slot2.BackendID)) {
+	pin(slot2, monotonicSeconds())
+	if out := explainText(t, p.maps, "192.0.2.9:443/TCP", "198.51.100.20:1000"); !strings.Contains(out, fmt.Sprintf("is pinned (for 10800s) to backend %d ", slot2)) {
 		t.Errorf("pinned client:\n%s", out)
 	}
 	// As the datapath does: a pin older than the timeout, or to a backend
 	// that takes no new flows, is replaced.
-	pin(slot2.BackendID, monotonicSeconds()-10801)
+	pin(slot2, monotonicSeconds()-10801)
 	if out := explainText(t, p.maps, "192.0.2.9:443/TCP", "198.51.100.20:1000"); !strings.Contains(out, "expired") {
 		t.Errorf("expired pin:\n%s", out)
 	}
@@ -161,8 +161,8 @@ func TestExplainRandomSourceRangesAffinity(t *testing.T) {
 	// or a redirect took out).
 	rotation := map[uint32]bool{}
 	for slot := 1; slot <= int(master.Count); slot++ {
-		v, _, _ := p.maps.Services.Lookup(bpf.NewServiceKey(lb.MustParseL3n4Addr("192.0.2.9:443/TCP"), uint16(slot)))
-		rotation[v.BackendID] = true
+		id, _, _ := bpf.SlotBackend(p.maps.Services, lb.MustParseL3n4Addr("192.0.2.9:443/TCP"), master, slot)
+		rotation[id] = true
 	}
 	var elsewhere uint32
 	p.maps.Backends.Iterate(func(id uint32, b bpf.Backend) bool {

@@ -78,9 +78,9 @@ func TestMapsAndExplainOverTheAPIMatchTheMaps(t *testing.T) {
 			if tc.name == "ranges and affinity" {
 				fe := lb.MustParseL3n4Addr("192.0.2.9:443/TCP")
 				master, _, _ := m.Services.Lookup(bpf.NewServiceKey(fe, 0))
-				slot2, _, _ := m.Services.Lookup(bpf.NewServiceKey(fe, 2))
+				slot2, _, _ := bpf.SlotBackend(m.Services, fe, master, 2)
 				m.Affinity.Update(bpf.AffinityKey{Client: netip.MustParseAddr("198.51.100.20").As16(), RevNatID: master.RevNatID},
-					bpf.AffinityValue{BackendID: slot2.BackendID, LastUsed: monotonicSeconds()})
+					bpf.AffinityValue{BackendID: slot2, LastUsed: monotonicSeconds()})
 			}
 			api := serveAgent(t, tc.p)
 			for _, format := range []string{"text", "json"} {

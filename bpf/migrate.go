@@ -1,0 +1,139 @@
+package bpf
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/cilium/ebpf"
+)
+
+// An agent upgraded across the change that put a frontend's first slots
+// into its master entry (InlineSlots) finds lb_services pinned with the
+// old value: 24 bytes, one entry per slot. Refusing it would make every
+// upgrade choose between not starting and --lb-recreate-maps, which
+// loses every frontend ID that established flows and affinity entries
+// name. So the map is migrated at open: its entries are read, written in
+// the new layout into a new map, and the new map's pin replaces the old
+// one in one rename. IDs, slots and counts are kept; flows keep their
+// backends (conntrack names IDs, which do not change). A datapath loaded
+// before the upgrade keeps reading the old map, no longer written, until
+// the new one is loaded.
+
+// oldServiceValueSize is the size of lb_service_value before inline slots.
+const oldServiceValueSize = 24
+
+// MigratedMap says that NewKernelMaps converted a pinned map to this
+// version's layout, keeping its entries.
+type MigratedMap struct {
+	Name    string
+	Entries int // the entries read from the old map
+}
+
+// migrateServices converts the lb_services pinned at path, whose value is
+// the old 24 bytes, to ms's layout, and pins the result at path. It
+// returns nil, nil when the pinned map is not of the old layout.
+func migrateServices(ms *ebpf.MapSpec, path string) (*ebpf.Map, int, error) {
+	old, err := ebpf.LoadPinnedMap(path, &ebpf.LoadPinOptions{ReadOnly: true})
+	if err != nil {
+		return nil, 0, nil
+	}
+	defer old.Close()
+	if old.Type() != ms.Type || old.KeySize() != ms.KeySize || old.ValueSize() != oldServiceValueSize {
+		return nil, 0, nil
+	}
+	keys, vals, n, err := convertServices(old)
+	if err != nil {
+		return nil, 0, fmt.Errorf("map %s: migrate to inline slots: %w", path, err)
+	}
+	spec := ms.Copy()
+	spec.Pinning = ebpf.PinNone
+	spec.MaxEntries = max(spec.MaxEntries, old.MaxEntries())
+	m, err := ebpf.NewMap(spec)
+	if err != nil {
+		return nil, 0, fmt.Errorf("map %s: migrate to inline slots: create: %w", path, err)
+	}
+	for i := range keys {
+		if err := m.Put(keys[i], vals[i]); err != nil {
+			m.Close()
+			return nil, 0, fmt.Errorf("map %s: migrate to inline slots: write %s slot %d: %w", path, keys[i].L3n4Addr(), keys[i].Slot, err)
+		}
+	}
+	// Pinned beside the old map, then renamed over it: the path names
+	// the old map or the new, never neither. (bpffs refuses dots in
+	// names.)
+	tmp := path + "_migrating"
+	os.Remove(tmp) // a failed migration's
+	if err := m.Pin(tmp); err != nil {
+		m.Close()
+		return nil, 0, fmt.Errorf("map %s: migrate to inline slots: pin: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		m.Close()
+		return nil, 0, errors.Join(fmt.Errorf("map %s: migrate to inline slots: rename: %w", path, err), os.Remove(tmp))
+	}
+	return m, n, nil
+}
+
+// convertServices reads the old layout's entries of old and returns them
+// in the new one: a master takes the IDs of its slots 1..InlineSlots,
+// whose entries go; slot entries past them stay. An inline slot whose
+// master is missing goes too (no datapath read it). n counts the entries
+// read.
+func convertServices(old *ebpf.Map) (keys []ServiceKey, vals []ServiceValue, n int, err error) {
+	masters := map[ServiceKey]int{} // index in keys
+	type slot struct {
+		master ServiceKey
+		slot   uint16
+		id     uint32
+	}
+	var inline []slot
+	var k ServiceKey
+	var raw [oldServiceValueSize]byte
+	it := old.Iterate()
+	for it.Next(&k, &raw) {
+		n++
+		v := decodeOldServiceValue(raw)
+		switch {
+		case k.Slot == 0:
+			masters[k] = len(keys)
+		case !HasEntry(int(k.Slot)):
+			mk := k
+			mk.Slot = 0
+			inline = append(inline, slot{mk, k.Slot, v.BackendID})
+			continue
+		}
+		keys, vals = append(keys, k), append(vals, v)
+	}
+	if err := it.Err(); err != nil {
+		return nil, nil, 0, err
+	}
+	for _, s := range inline {
+		if i, ok := masters[s.master]; ok && int(s.slot) <= vals[i].Slots() {
+			vals[i].Backends[s.slot-1] = s.id
+		}
+	}
+	return keys, vals, n, nil
+}
+
+// decodeOldServiceValue reads a value of the old layout: the fields of
+// ServiceValue before Backends, at the same offsets.
+func decodeOldServiceValue(b [oldServiceValueSize]byte) ServiceValue {
+	le := binary.LittleEndian // bpfel, as the objects are built
+	return ServiceValue{
+		BackendID: le.Uint32(b[0:]),
+		RevNatID:  le.Uint32(b[4:]),
+		ServiceMaster: ServiceMaster{
+			AffinityTimeout: le.Uint32(b[8:]),
+			Count:           le.Uint16(b[12:]),
+			Standby:         le.Uint16(b[14:]),
+			Type:            b[16],
+			Flags:           b[17],
+			Algorithm:       b[18],
+			Pad:             b[19],
+			ProxyPort:       [2]byte{b[20], b[21]},
+			Fallback:        le.Uint16(b[22:]),
+		},
+	}
+}

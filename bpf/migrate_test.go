@@ -1,0 +1,154 @@
+package bpf_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/bpf/bpftest"
+	"github.com/lbstate/lbstate/lb"
+)
+
+// pinOldServices pins, in cfg's pin directory, lb_services as a version
+// before inline slots made it (24-byte values, one entry per slot), with
+// a frontend of each given slot count: frontend i is 10.96.50.i:80/TCP,
+// ID i+1, and its slot s names backend 100*(i+1)+s.
+func pinOldServices(t *testing.T, cfg bpf.Config, slotCounts []int) {
+	t.Helper()
+	if err := os.MkdirAll(cfg.LBPinDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ebpf.NewMapWithOptions(&ebpf.MapSpec{Name: "lb_services", Type: ebpf.Hash, KeySize: 24, ValueSize: 24,
+		MaxEntries: cfg.LBServicesMax, Flags: unix.BPF_F_NO_PREALLOC, Pinning: ebpf.PinByName}, ebpf.MapOptions{PinPath: cfg.LBPinDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for i, n := range slotCounts {
+		fe := oldFrontend(i)
+		for s := 1; s <= n; s++ {
+			var v [24]byte
+			binary.LittleEndian.PutUint32(v[0:], uint32(100*(i+1)+s))
+			binary.LittleEndian.PutUint32(v[4:], uint32(i+1))
+			if err := m.Put(bpf.NewServiceKey(fe, uint16(s)), v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var v [24]byte
+		binary.LittleEndian.PutUint32(v[4:], uint32(i+1))
+		binary.LittleEndian.PutUint16(v[12:], uint16(n)) // count
+		v[16], v[18] = uint8(lb.SVCTypeClusterIP), bpf.AlgorithmRandom
+		if err := m.Put(bpf.NewServiceKey(fe, 0), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func oldFrontend(i int) lb.L3n4Addr {
+	return lb.MustParseL3n4Addr(fmt.Sprintf("10.96.50.%d:80/TCP", i))
+}
+
+// An agent upgraded from a version before inline slots migrates the
+// pinned lb_services instead of refusing it: every frontend keeps its ID
+// and the backend of every slot, the slots 1..InlineSlots move into the
+// master, only later slots keep entries, and the pin names the new map
+// (nothing left beside it).
+func TestUpgradeMigratesPinnedServicesToInlineSlotsKeepingIDs(t *testing.T) {
+	cfg := pinnedConfig(t)
+	cfg.LBServicesMax = 1024
+	counts := []int{0, 1, bpf.InlineSlots, bpf.InlineSlots + 1, 2*bpf.InlineSlots + 3}
+	pinOldServices(t, cfg, counts)
+	read := 0
+	for _, n := range counts {
+		read += 1 + n
+	}
+
+	m, err := bpf.NewKernelMaps(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if want := []bpf.MigratedMap{{Name: "lb_services", Entries: read}}; !slices.Equal(m.Migrated, want) {
+		t.Errorf("migrated %v, want %v", m.Migrated, want)
+	}
+	entries := 0
+	if err := m.Services.Iterate(func(bpf.ServiceKey, bpf.ServiceValue) bool { entries++; return true }); err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	for _, n := range counts {
+		want += 1 + bpf.SlotEntries(n)
+	}
+	if entries != want {
+		t.Errorf("%d lb_services entries after the migration, want %d", entries, want)
+	}
+	for i, n := range counts {
+		fe := oldFrontend(i)
+		master, ok, err := m.Services.Lookup(bpf.NewServiceKey(fe, 0))
+		if err != nil || !ok {
+			t.Fatalf("%s: no master after the migration (%v)", fe, err)
+		}
+		if master.RevNatID != uint32(i+1) || int(master.Count) != n || master.Type != uint8(lb.SVCTypeClusterIP) {
+			t.Errorf("%s: master %+v, want ID %d and count %d", fe, master, i+1, n)
+		}
+		for s := 1; s <= n; s++ {
+			if id, ok, err := bpf.SlotBackend(m.Services, fe, master, s); err != nil || !ok || id != uint32(100*(i+1)+s) {
+				t.Errorf("%s slot %d: backend %d (%v, %v), want %d", fe, s, id, ok, err, 100*(i+1)+s)
+			}
+		}
+	}
+	m.Close()
+
+	// The pin now names a map of this version's layout: the next start
+	// opens it as it is, migrating nothing.
+	m2, err := bpf.NewKernelMaps(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	if len(m2.Migrated) != 0 || len(m2.Recreated) != 0 {
+		t.Errorf("the second start migrated %v, recreated %v", m2.Migrated, m2.Recreated)
+	}
+	left, err := os.ReadDir(cfg.LBPinDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		if strings.HasSuffix(e.Name(), "_migrating") {
+			t.Errorf("the migration left %s behind", e.Name())
+		}
+	}
+}
+
+// The reference datapath balances over a migrated map as over one the
+// reconciler wrote: new flows to a frontend whose slots came from the old
+// layout reach each of its backends, inline or not.
+func TestDatapathBalancesOverAMigratedServicesMap(t *testing.T) {
+	cfg := dpConfig()
+	cfg.LBPinDir = bpftest.Config(t).LBPinDir
+	n := bpf.InlineSlots + 2
+	pinOldServices(t, cfg, []int{n})
+	h := newDatapath(t, cfg)
+	fe := oldFrontend(0)
+	h.check(h.maps.RevNat.Update(1, bpf.NewRevNatValue(fe)))
+	for s := 1; s <= n; s++ {
+		h.backend(uint32(100+s), fmt.Sprintf("10.1.1.%d:8080/TCP", s), lb.BackendActive)
+	}
+	got := map[uint32]int{}
+	for port := 0; port < 60*n; port++ {
+		f := flow(fmt.Sprintf("10.0.%d.%d:%d", port>>8, port&0xff, 30000+port), "10.96.50.0:80", lb.ProtoTCP)
+		got[h.backendAt(h.balance(f).Dst)]++
+	}
+	for s := 1; s <= n; s++ {
+		if got[uint32(100+s)] == 0 {
+			t.Errorf("no new flow reached the backend of slot %d: %v", s, got)
+		}
+	}
+}
