@@ -16,6 +16,7 @@ import (
 	"github.com/cilium/statedb"
 	statedbreconciler "github.com/cilium/statedb/reconciler"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
@@ -115,7 +116,26 @@ func newPassiveNode(t *testing.T, mode string) *passiveNode {
 	}
 	txn.Commit()
 	n.waitWeights(t, map[string]bool{acceptingBE: true, refusingBE: true, blackholingBE: true})
+	n.waitChecked(t, 3)
 	return n
+}
+
+// waitChecked waits until passive accrual checks count backends: it
+// follows the frontends on its own, often after the reconciler has
+// written them, and it ignores a report about a backend it does not
+// check yet (a refusal the clients saw then is never counted).
+func (n *passiveNode) waitChecked(t *testing.T, count int) {
+	t.Helper()
+	labels := map[string]string{"kind": "none"} // passive only: no probe
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		v := gaugeValue(t, n.reg, "lbstate_health_backends", labels)
+		if v == float64(count) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health checking checks %v backends, want %d", v, count)
+		}
+	}
 }
 
 // waitWeights waits until the frontends give new flows to exactly the
@@ -316,6 +336,17 @@ func testPassiveAccrual(t *testing.T, mode string) {
 // of its labels) in reg, 0 if there is none.
 func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
+	return metricValue(t, reg, name, labels, func(m *dto.Metric) float64 { return m.GetCounter().GetValue() })
+}
+
+// gaugeValue is counterValue for a gauge.
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	return metricValue(t, reg, name, labels, func(m *dto.Metric) float64 { return m.GetGauge().GetValue() })
+}
+
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string, value func(*dto.Metric) float64) float64 {
+	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -335,7 +366,7 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ma
 					continue metrics
 				}
 			}
-			return m.GetCounter().GetValue()
+			return value(m)
 		}
 	}
 	return 0
