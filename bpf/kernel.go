@@ -56,7 +56,7 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 			migrated  int
 		)
 		if d.name == lbMapLbServices { // pinned by a version before inline slots? (migrate.go)
-			m, migrated, err = migrateServices(ms, filepath.Join(cfg.LBPinDir, ms.Name))
+			m, migrated, err = migrateServices(ms, filepath.Join(cfg.LBPinDir, ms.Name), keepSize, cfg.LBRecreateMaps, "--"+d.sizedBy.flag)
 			if m != nil {
 				maps.Migrated = append(maps.Migrated, MigratedMap{Name: d.name, Entries: migrated})
 			}
