@@ -223,3 +223,31 @@ func TestMigrationRefusesAGivenServicesSizeTooSmallForItsEntries(t *testing.T) {
 		t.Errorf("with --lb-recreate-maps, recreated %v, want lb_services", m.Recreated)
 	}
 }
+
+// lbctl (OpenPinnedMaps) beside an agent of a version before inline
+// slots says so, naming lb_services, rather than failing at its first
+// read with "buffer too small"; the agent's own start migrates the map.
+func TestOpenPinnedMapsSaysServicesIsOfTheLayoutBeforeInlineSlots(t *testing.T) {
+	cfg := pinnedConfig(t)
+	m, err := bpf.NewKernelMaps(cfg) // the other maps, as that agent pinned them
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if err := os.Remove(cfg.LBPinDir + "/lb_services"); err != nil {
+		t.Fatal(err)
+	}
+	pinOldServices(t, cfg, []int{1, 3})
+
+	pinned, err := bpf.OpenPinnedMaps(cfg.LBPinDir)
+	if err == nil {
+		_, derr := bpf.TakeDump(pinned)
+		pinned.Close()
+		t.Fatalf("opened lb_services of the old layout without an error (a dump then: %v)", derr)
+	}
+	for _, want := range []string{"lb_services", "before inline slots", "older version"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
