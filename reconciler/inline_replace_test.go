@@ -1,6 +1,7 @@
 package reconciler_test
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -63,6 +64,45 @@ func TestInlineSlotsReplacedAndStraddlingStandbyKeepWriteOrder(t *testing.T) {
 				if _, ok, err := maps.Backends.Lookup(id); err != nil || !ok {
 					t.Errorf("%+v: slot %d names backend %d, not in lb_backends (%v)", step, s+1, id, err)
 				}
+			}
+		}
+	})
+}
+
+// A master rewritten for another reason than its slots (session affinity
+// on and off, the algorithm) keeps the backend IDs of its inline slots:
+// every master write carries them, none is built from the master's
+// fields alone.
+func TestMasterRewrittenForAffinityKeepsItsInlineSlots(t *testing.T) {
+	onBothMapKinds(t, func(t *testing.T, maps *bpf.Maps, _ func() *bpf.Maps) {
+		written, order := checkWriteOrder(maps)
+		a := newAgent(t, written, nil)
+		a.start(t)
+		defer a.stop(t)
+		vip := "10.96.42.2:80/TCP"
+		var bes []lb.BackendParams
+		for i := range bpf.InlineSlots + 2 {
+			bes = append(bes, lb.BackendParams{Address: lb.NewL3n4Addr(lb.ProtoTCP, netip.AddrFrom4([4]byte{10, 42, 9, byte(i)}), 8080, lb.ScopeExternal), Weight: 1})
+		}
+		var first []uint32
+		for step, affinity := range []bool{false, true, false, true} {
+			a.write(t, func(txn statedb.WriteTxn) error {
+				return upsert(a.w, txn, "affinity", vip, lb.AlgorithmRandom, affinity, bes...)
+			})
+			a.waitDone(t, 30*time.Second)
+			if v := order.violations(); len(v) > 0 {
+				t.Fatalf("step %d: the writes broke the write order: %v", step, v)
+			}
+			master, ok, err := maps.Services.Lookup(bpf.NewServiceKey(addr(vip), 0))
+			if err != nil || !ok || (master.AffinityTimeout > 0) != affinity {
+				t.Fatalf("step %d: master %+v (found %v, %v), want affinity %v", step, master, ok, err, affinity)
+			}
+			_, slots := serviceEntries(t, maps, addr(vip))
+			if first == nil {
+				first = slots
+			}
+			if fmt.Sprint(slots) != fmt.Sprint(first) || len(slots) != len(bes) {
+				t.Errorf("step %d (affinity %v): slots %v, want %v", step, affinity, slots, first)
 			}
 		}
 	})
