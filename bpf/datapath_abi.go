@@ -57,6 +57,10 @@ const (
 
 	CTFlagReplied = 1 << 0 // a reply was seen
 	CTFlagClosing = 1 << 1 // a FIN or RST was seen
+	// A side's close (its FIN, or either side's RST) was seen; a flow
+	// closed both ways yields its client's port to a new connection.
+	CTFlagClientClosed  = 1 << 4
+	CTFlagBackendClosed = 1 << 5
 )
 
 // NewCTKey returns the lb_ct key of a packet from src to dst.

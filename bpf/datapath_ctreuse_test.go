@@ -69,3 +69,43 @@ func TestTCNewConnectionTakesOverAClosingFlowOfItsClientPort(t *testing.T) {
 		})
 	}
 }
+
+// A flow closed in one direction only is still a connection: a client
+// that shut down its sending side still reads the backend's data, and a
+// backend that did so still reads the client's. Its client's port may
+// meanwhile carry a connection to another frontend (Linux's connect
+// shares a port between destinations), whose SYN must not take the
+// half-closed flow's place: the backend's data for it would come back
+// from the new connection's frontend, and the client would lose it.
+// (Once a single FIN, either way, let a new SYN take over.)
+func TestTCHalfClosedFlowKeepsItsRepliesAgainstANewConnectionOfItsClientPort(t *testing.T) {
+	for _, side := range []string{"the client", "the backend"} {
+		t.Run(side+" closed its side", func(t *testing.T) {
+			h := newDatapathOptions(t, dpConfig(), bpf.DatapathOptions{CTTimeouts: testTimeouts})
+			h.backend(1, "10.244.0.2:8080/TCP", lb.BackendActive)
+			h.frontend(testFrontend{addr: "198.51.100.1:31000/TCP", id: 1, slots: []uint32{1}})
+			h.frontend(testFrontend{addr: "203.0.113.10:80/TCP", id: 2, slots: []uint32{1}})
+			old := flow("198.51.100.2:40000", "198.51.100.1:31000", lb.ProtoTCP)
+			_, out := h.sendTCP("lb_tc_ingress", old, "S")
+			reply := out.Reply()
+			h.sendTCP("lb_tc_egress", reply, "SA")
+			h.sendTCP("lb_tc_ingress", old, "A")
+			if side == "the client" {
+				h.sendTCP("lb_tc_ingress", old, "FA")
+				h.sendTCP("lb_tc_egress", reply, "A")
+			} else {
+				h.sendTCP("lb_tc_egress", reply, "FA")
+				h.sendTCP("lb_tc_ingress", old, "A")
+			}
+
+			next := flow("198.51.100.2:40000", "203.0.113.10:80", lb.ProtoTCP)
+			h.sendTCP("lb_tc_ingress", next, "S")
+			if verdict, back := h.sendTCP("lb_tc_egress", reply, "A"); verdict != actOK || back != old.Reply() {
+				t.Errorf("the half-closed flow's data from the backend %v became %v (verdict %d), want %v", reply, back, verdict, old.Reply())
+			}
+			if verdict, fwd := h.sendTCP("lb_tc_ingress", old, "A"); verdict != actOK || fwd.Dst != out.Dst {
+				t.Errorf("the half-closed flow's packet from the client went to %v (verdict %d), want %v", fwd.Dst, verdict, out.Dst)
+			}
+		})
+	}
+}

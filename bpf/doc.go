@@ -110,7 +110,9 @@
 // refused: its entries are written in the new layout into a new map
 // whose pin replaces the old one in one rename, so every ID, slot and
 // established flow survives the upgrade (migrate.go; Maps.Migrated,
-// logged by Cell). Cell never falls back to in-memory
+// logged by Cell). The new map has the size the configuration gives
+// (the old map's if larger and the size is left at its default), so
+// that the next start opens it. Cell never falls back to in-memory
 // maps on this error: the agent would silently stop programming the
 // datapath.
 //

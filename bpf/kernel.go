@@ -56,7 +56,7 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 			migrated  int
 		)
 		if d.name == lbMapLbServices { // pinned by a version before inline slots? (migrate.go)
-			m, migrated, err = migrateServices(ms, filepath.Join(cfg.LBPinDir, ms.Name))
+			m, migrated, err = migrateServices(ms, filepath.Join(cfg.LBPinDir, ms.Name), keepSize, cfg.LBRecreateMaps, "--"+d.sizedBy.flag)
 			if m != nil {
 				maps.Migrated = append(maps.Migrated, MigratedMap{Name: d.name, Entries: migrated})
 			}
@@ -393,6 +393,10 @@ func OpenPinnedMaps(dir string) (*Maps, error) {
 		}
 		opened = append(opened, m)
 		ms := spec.Maps[d.name].Copy()
+		if err := pinnedLayoutMatches(m, ms, dir); err != nil {
+			closeMaps(opened)
+			return nil, err
+		}
 		if ms.InnerMap != nil {
 			ms.InnerMap.ValueSize = pinnedInnerValueSize(m)
 		}
@@ -401,6 +405,25 @@ func OpenPinnedMaps(dir string) (*Maps, error) {
 	}
 	maps.close = func() error { return closeMaps(opened) }
 	return maps, nil
+}
+
+// pinnedLayoutMatches says, naming the map, when m, pinned in dir, is not
+// of the layout of ms: read with this version's values, its entries
+// failed with "buffer too small" at the first lookup, which named no
+// cause. An lb_services of the layout before inline slots (migrate.go)
+// is an agent of an older version that this version's agent migrates
+// at its start.
+func pinnedLayoutMatches(m *ebpf.Map, ms *ebpf.MapSpec, dir string) error {
+	if m.Type() == ms.Type && m.KeySize() == ms.KeySize && m.ValueSize() == ms.ValueSize {
+		return nil
+	}
+	if ms.Name == lbMapLbServices && m.KeySize() == ms.KeySize && m.ValueSize() == oldServiceValueSize {
+		return fmt.Errorf("map %s in %s: of the layout before inline slots (%d-byte values, this version's %d):"+
+			" the agent that pinned it is of an older version; use its lbctl, or upgrade the agent, which migrates the map at its start",
+			ms.Name, dir, m.ValueSize(), ms.ValueSize)
+	}
+	return fmt.Errorf("map %s in %s: %s with %d-byte keys and %d-byte values, this version's is %s with %d and %d:"+
+		" the agent that pinned it is of another version; use its lbctl", ms.Name, dir, m.Type(), m.KeySize(), m.ValueSize(), ms.Type, ms.KeySize, ms.ValueSize)
 }
 
 // pinnedInnerValueSize returns the value size of the first inner map of a

@@ -33,8 +33,12 @@ type MigratedMap struct {
 
 // migrateServices converts the lb_services pinned at path, whose value is
 // the old 24 bytes, to ms's layout, and pins the result at path. It
-// returns nil, nil when the pinned map is not of the old layout.
-func migrateServices(ms *ebpf.MapSpec, path string) (*ebpf.Map, int, error) {
+// returns nil, nil when the pinned map is not of the old layout. With
+// keepSize (ms has the default size) the new map is at least as large as
+// the old, as openPinned keeps a pinned size then; else it has ms's size,
+// the one the next start asks for, and entries that do not fit in it are
+// an error naming flag (with recreate, nil, nil: openPinned recreates it).
+func migrateServices(ms *ebpf.MapSpec, path string, keepSize, recreate bool, flag string) (*ebpf.Map, int, error) {
 	old, err := ebpf.LoadPinnedMap(path, &ebpf.LoadPinOptions{ReadOnly: true})
 	if err != nil {
 		return nil, 0, nil
@@ -49,7 +53,15 @@ func migrateServices(ms *ebpf.MapSpec, path string) (*ebpf.Map, int, error) {
 	}
 	spec := ms.Copy()
 	spec.Pinning = ebpf.PinNone
-	spec.MaxEntries = max(spec.MaxEntries, old.MaxEntries())
+	if keepSize {
+		spec.MaxEntries = max(spec.MaxEntries, old.MaxEntries())
+	} else if len(keys) > int(spec.MaxEntries) {
+		if recreate {
+			return nil, 0, nil
+		}
+		return nil, 0, fmt.Errorf("map %s: migrate to inline slots: %d entries in the new layout, more than the %d that %s gives it:"+
+			" raise %s, or restart with --lb-recreate-maps (its entries are lost)", path, len(keys), spec.MaxEntries, flag, flag)
+	}
 	m, err := ebpf.NewMap(spec)
 	if err != nil {
 		return nil, 0, fmt.Errorf("map %s: migrate to inline slots: create: %w", path, err)

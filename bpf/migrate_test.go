@@ -152,3 +152,102 @@ func TestDatapathBalancesOverAMigratedServicesMap(t *testing.T) {
 		}
 	}
 }
+
+// A migration with lb_services' size given (not the default) makes the
+// new map at that size, as the next start opens it: a migrated map kept
+// at the old map's size once started the agent, and the next start with
+// the same flags refused the pin (it no longer matched the layout).
+func TestMigrationWithAGivenServicesSizeIsOpenedByTheNextStart(t *testing.T) {
+	cfg := pinnedConfig(t)
+	cfg.LBServicesMax = 2048
+	pinOldServices(t, cfg, []int{1, bpf.InlineSlots + 2})
+	cfg.LBServicesMax = 1024 // given smaller: the new layout needs fewer entries
+
+	m, err := bpf.NewKernelMaps(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := m.Capacity("lb_services"); c.MaxEntries != int(cfg.LBServicesMax) {
+		got := c.MaxEntries
+		t.Errorf("the migrated lb_services holds %d entries, want the given %d", got, cfg.LBServicesMax)
+	}
+	m.Close()
+	m2, err := bpf.NewKernelMaps(cfg)
+	if err != nil {
+		t.Fatalf("the start after the migration, with the same flags: %v", err)
+	}
+	defer m2.Close()
+	if _, ok, err := m2.Services.Lookup(bpf.NewServiceKey(oldFrontend(1), bpf.InlineSlots+2)); err != nil || !ok {
+		t.Errorf("slot %d of %s lost across the two starts (%v)", bpf.InlineSlots+2, oldFrontend(1), err)
+	}
+}
+
+// A given lb_services size too small for the old map's entries in the
+// new layout is refused with an error naming the map, how many entries
+// it needs and the flag, and the old pin is left as it was; with
+// --lb-recreate-maps the map is recreated empty, as any map that does not
+// fit.
+func TestMigrationRefusesAGivenServicesSizeTooSmallForItsEntries(t *testing.T) {
+	cfg := pinnedConfig(t)
+	cfg.LBServicesMax = 2048
+	pinOldServices(t, cfg, []int{bpf.InlineSlots + 40, 1, 1})
+	cfg.LBServicesMax = 8 // 1+40, 1, 1 entries in the new layout
+
+	m, err := bpf.NewKernelMaps(cfg)
+	if err == nil {
+		m.Close()
+		t.Fatal("started with lb_services of 8 entries for 43")
+	}
+	for _, want := range []string{"lb_services", "43", "--lb-services-max"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	old, err := ebpf.LoadPinnedMap(cfg.LBPinDir+"/lb_services", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if old.ValueSize() != 24 {
+		t.Errorf("the pin names a map of %d-byte values, want the old map (24) untouched", old.ValueSize())
+	}
+
+	// Told to recreate maps that do not fit, it does.
+	cfg.LBRecreateMaps = true
+	m, err = bpf.NewKernelMaps(cfg)
+	if err != nil {
+		t.Fatalf("with --lb-recreate-maps: %v", err)
+	}
+	defer m.Close()
+	if len(m.Recreated) != 1 || m.Recreated[0].Name != "lb_services" {
+		t.Errorf("with --lb-recreate-maps, recreated %v, want lb_services", m.Recreated)
+	}
+}
+
+// lbctl (OpenPinnedMaps) beside an agent of a version before inline
+// slots says so, naming lb_services, rather than failing at its first
+// read with "buffer too small"; the agent's own start migrates the map.
+func TestOpenPinnedMapsSaysServicesIsOfTheLayoutBeforeInlineSlots(t *testing.T) {
+	cfg := pinnedConfig(t)
+	m, err := bpf.NewKernelMaps(cfg) // the other maps, as that agent pinned them
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if err := os.Remove(cfg.LBPinDir + "/lb_services"); err != nil {
+		t.Fatal(err)
+	}
+	pinOldServices(t, cfg, []int{1, 3})
+
+	pinned, err := bpf.OpenPinnedMaps(cfg.LBPinDir)
+	if err == nil {
+		_, derr := bpf.TakeDump(pinned)
+		pinned.Close()
+		t.Fatalf("opened lb_services of the old layout without an error (a dump then: %v)", derr)
+	}
+	for _, want := range []string{"lb_services", "before inline slots", "older version"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}

@@ -124,8 +124,8 @@ static __always_inline __be32 lb_tcp_seq(struct __sk_buff *skb, const struct lb_
 /*
  * lb_ct_next_flags is a flow's state after its packet p: a reply answers
  * the handshake (a RST as the first reply refuses it); a FIN or RST
- * closes; a SYN alone from the client starts the tuple's connection
- * afresh.
+ * closes (a FIN its sender's side, a RST both); a SYN alone from the
+ * client starts the tuple's connection afresh.
  */
 static __always_inline __u8 lb_ct_next_flags(struct __sk_buff *skb, __u8 flags, const struct lb_pkt *p, bool reply)
 {
@@ -134,9 +134,13 @@ static __always_inline __u8 lb_ct_next_flags(struct __sk_buff *skb, __u8 flags, 
 	if (p->tuple.proto != IPPROTO_TCP)
 		return flags;
 	if (reply && (tcp & LB_TCP_RST) && !(flags & LB_CT_F_REPLIED))
-		return flags | LB_CT_F_CLOSING | LB_CT_F_REPLIED | LB_CT_F_REFUSED;
-	if (tcp & (LB_TCP_FIN | LB_TCP_RST))
-		return flags | LB_CT_F_CLOSING | (reply ? LB_CT_F_REPLIED : 0);
+		return flags | LB_CT_F_CLOSING | LB_CT_F_REPLIED | LB_CT_F_REFUSED | LB_CT_F_CLIENT_CLOSED |
+		       LB_CT_F_BACKEND_CLOSED;
+	if (tcp & LB_TCP_RST)
+		return flags | LB_CT_F_CLOSING | (reply ? LB_CT_F_REPLIED : 0) | LB_CT_F_CLIENT_CLOSED |
+		       LB_CT_F_BACKEND_CLOSED;
+	if (tcp & LB_TCP_FIN)
+		return flags | LB_CT_F_CLOSING | (reply ? LB_CT_F_REPLIED | LB_CT_F_BACKEND_CLOSED : LB_CT_F_CLIENT_CLOSED);
 	if (reply)
 		return flags | LB_CT_F_REPLIED;
 	if ((tcp & (LB_TCP_SYN | LB_TCP_ACK)) == LB_TCP_SYN)
@@ -191,7 +195,9 @@ __noinline int lb_tcp_syn_alone(struct __sk_buff *skb, __u32 off)
  * lb_ct_yields says whether old, a live entry of another flow of the
  * client's port that holds b's replies to it, gives them up to the
  * client's new packet p: p is a SYN alone, a new connection, and old's
- * flow is closing. The client reuses a port towards another destination
+ * flow is closed both ways (each side's FIN, or a RST: one closed one
+ * way still carries the other side's data, and the client's port may
+ * serve another destination meanwhile). The client reuses a port towards another destination
  * as soon as its connection from it closed (TIME_WAIT holds it only
  * towards the same one), and the backend, which sees one address pair
  * for both, accepts the new SYN once its side closed too, or answers it
@@ -200,7 +206,9 @@ __noinline int lb_tcp_syn_alone(struct __sk_buff *skb, __u32 off)
  */
 static __always_inline bool lb_ct_yields(struct __sk_buff *skb, const struct lb_pkt *p, const struct lb_ct_value *old)
 {
-	return (old->flags & LB_CT_F_CLOSING) && p->tuple.proto == IPPROTO_TCP && !p->later_frag &&
+	const __u8 closed = LB_CT_F_CLIENT_CLOSED | LB_CT_F_BACKEND_CLOSED;
+
+	return (old->flags & closed) == closed && p->tuple.proto == IPPROTO_TCP && !p->later_frag &&
 	       lb_tcp_syn_alone(skb, p->l4_off);
 }
 
@@ -211,7 +219,7 @@ static __always_inline bool lb_ct_yields(struct __sk_buff *skb, const struct lb_
  * LB_CT_REPLY). 0 when written; -1 when another live flow of the
  * client's port holds b's replies to it (a reply entry of b and the
  * client, or a flow's one entry naming b): the backend could not tell
- * the two flows' replies apart. A closing flow yields them to a new
+ * the two flows' replies apart. A flow closed both ways yields them to a new
  * connection (lb_ct_yields): the new flow's entry replaces its one
  * entry or its reply entry.
  *

@@ -315,8 +315,8 @@ enum {
  * translated: the backend cannot tell them apart. A new flow whose reply
  * entry a live flow of another frontend holds tries another backend once
  * (a random slot), then is dropped as LB_DROP_CT_COLLISION; the first
- * flow's entries are not overwritten, unless that flow is closing (a FIN
- * or RST seen) and the new packet is a SYN alone: a client reuses its
+ * flow's entries are not overwritten, unless that flow is closed both
+ * ways (each side's FIN, or a RST, seen) and the new packet is a SYN alone: a client reuses its
  * port towards another destination once its connection closed, and the
  * new connection takes the closing flow's place (tc.h, lb_ct_yields).
  *
@@ -394,6 +394,11 @@ enum {
 	LB_CT_F_UNANSWERED = 1 << 2, /* the client sent its SYN again before any reply
 				      * (reported as a connect timeout, see bpf/c/conn.h) */
 	LB_CT_F_REFUSED = 1 << 3, /* the backend's first reply was a RST */
+	/* Each side's close (its FIN, or either side's RST): a flow closed
+	 * both ways is over, one closed one way still carries the other
+	 * side's data, and keeps its entries (tc.h, lb_ct_yields). */
+	LB_CT_F_CLIENT_CLOSED = 1 << 4,
+	LB_CT_F_BACKEND_CLOSED = 1 << 5,
 };
 
 /* Default timeouts in seconds; the loader sets the ones in force. */
