@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/cilium/statedb"
 
@@ -24,11 +23,7 @@ type inlineStep struct{ base, active, terminating int }
 // backend not in lb_backends, no backend goes while a master's inline
 // slots name it, no master counts a slot entry not there.
 func TestInlineSlotsReplacedAndStraddlingStandbyKeepWriteOrder(t *testing.T) {
-	onBothMapKinds(t, func(t *testing.T, maps *bpf.Maps, _ func() *bpf.Maps) {
-		written, order := checkWriteOrder(maps)
-		a := newAgent(t, written, nil)
-		a.start(t)
-		defer a.stop(t)
+	onOrderCheckedAgent(t, func(t *testing.T, a *agent, maps *bpf.Maps, settle func(string)) {
 		name, fe := lb.NewServiceName("test", "replace"), addr("10.96.42.1:80/TCP")
 		k := bpf.InlineSlots
 		for _, step := range []inlineStep{
@@ -51,10 +46,7 @@ func TestInlineSlotsReplacedAndStraddlingStandbyKeepWriteOrder(t *testing.T) {
 				}
 				return a.w.SetBackends(txn, name, lb.SourceK8s, bes...)
 			})
-			a.waitDone(t, 30*time.Second)
-			if v := order.violations(); len(v) > 0 {
-				t.Fatalf("%+v: the writes broke the write order: %v\n%s", step, v, dumpText(t, maps))
-			}
+			settle(fmt.Sprintf("%+v", step))
 			n := step.active + step.terminating
 			entries, slots := serviceEntries(t, maps, fe)
 			if want := 1 + max(0, n-k); entries != want || len(slots) != n {
@@ -74,11 +66,7 @@ func TestInlineSlotsReplacedAndStraddlingStandbyKeepWriteOrder(t *testing.T) {
 // every master write carries them, none is built from the master's
 // fields alone.
 func TestMasterRewrittenForAffinityKeepsItsInlineSlots(t *testing.T) {
-	onBothMapKinds(t, func(t *testing.T, maps *bpf.Maps, _ func() *bpf.Maps) {
-		written, order := checkWriteOrder(maps)
-		a := newAgent(t, written, nil)
-		a.start(t)
-		defer a.stop(t)
+	onOrderCheckedAgent(t, func(t *testing.T, a *agent, maps *bpf.Maps, settle func(string)) {
 		vip := "10.96.42.2:80/TCP"
 		var bes []lb.BackendParams
 		for i := range bpf.InlineSlots + 2 {
@@ -89,10 +77,7 @@ func TestMasterRewrittenForAffinityKeepsItsInlineSlots(t *testing.T) {
 			a.write(t, func(txn statedb.WriteTxn) error {
 				return upsert(a.w, txn, "affinity", vip, lb.AlgorithmRandom, affinity, bes...)
 			})
-			a.waitDone(t, 30*time.Second)
-			if v := order.violations(); len(v) > 0 {
-				t.Fatalf("step %d: the writes broke the write order: %v", step, v)
-			}
+			settle(fmt.Sprintf("step %d", step))
 			master, ok, err := maps.Services.Lookup(bpf.NewServiceKey(addr(vip), 0))
 			if err != nil || !ok || (master.AffinityTimeout > 0) != affinity {
 				t.Fatalf("step %d: master %+v (found %v, %v), want affinity %v", step, master, ok, err, affinity)

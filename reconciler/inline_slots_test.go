@@ -67,25 +67,37 @@ func serviceEntries(t *testing.T, maps *bpf.Maps, fe lb.L3n4Addr) (entries int, 
 	return entries, slots
 }
 
+// onOrderCheckedAgent runs f on both kinds of maps with a started agent
+// whose every map write is checked against the write order; settle waits
+// until the agent is done and fails, naming what, if a write broke it.
+func onOrderCheckedAgent(t *testing.T, f func(t *testing.T, a *agent, maps *bpf.Maps, settle func(what string))) {
+	onBothMapKinds(t, func(t *testing.T, maps *bpf.Maps, _ func() *bpf.Maps) {
+		written, order := checkWriteOrder(maps)
+		a := newAgent(t, written, nil)
+		a.start(t)
+		defer a.stop(t)
+		f(t, a, maps, func(what string) {
+			t.Helper()
+			a.waitDone(t, 30*time.Second)
+			if v := order.violations(); len(v) > 0 {
+				t.Fatalf("%s: the writes broke the write order: %v\n%s", what, v, dumpText(t, maps))
+			}
+		})
+	})
+}
+
 // A frontend grown from InlineSlots backends to one more, back, to
 // 2*InlineSlots+3 and back keeps the write order at every write (the
 // slot entry past the inline ones before the master counts it; the
 // master before that entry goes), takes 1 + max(0, n - InlineSlots)
 // entries, and names each of its backends in one slot.
 func TestGrowthAcrossTheInlineSlotsKeepsWriteOrder(t *testing.T) {
-	onBothMapKinds(t, func(t *testing.T, maps *bpf.Maps, _ func() *bpf.Maps) {
-		written, order := checkWriteOrder(maps)
-		a := newAgent(t, written, nil)
-		a.start(t)
-		defer a.stop(t)
+	onOrderCheckedAgent(t, func(t *testing.T, a *agent, maps *bpf.Maps, settle func(string)) {
 		name, fe := lb.NewServiceName("test", "inline"), addr("10.96.40.1:80/TCP")
 		k := bpf.InlineSlots
 		for _, n := range []int{k, k + 1, k, 2*k + 3, k + 1, 1, 2*k + 3, 0, k} {
 			declareBackends(t, a, name, fe, n)
-			a.waitDone(t, 30*time.Second)
-			if v := order.violations(); len(v) > 0 {
-				t.Fatalf("%d backends: the writes broke the write order: %v\n%s", n, v, dumpText(t, maps))
-			}
+			settle(fmt.Sprintf("%d backends", n))
 			entries, slots := serviceEntries(t, maps, fe)
 			if want := 1 + max(0, n-k); entries != want {
 				t.Errorf("%d backends: %d lb_services entries, want %d\n%s", n, entries, want, dumpText(t, maps))
