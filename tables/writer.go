@@ -707,7 +707,7 @@ func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Ser
 	for _, p := range []*lb.ServiceParams{oldPolicy, next.Policy()} {
 		if p != nil {
 			for _, fe := range p.Frontends {
-				ch.addrs[fe.Address] = struct{}{}
+				ch.claim(fe.Address)
 			}
 		}
 	}
