@@ -257,12 +257,22 @@ func (w *Writer) DeleteService(txn statedb.WriteTxn, name lb.ServiceName, src lb
 		return err
 	}
 	old, found := w.service(txn, name)
-	if !found || !slices.Contains(old.Sources(), src) {
+	if !found || !declares(old, src) {
 		return nil
 	}
 	ch := w.begin(txn)
 	w.putService(txn, ch, old, old.WithoutSource(src))
 	return w.end(txn, ch)
+}
+
+// declares reports whether src declares s (Sources, without its copy).
+func declares(s *lb.Service, src lb.Source) bool {
+	for i := range s.Params {
+		if s.Params[i].Source == src {
+			return true
+		}
+	}
+	return false
 }
 
 // UpsertBackends adds or updates source's backends of a service. Backends
