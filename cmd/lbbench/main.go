@@ -112,6 +112,10 @@ type result struct {
 	LatencyP99Ms              float64 `json:"latency_p99_ms,omitempty"`
 	LatencyMaxMs              float64 `json:"latency_max_ms,omitempty"`
 	PeakRSSBytes              int64   `json:"peak_rss_bytes,omitempty"`
+	// KernelMapBytes is the memlock of the kernel maps with the first
+	// round's services loaded (kernel maps only), KernelMaps each map's.
+	KernelMapBytes int64       `json:"kernel_map_bytes,omitempty"`
+	KernelMaps     []mapMemory `json:"kernel_maps,omitempty"`
 	// Compare is set with -compare: the anchor's figures and our ratios.
 	Compare *comparison `json:"compare,omitempty"`
 }
@@ -425,6 +429,10 @@ func run(o options, out io.Writer) error {
 		heaps = append(heaps, float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(o.services))
 		objs = append(objs, float64(int64(after.HeapObjects)-int64(before.HeapObjects))/float64(o.services))
 		if it == 0 {
+			if b.maps.Kind == "kernel" {
+				res.KernelMaps, res.KernelMapBytes = kernelMapMemory()
+				fmt.Fprintf(out, "  kernel maps with the services loaded: %.1f MiB (memlock)%s\n", float64(res.KernelMapBytes)/(1<<20), largestMaps(res.KernelMaps, 3))
+			}
 			if o.memProfile != "" {
 				if f, err := os.Create(o.memProfile); err == nil {
 					pprof.WriteHeapProfile(f)

@@ -85,6 +85,40 @@ func TestBenchKernelSmoke(t *testing.T) {
 	if res["maps"] != "kernel" || res["backends_per_service"] != float64(2) || res["delete_services_per_sec_avg"].(float64) <= 0 {
 		t.Errorf("summary %v", res)
 	}
+	// The kernel's memory of the maps: lb_services among them, at least
+	// its buckets (16 B each, its max_entries rounded up to a power of
+	// two), and the total at least the sum of the maps listed.
+	var sum float64
+	services := 0.0
+	maps, _ := res["kernel_maps"].([]any)
+	for _, m := range maps {
+		m := m.(map[string]any)
+		sum += m["bytes"].(float64)
+		if m["name"] == "lb_services" {
+			services = m["bytes"].(float64)
+		}
+	}
+	if services < 16*1024 || res["kernel_map_bytes"] != sum {
+		t.Errorf("kernel maps: lb_services %v B, total %v B of %v listed: %v", services, res["kernel_map_bytes"], sum, maps)
+	}
+}
+
+// A map's ID and memlock come from its fdinfo; anything else's fdinfo is
+// not a map.
+func TestParseMapFdinfoReadsIDAndMemlock(t *testing.T) {
+	mapInfo := "pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t1057\nmap_type:\t1\nkey_size:\t24\nvalue_size:\t88\nmax_entries:\t2097152\nmap_flags:\t0x1\nmap_extra:\t0x0\nmemlock:\t50331648\nmap_id:\t963092\nfrozen:\t0\n"
+	if id, mem, ok := parseMapFdinfo(mapInfo); !ok || id != 963092 || mem != 50331648 {
+		t.Errorf("parseMapFdinfo = %d, %d, %v; want 963092, 50331648, true", id, mem, ok)
+	}
+	for _, other := range []string{
+		"pos:\t0\nflags:\t02\nmnt_id:\t24\nino:\t123\n",                     // a file
+		"pos:\t0\nflags:\t02\nprog_type:\t3\nmemlock:\t4096\nprog_id:\t7\n", // a program
+		"map_type:\t1\nmemlock:\tlots\nmap_id:\t1\n",                        // garbled
+	} {
+		if _, _, ok := parseMapFdinfo(other); ok {
+			t.Errorf("parseMapFdinfo(%q) took it for a map", other)
+		}
+	}
 }
 
 // -clusters on a small mesh: every phase completes (each checks its own
