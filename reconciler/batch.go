@@ -68,6 +68,10 @@ type task struct {
 	slotCounts []int
 	slotCount  int
 	slotIDs    []uint32
+	// claimed are the arena indexes of the backends this update claimed
+	// (writeBackends): the frontend's other backends are the ones it
+	// drops (unused).
+	claimed []uint32
 	// The backing arrays of a frontend with one backend and slot.
 	slotBuf, idBuf [1]uint32
 	ranges         map[bpf.SourceRangeKey]struct{}
@@ -228,7 +232,8 @@ func (o *ops) update(txn statedb.ReadTxn, tasks []task) {
 
 	o.prepare(tasks)
 	o.admit(tasks)
-	o.writeBackends(tasks)
+	claimed := o.writeBackends(tasks, take(&o.scratch.claimed))
+	defer func() { giveBack(&o.scratch.claimed, claimed) }()
 	for j := range live(tasks) {
 		if j.useMaglev { // one slot per backend in rotation, first
 			j.err = o.writeMaglev(j.st, j.rotation, j.slotIDs[:len(j.rotation)])
@@ -267,7 +272,7 @@ func (o *ops) update(txn statedb.ReadTxn, tasks []task) {
 		}
 		lo := len(dropped)
 		var gone map[uint32]bool
-		if dropped = o.unused(dropped, j.st, kept(j.fe)); len(dropped) > lo {
+		if dropped = o.unused(dropped, j.st, j.claimed); len(dropped) > lo {
 			drops = append(drops, drop{j, lo, len(dropped)})
 			if j.st.affinity {
 				gone = o.droppedIDs(dropped[lo:])
@@ -444,8 +449,9 @@ func fail(tasks []task, err error, part func(*task) bool) {
 
 // writeBackends claims each frontend's backends, counting its
 // references, and makes every backend they use present in lb_backends
-// with its current value.
-func (o *ops) writeBackends(tasks []task) {
+// with its current value. The arena indexes claimed are appended to
+// claimed, each task's (task.claimed) in a part of it.
+func (o *ops) writeBackends(tasks []task, claimed []uint32) []uint32 {
 	touched := take(&o.scratch.touched)
 	defer func() { giveBack(&o.scratch.touched, clearAll(touched)) }()
 	hidden := false // some frontend has hidden backends
@@ -460,12 +466,14 @@ func (o *ops) writeBackends(tasks []task) {
 			ids = make([]uint32, 0, n)
 			j.st.reserveBackends(n)
 		}
+		lo := len(claimed)
 		for i, ref := range kept(j.fe) {
-			be, err := o.claimBackend(j.st, ref.Address)
+			at, be, err := o.claimBackend(j.st, ref.Address)
 			if err != nil {
 				j.err = err
 				break
 			}
+			claimed = append(claimed, at)
 			if i < len(j.fe.Backends) || !selected.Has(j.fe.Backends, ref.Address) {
 				o.setView(be, o.viewOf(j.st.id, ref))
 			}
@@ -474,6 +482,8 @@ func (o *ops) writeBackends(tasks []task) {
 		}
 		if j.err == nil {
 			j.slotIDs = j.slotIDsOf(ids)
+			// (A later append may move claimed: this part stays as it is.)
+			j.claimed = claimed[lo:len(claimed):len(claimed)]
 		}
 	}
 	ids, vals := take(&o.scratch.ids), take(&o.scratch.backends)
@@ -507,11 +517,12 @@ func (o *ops) writeBackends(tasks []task) {
 			p.be.written = false // some may hold the new value, some the old
 		}
 		fail(tasks, err, func(*task) bool { return true })
-		return
+		return claimed
 	}
 	for _, p := range todo {
 		p.be.value, p.be.written = p.value, true
 	}
+	return claimed
 }
 
 // pendingBackend is a backend whose lb_backends entry is to hold value.

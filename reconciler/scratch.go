@@ -12,6 +12,7 @@ type scratch struct {
 	ids      []uint32
 	backends []bpf.Backend
 	revNats  []bpf.RevNatValue
+	claimed  []uint32 // arena indexes (task.claimed)
 	tasks    []task
 	// These hold pointers: clearAll them before giving them back.
 	touched []*backendState
