@@ -454,6 +454,8 @@ func fail(tasks []task, err error, part func(*task) bool) {
 func (o *ops) writeBackends(tasks []task, claimed []uint32) []uint32 {
 	touched := take(&o.scratch.touched)
 	defer func() { giveBack(&o.scratch.touched, clearAll(touched)) }()
+	keys := take(&o.scratch.keyed) // of one frontend's backends
+	defer func() { giveBack(&o.scratch.keyed, keys) }()
 	hidden := false // some frontend has hidden backends
 	for j := range live(tasks) {
 		hidden = hidden || len(j.fe.Hidden()) > 0
@@ -467,8 +469,16 @@ func (o *ops) writeBackends(tasks []task, claimed []uint32) []uint32 {
 			j.st.reserveBackends(n)
 		}
 		lo := len(claimed)
+		keys = keys[:0]
+		for _, ref := range kept(j.fe) {
+			k := keyOf(ref.Address)
+			keys = append(keys, hashedKey{k, hashKey(k)})
+		}
+		if n := j.st.backendCount(); n == 0 || n > heldScan { // else heldBackend finds most without a lookup
+			o.backends.prefetch(keys)
+		}
 		for i, ref := range kept(j.fe) {
-			at, be, err := o.claimBackend(j.st, ref.Address)
+			at, be, err := o.claimBackend(j.st, keys[i])
 			if err != nil {
 				j.err = err
 				break

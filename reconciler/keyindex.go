@@ -27,6 +27,8 @@ type keyIndex struct {
 	// peak is the most entries held since the table was last made, as in
 	// addrMap.
 	peak int
+	// prefetched is what prefetch read, of no use.
+	prefetched uint64
 }
 
 const (
@@ -77,8 +79,11 @@ func (x *keyIndex) find(k addrKey, h uint64) int {
 	}
 }
 
-func (x *keyIndex) get(k addrKey) (uint32, bool) {
-	p := x.find(k, hashKey(k))
+func (x *keyIndex) get(k addrKey) (uint32, bool) { return x.getHashed(k, hashKey(k)) }
+
+// getHashed is get with k's hash h (hashKey) at hand.
+func (x *keyIndex) getHashed(k addrKey, h uint64) (uint32, bool) {
+	p := x.find(k, h)
 	if p < 0 {
 		return 0, false
 	}
@@ -92,12 +97,41 @@ func (x *keyIndex) set(k addrKey, i uint32) {
 		x.slots[p] = h&^(1<<32-1) | uint64(i)
 		return
 	}
+	x.add(h, i)
+}
+
+// add makes the key of hash h find i; the key must not be in the index
+// (a lookup just missed it), and the state at i must have it.
+func (x *keyIndex) add(h uint64, i uint32) {
 	if 8*(x.used+1) > 7*len(x.slots) {
 		x.resize(x.n + 1)
 	}
 	x.put(h&^(1<<32-1) | uint64(i))
 	x.n++
 	x.peak = max(x.peak, x.n)
+}
+
+// prefetch reads the first slot of each hash's probe. A table of a
+// million backends is far larger than the caches, and a lookup's first
+// read of it misses them: these reads, independent of each other, wait
+// for memory together, where the lookups one after the other would wait
+// in turn.
+func (x *keyIndex) prefetch(keys []hashedKey) {
+	if len(x.slots) == 0 {
+		return
+	}
+	mask := uint64(len(x.slots) - 1)
+	var sum uint64
+	for _, k := range keys {
+		sum += x.slots[(k.h>>32)&mask]
+	}
+	x.prefetched = sum // (kept, so that the reads are not left out)
+}
+
+// hashedKey is an address key with its hash (hashKey).
+type hashedKey struct {
+	k addrKey
+	h uint64
 }
 
 // put places a slot value in the first free or deleted slot of its probe.

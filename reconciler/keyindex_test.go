@@ -151,3 +151,42 @@ func BenchmarkBackendIndex(b *testing.B) {
 		}
 	})
 }
+
+// The claim path (claimBackend) looks an address up by its hash, reads
+// ahead (prefetch) and, on a miss, adds it without a second lookup: the
+// index then answers as one filled by set does, deleted slots reused and
+// the table grown on the way.
+func TestKeyIndexAddAfterAMissAnswersAsSetDoes(t *testing.T) {
+	var arena testKeys
+	x := newKeyIndex(func(i uint32) addrKey { return arena.keys[i] })
+	want := map[addrKey]uint32{}
+	rng := rand.New(rand.NewPCG(3, 4))
+	const n = 5000
+	var batch []hashedKey
+	for step := range 50000 {
+		a := testAddr(rng.IntN(n))
+		if rng.IntN(4) == 0 {
+			x.del(a)
+			delete(want, a)
+			continue
+		}
+		k := hashedKey{a, hashKey(a)}
+		if batch = append(batch, k); len(batch) == 10 {
+			x.prefetch(batch)
+			batch = batch[:0]
+		}
+		i, ok := x.getHashed(k.k, k.h)
+		if w, held := want[a]; ok != held || ok && i != w {
+			t.Fatalf("step %d: getHashed(%v) = %d, %v; want %d, %v", step, a.l3n4(), i, ok, w, held)
+		}
+		if !ok {
+			i = arena.add(a)
+			x.add(k.h, i)
+			want[a] = i
+		}
+	}
+	if x.len() != len(want) {
+		t.Fatalf("len %d, want %d", x.len(), len(want))
+	}
+	checkKeyIndex(t, 50000, &x, want)
+}

@@ -247,22 +247,21 @@ func (o *ops) frontend(k addrKey) *frontendState {
 	return nil
 }
 
-// claimBackend returns the backend's state and its arena index, counting
-// st's reference once.
-func (o *ops) claimBackend(st *frontendState, addr lb.L3n4Addr) (uint32, *backendState, error) {
-	k := keyOf(addr)
-	if i, be := o.heldBackend(st, k); be != nil {
+// claimBackend returns the state of the backend at k and its arena
+// index, counting st's reference once.
+func (o *ops) claimBackend(st *frontendState, k hashedKey) (uint32, *backendState, error) {
+	if i, be := o.heldBackend(st, k.k); be != nil {
 		return i, be, nil // held: in o.backends, its reference counted
 	}
 	i, be := o.adoptBackend(k)
 	if be == nil {
 		id, err := o.beIDs.alloc()
 		if err != nil {
-			return 0, nil, fmt.Errorf("backend %s: %w", addr, err)
+			return 0, nil, fmt.Errorf("backend %s: %w", k.k.l3n4(), err)
 		}
 		i, be = o.beStates.alloc()
-		be.key, be.id, be.born = k, id, o.call
-		o.backends.set(k, i)
+		be.key, be.id, be.born = k.k, id, o.call
+		o.backends.add(k.h, i) // not there: adoptBackend looked
 	}
 	if st.addBackend(i) {
 		be.refs++
@@ -295,16 +294,16 @@ func (o *ops) heldBackend(st *frontendState, k addrKey) (uint32, *backendState) 
 
 // adoptBackend returns the state of a known backend and its arena index,
 // taking a restored one over, or nil.
-func (o *ops) adoptBackend(k addrKey) (uint32, *backendState) {
-	if i, ok := o.backends.get(k); ok {
+func (o *ops) adoptBackend(k hashedKey) (uint32, *backendState) {
+	if i, ok := o.backends.getHashed(k.k, k.h); ok {
 		return i, o.beStates.at(i)
 	}
-	i, ok := o.restoredBackends.get(k)
+	i, ok := o.restoredBackends.getHashed(k.k, k.h)
 	if !ok {
 		return 0, nil
 	}
-	o.restoredBackends.del(k)
-	o.backends.set(k, i)
+	o.restoredBackends.del(k.k)
+	o.backends.add(k.h, i)
 	return i, o.beStates.at(i)
 }
 

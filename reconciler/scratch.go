@@ -13,6 +13,7 @@ type scratch struct {
 	backends []bpf.Backend
 	revNats  []bpf.RevNatValue
 	claimed  []uint32 // arena indexes (task.claimed)
+	keyed    []hashedKey
 	tasks    []task
 	// These hold pointers: clearAll them before giving them back.
 	touched []*backendState
