@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -230,4 +231,19 @@ func parseWeights(s string) (map[netip.Addr]uint16, error) {
 		out[a.Unmap()] = w
 	}
 	return out, nil
+}
+
+// addrBit is one of 64 bits, picked by a hash of the address: a set of
+// addresses whose bits are ORed says surely which addresses are not in it
+// (backendsOf).
+func addrBit(a lb.L3n4Addr) uint64 {
+	ip := a.Addr().As16()
+	h := binary.LittleEndian.Uint64(ip[:8])*0x9e3779b97f4a7c15 ^ binary.BigEndian.Uint64(ip[8:]) ^
+		uint64(a.Port())<<40 ^ uint64(a.Protocol())<<56
+	// MurmurHash3's finalizer: every input bit moves the top six.
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	return 1 << (h >> 58)
 }

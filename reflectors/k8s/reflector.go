@@ -611,6 +611,10 @@ func sliceError(es *discoveryv1.EndpointSlice) error {
 func (r *Reflector) backendsOf(e *serviceEntry) []lb.BackendParams {
 	var out []lb.BackendParams
 	index := smallset.NewIndex(func(b *lb.BackendParams) lb.L3n4Addr { return b.Address })
+	// seen has the bit (addrBit) of every address kept: one whose bit is
+	// clear is new, with no search of those kept (searches of ten
+	// backends were a quarter of this function's CPU).
+	var seen uint64
 	for es := range e.slices() { // in order of name, so the result does not depend on arrival
 		if out == nil {
 			out = make([]lb.BackendParams, 0, sliceBackends(es))
@@ -632,12 +636,16 @@ func (r *Reflector) backendsOf(e *serviceEntry) []lb.BackendParams {
 				r.failAt(es, err)
 				continue
 			}
-			if i := index.Find(out[:kept], b.Address); i >= 0 {
-				if b.State < out[i].State {
-					out[i] = b
+			bit := addrBit(b.Address)
+			if seen&bit != 0 {
+				if i := index.Find(out[:kept], b.Address); i >= 0 {
+					if b.State < out[i].State {
+						out[i] = b
+					}
+					continue
 				}
-				continue
 			}
+			seen |= bit
 			out[kept] = b
 			kept++
 		}

@@ -3,6 +3,7 @@ package k8s
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -171,9 +172,10 @@ func TestSliceBelongsToItsLabelWhateverItsName(t *testing.T) {
 
 // A service's backends merge its slices: an address in two slices is one
 // backend, in its better state, whether the merge searches (a few
-// backends) or indexes them (more than smallset.Max).
+// backends) or indexes them (more than smallset.Max), and whether the
+// bits that spare the search (addrBit) are few or all set (200).
 func TestBackendsOfMergesSlices(t *testing.T) {
-	for _, n := range []int{3, smallset.Max + 8} {
+	for _, n := range []int{3, smallset.Max + 8, 200} {
 		w, err := tables.New(statedb.New(), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -211,6 +213,43 @@ func TestBackendsOfMergesSlices(t *testing.T) {
 			if ready := i >= n/2; ready != (b.State == lb.BackendActive) {
 				t.Errorf("n=%d: backend %d (%s) state %s", n, i, b.Address, b.State)
 			}
+		}
+	}
+}
+
+// An address listed twice in one slice is one backend, in its better
+// state, wherever the two are in the slice.
+func TestBackendsOfMergesAnAddressListedTwiceInASlice(t *testing.T) {
+	w, err := tables.New(statedb.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newTestReflector(t, DefaultConfig, w)
+	port, yes, no := int32(80), true, false
+	es := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "a", Namespace: "ns", Labels: map[string]string{LabelServiceName: "svc"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Port: &port}},
+	}
+	for i := range 10 {
+		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{fmt.Sprintf("10.0.0.%d", i+1)},
+			Conditions: discoveryv1.EndpointConditions{Ready: &no, Serving: &yes, Terminating: &yes},
+		})
+	}
+	es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{ // 10.0.0.4 again, ready
+		Addresses:  []string{"10.0.0.4"},
+		Conditions: discoveryv1.EndpointConditions{Ready: &yes},
+	})
+	r.apply([]event{{obj: es}})
+	e := r.services["ns/svc"]
+	got := r.backendsOf(&e)
+	if len(got) != 10 {
+		t.Fatalf("%d backends, want 10: %v", len(got), got)
+	}
+	for _, b := range got {
+		if want := b.Address.Addr() == netip.MustParseAddr("10.0.0.4"); want != (b.State == lb.BackendActive) {
+			t.Errorf("backend %s state %s", b.Address, b.State)
 		}
 	}
 }
