@@ -471,3 +471,20 @@ func TestL3n4AddrKeepsFamilies(t *testing.T) {
 		t.Errorf("0.0.0.0 and :: compare %d (equal: %v), want IPv4 first", v4.Compare(v6), v4 == v6)
 	}
 }
+
+// As16 gives the bytes Addr().As16() gives, for every family and for
+// no address: the reconciler keys backends by it.
+func TestL3n4AddrAs16IsAddrAs16(t *testing.T) {
+	for _, a := range []lb.L3n4Addr{
+		{},
+		lb.MustParseL3n4Addr("10.96.0.1:80/TCP"),
+		lb.MustParseL3n4Addr("0.0.0.0:30000/UDP"),
+		lb.MustParseL3n4Addr("[2001:db8::1]:443/TCP"),
+		lb.MustParseL3n4Addr("[::ffff:10.0.0.1]:80/TCP"), // unmapped: IPv4
+		lb.NewL3n4Addr(lb.ProtoTCP, netip.MustParseAddr("fe80::1%eth0"), 80, lb.ScopeExternal),
+	} {
+		if got, want := a.As16(), a.Addr().As16(); got != want {
+			t.Errorf("%s: As16 %x, Addr().As16() %x", a, got, want)
+		}
+	}
+}

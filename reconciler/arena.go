@@ -31,12 +31,11 @@ const (
 )
 
 func keyOf(a lb.L3n4Addr) addrKey {
-	ip := a.Addr()
-	k := addrKey{addr: ip.As16(), port: a.Port(), proto: a.Protocol(), scope: a.Scope()}
-	if ip.IsValid() {
+	k := addrKey{addr: a.As16(), port: a.Port(), proto: a.Protocol(), scope: a.Scope()}
+	if a.IsValid() {
 		k.scope |= addrValid
 	}
-	if ip.Is4() {
+	if a.Is4() {
 		k.scope |= addrIs4
 	}
 	return k

@@ -237,7 +237,7 @@ func parseWeights(s string) (map[netip.Addr]uint16, error) {
 // addresses whose bits are ORed says surely which addresses are not in it
 // (backendsOf).
 func addrBit(a lb.L3n4Addr) uint64 {
-	ip := a.Addr().As16()
+	ip := a.As16()
 	h := binary.LittleEndian.Uint64(ip[:8])*0x9e3779b97f4a7c15 ^ binary.BigEndian.Uint64(ip[8:]) ^
 		uint64(a.Port())<<40 ^ uint64(a.Protocol())<<56
 	// MurmurHash3's finalizer: every input bit moves the top six.
