@@ -68,6 +68,10 @@ type slicePort struct {
 	port  uint16
 	proto lb.Protocol
 	names []string
+	// named is a backend with the port's names (PortNames), made once for
+	// the slice's backends of this port: making them for each backend
+	// looked their shared list up each time (lb.BackendParams.WithPortNames).
+	named lb.BackendParams
 }
 
 // where names a slice in errors.
@@ -88,8 +92,15 @@ func newSliceConverter(es *discoveryv1.EndpointSlice, buf []slicePort) (sliceCon
 	if c.weights, err = parseWeights(es.Annotations[AnnotationWeights]); err != nil {
 		return c, fmt.Errorf("%s: annotation %s: %w", where(es), AnnotationWeights, err)
 	}
-	c.ports, err = slicePorts(es, buf)
-	return c, err
+	if c.ports, err = slicePorts(es, buf); err != nil {
+		return c, err
+	}
+	for i := range c.ports {
+		if p := &c.ports[i]; len(p.names) > 0 {
+			p.named = p.named.WithPortNames(p.names...)
+		}
+	}
+	return c, nil
 }
 
 // slicePorts appends the ports of a slice to out, in the order they
@@ -152,12 +163,10 @@ func (c *sliceConverter) appendEndpoint(backends []lb.BackendParams, errs []erro
 		if aw, ok := c.weights[a]; ok {
 			w = aw
 		}
-		for _, p := range c.ports {
-			b := lb.BackendParams{
-				Address: lb.NewL3n4Addr(p.proto, a, p.port, lb.ScopeExternal),
-				Weight:  w,
-				State:   state,
-			}.WithPortNames(p.names...)
+		for k := range c.ports {
+			p := &c.ports[k]
+			b := p.named
+			b.Address, b.Weight, b.State = lb.NewL3n4Addr(p.proto, a, p.port, lb.ScopeExternal), w, state
 			if len(zones) > 0 || len(nodes) > 0 { // most endpoints have no hints: one lookup of the shared lists, not two
 				b = b.WithTopologyHints(zones, nodes)
 			}
