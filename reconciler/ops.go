@@ -185,10 +185,10 @@ func (o *ops) claimFrontend(addr lb.L3n4Addr) (*frontendState, error) {
 		return o.feStates.at(i), nil
 	}
 	i, ok := o.restoredFrontends.get(k)
-	if !ok {
+	if !ok && len(o.restoredRevNat) > 0 { // (empty once restore's leftovers are claimed: no key to make)
 		i, ok = o.claimRestoredRevNat(k)
 	}
-	if !ok {
+	if !ok && len(o.restoredRevNat) > 0 {
 		// An older agent's lb_rev_nat entry has no protocol or scope
 		// (zero, read as ANY and external): its frontend takes it,
 		// which the rewrite of the entry then completes.
