@@ -42,6 +42,11 @@ func appendSliceBackends(backends []lb.BackendParams, es *discoveryv1.EndpointSl
 	if err != nil {
 		return backends, nil, err
 	}
+	for i := range c.ports {
+		if p := &c.ports[i]; len(p.names) > 0 {
+			p.named = p.named.WithPortNames(p.names...)
+		}
+	}
 	var errs []error
 	for i, ep := range es.Endpoints {
 		backends, errs = c.appendEndpoint(backends, errs, es, i, ep, endpointState(ep.Conditions))
@@ -92,15 +97,8 @@ func newSliceConverter(es *discoveryv1.EndpointSlice, buf []slicePort) (sliceCon
 	if c.weights, err = parseWeights(es.Annotations[AnnotationWeights]); err != nil {
 		return c, fmt.Errorf("%s: annotation %s: %w", where(es), AnnotationWeights, err)
 	}
-	if c.ports, err = slicePorts(es, buf); err != nil {
-		return c, err
-	}
-	for i := range c.ports {
-		if p := &c.ports[i]; len(p.names) > 0 {
-			p.named = p.named.WithPortNames(p.names...)
-		}
-	}
-	return c, nil
+	c.ports, err = slicePorts(es, buf)
+	return c, err
 }
 
 // slicePorts appends the ports of a slice to out, in the order they
