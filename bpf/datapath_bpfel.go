@@ -139,6 +139,7 @@ type datapathLbServiceValue struct {
 	ProxyPort       uint16
 	Fallback        uint16
 	Backends        [16]uint32
+	Gen             uint64
 }
 
 type datapathLbSrcRangeKey struct {
