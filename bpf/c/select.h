@@ -199,9 +199,11 @@ __noinline int lb_read_master(const struct lb_service_key *key, struct lb_servic
 			if (q == p && LB_READ_ONCE_U64(p->gen) == gen && i >= lb_fault_master_rechecks)
 				return LB_MASTER_FOUND;
 		}
-		if (!q)
+		/* A lookup racing a rewrite may find neither element (the
+		 * kernel links the new one, then unlinks the old): once more. */
+		p = q ? q : bpf_map_lookup_elem(&lb_services, key);
+		if (!p)
 			return LB_MASTER_GONE;
-		p = q;
 	}
 	return LB_MASTER_TORN;
 }
