@@ -77,6 +77,8 @@ static __always_inline int lb_tc_frontend(struct __sk_buff *skb, const struct lb
 	r = lb_lookup_frontend(key, internal, m);
 	if (r == LB_MASTER_FOUND && !(m->type == LB_SVC_NODE_PORT && lb_to_node(skb, p)))
 		return LB_MASTER_MISSING;
+	if (r == LB_MASTER_TORN && !lb_to_node(skb, p))
+		return LB_MASTER_MISSING; /* not for a NodePort of ours, whatever the master said */
 	return r;
 }
 
