@@ -56,7 +56,7 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 			recreated error
 			migrated  int
 		)
-		if d.name == lbMapLbServices { // pinned by a version before inline slots? (migrate.go)
+		if d.name == lbMapLbServices { // pinned by a version of an older layout? (migrate.go)
 			m, migrated, err = migrateServices(ms, filepath.Join(cfg.LBPinDir, ms.Name), keepSize, cfg.LBRecreateMaps, "--"+d.sizedBy.flag, gens)
 			if m != nil {
 				maps.Migrated = append(maps.Migrated, MigratedMap{Name: d.name, Entries: migrated})
@@ -414,7 +414,7 @@ func OpenPinnedMaps(dir string) (*Maps, error) {
 // pinnedLayoutMatches says, naming the map, when m, pinned in dir, is not
 // of the layout of ms: read with this version's values, its entries
 // failed with "buffer too small" at the first lookup, which named no
-// cause. An lb_services of the layout before inline slots (migrate.go)
+// cause. An lb_services of an older layout (migrate.go)
 // is an agent of an older version that this version's agent migrates
 // at its start.
 func pinnedLayoutMatches(m *ebpf.Map, ms *ebpf.MapSpec, dir string) error {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -74,5 +75,33 @@ func TestUpgradeMigratesPinnedServicesToMasterGenerations(t *testing.T) {
 	}
 	if g := rawGen(t, cfg.LBPinDir, ks[1]); g != 0 {
 		t.Errorf("the migrated slot's entry has generation %d, want 0", g)
+	}
+}
+
+// lbctl (OpenPinnedMaps) beside an agent of the version before master
+// generations says so, naming lb_services, rather than failing at its
+// first read; the agent's own start migrates the map.
+func TestOpenPinnedMapsSaysServicesIsOfTheLayoutBeforeGenerations(t *testing.T) {
+	cfg := pinnedConfig(t)
+	m, err := bpf.NewKernelMaps(cfg) // the other maps, as that agent pinned them
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	if err := os.Remove(cfg.LBPinDir + "/lb_services"); err != nil {
+		t.Fatal(err)
+	}
+	fe := lb.MustParseL3n4Addr("10.96.0.1:80/TCP")
+	pinInlineServices(t, cfg, []bpf.ServiceKey{bpf.NewServiceKey(fe, 0)}, []bpf.ServiceValue{{RevNatID: 1}})
+
+	pinned, err := bpf.OpenPinnedMaps(cfg.LBPinDir)
+	if err == nil {
+		pinned.Close()
+		t.Fatal("opened lb_services of the layout before generations without an error")
+	}
+	for _, want := range []string{"lb_services", "before master generations", "older version"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
 	}
 }
