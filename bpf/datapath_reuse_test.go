@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -38,16 +39,41 @@ func reuseFrontends(h *dpHarness) (a, b [2]bpf.ServiceValue) {
 	return masters(1), masters(2)
 }
 
-// onCPU runs fn on a thread of its own bound to cpu.
+// allowedCPUs returns the CPUs the test may run on.
+func allowedCPUs(t *testing.T) []int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	var cpus []int
+	for c := range 8 * int(unsafe.Sizeof(set)) {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus
+}
+
+// onCPU runs fn on a thread of its own bound to cpu, and gives the
+// thread back as it was.
 func onCPU(t *testing.T, cpu int, fn func()) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	var set unix.CPUSet
+	var was, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &was); err != nil {
+		t.Error(err)
+		return
+	}
 	set.Set(cpu)
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
 		t.Errorf("bind to CPU %d: %v", cpu, err)
 		return
 	}
+	defer func() {
+		if err := unix.SchedSetaffinity(0, &was); err != nil {
+			t.Errorf("unbind from CPU %d: %v", cpu, err)
+		}
+	}()
 	fn()
 }
 
@@ -59,7 +85,8 @@ func onCPU(t *testing.T, cpu int, fn func()) {
 // mixing two masters named empty (A's and B's masters alternate between
 // 16 and 8 slots).
 func TestTCNeverBalancesOnACopyOfAMasterReusedUnderIt(t *testing.T) {
-	if runtime.NumCPU() < 2 {
+	cpus := allowedCPUs(t)
+	if len(cpus) < 2 {
 		t.Skip("needs two CPUs: one rewrites masters while the other reads them")
 	}
 	h := newDatapath(t, dpConfig())
@@ -84,7 +111,7 @@ func TestTCNeverBalancesOnACopyOfAMasterReusedUnderIt(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		onCPU(t, 0, func() {
+		onCPU(t, cpus[0], func() {
 			for i := 0; ; i++ {
 				select {
 				case <-stop:
@@ -110,7 +137,7 @@ func TestTCNeverBalancesOnACopyOfAMasterReusedUnderIt(t *testing.T) {
 		})
 	}()
 	deadline := time.Now().Add(3 * time.Second)
-	onCPU(t, 1, func() {
+	onCPU(t, cpus[1], func() {
 		for time.Now().Before(deadline) {
 			if _, _, err := prog.Benchmark(pkt, runs, nil); err != nil {
 				t.Error(err)
