@@ -2,13 +2,9 @@ package bpf_test
 
 import (
 	"encoding/binary"
-	"os"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/lb"
@@ -19,14 +15,7 @@ import (
 // slots, no gen) with the entries given.
 func pinInlineServices(t *testing.T, cfg bpf.Config, ks []bpf.ServiceKey, vs []bpf.ServiceValue) {
 	t.Helper()
-	if err := os.MkdirAll(cfg.LBPinDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	m, err := ebpf.NewMapWithOptions(&ebpf.MapSpec{Name: "lb_services", Type: ebpf.Hash, KeySize: 24, ValueSize: 88,
-		MaxEntries: cfg.LBServicesMax, Flags: unix.BPF_F_NO_PREALLOC, Pinning: ebpf.PinByName}, ebpf.MapOptions{PinPath: cfg.LBPinDir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := pinServicesOfSize(t, cfg, 88)
 	defer m.Close()
 	for i := range ks {
 		raw, err := binary.Append(nil, binary.LittleEndian, vs[i])
@@ -83,22 +72,10 @@ func TestUpgradeMigratesPinnedServicesToMasterGenerations(t *testing.T) {
 // first read; the agent's own start migrates the map.
 func TestOpenPinnedMapsSaysServicesIsOfTheLayoutBeforeGenerations(t *testing.T) {
 	cfg := pinnedConfig(t)
-	m, err := bpf.NewKernelMaps(cfg) // the other maps, as that agent pinned them
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Close()
-	if err := os.Remove(cfg.LBPinDir + "/lb_services"); err != nil {
-		t.Fatal(err)
-	}
 	fe := lb.MustParseL3n4Addr("10.96.0.1:80/TCP")
-	pinInlineServices(t, cfg, []bpf.ServiceKey{bpf.NewServiceKey(fe, 0)}, []bpf.ServiceValue{{RevNatID: 1}})
-
-	pinned, err := bpf.OpenPinnedMaps(cfg.LBPinDir)
-	if err == nil {
-		pinned.Close()
-		t.Fatal("opened lb_services of the layout before generations without an error")
-	}
+	err := openPinnedBesideOlderServices(t, cfg, func() {
+		pinInlineServices(t, cfg, []bpf.ServiceKey{bpf.NewServiceKey(fe, 0)}, []bpf.ServiceValue{{RevNatID: 1}})
+	})
 	for _, want := range []string{"lb_services", "before master generations", "older version"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
