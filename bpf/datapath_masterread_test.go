@@ -3,9 +3,11 @@ package bpf_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/lbstate/lbstate/bpf"
+	"github.com/lbstate/lbstate/bpf/bpftest"
 	"github.com/lbstate/lbstate/lb"
 )
 
@@ -39,6 +41,29 @@ func TestTCRetriesAChangedMasterThenDropsTheFlow(t *testing.T) {
 			}
 			if n := h.counter(1, 1).Flows + h.counter(1, 2).Flows; c.balanced != (n == 10) || !c.balanced && n != 0 {
 				t.Errorf("%d flows counted to the frontend's backends", n)
+			}
+		})
+	}
+}
+
+// A connect() whose frontend's master changed under every read of it is
+// refused and counted as torn-master, never sent on the copy; one whose
+// reads succeed on a later try reaches a backend.
+func TestSocketLBRefusesAConnectWhoseMasterKeepsChanging(t *testing.T) {
+	for _, c := range []struct {
+		failing uint32
+		want    string
+	}{{2, "b1 10.96.0.10:80"}, {3, "refused 10.96.0.10:80"}} {
+		t.Run(fmt.Sprintf("%d-failing", c.failing), func(t *testing.T) {
+			s := newSockSetupOptions(t, bpf.WithMasterRechecks(bpf.DefaultDatapathOptions, c.failing))
+			s.frontend(testFrontend{addr: "10.96.0.10:80/TCP", id: 1, slots: []uint32{1}})
+			lines := bpftest.RunClient(t, s.cg, s.ns, "tcp 10.96.0.10:80 2")
+			if want := []string{c.want, c.want}; !slices.Equal(lines, want) {
+				t.Errorf("the client saw %q, want %q", lines, want)
+			}
+			torn := s.drops(0, bpf.DropTornMaster)
+			if want := map[bool]uint64{true: 2, false: 0}[strings.HasPrefix(c.want, "refused")]; torn != want {
+				t.Errorf("%d connects dropped as %s, want %d", torn, bpf.DropReasons[bpf.DropTornMaster], want)
 			}
 		})
 	}
