@@ -78,12 +78,13 @@ func onCPU(t *testing.T, cpu int, fn func()) {
 }
 
 // The kernel hands a freed lb_services element to the next insert on its
-// CPU (Linux 6.1+), for any key: here every rewrite of A's master frees
-// the element the next rewrite of B's fills, while new flows to A run on
-// the other CPU. Every flow the datapath balanced went to one of A's
-// backends and was counted under A; none was dropped for a slot a copy
-// mixing two masters named empty (A's and B's masters alternate between
-// 16 and 8 slots).
+// CPU (Linux 6.1+), for any key: here A's master is rewritten twice (the
+// second rewrite takes the element the first freed, for A's other
+// master) and B's once (taking the element A's last rewrite freed),
+// while new flows to A run on the other CPU. Every flow the datapath
+// balanced went to one of A's backends and was counted under A; none
+// was dropped for a slot a copy mixing two masters named empty (A's and
+// B's masters alternate between 16 and 8 slots).
 func TestTCNeverBalancesOnACopyOfAMasterReusedUnderIt(t *testing.T) {
 	cpus := allowedCPUs(t)
 	if len(cpus) < 2 {
@@ -119,7 +120,11 @@ func TestTCNeverBalancesOnACopyOfAMasterReusedUnderIt(t *testing.T) {
 				default:
 				}
 				ops := []func() error{
-					func() error { return h.maps.Services.Update(keyA, a[i%2]) },
+					// A twice: the second rewrite takes the element
+					// the first freed, for A's other master.
+					func() error { return h.maps.Services.Update(keyA, a[0]) },
+					func() error { return h.maps.Services.Update(keyA, a[1]) },
+					// B: takes the element A's last rewrite freed.
 					func() error { return h.maps.Services.Update(keyB, b[i%2]) },
 				}
 				if i%8 == 0 { // B deleted and inserted again: its element freed, then one taken
