@@ -35,6 +35,12 @@ type ServiceValue struct {
 	// Backends are the backend IDs of slots 1..InlineSlots, in a master
 	// entry (0 past the frontend's last slot; zero in a slot's entry).
 	Backends [InlineSlots]uint32
+	// Gen is a master's generation in the kernel map: kernel Maps stamp
+	// every master they write with a number no other write carries, and
+	// read it back as 0, so that callers never see it (services.go).
+	// The datapath checks it to tell a whole copy of a master from one
+	// the kernel rewrote under it.
+	Gen uint64
 }
 
 // ServiceMaster is what only a master entry holds, split out so that the

@@ -59,6 +59,10 @@ type DatapathOptions struct {
 	// they balance begin (ConnectionReports in connreports.go), and
 	// AttachCgroup attach lb_sock_ops, which sees it for sockets.
 	ConnectionReports bool
+
+	// masterRechecks, for tests (export_test.go), fails the first this
+	// many tries of every read of a master (select.h, lb_read_master).
+	masterRechecks uint32
 }
 
 // DefaultDatapathOptions are LoadDatapath's.
@@ -122,6 +126,9 @@ func loadDatapathPrograms(m *Maps, opts DatapathOptions, names ...string) (*Data
 	}
 	if opts.ConnectionReports {
 		constants["lb_conn_reports"] = 1
+	}
+	if opts.masterRechecks > 0 {
+		constants["lb_fault_master_rechecks"] = opts.masterRechecks
 	}
 	if constants["lb_l4_csum_ipv6"], err = l4CsumIPv6Flag(); err != nil {
 		return nil, fmt.Errorf("datapath: %w", err)

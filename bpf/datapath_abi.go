@@ -120,6 +120,10 @@ const (
 	DropCTCollision  = 7
 	DropFragNoFirst  = 8
 	DropICMP         = 9
+	// DropTornMaster: the frontend's master entry was rewritten under
+	// every read of it (select.h, lb_read_master); counted under
+	// frontend ID 0, which the datapath could not trust.
+	DropTornMaster = 10
 )
 
 // DropReasons names each drop reason, as metrics and lbctl show it.
@@ -133,6 +137,7 @@ var DropReasons = map[uint32]string{
 	DropCTCollision:  "ct-collision",
 	DropFragNoFirst:  "frag-no-first",
 	DropICMP:         "icmp",
+	DropTornMaster:   "torn-master",
 }
 
 // bindPerCPU binds a per-CPU hash map, whose values are one V per

@@ -139,6 +139,7 @@ type datapathLbServiceValue struct {
 	ProxyPort       uint16
 	Fallback        uint16
 	Backends        [16]uint32
+	Gen             uint64
 }
 
 type datapathLbSrcRangeKey struct {
@@ -152,55 +153,57 @@ type datapathLbSrcRangeKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	datapathMapLbAffinity        = "lb_affinity"
-	datapathMapLbBackends        = "lb_backends"
-	datapathMapLbCounters        = "lb_counters"
-	datapathMapLbCt              = "lb_ct"
-	datapathMapLbDpConnEvents    = "lb_dp_conn_events"
-	datapathMapLbDpConnLost      = "lb_dp_conn_lost"
-	datapathMapLbDpCtPairPorts   = "lb_dp_ct_pair_ports"
-	datapathMapLbDpCtPorts       = "lb_dp_ct_ports"
-	datapathMapLbDpFrags         = "lb_dp_frags"
-	datapathMapLbDpIcmpScratch   = "lb_dp_icmp_scratch"
-	datapathMapLbDrops           = "lb_drops"
-	datapathMapLbFlowSeed        = "lb_flow_seed"
-	datapathMapLbIdMarks         = "lb_id_marks"
-	datapathMapLbMaglev          = "lb_maglev"
-	datapathMapLbRevNat          = "lb_rev_nat"
-	datapathMapLbServices        = "lb_services"
-	datapathMapLbSockCt          = "lb_sock_ct"
-	datapathMapLbSrcRange        = "lb_src_range"
-	datapathProgLbBenchCopy      = "lb_bench_copy"
-	datapathProgLbBenchCopyNew   = "lb_bench_copy_new"
-	datapathProgLbBenchEst       = "lb_bench_est"
-	datapathProgLbBenchNew       = "lb_bench_new"
-	datapathProgLbConnect4       = "lb_connect4"
-	datapathProgLbConnect6       = "lb_connect6"
-	datapathProgLbGetpeername4   = "lb_getpeername4"
-	datapathProgLbGetpeername6   = "lb_getpeername6"
-	datapathProgLbProbeSlots     = "lb_probe_slots"
-	datapathProgLbRecvmsg4       = "lb_recvmsg4"
-	datapathProgLbRecvmsg6       = "lb_recvmsg6"
-	datapathProgLbSendmsg4       = "lb_sendmsg4"
-	datapathProgLbSendmsg6       = "lb_sendmsg6"
-	datapathProgLbSockDestroyUdp = "lb_sock_destroy_udp"
-	datapathProgLbSockOps        = "lb_sock_ops"
-	datapathProgLbSockRelease    = "lb_sock_release"
-	datapathProgLbTcEgress       = "lb_tc_egress"
-	datapathProgLbTcIngress      = "lb_tc_ingress"
-	datapathProgLbTcWorkload     = "lb_tc_workload"
-	datapathVarLbBackendsMax     = "lb_backends_max"
-	datapathVarLbBenchSaved      = "lb_bench_saved"
-	datapathVarLbBenchSeq        = "lb_bench_seq"
-	datapathVarLbConnReports     = "lb_conn_reports"
-	datapathVarLbCtTimeoutClose  = "lb_ct_timeout_close"
-	datapathVarLbCtTimeoutOther  = "lb_ct_timeout_other"
-	datapathVarLbCtTimeoutSyn    = "lb_ct_timeout_syn"
-	datapathVarLbCtTimeoutTcp    = "lb_ct_timeout_tcp"
-	datapathVarLbFlowHashBasis   = "lb_flow_hash_basis"
-	datapathVarLbL4CsumIpv6      = "lb_l4_csum_ipv6"
-	datapathVarLbMaglevTableSize = "lb_maglev_table_size"
-	datapathVarLbRevNatMax       = "lb_rev_nat_max"
+	datapathMapLbAffinity            = "lb_affinity"
+	datapathMapLbBackends            = "lb_backends"
+	datapathMapLbCounters            = "lb_counters"
+	datapathMapLbCt                  = "lb_ct"
+	datapathMapLbDpConnEvents        = "lb_dp_conn_events"
+	datapathMapLbDpConnLost          = "lb_dp_conn_lost"
+	datapathMapLbDpCtPairPorts       = "lb_dp_ct_pair_ports"
+	datapathMapLbDpCtPorts           = "lb_dp_ct_ports"
+	datapathMapLbDpFrags             = "lb_dp_frags"
+	datapathMapLbDpIcmpScratch       = "lb_dp_icmp_scratch"
+	datapathMapLbDpMaster            = "lb_dp_master"
+	datapathMapLbDrops               = "lb_drops"
+	datapathMapLbFlowSeed            = "lb_flow_seed"
+	datapathMapLbIdMarks             = "lb_id_marks"
+	datapathMapLbMaglev              = "lb_maglev"
+	datapathMapLbRevNat              = "lb_rev_nat"
+	datapathMapLbServices            = "lb_services"
+	datapathMapLbSockCt              = "lb_sock_ct"
+	datapathMapLbSrcRange            = "lb_src_range"
+	datapathProgLbBenchCopy          = "lb_bench_copy"
+	datapathProgLbBenchCopyNew       = "lb_bench_copy_new"
+	datapathProgLbBenchEst           = "lb_bench_est"
+	datapathProgLbBenchNew           = "lb_bench_new"
+	datapathProgLbConnect4           = "lb_connect4"
+	datapathProgLbConnect6           = "lb_connect6"
+	datapathProgLbGetpeername4       = "lb_getpeername4"
+	datapathProgLbGetpeername6       = "lb_getpeername6"
+	datapathProgLbProbeSlots         = "lb_probe_slots"
+	datapathProgLbRecvmsg4           = "lb_recvmsg4"
+	datapathProgLbRecvmsg6           = "lb_recvmsg6"
+	datapathProgLbSendmsg4           = "lb_sendmsg4"
+	datapathProgLbSendmsg6           = "lb_sendmsg6"
+	datapathProgLbSockDestroyUdp     = "lb_sock_destroy_udp"
+	datapathProgLbSockOps            = "lb_sock_ops"
+	datapathProgLbSockRelease        = "lb_sock_release"
+	datapathProgLbTcEgress           = "lb_tc_egress"
+	datapathProgLbTcIngress          = "lb_tc_ingress"
+	datapathProgLbTcWorkload         = "lb_tc_workload"
+	datapathVarLbBackendsMax         = "lb_backends_max"
+	datapathVarLbBenchSaved          = "lb_bench_saved"
+	datapathVarLbBenchSeq            = "lb_bench_seq"
+	datapathVarLbConnReports         = "lb_conn_reports"
+	datapathVarLbCtTimeoutClose      = "lb_ct_timeout_close"
+	datapathVarLbCtTimeoutOther      = "lb_ct_timeout_other"
+	datapathVarLbCtTimeoutSyn        = "lb_ct_timeout_syn"
+	datapathVarLbCtTimeoutTcp        = "lb_ct_timeout_tcp"
+	datapathVarLbFaultMasterRechecks = "lb_fault_master_rechecks"
+	datapathVarLbFlowHashBasis       = "lb_flow_hash_basis"
+	datapathVarLbL4CsumIpv6          = "lb_l4_csum_ipv6"
+	datapathVarLbMaglevTableSize     = "lb_maglev_table_size"
+	datapathVarLbRevNatMax           = "lb_rev_nat_max"
 )
 
 // loadDatapath returns the embedded CollectionSpec for datapath.
@@ -280,6 +283,7 @@ type datapathMapSpecs struct {
 	LbDpCtPorts     *ebpf.MapSpec `ebpf:"lb_dp_ct_ports"`
 	LbDpFrags       *ebpf.MapSpec `ebpf:"lb_dp_frags"`
 	LbDpIcmpScratch *ebpf.MapSpec `ebpf:"lb_dp_icmp_scratch"`
+	LbDpMaster      *ebpf.MapSpec `ebpf:"lb_dp_master"`
 	LbDrops         *ebpf.MapSpec `ebpf:"lb_drops"`
 	LbFlowSeed      *ebpf.MapSpec `ebpf:"lb_flow_seed"`
 	LbIdMarks       *ebpf.MapSpec `ebpf:"lb_id_marks"`
@@ -294,18 +298,19 @@ type datapathMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type datapathVariableSpecs struct {
-	LbBackendsMax     *ebpf.VariableSpec `ebpf:"lb_backends_max"`
-	LbBenchSaved      *ebpf.VariableSpec `ebpf:"lb_bench_saved"`
-	LbBenchSeq        *ebpf.VariableSpec `ebpf:"lb_bench_seq"`
-	LbConnReports     *ebpf.VariableSpec `ebpf:"lb_conn_reports"`
-	LbCtTimeoutClose  *ebpf.VariableSpec `ebpf:"lb_ct_timeout_close"`
-	LbCtTimeoutOther  *ebpf.VariableSpec `ebpf:"lb_ct_timeout_other"`
-	LbCtTimeoutSyn    *ebpf.VariableSpec `ebpf:"lb_ct_timeout_syn"`
-	LbCtTimeoutTcp    *ebpf.VariableSpec `ebpf:"lb_ct_timeout_tcp"`
-	LbFlowHashBasis   *ebpf.VariableSpec `ebpf:"lb_flow_hash_basis"`
-	LbL4CsumIpv6      *ebpf.VariableSpec `ebpf:"lb_l4_csum_ipv6"`
-	LbMaglevTableSize *ebpf.VariableSpec `ebpf:"lb_maglev_table_size"`
-	LbRevNatMax       *ebpf.VariableSpec `ebpf:"lb_rev_nat_max"`
+	LbBackendsMax         *ebpf.VariableSpec `ebpf:"lb_backends_max"`
+	LbBenchSaved          *ebpf.VariableSpec `ebpf:"lb_bench_saved"`
+	LbBenchSeq            *ebpf.VariableSpec `ebpf:"lb_bench_seq"`
+	LbConnReports         *ebpf.VariableSpec `ebpf:"lb_conn_reports"`
+	LbCtTimeoutClose      *ebpf.VariableSpec `ebpf:"lb_ct_timeout_close"`
+	LbCtTimeoutOther      *ebpf.VariableSpec `ebpf:"lb_ct_timeout_other"`
+	LbCtTimeoutSyn        *ebpf.VariableSpec `ebpf:"lb_ct_timeout_syn"`
+	LbCtTimeoutTcp        *ebpf.VariableSpec `ebpf:"lb_ct_timeout_tcp"`
+	LbFaultMasterRechecks *ebpf.VariableSpec `ebpf:"lb_fault_master_rechecks"`
+	LbFlowHashBasis       *ebpf.VariableSpec `ebpf:"lb_flow_hash_basis"`
+	LbL4CsumIpv6          *ebpf.VariableSpec `ebpf:"lb_l4_csum_ipv6"`
+	LbMaglevTableSize     *ebpf.VariableSpec `ebpf:"lb_maglev_table_size"`
+	LbRevNatMax           *ebpf.VariableSpec `ebpf:"lb_rev_nat_max"`
 }
 
 // datapathObjects contains all objects after they have been loaded into the kernel.
@@ -338,6 +343,7 @@ type datapathMaps struct {
 	LbDpCtPorts     *ebpf.Map `ebpf:"lb_dp_ct_ports"`
 	LbDpFrags       *ebpf.Map `ebpf:"lb_dp_frags"`
 	LbDpIcmpScratch *ebpf.Map `ebpf:"lb_dp_icmp_scratch"`
+	LbDpMaster      *ebpf.Map `ebpf:"lb_dp_master"`
 	LbDrops         *ebpf.Map `ebpf:"lb_drops"`
 	LbFlowSeed      *ebpf.Map `ebpf:"lb_flow_seed"`
 	LbIdMarks       *ebpf.Map `ebpf:"lb_id_marks"`
@@ -360,6 +366,7 @@ func (m *datapathMaps) Close() error {
 		m.LbDpCtPorts,
 		m.LbDpFrags,
 		m.LbDpIcmpScratch,
+		m.LbDpMaster,
 		m.LbDrops,
 		m.LbFlowSeed,
 		m.LbIdMarks,
@@ -375,18 +382,19 @@ func (m *datapathMaps) Close() error {
 //
 // It can be passed to loadDatapathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type datapathVariables struct {
-	LbBackendsMax     *ebpf.Variable `ebpf:"lb_backends_max"`
-	LbBenchSaved      *ebpf.Variable `ebpf:"lb_bench_saved"`
-	LbBenchSeq        *ebpf.Variable `ebpf:"lb_bench_seq"`
-	LbConnReports     *ebpf.Variable `ebpf:"lb_conn_reports"`
-	LbCtTimeoutClose  *ebpf.Variable `ebpf:"lb_ct_timeout_close"`
-	LbCtTimeoutOther  *ebpf.Variable `ebpf:"lb_ct_timeout_other"`
-	LbCtTimeoutSyn    *ebpf.Variable `ebpf:"lb_ct_timeout_syn"`
-	LbCtTimeoutTcp    *ebpf.Variable `ebpf:"lb_ct_timeout_tcp"`
-	LbFlowHashBasis   *ebpf.Variable `ebpf:"lb_flow_hash_basis"`
-	LbL4CsumIpv6      *ebpf.Variable `ebpf:"lb_l4_csum_ipv6"`
-	LbMaglevTableSize *ebpf.Variable `ebpf:"lb_maglev_table_size"`
-	LbRevNatMax       *ebpf.Variable `ebpf:"lb_rev_nat_max"`
+	LbBackendsMax         *ebpf.Variable `ebpf:"lb_backends_max"`
+	LbBenchSaved          *ebpf.Variable `ebpf:"lb_bench_saved"`
+	LbBenchSeq            *ebpf.Variable `ebpf:"lb_bench_seq"`
+	LbConnReports         *ebpf.Variable `ebpf:"lb_conn_reports"`
+	LbCtTimeoutClose      *ebpf.Variable `ebpf:"lb_ct_timeout_close"`
+	LbCtTimeoutOther      *ebpf.Variable `ebpf:"lb_ct_timeout_other"`
+	LbCtTimeoutSyn        *ebpf.Variable `ebpf:"lb_ct_timeout_syn"`
+	LbCtTimeoutTcp        *ebpf.Variable `ebpf:"lb_ct_timeout_tcp"`
+	LbFaultMasterRechecks *ebpf.Variable `ebpf:"lb_fault_master_rechecks"`
+	LbFlowHashBasis       *ebpf.Variable `ebpf:"lb_flow_hash_basis"`
+	LbL4CsumIpv6          *ebpf.Variable `ebpf:"lb_l4_csum_ipv6"`
+	LbMaglevTableSize     *ebpf.Variable `ebpf:"lb_maglev_table_size"`
+	LbRevNatMax           *ebpf.Variable `ebpf:"lb_rev_nat_max"`
 }
 
 // datapathPrograms contains all programs after they have been loaded into the kernel.

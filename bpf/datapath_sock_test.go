@@ -20,7 +20,12 @@ type sockSetup struct {
 }
 
 func newSockSetup(t *testing.T) *sockSetup {
-	h := newDatapath(t, dpConfig())
+	return newSockSetupOptions(t, bpf.DefaultDatapathOptions)
+}
+
+// newSockSetupOptions is newSockSetup with the datapath's options.
+func newSockSetupOptions(t *testing.T, opts bpf.DatapathOptions) *sockSetup {
+	h := newDatapathOptions(t, dpConfig(), opts)
 	s := &sockSetup{dpHarness: h, ns: bpftest.NewNetns(t), cg: bpftest.Cgroup(t)}
 	for i := 1; i <= 3; i++ {
 		for _, a := range []string{fmt.Sprintf("10.1.0.%d", i), fmt.Sprintf("fd00:1::%d", i)} {

@@ -33,8 +33,11 @@
 // A field of lb_services' master entry touches these files:
 //
 //  1. include/lb.h: the field in struct lb_service_value, in its pad byte
-//     or at the end, with what it means. Run go generate ./bpf (clang)
-//     and commit the regenerated lb_bpfel.* and datapath_bpfel.*.
+//     or before gen (which stays last: the datapath's guarded copy,
+//     lb_read_master, stops at it), with what it means. Growing the
+//     value is a layout change: migrate.go converts the pins of the
+//     size before. Run go generate ./bpf (clang) and commit the
+//     regenerated lb_bpfel.* and datapath_bpfel.*.
 //  2. abi.go: the field in ServiceMaster, in C's order, and its line in
 //     masterFields (its name in dumps; optional, if existing dumps where
 //     it is zero should not change). TestABIMatchesC and
@@ -106,7 +109,8 @@
 // other defaults) is opened at its pinned size, with its entries;
 // Maps.KeptSizes lists it and Cell logs it, with how to resize it. And
 // lb_services pinned by a version before inline slots (a master entry
-// holding its first InlineSlots slots, inline.go) is migrated, not
+// holding its first InlineSlots slots, inline.go), or before master
+// generations (ServiceValue.Gen, services.go), is migrated, not
 // refused: its entries are written in the new layout into a new map
 // whose pin replaces the old one in one rename, so every ID, slot and
 // established flow survives the upgrade (migrate.go; Maps.Migrated,
@@ -212,6 +216,15 @@
 // lb_backends that never held one is filled in one write (no program
 // looks a backend ID up before its entry is written); a restore marks
 // the slots of the IDs it found in other maps as held (MarkSlotsUsed).
+//
+// lb_services is a hash map, whose freed elements the kernel hands to
+// the next insert at once (Linux 6.1+): a program keeps a copy of a
+// master only if two lookups around it found the same element with the
+// same generation (ServiceValue.Gen; c/select.h, lb_read_master). Kernel
+// Maps stamp every master they write with a generation no other write
+// carries, and hide it from their callers (services.go): another writer
+// of lb_services must do the same, or the datapath may act on a torn
+// master.
 //
 // # In-memory maps
 //

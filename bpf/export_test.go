@@ -32,3 +32,11 @@ func CTPortsShared() int {
 	defer ctPortsMu.Unlock()
 	return len(ctPortsOf)
 }
+
+// WithMasterRechecks returns opts with the first n tries of every read
+// of a master failing, as if the kernel had rewritten the element under
+// it (select.h, lb_read_master).
+func WithMasterRechecks(opts DatapathOptions, n uint32) DatapathOptions {
+	opts.masterRechecks = n
+	return opts
+}

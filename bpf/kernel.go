@@ -38,6 +38,7 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 	}
 	maps := &Maps{Kind: "kernel"}
 	var opened []*ebpf.Map
+	gens := newGenCounter() // a migration's, which lb_services' writes go on from
 	for i := range layout {
 		d := &layout[i]
 		ms := spec.Maps[d.name].Copy()
@@ -55,8 +56,8 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 			recreated error
 			migrated  int
 		)
-		if d.name == lbMapLbServices { // pinned by a version before inline slots? (migrate.go)
-			m, migrated, err = migrateServices(ms, filepath.Join(cfg.LBPinDir, ms.Name), keepSize, cfg.LBRecreateMaps, "--"+d.sizedBy.flag)
+		if d.name == lbMapLbServices { // pinned by a version of an older layout? (migrate.go)
+			m, migrated, err = migrateServices(ms, filepath.Join(cfg.LBPinDir, ms.Name), keepSize, cfg.LBRecreateMaps, "--"+d.sizedBy.flag, gens)
 			if m != nil {
 				maps.Migrated = append(maps.Migrated, MigratedMap{Name: d.name, Entries: migrated})
 			}
@@ -78,6 +79,9 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 		opened = append(opened, m)
 		d.bind.kernel(maps, d, m, ms)
 		maps.setCapacity(d, m.MaxEntries())
+	}
+	if s, ok := maps.Services.(*kernelServices); ok {
+		s.gens.see(gens.last.Load())
 	}
 	maps.close = func() error { return errors.Join(closeMaps(opened), unlock(lock)) }
 	if err := maps.ensureSeed(); err != nil {
@@ -410,17 +414,17 @@ func OpenPinnedMaps(dir string) (*Maps, error) {
 // pinnedLayoutMatches says, naming the map, when m, pinned in dir, is not
 // of the layout of ms: read with this version's values, its entries
 // failed with "buffer too small" at the first lookup, which named no
-// cause. An lb_services of the layout before inline slots (migrate.go)
+// cause. An lb_services of an older layout (migrate.go)
 // is an agent of an older version that this version's agent migrates
 // at its start.
 func pinnedLayoutMatches(m *ebpf.Map, ms *ebpf.MapSpec, dir string) error {
 	if m.Type() == ms.Type && m.KeySize() == ms.KeySize && m.ValueSize() == ms.ValueSize {
 		return nil
 	}
-	if ms.Name == lbMapLbServices && m.KeySize() == ms.KeySize && m.ValueSize() == oldServiceValueSize {
-		return fmt.Errorf("map %s in %s: of the layout before inline slots (%d-byte values, this version's %d):"+
+	if change := olderServiceLayout(m.ValueSize()); ms.Name == lbMapLbServices && m.KeySize() == ms.KeySize && change != "" {
+		return fmt.Errorf("map %s in %s: of the layout before %s (%d-byte values, this version's %d):"+
 			" the agent that pinned it is of an older version; use its lbctl, or upgrade the agent, which migrates the map at its start",
-			ms.Name, dir, m.ValueSize(), ms.ValueSize)
+			ms.Name, dir, change, m.ValueSize(), ms.ValueSize)
 	}
 	return fmt.Errorf("map %s in %s: %s with %d-byte keys and %d-byte values, this version's is %s with %d and %d:"+
 		" the agent that pinned it is of another version; use its lbctl", ms.Name, dir, m.Type(), m.KeySize(), m.ValueSize(), ms.Type, ms.KeySize, ms.ValueSize)

@@ -16,7 +16,7 @@ var layout = []mapDef{
 		name: lbMapLbServices, typ: ebpf.Hash, flags: unix.BPF_F_NO_PREALLOC,
 		sizedBy: &sizing{"lb-services-max", "Capacity of lb_services: frontends times (1 + backend slots)",
 			func(c *Config) *uint32 { return &c.LBServicesMax }},
-		bind: bindHash(func(m *Maps) *Map[ServiceKey, ServiceValue] { return &m.Services }),
+		bind: bindServices(),
 	},
 	{
 		// A dense ID map (slotted.go): an array write costs a third of a
@@ -157,6 +157,16 @@ func bindHash[K comparable, V any](field func(*Maps) *Map[K, V]) binding {
 			*field(m) = newMemMap[K, V](d, cfg, faults)
 		},
 	}
+}
+
+// bindServices binds lb_services, whose kernel map stamps the masters
+// it writes with a generation (services.go).
+func bindServices() binding {
+	b := bindHash(func(m *Maps) *Map[ServiceKey, ServiceValue] { return &m.Services })
+	b.kernel = func(m *Maps, d *mapDef, em *ebpf.Map, _ *ebpf.MapSpec) {
+		m.Services = newKernelServices(em, d.name)
+	}
+	return b
 }
 
 // bindLPM binds an LPM trie whose keys say which stored prefixes cover

@@ -118,6 +118,7 @@ type lbLbServiceValue struct {
 	ProxyPort       uint16
 	Fallback        uint16
 	Backends        [16]uint32
+	Gen             uint64
 }
 
 type lbLbSrcRangeKey struct {

@@ -22,14 +22,7 @@ import (
 // ID i+1, and its slot s names backend 100*(i+1)+s.
 func pinOldServices(t *testing.T, cfg bpf.Config, slotCounts []int) {
 	t.Helper()
-	if err := os.MkdirAll(cfg.LBPinDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	m, err := ebpf.NewMapWithOptions(&ebpf.MapSpec{Name: "lb_services", Type: ebpf.Hash, KeySize: 24, ValueSize: 24,
-		MaxEntries: cfg.LBServicesMax, Flags: unix.BPF_F_NO_PREALLOC, Pinning: ebpf.PinByName}, ebpf.MapOptions{PinPath: cfg.LBPinDir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := pinServicesOfSize(t, cfg, 24)
 	defer m.Close()
 	for i, n := range slotCounts {
 		fe := oldFrontend(i)
@@ -49,6 +42,21 @@ func pinOldServices(t *testing.T, cfg bpf.Config, slotCounts []int) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// pinServicesOfSize pins, in cfg's pin directory, an empty lb_services
+// with values of size bytes, as an older version made it.
+func pinServicesOfSize(t *testing.T, cfg bpf.Config, size uint32) *ebpf.Map {
+	t.Helper()
+	if err := os.MkdirAll(cfg.LBPinDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ebpf.NewMapWithOptions(&ebpf.MapSpec{Name: "lb_services", Type: ebpf.Hash, KeySize: 24, ValueSize: size,
+		MaxEntries: cfg.LBServicesMax, Flags: unix.BPF_F_NO_PREALLOC, Pinning: ebpf.PinByName}, ebpf.MapOptions{PinPath: cfg.LBPinDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 func oldFrontend(i int) lb.L3n4Addr {
@@ -229,6 +237,19 @@ func TestMigrationRefusesAGivenServicesSizeTooSmallForItsEntries(t *testing.T) {
 // read with "buffer too small"; the agent's own start migrates the map.
 func TestOpenPinnedMapsSaysServicesIsOfTheLayoutBeforeInlineSlots(t *testing.T) {
 	cfg := pinnedConfig(t)
+	err := openPinnedBesideOlderServices(t, cfg, func() { pinOldServices(t, cfg, []int{1, 3}) })
+	for _, want := range []string{"lb_services", "before inline slots", "older version"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+// openPinnedBesideOlderServices pins this version's maps in cfg's pin
+// directory but lb_services, which pin pins as an older version made it,
+// and returns OpenPinnedMaps' error, failing the test if there is none.
+func openPinnedBesideOlderServices(t *testing.T, cfg bpf.Config, pin func()) error {
+	t.Helper()
 	m, err := bpf.NewKernelMaps(cfg) // the other maps, as that agent pinned them
 	if err != nil {
 		t.Fatal(err)
@@ -237,17 +258,12 @@ func TestOpenPinnedMapsSaysServicesIsOfTheLayoutBeforeInlineSlots(t *testing.T) 
 	if err := os.Remove(cfg.LBPinDir + "/lb_services"); err != nil {
 		t.Fatal(err)
 	}
-	pinOldServices(t, cfg, []int{1, 3})
-
+	pin()
 	pinned, err := bpf.OpenPinnedMaps(cfg.LBPinDir)
 	if err == nil {
 		_, derr := bpf.TakeDump(pinned)
 		pinned.Close()
-		t.Fatalf("opened lb_services of the old layout without an error (a dump then: %v)", derr)
+		t.Fatalf("opened lb_services of an older layout without an error (a dump then: %v)", derr)
 	}
-	for _, want := range []string{"lb_services", "before inline slots", "older version"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not say %q", err, want)
-		}
-	}
+	return err
 }

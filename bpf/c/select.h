@@ -131,20 +131,103 @@ static __always_inline void lb_count(__u32 rev_nat_id, __u32 backend_id, __u64 f
 	v->bytes += bytes;
 }
 
-/* lb_lookup_master finds key's master entry, or an any-protocol one. */
-static __always_inline struct lb_service_value *lb_lookup_master(struct lb_service_key *key)
-{
-	struct lb_service_value *m;
-	__u8 proto = key->proto;
+/*
+ * Reused lb_services elements. lb_services is a hash map without
+ * preallocation: a rewrite of an entry inserts a new element and frees
+ * the old one, a delete frees it, and since Linux 6.1 a freed element
+ * goes to its CPU's free list of the BPF memory allocator, from which
+ * the very next insert on that CPU takes it (kernel/bpf/hashtab.c,
+ * memalloc.c), for any key. A program runs under RCU, so the pointer
+ * bpf_map_lookup_elem gave stays memory of this map, but what it points
+ * at may be rewritten under the program's copy: half one master and half
+ * another frontend's, or half the old and half the new master of its own
+ * frontend (the element freed by one rewrite taken by the next). The
+ * kernel writes an element only while no lookup can find it: it copies
+ * key and value in, then links it into its bucket.
+ *
+ * lb_read_master copies a master only between two lookups that find the
+ * same element, reading its generation (lb_service_value.gen, which no
+ * two writes share) before the first and after the second: equal, no
+ * write touched the element in between, so the copy is one write's
+ * value, of this key. Else it tries again, LB_MASTER_TRIES times in all,
+ * then gives up (LB_MASTER_TORN: the caller drops the flow, counted as
+ * LB_DROP_TORN_MASTER). It assumes, as the other torn-read checks here
+ * do, that loads stay in order (x86), and that the kernel stores the
+ * aligned 8-byte gen in one piece.
+ */
+#define LB_MASTER_TRIES 3
 
-	m = bpf_map_lookup_elem(&lb_services, key);
-	if (m || proto == 0)
-		return m;
+enum {
+	LB_MASTER_MISSING = 0, /* no entry; *out untouched */
+	LB_MASTER_FOUND   = 1,
+	LB_MASTER_GONE    = 2, /* deleted while read; *out clobbered */
+	LB_MASTER_TORN    = 3, /* rewritten under every try; *out clobbered */
+};
+
+/*
+ * For tests only (bpf.DatapathOptions): the first this many tries of
+ * every read fail as if the element had been rewritten. 0, the default,
+ * lets the verifier drop the check.
+ */
+volatile const __u32 lb_fault_master_rechecks;
+
+#define LB_READ_ONCE_U64(x) (*(volatile __u64 *)&(x))
+
+/*
+ * lb_read_master copies key's lb_services entry into *out, all but its
+ * gen. A global function: the verifier checks it once, not at every
+ * lookup of a frontend.
+ */
+__noinline int lb_read_master(const struct lb_service_key *key, struct lb_service_value *out)
+{
+	struct lb_service_value *p, *q;
+	__u64 gen;
+
+	if (!key || !out)
+		return LB_MASTER_MISSING;
+	p = bpf_map_lookup_elem(&lb_services, key);
+	if (!p)
+		return LB_MASTER_MISSING;
+	for (__u32 i = 0; i < LB_MASTER_TRIES; i++) {
+		gen = LB_READ_ONCE_U64(p->gen);
+		lb_compiler_barrier();
+		q = bpf_map_lookup_elem(&lb_services, key);
+		if (q == p) {
+			__builtin_memcpy(out, p, offsetof(struct lb_service_value, gen));
+			lb_compiler_barrier();
+			q = bpf_map_lookup_elem(&lb_services, key);
+			if (q == p && LB_READ_ONCE_U64(p->gen) == gen && i >= lb_fault_master_rechecks)
+				return LB_MASTER_FOUND;
+		}
+		/* A lookup racing a rewrite may find neither element (the
+		 * kernel links the new one, then unlinks the old): once more. */
+		p = q ? q : bpf_map_lookup_elem(&lb_services, key);
+		if (!p)
+			return LB_MASTER_GONE;
+	}
+	return LB_MASTER_TORN;
+}
+
+/* lb_master_missing says whether a read found no entry (out of date or not). */
+static __always_inline bool lb_master_missing(int r)
+{
+	return r == LB_MASTER_MISSING || r == LB_MASTER_GONE;
+}
+
+/* lb_lookup_master copies key's master entry, or an any-protocol one. */
+static __always_inline int lb_lookup_master(struct lb_service_key *key, struct lb_service_value *m)
+{
+	__u8 proto = key->proto;
+	int r;
+
+	r = lb_read_master(key, m);
+	if (!lb_master_missing(r) || proto == 0)
+		return r;
 	key->proto = 0;
-	m = bpf_map_lookup_elem(&lb_services, key);
-	if (!m)
+	r = lb_read_master(key, m);
+	if (lb_master_missing(r))
 		key->proto = proto;
-	return m;
+	return r;
 }
 
 static __always_inline bool lb_type_is_external(__u8 type)
@@ -154,27 +237,30 @@ static __always_inline bool lb_type_is_external(__u8 type)
 }
 
 /*
- * lb_lookup_frontend finds the master entry for key's address, port and
- * protocol, leaving key as the entry's key. A client inside the node
- * (internal) takes an external frontend's internal twin when the service
- * has one (its traffic policies differ); the twin is looked for only
- * then, so that ClusterIP traffic costs one lookup.
+ * lb_lookup_frontend copies into *m the master entry for key's address,
+ * port and protocol, leaving key as the entry's key: LB_MASTER_FOUND,
+ * LB_MASTER_TORN, or a miss. A client inside the node (internal) takes
+ * an external frontend's internal twin when the service has one (its
+ * traffic policies differ); the twin is looked for only then, so that
+ * ClusterIP traffic costs one read.
  */
-static __always_inline struct lb_service_value *lb_lookup_frontend(struct lb_service_key *key, bool internal)
+static __always_inline int lb_lookup_frontend(struct lb_service_key *key, bool internal, struct lb_service_value *m)
 {
-	struct lb_service_value *m, *twin;
+	int r;
 
 	key->slot = 0;
 	key->scope = LB_SCOPE_EXTERNAL;
-	m = lb_lookup_master(key);
-	if (!m || !internal || !lb_type_is_external(m->type))
-		return m;
+	r = lb_lookup_master(key, m);
+	if (r != LB_MASTER_FOUND || !internal || !lb_type_is_external(m->type))
+		return r;
 	key->scope = LB_SCOPE_INTERNAL;
-	twin = bpf_map_lookup_elem(&lb_services, key);
-	if (twin)
-		return twin;
+	r = lb_read_master(key, m);
+	if (!lb_master_missing(r))
+		return r;
 	key->scope = LB_SCOPE_EXTERNAL;
-	return m;
+	if (r == LB_MASTER_MISSING)
+		return LB_MASTER_FOUND; /* *m is still the external master */
+	return lb_read_master(key, m); /* the twin went while read, over *m */
 }
 
 /* lb_source_allowed says whether lb_src_range admits client. */
@@ -201,6 +287,7 @@ static __always_inline __u32 lb_slot_backend(const struct lb_service_key *key, c
 	struct lb_service_key k;
 	struct lb_service_value *v;
 	__u32 idx = slot - 1;
+	__u64 pair;
 
 	if (slot == 0)
 		return 0;
@@ -213,7 +300,13 @@ static __always_inline __u32 lb_slot_backend(const struct lb_service_key *key, c
 	k = *key;
 	k.slot = slot;
 	v = bpf_map_lookup_elem(&lb_services, &k);
-	return v ? v->backend_id : 0;
+	if (!v)
+		return 0;
+	/* backend_id and rev_nat_id in one load: an element reused for
+	 * another key (lb_read_master) names another frontend, or is a
+	 * master, whose backend_id is 0. */
+	pair = LB_READ_ONCE_U64(*(__u64 *)v);
+	return (__u32)(pair >> 32) == m->rev_nat_id ? (__u32)pair : 0;
 }
 
 /* lb_slot_scan is the state of a search of a frontend's slots. */

@@ -115,20 +115,26 @@ static __always_inline int lb_sock_forward(struct bpf_sock_addr *ctx, bool v6, b
 	struct lb_service_key key = {};
 	struct lb_ct_key fwd = {}, reply = {};
 	struct lb_ct_value v = {}, *ct;
-	struct lb_service_value *m;
+	struct lb_service_value master, *m = &master; /* a copy (lb_read_master) */
 	struct lb_backend to;
 	__u8 client[16] = {}, source[16] = {};
 	__u32 rev_nat_id, backend_id = 0, reason, now, rnd;
 	__u16 slot;
 	bool new_flow = true, have = false;
+	int r;
 
 	if (ctx->protocol != IPPROTO_TCP && ctx->protocol != IPPROTO_UDP)
 		return 1;
 	lb_sock_addr(ctx, v6, key.addr);
 	key.port = (__be16)ctx->user_port;
 	key.proto = ctx->protocol;
-	m = lb_lookup_frontend(&key, true);
-	if (!m || (m->flags & LB_F_SOURCE_RANGES))
+	r = lb_lookup_frontend(&key, true, m);
+	if (r == LB_MASTER_TORN) {
+		lb_count_drop(0, LB_DROP_TORN_MASTER);
+		bpf_set_retval(-ECONNREFUSED);
+		return 0;
+	}
+	if (r != LB_MASTER_FOUND || (m->flags & LB_F_SOURCE_RANGES))
 		return 1;
 	rev_nat_id = m->rev_nat_id;
 	now = lb_now();

@@ -68,17 +68,20 @@ extern int bpf_sock_destroy(struct sock_common *sk) __ksym;
 static __always_inline bool lb_proxy_socket_orphaned(const struct lb_ct_value *ct, __be16 port)
 {
 	struct lb_service_key key = { .proto = IPPROTO_UDP };
-	struct lb_service_value *m;
+	struct lb_service_value m;
 	struct lb_rev_nat_value fe;
+	int r;
 
 	if (!lb_rev_nat_lookup(ct->rev_nat_id, &fe))
 		return true;
 	__builtin_memcpy(key.addr, fe.addr, 16);
 	key.port = fe.port;
-	m = lb_lookup_frontend(&key, true);
-	if (!m || m->rev_nat_id != ct->rev_nat_id || !(m->flags & LB_F_PROXY))
+	r = lb_lookup_frontend(&key, true, &m);
+	if (r == LB_MASTER_TORN)
+		return false; /* being rewritten: the next collection looks again */
+	if (r != LB_MASTER_FOUND || m.rev_nat_id != ct->rev_nat_id || !(m.flags & LB_F_PROXY))
 		return true;
-	return m->proxy_port != port; /* the proxy's address is the loopback's (lb_proxy_backend) */
+	return m.proxy_port != port; /* the proxy's address is the loopback's (lb_proxy_backend) */
 }
 
 #define LB_TCP_ESTABLISHED 1 /* a connected UDP socket's state */

@@ -40,28 +40,46 @@ static __always_inline bool lb_to_node(struct __sk_buff *skb, const struct lb_pk
 }
 
 /*
- * lb_tc_frontend finds the frontend of a packet: its destination's, or,
- * for a packet to this node, a NodePort frontend on the any-address.
+ * lb_dp_master (the datapath's own, per CPU) holds the tc programs' copy
+ * of a master (lb_read_master): on their stack it would take the combined
+ * stack over the verifier's 512 bytes. A tc program runs to its end
+ * before another runs on its CPU (softirq, or bottom halves disabled), so
+ * one copy per CPU serves; the socket programs, which a task switch may
+ * interrupt, copy to their stack.
  */
-static __always_inline struct lb_service_value *lb_tc_frontend(struct __sk_buff *skb, const struct lb_pkt *p,
-							       struct lb_service_key *key, bool internal)
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct lb_service_value);
+} lb_dp_master SEC(".maps");
+
+/*
+ * lb_tc_frontend copies into *m the frontend of a packet: its
+ * destination's, or, for a packet to this node, a NodePort frontend on
+ * the any-address (lb_lookup_frontend's answers).
+ */
+static __always_inline int lb_tc_frontend(struct __sk_buff *skb, const struct lb_pkt *p, struct lb_service_key *key,
+					  bool internal, struct lb_service_value *m)
 {
-	struct lb_service_value *m;
+	int r;
 
 	__builtin_memcpy(key->addr, p->tuple.dst, 16);
 	key->port = p->tuple.dport;
 	key->proto = p->tuple.proto;
-	m = lb_lookup_frontend(key, internal);
-	if (m)
-		return m;
+	r = lb_lookup_frontend(key, internal, m);
+	if (!lb_master_missing(r))
+		return r;
 	__builtin_memset(key->addr, 0, 16);
 	if (p->v4)
 		key->addr[10] = key->addr[11] = 0xff;
 	key->proto = p->tuple.proto;
-	m = lb_lookup_frontend(key, internal);
-	if (m && m->type == LB_SVC_NODE_PORT && lb_to_node(skb, p))
-		return m;
-	return NULL;
+	r = lb_lookup_frontend(key, internal, m);
+	if (r == LB_MASTER_FOUND && !(m->type == LB_SVC_NODE_PORT && lb_to_node(skb, p)))
+		return LB_MASTER_MISSING;
+	if (r == LB_MASTER_TORN && !lb_to_node(skb, p))
+		return LB_MASTER_MISSING; /* not for a NodePort of ours, whatever the master said */
+	return r;
 }
 
 /* lb_ct_reply_key is the key of the reply entry of flow p to backend addr:port. */
@@ -336,15 +354,23 @@ static __noinline void lb_ct_create_forward(struct __sk_buff *skb, const struct 
 static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *p, bool internal, __u32 now, bool proxied)
 {
 	struct lb_service_key key = {};
-	struct lb_service_value *m;
+	struct lb_service_value *m; /* a copy (lb_read_master) */
 	struct lb_backend *b = NULL, be; /* be: the proxy, or a copy of the backend */
 	struct lb_ct_value ct = {};
-	__u32 rev_nat_id, backend_id = 0, reason, hash;
+	__u32 rev_nat_id, backend_id = 0, reason, hash, zero = 0;
 	__u16 slot;
 	bool selected = false;
+	int r;
 
-	m = lb_tc_frontend(skb, p, &key, internal);
+	m = bpf_map_lookup_elem(&lb_dp_master, &zero);
 	if (!m)
+		return TC_ACT_OK;
+	r = lb_tc_frontend(skb, p, &key, internal, m);
+	if (r == LB_MASTER_TORN) {
+		lb_count_drop(0, LB_DROP_TORN_MASTER);
+		return TC_ACT_SHOT;
+	}
+	if (r != LB_MASTER_FOUND)
 		return TC_ACT_OK;
 	rev_nat_id = m->rev_nat_id;
 	if (!lb_source_allowed(m, p->tuple.src)) {

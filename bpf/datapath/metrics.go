@@ -114,12 +114,17 @@ func (c *collector) collectDrops(ch chan<- prometheus.Metric, byID map[uint32]*l
 	var gone []bpf.DropKey
 	c.maps.Drops.Iterate(func(k bpf.DropKey, perCPU []uint64) bool {
 		labels := c.dropLabels[k]
+		reason, ok := bpf.DropReasons[k.Reason]
+		if !ok {
+			reason = strconv.FormatUint(uint64(k.Reason), 10)
+		}
 		if fe := byID[k.RevNatID]; fe != nil {
-			reason, ok := bpf.DropReasons[k.Reason]
-			if !ok {
-				reason = strconv.FormatUint(uint64(k.Reason), 10)
-			}
 			labels = []string{fe.Service.Namespace(), fe.Service.Name(), fe.Address.String(), reason}
+		} else if k.RevNatID == 0 {
+			// A drop the datapath could not tie to a frontend (a
+			// fragment without its first one, a master rewritten under
+			// every read): the node's, without service labels.
+			labels = []string{"", "", "", reason}
 		} else {
 			gone = append(gone, k)
 		}

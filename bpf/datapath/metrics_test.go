@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/statedb"
 
 	"github.com/lbstate/lbstate/bpf"
@@ -107,5 +108,31 @@ func TestMetricsCountTrafficPerBackendAndForgetGoneOnes(t *testing.T) {
 	maps.Counters.Iterate(func(k bpf.CounterKey, _ []bpf.CounterValue) bool { keys = append(keys, k); return true })
 	if web := a.frontend("10.96.0.1:80/TCP").ID; len(keys) != 1 || keys[0].RevNatID != web || slices.Contains(keys, bpf.CounterKey{}) {
 		t.Errorf("lb_counters holds %v, want only the remaining backend of frontend %d", keys, web)
+	}
+}
+
+// A drop the datapath ties to no frontend (ID 0: a master rewritten
+// under every read of it, a fragment without its first one) is exported
+// as the node's, without service labels, and kept from scrape to scrape:
+// the collector once deleted it as a gone frontend's, unseen.
+func TestMetricsExportDropsOfNoFrontendAsTheNodes(t *testing.T) {
+	maps := kernelMaps(t, 251)
+	a := newAgent(t, maps, datapath.DefaultConfig)
+	a.start()
+	defer a.stop()
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	perCPU := make([]uint64, cpus)
+	perCPU[0] = 2
+	if err := maps.Drops.Update(bpf.DropKey{RevNatID: 0, Reason: bpf.DropTornMaster}, perCPU); err != nil {
+		t.Fatal(err)
+	}
+	const labels = "frontend= reason=torn-master service_name= service_namespace="
+	for scrape := range 2 {
+		if got := a.scrapeSeries()["lbstate_frontend_drops_total"]; got[labels] != 2 {
+			t.Errorf("scrape %d: drops %v, want 2 for %s", scrape+1, got, labels)
+		}
 	}
 }

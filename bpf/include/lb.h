@@ -100,7 +100,7 @@ enum {
  * have entries of their own (key.slot > LB_INLINE_SLOTS); lb_services
  * holds no entry for a slot 1..LB_INLINE_SLOTS. A power of two: the
  * datapath masks an inline index with it. Most Services have at most 16
- * endpoints; a master entry is 88 bytes of value instead of 24.
+ * endpoints; a master entry is 96 bytes of value instead of 24.
  */
 #define LB_INLINE_SLOTS 16
 
@@ -128,6 +128,12 @@ struct lb_service_value {
 	/* master: the backends of slots 1..LB_INLINE_SLOTS (0 past the
 	 * frontend's last slot); only slots after them have entries. */
 	__u32 backends[LB_INLINE_SLOTS];
+	/* master: the write's generation, a number no other write of the
+	 * map carries (the agent counts its writes, bpf/services.go); 0 in
+	 * a slot's entry. A reader that copies a master checks that it did
+	 * not change (select.h, lb_read_master): the kernel may reuse a
+	 * hash element freed by a rewrite or a delete at once, for any key. */
+	__u64 gen;
 };
 
 /*
@@ -455,6 +461,7 @@ enum {
 	LB_DROP_CT_COLLISION  = 7, /* its replies would be another live flow's (lb_ct) */
 	LB_DROP_FRAG_NO_FIRST = 8, /* a later fragment before its first one, or forgotten (rev_nat_id 0) */
 	LB_DROP_ICMP          = 9, /* an ICMP error about a balanced flow that could not be translated */
+	LB_DROP_TORN_MASTER   = 10, /* the master entry changed under every read of it (rev_nat_id 0) */
 };
 
 struct lb_drop_key {
