@@ -31,6 +31,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.topology, "topology", false, "Services with topology keys over 1,000 nodes (default 10,000 x 10): time node relabels (--updates of them)")
 	fs.IntVar(&o.clusters, "clusters", 0, "Clustermesh: this many remote clusters share --services global services (default 10,000 x 10) in one etcd; time the import, its heap and watch events, and single changes (--updates of them)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "Write a CPU profile of the rounds (-clusters: of the convergence, and of the rest in PATH.watch; -restart: of the restarted pipeline until synced and pruned)")
+	fs.StringVar(&o.profilePhase, "profile-phase", "", "insert or delete: --cpuprofile profiles that phase alone, of each round after the first, into PATH.2, PATH.3, ... (merge them: go tool pprof PATH.*)")
 	fs.StringVar(&o.trace, "trace", "", "Write an execution trace of the rounds (go tool trace; -restart: of the restarted pipeline until synced and pruned), and mutex and block profiles beside it (FILE.mutex, FILE.block)")
 	fs.StringVar(&o.memProfile, "memprofile", "", "Write a heap profile taken with the services loaded (sampled every 4 KiB allocated); with --memory-after-delete, of what is left, and FILE.fresh of the fresh pipeline (for pprof -base)")
 	fs.IntVar(&o.redirects, "redirects", 0, "Measure local redirect policies instead: this many, over 10,000 services by default (--services), applied and removed, and --updates pod changes")

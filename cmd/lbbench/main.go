@@ -68,6 +68,7 @@ type options struct {
 	json, latency, topology       bool
 	clusters                      int
 	cpuProfile, memProfile, trace string
+	profilePhase                  string // --profile-phase: "", "insert" or "delete"
 	compare                       string // a saved anchor run
 	healthMode                    bool
 	retainedMode                  bool // --memory-after-delete
@@ -360,6 +361,12 @@ func run(o options, out io.Writer) error {
 	if o.latency && o.backends == 0 {
 		return errors.New("-latency needs -backends of at least 1: it times backend changes")
 	}
+	switch {
+	case o.profilePhase != "" && o.profilePhase != "insert" && o.profilePhase != "delete":
+		return fmt.Errorf("-profile-phase %q: insert or delete", o.profilePhase)
+	case o.profilePhase != "" && (o.cpuProfile == "" || o.iterations < 2):
+		return errors.New("-profile-phase needs -cpuprofile and -iterations of at least 2: the first round is not profiled")
+	}
 	var base *anchor
 	if o.compare != "" {
 		a, err := readAnchor(o.compare)
@@ -378,7 +385,11 @@ func run(o options, out io.Writer) error {
 		return err
 	}
 	defer b.stop()
-	stopProfile, err := startCPUProfile(o.cpuProfile)
+	wholeProfile := o.cpuProfile
+	if o.profilePhase != "" {
+		wholeProfile = "" // each round's phase apart (phaseProfile)
+	}
+	stopProfile, err := startCPUProfile(wholeProfile)
 	if err != nil {
 		return err
 	}
@@ -407,6 +418,7 @@ func run(o options, out io.Writer) error {
 		runtime.ReadMemStats(&before)
 
 		region := trace.StartRegion(context.Background(), "insert")
+		stopPhase := o.phaseProfile("insert", it)
 		start := time.Now()
 		for i := range o.services {
 			b.refl.Push(svcs[i], false)
@@ -416,6 +428,7 @@ func run(o options, out io.Writer) error {
 			return err
 		}
 		insert := time.Since(start)
+		stopPhase()
 		region.End()
 		if got, want := countEntries(b.maps.Services), o.services*(1+bpf.SlotEntries(o.backends)); got != want {
 			return fmt.Errorf("after insert lb_services has %d entries, want %d", got, want)
@@ -447,6 +460,7 @@ func run(o options, out io.Writer) error {
 		}
 
 		region = trace.StartRegion(context.Background(), "delete")
+		stopPhase = o.phaseProfile("delete", it)
 		start = time.Now()
 		for i := range o.services {
 			b.refl.Push(eps[i], true)
@@ -456,6 +470,7 @@ func run(o options, out io.Writer) error {
 			return err
 		}
 		del := time.Since(start)
+		stopPhase()
 		region.End()
 		if got := countEntries(b.maps.Services) + countEntries(b.maps.Backends); got != 0 {
 			return fmt.Errorf("after delete the maps hold %d entries", got)

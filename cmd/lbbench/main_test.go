@@ -43,6 +43,31 @@ func TestBenchSmoke(t *testing.T) {
 	}
 }
 
+// --profile-phase profiles the phase it names in each round after the
+// first, a file a round, and nothing else.
+func TestBenchProfilesOnePhaseOfEachLaterRound(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cpu")
+	err := run(options{services: 200, backends: 1, iterations: 3, maps: "memory", cpuProfile: path, profilePhase: "delete"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range ents {
+		got = append(got, e.Name())
+		if info, err := e.Info(); err != nil || info.Size() == 0 {
+			t.Errorf("%s: empty profile (%v)", e.Name(), err)
+		}
+	}
+	if want := []string{"cpu.2", "cpu.3"}; !slices.Equal(got, want) {
+		t.Errorf("profiles written %v, want %v", got, want)
+	}
+}
+
 func TestBenchOptionErrors(t *testing.T) {
 	for _, tc := range []struct {
 		o    options
@@ -51,6 +76,9 @@ func TestBenchOptionErrors(t *testing.T) {
 		{options{services: 10, backends: 0, iterations: 1, latency: true, maps: "memory"}, "-latency needs -backends"},
 		{options{services: 1 << 19, backends: 64, iterations: 1, maps: "memory"}, "at most 16777215 backends"},
 		{options{services: 0, backends: 1, iterations: 1, maps: "memory"}, "at least 1"},
+		{options{services: 10, backends: 1, iterations: 2, maps: "memory", cpuProfile: "p", profilePhase: "inserts"}, `-profile-phase "inserts": insert or delete`},
+		{options{services: 10, backends: 1, iterations: 2, maps: "memory", profilePhase: "delete"}, "-profile-phase needs -cpuprofile"},
+		{options{services: 10, backends: 1, iterations: 1, maps: "memory", cpuProfile: "p", profilePhase: "delete"}, "-iterations of at least 2"},
 	} {
 		if err := run(tc.o, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.o, err, tc.want)

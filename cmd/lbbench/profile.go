@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -24,6 +25,23 @@ func startCPUProfile(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
+}
+
+// phaseProfile starts a CPU profile of phase in round it (from 0) if
+// --profile-phase asks for it: into PATH.N for the round's number N,
+// never the first round's, whose first-time allocations of the heap and
+// the kernel maps' elements the later rounds do not pay. It returns what
+// stops it.
+func (o options) phaseProfile(phase string, it int) (stop func()) {
+	if o.profilePhase != phase || it == 0 {
+		return func() {}
+	}
+	stop, err := startCPUProfile(fmt.Sprintf("%s.%d", o.cpuProfile, it+1))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lbbench: %s profile of round %d: %v\n", phase, it+1, err)
+		return func() {}
+	}
+	return stop
 }
 
 // startTrace writes an execution trace into path (none: does nothing)
