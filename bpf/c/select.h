@@ -305,6 +305,8 @@ static __always_inline __u32 lb_slot_backend(const struct lb_service_key *key, c
 	k = *key;
 	k.slot = slot;
 	v = bpf_map_lookup_elem(&lb_services, &k);
+	if (!v) /* perhaps a lookup that raced a rewrite (lb_read_master): once more */
+		v = bpf_map_lookup_elem(&lb_services, &k);
 	if (!v)
 		return 0;
 	/* backend_id and rev_nat_id in one load: an element reused for
