@@ -1,6 +1,7 @@
 package bpf_test
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 
@@ -95,6 +96,13 @@ func benchDatapathIn(b *testing.B, cfg bpf.Config, kind string, v6, maglev, repo
 		// the rare retransmission, which takes the conntrack subprogram.
 		pkt = bpftest.TCPPacket(b, flow(client, lb.MustParseL3n4Addr(fe).AddrPort().String(), lb.ProtoTCP), 64, "A")
 	}
+	benchPrograms(b, prog, copyProg, pkt)
+}
+
+// benchPrograms reports the time of a run of prog on pkt (ns/run) and
+// that less copyProg's, which only saves and restores the packet
+// (ns/packet).
+func benchPrograms(b *testing.B, prog, copyProg *ebpf.Program, pkt []byte) {
 	b.ResetTimer()
 	_, perRun, err := prog.Benchmark(pkt, b.N, b.ResetTimer)
 	b.StopTimer()
@@ -107,6 +115,28 @@ func benchDatapathIn(b *testing.B, cfg bpf.Config, kind string, v6, maglev, repo
 	}
 	b.ReportMetric(float64(perRun.Nanoseconds()), "ns/run")
 	b.ReportMetric(float64((perRun - copyPerRun).Nanoseconds()), "ns/packet")
+}
+
+// BenchmarkDatapathNoFrontend times the first packet of a flow to an
+// address no frontend has, as every packet of other traffic that
+// conntrack does not know: four lb_services reads that miss (its
+// address and the NodePort any-address, each with its protocol and
+// with any).
+func BenchmarkDatapathNoFrontend(b *testing.B) {
+	h := newDatapath(b, bpf.DefaultConfig)
+	d, err := bpf.LoadBenchDatapath(h.maps, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	h.backend(1, "10.1.0.1:8080/TCP", lb.BackendActive)
+	h.frontend(testFrontend{addr: "10.96.0.1:80/TCP", id: 1, slots: []uint32{1}})
+	pkt := bpftest.Packet(b, flow("10.0.0.1:40000", "10.97.0.1:80", lb.ProtoTCP), 64)
+	prog := d.Program("lb_bench_new")
+	if verdict, out, err := prog.Test(pkt); err != nil || verdict != actOK || !bytes.Equal(out, pkt) {
+		b.Fatalf("verdict %d, %v: want the packet passed as it came", verdict, err)
+	}
+	benchPrograms(b, prog, d.Program("lb_bench_copy_new"), pkt)
 }
 
 // BenchmarkDatapathSocketConnect times connect() of a UDP socket to a

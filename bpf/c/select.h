@@ -186,6 +186,8 @@ __noinline int lb_read_master(const struct lb_service_key *key, struct lb_servic
 	if (!key || !out)
 		return LB_MASTER_MISSING;
 	p = bpf_map_lookup_elem(&lb_services, key);
+	if (!p) /* perhaps a lookup that raced a rewrite (below): once more */
+		p = bpf_map_lookup_elem(&lb_services, key);
 	if (!p)
 		return LB_MASTER_MISSING;
 	for (__u32 i = 0; i < LB_MASTER_TRIES; i++) {
@@ -199,8 +201,11 @@ __noinline int lb_read_master(const struct lb_service_key *key, struct lb_servic
 			if (q == p && LB_READ_ONCE_U64(p->gen) == gen && i >= lb_fault_master_rechecks)
 				return LB_MASTER_FOUND;
 		}
-		/* A lookup racing a rewrite may find neither element (the
-		 * kernel links the new one, then unlinks the old): once more. */
+		/* A lookup racing a rewrite may find neither element: the
+		 * kernel links the new one at its bucket's head, then unlinks
+		 * the old, so a lookup that passed the head before the one and
+		 * reaches the old one's place after the other misses both
+		 * (when another key's element comes first). Once more. */
 		p = q ? q : bpf_map_lookup_elem(&lb_services, key);
 		if (!p)
 			return LB_MASTER_GONE;
@@ -300,6 +305,8 @@ static __always_inline __u32 lb_slot_backend(const struct lb_service_key *key, c
 	k = *key;
 	k.slot = slot;
 	v = bpf_map_lookup_elem(&lb_services, &k);
+	if (!v) /* perhaps a lookup that raced a rewrite (lb_read_master): once more */
+		v = bpf_map_lookup_elem(&lb_services, &k);
 	if (!v)
 		return 0;
 	/* backend_id and rev_nat_id in one load: an element reused for
