@@ -260,8 +260,12 @@ func (w *Writer) DeleteService(txn statedb.WriteTxn, name lb.ServiceName, src lb
 	if !found || !declares(old, src) {
 		return nil
 	}
+	var next *lb.Service // nil: nothing is left of the row, and no copy of it is made to say so
+	if len(old.Params) > 1 || old.Overridden() {
+		next = old.WithoutSource(src)
+	}
 	ch := w.begin(txn)
-	w.putService(txn, ch, old, old.WithoutSource(src))
+	w.putService(txn, ch, old, next)
 	return w.end(txn, ch)
 }
 
@@ -708,33 +712,45 @@ func (w *Writer) putBackend(txn statedb.WriteTxn, ch *changes, b *lb.Backend) {
 
 // putService replaces old with next (deleting it when nothing is left of
 // it) and records what the change affects. old is nil when the service
-// has no row.
+// has no row; next is nil when nothing is left of old (a deleted
+// declaration: its backend addresses stay aside, as a next without a row
+// would leave them).
 func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Service) {
-	var oldPolicy *lb.ServiceParams
+	var (
+		name                  lb.ServiceName
+		oldPolicy, nextPolicy *lb.ServiceParams
+	)
 	if old != nil {
-		oldPolicy = old.Policy()
+		name, oldPolicy = old.Name, old.Policy()
 	}
-	for _, p := range []*lb.ServiceParams{oldPolicy, next.Policy()} {
+	if next != nil {
+		name, nextPolicy = next.Name, next.Policy()
+	}
+	for _, p := range []*lb.ServiceParams{oldPolicy, nextPolicy} {
 		if p != nil {
 			for _, fe := range p.Frontends {
 				ch.claim(fe.Address)
 			}
 		}
 	}
-	ch.refresh(next.Name)
-	ch.contend(next.Name)
-	if oldPolicy != nil && len(oldPolicy.TopologyKeys) > 0 {
-		if q := next.Policy(); q == nil || len(q.TopologyKeys) == 0 {
-			w.trackTopology(txn, ch, next.Name, nil, nil) // no longer reads node labels
-		}
+	ch.refresh(name)
+	ch.contend(name)
+	if oldPolicy != nil && len(oldPolicy.TopologyKeys) > 0 && (nextPolicy == nil || len(nextPolicy.TopologyKeys) == 0) {
+		w.trackTopology(txn, ch, name, nil, nil) // no longer reads node labels
 	}
-	next = w.moveBackendAddrs(txn, ch, old, next)
-	if !hasRow(next) {
+	if next == nil {
+		if addrs := old.BackendAddrs(); len(addrs) > 0 {
+			w.keepOrphanAddrs(txn, ch, name, addrs)
+		}
+	} else {
+		next = w.moveBackendAddrs(txn, ch, old, next)
+	}
+	if next == nil || !hasRow(next) {
 		if old != nil {
 			_, _, err := w.t.services.Delete(txn, old)
 			ch.fail(err)
 			if ch.batched {
-				ch.remember(old.Name, nil)
+				ch.remember(name, nil)
 			}
 		}
 		return
