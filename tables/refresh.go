@@ -213,7 +213,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		}
 		if winner == nil {
 			if found {
-				ch.gone = append(ch.gone, goneRow{addr, cur})
+				ch.gone = append(ch.gone, goneRow{addr, cur, ch.at(cur.Service)}) // (the record claimant used last)
 			}
 			continue
 		}
@@ -229,7 +229,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		_, _, err := w.t.frontends.Delete(txn, d.row)
 		ch.fail(err)
 		if ch.jt != nil {
-			ch.stage(historyEntry{addr: d.addr, service: d.row.Service, causes: ch.causesOf(d.row.Service), old: d.row, deleted: true})
+			ch.stage(historyEntry{addr: d.addr, service: d.row.Service, causes: ch.causesAt(d.rec), old: d.row, deleted: true})
 		}
 	}
 
@@ -257,10 +257,13 @@ type decision struct {
 	row   *lb.Frontend
 }
 
-// goneRow is a frontend row a flush deletes, and its address.
+// goneRow is a frontend row a flush deletes, its address, and the
+// record of its service (whose causes the journal stages: found by index,
+// not by its name hashed again).
 type goneRow struct {
 	addr lb.L3n4Addr
 	row  *lb.Frontend
+	rec  int32
 }
 
 // claimants are the services a flush found claiming one address: nearly

@@ -97,7 +97,15 @@ func (ch *changes) refreshBecause(name lb.ServiceName, why causeSet) {
 
 // causesOf returns what caused a service's change in this call or batch.
 func (ch *changes) causesOf(name lb.ServiceName) causeSet {
-	if i, ok := ch.find(name); ok && ch.touched[i].refreshed {
+	if i, ok := ch.find(name); ok {
+		return ch.causesAt(i)
+	}
+	return causeSet{first: ch.cause}
+}
+
+// causesAt is causesOf for record i.
+func (ch *changes) causesAt(i int32) causeSet {
+	if ch.touched[i].refreshed {
 		return ch.touched[i].causes
 	}
 	return causeSet{first: ch.cause}
