@@ -56,6 +56,10 @@ type changes struct {
 	// releaseRows and upsertBackends (scratchAddrs).
 	mergedAddrs, scratchAddrs []lb.L3n4Addr
 	stale                     []*lb.Backend
+	// wroteRows are the backend rows upsertBackends wrote, by service
+	// (touched.wrote), and backendEpoch what invalidates them (wrote.go).
+	wroteRows    []*lb.Backend
+	backendEpoch uint32
 
 	// In a Batch (batched): the service rows the batch inserted, which
 	// no one outside the batch has seen yet, so that changeBackendAddrs
@@ -119,6 +123,11 @@ func (ch *changes) release() {
 	clear(ch.gone) // no table objects kept alive in the pool
 	ch.gone, ch.mergedAddrs, ch.order = ch.gone[:0], ch.mergedAddrs[:0], ch.order[:0]
 	ch.stale, ch.scratchAddrs = ch.stale[:0], ch.scratchAddrs[:0]
+	if cap(ch.wroteRows) > 4*maxPooledChanges {
+		ch.wroteRows = nil // a big change's: not kept in the pool
+	}
+	clear(ch.wroteRows) // no table objects kept alive in the pool
+	ch.wroteRows, ch.backendEpoch = ch.wroteRows[:0], 0
 	clear(ch.ownCands[:cap(ch.ownCands)]) // no table objects kept alive in the pool
 	clear(ch.redirectCands[:cap(ch.redirectCands)])
 	ch.ownCands, ch.redirectCands = ch.ownCands[:0], ch.redirectCands[:0]
@@ -399,7 +408,7 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, i int32) {
 	// backends it would have without the redirect are kept (Hidden).
 	var own, redirectCands []Candidate
 	var redirectRead bool
-	own = w.candidates(txn, name, svc.BackendAddrs(), ch.ownCands[:0], &ch.key)
+	own = w.rowCandidates(txn, ch, i, svc.BackendAddrs(), ch.ownCands[:0])
 	ch.ownCands = own
 	// Routes' candidates, by backend service, read on a route's first use.
 	var routeCands map[lb.ServiceName][]Candidate
@@ -490,9 +499,16 @@ func (w *Writer) candidates(txn statedb.ReadTxn, name lb.ServiceName, addrs []lb
 		if !found {
 			continue
 		}
-		if inst, ok := b.ForService(name); ok {
-			cands = append(cands, Candidate{Params: &inst.Params, Unhealthy: b.Unhealthy, Remote: inst.Params.Remote()})
-		}
+		cands = appendCandidate(cands, b, name)
+	}
+	return cands
+}
+
+// appendCandidate appends b's candidate for a service, if it has an
+// instance for it.
+func appendCandidate(cands []Candidate, b *lb.Backend, name lb.ServiceName) []Candidate {
+	if inst, ok := b.ForService(name); ok {
+		cands = append(cands, Candidate{Params: &inst.Params, Unhealthy: b.Unhealthy, Remote: inst.Params.Remote()})
 	}
 	return cands
 }

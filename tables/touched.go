@@ -27,6 +27,9 @@ type touched struct {
 	// addresses a Batch keeps aside for the service, which has no row.
 	orphans  []lb.L3n4Addr
 	orphaned bool
+	// wrote are the backend rows the service's last upsertBackends wrote
+	// (wrote.go).
+	wrote wroteRange
 }
 
 // find returns the index of name's record, if it has one.
@@ -46,7 +49,7 @@ func (ch *changes) at(name lb.ServiceName) int32 {
 	i, ok := ch.find(name)
 	if !ok {
 		i = int32(len(ch.touched))
-		ch.touched = append(ch.touched, touched{name: name})
+		ch.touched = append(ch.touched, touched{name: name, wrote: wroteRange{n: -1}})
 		ch.byName[name] = i
 		ch.last = i + 1
 	}

@@ -408,6 +408,7 @@ func (w *Writer) deleteInstancesWhere(txn statedb.WriteTxn, ch *changes, ours fu
 		}
 	}
 	removed := map[lb.ServiceName][]lb.L3n4Addr{}
+	ch.backendEpoch++ // instances of any service
 	for _, old := range backends {
 		for i := range old.Instances {
 			if ours(&old.Instances[i]) {
@@ -446,6 +447,7 @@ func (w *Writer) SetBackendVerdict(txn statedb.WriteTxn, addr lb.L3n4Addr, v lb.
 		return nil
 	}
 	ch := w.begin(txn)
+	ch.backendEpoch++ // Unhealthy of a row every service of it reads
 	w.putBackend(txn, ch, old.WithVerdict(v))
 	if old.Unhealthy != !v.Healthy {
 		for _, name := range old.Services() {
@@ -632,6 +634,7 @@ func (w *Writer) upsertBackends(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	added := ch.scratchAddrs[:0] // (not in use by releaseBackends meanwhile)
 	defer func() { ch.scratchAddrs = added[:0] }()
 	var blank lb.Backend // a new backend's row before its first instance
+	start := len(ch.wroteRows)
 	for _, params := range backends {
 		old, found := w.backendAt(txn, params.Address, &ch.key)
 		if !found {
@@ -643,9 +646,12 @@ func (w *Writer) upsertBackends(txn statedb.WriteTxn, ch *changes, name lb.Servi
 		if _, ok := old.ForService(name); !ok {
 			added = append(added, params.Address)
 		}
-		w.putBackend(txn, ch, old.WithInstance(lb.BackendInstance{Service: name, Source: src, Params: params.Clone()}))
+		row := old.WithInstance(lb.BackendInstance{Service: name, Source: src, Params: params.Clone()})
+		w.putBackend(txn, ch, row)
+		ch.wroteRows = append(ch.wroteRows, row)
 		changed = true
 	}
+	ch.noteWrote(name, start)
 	w.changeBackendAddrs(txn, ch, name, added, nil)
 	if changed {
 		w.backendsChanged(ch, name)
@@ -676,6 +682,9 @@ func (w *Writer) releaseRows(txn statedb.WriteTxn, ch *changes, name lb.ServiceN
 	removed := ch.scratchAddrs[:0]
 	defer func() { ch.scratchAddrs = removed[:0] }()
 	changed := false
+	if len(rows) > 0 {
+		ch.dropWrote(name)
+	}
 	for _, old := range rows {
 		addr := old.Address
 		changed = true
