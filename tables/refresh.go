@@ -28,10 +28,13 @@ type changes struct {
 	contenders []int32
 	backendsOf []int32
 	// addrs are the addresses whose owner flush decides again, in the
-	// order they were recorded (claim), addrSet the same as a set.
-	addrs   []lb.L3n4Addr
-	addrSet map[lb.L3n4Addr]struct{}
-	err     error
+	// order they were recorded (claim), addrSet the same as a set;
+	// claimers the record of the service whose call recorded each (the
+	// owner of its row, nearly always: flush finds it without a hash).
+	addrs    []lb.L3n4Addr
+	claimers []int32
+	addrSet  map[lb.L3n4Addr]struct{}
+	err      error
 
 	// History: the transaction that stages entries (nil: none kept) and
 	// the cause of the call under way (each service's causes are in its
@@ -72,11 +75,13 @@ type changes struct {
 	orphaned []int32
 }
 
-// claim records that flush decides again who owns addr.
-func (ch *changes) claim(addr lb.L3n4Addr) {
+// claim records that flush decides again who owns addr, which the
+// service of record i declares or declared.
+func (ch *changes) claim(addr lb.L3n4Addr, i int32) {
 	if _, ok := ch.addrSet[addr]; !ok {
 		ch.addrSet[addr] = struct{}{}
 		ch.addrs = append(ch.addrs, addr)
+		ch.claimers = append(ch.claimers, i)
 	}
 }
 
@@ -114,7 +119,7 @@ func (ch *changes) release() {
 	ch.touched, ch.last = ch.touched[:0], 0
 	ch.contenders, ch.backendsOf = ch.contenders[:0], ch.backendsOf[:0]
 	clear(ch.addrSet)
-	ch.addrs = ch.addrs[:0]
+	ch.addrs, ch.claimers = ch.addrs[:0], ch.claimers[:0]
 	clear(ch.owners)
 	clear(ch.claimedBy)
 	clear(ch.fresh)
@@ -204,12 +209,16 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		}
 	}
 	conflicts := len(ch.addrs) > 0 && w.anyService(txn, &w.seenConflict, ServiceByConflict.QueryFromKey(nil))
-	for _, addr := range ch.addrs {
+	for k, addr := range ch.addrs {
 		var winner *lb.Service
 		cur, found := w.frontendAt(txn, addr, &ch.key)
+		var rec int32 // the record of cur's service
 		if found {
-			ch.contend(cur.Service)
-			winner = w.claimant(txn, ch, addr, cur.Service, winner)
+			if rec = ch.claimers[k]; ch.name(rec) != cur.Service {
+				rec = ch.at(cur.Service)
+			}
+			ch.contendAt(rec)
+			winner = w.claimantAt(txn, ch, addr, rec, winner)
 		}
 		if conflicts {
 			winner = w.conflictClaimants(txn, ch, addr, winner)
@@ -222,7 +231,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		}
 		if winner == nil {
 			if found {
-				ch.gone = append(ch.gone, goneRow{addr, cur, ch.at(cur.Service)}) // (the record claimant used last)
+				ch.gone = append(ch.gone, goneRow{addr, cur, rec})
 			}
 			continue
 		}
@@ -303,17 +312,29 @@ func (w *Writer) conflictClaimants(txn statedb.ReadTxn, ch *changes, addr lb.L3n
 // claimant returns the better of winner and service name, if name claims
 // addr, and records name as a contender.
 func (w *Writer) claimant(txn statedb.ReadTxn, ch *changes, addr lb.L3n4Addr, name lb.ServiceName, winner *lb.Service) *lb.Service {
-	s, found := w.flushService(txn, ch, name)
+	return w.claimantAt(txn, ch, addr, ch.at(name), winner)
+}
+
+// claimantAt is claimant for the service of record i.
+func (w *Writer) claimantAt(txn statedb.ReadTxn, ch *changes, addr lb.L3n4Addr, i int32, winner *lb.Service) *lb.Service {
+	s, found := w.rowOf(txn, ch, i)
 	if !found || !claims(s, addr) {
 		return winner
 	}
-	return better(ch, addr, s, winner)
+	ch.contendAt(i)
+	return outranking(addr, s, winner)
 }
 
 // better records claimant s as a contender and returns the better claimant
 // of addr of s and winner.
 func better(ch *changes, addr lb.L3n4Addr, s, winner *lb.Service) *lb.Service {
 	ch.contend(s.Name)
+	return outranking(addr, s, winner)
+}
+
+// outranking returns the better claimant of addr of s and winner (nil:
+// none yet).
+func outranking(addr lb.L3n4Addr, s, winner *lb.Service) *lb.Service {
 	if winner == nil || outranks(s, winner, addr) {
 		return s
 	}

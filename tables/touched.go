@@ -64,8 +64,10 @@ func (ch *changes) remember(name lb.ServiceName, s *lb.Service) {
 
 // contend records a service as a contender: its conflicts are brought up
 // to date, and the addresses it claims decided with it.
-func (ch *changes) contend(name lb.ServiceName) {
-	i := ch.at(name)
+func (ch *changes) contend(name lb.ServiceName) { ch.contendAt(ch.at(name)) }
+
+// contendAt is contend for record i.
+func (ch *changes) contendAt(i int32) {
 	if t := &ch.touched[i]; !t.contender {
 		t.contender = true
 		ch.contenders = append(ch.contenders, i)

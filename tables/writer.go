@@ -735,10 +735,11 @@ func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Ser
 	if next != nil {
 		name, nextPolicy = next.Name, next.Policy()
 	}
+	rec := ch.at(name)
 	for _, p := range []*lb.ServiceParams{oldPolicy, nextPolicy} {
 		if p != nil {
 			for _, fe := range p.Frontends {
-				ch.claim(fe.Address)
+				ch.claim(fe.Address, rec)
 			}
 		}
 	}
