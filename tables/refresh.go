@@ -28,10 +28,13 @@ type changes struct {
 	contenders []int32
 	backendsOf []int32
 	// addrs are the addresses whose owner flush decides again, in the
-	// order they were recorded (claim), addrSet the same as a set.
-	addrs   []lb.L3n4Addr
-	addrSet map[lb.L3n4Addr]struct{}
-	err     error
+	// order they were recorded (claim), addrSet the same as a set;
+	// claimers the record of the service whose call recorded each (the
+	// owner of its row, nearly always: flush finds it without a hash).
+	addrs    []lb.L3n4Addr
+	claimers []int32
+	addrSet  map[lb.L3n4Addr]struct{}
+	err      error
 
 	// History: the transaction that stages entries (nil: none kept) and
 	// the cause of the call under way (each service's causes are in its
@@ -56,6 +59,10 @@ type changes struct {
 	// releaseRows and upsertBackends (scratchAddrs).
 	mergedAddrs, scratchAddrs []lb.L3n4Addr
 	stale                     []*lb.Backend
+	// wroteRows are the backend rows upsertBackends wrote, by service
+	// (touched.wrote), and backendEpoch what invalidates them (wrote.go).
+	wroteRows    []*lb.Backend
+	backendEpoch uint32
 
 	// In a Batch (batched): the service rows the batch inserted, which
 	// no one outside the batch has seen yet, so that changeBackendAddrs
@@ -68,11 +75,13 @@ type changes struct {
 	orphaned []int32
 }
 
-// claim records that flush decides again who owns addr.
-func (ch *changes) claim(addr lb.L3n4Addr) {
+// claim records that flush decides again who owns addr, which the
+// service of record i declares or declared.
+func (ch *changes) claim(addr lb.L3n4Addr, i int32) {
 	if _, ok := ch.addrSet[addr]; !ok {
 		ch.addrSet[addr] = struct{}{}
 		ch.addrs = append(ch.addrs, addr)
+		ch.claimers = append(ch.claimers, i)
 	}
 }
 
@@ -110,7 +119,7 @@ func (ch *changes) release() {
 	ch.touched, ch.last = ch.touched[:0], 0
 	ch.contenders, ch.backendsOf = ch.contenders[:0], ch.backendsOf[:0]
 	clear(ch.addrSet)
-	ch.addrs = ch.addrs[:0]
+	ch.addrs, ch.claimers = ch.addrs[:0], ch.claimers[:0]
 	clear(ch.owners)
 	clear(ch.claimedBy)
 	clear(ch.fresh)
@@ -119,6 +128,11 @@ func (ch *changes) release() {
 	clear(ch.gone) // no table objects kept alive in the pool
 	ch.gone, ch.mergedAddrs, ch.order = ch.gone[:0], ch.mergedAddrs[:0], ch.order[:0]
 	ch.stale, ch.scratchAddrs = ch.stale[:0], ch.scratchAddrs[:0]
+	if cap(ch.wroteRows) > 4*maxPooledChanges {
+		ch.wroteRows = nil // a big change's: not kept in the pool
+	}
+	clear(ch.wroteRows) // no table objects kept alive in the pool
+	ch.wroteRows, ch.backendEpoch = ch.wroteRows[:0], 0
 	clear(ch.ownCands[:cap(ch.ownCands)]) // no table objects kept alive in the pool
 	clear(ch.redirectCands[:cap(ch.redirectCands)])
 	ch.ownCands, ch.redirectCands = ch.ownCands[:0], ch.redirectCands[:0]
@@ -195,12 +209,16 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		}
 	}
 	conflicts := len(ch.addrs) > 0 && w.anyService(txn, &w.seenConflict, ServiceByConflict.QueryFromKey(nil))
-	for _, addr := range ch.addrs {
+	for k, addr := range ch.addrs {
 		var winner *lb.Service
 		cur, found := w.frontendAt(txn, addr, &ch.key)
+		var rec int32 // the record of cur's service
 		if found {
-			ch.contend(cur.Service)
-			winner = w.claimant(txn, ch, addr, cur.Service, winner)
+			if rec = ch.claimers[k]; ch.name(rec) != cur.Service {
+				rec = ch.at(cur.Service)
+			}
+			ch.contendAt(rec)
+			winner = w.claimantAt(txn, ch, addr, rec, winner)
 		}
 		if conflicts {
 			winner = w.conflictClaimants(txn, ch, addr, winner)
@@ -213,7 +231,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		}
 		if winner == nil {
 			if found {
-				ch.gone = append(ch.gone, goneRow{addr, cur})
+				ch.gone = append(ch.gone, goneRow{addr, cur, rec})
 			}
 			continue
 		}
@@ -229,7 +247,7 @@ func (w *Writer) flush(txn statedb.WriteTxn, ch *changes) error {
 		_, _, err := w.t.frontends.Delete(txn, d.row)
 		ch.fail(err)
 		if ch.jt != nil {
-			ch.stage(historyEntry{addr: d.addr, service: d.row.Service, causes: ch.causesOf(d.row.Service), old: d.row, deleted: true})
+			ch.stage(historyEntry{addr: d.addr, service: d.row.Service, causes: ch.causesAt(d.rec), old: d.row, deleted: true})
 		}
 	}
 
@@ -257,10 +275,13 @@ type decision struct {
 	row   *lb.Frontend
 }
 
-// goneRow is a frontend row a flush deletes, and its address.
+// goneRow is a frontend row a flush deletes, its address, and the
+// record of its service (whose causes the journal stages: found by index,
+// not by its name hashed again).
 type goneRow struct {
 	addr lb.L3n4Addr
 	row  *lb.Frontend
+	rec  int32
 }
 
 // claimants are the services a flush found claiming one address: nearly
@@ -291,17 +312,29 @@ func (w *Writer) conflictClaimants(txn statedb.ReadTxn, ch *changes, addr lb.L3n
 // claimant returns the better of winner and service name, if name claims
 // addr, and records name as a contender.
 func (w *Writer) claimant(txn statedb.ReadTxn, ch *changes, addr lb.L3n4Addr, name lb.ServiceName, winner *lb.Service) *lb.Service {
-	s, found := w.flushService(txn, ch, name)
+	return w.claimantAt(txn, ch, addr, ch.at(name), winner)
+}
+
+// claimantAt is claimant for the service of record i.
+func (w *Writer) claimantAt(txn statedb.ReadTxn, ch *changes, addr lb.L3n4Addr, i int32, winner *lb.Service) *lb.Service {
+	s, found := w.rowOf(txn, ch, i)
 	if !found || !claims(s, addr) {
 		return winner
 	}
-	return better(ch, addr, s, winner)
+	ch.contendAt(i)
+	return outranking(addr, s, winner)
 }
 
 // better records claimant s as a contender and returns the better claimant
 // of addr of s and winner.
 func better(ch *changes, addr lb.L3n4Addr, s, winner *lb.Service) *lb.Service {
 	ch.contend(s.Name)
+	return outranking(addr, s, winner)
+}
+
+// outranking returns the better claimant of addr of s and winner (nil:
+// none yet).
+func outranking(addr lb.L3n4Addr, s, winner *lb.Service) *lb.Service {
 	if winner == nil || outranks(s, winner, addr) {
 		return s
 	}
@@ -396,7 +429,7 @@ func (w *Writer) refreshService(txn statedb.WriteTxn, ch *changes, i int32) {
 	// backends it would have without the redirect are kept (Hidden).
 	var own, redirectCands []Candidate
 	var redirectRead bool
-	own = w.candidates(txn, name, svc.BackendAddrs(), ch.ownCands[:0], &ch.key)
+	own = w.rowCandidates(txn, ch, i, svc.BackendAddrs(), ch.ownCands[:0])
 	ch.ownCands = own
 	// Routes' candidates, by backend service, read on a route's first use.
 	var routeCands map[lb.ServiceName][]Candidate
@@ -487,9 +520,16 @@ func (w *Writer) candidates(txn statedb.ReadTxn, name lb.ServiceName, addrs []lb
 		if !found {
 			continue
 		}
-		if inst, ok := b.ForService(name); ok {
-			cands = append(cands, Candidate{Params: &inst.Params, Unhealthy: b.Unhealthy, Remote: inst.Params.Remote()})
-		}
+		cands = appendCandidate(cands, b, name)
+	}
+	return cands
+}
+
+// appendCandidate appends b's candidate for a service, if it has an
+// instance for it.
+func appendCandidate(cands []Candidate, b *lb.Backend, name lb.ServiceName) []Candidate {
+	if inst, ok := b.ForService(name); ok {
+		cands = append(cands, Candidate{Params: &inst.Params, Unhealthy: b.Unhealthy, Remote: inst.Params.Remote()})
 	}
 	return cands
 }

@@ -27,6 +27,9 @@ type touched struct {
 	// addresses a Batch keeps aside for the service, which has no row.
 	orphans  []lb.L3n4Addr
 	orphaned bool
+	// wrote are the backend rows the service's last upsertBackends wrote
+	// (wrote.go).
+	wrote wroteRange
 }
 
 // find returns the index of name's record, if it has one.
@@ -46,7 +49,7 @@ func (ch *changes) at(name lb.ServiceName) int32 {
 	i, ok := ch.find(name)
 	if !ok {
 		i = int32(len(ch.touched))
-		ch.touched = append(ch.touched, touched{name: name})
+		ch.touched = append(ch.touched, touched{name: name, wrote: wroteRange{n: -1}})
 		ch.byName[name] = i
 		ch.last = i + 1
 	}
@@ -61,8 +64,10 @@ func (ch *changes) remember(name lb.ServiceName, s *lb.Service) {
 
 // contend records a service as a contender: its conflicts are brought up
 // to date, and the addresses it claims decided with it.
-func (ch *changes) contend(name lb.ServiceName) {
-	i := ch.at(name)
+func (ch *changes) contend(name lb.ServiceName) { ch.contendAt(ch.at(name)) }
+
+// contendAt is contend for record i.
+func (ch *changes) contendAt(i int32) {
 	if t := &ch.touched[i]; !t.contender {
 		t.contender = true
 		ch.contenders = append(ch.contenders, i)
@@ -97,7 +102,15 @@ func (ch *changes) refreshBecause(name lb.ServiceName, why causeSet) {
 
 // causesOf returns what caused a service's change in this call or batch.
 func (ch *changes) causesOf(name lb.ServiceName) causeSet {
-	if i, ok := ch.find(name); ok && ch.touched[i].refreshed {
+	if i, ok := ch.find(name); ok {
+		return ch.causesAt(i)
+	}
+	return causeSet{first: ch.cause}
+}
+
+// causesAt is causesOf for record i.
+func (ch *changes) causesAt(i int32) causeSet {
+	if ch.touched[i].refreshed {
 		return ch.touched[i].causes
 	}
 	return causeSet{first: ch.cause}

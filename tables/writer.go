@@ -260,8 +260,12 @@ func (w *Writer) DeleteService(txn statedb.WriteTxn, name lb.ServiceName, src lb
 	if !found || !declares(old, src) {
 		return nil
 	}
+	var next *lb.Service // nil: nothing is left of the row, and no copy of it is made to say so
+	if len(old.Params) > 1 || old.Overridden() {
+		next = old.WithoutSource(src)
+	}
 	ch := w.begin(txn)
-	w.putService(txn, ch, old, old.WithoutSource(src))
+	w.putService(txn, ch, old, next)
 	return w.end(txn, ch)
 }
 
@@ -404,6 +408,7 @@ func (w *Writer) deleteInstancesWhere(txn statedb.WriteTxn, ch *changes, ours fu
 		}
 	}
 	removed := map[lb.ServiceName][]lb.L3n4Addr{}
+	ch.backendEpoch++ // instances of any service
 	for _, old := range backends {
 		for i := range old.Instances {
 			if ours(&old.Instances[i]) {
@@ -442,6 +447,7 @@ func (w *Writer) SetBackendVerdict(txn statedb.WriteTxn, addr lb.L3n4Addr, v lb.
 		return nil
 	}
 	ch := w.begin(txn)
+	ch.backendEpoch++ // Unhealthy of a row every service of it reads
 	w.putBackend(txn, ch, old.WithVerdict(v))
 	if old.Unhealthy != !v.Healthy {
 		for _, name := range old.Services() {
@@ -628,6 +634,7 @@ func (w *Writer) upsertBackends(txn statedb.WriteTxn, ch *changes, name lb.Servi
 	added := ch.scratchAddrs[:0] // (not in use by releaseBackends meanwhile)
 	defer func() { ch.scratchAddrs = added[:0] }()
 	var blank lb.Backend // a new backend's row before its first instance
+	start := len(ch.wroteRows)
 	for _, params := range backends {
 		old, found := w.backendAt(txn, params.Address, &ch.key)
 		if !found {
@@ -639,9 +646,12 @@ func (w *Writer) upsertBackends(txn statedb.WriteTxn, ch *changes, name lb.Servi
 		if _, ok := old.ForService(name); !ok {
 			added = append(added, params.Address)
 		}
-		w.putBackend(txn, ch, old.WithInstance(lb.BackendInstance{Service: name, Source: src, Params: params.Clone()}))
+		row := old.WithInstance(lb.BackendInstance{Service: name, Source: src, Params: params.Clone()})
+		w.putBackend(txn, ch, row)
+		ch.wroteRows = append(ch.wroteRows, row)
 		changed = true
 	}
+	ch.noteWrote(name, start)
 	w.changeBackendAddrs(txn, ch, name, added, nil)
 	if changed {
 		w.backendsChanged(ch, name)
@@ -672,6 +682,9 @@ func (w *Writer) releaseRows(txn statedb.WriteTxn, ch *changes, name lb.ServiceN
 	removed := ch.scratchAddrs[:0]
 	defer func() { ch.scratchAddrs = removed[:0] }()
 	changed := false
+	if len(rows) > 0 {
+		ch.dropWrote(name)
+	}
 	for _, old := range rows {
 		addr := old.Address
 		changed = true
@@ -708,33 +721,46 @@ func (w *Writer) putBackend(txn statedb.WriteTxn, ch *changes, b *lb.Backend) {
 
 // putService replaces old with next (deleting it when nothing is left of
 // it) and records what the change affects. old is nil when the service
-// has no row.
+// has no row; next is nil when nothing is left of old (a deleted
+// declaration: its backend addresses stay aside, as a next without a row
+// would leave them).
 func (w *Writer) putService(txn statedb.WriteTxn, ch *changes, old, next *lb.Service) {
-	var oldPolicy *lb.ServiceParams
+	var (
+		name                  lb.ServiceName
+		oldPolicy, nextPolicy *lb.ServiceParams
+	)
 	if old != nil {
-		oldPolicy = old.Policy()
+		name, oldPolicy = old.Name, old.Policy()
 	}
-	for _, p := range []*lb.ServiceParams{oldPolicy, next.Policy()} {
+	if next != nil {
+		name, nextPolicy = next.Name, next.Policy()
+	}
+	rec := ch.at(name)
+	for _, p := range []*lb.ServiceParams{oldPolicy, nextPolicy} {
 		if p != nil {
 			for _, fe := range p.Frontends {
-				ch.claim(fe.Address)
+				ch.claim(fe.Address, rec)
 			}
 		}
 	}
-	ch.refresh(next.Name)
-	ch.contend(next.Name)
-	if oldPolicy != nil && len(oldPolicy.TopologyKeys) > 0 {
-		if q := next.Policy(); q == nil || len(q.TopologyKeys) == 0 {
-			w.trackTopology(txn, ch, next.Name, nil, nil) // no longer reads node labels
-		}
+	ch.refresh(name)
+	ch.contend(name)
+	if oldPolicy != nil && len(oldPolicy.TopologyKeys) > 0 && (nextPolicy == nil || len(nextPolicy.TopologyKeys) == 0) {
+		w.trackTopology(txn, ch, name, nil, nil) // no longer reads node labels
 	}
-	next = w.moveBackendAddrs(txn, ch, old, next)
-	if !hasRow(next) {
+	if next == nil {
+		if addrs := old.BackendAddrs(); len(addrs) > 0 {
+			w.keepOrphanAddrs(txn, ch, name, addrs)
+		}
+	} else {
+		next = w.moveBackendAddrs(txn, ch, old, next)
+	}
+	if next == nil || !hasRow(next) {
 		if old != nil {
 			_, _, err := w.t.services.Delete(txn, old)
 			ch.fail(err)
 			if ch.batched {
-				ch.remember(old.Name, nil)
+				ch.remember(name, nil)
 			}
 		}
 		return
