@@ -304,16 +304,23 @@ static __always_inline __u32 lb_slot_backend(const struct lb_service_key *key, c
 	}
 	k = *key;
 	k.slot = slot;
-	v = bpf_map_lookup_elem(&lb_services, &k);
-	if (!v) /* perhaps a lookup that raced a rewrite (lb_read_master): once more */
+	/*
+	 * backend_id and rev_nat_id in one load. A lookup that raced a
+	 * rewrite of the entry may find nothing, and the element it found
+	 * may already hold another key's entry: one of another frontend,
+	 * or a master (backend_id 0), since a freed element goes to the next
+	 * insert at once (lb_read_master). Either way the slot's entry is
+	 * another element now: look again, LB_MASTER_TRIES times in all.
+	 */
+	for (__u32 i = 0; i < LB_MASTER_TRIES; i++) {
 		v = bpf_map_lookup_elem(&lb_services, &k);
-	if (!v)
-		return 0;
-	/* backend_id and rev_nat_id in one load: an element reused for
-	 * another key (lb_read_master) names another frontend, or is a
-	 * master, whose backend_id is 0. */
-	pair = LB_READ_ONCE_U64(*(__u64 *)v);
-	return (__u32)(pair >> 32) == m->rev_nat_id ? (__u32)pair : 0;
+		if (!v)
+			continue;
+		pair = LB_READ_ONCE_U64(*(__u64 *)v);
+		if ((__u32)(pair >> 32) == m->rev_nat_id && (__u32)pair != 0)
+			return (__u32)pair;
+	}
+	return 0;
 }
 
 /* lb_slot_scan is the state of a search of a frontend's slots. */
