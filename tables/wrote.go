@@ -31,8 +31,14 @@ type wroteRange struct {
 }
 
 // noteWrote records that upsertBackends for a service wrote
-// ch.wroteRows[start:].
+// ch.wroteRows[start:]. A call that wrote nothing makes the service no
+// record (a source listing its world again makes thousands of them in a
+// batch).
 func (ch *changes) noteWrote(name lb.ServiceName, start int) {
+	if start == len(ch.wroteRows) {
+		ch.dropWrote(name)
+		return
+	}
 	t := &ch.touched[ch.at(name)]
 	t.wrote = wroteRange{at: int32(start), n: int32(len(ch.wroteRows) - start), epoch: ch.backendEpoch}
 }

@@ -87,3 +87,30 @@ func TestBatchSelectsFromRowsChangedAfterTheServiceCall(t *testing.T) {
 		})
 	}
 }
+
+// An UpsertBackends that changes nothing (a source listing its world
+// again) leaves no record of its service in a Batch. Once each such call
+// made its service a record to keep its (empty) set of written rows, a
+// batch of 5,000 of them took 3.6 ms and 3.2 MB instead of 0.8 ms and
+// 1.5 KB: the records outgrew what the pool keeps, and were made anew
+// every batch.
+func TestBatchKeepsNoRecordOfAnUpsertThatChangesNothing(t *testing.T) {
+	w := newTestWriter(t)
+	name := lb.NewServiceName("ns", "web")
+	be := lb.BackendParams{Address: lb.MustParseL3n4Addr("11.0.0.1:8080/TCP"), Weight: 1}
+	mustWrite(t, w, func(txn statedb.WriteTxn) error { return w.UpsertBackends(txn, name, lb.SourceK8s, be) })
+	txn := w.WriteTxn()
+	defer txn.Abort()
+	err := w.Batch(txn, func() error {
+		if err := w.UpsertBackends(txn, name, lb.SourceK8s, be); err != nil {
+			return err
+		}
+		if _, found := w.batch.Load().ch.find(name); found {
+			t.Errorf("an UpsertBackends of %s that changed nothing made it a record in the batch", name)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
