@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
@@ -222,11 +223,28 @@ func TestSocketLBClosedSocketsLeaveNoSocketConntrackEntries(t *testing.T) {
 			t.Fatalf("a socket showed %q, not its frontend", l)
 		}
 	}
-	if n, err := bpf.Count(s.maps.SockConntrack); err != nil || n != 0 {
+	// The client has exited, but a socket is released (and its entry
+	// deleted) when its file's last reference goes, which another task
+	// holding the exited client's files (a reader of /proc/PID/fd) may
+	// drop a moment later: poll, with a deadline.
+	if n, err := sockEntriesSettle(s, 0); err != nil || n != 0 {
 		t.Errorf("after 80 connected sockets closed, lb_sock_ct holds %d entries (%v), want 0", n, err)
 	}
 	bpftest.RunClient(t, s.cg, s.ns, "udp 10.96.0.10:53 3")
-	if n, err := bpf.Count(s.maps.SockConntrack); err != nil || n != 6 {
+	if n, err := sockEntriesSettle(s, 6); err != nil || n != 6 {
 		t.Errorf("after 3 unconnected UDP sockets, lb_sock_ct holds %d entries (%v), want 6 (a pair each)", n, err)
+	}
+}
+
+// sockEntriesSettle counts lb_sock_ct's entries until there are want,
+// for at most 5 s, and returns the last count.
+func sockEntriesSettle(s *sockSetup, want int) (int, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := bpf.Count(s.maps.SockConntrack)
+		if err != nil || n == want || time.Now().After(deadline) {
+			return n, err
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
