@@ -77,6 +77,39 @@ func onCPU(t *testing.T, cpu int, fn func()) {
 	fn()
 }
 
+// raceOnTwoCPUs calls write(0), write(1), ... on cpus[0] while read(0),
+// read(1), ... runs on cpus[1] for 3 s (or until read says stop), and
+// returns write's first error.
+func raceOnTwoCPUs(t *testing.T, cpus []int, write func(i int) error, read func(i int) (more bool)) error {
+	var (
+		wg       sync.WaitGroup
+		stop     = make(chan struct{})
+		writeErr error
+	)
+	wg.Go(func() {
+		onCPU(t, cpus[0], func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if writeErr = write(i); writeErr != nil {
+					return
+				}
+			}
+		})
+	})
+	deadline := time.Now().Add(3 * time.Second)
+	onCPU(t, cpus[1], func() {
+		for i := 0; time.Now().Before(deadline) && read(i); i++ {
+		}
+	})
+	close(stop)
+	wg.Wait()
+	return writeErr
+}
+
 // The kernel hands a freed lb_services element to the next insert on its
 // CPU (Linux 6.1+), for any key: here A's master is rewritten twice (the
 // second rewrite takes the element the first freed, for A's other
@@ -103,58 +136,37 @@ func TestTCNeverBalancesOnACopyOfAMasterReusedUnderIt(t *testing.T) {
 	prog := d.Program("lb_bench_new")
 
 	const runs = 1 << 16 // new flows per BPF_PROG_TEST_RUN
-	var (
-		wg              sync.WaitGroup
-		stop            = make(chan struct{})
-		writes, batches int
-		writeErr        error
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		onCPU(t, cpus[0], func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				ops := []func() error{
-					// A twice: the second rewrite takes the element
-					// the first freed, for A's other master.
-					func() error { return h.maps.Services.Update(keyA, a[0]) },
-					func() error { return h.maps.Services.Update(keyA, a[1]) },
-					// B: takes the element A's last rewrite freed.
-					func() error { return h.maps.Services.Update(keyB, b[i%2]) },
-				}
-				if i%8 == 0 { // B deleted and inserted again: its element freed, then one taken
-					ops = append(ops, func() error { return h.maps.Services.Delete(keyB) },
-						func() error { return h.maps.Services.Update(keyB, b[0]) })
-				}
-				for _, op := range ops {
-					if err := op(); err != nil {
-						writeErr = err
-						return
-					}
-					writes++
-				}
-			}
-		})
-	}()
-	deadline := time.Now().Add(3 * time.Second)
-	onCPU(t, cpus[1], func() {
-		for time.Now().Before(deadline) {
-			if _, _, err := prog.Benchmark(pkt, runs, nil); err != nil {
-				t.Error(err)
-				return
-			}
-			batches++
+	var writes, batches int
+	err = raceOnTwoCPUs(t, cpus, func(i int) error {
+		ops := []func() error{
+			// A twice: the second rewrite takes the element
+			// the first freed, for A's other master.
+			func() error { return h.maps.Services.Update(keyA, a[0]) },
+			func() error { return h.maps.Services.Update(keyA, a[1]) },
+			// B: takes the element A's last rewrite freed.
+			func() error { return h.maps.Services.Update(keyB, b[i%2]) },
 		}
+		if i%8 == 0 { // B deleted and inserted again: its element freed, then one taken
+			ops = append(ops, func() error { return h.maps.Services.Delete(keyB) },
+				func() error { return h.maps.Services.Update(keyB, b[0]) })
+		}
+		for _, op := range ops {
+			if err := op(); err != nil {
+				return err
+			}
+			writes++
+		}
+		return nil
+	}, func(int) bool {
+		if _, _, err := prog.Benchmark(pkt, runs, nil); err != nil {
+			t.Error(err)
+			return false
+		}
+		batches++
+		return true
 	})
-	close(stop)
-	wg.Wait()
-	if writeErr != nil {
-		t.Fatal(writeErr)
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	var flows uint64

@@ -2,9 +2,7 @@ package bpf_test
 
 import (
 	"fmt"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/lbstate/lbstate/bpf"
 	"github.com/lbstate/lbstate/bpf/bpftest"
@@ -69,44 +67,21 @@ func rewriteRace(t *testing.T, n, slots int, rewrite func(i int, m bpf.Map[bpf.S
 	prog := d.Program("lb_bench_new")
 
 	const runs = 1 << 12 // new flows per BPF_PROG_TEST_RUN
-	var (
-		wg       sync.WaitGroup
-		stop     = make(chan struct{})
-		writeErr error
-		total    uint64
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		onCPU(t, cpus[0], func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if writeErr = rewrite(i, h.maps.Services, keys, vals); writeErr != nil {
-					return
-				}
-			}
-		})
-	}()
-	deadline := time.Now().Add(3 * time.Second)
-	onCPU(t, cpus[1], func() {
-		for i := 0; time.Now().Before(deadline); i++ {
-			// A batch interrupted by a signal runs again whole (reset):
-			// total then counts fewer flows than ran, never more.
-			if _, _, err := prog.Benchmark(pkts[i%n], runs, func() { t.Log("a batch ran again after a signal") }); err != nil {
-				t.Error(err)
-				return
-			}
-			total += runs
+	var total uint64
+	err = raceOnTwoCPUs(t, cpus, func(i int) error {
+		return rewrite(i, h.maps.Services, keys, vals)
+	}, func(i int) bool {
+		// A batch interrupted by a signal runs again whole (reset):
+		// total then counts fewer flows than ran, never more.
+		if _, _, err := prog.Benchmark(pkts[i%n], runs, func() { t.Log("a batch ran again after a signal") }); err != nil {
+			t.Error(err)
+			return false
 		}
+		total += runs
+		return true
 	})
-	close(stop)
-	wg.Wait()
-	if writeErr != nil {
-		t.Fatal(writeErr)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return h, total
 }
