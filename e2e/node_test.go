@@ -29,6 +29,7 @@ type node struct {
 	client   *bpftest.Netns
 	cg       string
 	pods     int // pods made so far (their addresses and interfaces)
+	udpPorts int // the next UDP source port of answers (takeUDPPorts)
 	// agent is the agent last started for the node; diagnosed says that
 	// a failure's state was written (diagnose_test.go).
 	agent     *agent

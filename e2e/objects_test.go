@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -152,16 +153,26 @@ var webSlicePorts = []discoveryv1.EndpointPort{
 // answers runs the client script line from the client pod (tc), from
 // the node's test cgroup (socket LB) or from the external host, checks
 // that every exchange saw peer as its peer, and counts who answered.
+//
+// A UDP line's sockets get source ports that no earlier line on the node
+// used, so that each datagram starts a new flow: one from a port an
+// earlier line's socket had, within the UDP conntrack timeout, would
+// continue that flow and keep its backend while the backend is in the
+// maps (docs/datapath.md), whatever changed since.
 func answers(t testing.TB, from client, line, peer string) map[string]int {
 	t.Helper()
+	script := []string{line}
+	if strings.HasPrefix(line, "udp") {
+		script = []string{"ports " + strconv.Itoa(from.n.takeUDPPorts(line)), line}
+	}
 	var lines []string
 	switch from.kind {
 	case viaCgroup:
-		lines = bpftest.RunClient(t, from.n.cg, from.n.ns, line)
+		lines = bpftest.RunClient(t, from.n.cg, from.n.ns, script...)
 	case viaClientPod:
-		lines = bpftest.RunClient(t, "", from.n.client, line)
+		lines = bpftest.RunClient(t, "", from.n.client, script...)
 	case viaExternal:
-		lines = bpftest.RunClient(t, "", from.n.external, line)
+		lines = bpftest.RunClient(t, "", from.n.external, script...)
 	}
 	counts := map[string]int{}
 	for _, l := range lines {
@@ -176,6 +187,27 @@ func answers(t testing.TB, from client, line, peer string) map[string]int {
 		counts[name]++
 	}
 	return counts
+}
+
+// UDP source ports answers hands out, below the ephemeral range.
+const firstUDPPort, lastUDPPort = 20000, 29999
+
+// takeUDPPorts returns the first of as many source ports as the UDP
+// client line (its last field the count of sockets) needs, none handed
+// out before on n.
+func (n *node) takeUDPPorts(line string) int {
+	n.t.Helper()
+	fields := strings.Fields(line)
+	count, err := strconv.Atoi(fields[len(fields)-1])
+	if err != nil {
+		n.t.Fatalf("client line %q: its last field is not a count", line)
+	}
+	first := max(n.udpPorts, firstUDPPort)
+	if first+count-1 > lastUDPPort {
+		n.t.Fatalf("node %s: no more UDP source ports for %q", n.name, line)
+	}
+	n.udpPorts = first + count
+	return first
 }
 
 // client is where a scenario's connections come from.

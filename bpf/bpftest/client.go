@@ -39,6 +39,9 @@ const clientEnv = "LBSTATE_TEST_CLIENT"
 //	udp ADDR:PORT N      N sockets, each sending one datagram
 //	udp1 ADDR:PORT N     one socket sending N datagrams
 //	udpc ADDR:PORT N     N connected UDP sockets, each sending one
+//	ports P              the UDP sockets of the lines after it (udp,
+//	                     udp1, udpc) bind to source ports P, P+1, ...
+//	                     instead of ephemeral ones
 //	udpwait A1 A2        two connected UDP sockets, to A1 and A2, each
 //	                     exchanging a datagram; then the first waits (10
 //	                     s) for an error, printing "first ERROR" or "first
@@ -140,8 +143,9 @@ func MaybeClient() {
 		os.Exit(2)
 	}
 	out := bufio.NewWriter(os.Stdout)
+	var src udpSource
 	for _, line := range strings.Split(script, ";") {
-		if err := runClientLine(out, line); err != nil {
+		if err := runClientLine(out, line, &src); err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", line, err)
 			out.Flush()
 			os.Exit(1)
@@ -151,7 +155,27 @@ func MaybeClient() {
 	os.Exit(0)
 }
 
-func runClientLine(out *bufio.Writer, line string) error {
+// udpSource gives the source addresses of a client's UDP sockets: an
+// ephemeral port each, or, after a ports line, the next of its ports.
+type udpSource struct{ next int }
+
+func (s *udpSource) addr() *net.UDPAddr {
+	if s.next == 0 {
+		return nil
+	}
+	s.next++
+	return &net.UDPAddr{Port: s.next - 1}
+}
+
+func runClientLine(out *bufio.Writer, line string, src *udpSource) error {
+	if rest, ok := strings.CutPrefix(line, "ports "); ok {
+		p, err := strconv.Atoi(rest)
+		if err != nil || p <= 0 || p > math.MaxUint16 {
+			return fmt.Errorf("bad first port %q", rest)
+		}
+		src.next = p
+		return nil
+	}
 	if op, rest, _ := strings.Cut(line, " "); op == "connect" || op == "connecttcp" {
 		var a1, a2, cg1, cg2 string
 		var n int
@@ -222,7 +246,7 @@ func runClientLine(out *bufio.Writer, line string) error {
 			fmt.Fprintln(out, strings.TrimSpace(name), c.RemoteAddr())
 		case "udp", "udp1":
 			if one == nil {
-				if one, err = net.ListenUDP("udp", nil); err != nil {
+				if one, err = net.ListenUDP("udp", src.addr()); err != nil {
 					return err
 				}
 			}
@@ -242,7 +266,7 @@ func runClientLine(out *bufio.Writer, line string) error {
 			}
 			fmt.Fprintln(out, string(buf[:m]), from)
 		case "udpc":
-			c, err := net.DialUDP("udp", nil, dst)
+			c, err := net.DialUDP("udp", src.addr(), dst)
 			if err != nil {
 				return err
 			}
