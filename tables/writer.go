@@ -407,6 +407,9 @@ func (w *Writer) deleteInstancesWhere(txn statedb.WriteTxn, ch *changes, ours fu
 			backends = append(backends, b)
 		}
 	}
+	if len(backends) == 0 {
+		return // the batch's cached backend rows stay true
+	}
 	removed := map[lb.ServiceName][]lb.L3n4Addr{}
 	ch.backendEpoch++ // instances of any service
 	for _, old := range backends {
