@@ -120,6 +120,21 @@ func (m *memMap[K, V]) Delete(k K) error {
 	return nil
 }
 
+// LookupAndDelete deletes k and returns the value it held, in one step,
+// as a kernel map does.
+func (m *memMap[K, V]) LookupAndDelete(k K) (V, bool, error) {
+	if err := m.fail("delete"); err != nil {
+		var v V
+		return v, false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.entries[k]
+	delete(m.entries, k)
+	m.compactLocked()
+	return v, ok, nil
+}
+
 func (m *memMap[K, V]) BatchUpdate(ks []K, vs []V) error {
 	if len(ks) != len(vs) {
 		return fmt.Errorf("%s: batch update: %d keys but %d values", m.name, len(ks), len(vs))
