@@ -176,7 +176,7 @@ func collectConntrack(m *Maps, ct Map[CTKey, CTValue], remove bool) (CTCollectio
 		if held[k] {
 			continue
 		}
-		marked, err := createEntry(ct, k, CTValue{Dir: CTFlow, Expires: now - 1})
+		marked, err := CreateEntry(ct, k, CTValue{Dir: CTFlow, Expires: now - 1})
 		if err != nil {
 			return c, err
 		}

@@ -2,6 +2,7 @@ package bpf
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/cilium/ebpf"
 )
@@ -20,20 +21,13 @@ import (
 // untranslated and its next packet balanced anew). Here only a packet in
 // the microseconds between the delete and the write back misses the
 // entry. A map without LookupAndDelete (Linux before 5.14, or a
-// wrapper) is read, and each stale key deleted at once.
+// wrapper that does not pass it on) is read, and each stale key deleted
+// at once after its read; a write between the two is lost.
 func DeleteStale[K comparable, V any](m Map[K, V], keys []K, stale func(K, V) bool) (int, error) {
-	take, ok := m.(interface {
-		LookupAndDelete(K) (V, bool, error)
-	})
 	deleted := 0
 	for i, k := range keys {
-		if !ok {
-			n, err := deleteEachStale(m, keys[i:], stale)
-			return deleted + n, err
-		}
-		v, held, err := take.LookupAndDelete(k)
-		if errors.Is(err, ebpf.ErrNotSupported) {
-			ok = false
+		v, held, err := LookupAndDelete(m, k)
+		if errors.Is(err, errors.ErrUnsupported) || errors.Is(err, ebpf.ErrNotSupported) {
 			n, err := deleteEachStale(m, keys[i:], stale)
 			return deleted + n, err
 		}
@@ -47,11 +41,24 @@ func DeleteStale[K comparable, V any](m Map[K, V], keys []K, stale func(K, V) bo
 			deleted++
 			continue
 		}
-		if _, err := createEntry(m, k, v); err != nil {
+		if _, err := CreateEntry(m, k, v); err != nil {
 			return deleted, err
 		}
 	}
 	return deleted, nil
+}
+
+// LookupAndDelete deletes k from m in one step with the read of the value
+// it held, if m can (kernel maps, Linux 5.14+; in-memory maps; wrappers
+// that pass it on): else it returns errors.ErrUnsupported.
+func LookupAndDelete[K comparable, V any](m Map[K, V], k K) (V, bool, error) {
+	if d, ok := m.(interface {
+		LookupAndDelete(K) (V, bool, error)
+	}); ok {
+		return d.LookupAndDelete(k)
+	}
+	var v V
+	return v, false, fmt.Errorf("%s: lookup and delete: %w", m.Name(), errors.ErrUnsupported)
 }
 
 // deleteEachStale reads each key and deletes it at once if stale.
@@ -73,9 +80,9 @@ func deleteEachStale[K comparable, V any](m Map[K, V], keys []K, stale func(K, V
 	return deleted, nil
 }
 
-// createEntry adds k, v unless the map holds k: an entry the datapath
+// CreateEntry adds k, v unless the map holds k: an entry the datapath
 // wrote since stays. False if k was there.
-func createEntry[K comparable, V any](m Map[K, V], k K, v V) (bool, error) {
+func CreateEntry[K comparable, V any](m Map[K, V], k K, v V) (bool, error) {
 	if c, ok := m.(interface{ Create(K, V) error }); ok {
 		err := c.Create(k, v)
 		if errors.Is(err, ErrExists) {
