@@ -74,10 +74,9 @@ func (c CTCollection) Pressure() float64 {
 
 // CollectConntrack deletes the expired entries of a conntrack map
 // (m.Conntrack; the datapath cell leaves m.SockConntrack to its LRU) in
-// one walk. An entry that the
-// datapath renews between the walk and the deletion (a new flow on the
-// same tuple) is looked up again and kept: only entries still expired
-// then go. The clock is the datapath's (monotonic seconds): an entry is
+// one walk. An entry that the datapath renews after the walk (a new flow
+// on the same tuple) stays: each is deleted in one step with the read of
+// what it held, and written back if that was live (DeleteStale). The clock is the datapath's (monotonic seconds): an entry is
 // live through the second of its expiry and deleted after it (the
 // datapath's coarse clock may lag a tick behind a second's start, when
 // the entry is at the end of its life anyway).
@@ -154,19 +153,18 @@ func collectConntrack(m *Maps, ct Map[CTKey, CTValue], remove bool) (CTCollectio
 	}
 	gone := stale[:0]
 	for _, k := range stale {
-		if paired[k] {
-			continue // it holds the key of a client with two-entry flows
-		}
-		if v, ok, err := ct.Lookup(k); err != nil {
-			return c, err
-		} else if w, client := walked[k]; ok && expired(v) && (!client || v == w) {
+		if !paired[k] { // else it holds the key of a client with two-entry flows
 			gone = append(gone, k)
 		}
 	}
-	if err := ct.BatchDelete(gone); err != nil {
+	n, err := DeleteStale(ct, gone, func(k CTKey, v CTValue) bool {
+		w, client := walked[k]
+		return expired(v) && (!client || v == w)
+	})
+	c.Expired = n
+	if err != nil {
 		return c, err
 	}
-	c.Expired = len(gone)
 	if ports != nil {
 		n, err := ports.set(&clientPorts, &pairPorts)
 		c.Ports = n
@@ -178,7 +176,7 @@ func collectConntrack(m *Maps, ct Map[CTKey, CTValue], remove bool) (CTCollectio
 		if held[k] {
 			continue
 		}
-		marked, err := createCT(ct, k, CTValue{Dir: CTFlow, Expires: now - 1})
+		marked, err := CreateEntry(ct, k, CTValue{Dir: CTFlow, Expires: now - 1})
 		if err != nil {
 			return c, err
 		}
@@ -196,23 +194,6 @@ func ctClientOf(k CTKey, v CTValue) CTKey {
 		return CTKey{Src: k.Dst, SPort: k.DPort, Proto: k.Proto, Kind: CTClient}
 	}
 	return CTKey{Src: k.Src, SPort: k.SPort, Proto: k.Proto, Kind: CTClient}
-}
-
-// createCT adds k, v unless the map holds k: a new flow's entry, written
-// by the datapath since the walk, stays. False if k was there.
-func createCT(ct Map[CTKey, CTValue], k CTKey, v CTValue) (bool, error) {
-	if c, ok := ct.(interface{ Create(CTKey, CTValue) error }); ok {
-		err := c.Create(k, v)
-		if errors.Is(err, ErrExists) {
-			return false, nil
-		}
-		return err == nil, err
-	}
-	// A map only this process writes (in memory).
-	if _, ok, err := ct.Lookup(k); err != nil || ok {
-		return false, err
-	}
-	return true, ct.Update(k, v)
 }
 
 // ErrExists is what a create-only write returns for a key the map holds.

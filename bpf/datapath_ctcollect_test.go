@@ -9,20 +9,40 @@ import (
 	"github.com/lbstate/lbstate/lb"
 )
 
-// duringCollection is a conntrack map whose first Lookup, the
-// collector's second look at the entries its walk found expired, first
-// runs fn: the datapath writing between the walk and the deletion.
+// duringCollection is a conntrack map whose first Lookup or
+// LookupAndDelete, the collector's second look at the entries its walk
+// found expired, first runs fn: the datapath writing between the walk
+// and the deletion.
 type duringCollection struct {
 	bpf.Map[bpf.CTKey, bpf.CTValue]
 	fn func()
 }
 
 func (m *duringCollection) Lookup(k bpf.CTKey) (bpf.CTValue, bool, error) {
+	m.run()
+	return m.Map.Lookup(k)
+}
+
+// LookupAndDelete is the collector's deletion of an entry its walk found
+// expired (bpf.DeleteStale), which also reads it again.
+func (m *duringCollection) LookupAndDelete(k bpf.CTKey) (bpf.CTValue, bool, error) {
+	m.run()
+	return m.Map.(interface {
+		LookupAndDelete(bpf.CTKey) (bpf.CTValue, bool, error)
+	}).LookupAndDelete(k)
+}
+
+func (m *duringCollection) Create(k bpf.CTKey, v bpf.CTValue) error {
+	return m.Map.(interface {
+		Create(bpf.CTKey, bpf.CTValue) error
+	}).Create(k, v)
+}
+
+func (m *duringCollection) run() {
 	if m.fn != nil {
 		m.fn()
 		m.fn = nil
 	}
-	return m.Map.Lookup(k)
 }
 
 // A flow with two entries (IPv6 to a NodePort on the any-address) that a

@@ -193,8 +193,9 @@
 // direction's 5-tuple (NewCTKey; include/lb.h says when). Its entries
 // expire by TCP state (CTTimeouts, LoadDatapathOptions), and
 // CollectConntrack deletes the expired ones (the datapath cell runs it
-// periodically), keeping and writing the client entries that flows with
-// two entries need (LoadDatapath marks those of an older datapath's
+// periodically; each in one step with its read, and one the datapath
+// renewed since the walk written back: DeleteStale), keeping and
+// writing the client entries that flows with two entries need (LoadDatapath marks those of an older datapath's
 // flows: MarkConntrack); both also tell the programs the client ports
 // of lb_ct's flows, which they keep in arrays of their own
 // (lb_dp_ct_ports, lb_dp_ct_pair_ports, shared by the datapaths this

@@ -243,6 +243,21 @@ func (m *kernelMap[K, V]) Create(k K, v V) error {
 	return m.wrap("create", err)
 }
 
+// LookupAndDelete deletes k and returns the value it held, in one step
+// (Linux 5.14+ for hash maps): a write of k by the datapath comes either
+// before, and is what it returns, or after, and stays.
+func (m *kernelMap[K, V]) LookupAndDelete(k K) (V, bool, error) {
+	var v V
+	err := m.m.LookupAndDelete(&k, &v)
+	if errors.Is(err, ebpf.ErrKeyNotExist) {
+		return v, false, nil
+	}
+	if err != nil {
+		return v, false, m.wrap("lookup and delete", err)
+	}
+	return v, true, nil
+}
+
 func (m *kernelMap[K, V]) Delete(k K) error {
 	if err := m.m.Delete(&k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return m.wrap("delete", err)

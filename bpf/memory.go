@@ -10,9 +10,10 @@ import (
 )
 
 // FaultHook lets a test make in-memory maps fail. Before each mutating
-// operation (Update, Delete, and each element of BatchUpdate and
-// BatchDelete) a map calls Fail with its name and the operation ("update",
-// "delete", "batch update" or "batch delete"); a non-nil error is returned
+// operation (Update, Delete, LookupAndDelete, and each element of
+// BatchUpdate and BatchDelete) a map calls Fail with its name and the
+// operation ("update", "delete" (also for LookupAndDelete), "batch
+// update" or "batch delete"); a non-nil error is returned
 // by that operation and changes nothing more (a batch keeps the elements
 // before it, as a kernel batch may). Lookups and iterations never fail.
 // bpftest.Faults fails at random. Kernel maps take no hook.
@@ -118,6 +119,21 @@ func (m *memMap[K, V]) Delete(k K) error {
 	m.compactLocked()
 	m.mu.Unlock()
 	return nil
+}
+
+// LookupAndDelete deletes k and returns the value it held, in one step,
+// as a kernel map does.
+func (m *memMap[K, V]) LookupAndDelete(k K) (V, bool, error) {
+	if err := m.fail("delete"); err != nil {
+		var v V
+		return v, false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.entries[k]
+	delete(m.entries, k)
+	m.compactLocked()
+	return v, ok, nil
 }
 
 func (m *memMap[K, V]) BatchUpdate(ks []K, vs []V) error {

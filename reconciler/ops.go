@@ -528,15 +528,24 @@ func (o *ops) releaseBackend(i uint32, be *backendState) {
 // of the frontends (by ID) in clear whose backend ID clear's function for
 // them says (every entry for nil).
 func (o *ops) clearAffinity(clear map[uint32]func(backendID uint32) bool) error {
-	return o.deletePinsWhere(func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
+	all := true // every entry of frontends whose master is gone: none is pinned again
+	for _, stale := range clear {
+		all = all && stale == nil
+	}
+	return o.deletePinsWhere(all, func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
 		stale, ok := clear[k.RevNatID]
 		return ok && (stale == nil || stale(v.BackendID))
 	})
 }
 
 // deletePinsWhere deletes, in one walk of lb_affinity, the entries match
-// says.
-func (o *ops) deletePinsWhere(match func(bpf.AffinityKey, bpf.AffinityValue) bool) error {
+// says. A pin the walk found void is what the datapath replaces when the
+// client's next flow comes, maybe between the walk and the deletion: so
+// each is deleted in one step with its read, and one match no longer
+// says is written back (bpf.DeleteStale), unless gone says that no
+// client is pinned again (deleted frontends), for which one batch
+// deletes them all.
+func (o *ops) deletePinsWhere(gone bool, match func(bpf.AffinityKey, bpf.AffinityValue) bool) error {
 	var stale []bpf.AffinityKey
 	err := o.maps.Affinity.Iterate(func(k bpf.AffinityKey, v bpf.AffinityValue) bool {
 		if match(k, v) {
@@ -544,10 +553,14 @@ func (o *ops) deletePinsWhere(match func(bpf.AffinityKey, bpf.AffinityValue) boo
 		}
 		return true
 	})
-	if err != nil {
+	if err != nil || len(stale) == 0 {
 		return err
 	}
-	return o.maps.Affinity.BatchDelete(stale)
+	if gone {
+		return o.maps.Affinity.BatchDelete(stale)
+	}
+	_, err = bpf.DeleteStale(o.maps.Affinity, stale, match)
+	return err
 }
 
 // sourceRanges returns the source range keys of a frontend (RevNatID left

@@ -137,7 +137,7 @@ func (o *ops) clearPinsOf(ids []uint32) error {
 	for _, id := range ids {
 		gone[id] = true
 	}
-	return o.deletePinsWhere(func(_ bpf.AffinityKey, v bpf.AffinityValue) bool { return gone[v.BackendID] })
+	return o.deletePinsWhere(false, func(_ bpf.AffinityKey, v bpf.AffinityValue) bool { return gone[v.BackendID] })
 }
 
 // droppedChecked is called after each checkDropped, for tests.

@@ -80,6 +80,24 @@ func (m countedMap[K, V]) BatchDelete(ks []K) error {
 	return m.Map.BatchDelete(ks)
 }
 
+// LookupAndDelete passes the deletion on in one step with its read, if
+// the map can (bpf.DeleteStale).
+func (m countedMap[K, V]) LookupAndDelete(k K) (V, bool, error) {
+	m.n.Add(1)
+	return bpf.LookupAndDelete(m.Map, k)
+}
+
+// Create adds k, v unless the map holds k (bpf.ErrExists): a write
+// back of bpf.DeleteStale's, which leaves the datapath's own standing.
+func (m countedMap[K, V]) Create(k K, v V) error {
+	m.n.Add(1)
+	created, err := bpf.CreateEntry(m.Map, k, v)
+	if err == nil && !created {
+		return bpf.ErrExists
+	}
+	return err
+}
+
 // BatchDeleteHolding passes the values on (bpf.DeleteHolding).
 func (m countedMap[K, V]) BatchDeleteHolding(ks []K, vs []V) error {
 	m.n.Add(uint64(len(ks)))

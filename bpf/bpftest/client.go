@@ -57,6 +57,11 @@ const clientEnv = "LBSTATE_TEST_CLIENT"
 //	                     the same with TCP sockets: each connect() is a
 //	                     handshake with a listener, and each socket is
 //	                     closed with a reset (no TIME_WAIT left)
+//	udprace ADDR:PORT N D
+//	                     N unconnected UDP sockets, each sending one
+//	                     datagram; then two threads on two CPUs send
+//	                     from all N in turn for D (a Go duration), no
+//	                     answer read; prints "sent N1 N2" (udprace.go)
 //
 // Each exchange prints "NAME PEER", where NAME is what the server answered
 // and PEER whom the socket says it talked to (getpeername, or the source
@@ -183,6 +188,18 @@ func runClientLine(out *bufio.Writer, line string, src *udpSource) error {
 			return err
 		}
 		return timeConnects(out, a1, a2, n, cg1, cg2, op == "connecttcp")
+	}
+	if rest, ok := strings.CutPrefix(line, "udprace "); ok {
+		var to, d string
+		var n int
+		if _, err := fmt.Sscan(rest, &to, &n, &d); err != nil {
+			return err
+		}
+		dur, err := time.ParseDuration(d)
+		if err != nil {
+			return err
+		}
+		return udpRace(out, to, n, dur)
 	}
 	if rest, ok := strings.CutPrefix(line, "udpwait "); ok {
 		var a1, a2 string

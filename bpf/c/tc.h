@@ -234,7 +234,9 @@ static __always_inline bool lb_ct_yields(struct __sk_buff *skb, const struct lb_
  * lb_ct_claim records new flow p to backend b (v: its state, expiry,
  * frontend and backend) in its one entry if it can, else in its reply
  * entry (the caller then writes its forward entry: v->dir is
- * LB_CT_REPLY). 0 when written; -1 when another live flow of the
+ * LB_CT_REPLY). 0 when written; 1 when another CPU recorded the flow
+ * since the caller found no entry (v->backend_id is then that entry's
+ * backend, which p follows); -1 when another live flow of the
  * client's port holds b's replies to it (a reply entry of b and the
  * client, or a flow's one entry naming b): the backend could not tell
  * the two flows' replies apart. A flow closed both ways yields them to a new
@@ -300,6 +302,15 @@ static __noinline int lb_ct_claim(struct __sk_buff *skb, const struct lb_pkt *p,
 			return -1;
 	}
 	if (one) {
+		/* The key was free when the caller looked: a live entry there
+		 * now (this flow's, as it passed the check above) is another
+		 * CPU's, which balanced a packet of the flow meanwhile (two
+		 * threads sharing a socket): its backend, not a second choice
+		 * over it. */
+		if (!p->client_held && old && lb_ct_live(old, now) && old->backend_id) {
+			v->backend_id = old->backend_id;
+			return 1;
+		}
 		bpf_map_update_elem(&lb_ct, &k, v, BPF_ANY); /* this flow's own, anew, or dead */
 		if (own_reply) {
 			__builtin_memset(&k, 0, sizeof(k));
@@ -349,7 +360,8 @@ static __noinline void lb_ct_create_forward(struct __sk_buff *skb, const struct 
 /*
  * lb_tc_new_flow balances the first packet of a flow to a frontend (or a
  * packet of a flow to the L7 proxy, again: proxied says so, and it does
- * not count as a new flow).
+ * not count as a new flow, nor does one whose flow another CPU balanced
+ * first).
  */
 static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *p, bool internal, __u32 now, bool proxied)
 {
@@ -420,7 +432,17 @@ static __always_inline int lb_tc_new_flow(struct __sk_buff *skb, struct lb_pkt *
 	ct.rev_nat_id = rev_nat_id;
 	ct.flags = lb_ct_next_flags(skb, 0, p, false);
 	ct.expires = now + lb_ct_timeout(p->tuple.proto, ct.flags);
-	if (lb_ct_claim(skb, p, b, &ct, now)) {
+	r = lb_ct_claim(skb, p, b, &ct, now);
+	if (r > 0) { /* another CPU's packet of this flow balanced it first */
+		backend_id = ct.backend_id;
+		b = lb_backend_lookup(backend_id, &be) ? &be : NULL;
+		if (!b) {
+			lb_count_drop(rev_nat_id, LB_DROP_MISSING_ENTRY);
+			return TC_ACT_SHOT;
+		}
+		selected = false; /* and pinned by the other CPU */
+		proxied = true;   /* not a new flow: the other CPU counted it */
+	} else if (r) {
 		/* The backend could not tell this flow's replies from a live
 		 * flow's: a flow the selection placed tries one random slot
 		 * more (which keeps the weights); else, or if that collides
