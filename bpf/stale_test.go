@@ -53,3 +53,56 @@ func TestDeleteStaleKeepsAnEntryWrittenAgainSinceTheWalk(t *testing.T) {
 		}
 	})
 }
+
+// rewriting is a map whose LookupAndDelete of key, once, is followed at
+// once by write: the datapath writing the key between DeleteStale's
+// deletion and its write back.
+type rewriting[K comparable, V any] struct {
+	bpf.Map[K, V]
+	key   K
+	write func()
+}
+
+func (m *rewriting[K, V]) LookupAndDelete(k K) (V, bool, error) {
+	v, ok, err := bpf.LookupAndDelete(m.Map, k)
+	if k == m.key && m.write != nil {
+		m.write()
+		m.write = nil
+	}
+	return v, ok, err
+}
+
+func (m *rewriting[K, V]) Create(k K, v V) error {
+	if created, err := bpf.CreateEntry(m.Map, k, v); err != nil || created {
+		return err
+	}
+	return bpf.ErrExists
+}
+
+// An entry the datapath writes between DeleteStale's deletion of a live
+// entry and its write back stays, and the write back does not replace
+// it: it is newer (a new flow's, or a pin made in that instant).
+func TestDeleteStaleKeepsWhatTheDatapathWroteBeforeItsWriteBack(t *testing.T) {
+	implementations(t, smallConfig(), func(t *testing.T, m *bpf.Maps) {
+		k := bpf.AffinityKey{RevNatID: 1}
+		if err := m.Affinity.Update(k, bpf.AffinityValue{BackendID: 8}); err != nil {
+			t.Fatal(err)
+		}
+		newer := bpf.AffinityValue{BackendID: 9, LastUsed: 5}
+		pins := &rewriting[bpf.AffinityKey, bpf.AffinityValue]{Map: m.Affinity, key: k, write: func() {
+			if err := m.Affinity.Update(k, newer); err != nil {
+				t.Error(err)
+			}
+		}}
+		n, err := bpf.DeleteStale(pins, []bpf.AffinityKey{k}, func(_ bpf.AffinityKey, v bpf.AffinityValue) bool { return v.BackendID == 7 })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pins.write != nil {
+			t.Fatal("DeleteStale did not delete the entry")
+		}
+		if v, ok, err := m.Affinity.Lookup(k); err != nil || !ok || v != newer || n != 0 {
+			t.Errorf("the entry is %+v (held %v, %v), %d deleted; want the datapath's newer %+v, none deleted", v, ok, err, n, newer)
+		}
+	})
+}
