@@ -174,17 +174,44 @@ volatile const __u32 lb_fault_master_rechecks;
 #define LB_READ_ONCE_U64(x) (*(volatile __u64 *)&(x))
 
 /*
- * lb_read_master copies key's lb_services entry into *out, all but its
- * gen. A global function: the verifier checks it once, not at every
- * lookup of a frontend.
+ * For tests only (bpf.DatapathOptions): every read takes a write for
+ * overlapping it (lb_read_master), as one that rewrote the element would.
  */
-__noinline int lb_read_master(const struct lb_service_key *key, struct lb_service_value *out)
+volatile const __u32 lb_fault_write_overlaps;
+
+/*
+ * Set by the loader on CPUs that may reorder loads (all but x86): the
+ * reads of lb_services_seq are then fenced (lb_load_fence).
+ */
+volatile const __u32 lb_weak_memory_order;
+
+/*
+ * lb_load_fence keeps the loads before it before the loads after it. x86
+ * does not reorder loads, so the compiler's barrier is enough there.
+ * Elsewhere a fully ordered atomic does it (BPF has no fence of its own):
+ * one on the stack, so that no two CPUs contend for a cache line, as they
+ * would for one on lb_services_seq's word.
+ */
+static __always_inline void lb_load_fence(void)
+{
+	volatile __u64 scratch = 0;
+
+	if (lb_weak_memory_order) {
+		__u64 v = __sync_fetch_and_add(&scratch, 0);
+
+		barrier_var(v);
+	}
+	lb_compiler_barrier();
+}
+
+/*
+ * lb_read_master_guarded is lb_read_master under writes: see above.
+ */
+static __always_inline int lb_read_master_guarded(const struct lb_service_key *key, struct lb_service_value *out)
 {
 	struct lb_service_value *p, *q;
 	__u64 gen;
 
-	if (!key || !out)
-		return LB_MASTER_MISSING;
 	p = bpf_map_lookup_elem(&lb_services, key);
 	if (!p) /* perhaps a lookup that raced a rewrite (below): once more */
 		p = bpf_map_lookup_elem(&lb_services, key);
@@ -211,6 +238,48 @@ __noinline int lb_read_master(const struct lb_service_key *key, struct lb_servic
 			return LB_MASTER_GONE;
 	}
 	return LB_MASTER_TORN;
+}
+
+/*
+ * lb_read_master copies key's lb_services entry into *out, all but its
+ * gen. A global function: the verifier checks it once, not at every
+ * lookup of a frontend.
+ *
+ * The common read is one lookup: the writers announce every write in
+ * lb_services_seq (lb.h), and a lookup and copy between two reads of its
+ * word that find it equal, with no write in flight, overlapped no write.
+ * The kernel changes lb_services only for its writers' syscalls (the
+ * datapath never writes it, and a hash map without an LRU or timers
+ * evicts nothing itself): so the copy is one write's value of this key,
+ * and a miss is a miss. Any other outcome is read again, guarded, as
+ * if the fast read had not been.
+ */
+__noinline int lb_read_master(const struct lb_service_key *key, struct lb_service_value *out)
+{
+	struct lb_service_value *p = NULL;
+	__u32 zero = 0;
+	__u64 *seq, s;
+	int r;
+
+	if (!key || !out)
+		return LB_MASTER_MISSING;
+	seq = bpf_map_lookup_elem(&lb_services_seq, &zero);
+	if (seq) {
+		s = LB_READ_ONCE_U64(*seq);
+		if (!(s & LB_SEQ_IN_FLIGHT)) {
+			lb_load_fence();
+			p = bpf_map_lookup_elem(&lb_services, key);
+			if (p)
+				__builtin_memcpy(out, p, offsetof(struct lb_service_value, gen));
+			lb_load_fence();
+			if (LB_READ_ONCE_U64(*seq) == s && !lb_fault_write_overlaps)
+				return p ? LB_MASTER_FOUND : LB_MASTER_MISSING;
+		}
+	}
+	r = lb_read_master_guarded(key, out);
+	if (r == LB_MASTER_MISSING && p)
+		return LB_MASTER_GONE; /* the fast copy clobbered *out */
+	return r;
 }
 
 /* lb_master_missing says whether a read found no entry (out of date or not). */

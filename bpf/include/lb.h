@@ -137,6 +137,24 @@ struct lb_service_value {
 };
 
 /*
+ * lb_services_seq (array, one __u64, mmapable; the control plane's own):
+ * the writers of lb_services announce each mutation of it here, so that
+ * a reader can tell a read that no write overlapped, and trust it after
+ * one lookup. Every update, delete or batch of lb_services is bracketed:
+ * before it, an atomic add of 1 (a write in flight, the low 32 bits);
+ * after it, an atomic add of LB_SEQ_DONE - 1 (one write fewer in flight,
+ * one more done, the high 32 bits). The word never takes a value twice
+ * with no write in flight, so a reader that finds it equal, with none in
+ * flight, before and after its lookup and copy saw no write (select.h,
+ * lb_read_master); writers may be concurrent. A write of lb_services
+ * without the bracket is not seen, and readers may then take a torn or
+ * a missed read for a good one: every writer must bracket (bpf.Maps does;
+ * an embedder's own writer takes the bracket from bpf.Maps.ServicesSeq).
+ */
+#define LB_SEQ_IN_FLIGHT 0xffffffffULL /* writes in flight */
+#define LB_SEQ_DONE      (1ULL << 32)  /* one write done */
+
+/*
  * lb_backends and lb_rev_nat are dense ID maps: arrays in which ID id
  * lives in slot lb_id_slot(id, max_entries) and its value repeats the ID
  * (0: an empty slot). The control plane never gives two live IDs one slot,
