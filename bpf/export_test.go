@@ -17,6 +17,11 @@ func LoadBenchDatapath(m *Maps, reports bool) (*Datapath, error) {
 	return loadDatapathPrograms(m, opts, "lb_bench_est", "lb_bench_new", "lb_bench_copy", "lb_bench_copy_new")
 }
 
+// LoadBenchDatapathOptions is LoadBenchDatapath with opts.
+func LoadBenchDatapathOptions(m *Maps, opts DatapathOptions) (*Datapath, error) {
+	return loadDatapathPrograms(m, opts, "lb_bench_est", "lb_bench_new", "lb_bench_copy", "lb_bench_copy_new")
+}
+
 // LoadProbeDatapath loads the torn-read probe of c/probe.h over m.
 func LoadProbeDatapath(m *Maps) (*Datapath, error) {
 	return loadDatapathPrograms(m, DefaultDatapathOptions, "lb_probe_slots")
