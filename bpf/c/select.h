@@ -145,7 +145,8 @@ static __always_inline void lb_count(__u32 rev_nat_id, __u32 backend_id, __u64 f
  * kernel writes an element only while no lookup can find it: it copies
  * key and value in, then links it into its bucket.
  *
- * lb_read_master copies a master only between two lookups that find the
+ * A read that a write may overlap (lb_read_master, below: most reads
+ * see none) copies a master only between two lookups that find the
  * same element, reading its generation (lb_service_value.gen, which no
  * two writes share) before the first and after the second: equal, no
  * write touched the element in between, so the copy is one write's
@@ -204,9 +205,7 @@ static __always_inline void lb_load_fence(void)
 	lb_compiler_barrier();
 }
 
-/*
- * lb_read_master_guarded is lb_read_master under writes: see above.
- */
+/* lb_read_master_guarded is a read a write may overlap: see above. */
 static __always_inline int lb_read_master_guarded(const struct lb_service_key *key, struct lb_service_value *out)
 {
 	struct lb_service_value *p, *q;
