@@ -105,6 +105,17 @@ func (m *kernelServices) BatchDelete(ks []ServiceKey) error {
 	return m.write(func() error { return m.kernelMap.BatchDelete(ks) })
 }
 
+// LookupAndDelete (DeleteStale's) is a write too, and leaves the
+// generation out as Lookup does.
+func (m *kernelServices) LookupAndDelete(k ServiceKey) (v ServiceValue, held bool, err error) {
+	err = m.write(func() (err error) {
+		v, held, err = m.kernelMap.LookupAndDelete(k)
+		return err
+	})
+	v.Gen = 0
+	return v, held, err
+}
+
 // BatchUpdate stamps a copy of vs: the caller's values stay as given.
 func (m *kernelServices) BatchUpdate(ks []ServiceKey, vs []ServiceValue) error {
 	m.mu.Lock()

@@ -48,6 +48,8 @@ func TestKernelServicesAnnounceEveryWrite(t *testing.T) {
 		}},
 		{"batch update", func() error { return m.Services.BatchUpdate([]bpf.ServiceKey{k}, []bpf.ServiceValue{v}) }},
 		{"batch update of 1 key and 2 values (fails)", func() error { return m.Services.BatchUpdate([]bpf.ServiceKey{k}, []bpf.ServiceValue{v, v}) }},
+		{"lookup and delete", func() error { _, _, err := bpf.LookupAndDelete(m.Services, k); return err }},
+		{"update", func() error { return m.Services.Update(k, v) }},
 		{"delete", func() error { return m.Services.Delete(k) }},
 		{"batch delete", func() error { return m.Services.BatchDelete([]bpf.ServiceKey{k}) }},
 	} {
