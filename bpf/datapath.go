@@ -62,7 +62,7 @@ type DatapathOptions struct {
 	ConnectionReports bool
 
 	// masterRechecks, for tests (export_test.go), fails the first this
-	// many tries of every guarded read of a master (select.h,
+	// many tries of every guarded read of a master (master.h,
 	// lb_read_master); with writeOverlaps, every read takes a write for
 	// overlapping it, and reads guarded.
 	masterRechecks uint32
@@ -210,7 +210,7 @@ func loadDatapathPrograms(m *Maps, opts DatapathOptions, names ...string) (*Data
 }
 
 // weakMemoryOrder says whether the CPU may reorder loads, which the
-// datapath's reads of lb_services_seq then fence (select.h); x86 does not.
+// datapath's reads of lb_services_seq then fence (master.h); x86 does not.
 // A variable, for tests of the fenced reads.
 var weakMemoryOrder = runtime.GOARCH != "amd64" && runtime.GOARCH != "386"
 

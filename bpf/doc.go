@@ -221,7 +221,7 @@
 // lb_services is a hash map, whose freed elements the kernel hands to
 // the next insert at once (Linux 6.1+): a program keeps a copy of a
 // master only if two lookups around it found the same element with the
-// same generation (ServiceValue.Gen; c/select.h, lb_read_master). Kernel
+// same generation (ServiceValue.Gen; c/master.h, lb_read_master). Kernel
 // Maps stamp every master they write with a generation no other write
 // carries, and hide it from their callers (services.go): another writer
 // of lb_services must do the same, or the datapath may act on a torn

@@ -40,7 +40,7 @@ func CTPortsShared() int {
 
 // WithMasterRechecks returns opts with the first n tries of every read
 // of a master failing, as if the kernel had rewritten the element under
-// it (select.h, lb_read_master): such a rewrite is a write the read
+// it (master.h, lb_read_master): such a rewrite is a write the read
 // overlaps, so every read is guarded.
 func WithMasterRechecks(opts DatapathOptions, n uint32) DatapathOptions {
 	opts.masterRechecks = n

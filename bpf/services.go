@@ -12,7 +12,7 @@ import (
 // the very next insert (Linux 6.1+, kernel/bpf/memalloc.c), while a
 // program on another CPU still copies it. The datapath tells a whole
 // copy of a master from a torn one by its generation (ServiceValue.Gen,
-// select.h's lb_read_master), which must differ between any two writes
+// master.h's lb_read_master), which must differ between any two writes
 // of the map: kernel Maps stamp every master they write here, so that
 // callers (the reconciler, tests, tools) neither set nor see it.
 

@@ -131,7 +131,7 @@ struct lb_service_value {
 	/* master: the write's generation, a number no other write of the
 	 * map carries (the agent counts its writes, bpf/services.go); 0 in
 	 * a slot's entry. A reader that copies a master checks that it did
-	 * not change (select.h, lb_read_master): the kernel may reuse a
+	 * not change (master.h, lb_read_master): the kernel may reuse a
 	 * hash element freed by a rewrite or a delete at once, for any key. */
 	__u64 gen;
 };
@@ -145,7 +145,7 @@ struct lb_service_value {
  * after it, an atomic add of LB_SEQ_DONE - 1 (one write fewer in flight,
  * one more done, the high 32 bits). The word never takes a value twice
  * with no write in flight, so a reader that finds it equal, with none in
- * flight, before and after its lookup and copy saw no write (select.h,
+ * flight, before and after its lookup and copy saw no write (master.h,
  * lb_read_master); writers may be concurrent. A write of lb_services
  * without the bracket is not seen, and readers may then take a torn or
  * a missed read for a good one: every writer must bracket (bpf.Maps does;
