@@ -114,6 +114,10 @@ func openKernelMaps(log *slog.Logger, cfg Config) (*Maps, error) {
 		log.Info("Migrated a pinned map from an older version's layout, keeping its entries and IDs",
 			"map", m.Name, "pin-dir", cfg.LBPinDir, "entries", m.Entries)
 	}
+	if n := maps.WritesLeftInFlight; n > 0 {
+		log.Warn("Ended writes of lb_services that a writer before this agent left in flight (it died mid-write):"+
+			" until now the datapath read every master guarded", "writes", n, "pin-dir", cfg.LBPinDir)
+	}
 	for _, k := range maps.KeptSizes {
 		log.Info("Kept a pinned map at its size, not the default: restart with --lb-recreate-maps to recreate it at the default"+
 			" (its entries are lost), or give "+k.Flag+" its size",

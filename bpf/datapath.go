@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -61,8 +62,11 @@ type DatapathOptions struct {
 	ConnectionReports bool
 
 	// masterRechecks, for tests (export_test.go), fails the first this
-	// many tries of every read of a master (select.h, lb_read_master).
+	// many tries of every guarded read of a master (master.h,
+	// lb_read_master); with writeOverlaps, every read takes a write for
+	// overlapping it, and reads guarded.
 	masterRechecks uint32
+	writeOverlaps  bool
 }
 
 // DefaultDatapathOptions are LoadDatapath's.
@@ -129,6 +133,12 @@ func loadDatapathPrograms(m *Maps, opts DatapathOptions, names ...string) (*Data
 	}
 	if opts.masterRechecks > 0 {
 		constants["lb_fault_master_rechecks"] = opts.masterRechecks
+	}
+	if opts.writeOverlaps {
+		constants["lb_fault_write_overlaps"] = 1
+	}
+	if weakMemoryOrder {
+		constants["lb_weak_memory_order"] = 1
 	}
 	if constants["lb_l4_csum_ipv6"], err = l4CsumIPv6Flag(); err != nil {
 		return nil, fmt.Errorf("datapath: %w", err)
@@ -198,6 +208,11 @@ func loadDatapathPrograms(m *Maps, opts DatapathOptions, names ...string) (*Data
 	}
 	return d, nil
 }
+
+// weakMemoryOrder says whether the CPU may reorder loads, which the
+// datapath's reads of lb_services_seq then fence (master.h); x86 does not.
+// A variable, for tests of the fenced reads.
+var weakMemoryOrder = runtime.GOARCH != "amd64" && runtime.GOARCH != "386"
 
 // kernelMaps returns the kernel maps behind m, by name.
 func (m *Maps) kernelMaps() (map[string]*ebpf.Map, error) {

@@ -121,7 +121,7 @@ const (
 	DropFragNoFirst  = 8
 	DropICMP         = 9
 	// DropTornMaster: the frontend's master entry was rewritten under
-	// every read of it (select.h, lb_read_master); counted under
+	// every read of it (master.h, lb_read_master); counted under
 	// frontend ID 0, which the datapath could not trust.
 	DropTornMaster = 10
 )

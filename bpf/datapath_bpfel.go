@@ -170,6 +170,7 @@ const (
 	datapathMapLbMaglev              = "lb_maglev"
 	datapathMapLbRevNat              = "lb_rev_nat"
 	datapathMapLbServices            = "lb_services"
+	datapathMapLbServicesSeq         = "lb_services_seq"
 	datapathMapLbSockCt              = "lb_sock_ct"
 	datapathMapLbSrcRange            = "lb_src_range"
 	datapathProgLbBenchCopy          = "lb_bench_copy"
@@ -200,10 +201,12 @@ const (
 	datapathVarLbCtTimeoutSyn        = "lb_ct_timeout_syn"
 	datapathVarLbCtTimeoutTcp        = "lb_ct_timeout_tcp"
 	datapathVarLbFaultMasterRechecks = "lb_fault_master_rechecks"
+	datapathVarLbFaultWriteOverlaps  = "lb_fault_write_overlaps"
 	datapathVarLbFlowHashBasis       = "lb_flow_hash_basis"
 	datapathVarLbL4CsumIpv6          = "lb_l4_csum_ipv6"
 	datapathVarLbMaglevTableSize     = "lb_maglev_table_size"
 	datapathVarLbRevNatMax           = "lb_rev_nat_max"
+	datapathVarLbWeakMemoryOrder     = "lb_weak_memory_order"
 )
 
 // loadDatapath returns the embedded CollectionSpec for datapath.
@@ -290,6 +293,7 @@ type datapathMapSpecs struct {
 	LbMaglev        *ebpf.MapSpec `ebpf:"lb_maglev"`
 	LbRevNat        *ebpf.MapSpec `ebpf:"lb_rev_nat"`
 	LbServices      *ebpf.MapSpec `ebpf:"lb_services"`
+	LbServicesSeq   *ebpf.MapSpec `ebpf:"lb_services_seq"`
 	LbSockCt        *ebpf.MapSpec `ebpf:"lb_sock_ct"`
 	LbSrcRange      *ebpf.MapSpec `ebpf:"lb_src_range"`
 }
@@ -307,10 +311,12 @@ type datapathVariableSpecs struct {
 	LbCtTimeoutSyn        *ebpf.VariableSpec `ebpf:"lb_ct_timeout_syn"`
 	LbCtTimeoutTcp        *ebpf.VariableSpec `ebpf:"lb_ct_timeout_tcp"`
 	LbFaultMasterRechecks *ebpf.VariableSpec `ebpf:"lb_fault_master_rechecks"`
+	LbFaultWriteOverlaps  *ebpf.VariableSpec `ebpf:"lb_fault_write_overlaps"`
 	LbFlowHashBasis       *ebpf.VariableSpec `ebpf:"lb_flow_hash_basis"`
 	LbL4CsumIpv6          *ebpf.VariableSpec `ebpf:"lb_l4_csum_ipv6"`
 	LbMaglevTableSize     *ebpf.VariableSpec `ebpf:"lb_maglev_table_size"`
 	LbRevNatMax           *ebpf.VariableSpec `ebpf:"lb_rev_nat_max"`
+	LbWeakMemoryOrder     *ebpf.VariableSpec `ebpf:"lb_weak_memory_order"`
 }
 
 // datapathObjects contains all objects after they have been loaded into the kernel.
@@ -350,6 +356,7 @@ type datapathMaps struct {
 	LbMaglev        *ebpf.Map `ebpf:"lb_maglev"`
 	LbRevNat        *ebpf.Map `ebpf:"lb_rev_nat"`
 	LbServices      *ebpf.Map `ebpf:"lb_services"`
+	LbServicesSeq   *ebpf.Map `ebpf:"lb_services_seq"`
 	LbSockCt        *ebpf.Map `ebpf:"lb_sock_ct"`
 	LbSrcRange      *ebpf.Map `ebpf:"lb_src_range"`
 }
@@ -373,6 +380,7 @@ func (m *datapathMaps) Close() error {
 		m.LbMaglev,
 		m.LbRevNat,
 		m.LbServices,
+		m.LbServicesSeq,
 		m.LbSockCt,
 		m.LbSrcRange,
 	)
@@ -391,10 +399,12 @@ type datapathVariables struct {
 	LbCtTimeoutSyn        *ebpf.Variable `ebpf:"lb_ct_timeout_syn"`
 	LbCtTimeoutTcp        *ebpf.Variable `ebpf:"lb_ct_timeout_tcp"`
 	LbFaultMasterRechecks *ebpf.Variable `ebpf:"lb_fault_master_rechecks"`
+	LbFaultWriteOverlaps  *ebpf.Variable `ebpf:"lb_fault_write_overlaps"`
 	LbFlowHashBasis       *ebpf.Variable `ebpf:"lb_flow_hash_basis"`
 	LbL4CsumIpv6          *ebpf.Variable `ebpf:"lb_l4_csum_ipv6"`
 	LbMaglevTableSize     *ebpf.Variable `ebpf:"lb_maglev_table_size"`
 	LbRevNatMax           *ebpf.Variable `ebpf:"lb_rev_nat_max"`
+	LbWeakMemoryOrder     *ebpf.Variable `ebpf:"lb_weak_memory_order"`
 }
 
 // datapathPrograms contains all programs after they have been loaded into the kernel.

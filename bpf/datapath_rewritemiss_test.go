@@ -26,15 +26,22 @@ import (
 // total - balanced - dropped flows at least passed unbalanced.
 func rewriteRace(t *testing.T, n, slots int, rewrite func(i int, m bpf.Map[bpf.ServiceKey, bpf.ServiceValue], keys []bpf.ServiceKey, vals []bpf.ServiceValue) error) (*dpHarness, uint64) {
 	t.Helper()
+	return rewriteRaceOptions(t, bpf.DefaultDatapathOptions, 0, n, slots, rewrite)
+}
+
+// rewriteRaceOptions is rewriteRace with the datapath's options, and
+// room in lb_services for spare entries more.
+func rewriteRaceOptions(t *testing.T, opts bpf.DatapathOptions, spare, n, slots int, rewrite func(i int, m bpf.Map[bpf.ServiceKey, bpf.ServiceValue], keys []bpf.ServiceKey, vals []bpf.ServiceValue) error) (*dpHarness, uint64) {
+	t.Helper()
 	cpus := allowedCPUs(t)
 	if len(cpus) < 2 {
 		t.Skip("needs two CPUs: one rewrites entries while the other reads them")
 	}
 	entries := 1 + max(0, slots-bpf.InlineSlots)
 	cfg := dpConfig()
-	cfg.LBServicesMax = uint32(n * entries) // as many buckets as entries, or few more: some share one
+	cfg.LBServicesMax = uint32(n*entries + spare) // as many buckets as entries, or few more: some share one
 	h := newDatapath(t, cfg)
-	d, err := bpf.LoadBenchDatapath(h.maps, false)
+	d, err := bpf.LoadBenchDatapathOptions(h.maps, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -221,11 +221,21 @@
 // lb_services is a hash map, whose freed elements the kernel hands to
 // the next insert at once (Linux 6.1+): a program keeps a copy of a
 // master only if two lookups around it found the same element with the
-// same generation (ServiceValue.Gen; c/select.h, lb_read_master). Kernel
+// same generation (ServiceValue.Gen; c/master.h, lb_read_master). Kernel
 // Maps stamp every master they write with a generation no other write
 // carries, and hide it from their callers (services.go): another writer
 // of lb_services must do the same, or the datapath may act on a torn
 // master.
+//
+// That guarded read costs three lookups; the datapath takes it only when
+// a write may have overlapped its read. Every writer of lb_services
+// announces each write in lb_services_seq (Maps.ServicesSeq, Seq;
+// servicesseq.go), before and after it, and a read that found no write
+// in flight and none done around its one lookup is trusted. Maps.Services
+// brackets each of its writes. An embedder that writes lb_services by
+// other means must bracket every write with ServicesSeq.BeginWrite and
+// EndWrite: the datapath cannot see an unbracketed write, and may then
+// balance a flow on a torn master or pass one whose master it missed.
 //
 // # In-memory maps
 //

@@ -17,6 +17,11 @@ func LoadBenchDatapath(m *Maps, reports bool) (*Datapath, error) {
 	return loadDatapathPrograms(m, opts, "lb_bench_est", "lb_bench_new", "lb_bench_copy", "lb_bench_copy_new")
 }
 
+// LoadBenchDatapathOptions is LoadBenchDatapath with opts.
+func LoadBenchDatapathOptions(m *Maps, opts DatapathOptions) (*Datapath, error) {
+	return loadDatapathPrograms(m, opts, "lb_bench_est", "lb_bench_new", "lb_bench_copy", "lb_bench_copy_new")
+}
+
 // LoadProbeDatapath loads the torn-read probe of c/probe.h over m.
 func LoadProbeDatapath(m *Maps) (*Datapath, error) {
 	return loadDatapathPrograms(m, DefaultDatapathOptions, "lb_probe_slots")
@@ -35,8 +40,27 @@ func CTPortsShared() int {
 
 // WithMasterRechecks returns opts with the first n tries of every read
 // of a master failing, as if the kernel had rewritten the element under
-// it (select.h, lb_read_master).
+// it (master.h, lb_read_master): such a rewrite is a write the read
+// overlaps, so every read is guarded.
 func WithMasterRechecks(opts DatapathOptions, n uint32) DatapathOptions {
 	opts.masterRechecks = n
+	opts.writeOverlaps = true
 	return opts
+}
+
+// WithGuardedRechecks returns opts with the first n tries of every
+// guarded read of a master failing: a read that no write overlaps, which
+// takes one lookup, does not see them.
+func WithGuardedRechecks(opts DatapathOptions, n uint32) DatapathOptions {
+	opts.masterRechecks = n
+	return opts
+}
+
+// SetWeakMemoryOrder has the datapaths loaded from now on fence their
+// reads of lb_services_seq as on CPUs that reorder loads, or not; it
+// returns the setting before.
+func SetWeakMemoryOrder(weak bool) bool {
+	was := weakMemoryOrder
+	weakMemoryOrder = weak
+	return was
 }

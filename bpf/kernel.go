@@ -83,7 +83,16 @@ func NewKernelMaps(cfg Config) (*Maps, error) {
 	if s, ok := maps.Services.(*kernelServices); ok {
 		s.gens.see(gens.last.Load())
 	}
-	maps.close = func() error { return errors.Join(closeMaps(opened), unlock(lock)) }
+	maps.close = func() error { return errors.Join(maps.closeServicesSeq(), closeMaps(opened), unlock(lock)) }
+	if err := maps.openServicesSeq(); err != nil {
+		maps.Close()
+		return nil, err
+	}
+	// Holding the lock, this is the only writer of ours: writes a dead
+	// agent left in flight are over.
+	if s, ok := maps.ServicesSeq.(*seqWord); ok {
+		maps.WritesLeftInFlight = s.closeWritesInFlight()
+	}
 	if err := maps.ensureSeed(); err != nil {
 		maps.Close()
 		return nil, err
@@ -403,6 +412,9 @@ func OpenPinnedMaps(dir string) (*Maps, error) {
 	for i := range layout {
 		d := &layout[i]
 		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, d.name), nil)
+		if errors.Is(err, os.ErrNotExist) && d.name == lbMapLbServicesSeq {
+			continue // an agent of a version before it: nothing here writes
+		}
 		if err != nil {
 			closeMaps(opened)
 			if errors.Is(err, os.ErrNotExist) {
@@ -422,7 +434,11 @@ func OpenPinnedMaps(dir string) (*Maps, error) {
 		d.bind.kernel(maps, d, m, ms)
 		maps.setCapacity(d, m.MaxEntries())
 	}
-	maps.close = func() error { return closeMaps(opened) }
+	maps.close = func() error { return errors.Join(maps.closeServicesSeq(), closeMaps(opened)) }
+	if err := maps.openServicesSeq(); err != nil {
+		maps.Close()
+		return nil, err
+	}
 	return maps, nil
 }
 

@@ -2,6 +2,7 @@ package bpf
 
 import (
 	"reflect"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -17,6 +18,12 @@ var layout = []mapDef{
 		sizedBy: &sizing{"lb-services-max", "Capacity of lb_services: frontends times (1 + backend slots)",
 			func(c *Config) *uint32 { return &c.LBServicesMax }},
 		bind: bindServices(),
+	},
+	{
+		// After lb_services: its writers announce their writes here
+		// (servicesseq.go).
+		name: lbMapLbServicesSeq, typ: ebpf.Array, flags: unix.BPF_F_MMAPABLE, entries: 1,
+		bind: bindSeq(func(m *Maps) *Seq { return &m.ServicesSeq }),
 	},
 	{
 		// A dense ID map (slotted.go): an array write costs a third of a
@@ -167,6 +174,21 @@ func bindServices() binding {
 		m.Services = newKernelServices(em, d.name)
 	}
 	return b
+}
+
+// bindSeq binds a map of one word that writers add to (servicesseq.go).
+// The kernel's is mapped into memory once every map is open.
+func bindSeq(field func(*Maps) *Seq) binding {
+	return binding{
+		keySize: 4, valueSize: 8,
+		keyType: reflect.TypeFor[uint32](), valueType: reflect.TypeFor[uint64](),
+		kernel: func(m *Maps, d *mapDef, em *ebpf.Map, _ *ebpf.MapSpec) {
+			*field(m) = &seqWord{name: d.name, em: em}
+		},
+		memory: func(m *Maps, d *mapDef, _ Config, _ FaultHook) {
+			*field(m) = &seqWord{name: d.name, w: new(atomic.Uint64)}
+		},
+	}
 }
 
 // bindLPM binds an LPM trie whose keys say which stored prefixes cover

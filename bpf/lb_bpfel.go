@@ -132,18 +132,19 @@ type lbLbSrcRangeKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	lbMapLbAffinity = "lb_affinity"
-	lbMapLbBackends = "lb_backends"
-	lbMapLbCounters = "lb_counters"
-	lbMapLbCt       = "lb_ct"
-	lbMapLbDrops    = "lb_drops"
-	lbMapLbFlowSeed = "lb_flow_seed"
-	lbMapLbIdMarks  = "lb_id_marks"
-	lbMapLbMaglev   = "lb_maglev"
-	lbMapLbRevNat   = "lb_rev_nat"
-	lbMapLbServices = "lb_services"
-	lbMapLbSockCt   = "lb_sock_ct"
-	lbMapLbSrcRange = "lb_src_range"
+	lbMapLbAffinity    = "lb_affinity"
+	lbMapLbBackends    = "lb_backends"
+	lbMapLbCounters    = "lb_counters"
+	lbMapLbCt          = "lb_ct"
+	lbMapLbDrops       = "lb_drops"
+	lbMapLbFlowSeed    = "lb_flow_seed"
+	lbMapLbIdMarks     = "lb_id_marks"
+	lbMapLbMaglev      = "lb_maglev"
+	lbMapLbRevNat      = "lb_rev_nat"
+	lbMapLbServices    = "lb_services"
+	lbMapLbServicesSeq = "lb_services_seq"
+	lbMapLbSockCt      = "lb_sock_ct"
+	lbMapLbSrcRange    = "lb_src_range"
 )
 
 // loadLb returns the embedded CollectionSpec for lb.
@@ -194,18 +195,19 @@ type lbProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lbMapSpecs struct {
-	LbAffinity *ebpf.MapSpec `ebpf:"lb_affinity"`
-	LbBackends *ebpf.MapSpec `ebpf:"lb_backends"`
-	LbCounters *ebpf.MapSpec `ebpf:"lb_counters"`
-	LbCt       *ebpf.MapSpec `ebpf:"lb_ct"`
-	LbDrops    *ebpf.MapSpec `ebpf:"lb_drops"`
-	LbFlowSeed *ebpf.MapSpec `ebpf:"lb_flow_seed"`
-	LbIdMarks  *ebpf.MapSpec `ebpf:"lb_id_marks"`
-	LbMaglev   *ebpf.MapSpec `ebpf:"lb_maglev"`
-	LbRevNat   *ebpf.MapSpec `ebpf:"lb_rev_nat"`
-	LbServices *ebpf.MapSpec `ebpf:"lb_services"`
-	LbSockCt   *ebpf.MapSpec `ebpf:"lb_sock_ct"`
-	LbSrcRange *ebpf.MapSpec `ebpf:"lb_src_range"`
+	LbAffinity    *ebpf.MapSpec `ebpf:"lb_affinity"`
+	LbBackends    *ebpf.MapSpec `ebpf:"lb_backends"`
+	LbCounters    *ebpf.MapSpec `ebpf:"lb_counters"`
+	LbCt          *ebpf.MapSpec `ebpf:"lb_ct"`
+	LbDrops       *ebpf.MapSpec `ebpf:"lb_drops"`
+	LbFlowSeed    *ebpf.MapSpec `ebpf:"lb_flow_seed"`
+	LbIdMarks     *ebpf.MapSpec `ebpf:"lb_id_marks"`
+	LbMaglev      *ebpf.MapSpec `ebpf:"lb_maglev"`
+	LbRevNat      *ebpf.MapSpec `ebpf:"lb_rev_nat"`
+	LbServices    *ebpf.MapSpec `ebpf:"lb_services"`
+	LbServicesSeq *ebpf.MapSpec `ebpf:"lb_services_seq"`
+	LbSockCt      *ebpf.MapSpec `ebpf:"lb_sock_ct"`
+	LbSrcRange    *ebpf.MapSpec `ebpf:"lb_src_range"`
 }
 
 // lbVariableSpecs contains global variables before they are loaded into the kernel.
@@ -234,18 +236,19 @@ func (o *lbObjects) Close() error {
 //
 // It can be passed to loadLbObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lbMaps struct {
-	LbAffinity *ebpf.Map `ebpf:"lb_affinity"`
-	LbBackends *ebpf.Map `ebpf:"lb_backends"`
-	LbCounters *ebpf.Map `ebpf:"lb_counters"`
-	LbCt       *ebpf.Map `ebpf:"lb_ct"`
-	LbDrops    *ebpf.Map `ebpf:"lb_drops"`
-	LbFlowSeed *ebpf.Map `ebpf:"lb_flow_seed"`
-	LbIdMarks  *ebpf.Map `ebpf:"lb_id_marks"`
-	LbMaglev   *ebpf.Map `ebpf:"lb_maglev"`
-	LbRevNat   *ebpf.Map `ebpf:"lb_rev_nat"`
-	LbServices *ebpf.Map `ebpf:"lb_services"`
-	LbSockCt   *ebpf.Map `ebpf:"lb_sock_ct"`
-	LbSrcRange *ebpf.Map `ebpf:"lb_src_range"`
+	LbAffinity    *ebpf.Map `ebpf:"lb_affinity"`
+	LbBackends    *ebpf.Map `ebpf:"lb_backends"`
+	LbCounters    *ebpf.Map `ebpf:"lb_counters"`
+	LbCt          *ebpf.Map `ebpf:"lb_ct"`
+	LbDrops       *ebpf.Map `ebpf:"lb_drops"`
+	LbFlowSeed    *ebpf.Map `ebpf:"lb_flow_seed"`
+	LbIdMarks     *ebpf.Map `ebpf:"lb_id_marks"`
+	LbMaglev      *ebpf.Map `ebpf:"lb_maglev"`
+	LbRevNat      *ebpf.Map `ebpf:"lb_rev_nat"`
+	LbServices    *ebpf.Map `ebpf:"lb_services"`
+	LbServicesSeq *ebpf.Map `ebpf:"lb_services_seq"`
+	LbSockCt      *ebpf.Map `ebpf:"lb_sock_ct"`
+	LbSrcRange    *ebpf.Map `ebpf:"lb_src_range"`
 }
 
 func (m *lbMaps) Close() error {
@@ -260,6 +263,7 @@ func (m *lbMaps) Close() error {
 		m.LbMaglev,
 		m.LbRevNat,
 		m.LbServices,
+		m.LbServicesSeq,
 		m.LbSockCt,
 		m.LbSrcRange,
 	)

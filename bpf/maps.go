@@ -44,8 +44,12 @@ type MaglevMap interface {
 // Maps is the set of maps the reconciler writes, kernel or in-memory.
 type Maps struct {
 	// Kind is "kernel" or "memory".
-	Kind         string
-	Services     Map[ServiceKey, ServiceValue]
+	Kind     string
+	Services Map[ServiceKey, ServiceValue]
+	// ServicesSeq counts the writes of Services (lb_services_seq), which
+	// Services brackets: a writer of lb_services by other means brackets
+	// its writes too (Seq).
+	ServicesSeq  Seq
 	Backends     Map[uint32, Backend]
 	RevNat       Map[uint32, RevNatValue]
 	Maglev       MaglevMap
@@ -73,6 +77,10 @@ type Maps struct {
 	// pinned size, not at the default size the configuration left them
 	// at (an older version's default); bpf.Cell logs them.
 	KeptSizes []KeptSize
+	// WritesLeftInFlight is how many writes of lb_services a writer
+	// before NewKernelMaps left announced and unfinished
+	// (lb_services_seq), which it ended; bpf.Cell logs them.
+	WritesLeftInFlight uint32
 
 	capacities map[string]Capacity
 	close      func() error

@@ -12,7 +12,7 @@ import (
 // the very next insert (Linux 6.1+, kernel/bpf/memalloc.c), while a
 // program on another CPU still copies it. The datapath tells a whole
 // copy of a master from a torn one by its generation (ServiceValue.Gen,
-// select.h's lb_read_master), which must differ between any two writes
+// master.h's lb_read_master), which must differ between any two writes
 // of the map: kernel Maps stamp every master they write here, so that
 // callers (the reconciler, tests, tools) neither set nor see it.
 
@@ -53,10 +53,15 @@ func (g *genCounter) stamp(k ServiceKey, v ServiceValue) ServiceValue {
 }
 
 // kernelServices is lb_services in the kernel: a kernelMap whose writes
-// stamp masters with a generation and whose reads leave it out.
+// stamp masters with a generation and whose reads leave it out. Every
+// write is bracketed in seq (servicesseq.go): the datapath trusts a
+// read of one lookup that no bracket overlapped. All writes of the
+// agent's lb_services go through here; a migration (migrate.go) fills
+// a new map before any program can read it.
 type kernelServices struct {
 	*kernelMap[ServiceKey, ServiceValue]
 	gens *genCounter
+	seq  Seq // nil only in maps opened for reading (OpenPinnedMaps) before lb_services_seq existed
 
 	mu      sync.Mutex
 	stamped []ServiceValue // BatchUpdate's copy of the values, reused
@@ -73,13 +78,42 @@ func (m *kernelServices) Lookup(k ServiceKey) (ServiceValue, bool, error) {
 	return v, ok, err
 }
 
+// write runs op, a write of the map, in a bracket.
+func (m *kernelServices) write(op func() error) error {
+	if m.seq == nil {
+		return op()
+	}
+	m.seq.BeginWrite()
+	defer m.seq.EndWrite()
+	return op()
+}
+
 func (m *kernelServices) Update(k ServiceKey, v ServiceValue) error {
-	return m.kernelMap.Update(k, m.gens.stamp(k, v))
+	return m.write(func() error { return m.kernelMap.Update(k, m.gens.stamp(k, v)) })
 }
 
 // Create adds k unless the map holds it already (ErrExists).
 func (m *kernelServices) Create(k ServiceKey, v ServiceValue) error {
-	return m.kernelMap.Create(k, m.gens.stamp(k, v))
+	return m.write(func() error { return m.kernelMap.Create(k, m.gens.stamp(k, v)) })
+}
+
+func (m *kernelServices) Delete(k ServiceKey) error {
+	return m.write(func() error { return m.kernelMap.Delete(k) })
+}
+
+func (m *kernelServices) BatchDelete(ks []ServiceKey) error {
+	return m.write(func() error { return m.kernelMap.BatchDelete(ks) })
+}
+
+// LookupAndDelete (DeleteStale's) is a write too, and leaves the
+// generation out as Lookup does.
+func (m *kernelServices) LookupAndDelete(k ServiceKey) (v ServiceValue, held bool, err error) {
+	err = m.write(func() (err error) {
+		v, held, err = m.kernelMap.LookupAndDelete(k)
+		return err
+	})
+	v.Gen = 0
+	return v, held, err
 }
 
 // BatchUpdate stamps a copy of vs: the caller's values stay as given.
@@ -92,7 +126,7 @@ func (m *kernelServices) BatchUpdate(ks []ServiceKey, vs []ServiceValue) error {
 			m.stamped[i] = m.gens.stamp(ks[i], m.stamped[i])
 		}
 	}
-	return m.kernelMap.BatchUpdate(ks, m.stamped)
+	return m.write(func() error { return m.kernelMap.BatchUpdate(ks, m.stamped) })
 }
 
 // Iterate leaves the generations out, after raising the counter past

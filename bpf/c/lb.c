@@ -20,6 +20,15 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 } lb_services SEC(".maps");
 
+/* lb.h: the writers of lb_services announce their writes in its one word. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+} lb_services_seq SEC(".maps");
+
 /* A dense ID map: see lb_id_slot in lb.h. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

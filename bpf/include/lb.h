@@ -131,10 +131,28 @@ struct lb_service_value {
 	/* master: the write's generation, a number no other write of the
 	 * map carries (the agent counts its writes, bpf/services.go); 0 in
 	 * a slot's entry. A reader that copies a master checks that it did
-	 * not change (select.h, lb_read_master): the kernel may reuse a
+	 * not change (master.h, lb_read_master): the kernel may reuse a
 	 * hash element freed by a rewrite or a delete at once, for any key. */
 	__u64 gen;
 };
+
+/*
+ * lb_services_seq (array, one __u64, mmapable; the control plane's own):
+ * the writers of lb_services announce each mutation of it here, so that
+ * a reader can tell a read that no write overlapped, and trust it after
+ * one lookup. Every update, delete or batch of lb_services is bracketed:
+ * before it, an atomic add of 1 (a write in flight, the low 32 bits);
+ * after it, an atomic add of LB_SEQ_DONE - 1 (one write fewer in flight,
+ * one more done, the high 32 bits). The word never takes a value twice
+ * with no write in flight, so a reader that finds it equal, with none in
+ * flight, before and after its lookup and copy saw no write (master.h,
+ * lb_read_master); writers may be concurrent. A write of lb_services
+ * without the bracket is not seen, and readers may then take a torn or
+ * a missed read for a good one: every writer must bracket (bpf.Maps does;
+ * an embedder's own writer takes the bracket from bpf.Maps.ServicesSeq).
+ */
+#define LB_SEQ_IN_FLIGHT 0xffffffffULL /* writes in flight */
+#define LB_SEQ_DONE      (1ULL << 32)  /* one write done */
 
 /*
  * lb_backends and lb_rev_nat are dense ID maps: arrays in which ID id
