@@ -183,7 +183,8 @@ func bindSeq(field func(*Maps) *Seq) binding {
 		keySize: 4, valueSize: 8,
 		keyType: reflect.TypeFor[uint32](), valueType: reflect.TypeFor[uint64](),
 		kernel: func(m *Maps, d *mapDef, em *ebpf.Map, _ *ebpf.MapSpec) {
-			*field(m) = &seqWord{name: d.name, em: em}
+			// A word of the heap until mapWord maps the map's.
+			*field(m) = &seqWord{name: d.name, em: em, w: new(atomic.Uint64)}
 		},
 		memory: func(m *Maps, d *mapDef, _ Config, _ FaultHook) {
 			*field(m) = &seqWord{name: d.name, w: new(atomic.Uint64)}

@@ -2,6 +2,7 @@ package bpf
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -28,7 +29,11 @@ type Seq interface {
 	// done in the high 32.
 	Load() uint64
 	// BeginWrite announces a write; EndWrite, once per BeginWrite, says
-	// it is done. Until then, the datapath reads masters guarded.
+	// it is done. Until then, the datapath reads masters guarded. Maps'
+	// Seq takes an EndWrite with no write in flight for a write done
+	// (it must not borrow from the count done: see seqWord.EndWrite);
+	// a writer of the word by other means must never subtract from an
+	// in-flight count of 0 either.
 	BeginWrite()
 	EndWrite()
 }
@@ -43,25 +48,65 @@ const (
 // seqWord is a Seq on a word in memory, the kernel map's or the heap's.
 type seqWord struct {
 	name string
-	w    *atomic.Uint64
 	em   *ebpf.Map // nil in memory
-	mem  []byte    // the kernel map's mapping
+
+	// mu keeps the mapping while a bracket adds to it: closeMapping
+	// takes it to unmap, and points w at a word of the heap first, so
+	// that a write after Close fails in its syscall, as before the word
+	// existed, rather than faulting here (which no recover catches).
+	mu  sync.RWMutex
+	w   *atomic.Uint64
+	mem []byte // the kernel map's mapping
 }
 
 func (s *seqWord) Name() string { return s.name }
-func (s *seqWord) Load() uint64 { return s.w.Load() }
-func (s *seqWord) BeginWrite()  { s.w.Add(1) }
-func (s *seqWord) EndWrite()    { s.w.Add(SeqDone - 1) }
+
+func (s *seqWord) Load() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.w.Load()
+}
+
+func (s *seqWord) BeginWrite() {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	s.w.Add(1)
+}
+
+// EndWrite never takes from an in-flight count of 0 (an End without its
+// Begin, or one whose write the next agent ended as a dead writer's,
+// closeWritesInFlight): the subtraction would borrow from the count of
+// writes done and leave 2^32-1 in flight, and the next BeginWrite's
+// carry would then show none in flight while its write ran, so that the
+// datapath trusted reads the write overlapped. It counts a write done
+// alone instead, which only sends the reads around it guarded.
+func (s *seqWord) EndWrite() {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for {
+		w := s.w.Load()
+		next := w + SeqDone - 1
+		if w&SeqInFlight == 0 {
+			next = w + SeqDone
+		}
+		if s.w.CompareAndSwap(w, next) {
+			return
+		}
+	}
+}
 
 func (s *seqWord) ebpfMap() *ebpf.Map { return s.em }
 
-// closeMapping unmaps the kernel map's word. No write may follow.
+// closeMapping unmaps the kernel map's word, once no bracket adds to
+// it; brackets after it add to a word of the heap, which nothing reads.
 func (s *seqWord) closeMapping() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.mem == nil {
 		return nil
 	}
 	mem := s.mem
-	s.mem = nil
+	s.mem, s.w = nil, new(atomic.Uint64)
 	return unix.Munmap(mem)
 }
 
@@ -71,6 +116,8 @@ func (s *seqWord) mapWord() error {
 	if err != nil {
 		return fmt.Errorf("%s: mmap: %w", s.name, err)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.mem, s.w = mem, (*atomic.Uint64)(unsafe.Pointer(&mem[0]))
 	return nil
 }
@@ -104,6 +151,8 @@ func (m *Maps) closeServicesSeq() error {
 // lock, so no writer of ours is alive. A word left in flight would only
 // keep every read guarded, never make one wrong; it returns how many.
 func (s *seqWord) closeWritesInFlight() uint32 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	for {
 		w := s.w.Load()
 		n := uint32(w & SeqInFlight)
