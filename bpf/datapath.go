@@ -67,6 +67,9 @@ type DatapathOptions struct {
 	// overlapping it, and reads guarded.
 	masterRechecks uint32
 	writeOverlaps  bool
+	// writeDuringRead, for tests: a write is done between every
+	// one-lookup read's copy and its second read of lb_services_seq.
+	writeDuringRead bool
 }
 
 // DefaultDatapathOptions are LoadDatapath's.
@@ -136,6 +139,9 @@ func loadDatapathPrograms(m *Maps, opts DatapathOptions, names ...string) (*Data
 	}
 	if opts.writeOverlaps {
 		constants["lb_fault_write_overlaps"] = 1
+	}
+	if opts.writeDuringRead {
+		constants["lb_fault_write_during_read"] = 1
 	}
 	if weakMemoryOrder {
 		constants["lb_weak_memory_order"] = 1

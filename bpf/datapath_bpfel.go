@@ -153,60 +153,61 @@ type datapathLbSrcRangeKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	datapathMapLbAffinity            = "lb_affinity"
-	datapathMapLbBackends            = "lb_backends"
-	datapathMapLbCounters            = "lb_counters"
-	datapathMapLbCt                  = "lb_ct"
-	datapathMapLbDpConnEvents        = "lb_dp_conn_events"
-	datapathMapLbDpConnLost          = "lb_dp_conn_lost"
-	datapathMapLbDpCtPairPorts       = "lb_dp_ct_pair_ports"
-	datapathMapLbDpCtPorts           = "lb_dp_ct_ports"
-	datapathMapLbDpFrags             = "lb_dp_frags"
-	datapathMapLbDpIcmpScratch       = "lb_dp_icmp_scratch"
-	datapathMapLbDpMaster            = "lb_dp_master"
-	datapathMapLbDrops               = "lb_drops"
-	datapathMapLbFlowSeed            = "lb_flow_seed"
-	datapathMapLbIdMarks             = "lb_id_marks"
-	datapathMapLbMaglev              = "lb_maglev"
-	datapathMapLbRevNat              = "lb_rev_nat"
-	datapathMapLbServices            = "lb_services"
-	datapathMapLbServicesSeq         = "lb_services_seq"
-	datapathMapLbSockCt              = "lb_sock_ct"
-	datapathMapLbSrcRange            = "lb_src_range"
-	datapathProgLbBenchCopy          = "lb_bench_copy"
-	datapathProgLbBenchCopyNew       = "lb_bench_copy_new"
-	datapathProgLbBenchEst           = "lb_bench_est"
-	datapathProgLbBenchNew           = "lb_bench_new"
-	datapathProgLbConnect4           = "lb_connect4"
-	datapathProgLbConnect6           = "lb_connect6"
-	datapathProgLbGetpeername4       = "lb_getpeername4"
-	datapathProgLbGetpeername6       = "lb_getpeername6"
-	datapathProgLbProbeSlots         = "lb_probe_slots"
-	datapathProgLbRecvmsg4           = "lb_recvmsg4"
-	datapathProgLbRecvmsg6           = "lb_recvmsg6"
-	datapathProgLbSendmsg4           = "lb_sendmsg4"
-	datapathProgLbSendmsg6           = "lb_sendmsg6"
-	datapathProgLbSockDestroyUdp     = "lb_sock_destroy_udp"
-	datapathProgLbSockOps            = "lb_sock_ops"
-	datapathProgLbSockRelease        = "lb_sock_release"
-	datapathProgLbTcEgress           = "lb_tc_egress"
-	datapathProgLbTcIngress          = "lb_tc_ingress"
-	datapathProgLbTcWorkload         = "lb_tc_workload"
-	datapathVarLbBackendsMax         = "lb_backends_max"
-	datapathVarLbBenchSaved          = "lb_bench_saved"
-	datapathVarLbBenchSeq            = "lb_bench_seq"
-	datapathVarLbConnReports         = "lb_conn_reports"
-	datapathVarLbCtTimeoutClose      = "lb_ct_timeout_close"
-	datapathVarLbCtTimeoutOther      = "lb_ct_timeout_other"
-	datapathVarLbCtTimeoutSyn        = "lb_ct_timeout_syn"
-	datapathVarLbCtTimeoutTcp        = "lb_ct_timeout_tcp"
-	datapathVarLbFaultMasterRechecks = "lb_fault_master_rechecks"
-	datapathVarLbFaultWriteOverlaps  = "lb_fault_write_overlaps"
-	datapathVarLbFlowHashBasis       = "lb_flow_hash_basis"
-	datapathVarLbL4CsumIpv6          = "lb_l4_csum_ipv6"
-	datapathVarLbMaglevTableSize     = "lb_maglev_table_size"
-	datapathVarLbRevNatMax           = "lb_rev_nat_max"
-	datapathVarLbWeakMemoryOrder     = "lb_weak_memory_order"
+	datapathMapLbAffinity             = "lb_affinity"
+	datapathMapLbBackends             = "lb_backends"
+	datapathMapLbCounters             = "lb_counters"
+	datapathMapLbCt                   = "lb_ct"
+	datapathMapLbDpConnEvents         = "lb_dp_conn_events"
+	datapathMapLbDpConnLost           = "lb_dp_conn_lost"
+	datapathMapLbDpCtPairPorts        = "lb_dp_ct_pair_ports"
+	datapathMapLbDpCtPorts            = "lb_dp_ct_ports"
+	datapathMapLbDpFrags              = "lb_dp_frags"
+	datapathMapLbDpIcmpScratch        = "lb_dp_icmp_scratch"
+	datapathMapLbDpMaster             = "lb_dp_master"
+	datapathMapLbDrops                = "lb_drops"
+	datapathMapLbFlowSeed             = "lb_flow_seed"
+	datapathMapLbIdMarks              = "lb_id_marks"
+	datapathMapLbMaglev               = "lb_maglev"
+	datapathMapLbRevNat               = "lb_rev_nat"
+	datapathMapLbServices             = "lb_services"
+	datapathMapLbServicesSeq          = "lb_services_seq"
+	datapathMapLbSockCt               = "lb_sock_ct"
+	datapathMapLbSrcRange             = "lb_src_range"
+	datapathProgLbBenchCopy           = "lb_bench_copy"
+	datapathProgLbBenchCopyNew        = "lb_bench_copy_new"
+	datapathProgLbBenchEst            = "lb_bench_est"
+	datapathProgLbBenchNew            = "lb_bench_new"
+	datapathProgLbConnect4            = "lb_connect4"
+	datapathProgLbConnect6            = "lb_connect6"
+	datapathProgLbGetpeername4        = "lb_getpeername4"
+	datapathProgLbGetpeername6        = "lb_getpeername6"
+	datapathProgLbProbeSlots          = "lb_probe_slots"
+	datapathProgLbRecvmsg4            = "lb_recvmsg4"
+	datapathProgLbRecvmsg6            = "lb_recvmsg6"
+	datapathProgLbSendmsg4            = "lb_sendmsg4"
+	datapathProgLbSendmsg6            = "lb_sendmsg6"
+	datapathProgLbSockDestroyUdp      = "lb_sock_destroy_udp"
+	datapathProgLbSockOps             = "lb_sock_ops"
+	datapathProgLbSockRelease         = "lb_sock_release"
+	datapathProgLbTcEgress            = "lb_tc_egress"
+	datapathProgLbTcIngress           = "lb_tc_ingress"
+	datapathProgLbTcWorkload          = "lb_tc_workload"
+	datapathVarLbBackendsMax          = "lb_backends_max"
+	datapathVarLbBenchSaved           = "lb_bench_saved"
+	datapathVarLbBenchSeq             = "lb_bench_seq"
+	datapathVarLbConnReports          = "lb_conn_reports"
+	datapathVarLbCtTimeoutClose       = "lb_ct_timeout_close"
+	datapathVarLbCtTimeoutOther       = "lb_ct_timeout_other"
+	datapathVarLbCtTimeoutSyn         = "lb_ct_timeout_syn"
+	datapathVarLbCtTimeoutTcp         = "lb_ct_timeout_tcp"
+	datapathVarLbFaultMasterRechecks  = "lb_fault_master_rechecks"
+	datapathVarLbFaultWriteDuringRead = "lb_fault_write_during_read"
+	datapathVarLbFaultWriteOverlaps   = "lb_fault_write_overlaps"
+	datapathVarLbFlowHashBasis        = "lb_flow_hash_basis"
+	datapathVarLbL4CsumIpv6           = "lb_l4_csum_ipv6"
+	datapathVarLbMaglevTableSize      = "lb_maglev_table_size"
+	datapathVarLbRevNatMax            = "lb_rev_nat_max"
+	datapathVarLbWeakMemoryOrder      = "lb_weak_memory_order"
 )
 
 // loadDatapath returns the embedded CollectionSpec for datapath.
@@ -302,21 +303,22 @@ type datapathMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type datapathVariableSpecs struct {
-	LbBackendsMax         *ebpf.VariableSpec `ebpf:"lb_backends_max"`
-	LbBenchSaved          *ebpf.VariableSpec `ebpf:"lb_bench_saved"`
-	LbBenchSeq            *ebpf.VariableSpec `ebpf:"lb_bench_seq"`
-	LbConnReports         *ebpf.VariableSpec `ebpf:"lb_conn_reports"`
-	LbCtTimeoutClose      *ebpf.VariableSpec `ebpf:"lb_ct_timeout_close"`
-	LbCtTimeoutOther      *ebpf.VariableSpec `ebpf:"lb_ct_timeout_other"`
-	LbCtTimeoutSyn        *ebpf.VariableSpec `ebpf:"lb_ct_timeout_syn"`
-	LbCtTimeoutTcp        *ebpf.VariableSpec `ebpf:"lb_ct_timeout_tcp"`
-	LbFaultMasterRechecks *ebpf.VariableSpec `ebpf:"lb_fault_master_rechecks"`
-	LbFaultWriteOverlaps  *ebpf.VariableSpec `ebpf:"lb_fault_write_overlaps"`
-	LbFlowHashBasis       *ebpf.VariableSpec `ebpf:"lb_flow_hash_basis"`
-	LbL4CsumIpv6          *ebpf.VariableSpec `ebpf:"lb_l4_csum_ipv6"`
-	LbMaglevTableSize     *ebpf.VariableSpec `ebpf:"lb_maglev_table_size"`
-	LbRevNatMax           *ebpf.VariableSpec `ebpf:"lb_rev_nat_max"`
-	LbWeakMemoryOrder     *ebpf.VariableSpec `ebpf:"lb_weak_memory_order"`
+	LbBackendsMax          *ebpf.VariableSpec `ebpf:"lb_backends_max"`
+	LbBenchSaved           *ebpf.VariableSpec `ebpf:"lb_bench_saved"`
+	LbBenchSeq             *ebpf.VariableSpec `ebpf:"lb_bench_seq"`
+	LbConnReports          *ebpf.VariableSpec `ebpf:"lb_conn_reports"`
+	LbCtTimeoutClose       *ebpf.VariableSpec `ebpf:"lb_ct_timeout_close"`
+	LbCtTimeoutOther       *ebpf.VariableSpec `ebpf:"lb_ct_timeout_other"`
+	LbCtTimeoutSyn         *ebpf.VariableSpec `ebpf:"lb_ct_timeout_syn"`
+	LbCtTimeoutTcp         *ebpf.VariableSpec `ebpf:"lb_ct_timeout_tcp"`
+	LbFaultMasterRechecks  *ebpf.VariableSpec `ebpf:"lb_fault_master_rechecks"`
+	LbFaultWriteDuringRead *ebpf.VariableSpec `ebpf:"lb_fault_write_during_read"`
+	LbFaultWriteOverlaps   *ebpf.VariableSpec `ebpf:"lb_fault_write_overlaps"`
+	LbFlowHashBasis        *ebpf.VariableSpec `ebpf:"lb_flow_hash_basis"`
+	LbL4CsumIpv6           *ebpf.VariableSpec `ebpf:"lb_l4_csum_ipv6"`
+	LbMaglevTableSize      *ebpf.VariableSpec `ebpf:"lb_maglev_table_size"`
+	LbRevNatMax            *ebpf.VariableSpec `ebpf:"lb_rev_nat_max"`
+	LbWeakMemoryOrder      *ebpf.VariableSpec `ebpf:"lb_weak_memory_order"`
 }
 
 // datapathObjects contains all objects after they have been loaded into the kernel.
@@ -390,21 +392,22 @@ func (m *datapathMaps) Close() error {
 //
 // It can be passed to loadDatapathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type datapathVariables struct {
-	LbBackendsMax         *ebpf.Variable `ebpf:"lb_backends_max"`
-	LbBenchSaved          *ebpf.Variable `ebpf:"lb_bench_saved"`
-	LbBenchSeq            *ebpf.Variable `ebpf:"lb_bench_seq"`
-	LbConnReports         *ebpf.Variable `ebpf:"lb_conn_reports"`
-	LbCtTimeoutClose      *ebpf.Variable `ebpf:"lb_ct_timeout_close"`
-	LbCtTimeoutOther      *ebpf.Variable `ebpf:"lb_ct_timeout_other"`
-	LbCtTimeoutSyn        *ebpf.Variable `ebpf:"lb_ct_timeout_syn"`
-	LbCtTimeoutTcp        *ebpf.Variable `ebpf:"lb_ct_timeout_tcp"`
-	LbFaultMasterRechecks *ebpf.Variable `ebpf:"lb_fault_master_rechecks"`
-	LbFaultWriteOverlaps  *ebpf.Variable `ebpf:"lb_fault_write_overlaps"`
-	LbFlowHashBasis       *ebpf.Variable `ebpf:"lb_flow_hash_basis"`
-	LbL4CsumIpv6          *ebpf.Variable `ebpf:"lb_l4_csum_ipv6"`
-	LbMaglevTableSize     *ebpf.Variable `ebpf:"lb_maglev_table_size"`
-	LbRevNatMax           *ebpf.Variable `ebpf:"lb_rev_nat_max"`
-	LbWeakMemoryOrder     *ebpf.Variable `ebpf:"lb_weak_memory_order"`
+	LbBackendsMax          *ebpf.Variable `ebpf:"lb_backends_max"`
+	LbBenchSaved           *ebpf.Variable `ebpf:"lb_bench_saved"`
+	LbBenchSeq             *ebpf.Variable `ebpf:"lb_bench_seq"`
+	LbConnReports          *ebpf.Variable `ebpf:"lb_conn_reports"`
+	LbCtTimeoutClose       *ebpf.Variable `ebpf:"lb_ct_timeout_close"`
+	LbCtTimeoutOther       *ebpf.Variable `ebpf:"lb_ct_timeout_other"`
+	LbCtTimeoutSyn         *ebpf.Variable `ebpf:"lb_ct_timeout_syn"`
+	LbCtTimeoutTcp         *ebpf.Variable `ebpf:"lb_ct_timeout_tcp"`
+	LbFaultMasterRechecks  *ebpf.Variable `ebpf:"lb_fault_master_rechecks"`
+	LbFaultWriteDuringRead *ebpf.Variable `ebpf:"lb_fault_write_during_read"`
+	LbFaultWriteOverlaps   *ebpf.Variable `ebpf:"lb_fault_write_overlaps"`
+	LbFlowHashBasis        *ebpf.Variable `ebpf:"lb_flow_hash_basis"`
+	LbL4CsumIpv6           *ebpf.Variable `ebpf:"lb_l4_csum_ipv6"`
+	LbMaglevTableSize      *ebpf.Variable `ebpf:"lb_maglev_table_size"`
+	LbRevNatMax            *ebpf.Variable `ebpf:"lb_rev_nat_max"`
+	LbWeakMemoryOrder      *ebpf.Variable `ebpf:"lb_weak_memory_order"`
 }
 
 // datapathPrograms contains all programs after they have been loaded into the kernel.

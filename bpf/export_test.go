@@ -56,6 +56,14 @@ func WithGuardedRechecks(opts DatapathOptions, n uint32) DatapathOptions {
 	return opts
 }
 
+// WithWriteDuringRead returns opts with a write of lb_services done, as
+// if by another CPU, between every one-lookup read's copy of a master
+// and its second read of lb_services_seq (master.h, lb_read_master).
+func WithWriteDuringRead(opts DatapathOptions) DatapathOptions {
+	opts.writeDuringRead = true
+	return opts
+}
+
 // SetWeakMemoryOrder has the datapaths loaded from now on fence their
 // reads of lb_services_seq as on CPUs that reorder loads, or not; it
 // returns the setting before.

@@ -56,6 +56,14 @@ volatile const __u32 lb_fault_master_rechecks;
 volatile const __u32 lb_fault_write_overlaps;
 
 /*
+ * For tests only (bpf.DatapathOptions): a write of lb_services is done
+ * between a one-lookup read's copy and its second read of the word, as
+ * a writer on another CPU may do while this CPU is held up mid-read (an
+ * interrupt): the second read must see it, and the read go guarded.
+ */
+volatile const __u32 lb_fault_write_during_read;
+
+/*
  * Set by the loader on CPUs that may reorder loads (all but x86): the
  * reads of lb_services_seq are then fenced (lb_load_fence).
  */
@@ -145,6 +153,8 @@ __noinline int lb_read_master(const struct lb_service_key *key, struct lb_servic
 			p = bpf_map_lookup_elem(&lb_services, key);
 			if (p)
 				__builtin_memcpy(out, p, offsetof(struct lb_service_value, gen));
+			if (lb_fault_write_during_read)
+				__sync_fetch_and_add(seq, LB_SEQ_DONE);
 			lb_load_fence();
 			if (LB_READ_ONCE_U64(*seq) == s && !lb_fault_write_overlaps)
 				return p ? LB_MASTER_FOUND : LB_MASTER_MISSING;
