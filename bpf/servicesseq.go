@@ -71,6 +71,11 @@ func (s *seqWord) BeginWrite() {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	s.w.Add(1)
+	// Where the add is a load-acquire and store-release pair (arm64
+	// without LSE atomics), the kernel's stores of the write that follows
+	// could become visible before the add's; an acquire load after it
+	// keeps them behind it. On x86 a plain load, after a locked add.
+	_ = s.w.Load()
 }
 
 // EndWrite never takes from an in-flight count of 0 (an End without its
