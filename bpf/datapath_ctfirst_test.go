@@ -26,12 +26,7 @@ func TestTCGivesAFlowWhoseFirstPacketsRaceOnTwoCPUsOneBackend(t *testing.T) {
 		t.Skip("needs two CPUs: each runs one of a flow's first two packets")
 	}
 	h := newDatapath(t, dpConfig())
-	var slots []uint32
-	for i := uint32(1); i <= 8; i++ {
-		h.backend(i, fmt.Sprintf("10.1.0.%d:53/UDP", i), lb.BackendActive)
-		slots = append(slots, i)
-	}
-	h.frontend(testFrontend{addr: "10.96.0.10:53/UDP", id: 1, slots: slots})
+	h.dnsFrontendOfEight()
 	const flows = 40000
 	pkts := make([][]byte, flows)
 	for i := range pkts {

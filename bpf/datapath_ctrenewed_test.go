@@ -70,12 +70,7 @@ func TestCTCollectorNeverDeletesAFlowBegunOnAnExpiredEntryDuringTheCollection(t 
 	for _, before := range []bool{false, true} {
 		t.Run(fmt.Sprintf("renewed before its check %v", before), func(t *testing.T) {
 			h := newDatapath(t, dpConfig())
-			var slots []uint32
-			for i := uint32(1); i <= 8; i++ {
-				h.backend(i, fmt.Sprintf("10.1.0.%d:53/UDP", i), lb.BackendActive)
-				slots = append(slots, i)
-			}
-			h.frontend(testFrontend{addr: "10.96.0.10:53/UDP", id: 1, slots: slots})
+			h.dnsFrontendOfEight()
 			// The flow, and others, long expired: the collector deletes
 			// all but the one begun again.
 			var f tuple

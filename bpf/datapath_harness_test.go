@@ -2,6 +2,7 @@ package bpf_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -249,3 +250,14 @@ var (
 	packet = bpftest.Packet
 	decode = bpftest.Decode
 )
+
+// dnsFrontendOfEight gives h the frontend 10.96.0.10:53/UDP (ID 1)
+// balancing over eight active backends, 10.1.0.1-8:53 (IDs 1-8).
+func (h *dpHarness) dnsFrontendOfEight() {
+	var slots []uint32
+	for i := uint32(1); i <= 8; i++ {
+		h.backend(i, fmt.Sprintf("10.1.0.%d:53/UDP", i), lb.BackendActive)
+		slots = append(slots, i)
+	}
+	h.frontend(testFrontend{addr: "10.96.0.10:53/UDP", id: 1, slots: slots})
+}

@@ -116,18 +116,7 @@ func TestTCNeverPassesAFlowToAFrontendRewrittenUnderItsLookup(t *testing.T) {
 	const n = 8
 	writes := 0
 	h, total := rewriteRace(t, n, 2, func(i int, m bpf.Map[bpf.ServiceKey, bpf.ServiceValue], keys []bpf.ServiceKey, vals []bpf.ServiceValue) error {
-		for f := range keys {
-			v := vals[f]
-			if i%2 == 1 { // one backend, every other time
-				v.Count = 1
-				v.SetInline(v.Inline()[:1])
-			}
-			if err := m.Update(keys[f], v); err != nil {
-				return err
-			}
-			writes++
-		}
-		return nil
+		return rewriteMasters(i, m, keys, vals, &writes)
 	})
 	balanced, dropped := raceOutcome(h)
 	t.Logf("%d master writes, %d new flows: %d balanced, %d dropped", writes, total, balanced, dropped)
@@ -170,4 +159,21 @@ func TestTCNeverDropsAFlowForASlotEntryRewrittenUnderItsLookup(t *testing.T) {
 	if balanced == 0 || writes == 0 {
 		t.Errorf("%d flows balanced, %d writes: the race was not run", balanced, writes)
 	}
+}
+
+// rewriteMasters writes each master of keys again (vals[f] for keys[f]),
+// with only its first backend every other round i, counting the writes.
+func rewriteMasters(i int, m bpf.Map[bpf.ServiceKey, bpf.ServiceValue], keys []bpf.ServiceKey, vals []bpf.ServiceValue, writes *int) error {
+	for f := range keys {
+		v := vals[f]
+		if i%2 == 1 {
+			v.Count = 1
+			v.SetInline(v.Inline()[:1])
+		}
+		if err := m.Update(keys[f], v); err != nil {
+			return err
+		}
+		*writes++
+	}
+	return nil
 }

@@ -127,16 +127,8 @@ func TestTCNeverMisreadsAMasterWithOneLookupWhileAnotherCPUWrites(t *testing.T) 
 	const n = 8
 	writes := 0
 	h, total := rewriteRaceOptions(t, guardedFailing, 1, n, 2, func(i int, m bpf.Map[bpf.ServiceKey, bpf.ServiceValue], keys []bpf.ServiceKey, vals []bpf.ServiceValue) error {
-		for f := range keys {
-			v := vals[f]
-			if i%2 == 1 { // one backend, every other time
-				v.Count = 1
-				v.SetInline(v.Inline()[:1])
-			}
-			if err := m.Update(keys[f], v); err != nil {
-				return err
-			}
-			writes++
+		if err := rewriteMasters(i, m, keys, vals, &writes); err != nil {
+			return err
 		}
 		// A frontend no flow goes to, deleted and written again: its
 		// element freed, and one taken.
