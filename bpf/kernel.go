@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -413,7 +414,10 @@ func OpenPinnedMaps(dir string) (*Maps, error) {
 		d := &layout[i]
 		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, d.name), nil)
 		if errors.Is(err, os.ErrNotExist) && d.name == lbMapLbServicesSeq {
-			continue // an agent of a version before it: nothing here writes
+			// An agent of a version before it: nothing here writes, and
+			// the word is one in memory, so that reading it works.
+			maps.ServicesSeq = &seqWord{name: d.name, w: new(atomic.Uint64)}
+			continue
 		}
 		if err != nil {
 			closeMaps(opened)

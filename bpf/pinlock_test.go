@@ -110,3 +110,25 @@ func TestOpenPinnedMapsReadsAHeldDirectoryButRefusesAForeignOne(t *testing.T) {
 		t.Errorf("error %q: want ErrPinDirUntrusted naming the other user", err)
 	}
 }
+
+// lbctl reading the maps of an agent of a version before lb_services_seq
+// gets maps whose word reads 0 (no write counted), not a nil one.
+func TestOpenPinnedMapsOfAnAgentBeforeTheWriteCounterReadsZero(t *testing.T) {
+	bpftest.Require(t)
+	cfg := smallConfig()
+	cfg.LBPinDir = filepath.Join(bpftest.PinDir(t), "maps")
+	agent := bpftest.KernelMaps(t, cfg)
+	_ = agent
+	mustDo(t, os.Remove(filepath.Join(cfg.LBPinDir, "lb_services_seq")))
+	m, err := bpf.OpenPinnedMaps(cfg.LBPinDir)
+	if err != nil {
+		t.Fatalf("lbctl could not read the maps of an older agent: %v", err)
+	}
+	defer m.Close()
+	if m.ServicesSeq == nil {
+		t.Fatal("no ServicesSeq: a caller of Load panics")
+	}
+	if w := m.ServicesSeq.Load(); w != 0 {
+		t.Errorf("the word of maps without lb_services_seq reads %#x, want 0", w)
+	}
+}
