@@ -89,19 +89,15 @@ func TestClosedMapsReleaseThePinDirectory(t *testing.T) {
 // lbctl reads an agent's maps while it runs: OpenPinnedMaps takes no lock,
 // but checks the pin directory's ownership as the agent does.
 func TestOpenPinnedMapsReadsAHeldDirectoryButRefusesAForeignOne(t *testing.T) {
-	bpftest.Require(t)
-	cfg := smallConfig()
-	cfg.LBPinDir = filepath.Join(bpftest.PinDir(t), "maps")
-	agent := bpftest.KernelMaps(t, cfg)
-	_ = agent
-	m, err := bpf.OpenPinnedMaps(cfg.LBPinDir)
+	dir := heldPinDir(t)
+	m, err := bpf.OpenPinnedMaps(dir)
 	if err != nil {
 		t.Fatalf("lbctl could not read the maps of a running agent: %v", err)
 	}
 	m.Close()
 
-	mustDo(t, os.Chown(filepath.Join(cfg.LBPinDir, "lb_services"), nobody, nobody))
-	m, err = bpf.OpenPinnedMaps(cfg.LBPinDir)
+	mustDo(t, os.Chown(filepath.Join(dir, "lb_services"), nobody, nobody))
+	m, err = bpf.OpenPinnedMaps(dir)
 	if err == nil {
 		m.Close()
 		t.Fatal("OpenPinnedMaps read a pin directory holding another user's map")
@@ -114,13 +110,9 @@ func TestOpenPinnedMapsReadsAHeldDirectoryButRefusesAForeignOne(t *testing.T) {
 // lbctl reading the maps of an agent of a version before lb_services_seq
 // gets maps whose word reads 0 (no write counted), not a nil one.
 func TestOpenPinnedMapsOfAnAgentBeforeTheWriteCounterReadsZero(t *testing.T) {
-	bpftest.Require(t)
-	cfg := smallConfig()
-	cfg.LBPinDir = filepath.Join(bpftest.PinDir(t), "maps")
-	agent := bpftest.KernelMaps(t, cfg)
-	_ = agent
-	mustDo(t, os.Remove(filepath.Join(cfg.LBPinDir, "lb_services_seq")))
-	m, err := bpf.OpenPinnedMaps(cfg.LBPinDir)
+	dir := heldPinDir(t)
+	mustDo(t, os.Remove(filepath.Join(dir, "lb_services_seq")))
+	m, err := bpf.OpenPinnedMaps(dir)
 	if err != nil {
 		t.Fatalf("lbctl could not read the maps of an older agent: %v", err)
 	}
@@ -131,4 +123,14 @@ func TestOpenPinnedMapsOfAnAgentBeforeTheWriteCounterReadsZero(t *testing.T) {
 	if w := m.ServicesSeq.Load(); w != 0 {
 		t.Errorf("the word of maps without lb_services_seq reads %#x, want 0", w)
 	}
+}
+
+// heldPinDir returns the pin directory of maps an agent holds until the
+// test ends.
+func heldPinDir(t *testing.T) string {
+	bpftest.Require(t)
+	cfg := smallConfig()
+	cfg.LBPinDir = filepath.Join(bpftest.PinDir(t), "maps")
+	bpftest.KernelMaps(t, cfg)
+	return cfg.LBPinDir
 }
