@@ -230,14 +230,8 @@ func (m *kernelMap[K, V]) Name() string { return m.name }
 
 func (m *kernelMap[K, V]) Lookup(k K) (V, bool, error) {
 	var v V
-	err := m.m.Lookup(&k, &v)
-	if errors.Is(err, ebpf.ErrKeyNotExist) {
-		return v, false, nil
-	}
-	if err != nil {
-		return v, false, fmt.Errorf("%s: lookup: %w", m.name, err)
-	}
-	return v, true, nil
+	found, err := m.found("lookup", m.m.Lookup(&k, &v))
+	return v, found, err
 }
 
 func (m *kernelMap[K, V]) Update(k K, v V) error {
@@ -258,14 +252,17 @@ func (m *kernelMap[K, V]) Create(k K, v V) error {
 // before, and is what it returns, or after, and stays.
 func (m *kernelMap[K, V]) LookupAndDelete(k K) (V, bool, error) {
 	var v V
-	err := m.m.LookupAndDelete(&k, &v)
+	found, err := m.found("lookup and delete", m.m.LookupAndDelete(&k, &v))
+	return v, found, err
+}
+
+// found says whether the read op found its key, given its error: a
+// missing key is no error.
+func (m *kernelMap[K, V]) found(op string, err error) (bool, error) {
 	if errors.Is(err, ebpf.ErrKeyNotExist) {
-		return v, false, nil
+		return false, nil
 	}
-	if err != nil {
-		return v, false, m.wrap("lookup and delete", err)
-	}
-	return v, true, nil
+	return err == nil, m.wrap(op, err)
 }
 
 func (m *kernelMap[K, V]) Delete(k K) error {
